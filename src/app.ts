@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { Registry } from 'prom-client';
+import type { Config } from './config.ts';
+import { REQUEST_ID_HEADER } from './contract/responses.ts';
+import type { Services } from './domain/services.ts';
+import type { Clock } from './lib/clock.ts';
+import type { Store } from './store/database.ts';
+import { installErrorHandlers } from './http/error-handler.ts';
+import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
+import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
+import { firewallPlugin } from './http/plugins/firewall.plugin.ts';
+import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
+import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
+import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
+import { adminRoutes } from './http/routes/admin-routes.ts';
+import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
+import { publicRoutes } from './http/routes/public-routes.ts';
+import { timeRoutes } from './http/routes/time.routes.ts';
+
+export interface AppDeps {
+  config: Readonly<Config>;
+  store: Store;
+  services: Services;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  metrics: Registry;
+  adminToken: string;
+  /** The per-IP rate limit (wire-contract §2.3), registered on public routes after the firewall. */
+  rateLimit?: (app: FastifyInstance) => Promise<void>;
+  readiness?: ReadinessCheck[];
+}
+
+export interface AppParts {
+  /** The spec's API for platforms. */
+  public: boolean;
+  /** The operator API under /admin. */
+  admin: boolean;
+}
+
+// ajv-formats is CommonJS; its default export arrives wrapped under native ESM.
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+  addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
+
+const VALID_REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Builds the HTTP application; never listens (entry points do). */
+export async function buildApp(
+  deps: AppDeps,
+  parts: AppParts = { public: true, admin: true },
+): Promise<FastifyInstance> {
+  const { config, services } = deps;
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: config.bodyLimitBytes,
+    // wire-contract §2.4: X-Forwarded-For is believed only from configured proxies.
+    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers[REQUEST_ID_HEADER];
+      return typeof given === 'string' && VALID_REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    return503OnClosing: true,
+  });
+
+  // Bodies are validated strictly (no type coercion: "12" is not 12); query strings and paths are text and
+  // are coerced to the declared types. Every error is collected so a 400 lists every bad field.
+  const bodyAjv = addFormats(
+    new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false }),
+  );
+  const textAjv = addFormats(
+    new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false }),
+  );
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema),
+  );
+
+  installRawBodyParser(app);
+  installErrorHandlers(app);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
+  });
+  await app.register(metricsPlugin, { registry: deps.metrics });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'svc-platform API',
+        version: '0.1.0',
+        description: 'Platform API: see README and shared/spec.',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'apiKey', in: 'header', name: 'X-SCX-API-KEY' },
+          apiPassphrase: { type: 'apiKey', in: 'header', name: 'X-SCX-PASSPHRASE' },
+          apiSigned: { type: 'apiKey', in: 'header', name: 'X-SCX-SIGNED' },
+          apiTimestamp: { type: 'apiKey', in: 'header', name: 'X-SCX-TIMESTAMP' },
+          adminToken: { type: 'http', scheme: 'bearer' },
+        },
+      },
+      security: [{ apiKey: [], apiPassphrase: [], apiSigned: [], apiTimestamp: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(opsRoutes, {
+    db: deps.store.db,
+    registry: deps.metrics,
+    readiness: deps.readiness ?? [],
+  });
+
+  if (parts.public) {
+    await app.register(async (pub) => {
+      await pub.register(firewallPlugin, { networkRules: services.networkRules });
+      if (deps.rateLimit) await deps.rateLimit(pub);
+      await pub.register(timeRoutes, { clock: deps.clock });
+      await pub.register(async (authed) => {
+        await authed.register(authenticationPlugin, {
+          authenticator: services.authenticator,
+          networkRules: services.networkRules,
+        });
+        if (config.env === 'cert') await authed.register(simulatorPlugin);
+        await publicRoutes(authed, deps);
+      });
+    });
+  }
+
+  if (parts.admin) {
+    await app.register(
+      async (admin) => {
+        await admin.register(adminAuthPlugin, { adminToken: deps.adminToken });
+        await adminRoutes(admin, deps);
+      },
+      { prefix: '/admin' },
+    );
+  }
+
+  return app;
+}

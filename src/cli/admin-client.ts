@@ -1,0 +1,48 @@
+/** A small client for the operator API (DESIGN §3), used by the CLI and by tests. */
+export class AdminApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {
+    super(`operator API answered ${status}: ${JSON.stringify(body)}`);
+    this.name = 'AdminApiError';
+  }
+}
+
+export class AdminClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly token: string,
+  ) {}
+
+  async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    const response = await fetch(new URL(`/admin${path}`, this.baseUrl), {
+      method,
+      headers: {
+        authorization: `Bearer ${this.token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    const parsed: unknown = text ? JSON.parse(text) : undefined;
+    if (!response.ok) throw new AdminApiError(response.status, parsed);
+    return (parsed as { message: T }).message;
+  }
+
+  get<T = unknown>(path: string) {
+    return this.request<T>('GET', path);
+  }
+  post<T = unknown>(path: string, body: unknown = {}) {
+    return this.request<T>('POST', path, body);
+  }
+  put<T = unknown>(path: string, body: unknown) {
+    return this.request<T>('PUT', path, body);
+  }
+  patch<T = unknown>(path: string, body: unknown) {
+    return this.request<T>('PATCH', path, body);
+  }
+  delete<T = unknown>(path: string) {
+    return this.request<T>('DELETE', path);
+  }
+}

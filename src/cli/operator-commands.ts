@@ -1,0 +1,174 @@
+import type { IssuedApiKey, Participant, Platform } from '../contract/admin.schemas.ts';
+import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
+import type { AdminClient } from './admin-client.ts';
+
+/**
+ * The operator commands of `svc`: one entry per operator API call, each with its usage line.
+ * Options arrive parsed by node's util.parseArgs (string values, repeated ones as arrays).
+ */
+export type Options = Record<string, string | boolean | string[] | undefined>;
+
+export class UsageError extends Error {}
+
+export interface Command {
+  usage: string;
+  summary: string;
+  run(client: AdminClient, positionals: string[], options: Options): Promise<unknown>;
+}
+
+function required(options: Options, name: string): string {
+  const value = options[name];
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function optionalString(options: Options, name: string): string | undefined {
+  const value = options[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+function list(options: Options, name: string): string[] | undefined {
+  const value = options[name];
+  if (value === undefined) return undefined;
+  return (Array.isArray(value) ? value : [String(value)]).flatMap((v) => v.split(',')).filter(Boolean);
+}
+
+function positional(positionals: string[], index: number, name: string): string {
+  const value = positionals[index];
+  if (!value) throw new UsageError(`<${name}> is required`);
+  return value;
+}
+
+export const OPERATOR_COMMANDS: Record<string, Command> = {
+  'platforms create': {
+    usage: 'svc platforms create --name NAME [--allow CIDR]... [--quote-expiry-ms N] [--deposit-fee-bps D]',
+    summary: 'create a platform',
+    run: (c, _p, o) =>
+      c.post<Platform>('/platforms', {
+        name: required(o, 'name'),
+        ip_allowlist: list(o, 'allow'),
+        quote_expiry_ms: o['quote-expiry-ms'] ? Number(o['quote-expiry-ms']) : undefined,
+        deposit_fee_bps: optionalString(o, 'deposit-fee-bps'),
+      }),
+  },
+  'platforms list': {
+    usage: 'svc platforms list',
+    summary: 'list platforms',
+    run: (c) => c.get<Platform[]>('/platforms'),
+  },
+  'platforms show': {
+    usage: 'svc platforms show CODE',
+    summary: 'show one platform',
+    run: (c, p) => c.get<Platform>(`/platforms/${encodeURIComponent(positional(p, 0, 'CODE'))}`),
+  },
+  'allowlist set': {
+    usage: 'svc allowlist set PLATFORM [CIDR...]',
+    summary: "replace a platform's IP allow-list (empty allows all, cert only)",
+    run: (c, p) =>
+      c.put<Platform>(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/ip_allowlist`, {
+        cidrs: p.slice(1),
+      }),
+  },
+  'keys create': {
+    usage: 'svc keys create PLATFORM',
+    summary: 'issue an API key (the secret and passphrase are shown once)',
+    run: (c, p) =>
+      c.post<IssuedApiKey>(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/api_keys`),
+  },
+  'keys list': {
+    usage: 'svc keys list PLATFORM',
+    summary: "list a platform's API keys",
+    run: (c, p) => c.get(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/api_keys`),
+  },
+  'keys revoke': {
+    usage: 'svc keys revoke API_KEY',
+    summary: 'revoke an API key on every instance',
+    run: (c, p) => c.delete(`/api_keys/${encodeURIComponent(positional(p, 0, 'API_KEY'))}`),
+  },
+  'participants create': {
+    usage: 'svc participants create --platform CODE --email EMAIL --first-name F --last-name L [--status S]',
+    summary: 'onboard a participant directly',
+    run: (c, _p, o) =>
+      c.post<Participant>('/participants', {
+        platform_code: required(o, 'platform'),
+        email: required(o, 'email'),
+        first_name: required(o, 'first-name'),
+        last_name: required(o, 'last-name'),
+        status: optionalString(o, 'status'),
+      }),
+  },
+  'participants show': {
+    usage: 'svc participants show CODE',
+    summary: 'show a participant',
+    run: (c, p) => c.get<Participant>(`/participants/${encodeURIComponent(positional(p, 0, 'CODE'))}`),
+  },
+  'participants set-status': {
+    usage: 'svc participants set-status CODE STATUS [--reason REASON_CODE]',
+    summary: "change a participant's status (sends participant_status_changed)",
+    run: (c, p, o) =>
+      c.patch<Participant>(`/participants/${encodeURIComponent(positional(p, 0, 'CODE'))}`, {
+        status: positional(p, 1, 'STATUS'),
+        reason_code: optionalString(o, 'reason'),
+      }),
+  },
+  'accounts create': {
+    usage: 'svc accounts create --platform CODE --participant CODE [--region us] [--label general]',
+    summary: 'create a customer account synchronously',
+    run: (c, _p, o) =>
+      c.post<CustomerAccountDetails>('/customer_accounts', {
+        platform_code: required(o, 'platform'),
+        participant_code: required(o, 'participant'),
+        region: optionalString(o, 'region'),
+        account_label: optionalString(o, 'label'),
+      }),
+  },
+  'prices set': {
+    usage: 'svc prices set PAIR=PRICE... (e.g. BTC/USD=65000.25)',
+    summary: 'set prices used by quotes and fund rates',
+    run: (c, p) => {
+      if (p.length === 0) throw new UsageError('at least one PAIR=PRICE is required');
+      const pairs = Object.fromEntries(
+        p.map((item) => {
+          const [pair, price] = item.split('=');
+          if (!pair || !price) throw new UsageError(`"${item}" is not PAIR=PRICE`);
+          return [pair, price];
+        }),
+      );
+      return c.post('/prices', { pairs });
+    },
+  },
+  'prices list': { usage: 'svc prices list', summary: 'list prices', run: (c) => c.get('/prices') },
+  'balances adjust': {
+    usage:
+      'svc balances adjust --participant CODE --label LABEL --asset ASSET --amount DECIMAL [--type available]',
+    summary: 'credit (positive) or debit (negative) a balance',
+    run: (c, _p, o) =>
+      c.post('/balances', {
+        participant_code: required(o, 'participant'),
+        account_label: required(o, 'label'),
+        asset: required(o, 'asset'),
+        amount: required(o, 'amount'),
+        account_type: optionalString(o, 'type'),
+      }),
+  },
+};
+
+/** Options every operator command understands, for util.parseArgs. */
+export const OPERATOR_OPTIONS = {
+  name: { type: 'string' },
+  allow: { type: 'string', multiple: true },
+  'quote-expiry-ms': { type: 'string' },
+  'deposit-fee-bps': { type: 'string' },
+  platform: { type: 'string' },
+  participant: { type: 'string' },
+  email: { type: 'string' },
+  'first-name': { type: 'string' },
+  'last-name': { type: 'string' },
+  status: { type: 'string' },
+  reason: { type: 'string' },
+  region: { type: 'string' },
+  label: { type: 'string' },
+  asset: { type: 'string' },
+  amount: { type: 'string' },
+  type: { type: 'string' },
+} as const;

@@ -1,0 +1,171 @@
+import path from 'node:path';
+import { parseCidr } from './lib/cidr.ts';
+
+/**
+ * The only reader of process.env. Every variable is listed, with its default, in .env.example.
+ * The result is validated once and frozen; everything else receives it as a value.
+ */
+export type ServiceEnv = 'cert' | 'prod';
+export type ServiceRole = 'api' | 'worker' | 'all';
+
+export interface Listen {
+  host: string;
+  port: number;
+}
+
+export interface WebhookConfig {
+  /** Success means any 2xx within this time (wire-contract §5). */
+  timeoutMs: number;
+  fastRetries: number;
+  fastRetryDelayMs: number;
+  /** Exponential schedule after the fast retries, in ms; then dead-lettered. */
+  retryScheduleMs: number[];
+  jitter: number;
+}
+
+export interface RateLimitConfig {
+  limit: number;
+  windowMs: number;
+  blockMs: number;
+}
+
+export interface Config {
+  env: ServiceEnv;
+  role: ServiceRole;
+  listen: Listen;
+  /** When set, the operator API is served only on this listener. */
+  adminListen: Listen | null;
+  /** Undefined until main resolves it (generated and saved in the data dir on first start). */
+  adminToken: string | undefined;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  trustProxy: string[];
+  /** Base64 of 32 bytes: encrypts API secrets at rest. Undefined → generated in the data dir. */
+  secretKey: string | undefined;
+  /** PKCS#8 PEM of the JWT signing key (EC P-256 or Ed25519). Undefined → generated in the data dir. */
+  jwtPrivateKey: string | undefined;
+  logLevel: string;
+  bodyLimitBytes: number;
+  shutdownTimeoutMs: number;
+  worker: { concurrency: number; pollIntervalMs: number };
+  rateLimit: RateLimitConfig;
+  webhooks: WebhookConfig;
+  /** Default quote lifetime for platforms that did not set their own (wire-contract §7). */
+  quoteExpiryMs: number;
+  settlement: { activeAfterMs: number; terminateAfterMs: number };
+  /** A funding session from a token with no deposit in this time is reported expired (wire-contract §5). */
+  fundingSessionExpiryMs: number;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function str(env: Env, name: string, fallback: string): string {
+  const value = env[name];
+  return value === undefined || value === '' ? fallback : value;
+}
+
+function optional(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function int(env: Env, name: string, fallback: number, min = 0): number {
+  const raw = optional(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min) throw new ConfigError(`${name}: must be an integer >= ${min}`);
+  return Number(raw);
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const value = str(env, name, fallback);
+  if (!allowed.includes(value as T)) throw new ConfigError(`${name}: must be one of ${allowed.join(', ')}`);
+  return value as T;
+}
+
+function listen(env: Env, name: string): Listen | null {
+  const raw = optional(env, name);
+  if (raw === undefined) return null;
+  const match = /^(.+):(\d+)$/.exec(raw);
+  if (!match) throw new ConfigError(`${name}: must be host:port`);
+  return { host: match[1]!, port: Number(match[2]) };
+}
+
+/** "5s,30s,2m,1h" → milliseconds. */
+export function parseDurationList(name: string, raw: string): number[] {
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  return raw.split(',').map((part) => {
+    const match = /^(\d+)(ms|s|m|h)$/.exec(part.trim());
+    if (!match) throw new ConfigError(`${name}: "${part}" is not a duration like 250ms, 5s, 2m or 1h`);
+    return Number(match[1]) * units[match[2]!]!;
+  });
+}
+
+export const DEFAULT_WEBHOOK_SCHEDULE = '5s,30s,2m,10m,30m,1h,2h,4h,8h,16h';
+
+export function loadConfig(env: Env = process.env): Readonly<Config> {
+  const trustProxy = str(env, 'SVC_TRUST_PROXY', '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const cidr of trustProxy) {
+    if (!parseCidr(cidr)) throw new ConfigError(`SVC_TRUST_PROXY: "${cidr}" is not a CIDR`);
+  }
+  const secretKey = optional(env, 'SVC_SECRET_KEY');
+  if (secretKey !== undefined && Buffer.from(secretKey, 'base64').length !== 32) {
+    throw new ConfigError('SVC_SECRET_KEY: must be base64 of exactly 32 bytes');
+  }
+  const webhookTimeoutMs = int(env, 'SVC_WEBHOOK_TIMEOUT_MS', 10_000, 1);
+  const config: Config = {
+    env: oneOf(env, 'SVC_ENV', ['cert', 'prod'] as const, 'cert'),
+    role: oneOf(env, 'SVC_ROLE', ['api', 'worker', 'all'] as const, 'all'),
+    listen: { host: str(env, 'SVC_HOST', '127.0.0.1'), port: int(env, 'SVC_PORT', 8080) },
+    adminListen: listen(env, 'SVC_ADMIN_LISTEN'),
+    adminToken: optional(env, 'SVC_ADMIN_TOKEN'),
+    dataDir: path.resolve(str(env, 'SVC_DATA_DIR', './.svc-data')),
+    databaseUrl: optional(env, 'DATABASE_URL'),
+    redisUrl: optional(env, 'REDIS_URL'),
+    trustProxy,
+    secretKey,
+    jwtPrivateKey: optional(env, 'SVC_JWT_PRIVATE_KEY'),
+    logLevel: str(env, 'SVC_LOG_LEVEL', 'info'),
+    bodyLimitBytes: 1024 * 1024,
+    shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1),
+    worker: {
+      concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 10, 1),
+      pollIntervalMs: int(env, 'SVC_WORKER_POLL_INTERVAL_MS', 2_000, 10),
+    },
+    rateLimit: {
+      limit: int(env, 'SVC_RATE_LIMIT', 2_000, 1),
+      windowMs: int(env, 'SVC_RATE_LIMIT_WINDOW_MS', 10_000, 1),
+      blockMs: int(env, 'SVC_RATE_LIMIT_BLOCK_MS', 10_000, 1),
+    },
+    webhooks: {
+      timeoutMs: webhookTimeoutMs,
+      fastRetries: int(env, 'SVC_WEBHOOK_FAST_RETRIES', 4),
+      fastRetryDelayMs: int(env, 'SVC_WEBHOOK_FAST_RETRY_DELAY_MS', 250),
+      retryScheduleMs: parseDurationList(
+        'SVC_WEBHOOK_RETRY_SCHEDULE',
+        str(env, 'SVC_WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
+      ),
+      jitter: 0.2,
+    },
+    quoteExpiryMs: int(env, 'SVC_QUOTE_EXPIRY_MS', 30_000, 1),
+    settlement: {
+      activeAfterMs: int(env, 'SVC_SETTLEMENT_ACTIVE_AFTER_MS', 5_000),
+      terminateAfterMs: int(env, 'SVC_SETTLEMENT_TERMINATE_AFTER_MS', 10_000),
+    },
+    fundingSessionExpiryMs: int(env, 'SVC_FUNDING_SESSION_EXPIRY_MS', 30 * 60_000, 1),
+  };
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): Readonly<T> {
+  if (value && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}

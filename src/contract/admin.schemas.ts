@@ -1,0 +1,153 @@
+import { Type, type Static } from 'typebox';
+import { DECIMAL_PATTERN } from '../lib/decimal.ts';
+import { GENERATED_CODE_PATTERN, REGIONS } from './identifiers.ts';
+
+/** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
+const Code = Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' });
+const Decimal = Type.String({ pattern: DECIMAL_PATTERN, description: 'decimal string' });
+
+export const CreatePlatformBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    ip_allowlist: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 })),
+    quote_expiry_ms: Type.Optional(Type.Integer({ minimum: 1000, maximum: 3_600_000 })),
+    deposit_fee_bps: Type.Optional(Decimal),
+  },
+  { additionalProperties: false },
+);
+export type CreatePlatformBody = Static<typeof CreatePlatformBody>;
+
+export const Platform = Type.Object({
+  platform_code: Type.String(),
+  name: Type.String(),
+  ip_allowlist: Type.Array(Type.String()),
+  quote_expiry_ms: Type.Integer(),
+  deposit_fee_bps: Type.String(),
+  created_at: Type.Integer(),
+});
+export type Platform = Static<typeof Platform>;
+
+export const PlatformCodeParams = Type.Object({ code: Code });
+
+export const IssuedApiKey = Type.Object({
+  api_key: Type.String(),
+  api_secret: Type.String(),
+  passphrase: Type.String(),
+  platform_code: Type.String(),
+  created_at: Type.Integer(),
+});
+export type IssuedApiKey = Static<typeof IssuedApiKey>;
+
+export const ApiKeySummary = Type.Object({
+  api_key: Type.String(),
+  platform_code: Type.String(),
+  created_at: Type.Integer(),
+  revoked_at: Type.Union([Type.Integer(), Type.Null()]),
+});
+
+export const ApiKeyParams = Type.Object({ api_key: Type.String({ minLength: 1, maxLength: 100 }) });
+
+export const AllowlistBody = Type.Object(
+  { cidrs: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 }) },
+  { additionalProperties: false },
+);
+
+export const PARTICIPANT_STATUS_VALUES = [
+  'submitted',
+  'approved',
+  'rejected',
+  'locked',
+  'disabled',
+  'divested',
+  'closed',
+] as const;
+const ParticipantStatus = Type.Union(PARTICIPANT_STATUS_VALUES.map((s) => Type.Literal(s)));
+
+export const CreateParticipantBody = Type.Object(
+  {
+    platform_code: Code,
+    email: Type.String({ format: 'email', maxLength: 254 }),
+    first_name: Type.String({ minLength: 1, maxLength: 100 }),
+    last_name: Type.String({ minLength: 1, maxLength: 100 }),
+    status: Type.Optional(ParticipantStatus),
+  },
+  { additionalProperties: false },
+);
+export type CreateParticipantBody = Static<typeof CreateParticipantBody>;
+
+export const UpdateParticipantBody = Type.Object(
+  {
+    status: ParticipantStatus,
+    reason_code: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+  },
+  { additionalProperties: false },
+);
+
+export const Participant = Type.Object({
+  participant_code: Type.String(),
+  platform_code: Type.String(),
+  email: Type.Union([Type.String(), Type.Null()]),
+  first_name: Type.Union([Type.String(), Type.Null()]),
+  last_name: Type.Union([Type.String(), Type.Null()]),
+  status: Type.String(),
+  reason_code: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.Integer(),
+  updated_at: Type.Integer(),
+});
+export type Participant = Static<typeof Participant>;
+
+export const ParticipantParams = Type.Object({ code: Code });
+
+export const CreateCustomerAccountBody = Type.Object(
+  {
+    platform_code: Code,
+    participant_code: Code,
+    region: Type.Optional(Type.Union(REGIONS.map((r) => Type.Literal(r)))),
+    account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type CreateCustomerAccountBody = Static<typeof CreateCustomerAccountBody>;
+
+export const SetPricesBody = Type.Object(
+  {
+    pairs: Type.Record(Type.String({ pattern: '^[A-Z0-9]{1,12}/[A-Z0-9]{1,12}$' }), Decimal, {
+      minProperties: 1,
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const Price = Type.Object({ pair: Type.String(), price: Type.String(), updated_at: Type.Integer() });
+
+export const ACCOUNT_TYPE_VALUES = [
+  'available',
+  'collateral',
+  'payable',
+  'receivable',
+  'collateral_deficiency',
+  'staked',
+] as const;
+
+export const AdjustBalanceBody = Type.Object(
+  {
+    participant_code: Code,
+    account_label: Type.String({ minLength: 1, maxLength: 100 }),
+    asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$' }),
+    amount: Decimal,
+    account_type: Type.Optional(Type.Union(ACCOUNT_TYPE_VALUES.map((t) => Type.Literal(t)))),
+  },
+  { additionalProperties: false },
+);
+
+export const BalanceAdjustment = Type.Object({
+  participant_code: Type.String(),
+  account_group: Type.String(),
+  account_label: Type.String(),
+  account_type: Type.String(),
+  asset: Type.String(),
+  balance: Type.String(),
+  account_id: Type.String(),
+  movement_id: Type.String(),
+  run_id: Type.String(),
+});

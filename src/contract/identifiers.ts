@@ -1,0 +1,21 @@
+/** wire-contract §4: customer account resource names and participant codes. */
+export const REGIONS = ['us', 'eu', 'uk', 'ww', 'bz', 'au'] as const;
+export type Region = (typeof REGIONS)[number];
+
+export const ZRN_PATTERN =
+  '^zrn:svc:(us|eu|uk|ww|bz|au):account:customer:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$';
+const ZRN_RE = new RegExp(ZRN_PATTERN);
+
+export function isZrn(value: string): boolean {
+  return ZRN_RE.test(value);
+}
+
+export function makeZrn(region: Region, uuid: string): string {
+  return `zrn:svc:${region}:account:customer:${uuid.toLowerCase()}`;
+}
+
+/** Add-tenant body and other participant references: 1–6 chars of [A-Za-z0-9_-]. */
+export const PARTICIPANT_CODE_PATTERN = '^[A-Za-z0-9_-]{1,6}$';
+/** Remove-tenant path parameter: exactly 6 chars. */
+export const TENANT_PATH_PATTERN = '^[A-Za-z0-9_-]{6}$';
+export const GENERATED_CODE_PATTERN = '^[A-Z0-9]{6}$';

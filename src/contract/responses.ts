@@ -1,0 +1,49 @@
+import { Type, type TSchema } from 'typebox';
+
+/**
+ * wire-contract §3: success is {"message": …}; lists add page and total_pages (and page_size, count);
+ * error bodies as in the vendor's document. Every route's response schema is built from these, so the
+ * schema is the allow-list of what leaves the server.
+ */
+export const Envelope = <T extends TSchema>(message: T) => Type.Object({ message });
+
+export const PagedEnvelope = <T extends TSchema>(item: T) =>
+  Type.Object({
+    message: Type.Array(item),
+    page: Type.Integer({ minimum: 1 }),
+    page_size: Type.Integer({ minimum: 1 }),
+    total_pages: Type.Integer({ minimum: 0 }),
+    count: Type.Integer({ minimum: 0 }),
+  });
+
+export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });
+
+export const Error400 = Type.Object({ errors: Type.Array(Type.String()) });
+export const Error401 = Type.Object({ error: Type.String() });
+export const Error403 = Type.Object({ error: Type.Literal(true), message: Type.String() });
+export const Error404 = Type.Object({ error: Type.String() });
+export const Error409 = Type.Object({ errors: Type.Array(Type.String()) });
+export const Error429 = Type.Object({ error: Type.String() });
+export const Error500 = Type.Object({ error: Type.String() });
+export const Error503 = Type.Object({ error: Type.String() });
+
+/** The error responses every authenticated public route can give; routes spread this into `response`. */
+export const publicErrorResponses = {
+  400: Error400,
+  401: Error401,
+  403: Error403,
+  404: Error404,
+  409: Error409,
+  429: Error429,
+  500: Error500,
+  503: Error503,
+};
+
+export const PageQuery = {
+  page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+  page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+};
+
+export const ALLOW_RETRY_HEADER = 'svc-allow-retry';
+export const REQUEST_ID_HEADER = 'x-request-id';
+export const SIMULATOR_SCENARIO_HEADER = 'x-simulator-scenario';

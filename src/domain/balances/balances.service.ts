@@ -1,0 +1,187 @@
+import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { newUuid } from '../../lib/ids.ts';
+import type { Trx } from '../../store/database.ts';
+import type { DomainDeps } from '../deps.ts';
+import { invalid } from '../errors.ts';
+import { recordNotification } from '../webhooks/outbox.ts';
+
+/**
+ * The balance ledger: every change is a movement on a (participant, group, label, type, asset) account,
+ * applied under a row lock in the caller's transaction together with its account_balance.changed
+ * notification (wire-contract §5: for available and collateral accounts only).
+ */
+export const ACCOUNT_TYPES = [
+  'available',
+  'collateral',
+  'payable',
+  'receivable',
+  'collateral_deficiency',
+  'staked',
+] as const;
+export type AccountType = (typeof ACCOUNT_TYPES)[number];
+const NOTIFIED_TYPES: ReadonlySet<string> = new Set(['available', 'collateral']);
+
+export interface MovementInput {
+  platformCode: string;
+  participantCode: string;
+  accountLabel: string;
+  accountType?: AccountType;
+  asset: string;
+  /** Decimal string; negative debits. */
+  change: string;
+  movementType: string;
+  /** Refuse a debit that would take the balance below zero. */
+  requireSufficient?: boolean;
+}
+
+export interface AppliedMovement {
+  account_id: string;
+  movement_id: string;
+  balance: string;
+}
+
+export async function applyMovements(
+  trx: Trx,
+  run: { runId: string; runType: string; timestamp: number },
+  movements: MovementInput[],
+): Promise<AppliedMovement[]> {
+  const applied: AppliedMovement[] = [];
+  for (const m of movements) {
+    const accountType = m.accountType ?? 'available';
+    // Create the balance row if needed, then lock it: concurrent movements on one account serialise here.
+    await trx
+      .insertInto('balance_accounts')
+      .values({
+        account_id: newUuid(),
+        platform_code: m.platformCode,
+        participant_code: m.participantCode,
+        account_group: m.platformCode,
+        account_label: m.accountLabel,
+        account_type: accountType,
+        asset: m.asset,
+      })
+      .onConflict((oc) =>
+        oc
+          .columns(['participant_code', 'account_group', 'account_label', 'account_type', 'asset'])
+          .doNothing(),
+      )
+      .execute();
+    const account = await trx
+      .selectFrom('balance_accounts')
+      .selectAll()
+      .where('participant_code', '=', m.participantCode)
+      .where('account_group', '=', m.platformCode)
+      .where('account_label', '=', m.accountLabel)
+      .where('account_type', '=', accountType)
+      .where('asset', '=', m.asset)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    const next = new Dec(account.balance).plus(m.change);
+    if (m.requireSufficient && next.isNegative()) {
+      throw invalid(
+        `insufficient balance: ${m.asset} ${m.accountLabel} has ${toDecimalString(account.balance)}`,
+      );
+    }
+    const timestamp = new Date(run.timestamp);
+    await trx
+      .updateTable('balance_accounts')
+      .set({ balance: next.toFixed(), updated_at: timestamp })
+      .where('account_id', '=', account.account_id)
+      .execute();
+    const movementId = newUuid();
+    await trx
+      .insertInto('balance_movements')
+      .values({
+        movement_id: movementId,
+        account_id: account.account_id,
+        run_id: run.runId,
+        run_type: run.runType,
+        movement_type: m.movementType,
+        change: new Dec(m.change).toFixed(),
+        movement_timestamp: timestamp,
+      })
+      .execute();
+    if (NOTIFIED_TYPES.has(accountType)) {
+      await recordNotification(trx, {
+        platformCode: m.platformCode,
+        payloadType: 'account_balance.changed',
+        resourceKey: `balance:${account.account_id}`,
+        payload: {
+          participant_code: m.participantCode,
+          account_group: m.platformCode,
+          account_label: m.accountLabel,
+          account_type: accountType,
+          asset: m.asset,
+          balance: toDecimalString(next),
+          run_id: run.runId,
+          run_type: run.runType,
+          timestamp: run.timestamp,
+          movements: [
+            {
+              account_id: account.account_id,
+              change: toDecimalString(m.change),
+              movement_id: movementId,
+              movement_timestamp: run.timestamp,
+              movement_type: m.movementType,
+            },
+          ],
+        },
+      });
+    }
+    applied.push({ account_id: account.account_id, movement_id: movementId, balance: toDecimalString(next) });
+  }
+  return applied;
+}
+
+export function createBalancesService(deps: DomainDeps) {
+  return {
+    /** Operator credit or debit (DESIGN §3); a debit below zero is refused. */
+    async adjust(input: {
+      platform_code?: string;
+      participant_code: string;
+      account_label: string;
+      asset: string;
+      amount: string;
+      account_type?: AccountType;
+    }) {
+      const participant = await deps.db
+        .selectFrom('participants')
+        .select(['platform_code', 'participant_code'])
+        .where('participant_code', '=', input.participant_code)
+        .executeTakeFirst();
+      if (!participant || (input.platform_code && participant.platform_code !== input.platform_code)) {
+        throw invalid(`participant_code: participant ${input.participant_code} not found`);
+      }
+      const amount = new Dec(input.amount);
+      if (amount.isZero()) throw invalid('amount: must not be zero');
+      const runId = newUuid();
+      const [applied] = await deps.db.transaction().execute((trx) =>
+        applyMovements(trx, { runId, runType: 'operator_adjustment', timestamp: deps.clock.now() }, [
+          {
+            platformCode: participant.platform_code,
+            participantCode: participant.participant_code,
+            accountLabel: input.account_label,
+            accountType: input.account_type,
+            asset: input.asset,
+            change: input.amount,
+            movementType: amount.isNegative() ? 'withdrawal' : 'deposit',
+            requireSufficient: true,
+          },
+        ]),
+      );
+      return {
+        participant_code: participant.participant_code,
+        account_group: participant.platform_code,
+        account_label: input.account_label,
+        account_type: input.account_type ?? 'available',
+        asset: input.asset,
+        balance: applied!.balance,
+        account_id: applied!.account_id,
+        movement_id: applied!.movement_id,
+        run_id: runId,
+      };
+    },
+  };
+}
+
+export type BalancesService = ReturnType<typeof createBalancesService>;

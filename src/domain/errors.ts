@@ -1,0 +1,41 @@
+/**
+ * The one error model of the domain: a stable code from a closed set and the messages that explain it.
+ * Services throw these; only the HTTP layer knows statuses and wire bodies (src/http/error-handler.ts).
+ */
+export type DomainErrorCode =
+  | 'invalid' // the request is understood but a field or business rule refuses it
+  | 'unauthenticated'
+  | 'forbidden' // the resource belongs to another platform, or the caller may not act on it
+  | 'not_found'
+  | 'conflict' // duplicate entity, or a lock that could not be acquired
+  | 'unavailable'; // transient: safe to retry
+
+export class DomainError extends Error {
+  constructor(
+    readonly code: DomainErrorCode,
+    readonly messages: string[],
+  ) {
+    super(messages.join('; '));
+    this.name = 'DomainError';
+  }
+}
+
+/** 400: each message names its field, "<field>: <problem>". */
+export const invalid = (...messages: string[]) => new DomainError('invalid', messages);
+export const unauthenticated = (reason: string) => new DomainError('unauthenticated', [reason]);
+export const forbidden = (reason: string) => new DomainError('forbidden', [reason]);
+export const notFound = (what = 'Not Found') => new DomainError('not_found', [what]);
+export const conflict = (reason: string) => new DomainError('conflict', [reason]);
+export const unavailable = (reason: string) => new DomainError('unavailable', [reason]);
+
+/** PostgreSQL error codes the domain turns into conflicts or retryable answers. */
+export const PG_UNIQUE_VIOLATION = '23505';
+export const PG_SERIALIZATION_FAILURE = '40001';
+export const PG_DEADLOCK = '40P01';
+export const PG_LOCK_NOT_AVAILABLE = '55P03';
+
+export function pgErrorCode(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error
+    ? String((error as { code: unknown }).code)
+    : undefined;
+}

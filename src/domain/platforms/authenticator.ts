@@ -1,0 +1,108 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { signatureMatches, signingMessage } from '../../contract/request-signature.ts';
+import { verifyPassphrase } from '../../lib/passphrase-hash.ts';
+import { decryptSecret } from '../../lib/secret-box.ts';
+import type { DomainDeps } from '../deps.ts';
+import { unauthenticated } from '../errors.ts';
+import { findApiKey } from './platforms.repository.ts';
+
+/**
+ * wire-contract §1 API-key authentication. Decrypting a secret and checking an scrypt hash are too slow for
+ * the hot path, so verified keys are cached in memory (bounded, with a TTL) and dropped on revocation on
+ * every instance through the cache-invalidation bus.
+ */
+export interface SignedRequest {
+  apiKey: string | undefined;
+  signature: string | undefined;
+  timestamp: string | undefined;
+  passphrase: string | undefined;
+  method: string;
+  /** The request target exactly as received: path plus ?query, not re-encoded. */
+  route: string;
+  rawBody: Buffer | undefined;
+}
+
+export interface Caller {
+  platformCode: string;
+  apiKey: string;
+}
+
+interface CachedKey {
+  platformCode: string;
+  secret: string;
+  passphraseHash: string;
+  /** sha256 of a passphrase already verified against the scrypt hash. */
+  verifiedPassphrase: Buffer | null;
+  revoked: boolean;
+  loadedAt: number;
+}
+
+const TIMESTAMP_TOLERANCE_S = 60;
+const CACHE_MAX_ENTRIES = 10_000;
+const CACHE_TTL_MS = 5 * 60_000;
+
+export function createAuthenticator(deps: DomainDeps) {
+  const cache = new Map<string, CachedKey>();
+  const loading = new Map<string, Promise<CachedKey | null>>();
+
+  deps.cache.subscribe((event) => {
+    if (event.type === 'api_key_revoked') cache.delete(event.api_key);
+    else if (event.type === 'all') cache.clear();
+  });
+
+  async function load(apiKey: string): Promise<CachedKey | null> {
+    const hit = cache.get(apiKey);
+    if (hit && deps.clock.now() - hit.loadedAt < CACHE_TTL_MS) return hit;
+    let pending = loading.get(apiKey);
+    if (!pending) {
+      pending = (async () => {
+        const row = await findApiKey(deps.db, apiKey);
+        if (!row) return null;
+        const entry: CachedKey = {
+          platformCode: row.platform_code,
+          secret: decryptSecret(deps.secretKey, row.secret_ciphertext),
+          passphraseHash: row.passphrase_hash,
+          verifiedPassphrase: null,
+          revoked: row.revoked_at !== null,
+          loadedAt: deps.clock.now(),
+        };
+        if (cache.size >= CACHE_MAX_ENTRIES) cache.delete(cache.keys().next().value!);
+        cache.set(apiKey, entry);
+        return entry;
+      })().finally(() => loading.delete(apiKey));
+      loading.set(apiKey, pending);
+    }
+    return pending;
+  }
+
+  async function passphraseMatches(entry: CachedKey, passphrase: string): Promise<boolean> {
+    const digest = createHash('sha256').update(passphrase).digest();
+    if (entry.verifiedPassphrase) return timingSafeEqual(entry.verifiedPassphrase, digest);
+    if (!(await verifyPassphrase(passphrase, entry.passphraseHash))) return false;
+    entry.verifiedPassphrase = digest;
+    return true;
+  }
+
+  return {
+    async authenticate(req: SignedRequest): Promise<Caller> {
+      if (!req.apiKey) throw unauthenticated('missing header X-SCX-API-KEY');
+      if (!req.signature) throw unauthenticated('missing header X-SCX-SIGNED');
+      if (!req.timestamp) throw unauthenticated('missing header X-SCX-TIMESTAMP');
+      if (!req.passphrase) throw unauthenticated('missing header X-SCX-PASSPHRASE');
+      if (!/^\d{1,12}$/.test(req.timestamp))
+        throw unauthenticated('X-SCX-TIMESTAMP must be Unix time in seconds');
+      const skew = Math.abs(Math.floor(deps.clock.now() / 1000) - Number(req.timestamp));
+      if (skew > TIMESTAMP_TOLERANCE_S)
+        throw unauthenticated('X-SCX-TIMESTAMP is more than 60 seconds from server time');
+      const entry = await load(req.apiKey);
+      if (!entry) throw unauthenticated('unknown API key');
+      if (entry.revoked) throw unauthenticated('API key revoked');
+      const message = signingMessage(req.timestamp, req.method, req.route, req.rawBody);
+      if (!signatureMatches(entry.secret, message, req.signature)) throw unauthenticated('invalid signature');
+      if (!(await passphraseMatches(entry, req.passphrase))) throw unauthenticated('invalid passphrase');
+      return { platformCode: entry.platformCode, apiKey: req.apiKey };
+    },
+  };
+}
+
+export type Authenticator = ReturnType<typeof createAuthenticator>;

@@ -1,0 +1,74 @@
+import { CidrSet } from '../../lib/cidr.ts';
+import type { DomainDeps } from '../deps.ts';
+import { listAllowlists } from './platforms.repository.ts';
+
+/**
+ * wire-contract §2.1–§2.2: the firewall (an IP on no platform's allow-list) and the per-platform allow-list.
+ * Both read an in-memory snapshot of every allow-list, reloaded when any platform changes (on any instance)
+ * and at least every SNAPSHOT_TTL_MS as a safety net.
+ */
+interface Snapshot {
+  byPlatform: Map<string, CidrSet>;
+  union: CidrSet;
+  /** Some platform has an empty allow-list, which in cert means "allow all". */
+  anyOpen: boolean;
+  loadedAt: number;
+}
+
+const SNAPSHOT_TTL_MS = 30_000;
+
+export function createNetworkRules(deps: DomainDeps) {
+  let snapshot: Snapshot | null = null;
+  let loading: Promise<Snapshot> | null = null;
+  // Bumped on every invalidation, so a load that started before a change cannot install stale data.
+  let generation = 0;
+  const openMeansAll = deps.config.env === 'cert';
+
+  deps.cache.subscribe((event) => {
+    if (event.type === 'platform_changed' || event.type === 'all') {
+      snapshot = null;
+      loading = null;
+      generation++;
+    }
+  });
+
+  async function current(): Promise<Snapshot> {
+    if (snapshot && deps.clock.now() - snapshot.loadedAt < SNAPSHOT_TTL_MS) return snapshot;
+    if (!loading) {
+      const started = generation;
+      const load = (async () => {
+        const rows = await listAllowlists(deps.db);
+        const byPlatform = new Map(rows.map((r) => [r.platform_code, new CidrSet(r.ip_allowlist)]));
+        const next: Snapshot = {
+          byPlatform,
+          union: new CidrSet(rows.flatMap((r) => r.ip_allowlist)),
+          anyOpen: openMeansAll && rows.some((r) => r.ip_allowlist.length === 0),
+          loadedAt: deps.clock.now(),
+        };
+        if (started === generation) snapshot = next;
+        return next;
+      })().finally(() => {
+        if (loading === load) loading = null;
+      });
+      loading = load;
+    }
+    return loading;
+  }
+
+  return {
+    /** False → answer the firewall's 1020. */
+    async firewallAllows(ip: string): Promise<boolean> {
+      const s = await current();
+      return s.anyOpen || s.union.has(ip);
+    },
+    /** False → 403: the caller's platform does not list this IP. */
+    async platformAllows(platformCode: string, ip: string): Promise<boolean> {
+      const s = await current();
+      const set = s.byPlatform.get(platformCode);
+      if (!set) return false;
+      return set.size === 0 ? openMeansAll : set.has(ip);
+    },
+  };
+}
+
+export type NetworkRules = ReturnType<typeof createNetworkRules>;

@@ -1,0 +1,26 @@
+import type { Executor } from '../../store/database.ts';
+
+export function findPlatform(db: Executor, platformCode: string) {
+  return db.selectFrom('platforms').selectAll().where('platform_code', '=', platformCode).executeTakeFirst();
+}
+
+export function listPlatforms(db: Executor) {
+  return db.selectFrom('platforms').selectAll().orderBy('created_at').execute();
+}
+
+export function listAllowlists(db: Executor) {
+  return db.selectFrom('platforms').select(['platform_code', 'ip_allowlist']).execute();
+}
+
+export function findApiKey(db: Executor, apiKey: string) {
+  return db.selectFrom('api_keys').selectAll().where('api_key', '=', apiKey).executeTakeFirst();
+}
+
+export function listApiKeys(db: Executor, platformCode: string) {
+  return db
+    .selectFrom('api_keys')
+    .select(['api_key', 'platform_code', 'created_at', 'revoked_at'])
+    .where('platform_code', '=', platformCode)
+    .orderBy('created_at')
+    .execute();
+}

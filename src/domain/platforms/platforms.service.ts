@@ -1,0 +1,198 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'kysely';
+import { parseCidr } from '../../lib/cidr.ts';
+import { isDecimalString, toDecimalString } from '../../lib/decimal.ts';
+import { newParticipantCode } from '../../lib/ids.ts';
+import { hashPassphrase } from '../../lib/passphrase-hash.ts';
+import { encryptSecret } from '../../lib/secret-box.ts';
+import type { DomainDeps } from '../deps.ts';
+import { invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
+import * as repo from './platforms.repository.ts';
+
+export interface PlatformView {
+  platform_code: string;
+  name: string;
+  ip_allowlist: string[];
+  quote_expiry_ms: number;
+  deposit_fee_bps: string;
+  created_at: number;
+}
+
+export interface CreatePlatformInput {
+  name: string;
+  ip_allowlist?: string[];
+  quote_expiry_ms?: number;
+  deposit_fee_bps?: string;
+}
+
+export interface IssuedApiKey {
+  api_key: string;
+  api_secret: string;
+  passphrase: string;
+  platform_code: string;
+  created_at: number;
+}
+
+export function createPlatformsService(deps: DomainDeps) {
+  const { db, config } = deps;
+
+  function view(row: NonNullable<Awaited<ReturnType<typeof repo.findPlatform>>>): PlatformView {
+    return {
+      platform_code: row.platform_code,
+      name: row.name,
+      ip_allowlist: row.ip_allowlist,
+      quote_expiry_ms: row.quote_expiry_ms ?? config.quoteExpiryMs,
+      deposit_fee_bps: toDecimalString(row.deposit_fee_bps),
+      created_at: row.created_at.getTime(),
+    };
+  }
+
+  /** wire-contract §2.2: an empty allow-list means allow all, which only cert permits. */
+  function checkAllowlist(cidrs: string[], field: string): string[] {
+    const errors = cidrs.flatMap((c, i) =>
+      parseCidr(c) ? [] : [`${field}[${i}]: "${c}" is not an IP address or CIDR`],
+    );
+    if (errors.length) throw invalid(...errors);
+    if (cidrs.length === 0 && config.env === 'prod') {
+      throw invalid(`${field}: must not be empty when SVC_ENV=prod (an empty allow-list allows every IP)`);
+    }
+    return cidrs.map((c) => c.trim());
+  }
+
+  async function requirePlatform(platformCode: string) {
+    const row = await repo.findPlatform(db, platformCode);
+    if (!row) throw notFound(`platform ${platformCode} not found`);
+    return row;
+  }
+
+  return {
+    view,
+
+    async create(input: CreatePlatformInput): Promise<PlatformView> {
+      const allowlist = checkAllowlist(input.ip_allowlist ?? [], 'ip_allowlist');
+      if (input.deposit_fee_bps !== undefined && !isDecimalString(input.deposit_fee_bps)) {
+        throw invalid('deposit_fee_bps: must be a decimal string');
+      }
+      // Codes are random; a collision (with a platform or a participant) is retried with a new code.
+      for (let attempt = 0; ; attempt++) {
+        const code = newParticipantCode();
+        try {
+          const row = await db.transaction().execute(async (trx) => {
+            const created = await trx
+              .insertInto('platforms')
+              .values({
+                platform_code: code,
+                name: input.name,
+                ip_allowlist: allowlist,
+                quote_expiry_ms: input.quote_expiry_ms ?? null,
+                deposit_fee_bps: input.deposit_fee_bps ?? '0',
+              })
+              .returningAll()
+              .executeTakeFirstOrThrow();
+            // DESIGN §3: a platform is itself a participant, with the same 6-char code.
+            await trx
+              .insertInto('participants')
+              .values({
+                participant_code: code,
+                platform_code: code,
+                kind: 'platform',
+                first_name: input.name,
+                status: 'approved',
+              })
+              .execute();
+            await deps.cache.publish(trx, { type: 'platform_changed', platform_code: code });
+            return created;
+          });
+          deps.cache.applyLocally({ type: 'platform_changed', platform_code: code });
+          return view(row);
+        } catch (error) {
+          if (pgErrorCode(error) === PG_UNIQUE_VIOLATION && attempt < 5) continue;
+          throw error;
+        }
+      }
+    },
+
+    async get(platformCode: string): Promise<PlatformView> {
+      return view(await requirePlatform(platformCode));
+    },
+
+    async list(): Promise<PlatformView[]> {
+      return (await repo.listPlatforms(db)).map(view);
+    },
+
+    async setAllowlist(platformCode: string, cidrs: string[]): Promise<PlatformView> {
+      const allowlist = checkAllowlist(cidrs, 'cidrs');
+      const row = await db.transaction().execute(async (trx) => {
+        const updated = await trx
+          .updateTable('platforms')
+          .set({ ip_allowlist: allowlist })
+          .where('platform_code', '=', platformCode)
+          .returningAll()
+          .executeTakeFirst();
+        if (!updated) throw notFound(`platform ${platformCode} not found`);
+        await deps.cache.publish(trx, { type: 'platform_changed', platform_code: platformCode });
+        return updated;
+      });
+      deps.cache.applyLocally({ type: 'platform_changed', platform_code: platformCode });
+      return view(row);
+    },
+
+    /** The secret and passphrase are returned once and stored only encrypted (secret) and hashed (passphrase). */
+    async createApiKey(platformCode: string): Promise<IssuedApiKey> {
+      await requirePlatform(platformCode);
+      const apiKey = randomBytes(16).toString('hex');
+      const apiSecret = randomBytes(32).toString('base64');
+      const passphrase = randomBytes(18).toString('base64url');
+      const row = await db
+        .insertInto('api_keys')
+        .values({
+          api_key: apiKey,
+          platform_code: platformCode,
+          secret_ciphertext: encryptSecret(deps.secretKey, apiSecret),
+          passphrase_hash: await hashPassphrase(passphrase),
+        })
+        .returning(['created_at'])
+        .executeTakeFirstOrThrow();
+      return {
+        api_key: apiKey,
+        api_secret: apiSecret,
+        passphrase,
+        platform_code: platformCode,
+        created_at: row.created_at.getTime(),
+      };
+    },
+
+    async listApiKeys(platformCode: string) {
+      await requirePlatform(platformCode);
+      return (await repo.listApiKeys(db, platformCode)).map((k) => ({
+        api_key: k.api_key,
+        platform_code: k.platform_code,
+        created_at: k.created_at.getTime(),
+        revoked_at: k.revoked_at ? k.revoked_at.getTime() : null,
+      }));
+    },
+
+    /** Revocation takes effect on every instance: the cached key is dropped through the invalidation bus. */
+    async revokeApiKey(apiKey: string) {
+      const row = await db.transaction().execute(async (trx) => {
+        const updated = await trx
+          .updateTable('api_keys')
+          .set({ revoked_at: sql<Date>`coalesce(revoked_at, now())` })
+          .where('api_key', '=', apiKey)
+          .returning(['api_key', 'platform_code', 'revoked_at'])
+          .executeTakeFirst();
+        if (!updated) throw notFound(`api key ${apiKey} not found`);
+        await deps.cache.publish(trx, { type: 'api_key_revoked', api_key: apiKey });
+        return updated;
+      });
+      deps.cache.applyLocally({ type: 'api_key_revoked', api_key: apiKey });
+      return {
+        api_key: row.api_key,
+        platform_code: row.platform_code,
+        revoked_at: row.revoked_at!.getTime(),
+      };
+    },
+  };
+}
+
+export type PlatformsService = ReturnType<typeof createPlatformsService>;

@@ -1,0 +1,68 @@
+import type { Executor } from '../../store/database.ts';
+import type { DomainDeps } from '../deps.ts';
+import { invalid } from '../errors.ts';
+import { isDecimalString } from '../../lib/decimal.ts';
+import { Dec } from '../../lib/decimal.ts';
+
+/** The operator-set price source (DESIGN §1: external liquidity is out of scope, prices come from here). */
+const PAIR_RE = /^([A-Z0-9]{1,12})\/([A-Z0-9]{1,12})$/;
+
+export async function findPrice(
+  db: Executor,
+  underlying: string,
+  quotedCurrency: string,
+): Promise<string | null> {
+  if (underlying === quotedCurrency) return '1';
+  const row = await db
+    .selectFrom('prices')
+    .select('price')
+    .where('underlying', '=', underlying)
+    .where('quoted_currency', '=', quotedCurrency)
+    .executeTakeFirst();
+  return row?.price ?? null;
+}
+
+export function createPricesService(deps: DomainDeps) {
+  return {
+    async set(pairs: Record<string, string>) {
+      const errors: string[] = [];
+      const rows = Object.entries(pairs).map(([pair, price]) => {
+        const match = PAIR_RE.exec(pair);
+        if (!match) errors.push(`pairs.${pair}: pair must look like "BTC/USD"`);
+        if (typeof price !== 'string' || !isDecimalString(price) || !new Dec(price).isPositive()) {
+          errors.push(`pairs.${pair}: price must be a positive decimal string`);
+        }
+        return { underlying: match?.[1] ?? '', quoted_currency: match?.[2] ?? '', price };
+      });
+      if (rows.length === 0) errors.push('pairs: must name at least one pair');
+      if (errors.length) throw invalid(...errors);
+      const now = new Date(deps.clock.now());
+      await deps.db
+        .insertInto('prices')
+        .values(rows.map((r) => ({ ...r, updated_at: now })))
+        .onConflict((oc) =>
+          oc
+            .columns(['underlying', 'quoted_currency'])
+            .doUpdateSet((eb) => ({ price: eb.ref('excluded.price'), updated_at: now })),
+        )
+        .execute();
+      return this.list();
+    },
+
+    async list() {
+      const rows = await deps.db
+        .selectFrom('prices')
+        .selectAll()
+        .orderBy('underlying')
+        .orderBy('quoted_currency')
+        .execute();
+      return rows.map((r) => ({
+        pair: `${r.underlying}/${r.quoted_currency}`,
+        price: r.price,
+        updated_at: r.updated_at.getTime(),
+      }));
+    },
+  };
+}
+
+export type PricesService = ReturnType<typeof createPricesService>;

@@ -1,0 +1,23 @@
+import type { DomainDeps } from './deps.ts';
+import { createCustomerAccountsService } from './accounts/customer-accounts.service.ts';
+import { createBalancesService } from './balances/balances.service.ts';
+import { createParticipantsService } from './participants/participants.service.ts';
+import { createAuthenticator } from './platforms/authenticator.ts';
+import { createNetworkRules } from './platforms/network-rules.ts';
+import { createPlatformsService } from './platforms/platforms.service.ts';
+import { createPricesService } from './prices/prices.service.ts';
+
+/** Every domain service, built once per process from the same dependencies. */
+export function createServices(deps: DomainDeps) {
+  return {
+    platforms: createPlatformsService(deps),
+    authenticator: createAuthenticator(deps),
+    networkRules: createNetworkRules(deps),
+    participants: createParticipantsService(deps),
+    customerAccounts: createCustomerAccountsService(deps),
+    balances: createBalancesService(deps),
+    prices: createPricesService(deps),
+  };
+}
+
+export type Services = ReturnType<typeof createServices>;

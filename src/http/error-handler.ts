@@ -1,0 +1,98 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ALLOW_RETRY_HEADER } from '../contract/responses.ts';
+import {
+  DomainError,
+  pgErrorCode,
+  PG_DEADLOCK,
+  PG_LOCK_NOT_AVAILABLE,
+  PG_SERIALIZATION_FAILURE,
+} from '../domain/errors.ts';
+
+/**
+ * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail
+ * goes to the log with the request id, the caller gets the fixed body.
+ */
+export function sendDomainError(reply: FastifyReply, error: DomainError): FastifyReply {
+  switch (error.code) {
+    case 'invalid':
+      return reply.code(400).send({ errors: error.messages });
+    case 'unauthenticated':
+      return reply.code(401).send({ error: error.messages[0] ?? 'Unauthorized' });
+    case 'forbidden':
+      return reply.code(403).send({ error: true, message: error.messages[0] ?? 'Forbidden' });
+    case 'not_found':
+      return reply.code(404).send({ error: 'Not Found' });
+    case 'conflict':
+      return reply.code(409).send({ errors: error.messages });
+    case 'unavailable':
+      return sendUnavailable(reply);
+  }
+}
+
+export function sendUnavailable(reply: FastifyReply): FastifyReply {
+  return reply.code(503).header(ALLOW_RETRY_HEADER, 'true').send({ error: 'Service Unavailable' });
+}
+
+/** ajv error → "<field>: <problem>", naming the field as the caller sent it. */
+function describeValidation(error: FastifyError): string[] {
+  const items = error.validation ?? [];
+  const messages = items.map((item) => {
+    const params = item.params as Record<string, unknown>;
+    const base = item.instancePath.replace(/^\//, '').replaceAll('/', '.');
+    if (item.keyword === 'required') {
+      const field = [base, String(params.missingProperty)].filter(Boolean).join('.');
+      return `${field}: is required`;
+    }
+    if (item.keyword === 'additionalProperties') {
+      const field = [base, String(params.additionalProperty)].filter(Boolean).join('.');
+      return `${field}: is not allowed`;
+    }
+    const field =
+      base || (error.validationContext === 'body' ? 'body' : (error.validationContext ?? 'request'));
+    return `${field}: ${item.message ?? 'is invalid'}`;
+  });
+  return [...new Set(messages)];
+}
+
+/** Transient database conditions that a retry can clear: 503 with svc-allow-retry (spec 7, 503 row). */
+const TRANSIENT_PG_CODES = new Set([
+  PG_SERIALIZATION_FAILURE,
+  PG_DEADLOCK,
+  PG_LOCK_NOT_AVAILABLE,
+  '57P01',
+  '57P03',
+  '53300',
+  '08006',
+  '08001',
+  '08003',
+]);
+const TRANSIENT_NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+
+function isTransient(error: unknown): boolean {
+  const code = pgErrorCode(error);
+  if (code && (TRANSIENT_PG_CODES.has(code) || TRANSIENT_NET_CODES.has(code))) return true;
+  const message = error instanceof Error ? error.message : '';
+  return /Connection terminated|timeout exceeded when trying to connect/i.test(message);
+}
+
+export function installErrorHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    if (error instanceof DomainError) return sendDomainError(reply, error);
+    if (error.validation) return reply.code(400).send({ errors: describeValidation(error) });
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return reply.code(413).send({ errors: ['body too large'] });
+    if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+      if (error.statusCode === 404) return reply.code(404).send({ error: 'Not Found' });
+      if (error.statusCode === 413) return reply.code(413).send({ errors: ['body too large'] });
+      return reply.code(400).send({ errors: [`request: ${error.message}`] });
+    }
+    if (isTransient(error)) {
+      request.log.warn({ err: error }, 'transient failure');
+      return sendUnavailable(reply);
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return reply.code(500).send({ error: 'Internal Server Error' });
+  });
+
+  app.setNotFoundHandler((_request, reply) => reply.code(404).send({ error: 'Not Found' }));
+}

@@ -1,0 +1,15 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { unauthenticated } from '../../domain/errors.ts';
+
+/** DESIGN §3: the operator API takes `Authorization: Bearer $SVC_ADMIN_TOKEN`, compared in constant time. */
+export async function adminAuthPlugin(app: FastifyInstance, options: { adminToken: string }): Promise<void> {
+  const expected = createHash('sha256').update(options.adminToken).digest();
+  app.addHook('onRequest', async (request) => {
+    const header = request.headers.authorization ?? '';
+    const match = /^Bearer (.+)$/i.exec(header);
+    if (!match) throw unauthenticated('missing bearer token');
+    const given = createHash('sha256').update(match[1]!).digest();
+    if (!timingSafeEqual(given, expected)) throw unauthenticated('invalid admin token');
+  });
+}

@@ -1,0 +1,37 @@
+import type { FastifyInstance } from 'fastify';
+import { AUTH_HEADERS } from '../../contract/request-signature.ts';
+import { forbidden, invalid } from '../../domain/errors.ts';
+import type { Authenticator } from '../../domain/platforms/authenticator.ts';
+import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
+import '../request-context.ts';
+
+function header(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * wire-contract §9 order, after the firewall and the rate limit: authentication (401) → platform
+ * allow-list (403) → the body is JSON (400) → schema validation (400) → the route.
+ */
+export async function authenticationPlugin(
+  app: FastifyInstance,
+  options: { authenticator: Authenticator; networkRules: NetworkRules },
+): Promise<void> {
+  app.decorateRequest('caller', null);
+  app.addHook('preValidation', async (request) => {
+    const caller = await options.authenticator.authenticate({
+      apiKey: header(request.headers[AUTH_HEADERS.apiKey]),
+      signature: header(request.headers[AUTH_HEADERS.signed]),
+      timestamp: header(request.headers[AUTH_HEADERS.timestamp]),
+      passphrase: header(request.headers[AUTH_HEADERS.passphrase]),
+      method: request.method,
+      route: request.raw.url ?? request.url,
+      rawBody: request.rawBody,
+    });
+    if (!(await options.networkRules.platformAllows(caller.platformCode, request.ip))) {
+      throw forbidden(`IP address ${request.ip} is not on the allow-list of platform ${caller.platformCode}`);
+    }
+    request.caller = caller;
+    if (request.bodyParseError) throw invalid('body: is not valid JSON');
+  });
+}

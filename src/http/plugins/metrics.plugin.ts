@@ -1,0 +1,24 @@
+import type { FastifyInstance } from 'fastify';
+import { Counter, Histogram, type Registry } from 'prom-client';
+
+/** Prometheus request metrics (DESIGN §6), labelled by route pattern, never by raw URL. */
+export async function metricsPlugin(app: FastifyInstance, options: { registry: Registry }): Promise<void> {
+  const requests = new Counter({
+    name: 'svc_http_requests_total',
+    help: 'HTTP requests by method, route and status',
+    labelNames: ['method', 'route', 'status'],
+    registers: [options.registry],
+  });
+  const latency = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP request latency',
+    labelNames: ['method', 'route'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [options.registry],
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    requests.inc({ method: request.method, route, status: reply.statusCode });
+    latency.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+}

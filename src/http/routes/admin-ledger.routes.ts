@@ -1,0 +1,50 @@
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from 'typebox';
+import { AdjustBalanceBody, BalanceAdjustment, Price, SetPricesBody } from '../../contract/admin.schemas.ts';
+import { Envelope } from '../../contract/responses.ts';
+import type { BalancesService } from '../../domain/balances/balances.service.ts';
+import type { PricesService } from '../../domain/prices/prices.service.ts';
+import { adminErrorResponses } from './admin-errors.ts';
+
+/** Operator API: the price source and balance adjustments (DESIGN §3). */
+export async function adminLedgerRoutes(
+  app: FastifyInstance,
+  { prices, balances }: { prices: PricesService; balances: BalancesService },
+) {
+  app.post<{ Body: Static<typeof SetPricesBody> }>(
+    '/prices',
+    {
+      schema: {
+        tags: ['Operator: prices'],
+        body: SetPricesBody,
+        response: { 200: Envelope(Type.Array(Price)), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await prices.set(request.body.pairs) }),
+  );
+
+  app.get(
+    '/prices',
+    {
+      schema: {
+        tags: ['Operator: prices'],
+        response: { 200: Envelope(Type.Array(Price)), ...adminErrorResponses },
+      },
+    },
+    async () => ({
+      message: await prices.list(),
+    }),
+  );
+
+  app.post<{ Body: Static<typeof AdjustBalanceBody> }>(
+    '/balances',
+    {
+      schema: {
+        tags: ['Operator: balances'],
+        body: AdjustBalanceBody,
+        response: { 200: Envelope(BalanceAdjustment), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await balances.adjust(request.body) }),
+  );
+}

@@ -1,0 +1,80 @@
+import type { FastifyInstance } from 'fastify';
+import type { Static } from 'typebox';
+import {
+  CreateParticipantBody,
+  Participant,
+  ParticipantParams,
+  UpdateParticipantBody,
+} from '../../contract/admin.schemas.ts';
+import { CreateCustomerAccountBody } from '../../contract/admin.schemas.ts';
+import { CustomerAccountDetails } from '../../contract/accounts.schemas.ts';
+import { Envelope } from '../../contract/responses.ts';
+import type { CustomerAccountsService } from '../../domain/accounts/customer-accounts.service.ts';
+import type { ParticipantsService } from '../../domain/participants/participants.service.ts';
+import { adminErrorResponses } from './admin-errors.ts';
+
+/** Operator API: direct onboarding, status changes and synchronous customer accounts (DESIGN §3). */
+export async function adminParticipantsRoutes(
+  app: FastifyInstance,
+  {
+    participants,
+    customerAccounts,
+  }: { participants: ParticipantsService; customerAccounts: CustomerAccountsService },
+) {
+  const tags = ['Operator: participants'];
+
+  app.post<{ Body: Static<typeof CreateParticipantBody> }>(
+    '/participants',
+    {
+      schema: {
+        tags,
+        body: CreateParticipantBody,
+        response: { 201: Envelope(Participant), ...adminErrorResponses },
+      },
+    },
+    async (request, reply) => reply.code(201).send({ message: await participants.create(request.body) }),
+  );
+
+  app.get<{ Params: Static<typeof ParticipantParams> }>(
+    '/participants/:code',
+    {
+      schema: {
+        tags,
+        params: ParticipantParams,
+        response: { 200: Envelope(Participant), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await participants.get(request.params.code) }),
+  );
+
+  app.patch<{ Params: Static<typeof ParticipantParams>; Body: Static<typeof UpdateParticipantBody> }>(
+    '/participants/:code',
+    {
+      schema: {
+        tags,
+        params: ParticipantParams,
+        body: UpdateParticipantBody,
+        response: { 200: Envelope(Participant), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({
+      message: await participants.setStatus(
+        request.params.code,
+        request.body.status,
+        request.body.reason_code,
+      ),
+    }),
+  );
+
+  app.post<{ Body: Static<typeof CreateCustomerAccountBody> }>(
+    '/customer_accounts',
+    {
+      schema: {
+        tags: ['Operator: accounts'],
+        body: CreateCustomerAccountBody,
+        response: { 201: Envelope(CustomerAccountDetails), ...adminErrorResponses },
+      },
+    },
+    async (request, reply) => reply.code(201).send({ message: await customerAccounts.create(request.body) }),
+  );
+}

@@ -1,0 +1,16 @@
+import type { FastifyInstance } from 'fastify';
+import type { AppDeps } from '../../app.ts';
+import { adminLedgerRoutes } from './admin-ledger.routes.ts';
+import { adminParticipantsRoutes } from './admin-participants.routes.ts';
+import { adminPlatformsRoutes } from './admin-platforms.routes.ts';
+
+/** Every operator route module, registered under /admin behind the bearer token. Add an area's routes here. */
+export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const { services } = deps;
+  await app.register(adminPlatformsRoutes, { platforms: services.platforms });
+  await app.register(adminParticipantsRoutes, {
+    participants: services.participants,
+    customerAccounts: services.customerAccounts,
+  });
+  await app.register(adminLedgerRoutes, { prices: services.prices, balances: services.balances });
+}

@@ -1,0 +1,8 @@
+import type { FastifyInstance } from 'fastify';
+import type { AppDeps } from '../../app.ts';
+
+/**
+ * Every authenticated public route module, registered inside the scope where the firewall, the rate limit,
+ * authentication, the allow-list and (in cert) the simulator already ran. Add an area's routes here.
+ */
+export async function publicRoutes(_app: FastifyInstance, _deps: AppDeps): Promise<void> {}

@@ -1,0 +1,21 @@
+import { Decimal } from 'decimal.js';
+
+/**
+ * Money and quantities are decimal strings on the wire and numeric in PostgreSQL; arithmetic goes through
+ * decimal.js (a maintained arbitrary-precision library) so no binary float ever touches an amount.
+ */
+export const Dec = Decimal.clone({ precision: 60, rounding: Decimal.ROUND_HALF_EVEN });
+export type Dec = Decimal;
+
+export const DECIMAL_PATTERN = '^-?(0|[1-9][0-9]*)(\\.[0-9]+)?$';
+const DECIMAL_RE = new RegExp(DECIMAL_PATTERN);
+
+export function isDecimalString(value: string): boolean {
+  return DECIMAL_RE.test(value);
+}
+
+/** Canonical wire form: no exponent, no trailing zeros after the point. */
+export function toDecimalString(value: Decimal.Value): string {
+  const d = new Dec(value);
+  return d.isZero() ? '0' : d.toFixed();
+}

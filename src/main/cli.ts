@@ -1,0 +1,173 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { AdminApiError, AdminClient } from '../cli/admin-client.ts';
+import { runDemo } from '../cli/demo-command.ts';
+import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
+import { createStore } from '../store/database.ts';
+import { migrate } from '../store/migrate.ts';
+import { createLogger } from './logger.ts';
+import { openDatabase, startRuntime } from './runtime.ts';
+
+/** `svc`: the one entry point: serve, migrate, demo and every operator command. Exit codes below. */
+const EXIT = { ok: 0, failed: 1, usage: 2, unreachable: 3 } as const;
+
+const HELP = `svc: svc-platform service and operator CLI
+
+Service:
+  svc serve [--role api|worker|all]   run the service (embedded PostgreSQL unless DATABASE_URL is set)
+  svc migrate                          apply database migrations and exit
+  svc demo                             create a demo platform, key, participants, account and prices
+
+Operator commands (talk to a running server; --url, --token or SVC_URL, SVC_ADMIN_TOKEN):
+${Object.values(OPERATOR_COMMANDS)
+  .map((c) => `  ${c.usage}\n      ${c.summary}`)
+  .join('\n')}
+
+Global options:
+  --json        print the raw JSON result only
+  --url URL     operator API base URL (default http://SVC_HOST:SVC_PORT, or SVC_ADMIN_LISTEN)
+  --token T     operator token (default SVC_ADMIN_TOKEN, else <SVC_DATA_DIR>/admin-token)
+  -h, --help    this help
+
+Exit codes: 0 ok, 1 the API refused (4xx/5xx), 2 usage error, 3 server unreachable.
+`;
+
+function adminClient(
+  config: Readonly<Config>,
+  url: string | undefined,
+  token: string | undefined,
+): AdminClient {
+  const listen = config.adminListen ?? config.listen;
+  const base = url ?? process.env.SVC_URL ?? `http://${listen.host}:${listen.port}`;
+  const tokenFile = path.join(config.dataDir, 'admin-token');
+  const resolved =
+    token ??
+    config.adminToken ??
+    (existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined);
+  if (!resolved)
+    throw new UsageError(
+      'no operator token: pass --token, set SVC_ADMIN_TOKEN, or run where the data dir is',
+    );
+  return new AdminClient(base, resolved);
+}
+
+async function serve(config: Readonly<Config>): Promise<void> {
+  const logger = createLogger(config.logLevel);
+  const runtime = await startRuntime(config, { logger });
+  const lines = [`svc-platform ${config.env} (${config.role})`];
+  if (runtime.url) lines.push(`  public API   ${runtime.url}`, `  docs         ${runtime.url}/docs`);
+  if (runtime.adminUrl) lines.push(`  operator API ${runtime.adminUrl}/admin`);
+  lines.push(`  admin token  ${runtime.secrets.adminToken}`);
+  lines.push(
+    `  database     ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL in ${config.dataDir}`}`,
+  );
+  if (runtime.worker) lines.push('  worker       running');
+  process.stdout.write(lines.join('\n') + '\n');
+
+  // DESIGN §6: on SIGTERM stop accepting, finish in-flight requests and jobs, exit within the timeout.
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      logger.error('shutdown timed out; exiting');
+      process.exit(EXIT.failed);
+    }, config.shutdownTimeoutMs);
+    force.unref();
+    runtime.close().then(
+      () => process.exit(EXIT.ok),
+      () => process.exit(EXIT.failed),
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+async function migrateOnly(config: Readonly<Config>): Promise<void> {
+  const logger = createLogger(config.logLevel);
+  const { url, embedded } = await openDatabase(config, logger);
+  const store = createStore(url, { max: 2 });
+  try {
+    const applied = await migrate(store.pool, (msg) => logger.info(msg));
+    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+  } finally {
+    await store.close();
+    await embedded?.stop();
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      ...OPERATOR_OPTIONS,
+      json: { type: 'boolean' },
+      url: { type: 'string' },
+      token: { type: 'string' },
+      role: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help || positionals.length === 0) {
+    process.stdout.write(HELP);
+    return positionals.length === 0 && !values.help ? EXIT.usage : EXIT.ok;
+  }
+  const env = values.role ? { ...process.env, SVC_ROLE: values.role } : process.env;
+  const config = loadConfig(env);
+  const [first, second] = positionals;
+  if (first === 'serve') {
+    await serve(config);
+    return -1; // keeps running
+  }
+  if (first === 'migrate') {
+    await migrateOnly(config);
+    return EXIT.ok;
+  }
+  const print = (result: unknown) =>
+    process.stdout.write(
+      values.json ? JSON.stringify(result) + '\n' : JSON.stringify(result, null, 2) + '\n',
+    );
+  if (first === 'demo') {
+    print(await runDemo(adminClient(config, values.url, values.token), { env: config.env }));
+    return EXIT.ok;
+  }
+  const command = OPERATOR_COMMANDS[`${first} ${second}`];
+  if (!command) throw new UsageError(`unknown command "${positionals.join(' ')}"; see svc --help`);
+  print(await command.run(adminClient(config, values.url, values.token), positionals.slice(2), values));
+  return EXIT.ok;
+}
+
+/** Runs a command and maps failures to readable messages and exit codes; -1 means "still serving". */
+export async function runCli(argv: string[]): Promise<number> {
+  try {
+    return await main(argv);
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (error instanceof UsageError || error instanceof ConfigError || code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`error: ${(error as Error).message}\n`);
+      return EXIT.usage;
+    }
+    if (error instanceof AdminApiError) {
+      process.stderr.write(`error: ${error.message}\n`);
+      return EXIT.failed;
+    }
+    if ((error as { cause?: { code?: string } }).cause?.code === 'ECONNREFUSED') {
+      process.stderr.write(`error: server unreachable (${(error as Error).message})\n`);
+      return EXIT.unreachable;
+    }
+    process.stderr.write(`error: ${(error as Error).stack ?? String(error)}\n`);
+    return EXIT.failed;
+  }
+}
+
+const isEntry =
+  process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
+if (isEntry) {
+  void runCli(process.argv.slice(2)).then((code) => {
+    if (code >= 0) process.exitCode = code;
+  });
+}

@@ -1,0 +1,148 @@
+import type { FastifyInstance } from 'fastify';
+import type { Runner } from 'graphile-worker';
+import type pino from 'pino';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { buildApp, type AppDeps } from '../app.ts';
+import type { Config } from '../config.ts';
+import type { DomainDeps } from '../domain/deps.ts';
+import { createServices, type Services } from '../domain/services.ts';
+import { buildTaskList } from '../jobs/task-list.ts';
+import { startWorker } from '../jobs/worker-runtime.ts';
+import { systemClock, type Clock } from '../lib/clock.ts';
+import { CacheInvalidation } from '../store/cache-invalidation.ts';
+import { createStore, type Store } from '../store/database.ts';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../store/embedded-postgres.ts';
+import { migrate } from '../store/migrate.ts';
+import { createLogger } from './logger.ts';
+import { resolveSecrets, type ServerSecrets } from './secrets.ts';
+
+/**
+ * Everything a process runs, assembled from config: the database (embedded unless DATABASE_URL is set),
+ * migrations, services, the HTTP listeners (role api/all) and the job worker (role worker/all).
+ */
+export interface Runtime {
+  config: Readonly<Config>;
+  logger: pino.Logger;
+  store: Store;
+  services: Services;
+  secrets: ServerSecrets;
+  databaseUrl: string;
+  apps: FastifyInstance[];
+  /** Where the public API listens (when this process serves it). */
+  url: string | null;
+  adminUrl: string | null;
+  worker: Runner | null;
+  close(): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  clock?: Clock;
+  logger?: pino.Logger;
+  /** Start listeners (serve) or only prepare the database (migrate). */
+  listen?: boolean;
+}
+
+export async function openDatabase(
+  config: Readonly<Config>,
+  logger: pino.Logger,
+): Promise<{ url: string; embedded: EmbeddedDatabase | null }> {
+  if (config.databaseUrl) return { url: config.databaseUrl, embedded: null };
+  const embedded = await startEmbeddedPostgres(config.dataDir, (msg) => logger.info(msg));
+  logger.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started');
+  return { url: embedded.url, embedded };
+}
+
+export async function startRuntime(config: Readonly<Config>, options: RuntimeOptions = {}): Promise<Runtime> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const clock = options.clock ?? systemClock;
+  const { url: databaseUrl, embedded } = await openDatabase(config, logger);
+  const store = createStore(databaseUrl);
+  const cache = new CacheInvalidation(databaseUrl);
+  const cleanups: Array<() => Promise<unknown>> = [];
+  const closeAll = async () => {
+    for (const cleanup of cleanups.reverse())
+      await cleanup().catch((err) => logger.error({ err }, 'shutdown step failed'));
+  };
+  cleanups.push(async () => embedded?.stop());
+  cleanups.push(() => store.close());
+  try {
+    await migrate(store.pool, (msg) => logger.info(msg));
+    const secrets = await resolveSecrets(config);
+    if (config.databaseUrl && secrets.fromDataDir.length > 0) {
+      logger.warn(
+        { generated: secrets.fromDataDir },
+        'secrets taken from the local data dir: set them in the environment so that every instance agrees',
+      );
+    }
+    await cache.start();
+    cleanups.push(() => cache.stop());
+    const deps: DomainDeps = {
+      db: store.db,
+      clock,
+      config,
+      secretKey: secrets.secretKey,
+      jwtPrivateKeyPem: secrets.jwtPrivateKeyPem,
+      cache,
+    };
+    const services = createServices(deps);
+    const metrics = new Registry();
+    collectDefaultMetrics({ register: metrics });
+
+    let worker: Runner | null = null;
+    if (config.role !== 'api') {
+      worker = await startWorker({
+        pool: store.pool,
+        taskList: buildTaskList(services),
+        concurrency: config.worker.concurrency,
+        pollIntervalMs: config.worker.pollIntervalMs,
+        logger,
+      });
+      const running = worker;
+      cleanups.push(() => running.stop());
+    }
+
+    const apps: FastifyInstance[] = [];
+    let url: string | null = null;
+    let adminUrl: string | null = null;
+    if (config.role !== 'worker' && options.listen !== false) {
+      const appDeps: AppDeps = {
+        config,
+        store,
+        services,
+        clock,
+        logger,
+        metrics,
+        adminToken: secrets.adminToken,
+      };
+      const separateAdmin = config.adminListen !== null;
+      const app = await buildApp(appDeps, { public: true, admin: !separateAdmin });
+      apps.push(app);
+      cleanups.push(() => app.close());
+      url = await app.listen({ host: config.listen.host, port: config.listen.port });
+      adminUrl = separateAdmin ? null : url;
+      if (config.adminListen) {
+        const admin = await buildApp(appDeps, { public: false, admin: true });
+        apps.push(admin);
+        cleanups.push(() => admin.close());
+        adminUrl = await admin.listen({ host: config.adminListen.host, port: config.adminListen.port });
+      }
+    }
+
+    return {
+      config,
+      logger,
+      store,
+      services,
+      secrets,
+      databaseUrl,
+      apps,
+      url,
+      adminUrl,
+      worker,
+      close: closeAll,
+    };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}

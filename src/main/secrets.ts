@@ -1,0 +1,49 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { Config } from '../config.ts';
+
+/**
+ * The three server secrets: the operator token, the key that encrypts API secrets at rest, and the JWT
+ * signing key. Taken from config when set (required for several instances, so all agree); otherwise
+ * generated once and kept in the data dir, which is what a single laptop instance wants.
+ */
+export interface ServerSecrets {
+  adminToken: string;
+  secretKey: Buffer;
+  jwtPrivateKeyPem: string;
+  /** Names of the secrets that came from the data dir rather than config. */
+  fromDataDir: string[];
+}
+
+async function readOrCreate(file: string, make: () => string): Promise<string> {
+  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  const value = make();
+  await writeFile(file, value + '\n', { mode: 0o600 });
+  return value;
+}
+
+export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSecrets> {
+  const fromDataDir: string[] = [];
+  const needsDir = !config.adminToken || !config.secretKey || !config.jwtPrivateKey;
+  if (needsDir) await mkdir(config.dataDir, { recursive: true });
+  const fromDir = async (name: string, file: string, make: () => string) => {
+    fromDataDir.push(name);
+    return readOrCreate(path.join(config.dataDir, file), make);
+  };
+  const adminToken =
+    config.adminToken ??
+    (await fromDir('SVC_ADMIN_TOKEN', 'admin-token', () => randomBytes(24).toString('base64url')));
+  const secretKey =
+    config.secretKey ??
+    (await fromDir('SVC_SECRET_KEY', 'secret-key', () => randomBytes(32).toString('base64')));
+  const jwtPrivateKeyPem =
+    config.jwtPrivateKey ??
+    (await fromDir('SVC_JWT_PRIVATE_KEY', 'jwt-private-key.pem', () =>
+      generateKeyPairSync('ec', { namedCurve: 'P-256' })
+        .privateKey.export({ type: 'pkcs8', format: 'pem' })
+        .toString(),
+    ));
+  return { adminToken, secretKey: Buffer.from(secretKey, 'base64'), jwtPrivateKeyPem, fromDataDir };
+}

@@ -1,0 +1,60 @@
+/**
+ * SDK errors by status family; each carries the HTTP status, the X-REQUEST-ID of the answer and the parsed
+ * body, so a caller can log and support can trace it.
+ */
+export class SvcError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly requestId: string | undefined,
+    readonly body: unknown,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** 400: the request is wrong; `errors` lists each bad field. */
+export class SvcInvalidRequestError extends SvcError {
+  get errors(): string[] {
+    const errors = (this.body as { errors?: unknown })?.errors;
+    return Array.isArray(errors) ? errors.map(String) : [];
+  }
+}
+/** 401 */
+export class SvcAuthenticationError extends SvcError {}
+/** 403, including the firewall's "error code: 1020". */
+export class SvcPermissionError extends SvcError {}
+/** 404 */
+export class SvcNotFoundError extends SvcError {}
+/** 409 */
+export class SvcConflictError extends SvcError {}
+/** 429 */
+export class SvcRateLimitError extends SvcError {}
+/** 5xx */
+export class SvcServerError extends SvcError {}
+/** No HTTP answer at all (connection refused, reset, timed out). */
+export class SvcConnectionError extends SvcError {
+  constructor(message: string, cause: unknown) {
+    super(message, 0, undefined, undefined);
+    this.cause = cause;
+  }
+}
+
+export function errorForStatus(status: number, requestId: string | undefined, body: unknown): SvcError {
+  const detail =
+    typeof body === 'string'
+      ? body
+      : (((body as { error?: unknown; message?: unknown; errors?: unknown }) ?? {}).errors ??
+        (body as { message?: unknown })?.message ??
+        (body as { error?: unknown })?.error);
+  const message = `HTTP ${status}: ${typeof detail === 'string' ? detail : JSON.stringify(detail)}`;
+  if (status === 400 || status === 413 || status === 422)
+    return new SvcInvalidRequestError(message, status, requestId, body);
+  if (status === 401) return new SvcAuthenticationError(message, status, requestId, body);
+  if (status === 403) return new SvcPermissionError(message, status, requestId, body);
+  if (status === 404) return new SvcNotFoundError(message, status, requestId, body);
+  if (status === 409) return new SvcConflictError(message, status, requestId, body);
+  if (status === 429) return new SvcRateLimitError(message, status, requestId, body);
+  return new SvcServerError(message, status, requestId, body);
+}

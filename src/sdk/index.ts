@@ -1,0 +1,11 @@
+/** svc-platform SDK: `import { SvcClient } from 'svc-platform/sdk'`. */
+export {
+  SvcClient,
+  type ClientOptions,
+  type ClientCredentials,
+  type RequestOptions,
+  type SvcResponse,
+} from './client.ts';
+export * from './errors.ts';
+export { verifyWebhook, WebhookVerificationError } from './webhook-verify.ts';
+export { signRequest, signingMessage } from '../contract/request-signature.ts';

@@ -1,0 +1,93 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import pg from 'pg';
+import { loadConfig } from '../../src/config.ts';
+import { createStore } from '../../src/store/database.ts';
+import { listMigrations, migrate } from '../../src/store/migrate.ts';
+
+/**
+ * Each test file gets a fresh database cloned from a migrated template (STYLE: kysely, graphile-worker).
+ * The template's name carries a hash of the migrations, so a new migration makes a new template; creating
+ * it is serialised across parallel test processes with an advisory lock.
+ */
+const TEMPLATE_LOCK_ID = 7_351_846_002;
+
+export interface TestDatabase {
+  url: string;
+  name: string;
+  drop(): Promise<void>;
+}
+
+export function serverUrl(): string {
+  const url = loadConfig().databaseUrl;
+  if (!url)
+    throw new Error(
+      'DATABASE_URL is not set: run the suite with `npm test` (it starts an embedded PostgreSQL)',
+    );
+  return url;
+}
+
+export function withDatabase(url: string, name: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${name}`;
+  return parsed.toString();
+}
+
+async function templateName(): Promise<string> {
+  const hash = createHash('sha256');
+  for (const file of await listMigrations()) hash.update(file.name).update(file.sql);
+  const require = createRequire(import.meta.url);
+  hash.update(String((require('graphile-worker/package.json') as { version: string }).version));
+  return `svc_tpl_${hash.digest('hex').slice(0, 12)}`;
+}
+
+async function ensureTemplate(admin: pg.Client, base: string): Promise<string> {
+  const name = await templateName();
+  await admin.query('select pg_advisory_lock($1)', [TEMPLATE_LOCK_ID]);
+  try {
+    const exists = await admin.query('select 1 from pg_database where datname = $1', [name]);
+    if (exists.rowCount) return name;
+    const building = `${name}_build_${randomBytes(3).toString('hex')}`;
+    await admin.query(`create database ${building}`);
+    const store = createStore(withDatabase(base, building), { max: 3 });
+    try {
+      await migrate(store.pool);
+    } finally {
+      await store.close();
+    }
+    // Server-side backends can outlive the pool's end() by a moment; the rename needs none left.
+    await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [
+      building,
+    ]);
+    await admin.query(`alter database ${building} rename to ${name}`);
+    return name;
+  } finally {
+    await admin.query('select pg_advisory_unlock($1)', [TEMPLATE_LOCK_ID]);
+  }
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const base = serverUrl();
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  try {
+    const template = await ensureTemplate(admin, base);
+    const name = `svc_test_${randomBytes(6).toString('hex')}`;
+    await admin.query(`create database ${name} template ${template}`);
+    return {
+      url: withDatabase(base, name),
+      name,
+      drop: async () => {
+        const client = new pg.Client({ connectionString: base });
+        await client.connect();
+        try {
+          await client.query(`drop database if exists ${name} with (force)`);
+        } finally {
+          await client.end();
+        }
+      },
+    };
+  } finally {
+    await admin.end();
+  }
+}
