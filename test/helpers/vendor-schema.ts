@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+
+/**
+ * Conformance: validates our responses against the vendor's published OpenAPI document
+ * (../shared/spec/vendor-openapi.json beside the project root), so platforms' existing clients work.
+ * `assertVendorSchema(body, 'GetFundTransactionsResponse')` checks against components.schemas.<name>.
+ */
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+  addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
+
+const SPEC_PATH = path.resolve(
+  import.meta.dirname,
+  '..',
+  '..',
+  '..',
+  'shared',
+  'spec',
+  'vendor-openapi.json',
+);
+
+let ajv: Ajv | null = null;
+const compiled = new Map<string, ValidateFunction>();
+
+function load(): Ajv {
+  if (ajv) return ajv;
+  const spec = JSON.parse(readFileSync(SPEC_PATH, 'utf8')) as {
+    components: { schemas: Record<string, unknown> };
+  };
+  // OpenAPI 3.0: "nullable" is understood through ajv's option; "example" and friends pass with strict off.
+  ajv = addFormats(new Ajv({ allErrors: true, strict: false, nullable: true }));
+  ajv.addSchema({ $id: 'vendor', components: spec.components });
+  return ajv;
+}
+
+export function vendorValidator(schemaName: string): ValidateFunction {
+  let validate = compiled.get(schemaName);
+  if (!validate) {
+    validate = load().compile({ $ref: `vendor#/components/schemas/${schemaName}` });
+    compiled.set(schemaName, validate);
+  }
+  return validate;
+}
+
+export function assertVendorSchema(body: unknown, schemaName: string): void {
+  const validate = vendorValidator(schemaName);
+  const ok = validate(body);
+  assert.ok(
+    ok,
+    `response does not match vendor schema ${schemaName}: ${JSON.stringify(validate.errors, null, 1)}\n${JSON.stringify(body)}`,
+  );
+}
