@@ -1,10 +1,13 @@
 import { AUTH_HEADERS, signRequest, signingMessage } from '../contract/request-signature.ts';
 import { REQUEST_ID_HEADER } from '../contract/responses.ts';
-import { errorForStatus, SvcConnectionError } from './errors.ts';
+import type { RetryOptions } from './backoff.ts';
+import { SvcConnectionError } from './errors.ts';
+import { sendWithRetries, type RecoveryHooks } from './request-sender.ts';
 
 /**
  * The SDK core: signs every request as wire-contract §1 and sends it. `send` returns any answer as it
- * is; `request` returns the body of a 2xx and throws the status family's error otherwise.
+ * is, once; `request` applies the retry rules of spec 7 and returns the body of a 2xx, or throws the
+ * status family's error.
  */
 export interface ClientCredentials {
   apiKey: string;
@@ -19,6 +22,8 @@ export interface ClientOptions extends ClientCredentials {
   fetch?: typeof fetch;
   /** Extra headers on every request (e.g. X-Simulator-Scenario in cert). */
   headers?: Record<string, string>;
+  /** Retry rules of spec 7 for `request` (defaults: 3 retries, 100–500 ms first backoff); false turns them off. */
+  retry?: RetryOptions | false;
 }
 
 export type QueryValue = string | number | boolean | undefined | null;
@@ -28,8 +33,8 @@ export interface RequestOptions {
   /** A JSON value, or a string sent as is (tests send malformed or exotic bodies this way). */
   body?: unknown;
   headers?: Record<string, string>;
-  /** Send the path exactly as given (no re-encoding), for signature tests. */
-  rawPath?: boolean;
+  /** Overrides the client's retry options for this call. */
+  retry?: RetryOptions | false;
 }
 
 export interface SvcResponse<T = unknown> {
@@ -108,10 +113,17 @@ export class SvcClient {
     };
   }
 
-  /** Sends and unwraps: the parsed body of a 2xx, or the status family's SvcError. */
-  async request<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    const response = await this.send<T>(method, path, options);
-    if (response.status >= 200 && response.status < 300) return response.body;
-    throw errorForStatus(response.status, response.requestId, response.body);
+  /**
+   * Sends with the retry rules of spec 7 and unwraps: the parsed body of a 2xx, or the status family's
+   * SvcError. `hooks` give the endpoint's idempotence check and recoveries (spec 7.2, 7.3).
+   */
+  async request<T = unknown>(
+    method: string,
+    path: string,
+    options: RequestOptions = {},
+    hooks?: RecoveryHooks<T>,
+  ): Promise<T> {
+    const retry = options.retry ?? this.options.retry;
+    return sendWithRetries<T>({ method, path, hooks, retry, send: () => this.send(method, path, options) });
   }
 }

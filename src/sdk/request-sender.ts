@@ -1,0 +1,95 @@
+import { resolveRetryOptions, type RetryOptions } from './backoff.ts';
+import { errorForStatus, SvcConnectionError, SvcError } from './errors.ts';
+import { decideRetry, retryClassFor, type RequestOutcome, type RetryClass } from './retry-policy.ts';
+
+/**
+ * Applies the retry table of spec 7.1–7.3 (`retry-policy.ts`) to one call: sends, asks `decideRetry` what
+ * to do, and carries it out. The endpoint-specific parts (idempotence checks, recoveries) are given by
+ * the resource method that knows them; this loop only sequences them.
+ */
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  body: unknown;
+  requestId: string | undefined;
+}
+
+export interface RecoveryHooks<T> {
+  /** spec 7.1.2: after a 502/504 on a write, find out whether the work happened; its result if it did. */
+  idempotenceCheck?: () => Promise<T | undefined>;
+  /** spec 7.2: execute answered 404: look the trade up, re-quote if allowed; undefined → throw the 404. */
+  recover404?: (options: ReturnType<typeof resolveRetryOptions>) => Promise<T | undefined>;
+  /** spec 7.3: customer creation answered a conflict 400: look the participant up; undefined → throw the 400. */
+  recover73?: () => Promise<T | undefined>;
+}
+
+export interface SendPlan<T> {
+  method: string;
+  path: string;
+  /** Defaults to the class the retry policy assigns to method and path. */
+  retryClass?: RetryClass;
+  send: () => Promise<RawResponse>;
+  hooks?: RecoveryHooks<T>;
+  retry?: RetryOptions | false;
+}
+
+function fail(response: RawResponse): never {
+  throw errorForStatus(response.status, response.requestId, response.body);
+}
+
+export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
+  const options = resolveRetryOptions(plan.retry === false ? { maxRetries: 0 } : plan.retry);
+  const retryClass = plan.retryClass ?? retryClassFor(plan.method, plan.path);
+  const started = options.now();
+  for (let attempt = 1; ; attempt++) {
+    let response: RawResponse | undefined;
+    let networkError: SvcConnectionError | undefined;
+    try {
+      response = await plan.send();
+    } catch (error) {
+      if (!(error instanceof SvcConnectionError)) throw error;
+      networkError = error;
+    }
+    const outcome: RequestOutcome = response
+      ? { kind: 'response', status: response.status, headers: response.headers, body: response.body }
+      : { kind: 'network-error', error: networkError };
+    const finish = (): T => {
+      if (!response) throw networkError!;
+      if (response.status >= 200 && response.status < 300) return response.body as T;
+      return fail(response);
+    };
+    if (plan.retry === false && response) return finish();
+    const action = decideRetry(
+      { method: plan.method, retryClass, outcome, attempt, elapsedMs: options.now() - started },
+      options,
+    );
+    switch (action.kind) {
+      case 'return':
+        return finish();
+      case 'retry':
+      case 'wait-rate-limit':
+        await options.sleep(action.delayMs);
+        continue;
+      case 'check-then-retry':
+      case 'check-then-return': {
+        const done = plan.hooks?.idempotenceCheck ? await plan.hooks.idempotenceCheck() : undefined;
+        if (done !== undefined) return done;
+        if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck) return finish();
+        await options.sleep(action.delayMs);
+        continue;
+      }
+      case 'recover-404': {
+        const recovered = plan.hooks?.recover404 ? await plan.hooks.recover404(options) : undefined;
+        if (recovered !== undefined) return recovered;
+        return finish();
+      }
+      case 'recover-7.3': {
+        const recovered = plan.hooks?.recover73 ? await plan.hooks.recover73() : undefined;
+        if (recovered !== undefined) return recovered;
+        return finish();
+      }
+    }
+  }
+}
+
+export { SvcError };
