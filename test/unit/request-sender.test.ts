@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  SvcConnectionError,
+  SvcInvalidRequestError,
+  SvcNotFoundError,
+  SvcServerError,
+} from '../../src/sdk/errors.ts';
+import { sendWithRetries, type RawResponse } from '../../src/sdk/request-sender.ts';
+
+/** A scripted server: each call takes the next answer; "network" throws like a refused connection. */
+function script(answers: Array<number | 'network' | [number, unknown, Record<string, string>?]>) {
+  const calls: number[] = [];
+  const send = async (): Promise<RawResponse> => {
+    calls.push(calls.length + 1);
+    const next = answers.shift();
+    if (next === undefined) throw new Error('script exhausted: unexpected extra send');
+    if (next === 'network') throw new SvcConnectionError('ECONNRESET', new Error('reset'));
+    const [status, body, headers] = Array.isArray(next) ? next : [next, status2body(next)];
+    return { status, body, headers: new Headers(headers ?? {}), requestId: 'req-1' };
+  };
+  return { send, calls };
+}
+
+function status2body(status: number): unknown {
+  return status < 300 ? { message: { ok: true } } : { error: `status ${status}` };
+}
+
+function clock() {
+  const slept: number[] = [];
+  let now = 0;
+  return {
+    slept,
+    retry: {
+      sleep: async (ms: number) => {
+        slept.push(ms);
+        now += ms;
+      },
+      now: () => now,
+      random: () => 0.5,
+    },
+  };
+}
+
+describe('request sender applies the spec 7 table', () => {
+  test('GET 503 then 200: retried once after a 100–500 ms backoff', async () => {
+    const s = script([503, 200]);
+    const c = clock();
+    const body = await sendWithRetries({ method: 'GET', path: '/trades', send: s.send, retry: c.retry });
+    assert.deepEqual(body, { message: { ok: true } });
+    assert.equal(s.calls.length, 2);
+    assert.equal(c.slept.length, 1);
+    assert.ok(c.slept[0]! >= 100 && c.slept[0]! <= 500);
+  });
+
+  test('GET network error, 502, 504 are retried; 500 is not', async () => {
+    const ok = script(['network', 502, 504, 200]);
+    await sendWithRetries({ method: 'GET', path: '/trades', send: ok.send, retry: clock().retry });
+    assert.equal(ok.calls.length, 4);
+    const five = script([500]);
+    await assert.rejects(
+      sendWithRetries({ method: 'GET', path: '/trades', send: five.send, retry: clock().retry }),
+      SvcServerError,
+    );
+    assert.equal(five.calls.length, 1);
+  });
+
+  test('retries stop after maxRetries and the last error is thrown', async () => {
+    const s = script([503, 503, 503, 503]);
+    await assert.rejects(
+      sendWithRetries({ method: 'GET', path: '/trades', send: s.send, retry: clock().retry }),
+      SvcServerError,
+    );
+    assert.equal(s.calls.length, 4); // 1 + 3 retries (default)
+  });
+
+  test('429 waits 10 s, or Retry-After when longer, then resends', async () => {
+    const s = script([[429, { error: 'Too Many Requests' }, { 'retry-after': '12' }], 200]);
+    const c = clock();
+    await sendWithRetries({ method: 'POST', path: '/liquidity/rfq', send: s.send, retry: c.retry });
+    assert.deepEqual(c.slept, [12_000]);
+    const t = script([[429, { error: 'Too Many Requests' }, { 'retry-after': '3' }], 200]);
+    const d = clock();
+    await sendWithRetries({ method: 'GET', path: '/time', send: t.send, retry: d.retry });
+    assert.deepEqual(d.slept, [10_000]);
+  });
+
+  test('POST 503 is resent without a check', async () => {
+    const s = script([503, 200]);
+    let checks = 0;
+    await sendWithRetries({
+      method: 'POST',
+      path: '/liquidity/execute',
+      send: s.send,
+      retry: clock().retry,
+      hooks: { idempotenceCheck: async () => (checks++, undefined) },
+    });
+    assert.equal(s.calls.length, 2);
+    assert.equal(checks, 0);
+  });
+
+  test('POST 502 on execute: the idempotence check finds the trade, nothing is resent', async () => {
+    const s = script([502]);
+    const trade = { message: { trade_id: 't1' } };
+    const body = await sendWithRetries({
+      method: 'POST',
+      path: '/liquidity/execute',
+      send: s.send,
+      retry: clock().retry,
+      hooks: { idempotenceCheck: async () => trade },
+    });
+    assert.equal(body, trade);
+    assert.equal(s.calls.length, 1);
+  });
+
+  test('POST 504 on execute: the check finds nothing, so it is resent', async () => {
+    const s = script([504, 200]);
+    let checks = 0;
+    await sendWithRetries({
+      method: 'POST',
+      path: '/liquidity/execute',
+      send: s.send,
+      retry: clock().retry,
+      hooks: { idempotenceCheck: async () => (checks++, undefined) },
+    });
+    assert.equal(s.calls.length, 2);
+    assert.equal(checks, 1);
+  });
+
+  test('POST 502 on a route without a check is returned to the caller', async () => {
+    const s = script([502]);
+    await assert.rejects(
+      sendWithRetries({ method: 'POST', path: '/fund/rfq', send: s.send, retry: clock().retry }),
+      SvcServerError,
+    );
+    assert.equal(s.calls.length, 1);
+  });
+
+  test('execute 404 runs the recovery; without one the 404 is thrown', async () => {
+    const recovered = { message: { trade_id: 'found' } };
+    const s = script([404]);
+    const body = await sendWithRetries({
+      method: 'POST',
+      path: '/convert_withdraw/execute',
+      send: s.send,
+      retry: clock().retry,
+      hooks: { recover404: async () => recovered },
+    });
+    assert.equal(body, recovered);
+    const t = script([404]);
+    await assert.rejects(
+      sendWithRetries({ method: 'POST', path: '/liquidity/execute', send: t.send, retry: clock().retry }),
+      SvcNotFoundError,
+    );
+  });
+
+  test('customer creation 400 of spec 7.3 looks the participant up; other 400s are thrown', async () => {
+    const existing = { message: { participant_code: 'ABC123' } };
+    const s = script([[400, { errors: ['Participant data already used with different requestID'] }]]);
+    const body = await sendWithRetries({
+      method: 'POST',
+      path: '/participants/customers/new',
+      send: s.send,
+      retry: clock().retry,
+      hooks: { recover73: async () => existing },
+    });
+    assert.equal(body, existing);
+    const t = script([[400, { errors: ['email: must match format "email"'] }]]);
+    let looked = 0;
+    await assert.rejects(
+      sendWithRetries({
+        method: 'POST',
+        path: '/participants/customers/new',
+        send: t.send,
+        retry: clock().retry,
+        hooks: { recover73: async () => (looked++, existing) },
+      }),
+      SvcInvalidRequestError,
+    );
+    assert.equal(looked, 0);
+  });
+
+  test('retry: false sends once and throws what came back', async () => {
+    const s = script([503]);
+    await assert.rejects(
+      sendWithRetries({ method: 'GET', path: '/trades', send: s.send, retry: false }),
+      SvcServerError,
+    );
+    assert.equal(s.calls.length, 1);
+  });
+});
