@@ -1,9 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { unauthenticated } from '../../domain/errors.ts';
+import { appliesToRegisteringScope } from './plugin-scope.ts';
 
 /** DESIGN §3: the operator API takes `Authorization: Bearer $SVC_ADMIN_TOKEN`, compared in constant time. */
-export async function adminAuthPlugin(app: FastifyInstance, options: { adminToken: string }): Promise<void> {
+async function adminAuth(app: FastifyInstance, options: { adminToken: string }): Promise<void> {
   const expected = createHash('sha256').update(options.adminToken).digest();
   app.addHook('onRequest', async (request) => {
     const header = request.headers.authorization ?? '';
@@ -13,3 +14,5 @@ export async function adminAuthPlugin(app: FastifyInstance, options: { adminToke
     if (!timingSafeEqual(given, expected)) throw unauthenticated('invalid admin token');
   });
 }
+
+export const adminAuthPlugin = appliesToRegisteringScope('admin-auth', adminAuth);

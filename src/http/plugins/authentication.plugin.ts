@@ -4,6 +4,7 @@ import { forbidden, invalid } from '../../domain/errors.ts';
 import type { Authenticator } from '../../domain/platforms/authenticator.ts';
 import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import '../request-context.ts';
+import { appliesToRegisteringScope } from './plugin-scope.ts';
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
@@ -13,7 +14,7 @@ function header(value: string | string[] | undefined): string | undefined {
  * wire-contract §9 order, after the firewall and the rate limit: authentication (401) → platform
  * allow-list (403) → the body is JSON (400) → schema validation (400) → the route.
  */
-export async function authenticationPlugin(
+async function authentication(
   app: FastifyInstance,
   options: { authenticator: Authenticator; networkRules: NetworkRules },
 ): Promise<void> {
@@ -35,3 +36,5 @@ export async function authenticationPlugin(
     if (request.bodyParseError) throw invalid('body: is not valid JSON');
   });
 }
+
+export const authenticationPlugin = appliesToRegisteringScope('authentication', authentication);

@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Histogram, type Registry } from 'prom-client';
+import { appliesToRegisteringScope } from './plugin-scope.ts';
 
 /** Prometheus request metrics (DESIGN §6), labelled by route pattern, never by raw URL. */
-export async function metricsPlugin(app: FastifyInstance, options: { registry: Registry }): Promise<void> {
+async function metrics(app: FastifyInstance, options: { registry: Registry }): Promise<void> {
   const requests = new Counter({
     name: 'svc_http_requests_total',
     help: 'HTTP requests by method, route and status',
@@ -22,3 +23,5 @@ export async function metricsPlugin(app: FastifyInstance, options: { registry: R
     latency.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
 }
+
+export const metricsPlugin = appliesToRegisteringScope('metrics', metrics);

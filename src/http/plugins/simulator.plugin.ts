@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { SIMULATOR_SCENARIO_HEADER } from '../../contract/responses.ts';
 import { invalid } from '../../domain/errors.ts';
 import { sendUnavailable } from '../error-handler.ts';
+import { appliesToRegisteringScope } from './plugin-scope.ts';
 
 /**
  * wire-contract §8: in cert, X-Simulator-Scenario rehearses the error paths of spec part 7.
@@ -24,7 +25,7 @@ const BODIES: Record<number, object> = {
   504: { error: 'Gateway Timeout' },
 };
 
-export async function simulatorPlugin(app: FastifyInstance): Promise<void> {
+async function simulator(app: FastifyInstance): Promise<void> {
   app.addHook('preHandler', async (request, reply) => {
     const raw = request.headers[SIMULATOR_SCENARIO_HEADER];
     if (raw === undefined) return;
@@ -48,3 +49,5 @@ export async function simulatorPlugin(app: FastifyInstance): Promise<void> {
     return JSON.stringify(BODIES[status]);
   });
 }
+
+export const simulatorPlugin = appliesToRegisteringScope('simulator', simulator);
