@@ -32,8 +32,21 @@ function load(): Ajv {
   };
   // ajv 8 understands OpenAPI's "nullable" keyword itself; "example" and friends pass with strict off.
   ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
-  ajv.addSchema({ $id: 'vendor', components: spec.components });
+  ajv.addSchema({ $id: 'vendor', components: oneOfAsAnyOf(spec.components) });
   return ajv;
+}
+
+/**
+ * The vendor's document lists response variants under `oneOf` although they overlap (TradeResponseEntity
+ * has two identical variants; the RFQ responses' variants only add optional fields), so no body could
+ * match exactly one. They are alternatives, which is `anyOf`; validating them so keeps every field rule.
+ */
+function oneOfAsAnyOf(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(oneOfAsAnyOf);
+  if (node === null || typeof node !== 'object') return node;
+  return Object.fromEntries(
+    Object.entries(node).map(([key, value]) => [key === 'oneOf' ? 'anyOf' : key, oneOfAsAnyOf(value)]),
+  );
 }
 
 export function vendorValidator(schemaName: string): ValidateFunction {
