@@ -1,7 +1,8 @@
 import type { FoundationTables } from './tables/foundation.tables.ts';
+import type { FundingTables } from './tables/funding.tables.ts';
 
 /**
  * The typed view of the whole database for Kysely: one interface per migration area, composed here.
  * Add an area's tables by intersecting its `<area>.tables.ts` interface.
  */
-export type Database = FoundationTables;
+export type Database = FoundationTables & FundingTables;
