@@ -33,6 +33,11 @@ export interface AppDeps {
   /** The per-IP rate limit (wire-contract §2.3), registered on public routes after the firewall. */
   rateLimit?: (app: FastifyInstance) => Promise<void>;
   readiness?: ReadinessCheck[];
+  /**
+   * Extra routes inside the authenticated public scope (after firewall, rate limit, authentication and
+   * allow-list). Tests and benchmarks use it to drive the whole stack with a route of their own.
+   */
+  extraPublicRoutes?: (app: FastifyInstance) => Promise<void>;
 }
 
 export interface AppParts {
@@ -125,6 +130,7 @@ export async function buildApp(
         });
         if (config.env === 'cert') await authed.register(simulatorPlugin);
         await publicRoutes(authed, deps);
+        if (deps.extraPublicRoutes) await deps.extraPublicRoutes(authed);
       });
     });
   }

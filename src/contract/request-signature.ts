@@ -28,9 +28,13 @@ export function signRequest(secretBase64: string, message: Buffer | string): str
   return createHmac('sha256', Buffer.from(secretBase64, 'base64')).update(message).digest('base64');
 }
 
-/** Constant-time comparison of a presented signature with the expected one. */
+/**
+ * Constant-time comparison of a presented signature with the expected one, as text: node's base64 decoder
+ * is lenient (it ignores anything after the padding and skips invalid characters), so comparing decoded
+ * bytes would accept many spellings of one signature.
+ */
 export function signatureMatches(secretBase64: string, message: Buffer, presented: string): boolean {
-  const expected = createHmac('sha256', Buffer.from(secretBase64, 'base64')).update(message).digest();
-  const given = Buffer.from(presented, 'base64');
+  const expected = Buffer.from(signRequest(secretBase64, message), 'utf8');
+  const given = Buffer.from(presented, 'utf8');
   return given.length === expected.length && timingSafeEqual(given, expected);
 }

@@ -28,6 +28,8 @@ export interface Runtime {
   secrets: ServerSecrets;
   databaseUrl: string;
   apps: FastifyInstance[];
+  /** What the HTTP apps were built from (null when this process serves no HTTP), for tests and benchmarks. */
+  appDeps: AppDeps | null;
   /** Where the public API listens (when this process serves it). */
   url: string | null;
   adminUrl: string | null;
@@ -104,8 +106,9 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const apps: FastifyInstance[] = [];
     let url: string | null = null;
     let adminUrl: string | null = null;
+    let appDeps: AppDeps | null = null;
     if (config.role !== 'worker' && options.listen !== false) {
-      const appDeps: AppDeps = {
+      appDeps = {
         config,
         store,
         services,
@@ -136,6 +139,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       secrets,
       databaseUrl,
       apps,
+      appDeps,
       url,
       adminUrl,
       worker,
