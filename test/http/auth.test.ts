@@ -1,0 +1,349 @@
+import assert from 'node:assert/strict';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../../src/config.ts';
+import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { createLogger } from '../../src/main/logger.ts';
+import { startRuntime, type Runtime } from '../../src/main/runtime.ts';
+import {
+  rawRequest,
+  signedHeaders,
+  startProbeApp,
+  type ProbeApp,
+  type RawResponse,
+} from '../helpers/probe-app.ts';
+import {
+  startTestService,
+  TEST_ADMIN_TOKEN,
+  type PlatformFixture,
+  type TestService,
+} from '../helpers/test-service.ts';
+
+/**
+ * wire-contract §1 over HTTP, through the real stack (firewall → rate limit → authentication → allow-list →
+ * validation), on probe routes registered in the authenticated scope (test/helpers/probe-app.ts).
+ */
+const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
+const nowS = () => Math.floor(clock.now() / 1000);
+
+// Every log line the service writes during this file, to show that no credential reaches the logs.
+const logLines: string[] = [];
+const logStream = new Writable({
+  write(chunk, _encoding, done) {
+    logLines.push(String(chunk));
+    done();
+  },
+});
+/** Every credential this file sends or receives; none may appear in a log line. */
+const credentials = new Set<string>();
+
+let svc: TestService;
+let probe: ProbeApp;
+let a: PlatformFixture;
+let zrn: string;
+
+function remember(fixture: PlatformFixture): PlatformFixture {
+  credentials.add(fixture.key.api_secret);
+  credentials.add(fixture.key.passphrase);
+  return fixture;
+}
+
+/** A signed raw request through the probe app; the signature is remembered for the log check. */
+function signed(
+  method: string,
+  target: string,
+  options: {
+    body?: string;
+    key?: PlatformFixture['key'];
+    timestampS?: number;
+    signTarget?: string;
+    signBody?: string;
+    signMethod?: string;
+    omit?: string;
+    override?: Record<string, string>;
+    contentType?: string | null;
+  } = {},
+): Promise<RawResponse> {
+  const key = options.key ?? a.key;
+  const headers = signedHeaders(
+    key,
+    options.signMethod ?? method,
+    options.signTarget ?? target,
+    'signBody' in options ? options.signBody : options.body,
+    options.timestampS ?? nowS(),
+  );
+  credentials.add(headers[AUTH_HEADERS.signed]!);
+  if (options.omit) delete headers[options.omit];
+  Object.assign(headers, options.override);
+  if (options.body !== undefined && options.contentType !== null) {
+    headers['content-type'] = options.contentType ?? 'application/json';
+  }
+  return rawRequest(probe.url, method, target, { headers, body: options.body });
+}
+
+function assert401(res: RawResponse, reason?: RegExp) {
+  assert.equal(res.status, 401, res.text);
+  assert.match(String(res.headers['content-type']), /application\/json/);
+  const body = res.json as { error?: unknown };
+  assert.deepEqual(Object.keys(body), ['error']);
+  assert.equal(typeof body.error, 'string');
+  if (reason) assert.match(body.error as string, reason);
+  assert.ok(res.headers['x-request-id']);
+}
+
+before(async () => {
+  svc = await startTestService({ clock, logger: createLogger('trace', logStream) });
+  probe = await startProbeApp(svc.runtime);
+  a = remember(await svc.newPlatform());
+  const holder = await svc.newParticipant(a.platform.platform_code);
+  zrn = (
+    await svc.runtime.services.customerAccounts.create({
+      platform_code: a.platform.platform_code,
+      participant_code: holder.participant_code,
+    })
+  ).zrn;
+});
+after(async () => {
+  await probe?.close();
+  await svc?.close();
+});
+
+describe('valid signatures (wire-contract §1)', () => {
+  test('GET with a query string, signed over path and query exactly as sent', async () => {
+    const target = '/probe/whoami?b=2&a=x%20y&c=%3A';
+    const res = await signed('GET', target);
+    assert.equal(res.status, 200, res.text);
+    const body = res.json as { message: { platform_code: string; route: string; query: unknown } };
+    assert.equal(body.message.platform_code, a.platform.platform_code);
+    assert.equal(body.message.route, target);
+    assert.deepEqual(body.message.query, { b: '2', a: 'x y', c: ':' });
+  });
+
+  test('GET carrying a literal {} body verifies (signed with {}), with or without a content type', async () => {
+    assert.equal((await signed('GET', '/probe/whoami', { body: '{}' })).status, 200);
+    assert.equal((await signed('GET', '/probe/whoami', { body: '{}', contentType: null })).status, 200);
+  });
+
+  test('the SDK client signs GET and POST that verify', async () => {
+    const client = probe.client(a.key);
+    const get = await client.send('GET', '/probe/whoami', { query: { x: '1' } });
+    assert.equal(get.status, 200, JSON.stringify(get.body));
+    const post = await client.send('POST', '/probe/echo', { body: { amount: '25.00', note: 'ünïcødé ✓' } });
+    assert.equal(post.status, 200, JSON.stringify(post.body));
+    assert.deepEqual((post.body as { message: { body: unknown } }).message.body, {
+      amount: '25.00',
+      note: 'ünïcødé ✓',
+    });
+  });
+
+  test('POST signs the raw body bytes: whitespace and key order as sent', async () => {
+    const body = '{ "note" : "spaced",\n  "amount":"1.5" }';
+    const res = await signed('POST', '/probe/echo', { body });
+    assert.equal(res.status, 200, res.text);
+  });
+
+  test('DELETE with a zrn path: raw ":" and "%3A" (either case), without a body and with {}', async () => {
+    const encoded = zrn.replaceAll(':', '%3A');
+    const lower = zrn.replaceAll(':', '%3a');
+    for (const z of [zrn, encoded, lower]) {
+      const target = `/probe/accounts/${z}/tenants/ABC123`;
+      const bare = await signed('DELETE', target);
+      assert.equal(bare.status, 202, `${target}: ${bare.text}`);
+      assert.equal(bare.text, '{}');
+      const withBody = await signed('DELETE', target, { body: '{}' });
+      assert.equal(withBody.status, 202, `${target} with {}: ${withBody.text}`);
+      const noType = await signed('DELETE', target, { body: '{}', contentType: null });
+      assert.equal(noType.status, 202, `${target} with {} and no content type: ${noType.text}`);
+    }
+  });
+
+  test('timestamps 59 s and 60 s away either way are accepted', async () => {
+    for (const offset of [-60, -59, 59, 60]) {
+      const res = await signed('GET', '/probe/whoami', { timestampS: nowS() + offset });
+      assert.equal(res.status, 200, `offset ${offset}: ${res.text}`);
+    }
+  });
+});
+
+describe('every authentication failure → 401 {"error": reason}', () => {
+  for (const [header, name] of [
+    [AUTH_HEADERS.apiKey, 'X-SCX-API-KEY'],
+    [AUTH_HEADERS.signed, 'X-SCX-SIGNED'],
+    [AUTH_HEADERS.timestamp, 'X-SCX-TIMESTAMP'],
+    [AUTH_HEADERS.passphrase, 'X-SCX-PASSPHRASE'],
+  ] as const) {
+    test(`missing ${name}`, async () => {
+      assert401(await signed('GET', '/probe/whoami', { omit: header }), new RegExp(name));
+      assert401(await signed('POST', '/probe/echo', { body: '{"amount":"1"}', omit: header }));
+    });
+  }
+
+  test('no credentials at all', async () => {
+    assert401(await rawRequest(probe.url, 'GET', '/probe/whoami'));
+  });
+
+  test('unknown key', async () => {
+    const unknown = { ...a.key, api_key: randomBytes(16).toString('hex') };
+    assert401(await signed('GET', '/probe/whoami', { key: unknown }), /unknown API key/);
+  });
+
+  test('wrong secret', async () => {
+    const wrong = { ...a.key, api_secret: randomBytes(32).toString('base64') };
+    assert401(await signed('GET', '/probe/whoami', { key: wrong }), /signature/);
+  });
+
+  test('wrong passphrase, also after the right one was verified and cached', async () => {
+    assert.equal((await signed('GET', '/probe/whoami')).status, 200);
+    const wrong = { ...a.key, passphrase: a.key.passphrase + 'x' };
+    assert401(await signed('GET', '/probe/whoami', { key: wrong }), /passphrase/);
+    assert401(await signed('GET', '/probe/whoami', { key: { ...a.key, passphrase: 'short' } }), /passphrase/);
+  });
+
+  test('a fresh key with a wrong passphrase first, then the right one', async () => {
+    const b = remember(await svc.newPlatform());
+    assert401(await signed('GET', '/probe/whoami', { key: { ...b.key, passphrase: 'nope' } }), /passphrase/);
+    assert.equal((await signed('GET', '/probe/whoami', { key: b.key })).status, 200);
+  });
+
+  test('timestamp 61 s behind or ahead', async () => {
+    assert401(await signed('GET', '/probe/whoami', { timestampS: nowS() - 61 }), /60 seconds/);
+    assert401(await signed('GET', '/probe/whoami', { timestampS: nowS() + 61 }), /60 seconds/);
+    assert401(await signed('POST', '/probe/echo', { body: '{"amount":"1"}', timestampS: nowS() + 61 }));
+  });
+
+  test('the server clock decides: moving it 61 s makes a signed request stale', async () => {
+    const timestampS = nowS();
+    assert.equal((await signed('GET', '/probe/whoami', { timestampS })).status, 200);
+    clock.advance(61_000);
+    try {
+      assert401(await signed('GET', '/probe/whoami', { timestampS }), /60 seconds/);
+    } finally {
+      clock.advance(-61_000);
+    }
+  });
+
+  test('malformed timestamp', async () => {
+    for (const bad of ['abc', '1.7e9', `${nowS()}.5`, `-${nowS()}`, `${nowS()}000`, ' ']) {
+      const res = await signed('GET', '/probe/whoami', { override: { [AUTH_HEADERS.timestamp]: bad } });
+      assert401(res);
+    }
+  });
+
+  test('tampered query', async () => {
+    assert401(
+      await signed('GET', '/probe/whoami?amount=2', { signTarget: '/probe/whoami?amount=1' }),
+      /signature/,
+    );
+    assert401(await signed('GET', '/probe/whoami?amount=1&x=1', { signTarget: '/probe/whoami?amount=1' }));
+  });
+
+  test('tampered body', async () => {
+    assert401(
+      await signed('POST', '/probe/echo', { body: '{"amount":"2"}', signBody: '{"amount":"1"}' }),
+      /signature/,
+    );
+    // A POST signed as bodiless ({}) but sent with a body.
+    assert401(await signed('POST', '/probe/echo', { body: '{"amount":"2"}', signBody: undefined }));
+  });
+
+  test('tampered path encoding and method', async () => {
+    const raw = `/probe/accounts/${zrn}/tenants/ABC123`;
+    const encoded = `/probe/accounts/${zrn.replaceAll(':', '%3A')}/tenants/ABC123`;
+    assert401(await signed('DELETE', encoded, { signTarget: raw }), /signature/);
+    assert401(await signed('DELETE', raw, { signMethod: 'GET' }), /signature/);
+  });
+
+  test('a signature for another key’s secret with this key’s id', async () => {
+    const b = remember(await svc.newPlatform());
+    assert401(
+      await signed('GET', '/probe/whoami', { key: { ...a.key, api_secret: b.key.api_secret } }),
+      /signature/,
+    );
+  });
+
+  test('revoked key', async () => {
+    const c = remember(await svc.newPlatform());
+    assert.equal((await signed('GET', '/probe/whoami', { key: c.key })).status, 200);
+    await svc.admin.delete(`/api_keys/${c.key.api_key}`);
+    assert401(await signed('GET', '/probe/whoami', { key: c.key }), /revoked/);
+    // Revoking the key leaves the platform's other keys working.
+    const other = await svc.admin.post<PlatformFixture['key']>(
+      `/platforms/${c.platform.platform_code}/api_keys`,
+    );
+    credentials.add(other.api_secret).add(other.passphrase);
+    assert.equal((await signed('GET', '/probe/whoami', { key: other })).status, 200);
+  });
+});
+
+describe('revocation on every instance', () => {
+  let second: Runtime;
+  let secondProbe: ProbeApp;
+
+  before(async () => {
+    // A second instance of the service on the same database, with the same configured secret key.
+    second = await startRuntime(
+      loadConfig({
+        SVC_ENV: 'cert',
+        SVC_ROLE: 'api',
+        SVC_HOST: '127.0.0.1',
+        SVC_PORT: '0',
+        SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-test-')),
+        DATABASE_URL: svc.database.url,
+        SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+        SVC_SECRET_KEY: svc.runtime.secrets.secretKey.toString('base64'),
+        SVC_JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' })
+          .privateKey.export({ type: 'pkcs8', format: 'pem' })
+          .toString(),
+      }),
+      { clock, logger: createLogger('silent') },
+    );
+    secondProbe = await startProbeApp(second);
+  });
+  after(async () => {
+    await secondProbe?.close();
+    await second?.close();
+  });
+
+  test('a key revoked through one instance is refused by another that had it cached', async () => {
+    const d = remember(await svc.newPlatform());
+    const viaSecond = () => {
+      const headers = signedHeaders(d.key, 'GET', '/probe/whoami', undefined, nowS());
+      credentials.add(headers[AUTH_HEADERS.signed]!);
+      return rawRequest(secondProbe.url, 'GET', '/probe/whoami', { headers });
+    };
+    // Both instances have verified (and cached) the key.
+    assert.equal((await viaSecond()).status, 200);
+    assert.equal((await signed('GET', '/probe/whoami', { key: d.key })).status, 200);
+
+    await svc.admin.delete(`/api_keys/${d.key.api_key}`);
+    assert401(await signed('GET', '/probe/whoami', { key: d.key }), /revoked/);
+    // The other instance hears of it over LISTEN/NOTIFY; the clock is frozen, so no cache TTL helps.
+    const deadline = Date.now() + 10_000;
+    let res = await viaSecond();
+    while (res.status === 200 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      res = await viaSecond();
+    }
+    assert401(res, /revoked/);
+  });
+});
+
+describe('nothing secret in logs', () => {
+  test('no API secret, passphrase or signature appears in any log line', () => {
+    // The capture works: requests were logged, with their request ids.
+    assert.ok(
+      logLines.some((line) => line.includes('"reqId"')),
+      'no request was logged',
+    );
+    assert.ok(credentials.size > 10);
+    const text = logLines.join('');
+    for (const credential of credentials) {
+      assert.equal(text.includes(credential), false, `a credential appears in the logs`);
+    }
+  });
+});
