@@ -1,0 +1,67 @@
+import type { ColumnType, Generated } from 'kysely';
+import type { CreatedAt, UpdatedAt } from './foundation.tables.ts';
+
+/**
+ * Tables of migration 0002_webhooks_delivery.sql (issue 4: webhook delivery). `webhook_notifications` is
+ * created by 0001; the columns below are the delivery state 0002 adds, merged with 0001's by the
+ * intersection in `src/store/schema.ts`.
+ */
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+
+export const NOTIFICATION_STATUSES = ['pending', 'retrying', 'delivered', 'dead', 'skipped'] as const;
+export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
+
+export const ATTEMPT_OUTCOMES = ['delivered', 'failed', 'gone', 'aborted'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+export interface WebhookEndpointsTable {
+  platform_code: string;
+  url: string;
+  secret_ciphertext: Buffer | null;
+  /** null = every payload type. */
+  payload_types: string[] | null;
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+/** The columns 0002 adds to 0001's `webhook_notifications`. */
+export interface WebhookNotificationDeliveryColumns {
+  status: ColumnType<NotificationStatus, NotificationStatus | undefined, NotificationStatus>;
+  status_reason: ColumnType<string | null, string | null | undefined, string | null>;
+  next_attempt_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  attempt_count: ColumnType<number, number | undefined, number>;
+  round_attempts: ColumnType<number, number | undefined, number>;
+  state_token: ColumnType<string, string | undefined, string>;
+  last_attempt_at: NullableTimestamp;
+  delivered_at: NullableTimestamp;
+  dead_at: NullableTimestamp;
+}
+
+export interface WebhookAttemptsTable {
+  attempt_id: Generated<number>;
+  notification_id: string;
+  attempt_number: number;
+  started_at: Timestamp;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+  outcome: AttemptOutcome;
+  worker: string;
+}
+
+export interface WebhookDeliveryLeasesTable {
+  platform_code: string;
+  resource_key: string;
+  owner: string;
+  claimed_at: Timestamp;
+  expires_at: Timestamp;
+}
+
+export interface WebhooksTables {
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_notifications: WebhookNotificationDeliveryColumns;
+  webhook_attempts: WebhookAttemptsTable;
+  webhook_delivery_leases: WebhookDeliveryLeasesTable;
+}
