@@ -6,6 +6,7 @@ import { createAuthenticator } from './platforms/authenticator.ts';
 import { createNetworkRules } from './platforms/network-rules.ts';
 import { createPlatformsService } from './platforms/platforms.service.ts';
 import { createPricesService } from './prices/prices.service.ts';
+import { createFundingService } from './funding/funding.service.ts';
 
 /** Every domain service, built once per process from the same dependencies. */
 export function createServices(deps: DomainDeps) {
@@ -17,6 +18,7 @@ export function createServices(deps: DomainDeps) {
     customerAccounts: createCustomerAccountsService(deps),
     balances: createBalancesService(deps),
     prices: createPricesService(deps),
+    funding: createFundingService(deps),
   };
 }
 

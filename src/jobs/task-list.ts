@@ -1,7 +1,10 @@
 import type { TaskList } from 'graphile-worker';
 import type { Services } from '../domain/services.ts';
+import { fundingTaskList } from '../domain/funding/funding.jobs.ts';
 
 /** Every background task, by name. Add an area's tasks here (`<area>.jobs.ts` exports a TaskList). */
-export function buildTaskList(_services: Services): TaskList {
-  return {};
+export function buildTaskList(services: Services): TaskList {
+  return {
+    ...fundingTaskList(services.funding),
+  };
 }

@@ -1,0 +1,205 @@
+import { Type, type Static } from 'typebox';
+import { DECIMAL_PATTERN } from '../lib/decimal.ts';
+import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
+import { Envelope, PagedEnvelope } from './responses.ts';
+
+/**
+ * Account funding on the wire (spec 2.2, 2.3, 4.3–4.5; wire-contract §6), with the vendor's field names and
+ * shapes (ClientAuthTokenRequestBody, PostFundRfqBody/Response, GetFundTransactionsEntity). Shared by the
+ * server, the SDK and the CLI.
+ */
+
+/** The vendor's SDK permission values (ClientAuthTokenFull.permissions); funding needs `fwc`. */
+export const CLIENT_TOKEN_PERMISSIONS = [
+  'onboarding',
+  'update-participant',
+  'csp-active',
+  'csp-recovery',
+  'fiat-deposits',
+  'fiat-withdrawals',
+  'crypto-withdrawals',
+  'crypto-buy',
+  'crypto-sell',
+  'fwc',
+  'participant-profile',
+  'crypto-account-link',
+  'crypto-payouts',
+  'crypto-pay',
+  'fiat-account-link',
+] as const;
+export type ClientTokenPermission = (typeof CLIENT_TOKEN_PERMISSIONS)[number];
+export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
+
+/** wire-contract §6: the platform's reference, at most 50 characters. */
+const Reference = Type.String({ maxLength: 50 });
+const AccountLabel = Type.String({ minLength: 1, maxLength: 40 });
+const Decimal = Type.String({ pattern: DECIMAL_PATTERN, description: 'decimal string' });
+/** `<ASSET>.<NETWORK>`; whether it is supported is checked by the service, which lists the supported ones. */
+const FundAssetForm = Type.String({
+  pattern: '^[A-Z0-9]{1,12}\\.[A-Z0-9]{1,12}$',
+  description: '<ASSET>.<NETWORK>, e.g. USDC.ETH',
+});
+
+// ---- POST /client_auth_token (spec 4.3) ----
+
+export const ClientAuthTokenBody = Type.Object(
+  {
+    participant_code: Type.String({ minLength: 6, maxLength: 6, description: 'participant of the platform' }),
+    permissions: Type.Array(Type.Enum([...CLIENT_TOKEN_PERMISSIONS]), {
+      minItems: 1,
+      uniqueItems: true,
+      description: 'SDK experiences; `fwc` opens a funding session',
+    }),
+    reference_id: Type.Optional(Reference),
+    deposit_details: Type.Optional(
+      Type.Object(
+        { account_label: AccountLabel },
+        { additionalProperties: false, description: 'the account the deposits fund (default general)' },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ClientAuthTokenBody = Static<typeof ClientAuthTokenBody>;
+
+export const ClientAuthToken = Type.Object({
+  token: Type.String({ description: 'JWT (wire-contract §6), valid for one hour' }),
+  deposit_intent_id: Type.Optional(
+    Type.String({ description: 'with `fwc`: the funding session, a filter of GET /fund/transactions' }),
+  ),
+});
+export type ClientAuthToken = Static<typeof ClientAuthToken>;
+export const ClientAuthTokenResponse = Envelope(ClientAuthToken);
+
+// ---- POST /revoke_auth_token ----
+
+export const RevokeClientAuthTokenBody = Type.Object(
+  { token: Type.String({ minLength: 1, maxLength: 8192 }) },
+  { additionalProperties: false },
+);
+export type RevokeClientAuthTokenBody = Static<typeof RevokeClientAuthTokenBody>;
+
+// ---- GET /.well-known/jwks.json ----
+
+export const Jwks = Type.Object({
+  keys: Type.Array(
+    Type.Object({
+      kty: Type.String(),
+      crv: Type.String(),
+      x: Type.String(),
+      y: Type.Optional(Type.String()),
+      kid: Type.String(),
+      alg: Type.String(),
+      use: Type.String(),
+    }),
+  ),
+});
+export type Jwks = Static<typeof Jwks>;
+
+// ---- POST /fund/rfq (spec 4.4) ----
+
+export const FundRfqBody = Type.Object(
+  {
+    participant_code: Type.String({ pattern: PARTICIPANT_CODE_PATTERN }),
+    fund_asset: FundAssetForm,
+    account_label: Type.Optional(AccountLabel),
+    client_fund_id: Type.Optional(Reference),
+  },
+  { additionalProperties: false },
+);
+export type FundRfqBody = Static<typeof FundRfqBody>;
+
+export const FundQuote = Type.Object({
+  request_id: Type.String(),
+  participant_code: Type.String(),
+  fund_asset: Type.String(),
+  rate: Type.String(),
+  quoted_currency: Type.String(),
+  expiry_timestamp: Type.Integer(),
+  deposit_address: Type.String(),
+  account_label: Type.Optional(Type.String()),
+  deposit_fee_bps: Type.Number(),
+  deposit_fee_type: Type.Literal('flat'),
+  first_deposit_fee_floor: Type.String(),
+  subsequent_deposit_fee_floor: Type.String(),
+  reference_id: Type.String(),
+});
+export type FundQuote = Static<typeof FundQuote>;
+export const FundQuoteResponse = Envelope(FundQuote);
+
+// ---- Fund events (spec 2.2): GET /fund/transactions and the deposit_fund_complete webhook ----
+
+export const FundEvent = Type.Object({
+  participant_code: Type.String(),
+  fund_asset: Type.String(),
+  rate: Type.String(),
+  quoted_currency: Type.String(),
+  source_address: Type.String(),
+  deposit_address: Type.String(),
+  quantity: Type.String(),
+  notional: Type.String(),
+  success: Type.Boolean(),
+  status_reason: Type.String(),
+  fund_timestamp: Type.Integer(),
+  deposit_timestamp: Type.Integer(),
+  transaction_id: Type.String(),
+  account_label: Type.String(),
+  fund_id: Type.String(),
+  is_first_deposit: Type.Boolean(),
+  raw_fee_bps: Type.String(),
+  deposit_fee_bps: Type.String(),
+  raw_fee_notional: Type.String(),
+  deposit_fee_notional: Type.String(),
+  deposited_asset: Type.String(),
+  reference_id: Type.String(),
+});
+export type FundEvent = Static<typeof FundEvent>;
+
+export const FUND_TRANSACTIONS_MAX_PAGE_SIZE = 50;
+
+const EpochMs = Type.Integer({ minimum: 0, description: 'epoch milliseconds' });
+export const FundTransactionsQuery = Type.Object(
+  {
+    participant_code: Type.Optional(Type.String({ pattern: PARTICIPANT_CODE_PATTERN })),
+    fund_asset: Type.Optional(FundAssetForm),
+    deposit_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    fund_id: Type.Optional(Type.String({ format: 'uuid' })),
+    reference_id: Type.Optional(Reference),
+    deposit_intent_id: Type.Optional(Type.String({ format: 'uuid' })),
+    success: Type.Optional(Type.Boolean()),
+    deposit_timestamp_gte: Type.Optional(EpochMs),
+    deposit_timestamp_gt: Type.Optional(EpochMs),
+    deposit_timestamp_lt: Type.Optional(EpochMs),
+    deposit_timestamp_lte: Type.Optional(EpochMs),
+    page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+    // wire-contract §9: page_size over the route's maximum → 400.
+    page_size: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: FUND_TRANSACTIONS_MAX_PAGE_SIZE,
+        default: FUND_TRANSACTIONS_MAX_PAGE_SIZE,
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type FundTransactionsQuery = Static<typeof FundTransactionsQuery>;
+export const FundTransactionsResponse = PagedEnvelope(FundEvent);
+
+// ---- POST /admin/deposits (operator ingestion, where a chain indexer would call) ----
+
+export const RecordDepositBody = Type.Object(
+  {
+    deposit_address: Type.String({ minLength: 1, maxLength: 128 }),
+    quantity: Decimal,
+    transaction_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    source_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    fund_asset: Type.Optional(FundAssetForm),
+    deposit_timestamp: Type.Optional(EpochMs),
+    success: Type.Optional(Type.Boolean()),
+    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+export type RecordDepositBody = Static<typeof RecordDepositBody>;
+export const RecordedDepositResponse = Envelope(FundEvent);

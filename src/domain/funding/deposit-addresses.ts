@@ -1,0 +1,77 @@
+import { createHmac, hkdfSync } from 'node:crypto';
+import { keccak_256 } from '@noble/hashes/sha3.js';
+import { base58, bech32 } from '@scure/base';
+import type { AddressFormat } from './fund-assets.ts';
+
+/**
+ * Deposit addresses (wire-contract §6: stable per participant, account label and network; unique across the
+ * service; they look like real addresses of their network). Blockchains are out of scope (DESIGN §1): the
+ * service holds no keys for these addresses, so the address bytes are derived deterministically from a server
+ * secret and the (network, participant, label) triple, and then encoded exactly as the network does,
+ * checksums included, so that wallets and address validators accept them:
+ *
+ * - BTC: a native SegWit v0 P2WPKH address, bech32 per BIP-173 (`bc1q…`, 20-byte program);
+ * - EVM: `0x` + 40 hex digits with the EIP-55 mixed-case checksum (keccak-256);
+ * - Solana: base58 of 32 bytes.
+ *
+ * bech32, base58 and keccak-256 come from @scure/base and @noble/hashes (audited, dependency-free, widely
+ * used) rather than our own code. The stored row, not this function, is the source of truth: a collision
+ * (never expected with 160+ bits) is resolved by deriving again with the next `nonce`.
+ */
+const HKDF_INFO = 'svc-platform deposit addresses v1';
+
+export function depositAddressKey(serverSecret: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', serverSecret, Buffer.alloc(0), HKDF_INFO, 32));
+}
+
+export function deriveDepositAddress(
+  key: Buffer,
+  format: AddressFormat,
+  input: { network: string; participantCode: string; accountLabel: string; nonce?: number },
+): string {
+  const material = createHmac('sha256', key)
+    .update(JSON.stringify([input.network, input.participantCode, input.accountLabel, input.nonce ?? 0]))
+    .digest();
+  switch (format) {
+    case 'bech32-p2wpkh':
+      return encodeP2wpkh(material.subarray(0, 20));
+    case 'evm':
+      return toChecksumAddress(material.subarray(0, 20).toString('hex'));
+    case 'solana':
+      return base58.encode(material.subarray(0, 32));
+  }
+}
+
+/** BIP-173: witness version 0 followed by the program in 5-bit words, human-readable part `bc`. */
+export function encodeP2wpkh(program: Uint8Array): string {
+  return bech32.encode('bc', [0, ...bech32.toWords(program)]);
+}
+
+/** EIP-55: a hex digit is upper-case when the matching nibble of keccak-256(lower-case hex) is >= 8. */
+export function toChecksumAddress(hex40: string): string {
+  const lower = hex40.toLowerCase();
+  const hash = Buffer.from(keccak_256(new TextEncoder().encode(lower))).toString('hex');
+  let out = '0x';
+  for (let i = 0; i < lower.length; i++) {
+    out += parseInt(hash[i]!, 16) >= 8 ? lower[i]!.toUpperCase() : lower[i]!;
+  }
+  return out;
+}
+
+/** Whether `address` is well-formed for the format (used by tests and to refuse garbage early). */
+export function isValidAddress(format: AddressFormat, address: string): boolean {
+  try {
+    switch (format) {
+      case 'bech32-p2wpkh': {
+        const { prefix, words } = bech32.decode(address as `${string}1${string}`);
+        return prefix === 'bc' && words[0] === 0 && bech32.fromWords(words.slice(1)).length === 20;
+      }
+      case 'evm':
+        return /^0x[0-9a-fA-F]{40}$/.test(address) && toChecksumAddress(address.slice(2)) === address;
+      case 'solana':
+        return base58.decode(address).length === 32;
+    }
+  } catch {
+    return false;
+  }
+}

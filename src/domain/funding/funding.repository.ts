@@ -1,0 +1,256 @@
+import { sql, type Insertable, type Selectable } from 'kysely';
+import type { Executor, Trx } from '../../store/database.ts';
+import type {
+  ClientAuthTokensTable,
+  DepositAddressesTable,
+  FundEventsTable,
+  FundingSessionsTable,
+} from '../../store/tables/funding.tables.ts';
+
+/** Account funding rows (migration 0004). Plain functions over a Db or a transaction; every query that reads a
+ * platform's resources is scoped by platform_code in SQL. */
+export type ClientTokenRow = Selectable<ClientAuthTokensTable>;
+export type DepositAddressRow = Selectable<DepositAddressesTable>;
+export type FundingSessionRow = Selectable<FundingSessionsTable>;
+export type FundEventRow = Selectable<FundEventsTable>;
+
+// ---- SDK tokens and the revocation list ----
+
+export async function insertClientToken(trx: Executor, row: Insertable<ClientAuthTokensTable>) {
+  await trx.insertInto('client_auth_tokens').values(row).execute();
+}
+
+export function findClientToken(db: Executor, jti: string) {
+  return db.selectFrom('client_auth_tokens').selectAll().where('jti', '=', jti).executeTakeFirst();
+}
+
+/** Idempotent: the first revocation time stays. */
+export async function revokeClientToken(trx: Executor, platformCode: string, jti: string, at: Date) {
+  await trx
+    .updateTable('client_auth_tokens')
+    .set({ revoked_at: sql<Date>`coalesce(revoked_at, ${at})` })
+    .where('platform_code', '=', platformCode)
+    .where('jti', '=', jti)
+    .execute();
+}
+
+// ---- Funding sessions ----
+
+export function insertSession(trx: Executor, row: Insertable<FundingSessionsTable>) {
+  return trx.insertInto('funding_sessions').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function findSession(db: Executor, sessionId: string) {
+  return db.selectFrom('funding_sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+}
+
+export function lockSession(trx: Trx, sessionId: string) {
+  return trx
+    .selectFrom('funding_sessions')
+    .selectAll()
+    .where('session_id', '=', sessionId)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/** wire-contract §6: the participant's most recent session opened at or before `at`, from either entry point. */
+export function findLatestSession(db: Executor, platformCode: string, participantCode: string, at: Date) {
+  return db
+    .selectFrom('funding_sessions')
+    .selectAll()
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .where('opened_at', '<=', at)
+    .orderBy('opened_at', 'desc')
+    .orderBy('seq', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+export async function markSessionExpired(trx: Executor, sessionId: string, at: Date) {
+  await trx
+    .updateTable('funding_sessions')
+    .set({ expired_at: at })
+    .where('session_id', '=', sessionId)
+    .execute();
+}
+
+/** Whether a deposit carrying this session arrived by `until` (the session then did not expire). */
+export async function sessionHasDepositBy(db: Executor, sessionId: string, until: Date): Promise<boolean> {
+  const row = await db
+    .selectFrom('fund_events')
+    .select('fund_id')
+    .where('session_id', '=', sessionId)
+    .where('kind', '=', 'deposit')
+    .where('deposit_timestamp', '<=', until)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+// ---- Deposit addresses ----
+
+export function findAddressFor(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+  network: string,
+) {
+  return db
+    .selectFrom('deposit_addresses')
+    .selectAll()
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .where('account_label', '=', accountLabel)
+    .where('network', '=', network)
+    .executeTakeFirst();
+}
+
+/** Inserts unless the address or the (participant, label, network) slot exists; the caller reads back. */
+export async function insertAddressIfAbsent(trx: Executor, row: Insertable<DepositAddressesTable>) {
+  await trx
+    .insertInto('deposit_addresses')
+    .values(row)
+    .onConflict((oc) => oc.doNothing())
+    .execute();
+}
+
+export async function setLastFundAsset(trx: Executor, address: string, fundAsset: string) {
+  await trx
+    .updateTable('deposit_addresses')
+    .set({ last_fund_asset: fundAsset })
+    .where('address', '=', address)
+    .execute();
+}
+
+/** Operator ingestion (not platform-scoped: the chain indexer knows only the address). */
+export function findAddress(db: Executor, address: string) {
+  return db.selectFrom('deposit_addresses').selectAll().where('address', '=', address).executeTakeFirst();
+}
+
+// ---- Fund events ----
+
+/**
+ * Serialises fund events of one participant (first-deposit flag, duplicate transaction check) without
+ * locking any row other areas use; released at the end of the transaction.
+ */
+export async function lockParticipantFunding(trx: Trx, participantCode: string) {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${'svc.funding:' + participantCode}, 0))`.execute(
+    trx,
+  );
+}
+
+export function findDepositByTransaction(db: Executor, depositAddress: string, transactionId: string) {
+  return db
+    .selectFrom('fund_events')
+    .selectAll()
+    .where('deposit_address', '=', depositAddress)
+    .where('transaction_id', '=', transactionId)
+    .executeTakeFirst();
+}
+
+export async function hasSuccessfulDeposit(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('fund_events')
+    .select('fund_id')
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .where('kind', '=', 'deposit')
+    .where('success', '=', true)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export function insertFundEvent(trx: Executor, row: Insertable<FundEventsTable>) {
+  return trx.insertInto('fund_events').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export interface FundEventFilters {
+  participant_code?: string;
+  fund_asset?: string;
+  deposit_address?: string;
+  fund_id?: string;
+  reference_id?: string;
+  deposit_intent_id?: string;
+  success?: boolean;
+  deposit_timestamp_gte?: number;
+  deposit_timestamp_gt?: number;
+  deposit_timestamp_lt?: number;
+  deposit_timestamp_lte?: number;
+}
+
+/** GET /fund/transactions: the platform's fund events, newest first, one page and the total count. */
+export async function listFundEvents(
+  db: Executor,
+  platformCode: string,
+  filters: FundEventFilters,
+  page: { limit: number; offset: number },
+): Promise<{ rows: FundEventRow[]; count: number }> {
+  let query = db.selectFrom('fund_events').where('platform_code', '=', platformCode);
+  if (filters.participant_code !== undefined)
+    query = query.where('participant_code', '=', filters.participant_code);
+  if (filters.fund_asset !== undefined) query = query.where('fund_asset', '=', filters.fund_asset);
+  if (filters.deposit_address !== undefined)
+    query = query.where('deposit_address', '=', filters.deposit_address);
+  if (filters.fund_id !== undefined) query = query.where('fund_id', '=', filters.fund_id);
+  if (filters.reference_id !== undefined) query = query.where('reference_id', '=', filters.reference_id);
+  if (filters.deposit_intent_id !== undefined)
+    query = query.where('session_id', '=', filters.deposit_intent_id);
+  if (filters.success !== undefined) query = query.where('success', '=', filters.success);
+  const at = (ms: number) => new Date(ms);
+  if (filters.deposit_timestamp_gte !== undefined)
+    query = query.where('deposit_timestamp', '>=', at(filters.deposit_timestamp_gte));
+  if (filters.deposit_timestamp_gt !== undefined)
+    query = query.where('deposit_timestamp', '>', at(filters.deposit_timestamp_gt));
+  if (filters.deposit_timestamp_lt !== undefined)
+    query = query.where('deposit_timestamp', '<', at(filters.deposit_timestamp_lt));
+  if (filters.deposit_timestamp_lte !== undefined)
+    query = query.where('deposit_timestamp', '<=', at(filters.deposit_timestamp_lte));
+
+  const [rows, total] = await Promise.all([
+    query
+      .selectAll()
+      .orderBy('deposit_timestamp', 'desc')
+      .orderBy('seq', 'desc')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute(),
+    query.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, count: Number(total.count) };
+}
+
+// ---- Ownership (wire-contract §9: naming another platform's resource → 403) ----
+
+export async function platformOfParticipant(db: Executor, participantCode: string) {
+  const row = await db
+    .selectFrom('participants')
+    .select('platform_code')
+    .where('participant_code', '=', participantCode)
+    .executeTakeFirst();
+  return row?.platform_code;
+}
+
+export async function platformOfFundEvent(db: Executor, fundId: string) {
+  const row = await db
+    .selectFrom('fund_events')
+    .select('platform_code')
+    .where('fund_id', '=', fundId)
+    .executeTakeFirst();
+  return row?.platform_code;
+}
+
+export async function platformOfAddress(db: Executor, address: string) {
+  const row = await db
+    .selectFrom('deposit_addresses')
+    .select('platform_code')
+    .where('address', '=', address)
+    .executeTakeFirst();
+  return row?.platform_code;
+}

@@ -1,0 +1,570 @@
+import { randomBytes } from 'node:crypto';
+import {
+  FUNDING_PERMISSION,
+  type ClientAuthToken,
+  type ClientAuthTokenBody,
+  type FundEvent,
+  type FundQuote,
+  type FundRfqBody,
+  type FundTransactionsQuery,
+  type Jwks,
+  type RecordDepositBody,
+} from '../../contract/funding.schemas.ts';
+import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { newUuid } from '../../lib/ids.ts';
+import type { Executor, Trx } from '../../store/database.ts';
+import { enqueueJob } from '../../jobs/enqueue.ts';
+import { resolveAccountHolder, type AccountHolder } from '../accounts/account-holder.ts';
+import { applyMovements } from '../balances/balances.service.ts';
+import type { DomainDeps } from '../deps.ts';
+import {
+  conflict,
+  DomainError,
+  forbidden,
+  invalid,
+  notFound,
+  pgErrorCode,
+  PG_UNIQUE_VIOLATION,
+  unauthenticated,
+  unavailable,
+} from '../errors.ts';
+import { findPlatform } from '../platforms/platforms.repository.ts';
+import { findPrice } from '../prices/prices.service.ts';
+import { recordNotification } from '../webhooks/outbox.ts';
+import {
+  createClientTokenSigner,
+  TOKEN_ISSUER,
+  type ClientTokenClaims,
+  type ClientTokenSigner,
+} from './client-token-signer.ts';
+import { depositAddressKey, deriveDepositAddress } from './deposit-addresses.ts';
+import {
+  FUND_ASSETS,
+  FUND_NETWORKS,
+  parseFundAsset,
+  QUOTED_CURRENCY,
+  type ParsedFundAsset,
+} from './fund-assets.ts';
+import * as repo from './funding.repository.ts';
+
+/**
+ * Account funding (issue 6): SDK tokens (spec 4.3, wire-contract §6), fund quotes with deposit addresses
+ * (spec 4.4), deposits recorded as fund events (spec 2.2) with their balance credit and webhook, the funding
+ * reference (spec 2.3) and the expiry of SDK sessions without a deposit (wire-contract §5).
+ */
+export const EXPIRE_SESSION_TASK = 'funding.expire_session';
+/** wire-contract §6: tokens live one hour. */
+export const CLIENT_TOKEN_LIFETIME_MS = 60 * 60_000;
+/** wire-contract §5: the reason an expired SDK session is reported with. */
+export const SESSION_EXPIRED_REASON = 'deposit session has expired.';
+const DEFAULT_ACCOUNT_LABEL = 'general';
+const BPS = 10_000;
+
+/** A deposit_fund_complete payload: the fund event, repeating a failure's reason as `reason` (wire-contract §9). */
+export type FundNotificationPayload = FundEvent & { reason?: string };
+
+const emptyIfNull = (value: string | null) => (value === null ? '' : toDecimalString(value));
+
+export function fundEventView(row: repo.FundEventRow): FundEvent {
+  return {
+    participant_code: row.participant_code,
+    fund_asset: row.fund_asset,
+    rate: toDecimalString(row.rate),
+    quoted_currency: row.quoted_currency,
+    source_address: row.source_address,
+    deposit_address: row.deposit_address ?? '',
+    quantity: toDecimalString(row.quantity),
+    notional: toDecimalString(row.notional),
+    success: row.success,
+    status_reason: row.status_reason,
+    fund_timestamp: row.fund_timestamp.getTime(),
+    deposit_timestamp: row.deposit_timestamp.getTime(),
+    transaction_id: row.transaction_id ?? '',
+    account_label: row.account_label,
+    fund_id: row.fund_id,
+    is_first_deposit: row.is_first_deposit,
+    raw_fee_bps: emptyIfNull(row.raw_fee_bps),
+    deposit_fee_bps: emptyIfNull(row.deposit_fee_bps),
+    raw_fee_notional: emptyIfNull(row.raw_fee_notional),
+    deposit_fee_notional: emptyIfNull(row.deposit_fee_notional),
+    deposited_asset: row.deposited_asset,
+    reference_id: row.reference_id,
+  };
+}
+
+async function recordFundNotification(trx: Executor, row: repo.FundEventRow) {
+  const event = fundEventView(row);
+  const payload: FundNotificationPayload = row.success ? event : { ...event, reason: row.status_reason };
+  await recordNotification(trx, {
+    platformCode: row.platform_code,
+    payloadType: 'deposit_fund_complete',
+    resourceKey: `fund:${row.fund_id}`,
+    payload,
+  });
+}
+
+/** `resolveAccountHolder`, with its refusals returned as messages so they join the caller's other 400s. */
+async function holderOrProblems(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+): Promise<AccountHolder | string[]> {
+  try {
+    return await resolveAccountHolder(db, platformCode, participantCode, accountLabel);
+  } catch (error) {
+    if (error instanceof DomainError && error.code === 'invalid') return error.messages;
+    throw error;
+  }
+}
+
+function supportedAssetOrProblem(fundAsset: string, field = 'fund_asset'): ParsedFundAsset | string {
+  return (
+    parseFundAsset(fundAsset) ??
+    `${field}: ${fundAsset} is not supported (supported: ${FUND_ASSETS.join(', ')})`
+  );
+}
+
+export function createFundingService(deps: DomainDeps) {
+  const { db, clock, config } = deps;
+  const addressKey = depositAddressKey(deps.secretKey);
+  // The key is parsed once, on first use (createServices is synchronous; importing a key is not).
+  let signer: Promise<ClientTokenSigner> | null = null;
+  const tokenSigner = () => (signer ??= createClientTokenSigner(deps.jwtPrivateKeyPem));
+
+  /** wire-contract §6: stable per (participant, label, network), unique across the service. */
+  async function depositAddressFor(
+    trx: Trx,
+    platformCode: string,
+    participantCode: string,
+    accountLabel: string,
+    asset: ParsedFundAsset,
+  ): Promise<string> {
+    const { network, format } = asset.network;
+    for (let nonce = 0; nonce < 8; nonce++) {
+      const existing = await repo.findAddressFor(trx, platformCode, participantCode, accountLabel, network);
+      if (existing) return existing.address;
+      const address = deriveDepositAddress(addressKey, format, {
+        network,
+        participantCode,
+        accountLabel,
+        nonce,
+      });
+      await repo.insertAddressIfAbsent(trx, {
+        address,
+        platform_code: platformCode,
+        participant_code: participantCode,
+        account_label: accountLabel,
+        network,
+      });
+      // Read back: a concurrent request may have claimed the slot, or (never expected) the address belongs to
+      // another slot, in which case the next nonce derives another.
+    }
+    throw new Error(`could not allocate a ${network} deposit address for ${participantCode}`);
+  }
+
+  async function openSession(
+    trx: Trx,
+    input: {
+      platformCode: string;
+      participantCode: string;
+      accountLabel: string;
+      source: 'client_auth_token' | 'fund_rfq';
+      referenceId: string;
+      fundAsset?: string;
+      tokenJti?: string;
+      openedAt: number;
+    },
+  ) {
+    const sessionId = newUuid();
+    const expiresAt =
+      input.source === 'client_auth_token' ? input.openedAt + config.fundingSessionExpiryMs : null;
+    await repo.insertSession(trx, {
+      session_id: sessionId,
+      platform_code: input.platformCode,
+      participant_code: input.participantCode,
+      account_label: input.accountLabel,
+      source: input.source,
+      reference_id: input.referenceId,
+      fund_asset: input.fundAsset ?? null,
+      token_jti: input.tokenJti ?? null,
+      opened_at: new Date(input.openedAt),
+      expires_at: expiresAt === null ? null : new Date(expiresAt),
+    });
+    if (expiresAt !== null) {
+      // wire-contract §5: an SDK session with no deposit in the expiry time is reported expired; the job
+      // commits with the session.
+      await enqueueJob(
+        trx,
+        EXPIRE_SESSION_TASK,
+        { session_id: sessionId },
+        { runAt: new Date(expiresAt), jobKey: `funding-expiry:${sessionId}`, maxAttempts: 10 },
+      );
+    }
+    return sessionId;
+  }
+
+  async function platformFeeBps(executor: Executor, platformCode: string): Promise<Dec> {
+    const platform = await findPlatform(executor, platformCode);
+    return new Dec(platform?.deposit_fee_bps ?? '0');
+  }
+
+  return {
+    /** GET /.well-known/jwks.json: the public key that verifies SDK tokens. */
+    async jwks(): Promise<Jwks> {
+      return (await tokenSigner()).jwks as Jwks;
+    },
+
+    /**
+     * POST /client_auth_token (spec 4.3): a JWT for the participant (approved, of the calling platform, or a
+     * tenant of the account); with `fwc` it opens a funding session carrying `reference_id` (spec 2.3).
+     */
+    async issueClientToken(platformCode: string, body: ClientAuthTokenBody): Promise<ClientAuthToken> {
+      const accountLabel = body.deposit_details?.account_label ?? DEFAULT_ACCOUNT_LABEL;
+      const issuedAt = clock.now();
+      const jti = newUuid();
+      const claims: ClientTokenClaims = {
+        participant_code: body.participant_code,
+        platform_code: platformCode,
+        permissions: body.permissions,
+        jti,
+        iat: Math.floor(issuedAt / 1000),
+        exp: Math.floor((issuedAt + CLIENT_TOKEN_LIFETIME_MS) / 1000),
+        iss: TOKEN_ISSUER,
+      };
+      const funding = body.permissions.includes(FUNDING_PERMISSION);
+      const sessionId = await db.transaction().execute(async (trx) => {
+        await resolveAccountHolder(trx, platformCode, body.participant_code, accountLabel);
+        await repo.insertClientToken(trx, {
+          jti,
+          platform_code: platformCode,
+          participant_code: body.participant_code,
+          permissions: body.permissions,
+          issued_at: new Date(issuedAt),
+          expires_at: new Date(claims.exp * 1000),
+        });
+        if (!funding) return null;
+        return openSession(trx, {
+          platformCode,
+          participantCode: body.participant_code,
+          accountLabel,
+          source: 'client_auth_token',
+          referenceId: body.reference_id ?? '',
+          tokenJti: jti,
+          openedAt: issuedAt,
+        });
+      });
+      const token = await (await tokenSigner()).sign(claims);
+      return sessionId ? { token, deposit_intent_id: sessionId } : { token };
+    },
+
+    /** POST /revoke_auth_token: idempotent; a token of another platform → 403, not ours → 400. */
+    async revokeClientToken(platformCode: string, token: string): Promise<void> {
+      const claims = await (await tokenSigner()).verifySignature(token);
+      const row = claims ? await repo.findClientToken(db, claims.jti) : undefined;
+      if (!claims || !row) throw invalid('token: is not a token issued by this service');
+      if (row.platform_code !== platformCode) throw forbidden('token: was issued to another platform');
+      await repo.revokeClientToken(db, platformCode, row.jti, new Date(clock.now()));
+    },
+
+    /**
+     * What an SDK-facing endpoint checks before honouring a token: our signature and key id, the claims,
+     * not expired, issued by us and not on the revocation list.
+     */
+    async verifyClientToken(token: string): Promise<ClientTokenClaims> {
+      const claims = await (await tokenSigner()).verifySignature(token);
+      if (!claims) throw unauthenticated('token: invalid signature or claims');
+      if (claims.exp * 1000 <= clock.now()) throw unauthenticated('token: expired');
+      const row = await repo.findClientToken(db, claims.jti);
+      if (!row || row.platform_code !== claims.platform_code) throw unauthenticated('token: unknown');
+      if (row.revoked_at) throw unauthenticated('token: revoked');
+      return claims;
+    },
+
+    /**
+     * POST /fund/rfq (spec 4.4): the rate, fee terms and the deposit address to show the end customer; opens
+     * a funding session whose reference is `client_fund_id` (spec 2.3 rule 2).
+     */
+    async requestFundQuote(platformCode: string, body: FundRfqBody): Promise<FundQuote> {
+      const accountLabel = body.account_label ?? DEFAULT_ACCOUNT_LABEL;
+      const asset = supportedAssetOrProblem(body.fund_asset);
+      const holder = await holderOrProblems(db, platformCode, body.participant_code, accountLabel);
+      const problems = [
+        ...(Array.isArray(holder) ? holder : []),
+        ...(typeof asset === 'string' ? [asset] : []),
+      ];
+      if (problems.length > 0 || typeof asset === 'string') throw invalid(...problems);
+
+      const rate = await findPrice(db, asset.asset, QUOTED_CURRENCY);
+      // The price source is the operator's (DESIGN §1); without a price there is no rate to quote yet.
+      if (rate === null) throw unavailable(`no ${asset.asset}/${QUOTED_CURRENCY} price in the price source`);
+      const platform = await findPlatform(db, platformCode);
+      const now = clock.now();
+      const referenceId = body.client_fund_id ?? '';
+      const { address, sessionId } = await db.transaction().execute(async (trx) => {
+        const address = await depositAddressFor(
+          trx,
+          platformCode,
+          body.participant_code,
+          accountLabel,
+          asset,
+        );
+        await repo.setLastFundAsset(trx, address, asset.fundAsset);
+        const sessionId = await openSession(trx, {
+          platformCode,
+          participantCode: body.participant_code,
+          accountLabel,
+          source: 'fund_rfq',
+          referenceId,
+          fundAsset: asset.fundAsset,
+          openedAt: now,
+        });
+        return { address, sessionId };
+      });
+      return {
+        request_id: sessionId,
+        participant_code: body.participant_code,
+        fund_asset: asset.fundAsset,
+        rate: toDecimalString(rate),
+        quoted_currency: QUOTED_CURRENCY,
+        expiry_timestamp: now + (platform?.quote_expiry_ms ?? config.quoteExpiryMs),
+        deposit_address: address,
+        ...(body.account_label !== undefined ? { account_label: body.account_label } : {}),
+        // The vendor's type for this one is a number; the fee terms of a fund event are decimal strings.
+        deposit_fee_bps: Number(toDecimalString(platform?.deposit_fee_bps ?? '0')),
+        deposit_fee_type: 'flat',
+        first_deposit_fee_floor: '0',
+        subsequent_deposit_fee_floor: '0',
+        reference_id: referenceId,
+      };
+    },
+
+    /**
+     * POST /admin/deposits: an on-chain deposit to one of our addresses becomes a fund event (spec 2.2), in
+     * one transaction with its balance credit and the deposit_fund_complete notification. The same
+     * transaction to the same address is recorded once: a replay returns the first event (`created: false`).
+     */
+    async recordDeposit(input: RecordDepositBody): Promise<{ event: FundEvent; created: boolean }> {
+      const now = clock.now();
+      const success = input.success ?? true;
+      const problems: string[] = [];
+      if (new Dec(input.quantity).lte(0)) problems.push('quantity: must be greater than zero');
+      if (!success && input.reason === undefined) problems.push('reason: is required when success is false');
+      if (success && input.reason !== undefined)
+        problems.push('reason: is only allowed when success is false');
+      const depositTimestamp = input.deposit_timestamp ?? now;
+      if (depositTimestamp > now) problems.push('deposit_timestamp: must not be in the future');
+      const address = await repo.findAddress(db, input.deposit_address);
+      let asset: ParsedFundAsset | undefined;
+      if (address) {
+        const network = FUND_NETWORKS[address.network]!;
+        const named = input.fund_asset ?? address.last_fund_asset ?? network.nativeAsset;
+        const parsed = supportedAssetOrProblem(named);
+        if (typeof parsed === 'string') problems.push(parsed);
+        else if (parsed.network.network !== address.network)
+          problems.push(`fund_asset: ${named} is not on the ${address.network} network of deposit_address`);
+        else asset = parsed;
+      }
+      if (problems.length > 0) throw invalid(...problems);
+      if (!address || !asset) throw notFound('deposit_address: not a deposit address of this service');
+
+      const transactionId = input.transaction_id ?? randomBytes(32).toString('hex');
+      const replay = async (executor: Executor) => {
+        const existing = await repo.findDepositByTransaction(executor, address.address, transactionId);
+        if (!existing) return null;
+        // The same report again (an indexer retrying) replays; other data under the same id is a conflict.
+        const same =
+          new Dec(existing.quantity).equals(input.quantity) && existing.fund_asset === asset.fundAsset;
+        if (!same)
+          throw conflict(
+            `transaction_id: ${transactionId} is already recorded for this address with other data`,
+          );
+        return { event: fundEventView(existing), created: false };
+      };
+
+      try {
+        return await db.transaction().execute(async (trx) => {
+          await repo.lockParticipantFunding(trx, address.participant_code);
+          const replayed = await replay(trx);
+          if (replayed) return replayed;
+
+          const rate = await findPrice(trx, asset.asset, QUOTED_CURRENCY);
+          if (rate === null)
+            throw conflict(
+              `no ${asset.asset}/${QUOTED_CURRENCY} price in the price source: set one and retry`,
+            );
+
+          // Whose balance the deposit funds: the holder, or the primary holder when a tenant funded it
+          // (issue 5). When the participant may no longer act for the account (not approved, a former tenant)
+          // the deposit is recorded as failed and credits nothing, for the operator to resolve.
+          let holder: AccountHolder | null = null;
+          let statusReason = success ? '' : input.reason!;
+          if (success) {
+            try {
+              holder = await resolveAccountHolder(
+                trx,
+                address.platform_code,
+                address.participant_code,
+                address.account_label,
+              );
+            } catch (error) {
+              if (!(error instanceof DomainError) || error.code === 'unavailable') throw error;
+              statusReason = error.messages.join('; ').replace(/^participant_code: /, '');
+            }
+          }
+          const credited = holder !== null;
+
+          // wire-contract §6: the reference of the most recent session at or before the deposit.
+          const latest = await repo.findLatestSession(
+            trx,
+            address.platform_code,
+            address.participant_code,
+            new Date(depositTimestamp),
+          );
+          // Taken with the row lock the expiry job takes, so a session is never both funded and expired.
+          const session = latest ? await repo.lockSession(trx, latest.session_id) : undefined;
+
+          const quantity = new Dec(input.quantity);
+          const notional = quantity.times(rate);
+          const feeBps = await platformFeeBps(trx, address.platform_code);
+          const charged = credited && feeBps.gt(0);
+          const feeNotional = charged ? Dec.min(notional.times(feeBps).dividedBy(BPS), notional) : null;
+          const isFirstDeposit =
+            credited &&
+            !(await repo.hasSuccessfulDeposit(trx, address.platform_code, address.participant_code));
+          const fundId = newUuid();
+          const row = await repo.insertFundEvent(trx, {
+            fund_id: fundId,
+            platform_code: address.platform_code,
+            kind: 'deposit',
+            participant_code: address.participant_code,
+            owner_participant_code: holder?.ownerParticipantCode ?? null,
+            account_label: address.account_label,
+            fund_asset: asset.fundAsset,
+            deposited_asset: asset.asset,
+            rate: new Dec(rate).toFixed(),
+            quoted_currency: QUOTED_CURRENCY,
+            source_address: input.source_address ?? '',
+            deposit_address: address.address,
+            quantity: quantity.toFixed(),
+            notional: notional.toFixed(),
+            success: credited,
+            status_reason: statusReason,
+            fund_timestamp: new Date(now),
+            deposit_timestamp: new Date(depositTimestamp),
+            transaction_id: transactionId,
+            is_first_deposit: isFirstDeposit,
+            raw_fee_bps: charged ? feeBps.toFixed() : null,
+            deposit_fee_bps: charged ? feeBps.toFixed() : null,
+            raw_fee_notional: feeNotional?.toFixed() ?? null,
+            deposit_fee_notional: feeNotional?.toFixed() ?? null,
+            reference_id: session?.reference_id ?? '',
+            session_id: session?.session_id ?? null,
+          });
+          if (holder) {
+            // The deposit is converted at `rate` into the quoted currency (spec 2.2 fund_timestamp) and the
+            // account is credited the notional less the deposit fee; applyMovements records
+            // account_balance.changed in this transaction.
+            const credit = notional.minus(feeNotional ?? 0);
+            if (credit.gt(0)) {
+              await applyMovements(trx, { runId: fundId, runType: 'deposit', timestamp: now }, [
+                {
+                  platformCode: address.platform_code,
+                  participantCode: holder.ownerParticipantCode,
+                  accountLabel: holder.accountLabel,
+                  asset: QUOTED_CURRENCY,
+                  change: credit.toFixed(),
+                  movementType: 'deposit',
+                },
+              ]);
+            }
+          }
+          await recordFundNotification(trx, row);
+          return { event: fundEventView(row), created: true };
+        });
+      } catch (error) {
+        // A concurrent report of the same transaction won the unique constraint: answer with its event.
+        if (pgErrorCode(error) === PG_UNIQUE_VIOLATION) {
+          const replayed = await replay(db);
+          if (replayed) return replayed;
+        }
+        throw error;
+      }
+    },
+
+    /**
+     * The job of wire-contract §5: an SDK session with no deposit by its expiry becomes a failed fund event
+     * with reason `deposit session has expired.` and the session's reference. Runs at most once per session.
+     */
+    async expireSession(sessionId: string): Promise<FundEvent | null> {
+      const found = await repo.findSession(db, sessionId);
+      if (!found || found.source !== 'client_auth_token' || found.expired_at || !found.expires_at)
+        return null;
+      return db.transaction().execute(async (trx) => {
+        await repo.lockParticipantFunding(trx, found.participant_code);
+        const session = await repo.lockSession(trx, sessionId);
+        if (!session || session.expired_at || !session.expires_at) return null;
+        if (await repo.sessionHasDepositBy(trx, sessionId, session.expires_at)) return null;
+        const now = clock.now();
+        const row = await repo.insertFundEvent(trx, {
+          fund_id: newUuid(),
+          platform_code: session.platform_code,
+          kind: 'session_expired',
+          participant_code: session.participant_code,
+          owner_participant_code: null,
+          account_label: session.account_label,
+          fund_asset: session.fund_asset ?? '',
+          deposited_asset: '',
+          rate: '0',
+          quoted_currency: QUOTED_CURRENCY,
+          source_address: '',
+          deposit_address: null,
+          quantity: '0',
+          notional: '0',
+          success: false,
+          status_reason: SESSION_EXPIRED_REASON,
+          fund_timestamp: new Date(now),
+          deposit_timestamp: session.expires_at,
+          transaction_id: null,
+          is_first_deposit: false,
+          reference_id: session.reference_id,
+          session_id: session.session_id,
+        });
+        await repo.markSessionExpired(trx, sessionId, new Date(now));
+        await recordFundNotification(trx, row);
+        return fundEventView(row);
+      });
+    },
+
+    /**
+     * GET /fund/transactions (spec 4.5): the platform's fund events, newest first. A filter naming another
+     * platform's participant, fund event or address → 403 (wire-contract §9, as for a path).
+     */
+    async listFundTransactions(platformCode: string, query: FundTransactionsQuery) {
+      const owners = await Promise.all([
+        query.participant_code ? repo.platformOfParticipant(db, query.participant_code) : undefined,
+        query.fund_id ? repo.platformOfFundEvent(db, query.fund_id) : undefined,
+        query.deposit_address ? repo.platformOfAddress(db, query.deposit_address) : undefined,
+      ]);
+      if (owners.some((owner) => owner !== undefined && owner !== platformCode)) {
+        throw forbidden('the named resource belongs to another platform');
+      }
+      const page = query.page ?? 1;
+      const pageSize = query.page_size ?? 50;
+      const { page: _p, page_size: _s, ...filters } = query;
+      const { rows, count } = await repo.listFundEvents(db, platformCode, filters, {
+        limit: pageSize,
+        offset: (page - 1) * pageSize,
+      });
+      return {
+        message: rows.map(fundEventView),
+        page,
+        page_size: pageSize,
+        total_pages: Math.ceil(count / pageSize),
+        count,
+      };
+    },
+  };
+}
+
+export type FundingService = ReturnType<typeof createFundingService>;
