@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { Registry } from 'prom-client';
 import { Type, type Static } from 'typebox';
 import { buildApp } from '../../src/app.ts';
+import type { Config } from '../../src/config.ts';
 import { ZRN_PATTERN, TENANT_PATH_PATTERN } from '../../src/contract/identifiers.ts';
 import { AUTH_HEADERS, signRequest, signingMessage } from '../../src/contract/request-signature.ts';
 import { forbidden, notFound } from '../../src/domain/errors.ts';
@@ -65,6 +66,7 @@ export function probeRoutes(db: Db) {
     app.get('/probe/whoami', async (request) => ({
       message: {
         platform_code: callerOf(request).platformCode,
+        ip: request.ip,
         route: request.raw.url,
         query: request.query,
       },
@@ -129,10 +131,19 @@ export function probeRoutes(db: Db) {
   };
 }
 
-export async function startProbeApp(runtime: Runtime): Promise<ProbeApp> {
+/** `config` replaces the runtime's (e.g. another SVC_TRUST_PROXY); everything else is the runtime's own. */
+export async function startProbeApp(
+  runtime: Runtime,
+  options: { config?: Readonly<Config> } = {},
+): Promise<ProbeApp> {
   if (!runtime.appDeps) throw new Error('the runtime serves no HTTP');
   const app = await buildApp(
-    { ...runtime.appDeps, metrics: new Registry(), extraPublicRoutes: probeRoutes(runtime.store.db) },
+    {
+      ...runtime.appDeps,
+      config: options.config ?? runtime.appDeps.config,
+      metrics: new Registry(),
+      extraPublicRoutes: probeRoutes(runtime.store.db),
+    },
     { public: true, admin: false },
   );
   const url = await app.listen({ host: '127.0.0.1', port: 0 });

@@ -1,0 +1,270 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { loadConfig } from '../../src/config.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { signedHeaders, startProbeApp, type ProbeApp } from '../helpers/probe-app.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+
+/**
+ * wire-contract §2.1 (firewall 1020), §2.2 (per-platform allow-list 403) and §2.4 (source IP: the socket
+ * peer, or the right-most untrusted X-Forwarded-For entry when the peer is a trusted proxy), through the
+ * real public stack with `inject({ remoteAddress })`.
+ */
+const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
+const nowS = () => Math.floor(clock.now() / 1000);
+
+const A_IP = '198.51.100.7';
+const A_IPV6 = '2001:db8::42';
+const B_IP = '203.0.113.9';
+const NOWHERE_IP = '192.0.2.1';
+const PROXY_IP = '10.9.0.5';
+
+type Key = PlatformFixture['key'];
+
+function whoami(
+  app: FastifyInstance,
+  remoteAddress: string,
+  options: { key?: Key; forwardedFor?: string } = {},
+): Promise<LightMyRequestResponse> {
+  const headers: Record<string, string> = options.key
+    ? signedHeaders(options.key, 'GET', '/probe/whoami', undefined, nowS())
+    : {};
+  if (options.forwardedFor) headers['x-forwarded-for'] = options.forwardedFor;
+  return app.inject({ method: 'GET', url: '/probe/whoami', headers, remoteAddress });
+}
+
+function assert1020(res: LightMyRequestResponse) {
+  assert.equal(res.statusCode, 403, res.body);
+  assert.match(String(res.headers['content-type']), /^text\/plain/);
+  assert.equal(res.body, 'error code: 1020');
+  assert.ok(res.headers['x-request-id']);
+}
+
+function assertAllowListRefusal(res: LightMyRequestResponse) {
+  assert.equal(res.statusCode, 403, res.body);
+  assert.match(String(res.headers['content-type']), /application\/json/);
+  const body = res.json() as { error: unknown; message: unknown };
+  assert.deepEqual(Object.keys(body).sort(), ['error', 'message']);
+  assert.equal(body.error, true);
+  assert.equal(typeof body.message, 'string');
+}
+
+function ipOf(res: LightMyRequestResponse): string {
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { message: { ip: string } }).message.ip;
+}
+
+describe('firewall and allow-lists (no trusted proxy)', () => {
+  let svc: TestService;
+  let probe: ProbeApp;
+  let a: PlatformFixture;
+  let b: PlatformFixture;
+
+  before(async () => {
+    svc = await startTestService({ clock });
+    probe = await startProbeApp(svc.runtime);
+    a = await svc.newPlatform({ allowlist: [`${A_IP}/32`, '2001:db8::/32'] });
+    b = await svc.newPlatform({ allowlist: ['203.0.113.0/24'] });
+  });
+  after(async () => {
+    await probe?.close();
+    await svc?.close();
+  });
+
+  test('an IP on no allow-list gets the 1020 text, before authentication, on every public route', async () => {
+    assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key }));
+    assert1020(await whoami(probe.app, NOWHERE_IP));
+    assert1020(await probe.app.inject({ method: 'GET', url: '/time', remoteAddress: NOWHERE_IP }));
+    assert1020(
+      await probe.app.inject({
+        method: 'POST',
+        url: '/probe/echo',
+        payload: 'not json',
+        headers: { 'content-type': 'application/json' },
+        remoteAddress: NOWHERE_IP,
+      }),
+    );
+  });
+
+  test('the operator API and health routes are not behind the public firewall', async () => {
+    const health = await svc.runtime.apps[0]!.inject({
+      method: 'GET',
+      url: '/healthz',
+      remoteAddress: NOWHERE_IP,
+    });
+    assert.equal(health.statusCode, 200);
+    const admin = await svc.runtime.apps[0]!.inject({
+      method: 'GET',
+      url: '/admin/platforms',
+      remoteAddress: NOWHERE_IP,
+    });
+    assert.equal(admin.statusCode, 401);
+  });
+
+  test('an IP allowed for another platform only gets 403 JSON', async () => {
+    assertAllowListRefusal(await whoami(probe.app, B_IP, { key: a.key }));
+    assertAllowListRefusal(await whoami(probe.app, A_IP, { key: b.key }));
+  });
+
+  test('order: firewall passes an IP on some list, then authentication (401) comes before the allow-list', async () => {
+    const res = await whoami(probe.app, B_IP);
+    assert.equal(res.statusCode, 401);
+    assert.equal(typeof (res.json() as { error: unknown }).error, 'string');
+  });
+
+  test('an IP on the caller’s allow-list is served (IPv4, IPv6 range, IPv4-mapped IPv6)', async () => {
+    assert.equal(ipOf(await whoami(probe.app, A_IP, { key: a.key })), A_IP);
+    assert.equal(ipOf(await whoami(probe.app, A_IPV6, { key: a.key })), A_IPV6);
+    assert.equal(ipOf(await whoami(probe.app, `::ffff:${A_IP}`, { key: a.key })), `::ffff:${A_IP}`);
+    assert.equal(ipOf(await whoami(probe.app, '203.0.113.200', { key: b.key })), '203.0.113.200');
+  });
+
+  test('X-Forwarded-For is ignored when no proxy is trusted', async () => {
+    assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key, forwardedFor: A_IP }));
+    assert.equal(ipOf(await whoami(probe.app, A_IP, { key: a.key, forwardedFor: NOWHERE_IP })), A_IP);
+  });
+
+  test('an allow-list change takes effect at once (firewall and allow-list)', async () => {
+    await svc.admin.put(`/platforms/${a.platform.platform_code}/ip_allowlist`, {
+      cidrs: [`${A_IP}/32`, '192.0.2.0/24'],
+    });
+    assert.equal(ipOf(await whoami(probe.app, NOWHERE_IP, { key: a.key })), NOWHERE_IP);
+    await svc.admin.put(`/platforms/${a.platform.platform_code}/ip_allowlist`, {
+      cidrs: [`${A_IP}/32`, '2001:db8::/32'],
+    });
+    assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key }));
+  });
+
+  test('invalid CIDRs are refused with 400 naming the entry', async () => {
+    await assert.rejects(
+      svc.admin.put(`/platforms/${a.platform.platform_code}/ip_allowlist`, {
+        cidrs: ['10.0.0.0/8', '10.0.0.0/33', 'example.com'],
+      }),
+      (error: { status: number; body: { errors: string[] } }) => {
+        assert.equal(error.status, 400);
+        assert.ok(
+          error.body.errors.some((e) => e.startsWith('cidrs[1]:')),
+          JSON.stringify(error.body),
+        );
+        assert.ok(
+          error.body.errors.some((e) => e.startsWith('cidrs[2]:')),
+          JSON.stringify(error.body),
+        );
+        return true;
+      },
+    );
+  });
+});
+
+describe('trusted proxies (SVC_TRUST_PROXY)', () => {
+  let svc: TestService;
+  let probe: ProbeApp;
+  let a: PlatformFixture;
+  let b: PlatformFixture;
+
+  before(async () => {
+    svc = await startTestService({ clock });
+    const config = loadConfig({ ...process.env, SVC_TRUST_PROXY: '10.9.0.0/16, 172.16.0.1' });
+    probe = await startProbeApp(svc.runtime, {
+      config: { ...svc.runtime.config, trustProxy: config.trustProxy },
+    });
+    a = await svc.newPlatform({ allowlist: [`${A_IP}/32`] });
+    b = await svc.newPlatform({ allowlist: [`${B_IP}/32`] });
+  });
+  after(async () => {
+    await probe?.close();
+    await svc?.close();
+  });
+
+  test('from a trusted peer, the right-most untrusted X-Forwarded-For entry is the source IP', async () => {
+    assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: A_IP })), A_IP);
+    // A client may put anything in front; only the entry our proxy appended counts.
+    const spoofedChain = `${B_IP}, ${NOWHERE_IP}, ${A_IP}`;
+    assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: spoofedChain })), A_IP);
+    // Trusted hops on the right are skipped.
+    const viaTwoProxies = `${A_IP}, 10.9.0.3, 172.16.0.1`;
+    assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: viaTwoProxies })), A_IP);
+  });
+
+  test('the right-most untrusted entry decides the firewall and the allow-list', async () => {
+    assert1020(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: `${A_IP}, ${NOWHERE_IP}` }));
+    assertAllowListRefusal(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: B_IP }));
+    assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: b.key, forwardedFor: B_IP })), B_IP);
+  });
+
+  test('a trusted proxy without X-Forwarded-For is itself the source (on no list → 1020)', async () => {
+    assert1020(await whoami(probe.app, PROXY_IP, { key: a.key }));
+  });
+
+  test('a spoofed X-Forwarded-For from an untrusted peer changes nothing', async () => {
+    assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key, forwardedFor: A_IP }));
+    assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key, forwardedFor: `${PROXY_IP}, ${A_IP}` }));
+    assertAllowListRefusal(await whoami(probe.app, B_IP, { key: a.key, forwardedFor: A_IP }));
+    assert.equal(ipOf(await whoami(probe.app, A_IP, { key: a.key, forwardedFor: NOWHERE_IP })), A_IP);
+  });
+
+  test('SVC_TRUST_PROXY entries must be CIDRs', () => {
+    assert.throws(() => loadConfig({ SVC_TRUST_PROXY: '10.0.0.0/8,proxy.local' }), /SVC_TRUST_PROXY/);
+  });
+});
+
+describe('empty allow-lists', () => {
+  test('cert: an empty allow-list allows every IP, for that platform', async () => {
+    const svc = await startTestService({ clock, env: { SVC_ENV: 'cert' } });
+    const probe = await startProbeApp(svc.runtime);
+    try {
+      const open = await svc.newPlatform({ allowlist: [] });
+      const closed = await svc.newPlatform({ allowlist: [`${A_IP}/32`] });
+      assert.equal(ipOf(await whoami(probe.app, NOWHERE_IP, { key: open.key })), NOWHERE_IP);
+      assertAllowListRefusal(await whoami(probe.app, NOWHERE_IP, { key: closed.key }));
+    } finally {
+      await probe.close();
+      await svc.close();
+    }
+  });
+
+  test('prod: an empty allow-list is refused (400), and one already stored opens nothing', async () => {
+    const svc = await startTestService({ clock, env: { SVC_ENV: 'prod' } });
+    const probe = await startProbeApp(svc.runtime);
+    try {
+      for (const body of [{ name: 'empty', ip_allowlist: [] }, { name: 'none given' }]) {
+        await assert.rejects(
+          svc.admin.post('/platforms', body),
+          (error: { status: number; body: { errors: string[] } }) => {
+            assert.equal(error.status, 400);
+            assert.match(error.body.errors.join(), /^ip_allowlist: /);
+            return true;
+          },
+        );
+      }
+      const a = await svc.newPlatform({ allowlist: [`${A_IP}/32`] });
+      await assert.rejects(
+        svc.admin.put(`/platforms/${a.platform.platform_code}/ip_allowlist`, { cidrs: [] }),
+        (error: { status: number; body: { errors: string[] } }) => {
+          assert.equal(error.status, 400);
+          assert.match(error.body.errors.join(), /^cidrs: /);
+          return true;
+        },
+      );
+      // A platform left with an empty list (e.g. created while the service ran in cert) allows nothing in prod.
+      await svc.runtime.store.db
+        .updateTable('platforms')
+        .set({ ip_allowlist: [] })
+        .where('platform_code', '=', a.platform.platform_code)
+        .execute();
+      await svc.runtime.store.pool.query(`select pg_notify('svc_cache_invalidation', '{"type":"all"}')`);
+      const deadline = Date.now() + 10_000;
+      let res = await whoami(probe.app, A_IP, { key: a.key });
+      while (res.statusCode === 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        res = await whoami(probe.app, A_IP, { key: a.key });
+      }
+      assert1020(res);
+      assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key }));
+    } finally {
+      await probe.close();
+      await svc.close();
+    }
+  });
+});
