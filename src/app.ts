@@ -20,6 +20,7 @@ import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
 import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
 import { publicRoutes } from './http/routes/public-routes.ts';
+import { jwksRoutes } from './http/routes/jwks.routes.ts';
 import { timeRoutes } from './http/routes/time.routes.ts';
 
 export interface AppDeps {
@@ -123,6 +124,7 @@ export async function buildApp(
       await pub.register(firewallPlugin, { networkRules: services.networkRules });
       if (deps.rateLimit) await deps.rateLimit(pub);
       await pub.register(timeRoutes, { clock: deps.clock });
+      await pub.register(jwksRoutes, { funding: services.funding });
       await pub.register(async (authed) => {
         await authed.register(authenticationPlugin, {
           authenticator: services.authenticator,

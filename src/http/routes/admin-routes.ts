@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../../app.ts';
+import { adminDepositsRoutes } from './admin-deposits.routes.ts';
 import { adminLedgerRoutes } from './admin-ledger.routes.ts';
 import { adminParticipantsRoutes } from './admin-participants.routes.ts';
 import { adminPlatformsRoutes } from './admin-platforms.routes.ts';
@@ -13,4 +14,5 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     customerAccounts: services.customerAccounts,
   });
   await app.register(adminLedgerRoutes, { prices: services.prices, balances: services.balances });
+  await app.register(adminDepositsRoutes, { funding: services.funding });
 }

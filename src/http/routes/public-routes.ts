@@ -1,8 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../../app.ts';
+import { fundingRoutes } from './funding.routes.ts';
 
 /**
  * Every authenticated public route module, registered inside the scope where the firewall, the rate limit,
  * authentication, the allow-list and (in cert) the simulator already ran. Add an area's routes here.
  */
-export async function publicRoutes(_app: FastifyInstance, _deps: AppDeps): Promise<void> {}
+export async function publicRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const { services } = deps;
+  await app.register(fundingRoutes, { funding: services.funding });
+}
