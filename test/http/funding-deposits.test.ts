@@ -1,0 +1,313 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { Dec } from '../../src/lib/decimal.ts';
+import type { FundEvent } from '../../src/contract/funding.schemas.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import {
+  fundQuote,
+  newAccountHolder,
+  notificationsOf,
+  postDeposit,
+  recordDeposit,
+  setPrices,
+  TEST_PRICES,
+  txId,
+  usdBalance,
+} from '../helpers/funding-fixtures.ts';
+
+/** Issue 6 point 3: POST /admin/deposits records fund events (spec 2.2) with credit and webhooks. */
+let svc: TestService;
+let owner: PlatformFixture;
+let feePlatform: PlatformFixture;
+before(async () => {
+  svc = await startTestService();
+  owner = await svc.newPlatform();
+  feePlatform = await svc.newPlatform();
+  await setPrices(svc);
+  await svc.runtime.store.db
+    .updateTable('platforms')
+    .set({ deposit_fee_bps: '25' })
+    .where('platform_code', '=', feePlatform.platform.platform_code)
+    .execute();
+});
+after(() => svc?.close());
+
+async function addressOf(platform: PlatformFixture, fundAsset = 'BTC.BTC', reference?: string) {
+  const holder = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await fundQuote(platform.client, {
+    participant_code: holder.code,
+    fund_asset: fundAsset,
+    client_fund_id: reference,
+  });
+  return { code: holder.code, address: quote.deposit_address };
+}
+
+async function fundEventsOf(participantCode: string) {
+  return svc.runtime.store.db
+    .selectFrom('fund_events')
+    .selectAll()
+    .where('participant_code', '=', participantCode)
+    .execute();
+}
+
+/** Spec 2.2, field by field: the exact wire type of each. */
+function assertSpecTypes(event: Record<string, unknown>) {
+  const strings = [
+    'participant_code',
+    'fund_asset',
+    'quoted_currency',
+    'source_address',
+    'deposit_address',
+    'status_reason',
+    'transaction_id',
+    'account_label',
+    'fund_id',
+    'raw_fee_bps',
+    'deposit_fee_bps',
+    'raw_fee_notional',
+    'deposit_fee_notional',
+    'deposited_asset',
+    'reference_id',
+  ];
+  for (const field of strings) assert.equal(typeof event[field], 'string', field);
+  for (const field of ['rate', 'quantity', 'notional'])
+    assert.match(event[field] as string, /^(0|[1-9]\d*)(\.\d+)?$/, `${field} is a decimal string`);
+  for (const field of ['success', 'is_first_deposit']) assert.equal(typeof event[field], 'boolean', field);
+  for (const field of ['fund_timestamp', 'deposit_timestamp'])
+    assert.ok(Number.isInteger(event[field]) && (event[field] as number) > 1e12, `${field} is epoch ms`);
+  assert.match(event.fund_id as string, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+  assert.equal(
+    Object.keys(event).filter((k) => k !== 'reason').length,
+    22,
+    'exactly the 22 fields of spec 2.2',
+  );
+}
+
+test('a deposit records the fund event with every spec 2.2 field, credits the balance and notifies', async () => {
+  const { code, address } = await addressOf(owner, 'BTC.BTC', 'ref-1');
+  const tx = txId();
+  const event = await recordDeposit(svc, {
+    deposit_address: address,
+    quantity: '0.12345678',
+    transaction_id: tx,
+    source_address: 'bc1qsourcesourcesourcesourcesourcesourcesou',
+  });
+  assertSpecTypes(event as unknown as Record<string, unknown>);
+  assertVendorSchema(event, 'GetFundTransactionsEntity');
+  const notional = new Dec('0.12345678').times(TEST_PRICES['BTC/USD']).toFixed();
+  assert.deepEqual(
+    { ...event, fund_id: '', fund_timestamp: 0, deposit_timestamp: 0 },
+    {
+      participant_code: code,
+      fund_asset: 'BTC.BTC',
+      rate: TEST_PRICES['BTC/USD'],
+      quoted_currency: 'USD',
+      source_address: 'bc1qsourcesourcesourcesourcesourcesourcesou',
+      deposit_address: address,
+      quantity: '0.12345678',
+      notional,
+      success: true,
+      status_reason: '',
+      fund_timestamp: 0,
+      deposit_timestamp: 0,
+      transaction_id: tx,
+      account_label: 'general',
+      fund_id: '',
+      is_first_deposit: true,
+      raw_fee_bps: '',
+      deposit_fee_bps: '',
+      raw_fee_notional: '',
+      deposit_fee_notional: '',
+      deposited_asset: 'BTC',
+      reference_id: 'ref-1',
+    },
+  );
+  assert.equal(notional, '8024.721564195', 'quantity × rate in decimal arithmetic');
+
+  // The credit: the notional in the quoted currency, on the holder's account.
+  assert.equal(await usdBalance(svc, code), notional);
+  const movements = await svc.runtime.store.db
+    .selectFrom('balance_movements')
+    .selectAll()
+    .where('run_id', '=', event.fund_id)
+    .execute();
+  assert.equal(movements.length, 1);
+  assert.equal(new Dec(movements[0]!.change).toFixed(), notional);
+  assert.equal(movements[0]!.movement_type, 'deposit');
+
+  // The notifications, written with the change.
+  const funds = (await notificationsOf(svc, owner.platform.platform_code, 'deposit_fund_complete')).filter(
+    (n) => n.resource_key === `fund:${event.fund_id}`,
+  );
+  assert.equal(funds.length, 1);
+  assert.deepEqual(funds[0]!.payload, event);
+  assertVendorSchema(funds[0]!.payload, 'GetFundTransactionsEntity');
+  const balances = await notificationsOf(svc, owner.platform.platform_code, 'account_balance.changed');
+  const credit = balances.find((n) => (n.payload as { run_id?: string }).run_id === event.fund_id);
+  assert.ok(credit, 'account_balance.changed for the credit');
+  assert.equal((credit.payload as { balance: string }).balance, notional);
+
+  // is_first_deposit only the first time.
+  const second = await recordDeposit(svc, {
+    deposit_address: address,
+    quantity: '1',
+    transaction_id: txId(),
+  });
+  assert.equal(second.is_first_deposit, false);
+  assert.equal(await usdBalance(svc, code), new Dec(notional).plus(TEST_PRICES['BTC/USD']).toFixed());
+});
+
+test("the platform's deposit fee is charged: fee fields filled and the credit is the notional less the fee", async () => {
+  const { code, address } = await addressOf(feePlatform, 'ETH.ETH');
+  const event = await recordDeposit(svc, { deposit_address: address, quantity: '2', transaction_id: txId() });
+  const notional = new Dec('2').times(TEST_PRICES['ETH/USD']);
+  const fee = notional.times(25).dividedBy(10_000);
+  assert.equal(event.notional, notional.toFixed());
+  assert.equal(event.raw_fee_bps, '25');
+  assert.equal(event.deposit_fee_bps, '25');
+  assert.equal(event.raw_fee_notional, fee.toFixed());
+  assert.equal(event.deposit_fee_notional, fee.toFixed());
+  assert.equal(await usdBalance(svc, code), notional.minus(fee).toFixed());
+});
+
+test('the same transaction_id twice records one event (also when reported concurrently)', async () => {
+  const { code, address } = await addressOf(owner, 'SOL.SOL');
+  const tx = txId();
+  const first = await postDeposit(svc, { deposit_address: address, quantity: '3', transaction_id: tx });
+  assert.equal(first.status, 201);
+  const again = await postDeposit(svc, { deposit_address: address, quantity: '3', transaction_id: tx });
+  assert.equal(again.status, 200);
+  assert.deepEqual(again.body.message, first.body.message);
+
+  const concurrentTx = txId();
+  const results = await Promise.all(
+    Array.from({ length: 6 }, () =>
+      postDeposit(svc, { deposit_address: address, quantity: '1', transaction_id: concurrentTx }),
+    ),
+  );
+  assert.deepEqual(results.map((r) => r.status).sort(), [200, 200, 200, 200, 200, 201]);
+  assert.equal(new Set(results.map((r) => (r.body.message as FundEvent).fund_id)).size, 1);
+
+  assert.equal((await fundEventsOf(code)).length, 2);
+  const expected = new Dec(4).times(TEST_PRICES['SOL/USD']).toFixed();
+  assert.equal(await usdBalance(svc, code), expected, 'credited once per transaction');
+  const notes = await notificationsOf(svc, owner.platform.platform_code, 'deposit_fund_complete');
+  const ids = new Set((await fundEventsOf(code)).map((e) => `fund:${e.fund_id}`));
+  assert.equal(notes.filter((n) => ids.has(n.resource_key)).length, 2);
+
+  // The same id with other data is a conflict, not a silent replay.
+  const changed = await postDeposit(svc, { deposit_address: address, quantity: '4', transaction_id: tx });
+  assert.equal(changed.status, 409);
+  assert.match((changed.body.errors as string[])[0]!, /^transaction_id: /);
+});
+
+test('an unknown deposit address → 404', async () => {
+  const res = await postDeposit(svc, {
+    deposit_address: 'bc1qunknownunknownunknownunknownunknownunk',
+    quantity: '1',
+  });
+  assert.equal(res.status, 404);
+  assert.deepEqual(res.body, { error: 'Not Found' });
+});
+
+test('a failed deposit is recorded and notified with its reason, and credits nothing', async () => {
+  const { code, address } = await addressOf(owner, 'USDC.ETH', 'ref-failed');
+  const event = await recordDeposit(svc, {
+    deposit_address: address,
+    quantity: '250',
+    transaction_id: txId(),
+    success: false,
+    reason: 'source address failed screening',
+  });
+  assertSpecTypes(event as unknown as Record<string, unknown>);
+  assert.equal(event.success, false);
+  assert.equal(event.status_reason, 'source address failed screening');
+  assert.equal(event.fund_asset, 'USDC.ETH', 'the asset of the quote for that address');
+  assert.equal(event.reference_id, 'ref-failed');
+  assert.equal(event.is_first_deposit, false);
+  assert.equal(event.deposit_fee_notional, '');
+  assert.equal(await usdBalance(svc, code), undefined, 'no balance row, no movement');
+  const note = (await notificationsOf(svc, owner.platform.platform_code, 'deposit_fund_complete')).find(
+    (n) => n.resource_key === `fund:${event.fund_id}`,
+  );
+  assert.ok(note);
+  assert.equal(note.payload.success, false);
+  assert.equal(note.payload.status_reason, 'source address failed screening');
+  assert.equal(note.payload.reason, 'source address failed screening');
+  const balanceNotes = await notificationsOf(svc, owner.platform.platform_code, 'account_balance.changed');
+  assert.equal(
+    balanceNotes.filter((n) => (n.payload as { run_id?: string }).run_id === event.fund_id).length,
+    0,
+  );
+});
+
+test('the fund event, the credit and both notifications commit together or not at all', async () => {
+  const { code, address } = await addressOf(owner, 'BTC.BTC');
+  // Make the last write of the use case (the fund notification) fail inside the database.
+  await sql`create function fail_fund_notification() returns trigger language plpgsql as $$
+    begin raise exception 'injected failure'; end $$`.execute(svc.runtime.store.db);
+  await sql`create trigger fail_fund_notification before insert on webhook_notifications for each row
+    when (new.payload_type = 'deposit_fund_complete') execute function fail_fund_notification()`.execute(
+    svc.runtime.store.db,
+  );
+  try {
+    const res = await postDeposit(svc, { deposit_address: address, quantity: '1', transaction_id: txId() });
+    assert.equal(res.status, 500);
+  } finally {
+    await sql`drop trigger fail_fund_notification on webhook_notifications`.execute(svc.runtime.store.db);
+    await sql`drop function fail_fund_notification()`.execute(svc.runtime.store.db);
+  }
+  assert.equal((await fundEventsOf(code)).length, 0);
+  assert.equal(await usdBalance(svc, code), undefined);
+  const balanceNotes = await notificationsOf(svc, owner.platform.platform_code, 'account_balance.changed');
+  assert.equal(
+    balanceNotes.filter((n) => (n.payload as { participant_code?: string }).participant_code === code).length,
+    0,
+  );
+});
+
+test('every bad field gets a 400 naming it', async () => {
+  const { address } = await addressOf(owner, 'ETH.ETH');
+  const cases: Array<[Record<string, unknown>, string[]]> = [
+    [{}, ['deposit_address', 'quantity']],
+    [{ deposit_address: address, quantity: 'abc', extra: 1 }, ['quantity', 'extra']],
+    [{ deposit_address: address, quantity: 5 }, ['quantity']],
+    [{ deposit_address: address, quantity: '0' }, ['quantity']],
+    [{ deposit_address: address, quantity: '-1' }, ['quantity']],
+    [{ deposit_address: address, quantity: '1', success: 'no' }, ['success']],
+    [{ deposit_address: address, quantity: '1', success: false }, ['reason']],
+    [{ deposit_address: address, quantity: '1', reason: 'why' }, ['reason']],
+    [
+      { deposit_address: address, quantity: '1', deposit_timestamp: Date.now() + 3_600_000 },
+      ['deposit_timestamp'],
+    ],
+    [{ deposit_address: address, quantity: '1', fund_asset: 'BTC.BTC' }, ['fund_asset']],
+    [{ deposit_address: address, quantity: '1', fund_asset: 'DOGE.DOGE' }, ['fund_asset']],
+  ];
+  for (const [body, fields] of cases) {
+    const res = await postDeposit(svc, body);
+    assert.equal(res.status, 400, JSON.stringify(body));
+    const errors = (res.body.errors as string[]).join('\n');
+    for (const field of fields) assert.match(errors, new RegExp(`^${field}: `, 'm'), `${field} in ${errors}`);
+  }
+});
+
+test('the indexer may name the asset on the address network and the confirmation time', async () => {
+  const { address } = await addressOf(owner, 'ETH.ETH');
+  const at = Date.now() - 60_000;
+  const event = await recordDeposit(svc, {
+    deposit_address: address,
+    quantity: '100.5',
+    fund_asset: 'USDT.ETH',
+    deposit_timestamp: at,
+    transaction_id: txId(),
+  });
+  assert.equal(event.fund_asset, 'USDT.ETH');
+  assert.equal(event.deposited_asset, 'USDT');
+  assert.equal(event.rate, TEST_PRICES['USDT/USD']);
+  assert.equal(event.notional, new Dec('100.5').times(TEST_PRICES['USDT/USD']).toFixed());
+  assert.equal(event.deposit_timestamp, at);
+  assert.ok(event.fund_timestamp >= at);
+});
