@@ -6,6 +6,8 @@ import { createAuthenticator } from './platforms/authenticator.ts';
 import { createNetworkRules } from './platforms/network-rules.ts';
 import { createPlatformsService } from './platforms/platforms.service.ts';
 import { createPricesService } from './prices/prices.service.ts';
+import { createQuotesService } from './quotes/quotes.service.ts';
+import { createTradesService } from './trades/trades.service.ts';
 import { createFundingService } from './funding/funding.service.ts';
 
 /** Every domain service, built once per process from the same dependencies. */
@@ -18,6 +20,8 @@ export function createServices(deps: DomainDeps) {
     customerAccounts: createCustomerAccountsService(deps),
     balances: createBalancesService(deps),
     prices: createPricesService(deps),
+    quotes: createQuotesService(deps),
+    trades: createTradesService(deps),
     funding: createFundingService(deps),
   };
 }

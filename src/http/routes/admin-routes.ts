@@ -4,6 +4,7 @@ import { adminDepositsRoutes } from './admin-deposits.routes.ts';
 import { adminLedgerRoutes } from './admin-ledger.routes.ts';
 import { adminParticipantsRoutes } from './admin-participants.routes.ts';
 import { adminPlatformsRoutes } from './admin-platforms.routes.ts';
+import { adminTradesRoutes } from './admin-trades.routes.ts';
 
 /** Every operator route module, registered under /admin behind the bearer token. Add an area's routes here. */
 export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
@@ -14,5 +15,6 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
     customerAccounts: services.customerAccounts,
   });
   await app.register(adminLedgerRoutes, { prices: services.prices, balances: services.balances });
+  await app.register(adminTradesRoutes, { trades: services.trades });
   await app.register(adminDepositsRoutes, { funding: services.funding });
 }

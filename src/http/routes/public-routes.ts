@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../../app.ts';
+import { quotesRoutes } from './quotes.routes.ts';
+import { tradesRoutes } from './trades.routes.ts';
 import { fundingRoutes } from './funding.routes.ts';
 
 /**
@@ -8,5 +10,7 @@ import { fundingRoutes } from './funding.routes.ts';
  */
 export async function publicRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const { services } = deps;
+  await app.register(quotesRoutes, { quotes: services.quotes });
+  await app.register(tradesRoutes, { trades: services.trades });
   await app.register(fundingRoutes, { funding: services.funding });
 }

@@ -1,0 +1,193 @@
+import { Type, type Static, type TSchema } from 'typebox';
+import { Envelope, PagedEnvelope } from './responses.ts';
+import { GENERATED_CODE_PATTERN } from './identifiers.ts';
+import { AMOUNT_PATTERN, CURRENCY_PATTERN, SIDES, UNDERLYING_PATTERN } from './quotes.schemas.ts';
+
+/**
+ * Trades (spec 3.1, 4.6, 6; wire-contract §5, §7) in the vendor's shapes (TradeResponseEntity,
+ * GetTradeResponse, GetTradesResponse), the trade status notification, and the operator's calls.
+ */
+export const TRADE_STATES = ['accepted', 'active', 'terminated'] as const;
+export type TradeState = (typeof TRADE_STATES)[number];
+
+export const SETTLEMENT_STATES = [
+  'obligations_outstanding',
+  'current_obligations_met',
+  'settled',
+  'defaulted',
+  'counterparty_defaulted',
+] as const;
+
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const EpochMs = Type.Integer({ minimum: 0, description: 'epoch milliseconds' });
+
+/** One side of a trade; `asset` and `amount` are what that party receives (vendor: settlement currency). */
+export const TradeParty = Type.Object({
+  side: Type.Enum(SIDES),
+  participant_code: Type.String(),
+  asset: Type.String(),
+  amount: Type.String(),
+  liquidity_indicator: Type.Null(),
+  client_order_id: Type.Null(),
+  order_id: Type.Null(),
+  obligations_outstanding_timestamp: Nullable(EpochMs),
+  current_obligations_met_timestamp: Nullable(EpochMs),
+  settlement_state: Nullable(Type.Enum(SETTLEMENT_STATES)),
+  execution_id: Type.Null(),
+  settling: Type.Boolean(),
+  account_label: Nullable(Type.String()),
+  collateral_percentage: Type.Null(),
+  account_profile: Type.Null(),
+  trader: Nullable(Type.String()),
+  zrn: Nullable(Type.String()),
+  manual_order_indicator: Type.Null(),
+});
+export type TradeParty = Static<typeof TradeParty>;
+
+/** The vendor's TradeResponseEntity: the `GET /trades/{trade_id}` object. */
+export const Trade = Type.Object({
+  trade_id: Type.String(),
+  client_trade_id: Type.String(),
+  batch_trade_id: Type.Null(),
+  trade_reporter: Type.String(),
+  trade_reporter_code: Type.String(),
+  reporting_party: Type.String(),
+  settlement_schedule: Type.Null(),
+  platform_code: Type.String(),
+  market_identifier_code: Type.Null(),
+  symbol: Type.String(),
+  product_type: Type.Enum(['spot'] as const),
+  trade_type: Type.Enum(['regular'] as const),
+  trade_price: Type.String(),
+  trade_quantity: Type.String(),
+  trade_state: Type.Enum(TRADE_STATES),
+  physical_delivery: Type.Boolean(),
+  transaction_timestamp: EpochMs,
+  accepted_timestamp: EpochMs,
+  defaulted_timestamp: Type.Null(),
+  settled_timestamp: Nullable(EpochMs),
+  comment: Nullable(Type.String()),
+  last_update: EpochMs,
+  parties_anonymous: Type.Boolean(),
+  settlement_price_index_id: Type.Null(),
+  contract_size: Type.Integer(),
+  underlying: Type.String(),
+  quoted_currency: Type.String(),
+  settlement_timestamp: Nullable(EpochMs),
+  expiry_timestamp: Type.Null(),
+  bank_fee: Type.Null(),
+  spread_notional: Nullable(Type.String()),
+  spread_bps: Nullable(Type.String()),
+  issuer_fee_rate: Type.Null(),
+  issuer_fee_amount: Type.Null(),
+  issuer_fee_payor_type: Type.Null(),
+  origin: Nullable(Type.Enum(['rest_api'] as const)),
+  parties: Type.Array(TradeParty, { minItems: 2, maxItems: 2 }),
+  session_id: Type.String(),
+  payment_processor: Type.Null(),
+  fees: Type.Array(Type.Object({ name: Type.String(), amount: Type.String() })),
+  network_fee_notional: Nullable(Type.String()),
+  network_fee_quantity: Nullable(Type.String()),
+  total_notional: Type.String(),
+  asset_cost_notional: Type.String(),
+});
+export type Trade = Static<typeof Trade>;
+
+/**
+ * spec 2.4: the trade status notification omits exactly these fields of the `GET /trades/{trade_id}`
+ * object; wire-contract §5 adds `timestamp`.
+ */
+export const TRADE_NOTIFICATION_OMITTED_FIELDS = [
+  'accepted_timestamp',
+  'defaulted_timestamp',
+  'settled_timestamp',
+  'last_update',
+  'settlement_timestamp',
+  'expiry_timestamp',
+  'spread_notional',
+  'spread_bps',
+  'session_id',
+  'payment_processor',
+  'fees',
+  'batch_trade_id',
+] as const;
+
+/** The `trade_status_changed` webhook payload (header `x-svc-hook-payload-type: trade_status_changed`). */
+export const TradeStatusNotification = Type.Object({
+  ...Type.Omit(Trade, TRADE_NOTIFICATION_OMITTED_FIELDS).properties,
+  timestamp: EpochMs,
+});
+export type TradeStatusNotification = Static<typeof TradeStatusNotification>;
+
+export const TradeResponse = Envelope(Trade);
+export const TradesPage = PagedEnvelope(Trade);
+
+export const TradeParams = Type.Object({ trade_id: Type.String({ minLength: 1, maxLength: 100 }) });
+export type TradeParams = Static<typeof TradeParams>;
+
+export const TRADES_MAX_PAGE_SIZE = 100;
+export const TRADES_DEFAULT_PAGE_SIZE = 50;
+
+/**
+ * `GET /trades` filters (the vendor's list). The vendor accepts `transaction_timestamp[…]` in
+ * milliseconds or nanoseconds; a value above 10^14 is read as nanoseconds.
+ */
+const TimestampFilter = Type.Optional(Type.Number({ minimum: 0 }));
+export const ListTradesQuery = Type.Object(
+  {
+    client_trade_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    trade_state: Type.Optional(Type.Enum(TRADE_STATES)),
+    settlement_state: Type.Optional(Type.Enum(['null', ...SETTLEMENT_STATES] as const)),
+    account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    party_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    platform_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    omit_platform_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    reporting_party: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    market_identifier_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    omit_market_identifier_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    execution_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    settlement_schedule: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    'transaction_timestamp[gt]': TimestampFilter,
+    'transaction_timestamp[gte]': TimestampFilter,
+    'transaction_timestamp[e]': TimestampFilter,
+    'transaction_timestamp[lt]': TimestampFilter,
+    'transaction_timestamp[lte]': TimestampFilter,
+    page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+    // wire-contract §9: page_size over the route's maximum → 400.
+    page_size: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: TRADES_MAX_PAGE_SIZE, default: TRADES_DEFAULT_PAGE_SIZE }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ListTradesQuery = Static<typeof ListTradesQuery>;
+
+// ---- Operator API (DESIGN §3) ----
+
+/** `POST /admin/trades`: books a trade directly, e.g. a net settlement (allocation) trade. */
+export const BookTradeBody = Type.Object(
+  {
+    platform_code: Type.String({ pattern: GENERATED_CODE_PATTERN }),
+    participant_code: Type.String({ pattern: GENERATED_CODE_PATTERN }),
+    account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    side: Type.Enum(SIDES),
+    underlying: Type.String({ pattern: UNDERLYING_PATTERN }),
+    quoted_currency: Type.String({ pattern: CURRENCY_PATTERN }),
+    quantity: Type.String({ pattern: AMOUNT_PATTERN }),
+    price: Type.String({ pattern: AMOUNT_PATTERN }),
+    client_trade_id: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+    net_settlement: Type.Optional(Type.Boolean({ default: false })),
+    comment: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+export type BookTradeBody = Static<typeof BookTradeBody>;
+
+/** What the operator sees of a trade: the public object plus what the public shape has no field for. */
+export const AdminTrade = Type.Object({
+  ...Trade.properties,
+  net_settlement: Type.Boolean(),
+  withdrawal_request_id: Nullable(Type.String()),
+});
+export type AdminTrade = Static<typeof AdminTrade>;
+export const AdminTradeResponse = Envelope(AdminTrade);

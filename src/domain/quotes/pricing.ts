@@ -1,0 +1,110 @@
+import { Decimal } from 'decimal.js';
+import { AMOUNT_DECIMALS, type Side } from '../../contract/quotes.schemas.ts';
+import { Dec, toDecimalString } from '../../lib/decimal.ts';
+
+/**
+ * Quote arithmetic, pure: decimal.js only, never a binary float (wire-contract §3). Every computed amount
+ * has at most AMOUNT_DECIMALS places; where a value must be rounded, it is rounded in the house's favour
+ * (what the participant pays up, what it receives down), so a quote never promises more than it books.
+ * Products are exact (precision 200 exceeds any product of two bounded inputs); quotients are taken with
+ * directed rounding so that the final rounding to AMOUNT_DECIMALS is an exact floor or ceiling.
+ */
+const Exact = Dec.clone({ precision: 200 });
+const Floor = Dec.clone({ precision: 200, rounding: Decimal.ROUND_FLOOR });
+const Ceil = Dec.clone({ precision: 200, rounding: Decimal.ROUND_CEIL });
+const BPS = 10_000;
+
+/** The vendor's party amounts are at most 30 characters. */
+export const MAX_AMOUNT_LENGTH = 30;
+
+export interface QuoteInput {
+  side: Side;
+  /** The price source's price of one unit of the underlying. */
+  sourcePrice: string;
+  /** Spread in basis points, 0 ≤ spread < 10000. */
+  spreadBps: string;
+  /** Exactly one of quantity (of the underlying) and total (in the quoted currency). */
+  quantity?: string;
+  total?: string;
+  /** Convert and withdraw: the network fee in the quoted currency, paid on top (buy). */
+  networkFeeNotional?: string;
+}
+
+export interface PricedQuote {
+  price: string;
+  quantity: string;
+  /** What the participant pays (buy) or receives (sell), in the quoted currency, fees included. */
+  totalNotional: string;
+  /** The cost of the asset alone. */
+  assetCostNotional: string;
+  /** How much of the notional is the spread. */
+  spreadNotional: string;
+}
+
+export type PricingProblem = { field: 'quantity' | 'total'; problem: string };
+
+function up(value: Decimal): Decimal {
+  return value.toDecimalPlaces(AMOUNT_DECIMALS, Decimal.ROUND_CEIL);
+}
+function down(value: Decimal): Decimal {
+  return value.toDecimalPlaces(AMOUNT_DECIMALS, Decimal.ROUND_FLOOR);
+}
+
+export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
+  const buy = input.side === 'buy';
+  const house = buy ? up : down;
+  const spread = new Exact(input.spreadBps).div(BPS);
+  const price = house(new Exact(input.sourcePrice).times(buy ? spread.plus(1) : new Exact(1).minus(spread)));
+  if (!price.isPositive()) return { field: 'quantity', problem: 'the spread leaves no positive price' };
+
+  let quantity: Decimal;
+  let assetCost: Decimal;
+  if (input.quantity !== undefined) {
+    quantity = new Exact(input.quantity);
+    assetCost = house(quantity.times(price));
+    if (!assetCost.isPositive()) {
+      return { field: 'quantity', problem: `too small: it is worth less than 1e-${AMOUNT_DECIMALS}` };
+    }
+  } else {
+    // By total: the participant spends (buy) or receives (sell) exactly the total; the quantity is what
+    // that buys (rounded down) or what must be sold for it (rounded up).
+    assetCost = new Exact(input.total!);
+    quantity = buy ? down(new Floor(assetCost).div(price)) : up(new Ceil(assetCost).div(price));
+    if (!quantity.isPositive()) {
+      return {
+        field: 'total',
+        problem: `too small to ${input.side} any of the underlying at ${price.toFixed()}`,
+      };
+    }
+  }
+  const fee = new Exact(input.networkFeeNotional ?? 0);
+  const totalNotional = buy ? assetCost.plus(fee) : assetCost.minus(fee);
+  if (!totalNotional.isPositive()) return { field: 'quantity', problem: 'does not cover the network fee' };
+  const spreadNotional = assetCost.minus(quantity.times(input.sourcePrice)).abs();
+
+  const result: PricedQuote = {
+    price: toDecimalString(price),
+    quantity: toDecimalString(quantity),
+    totalNotional: toDecimalString(totalNotional),
+    assetCostNotional: toDecimalString(assetCost),
+    spreadNotional: toDecimalString(up(spreadNotional)),
+  };
+  const field = input.quantity !== undefined ? 'quantity' : 'total';
+  for (const amount of [result.quantity, result.totalNotional]) {
+    if (amount.length > MAX_AMOUNT_LENGTH) {
+      return { field, problem: `too large: amounts are at most ${MAX_AMOUNT_LENGTH} characters` };
+    }
+  }
+  return result;
+}
+
+/** Notional of an operator-booked trade at a given price, rounded like a quote by quantity. */
+export function notionalAt(side: Side, quantity: string, price: string): string {
+  const value = new Exact(quantity).times(price);
+  return toDecimalString(side === 'buy' ? up(value) : down(value));
+}
+
+/** The ledger holds an asset without its network: `USDC.ETH` settles on the `USDC` balance. */
+export function ledgerAsset(asset: string): string {
+  return asset.split('.', 1)[0]!;
+}

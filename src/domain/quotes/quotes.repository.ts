@@ -1,0 +1,34 @@
+import type { Insertable, Selectable } from 'kysely';
+import type { Executor } from '../../store/database.ts';
+import type { QuoteKind, QuotesTable } from '../../store/tables/trades.tables.ts';
+
+export type QuoteRow = Selectable<QuotesTable>;
+
+export async function insertQuote(db: Executor, quote: Insertable<QuotesTable>): Promise<QuoteRow> {
+  return db.insertInto('quotes').values(quote).returningAll().executeTakeFirstOrThrow();
+}
+
+/**
+ * wire-contract §7: marks the quote executed if, and only if, it is this platform's, of this kind, not
+ * executed yet and not expired, in one statement. Concurrent callers queue on the row lock and re-check
+ * the condition after the winner commits, so exactly one gets the row, on any number of instances; if the
+ * winner rolls back (say, insufficient balance), the next one gets it.
+ */
+export async function claimQuoteForExecution(
+  db: Executor,
+  platformCode: string,
+  kind: QuoteKind,
+  quoteId: string,
+  now: Date,
+): Promise<QuoteRow | undefined> {
+  return db
+    .updateTable('quotes')
+    .set({ executed_at: now })
+    .where('platform_code', '=', platformCode)
+    .where('kind', '=', kind)
+    .where('quote_id', '=', quoteId)
+    .where('executed_at', 'is', null)
+    .where('expire_at', '>', now)
+    .returningAll()
+    .executeTakeFirst();
+}

@@ -1,0 +1,244 @@
+import type {
+  ConvertWithdrawExecution,
+  ConvertWithdrawQuote,
+  ConvertWithdrawQuoteRequest,
+  LiquidityExecution,
+  LiquidityQuote,
+  LiquidityQuoteRequest,
+} from '../../contract/quotes.schemas.ts';
+import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { newUuid } from '../../lib/ids.ts';
+import type { QuoteKind } from '../../store/tables/trades.tables.ts';
+import type { DomainDeps } from '../deps.ts';
+import { DomainError, invalid, notFound } from '../errors.ts';
+import { findPlatform } from '../platforms/platforms.repository.ts';
+import { findPrice } from '../prices/prices.service.ts';
+import { bookTrade, isUuid, resolveTradingHolder } from '../trades/trades.service.ts';
+import { ledgerAsset, priceQuote } from './pricing.ts';
+import { claimQuoteForExecution, insertQuote, type QuoteRow } from './quotes.repository.ts';
+
+/**
+ * Liquidity and convert-and-withdraw quotes (spec 4.6, 7.2; wire-contract §7): a quote is priced from the
+ * operator's price source, lives for the platform's quote expiry, and can be executed once, into one trade
+ * whose client_trade_id is the quote_id. Unknown, expired, already executed or another platform's quotes
+ * are all "not found" (404), which is what spec 7.2's recovery relies on.
+ */
+
+/** Convert and withdraw: the withdrawal's network fee. No chain is connected (DESIGN §1), so it is zero. */
+const NETWORK_FEE = '0';
+
+type QuoteRequest = LiquidityQuoteRequest &
+  Partial<Pick<ConvertWithdrawQuoteRequest, 'withdrawal_address' | 'destination_tag' | 'no_destination_tag'>>;
+
+export function liquidityQuoteView(row: QuoteRow): LiquidityQuote {
+  return {
+    request_id: row.request_id,
+    participant_code: row.participant_code,
+    quoted_currency: row.quoted_currency,
+    side: row.side,
+    quantity: toDecimalString(row.quantity),
+    price: toDecimalString(row.price),
+    quote_id: row.quote_id,
+    expire_ts: row.expire_at.getTime(),
+    // The platform's code is the account group of its participants' accounts.
+    account_group: row.platform_code,
+    account_label: row.account_label,
+    obo_participant: {
+      participant_code: row.owner_participant_code,
+      account_group: row.platform_code,
+      account_label: row.account_label,
+    },
+    total_notional: toDecimalString(row.total_notional),
+    underlying: row.underlying,
+    asset_cost_notional: toDecimalString(row.asset_cost_notional),
+    spread_notional: toDecimalString(row.spread_notional),
+    spread_bps: toDecimalString(row.spread_bps),
+  };
+}
+
+export function convertWithdrawQuoteView(row: QuoteRow): ConvertWithdrawQuote {
+  return {
+    ...liquidityQuoteView(row),
+    network_fee_notional: toDecimalString(row.network_fee_notional ?? NETWORK_FEE),
+    network_fee_quantity: toDecimalString(row.network_fee_quantity ?? NETWORK_FEE),
+    // Vendor: 0 = flat fee schedule, with an empty tier list.
+    withdrawal_fee_type: 0,
+    withdrawal_fee_tiers_list: [],
+    withdrawal_address: row.withdrawal_address ?? '',
+  };
+}
+
+export function createQuotesService(deps: DomainDeps) {
+  const { db, clock, config } = deps;
+
+  /** Validates and prices a request, collecting every problem so a 400 names each bad field. */
+  async function createQuote(platformCode: string, kind: QuoteKind, input: QuoteRequest): Promise<QuoteRow> {
+    const errors: string[] = [];
+    if (input.quantity === undefined && input.total === undefined) {
+      errors.push('quantity: exactly one of quantity and total is required');
+    }
+    if (input.quantity !== undefined && input.total !== undefined) {
+      errors.push('total: exactly one of quantity and total may be given, not both');
+    }
+    for (const field of ['quantity', 'total'] as const) {
+      const value = input[field];
+      if (value !== undefined && !new Dec(value).isPositive())
+        errors.push(`${field}: must be greater than 0`);
+    }
+    const asset = ledgerAsset(input.underlying);
+    if (asset === input.quoted_currency) errors.push('quoted_currency: must differ from the underlying');
+    if (kind === 'convert_withdraw') {
+      // The bought underlying is what is withdrawn on-chain; a sale would leave fiat to send to an address.
+      if (input.side !== 'buy')
+        errors.push('side: convert and withdraw only buys (the bought asset is withdrawn)');
+      if (input.destination_tag !== undefined && input.no_destination_tag === true) {
+        errors.push('destination_tag: must not be given with no_destination_tag=true');
+      }
+    }
+    let holder;
+    try {
+      holder = await resolveTradingHolder(db, platformCode, input.participant_code, input.account_label);
+    } catch (error) {
+      if (!(error instanceof DomainError) || error.code !== 'invalid') throw error;
+      errors.push(...error.messages);
+    }
+    const sourcePrice = await findPrice(db, asset, input.quoted_currency);
+    // Issue 7: a pair without a price cannot be quoted.
+    if (sourcePrice === null) errors.push(`underlying: no price for ${asset}/${input.quoted_currency}`);
+    if (errors.length || !holder || sourcePrice === null) throw invalid(...errors);
+
+    const spreadBps = toDecimalString(input.spread ?? '0');
+    const priced = priceQuote({
+      side: input.side,
+      sourcePrice,
+      spreadBps,
+      quantity: input.quantity,
+      total: input.total,
+      networkFeeNotional: kind === 'convert_withdraw' ? NETWORK_FEE : undefined,
+    });
+    if ('problem' in priced) throw invalid(`${priced.field}: ${priced.problem}`);
+
+    const platform = await findPlatform(db, platformCode);
+    // wire-contract §7: the platform's own expiry, else the default (30 s).
+    const expiryMs = platform?.quote_expiry_ms ?? config.quoteExpiryMs;
+    const now = clock.now();
+    return insertQuote(db, {
+      quote_id: newUuid(),
+      request_id: newUuid(),
+      platform_code: platformCode,
+      kind,
+      participant_code: holder.actingParticipantCode,
+      owner_participant_code: holder.ownerParticipantCode,
+      account_label: holder.accountLabel,
+      zrn: holder.zrn,
+      side: input.side,
+      underlying: input.underlying,
+      quoted_currency: input.quoted_currency,
+      quantity: priced.quantity,
+      price: priced.price,
+      source_price: sourcePrice,
+      total_notional: priced.totalNotional,
+      asset_cost_notional: priced.assetCostNotional,
+      spread_bps: spreadBps,
+      spread_notional: priced.spreadNotional,
+      network_fee_notional: kind === 'convert_withdraw' ? NETWORK_FEE : null,
+      network_fee_quantity: kind === 'convert_withdraw' ? NETWORK_FEE : null,
+      withdrawal_address: kind === 'convert_withdraw' ? input.withdrawal_address! : null,
+      destination_tag: input.destination_tag ?? null,
+      no_destination_tag: input.no_destination_tag ?? null,
+      created_at: new Date(now),
+      expire_at: new Date(now + expiryMs),
+    });
+  }
+
+  /** Executes a quote into one trade, atomically (wire-contract §7); anything else is 404. */
+  async function executeQuote(platformCode: string, kind: QuoteKind, quoteId: string) {
+    // wire-contract §9: a quote_id that is not the caller's is unknown; one that is not even a UUID too.
+    if (!isUuid(quoteId)) throw notFound();
+    return db.transaction().execute(async (trx) => {
+      const quote = await claimQuoteForExecution(trx, platformCode, kind, quoteId, new Date(clock.now()));
+      if (!quote) throw notFound();
+      const trade = await bookTrade(deps, trx, {
+        platformCode,
+        holder: {
+          actingParticipantCode: quote.participant_code,
+          ownerParticipantCode: quote.owner_participant_code,
+          accountLabel: quote.account_label,
+          zrn: quote.zrn,
+        },
+        source: kind,
+        netSettlement: false,
+        // wire-contract §7, spec 7.2: GET /trades?client_trade_id=<quote_id> finds the trade.
+        clientTradeId: quote.quote_id,
+        quoteId: quote.quote_id,
+        side: quote.side,
+        underlying: quote.underlying,
+        quotedCurrency: quote.quoted_currency,
+        price: toDecimalString(quote.price),
+        quantity: toDecimalString(quote.quantity),
+        totalNotional: toDecimalString(quote.total_notional),
+        assetCostNotional: toDecimalString(quote.asset_cost_notional),
+        spreadBps: toDecimalString(quote.spread_bps),
+        spreadNotional: toDecimalString(quote.spread_notional),
+        networkFeeNotional: quote.network_fee_notional,
+        networkFeeQuantity: quote.network_fee_quantity,
+        comment: null,
+        withdrawal:
+          kind === 'convert_withdraw'
+            ? {
+                address: quote.withdrawal_address!,
+                destinationTag: quote.destination_tag,
+                noDestinationTag: quote.no_destination_tag,
+              }
+            : null,
+        fundsField: 'quote_id',
+      });
+      return { quote, trade };
+    });
+  }
+
+  return {
+    /** `GET|POST /liquidity/rfq` */
+    async requestLiquidityQuote(platformCode: string, input: LiquidityQuoteRequest): Promise<LiquidityQuote> {
+      return liquidityQuoteView(await createQuote(platformCode, 'liquidity', input));
+    },
+
+    /** `GET|POST /convert_withdraw/rfq` */
+    async requestConvertWithdrawQuote(
+      platformCode: string,
+      input: ConvertWithdrawQuoteRequest,
+    ): Promise<ConvertWithdrawQuote> {
+      return convertWithdrawQuoteView(await createQuote(platformCode, 'convert_withdraw', input));
+    },
+
+    /** `POST /liquidity/execute` */
+    async executeLiquidityQuote(platformCode: string, quoteId: string): Promise<LiquidityExecution> {
+      const { quote, trade } = await executeQuote(platformCode, 'liquidity', quoteId);
+      return {
+        request_id: quote.request_id,
+        quote: liquidityQuoteView(quote),
+        trade_id: trade.trade_id,
+        trade_ids_list: [trade.trade_id],
+        status: 'Completed',
+      };
+    },
+
+    /** `POST /convert_withdraw/execute`: the trade and its withdrawal request. */
+    async executeConvertWithdrawQuote(
+      platformCode: string,
+      quoteId: string,
+    ): Promise<ConvertWithdrawExecution> {
+      const { quote, trade } = await executeQuote(platformCode, 'convert_withdraw', quoteId);
+      return {
+        request_id: quote.request_id,
+        quote: convertWithdrawQuoteView(quote),
+        trade_id: trade.trade_id,
+        trade_ids_list: [trade.trade_id],
+        status: 'Completed',
+        withdrawal_request_id: trade.withdrawal_request_id!,
+      };
+    },
+  };
+}
+
+export type QuotesService = ReturnType<typeof createQuotesService>;

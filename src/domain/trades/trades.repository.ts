@@ -1,0 +1,178 @@
+import { sql, type Insertable, type Selectable } from 'kysely';
+import type { Executor } from '../../store/database.ts';
+import type { TradeState, TradesTable, WithdrawalRequestsTable } from '../../store/tables/trades.tables.ts';
+
+export type TradeRow = Selectable<TradesTable>;
+export type WithdrawalRequestRow = Selectable<WithdrawalRequestsTable>;
+/** A trade with the withdrawal request that goes with it (convert and withdraw), if any. */
+export type TradeWithWithdrawal = TradeRow & { withdrawal_request_id: string | null };
+
+export async function insertTrade(db: Executor, trade: Insertable<TradesTable>): Promise<TradeRow> {
+  return db.insertInto('trades').values(trade).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function insertWithdrawalRequest(
+  db: Executor,
+  request: Insertable<WithdrawalRequestsTable>,
+): Promise<WithdrawalRequestRow> {
+  return db.insertInto('withdrawal_requests').values(request).returningAll().executeTakeFirstOrThrow();
+}
+
+function selectTrades(db: Executor) {
+  return db
+    .selectFrom('trades')
+    .leftJoin('withdrawal_requests', 'withdrawal_requests.trade_id', 'trades.trade_id')
+    .selectAll('trades')
+    .select('withdrawal_requests.withdrawal_request_id');
+}
+
+/** Scoped to the calling platform in SQL. */
+export function findPlatformTrade(
+  db: Executor,
+  platformCode: string,
+  tradeId: string,
+): Promise<TradeWithWithdrawal | undefined> {
+  return selectTrades(db)
+    .where('trades.platform_code', '=', platformCode)
+    .where('trades.trade_id', '=', tradeId)
+    .executeTakeFirst();
+}
+
+/** Whether the trade exists at all: tells "another platform's" (403) from "unknown" (404), wire-contract §9. */
+export async function tradeExists(db: Executor, tradeId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('trades')
+    .select('trade_id')
+    .where('trade_id', '=', tradeId)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Locks the trade for a state change; every transition of one trade serialises here. */
+export function lockTrade(db: Executor, tradeId: string): Promise<TradeWithWithdrawal | undefined> {
+  return selectTrades(db).where('trades.trade_id', '=', tradeId).forUpdate('trades').executeTakeFirst();
+}
+
+export async function updateTradeState(
+  db: Executor,
+  tradeId: string,
+  change: { trade_state: TradeState; updated_at: Date; active_at?: Date; settled_at?: Date },
+): Promise<TradeRow> {
+  return db
+    .updateTable('trades')
+    .set(change)
+    .where('trade_id', '=', tradeId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function markWithdrawalSettled(db: Executor, withdrawalRequestId: string, at: Date) {
+  await db
+    .updateTable('withdrawal_requests')
+    .set({ status: 'settled', settled_at: at })
+    .where('withdrawal_request_id', '=', withdrawalRequestId)
+    .where('status', '=', 'pending')
+    .execute();
+}
+
+export function findWithdrawalRequest(db: Executor, withdrawalRequestId: string) {
+  return db
+    .selectFrom('withdrawal_requests')
+    .selectAll()
+    .where('withdrawal_request_id', '=', withdrawalRequestId)
+    .executeTakeFirst();
+}
+
+/**
+ * The available balance that a new trade may promise: locks the (participant, label, asset) available
+ * balance row, so concurrent executions against one account serialise, then subtracts what unsettled
+ * trades already owe from it (balances move only at settlement, wire-contract §7).
+ */
+export async function lockSpendableBalance(
+  db: Executor,
+  key: { platformCode: string; participantCode: string; accountLabel: string; asset: string },
+): Promise<{ balance: string; promised: string }> {
+  const account = await db
+    .selectFrom('balance_accounts')
+    .select('balance')
+    .where('participant_code', '=', key.participantCode)
+    .where('account_group', '=', key.platformCode)
+    .where('account_label', '=', key.accountLabel)
+    .where('account_type', '=', 'available')
+    .where('asset', '=', key.asset)
+    .forUpdate()
+    .executeTakeFirst();
+  const open = await db
+    .selectFrom('trades')
+    .select(sql<string>`coalesce(sum(pay_amount), 0)::text`.as('promised'))
+    .where('platform_code', '=', key.platformCode)
+    .where('owner_participant_code', '=', key.participantCode)
+    .where('account_label', '=', key.accountLabel)
+    .where('pay_asset', '=', key.asset)
+    .where('trade_state', '<>', 'terminated')
+    .executeTakeFirstOrThrow();
+  return { balance: account?.balance ?? '0', promised: open.promised };
+}
+
+export interface TradeFilters {
+  clientTradeId?: string;
+  tradeState?: TradeState;
+  accountLabel?: string;
+  partyCode?: string;
+  /** Epoch ms bounds on transaction_timestamp. */
+  after?: number;
+  atOrAfter?: number;
+  at?: number;
+  before?: number;
+  atOrBefore?: number;
+  /** A filter on a field every trade of ours has null or the platform's value, and the value excludes all. */
+  matchesNothing?: boolean;
+}
+
+/** One page of the platform's trades, newest first, with the total count. Scoped in SQL. */
+export async function listPlatformTrades(
+  db: Executor,
+  platformCode: string,
+  filters: TradeFilters,
+  page: { limit: number; offset: number },
+): Promise<{ rows: TradeWithWithdrawal[]; count: number }> {
+  if (filters.matchesNothing) return { rows: [], count: 0 };
+  let query = selectTrades(db).where('trades.platform_code', '=', platformCode);
+  if (filters.clientTradeId !== undefined)
+    query = query.where('trades.client_trade_id', '=', filters.clientTradeId);
+  if (filters.tradeState !== undefined) query = query.where('trades.trade_state', '=', filters.tradeState);
+  if (filters.accountLabel !== undefined)
+    query = query.where('trades.account_label', '=', filters.accountLabel);
+  if (filters.partyCode !== undefined) {
+    const code = filters.partyCode;
+    query = query.where((eb) =>
+      eb.or([
+        eb('trades.owner_participant_code', '=', code),
+        eb('trades.participant_code', '=', code),
+        eb('trades.counterparty_code', '=', code),
+      ]),
+    );
+  }
+  const bound = (ms: number) => new Date(ms);
+  if (filters.after !== undefined) query = query.where('trades.transaction_at', '>', bound(filters.after));
+  if (filters.atOrAfter !== undefined)
+    query = query.where('trades.transaction_at', '>=', bound(filters.atOrAfter));
+  if (filters.at !== undefined) query = query.where('trades.transaction_at', '=', bound(filters.at));
+  if (filters.before !== undefined) query = query.where('trades.transaction_at', '<', bound(filters.before));
+  if (filters.atOrBefore !== undefined)
+    query = query.where('trades.transaction_at', '<=', bound(filters.atOrBefore));
+
+  const [rows, total] = await Promise.all([
+    query
+      .orderBy('trades.transaction_at', 'desc')
+      .orderBy('trades.trade_id', 'desc')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute(),
+    query
+      .clearSelect()
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .executeTakeFirstOrThrow(),
+  ]);
+  return { rows, count: Number(total.count) };
+}

@@ -1,0 +1,440 @@
+import type { BookTradeBody, ListTradesQuery, TradeState } from '../../contract/trades.schemas.ts';
+import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
+import { enqueueJob } from '../../jobs/enqueue.ts';
+import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { newUuid } from '../../lib/ids.ts';
+import type { Executor, Trx } from '../../store/database.ts';
+import type { TradeSide, TradeSource } from '../../store/tables/trades.tables.ts';
+import { resolveAccountHolder, type AccountHolder } from '../accounts/account-holder.ts';
+import { applyMovements, type MovementInput } from '../balances/balances.service.ts';
+import type { DomainDeps } from '../deps.ts';
+import { conflict, forbidden, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
+import { findPlatform } from '../platforms/platforms.repository.ts';
+import { ledgerAsset, notionalAt } from '../quotes/pricing.ts';
+import { recordNotification } from '../webhooks/outbox.ts';
+import { adminTradeView, tradeNotification, tradeView } from './trade-view.ts';
+import {
+  findPlatformTrade,
+  insertTrade,
+  insertWithdrawalRequest,
+  listPlatformTrades,
+  lockSpendableBalance,
+  lockTrade,
+  markWithdrawalSettled,
+  tradeExists,
+  updateTradeState,
+  type TradeFilters,
+  type TradeWithWithdrawal,
+} from './trades.repository.ts';
+
+/**
+ * Trades: booking (from an executed quote or by the operator), the settlement state machine
+ * accepted → active → terminated (spec 3.1, wire-contract §7), and reading them (spec 4.6).
+ *
+ * Balances move only at settlement (terminated), in the transaction that changes the state and records
+ * the notifications. Executing checks that the balance not yet promised to unsettled trades covers the new
+ * one, under the balance row's lock, so concurrent executions cannot promise the same funds twice.
+ */
+
+/** graphile-worker task that moves a trade to its next state when its time comes (trades.jobs.ts). */
+export const SETTLE_TASK = 'trades.settle';
+/**
+ * The counterparty of every quote-based trade: the house liquidity provider. External liquidity is out
+ * of scope (DESIGN §1), so it has no ledger account; only the participant's balances move.
+ */
+export const LIQUIDITY_PROVIDER_CODE = 'SVCLQD';
+export const DEFAULT_ACCOUNT_LABEL = 'general';
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const isUuid = (value: string) => UUID_RE.test(value);
+
+export interface SettleJobPayload {
+  trade_id: string;
+  /** The state the job moves the trade out of; if it has moved on already, the job does nothing. */
+  from: Exclude<TradeState, 'terminated'>;
+}
+
+/** Whose account a trade acts on (the part of `AccountHolder` trades need). */
+export type TradingHolder = Pick<
+  AccountHolder,
+  'actingParticipantCode' | 'ownerParticipantCode' | 'accountLabel' | 'zrn'
+>;
+
+export interface NewTrade {
+  platformCode: string;
+  holder: TradingHolder;
+  source: TradeSource;
+  netSettlement: boolean;
+  clientTradeId: string;
+  quoteId: string | null;
+  side: TradeSide;
+  underlying: string;
+  quotedCurrency: string;
+  price: string;
+  quantity: string;
+  totalNotional: string;
+  assetCostNotional: string;
+  spreadBps: string | null;
+  spreadNotional: string | null;
+  networkFeeNotional: string | null;
+  networkFeeQuantity: string | null;
+  comment: string | null;
+  withdrawal: { address: string; destinationTag: string | null; noDestinationTag: boolean | null } | null;
+  /** The request field a shortfall is reported on ("<field>: insufficient balance …"). */
+  fundsField: string;
+}
+
+/**
+ * The participant a request acts for: the named customer (tenants act like the primary holder, issue 5),
+ * or, when none is named, the platform itself (DESIGN §3: a platform is a participant with its own code).
+ */
+export async function resolveTradingHolder(
+  db: Executor,
+  platformCode: string,
+  participantCode: string | undefined,
+  accountLabel: string | undefined,
+): Promise<TradingHolder> {
+  const label = accountLabel ?? DEFAULT_ACCOUNT_LABEL;
+  if (participantCode === undefined || participantCode === platformCode) {
+    return {
+      actingParticipantCode: platformCode,
+      ownerParticipantCode: platformCode,
+      accountLabel: label,
+      zrn: null,
+    };
+  }
+  return resolveAccountHolder(db, platformCode, participantCode, label);
+}
+
+function legs(
+  trade: Pick<NewTrade, 'side' | 'underlying' | 'quotedCurrency' | 'quantity' | 'totalNotional'>,
+) {
+  const underlying = { asset: ledgerAsset(trade.underlying), amount: trade.quantity };
+  const quoted = { asset: trade.quotedCurrency, amount: trade.totalNotional };
+  return trade.side === 'buy' ? { pay: quoted, receive: underlying } : { pay: underlying, receive: quoted };
+}
+
+async function recordTradeStatus(trx: Executor, row: TradeWithWithdrawal, timestamp: number) {
+  // spec 3.1, 6: net settlement (allocation) trades emit nothing.
+  if (row.net_settlement) return;
+  await recordNotification(trx, {
+    platformCode: row.platform_code,
+    payloadType: 'trade_status_changed',
+    resourceKey: `trade:${row.trade_id}`,
+    payload: tradeNotification(row, timestamp),
+  });
+}
+
+async function scheduleNextStep(deps: DomainDeps, trx: Executor, row: TradeWithWithdrawal, now: number) {
+  if (row.trade_state === 'terminated') return;
+  const delay =
+    row.trade_state === 'accepted'
+      ? deps.config.settlement.activeAfterMs
+      : deps.config.settlement.terminateAfterMs;
+  const payload: SettleJobPayload = { trade_id: row.trade_id, from: row.trade_state };
+  // One pending settlement job per trade: an operator's advance replaces the timer it overtakes.
+  await enqueueJob(trx, SETTLE_TASK, payload, {
+    runAt: new Date(now + delay),
+    jobKey: `trade-settle:${row.trade_id}`,
+  });
+}
+
+/**
+ * Books a trade in the caller's transaction: checks the funds, inserts it (`accepted`), its withdrawal
+ * request for convert and withdraw, its `accepted` notification, and the job that settles it.
+ */
+export async function bookTrade(deps: DomainDeps, trx: Trx, input: NewTrade): Promise<TradeWithWithdrawal> {
+  const { pay, receive } = legs(input);
+  const funds = await lockSpendableBalance(trx, {
+    platformCode: input.platformCode,
+    participantCode: input.holder.ownerParticipantCode,
+    accountLabel: input.holder.accountLabel,
+    asset: pay.asset,
+  });
+  const spendable = new Dec(funds.balance).minus(funds.promised);
+  if (spendable.lessThan(pay.amount)) {
+    throw invalid(
+      `${input.fundsField}: insufficient balance: ${pay.asset} on account ${input.holder.accountLabel} of ` +
+        `${input.holder.ownerParticipantCode} has ${toDecimalString(Dec.max(spendable, 0))} not yet promised ` +
+        `to unsettled trades, the trade needs ${toDecimalString(pay.amount)}`,
+    );
+  }
+  const now = deps.clock.now();
+  const at = new Date(now);
+  const tradeId = newUuid();
+  let trade;
+  try {
+    trade = await insertTrade(trx, {
+      trade_id: tradeId,
+      platform_code: input.platformCode,
+      client_trade_id: input.clientTradeId,
+      quote_id: input.quoteId,
+      source: input.source,
+      net_settlement: input.netSettlement,
+      participant_code: input.holder.actingParticipantCode,
+      owner_participant_code: input.holder.ownerParticipantCode,
+      account_label: input.holder.accountLabel,
+      zrn: input.holder.zrn,
+      counterparty_code: LIQUIDITY_PROVIDER_CODE,
+      side: input.side,
+      underlying: input.underlying,
+      quoted_currency: input.quotedCurrency,
+      trade_price: input.price,
+      trade_quantity: input.quantity,
+      total_notional: input.totalNotional,
+      asset_cost_notional: input.assetCostNotional,
+      spread_bps: input.spreadBps,
+      spread_notional: input.spreadNotional,
+      network_fee_notional: input.networkFeeNotional,
+      network_fee_quantity: input.networkFeeQuantity,
+      pay_asset: pay.asset,
+      pay_amount: pay.amount,
+      receive_asset: receive.asset,
+      receive_amount: receive.amount,
+      comment: input.comment,
+      trade_state: 'accepted',
+      transaction_at: at,
+      accepted_at: at,
+      settlement_at: new Date(now + deps.config.settlement.activeAfterMs),
+      updated_at: at,
+    });
+  } catch (error) {
+    if (pgErrorCode(error) === PG_UNIQUE_VIOLATION) {
+      throw conflict(`client_trade_id: a trade with client_trade_id ${input.clientTradeId} already exists`);
+    }
+    throw error;
+  }
+  let withdrawalRequestId: string | null = null;
+  if (input.withdrawal) {
+    withdrawalRequestId = newUuid();
+    await insertWithdrawalRequest(trx, {
+      withdrawal_request_id: withdrawalRequestId,
+      platform_code: input.platformCode,
+      trade_id: tradeId,
+      participant_code: input.holder.ownerParticipantCode,
+      account_label: input.holder.accountLabel,
+      asset: receive.asset,
+      withdrawal_address: input.withdrawal.address,
+      destination_tag: input.withdrawal.destinationTag,
+      no_destination_tag: input.withdrawal.noDestinationTag,
+      quantity: receive.amount,
+      network_fee_quantity: input.networkFeeQuantity ?? '0',
+      created_at: at,
+    });
+  }
+  const row: TradeWithWithdrawal = { ...trade, withdrawal_request_id: withdrawalRequestId };
+  await recordTradeStatus(trx, row, now);
+  await scheduleNextStep(deps, trx, row, now);
+  return row;
+}
+
+/** Movements of a settling trade, ordered by asset so concurrent settlements lock balances in one order. */
+function settlementMovements(row: TradeWithWithdrawal): MovementInput[] {
+  const base = {
+    platformCode: row.platform_code,
+    participantCode: row.owner_participant_code,
+    accountLabel: row.account_label,
+    movementType: 'final_settlement',
+  };
+  return [
+    {
+      ...base,
+      asset: row.pay_asset,
+      change: new Dec(row.pay_amount).negated().toFixed(),
+      requireSufficient: true,
+    },
+    { ...base, asset: row.receive_asset, change: new Dec(row.receive_amount).toFixed() },
+  ].sort((a, b) => (a.asset < b.asset ? -1 : a.asset > b.asset ? 1 : 0));
+}
+
+/** Moves a locked trade to its next state, with its balances and notifications, in the caller's transaction. */
+async function advanceLocked(
+  deps: DomainDeps,
+  trx: Trx,
+  row: TradeWithWithdrawal,
+): Promise<TradeWithWithdrawal> {
+  const now = deps.clock.now();
+  const at = new Date(now);
+  let next: TradeWithWithdrawal;
+  if (row.trade_state === 'accepted') {
+    const updated = await updateTradeState(trx, row.trade_id, {
+      trade_state: 'active',
+      active_at: at,
+      updated_at: at,
+    });
+    next = { ...updated, withdrawal_request_id: row.withdrawal_request_id };
+  } else if (row.trade_state === 'active') {
+    // wire-contract §7: balances move at settlement, in this transaction with the state and notifications.
+    await applyMovements(
+      trx,
+      { runId: row.trade_id, runType: 'trade', timestamp: now },
+      settlementMovements(row),
+    );
+    if (row.withdrawal_request_id !== null) {
+      // Convert and withdraw: the bought asset leaves with the withdrawal as the trade settles.
+      await applyMovements(trx, { runId: row.withdrawal_request_id, runType: 'withdrawal', timestamp: now }, [
+        {
+          platformCode: row.platform_code,
+          participantCode: row.owner_participant_code,
+          accountLabel: row.account_label,
+          asset: row.receive_asset,
+          change: new Dec(row.receive_amount).negated().toFixed(),
+          movementType: 'withdrawal_confirmed',
+          requireSufficient: true,
+        },
+      ]);
+      await markWithdrawalSettled(trx, row.withdrawal_request_id, at);
+    }
+    const updated = await updateTradeState(trx, row.trade_id, {
+      trade_state: 'terminated',
+      settled_at: at,
+      updated_at: at,
+    });
+    next = { ...updated, withdrawal_request_id: row.withdrawal_request_id };
+  } else {
+    // spec 3.1: nothing follows terminated (the database refuses it too: trades_guard_update).
+    throw conflict(`trade_id: trade ${row.trade_id} is terminated; it cannot change any more`);
+  }
+  await recordTradeStatus(trx, next, now);
+  await scheduleNextStep(deps, trx, next, now);
+  return next;
+}
+
+function timestampMs(value: number | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  // Vendor: milliseconds or nanoseconds; epoch ms stay below 10^14 until the year 5138.
+  return value >= 1e14 ? Math.floor(value / 1e6) : value;
+}
+
+export function createTradesService(deps: DomainDeps) {
+  const { db } = deps;
+
+  return {
+    /** `GET /trades/{trade_id}`: another platform's trade → 403, an unknown one → 404 (wire-contract §9). */
+    async get(platformCode: string, tradeId: string) {
+      if (!isUuid(tradeId)) throw notFound();
+      const row = await findPlatformTrade(db, platformCode, tradeId);
+      if (row) return tradeView(row);
+      if (await tradeExists(db, tradeId)) throw forbidden(`trade ${tradeId} belongs to another platform`);
+      throw notFound();
+    },
+
+    /** `GET /trades` with the vendor's filters, newest first. */
+    async list(platformCode: string, query: ListTradesQuery) {
+      const page = query.page ?? 1;
+      const pageSize = query.page_size ?? TRADES_DEFAULT_PAGE_SIZE;
+      // Fields that are null on all our trades, or that hold the platform's own code: a filter on them
+      // either keeps every trade or none.
+      const matchesNothing =
+        query.market_identifier_code !== undefined ||
+        query.execution_id !== undefined ||
+        query.settlement_schedule !== undefined ||
+        (query.platform_code !== undefined && query.platform_code !== platformCode) ||
+        (query.reporting_party !== undefined && query.reporting_party !== platformCode) ||
+        query.omit_platform_code === platformCode ||
+        (query.settlement_state !== undefined &&
+          !['null', 'obligations_outstanding', 'settled'].includes(query.settlement_state));
+      const fromSettlement: Record<string, TradeState> = {
+        null: 'accepted',
+        obligations_outstanding: 'active',
+        settled: 'terminated',
+      };
+      const settlementTradeState = query.settlement_state
+        ? fromSettlement[query.settlement_state]
+        : undefined;
+      if (query.trade_state && settlementTradeState && query.trade_state !== settlementTradeState) {
+        return { rows: [], page, pageSize, count: 0 };
+      }
+      const filters: TradeFilters = {
+        clientTradeId: query.client_trade_id,
+        tradeState: query.trade_state ?? settlementTradeState,
+        accountLabel: query.account_label,
+        partyCode: query.party_code,
+        after: timestampMs(query['transaction_timestamp[gt]']),
+        atOrAfter: timestampMs(query['transaction_timestamp[gte]']),
+        at: timestampMs(query['transaction_timestamp[e]']),
+        before: timestampMs(query['transaction_timestamp[lt]']),
+        atOrBefore: timestampMs(query['transaction_timestamp[lte]']),
+        matchesNothing,
+      };
+      const { rows, count } = await listPlatformTrades(db, platformCode, filters, {
+        limit: pageSize,
+        offset: (page - 1) * pageSize,
+      });
+      return { rows: rows.map(tradeView), page, pageSize, count };
+    },
+
+    /** `POST /admin/trades/{trade_id}/advance`: the next state now (DESIGN §3). */
+    async advance(tradeId: string) {
+      if (!isUuid(tradeId)) throw notFound();
+      const row = await db.transaction().execute(async (trx) => {
+        const locked = await lockTrade(trx, tradeId);
+        if (!locked) throw notFound();
+        return advanceLocked(deps, trx, locked);
+      });
+      return adminTradeView(row);
+    },
+
+    /**
+     * The settlement worker's step (trades.jobs.ts): moves the trade out of `from` if it is still there.
+     * An operator's advance may have overtaken the timer; then there is nothing to do.
+     */
+    async settleStep(payload: SettleJobPayload): Promise<TradeState | null> {
+      return db.transaction().execute(async (trx) => {
+        const locked = await lockTrade(trx, payload.trade_id);
+        if (!locked || locked.trade_state !== payload.from) return null;
+        return (await advanceLocked(deps, trx, locked)).trade_state;
+      });
+    },
+
+    /** `POST /admin/trades`: books a trade directly, e.g. a net settlement (allocation) trade. */
+    async bookByOperator(body: BookTradeBody) {
+      const errors: string[] = [];
+      for (const field of ['quantity', 'price'] as const) {
+        if (!new Dec(body[field]).isPositive()) errors.push(`${field}: must be greater than 0`);
+      }
+      if (ledgerAsset(body.underlying) === body.quoted_currency) {
+        errors.push('quoted_currency: must differ from the underlying');
+      }
+      if (errors.length) throw invalid(...errors);
+      if (!(await findPlatform(db, body.platform_code))) {
+        throw invalid(`platform_code: platform ${body.platform_code} not found`);
+      }
+      const totalNotional = notionalAt(body.side, body.quantity, body.price);
+      if (!new Dec(totalNotional).isPositive()) throw invalid('quantity: too small at this price');
+      const row = await db.transaction().execute(async (trx) => {
+        const holder = await resolveTradingHolder(
+          trx,
+          body.platform_code,
+          body.participant_code,
+          body.account_label,
+        );
+        return bookTrade(deps, trx, {
+          platformCode: body.platform_code,
+          holder,
+          source: 'operator',
+          netSettlement: body.net_settlement ?? false,
+          clientTradeId: body.client_trade_id ?? newUuid(),
+          quoteId: null,
+          side: body.side,
+          underlying: body.underlying,
+          quotedCurrency: body.quoted_currency,
+          price: toDecimalString(body.price),
+          quantity: toDecimalString(body.quantity),
+          totalNotional,
+          assetCostNotional: totalNotional,
+          spreadBps: null,
+          spreadNotional: null,
+          networkFeeNotional: null,
+          networkFeeQuantity: null,
+          comment: body.comment ?? null,
+          withdrawal: null,
+          fundsField: 'quantity',
+        });
+      });
+      return adminTradeView(row);
+    },
+  };
+}
+
+export type TradesService = ReturnType<typeof createTradesService>;

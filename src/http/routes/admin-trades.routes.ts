@@ -1,0 +1,37 @@
+import type { FastifyInstance } from 'fastify';
+
+import { AdminTradeResponse, BookTradeBody, TradeParams } from '../../contract/trades.schemas.ts';
+import type { TradesService } from '../../domain/trades/trades.service.ts';
+import { adminErrorResponses } from './admin-errors.ts';
+
+/** Operator API for trades (DESIGN §3): book one directly, move one to its next state now. */
+export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trades: TradesService }) {
+  const tags = ['Operator: trades'];
+
+  app.post<{ Body: BookTradeBody }>(
+    '/trades',
+    {
+      schema: {
+        tags,
+        summary:
+          'Book a trade directly (net_settlement: true books an allocation trade, which emits no webhook)',
+        body: BookTradeBody,
+        response: { 201: AdminTradeResponse, ...adminErrorResponses },
+      },
+    },
+    async (request, reply) => reply.code(201).send({ message: await trades.bookByOperator(request.body) }),
+  );
+
+  app.post<{ Params: TradeParams }>(
+    '/trades/:trade_id/advance',
+    {
+      schema: {
+        tags,
+        summary: 'Move a trade to its next state now (accepted → active → terminated); 409 once terminated',
+        params: TradeParams,
+        response: { 200: AdminTradeResponse, ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await trades.advance(request.params.trade_id) }),
+  );
+}

@@ -1,0 +1,117 @@
+import type { FastifyInstance } from 'fastify';
+import {
+  ConvertWithdrawExecutionResponse,
+  ConvertWithdrawQuoteRequest,
+  ConvertWithdrawQuoteResponse,
+  ExecuteQuoteBody,
+  LiquidityExecutionResponse,
+  LiquidityQuoteRequest,
+  LiquidityQuoteResponse,
+} from '../../contract/quotes.schemas.ts';
+import { publicErrorResponses } from '../../contract/responses.ts';
+import type { QuotesService } from '../../domain/quotes/quotes.service.ts';
+import { callerOf } from '../request-context.ts';
+
+/**
+ * Liquidity and convert-and-withdraw quotes and their execution (spec 4.6, 7.2; wire-contract §7).
+ * The RFQ is offered as the vendor does: GET with the query string (200), POST with a JSON body (201).
+ */
+export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: QuotesService }) {
+  const liquidity = ['Liquidity'];
+  const convertWithdraw = ['Convert and Withdraw'];
+
+  app.get<{ Querystring: LiquidityQuoteRequest }>(
+    '/liquidity/rfq',
+    {
+      schema: {
+        tags: liquidity,
+        summary: 'Request a liquidity quote (exactly one of quantity and total)',
+        querystring: LiquidityQuoteRequest,
+        response: { 200: LiquidityQuoteResponse, ...publicErrorResponses },
+      },
+    },
+    async (request) => ({
+      message: await quotes.requestLiquidityQuote(callerOf(request).platformCode, request.query),
+    }),
+  );
+
+  app.post<{ Body: LiquidityQuoteRequest }>(
+    '/liquidity/rfq',
+    {
+      schema: {
+        tags: liquidity,
+        summary: 'Request a liquidity quote (exactly one of quantity and total)',
+        body: LiquidityQuoteRequest,
+        response: { 201: LiquidityQuoteResponse, ...publicErrorResponses },
+      },
+    },
+    async (request, reply) =>
+      reply
+        .code(201)
+        .send({ message: await quotes.requestLiquidityQuote(callerOf(request).platformCode, request.body) }),
+  );
+
+  app.post<{ Body: ExecuteQuoteBody }>(
+    '/liquidity/execute',
+    {
+      schema: {
+        tags: liquidity,
+        summary: 'Execute a quote: one trade, client_trade_id = quote_id; unknown/expired/executed → 404',
+        body: ExecuteQuoteBody,
+        response: { 200: LiquidityExecutionResponse, ...publicErrorResponses },
+      },
+    },
+    async (request) => ({
+      message: await quotes.executeLiquidityQuote(callerOf(request).platformCode, request.body.quote_id),
+    }),
+  );
+
+  app.get<{ Querystring: ConvertWithdrawQuoteRequest }>(
+    '/convert_withdraw/rfq',
+    {
+      schema: {
+        tags: convertWithdraw,
+        summary: 'Request a quote to buy an asset and withdraw it to an address',
+        querystring: ConvertWithdrawQuoteRequest,
+        response: { 200: ConvertWithdrawQuoteResponse, ...publicErrorResponses },
+      },
+    },
+    async (request) => ({
+      message: await quotes.requestConvertWithdrawQuote(callerOf(request).platformCode, request.query),
+    }),
+  );
+
+  app.post<{ Body: ConvertWithdrawQuoteRequest }>(
+    '/convert_withdraw/rfq',
+    {
+      schema: {
+        tags: convertWithdraw,
+        summary: 'Request a quote to buy an asset and withdraw it to an address',
+        body: ConvertWithdrawQuoteRequest,
+        response: { 201: ConvertWithdrawQuoteResponse, ...publicErrorResponses },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send({
+        message: await quotes.requestConvertWithdrawQuote(callerOf(request).platformCode, request.body),
+      }),
+  );
+
+  app.post<{ Body: ExecuteQuoteBody }>(
+    '/convert_withdraw/execute',
+    {
+      schema: {
+        tags: convertWithdraw,
+        summary: 'Execute a convert-and-withdraw quote: a trade and its withdrawal request',
+        body: ExecuteQuoteBody,
+        response: { 200: ConvertWithdrawExecutionResponse, ...publicErrorResponses },
+      },
+    },
+    async (request) => ({
+      message: await quotes.executeConvertWithdrawQuote(
+        callerOf(request).platformCode,
+        request.body.quote_id,
+      ),
+    }),
+  );
+}
