@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { loadConfig } from '../../src/config.ts';
 import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
-import { startRuntime, type Runtime } from '../../src/main/runtime.ts';
+import type { Runtime } from '../../src/main/runtime.ts';
+import { startInstance } from '../helpers/instance.ts';
 import {
   rawRequest,
   signedHeaders,
@@ -17,12 +14,7 @@ import {
   type ProbeApp,
   type RawResponse,
 } from '../helpers/probe-app.ts';
-import {
-  startTestService,
-  TEST_ADMIN_TOKEN,
-  type PlatformFixture,
-  type TestService,
-} from '../helpers/test-service.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 
 /**
  * wire-contract §1 over HTTP, through the real stack (firewall → rate limit → authentication → allow-list →
@@ -286,22 +278,7 @@ describe('revocation on every instance', () => {
 
   before(async () => {
     // A second instance of the service on the same database, with the same configured secret key.
-    second = await startRuntime(
-      loadConfig({
-        SVC_ENV: 'cert',
-        SVC_ROLE: 'api',
-        SVC_HOST: '127.0.0.1',
-        SVC_PORT: '0',
-        SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-test-')),
-        DATABASE_URL: svc.database.url,
-        SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-        SVC_SECRET_KEY: svc.runtime.secrets.secretKey.toString('base64'),
-        SVC_JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' })
-          .privateKey.export({ type: 'pkcs8', format: 'pem' })
-          .toString(),
-      }),
-      { clock, logger: createLogger('silent') },
-    );
+    second = await startInstance(svc, { clock });
     secondProbe = await startProbeApp(second);
   });
   after(async () => {

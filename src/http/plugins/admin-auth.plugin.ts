@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { unauthenticated } from '../../domain/errors.ts';
+import { invalid, unauthenticated } from '../../domain/errors.ts';
+import '../request-context.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
 
 /** DESIGN §3: the operator API takes `Authorization: Bearer $SVC_ADMIN_TOKEN`, compared in constant time. */
@@ -12,6 +13,10 @@ async function adminAuth(app: FastifyInstance, options: { adminToken: string }):
     if (!match) throw unauthenticated('missing bearer token');
     const given = createHash('sha256').update(match[1]!).digest();
     if (!timingSafeEqual(given, expected)) throw unauthenticated('invalid admin token');
+  });
+  // The raw-body parser defers a JSON syntax error so that it is reported after authentication.
+  app.addHook('preValidation', async (request) => {
+    if (request.bodyParseError) throw invalid('body: is not valid JSON');
   });
 }
 

@@ -1,0 +1,355 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { createLogger } from '../../src/main/logger.ts';
+import type { Runtime } from '../../src/main/runtime.ts';
+import { startInstance } from '../helpers/instance.ts';
+import {
+  PROBE_THROW_MESSAGE,
+  rawRequest,
+  signedHeaders,
+  startProbeApp,
+  type ProbeApp,
+  type RawResponse,
+} from '../helpers/probe-app.ts';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
+import {
+  startTestService,
+  TEST_ADMIN_TOKEN,
+  type PlatformFixture,
+  type TestService,
+} from '../helpers/test-service.ts';
+
+/** wire-contract §3: the success envelope, every error body, X-REQUEST-ID on every response. */
+const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
+const nowS = () => Math.floor(clock.now() / 1000);
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+const logLines: string[] = [];
+const logStream = new Writable({
+  write(chunk, _encoding, done) {
+    logLines.push(String(chunk));
+    done();
+  },
+});
+
+let svc: TestService;
+let probe: ProbeApp;
+let a: PlatformFixture;
+let b: PlatformFixture;
+let bZrn: string;
+let aParticipant: string;
+
+function signed(
+  method: string,
+  target: string,
+  options: { body?: string | Buffer; headers?: Record<string, string>; key?: PlatformFixture['key'] } = {},
+): Promise<RawResponse> {
+  const headers = {
+    ...signedHeaders(options.key ?? a.key, method, target, options.body?.toString('utf8'), nowS()),
+    ...(options.body !== undefined ? { 'content-type': 'application/json' } : {}),
+    ...options.headers,
+  };
+  return rawRequest(probe.url, method, target, { headers, body: options.body });
+}
+
+function admin(method: string, target: string, body?: string | Buffer, headers: Record<string, string> = {}) {
+  return rawRequest(svc.url, method, `/admin${target}`, {
+    headers: {
+      authorization: `Bearer ${TEST_ADMIN_TOKEN}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...headers,
+    },
+    body,
+  });
+}
+
+/** The body is exactly `shape`'s keys with the given types/values. */
+function assertBody(res: RawResponse, status: number, check: (body: Record<string, unknown>) => void) {
+  assert.equal(res.status, status, res.text);
+  assert.match(String(res.headers['content-type']), /application\/json/);
+  check(res.json as Record<string, unknown>);
+  assert.ok(res.headers['x-request-id'], 'every response carries X-REQUEST-ID');
+}
+const errorsBody = (body: Record<string, unknown>) => {
+  assert.deepEqual(Object.keys(body), ['errors']);
+  assert.ok(Array.isArray(body.errors) && body.errors.length > 0);
+  for (const e of body.errors as unknown[]) assert.equal(typeof e, 'string');
+};
+const errorBody = (text?: string) => (body: Record<string, unknown>) => {
+  assert.deepEqual(Object.keys(body), ['error']);
+  assert.equal(typeof body.error, 'string');
+  if (text) assert.equal(body.error, text);
+};
+const forbiddenBody = (body: Record<string, unknown>) => {
+  assert.deepEqual(Object.keys(body).sort(), ['error', 'message']);
+  assert.equal(body.error, true);
+  assert.equal(typeof body.message, 'string');
+};
+
+before(async () => {
+  svc = await startTestService({ clock, logger: createLogger('info', logStream) });
+  probe = await startProbeApp(svc.runtime);
+  a = await svc.newPlatform();
+  b = await svc.newPlatform();
+  aParticipant = (await svc.newParticipant(a.platform.platform_code)).participant_code;
+  const bHolder = await svc.newParticipant(b.platform.platform_code);
+  bZrn = (
+    await svc.runtime.services.customerAccounts.create({
+      platform_code: b.platform.platform_code,
+      participant_code: bHolder.participant_code,
+    })
+  ).zrn;
+});
+after(async () => {
+  await probe?.close();
+  await svc?.close();
+});
+
+describe('success envelope', () => {
+  test('public, unauthenticated and operator answers are {"message": …}', async () => {
+    const time = await rawRequest(probe.url, 'GET', '/time');
+    assertBody(time, 200, (body) => assert.deepEqual(Object.keys(body), ['message']));
+    const whoami = await signed('GET', '/probe/whoami');
+    assertBody(whoami, 200, (body) => assert.deepEqual(Object.keys(body), ['message']));
+    const created = await admin(
+      'POST',
+      '/platforms',
+      JSON.stringify({ name: 'envelope', ip_allowlist: ['127.0.0.1/32'] }),
+    );
+    assertBody(created, 201, (body) => {
+      assert.deepEqual(Object.keys(body), ['message']);
+      assert.match((body.message as { platform_code: string }).platform_code, /^[A-Z0-9]{6}$/);
+    });
+    const list = await admin('GET', '/platforms');
+    assertBody(list, 200, (body) => assert.ok(Array.isArray(body.message)));
+  });
+});
+
+describe('error bodies', () => {
+  test('400 {"errors": ["<field>: <problem>", …]} lists every bad field', async () => {
+    const res = await admin('POST', '/platforms', JSON.stringify({ name: 5, ip_allowlist: 'x', extra: 1 }));
+    assertBody(res, 400, (body) => {
+      errorsBody(body);
+      const errors = body.errors as string[];
+      assert.ok(
+        errors.some((e) => e.startsWith('name: ')),
+        errors.join(),
+      );
+      assert.ok(
+        errors.some((e) => e.startsWith('ip_allowlist: ')),
+        errors.join(),
+      );
+      assert.ok(
+        errors.some((e) => e.startsWith('extra: ')),
+        errors.join(),
+      );
+    });
+    const pub = await signed('POST', '/probe/echo', { body: '{"amount":12,"note":["x"]}' });
+    assertBody(pub, 400, (body) => {
+      errorsBody(body);
+      const errors = body.errors as string[];
+      assert.ok(
+        errors.some((e) => e.startsWith('amount: ')),
+        errors.join(),
+      );
+      assert.ok(
+        errors.some((e) => e.startsWith('note: ')),
+        errors.join(),
+      );
+    });
+  });
+
+  test('401 {"error": reason}, public and operator', async () => {
+    assertBody(await rawRequest(probe.url, 'GET', '/probe/whoami'), 401, errorBody());
+    assertBody(await rawRequest(svc.url, 'GET', '/admin/platforms'), 401, errorBody());
+    const wrongToken = await rawRequest(svc.url, 'GET', '/admin/platforms', {
+      headers: { authorization: 'Bearer not-the-token' },
+    });
+    assertBody(wrongToken, 401, errorBody());
+  });
+
+  test('403 {"error": true, "message": …}: another platform’s resource', async () => {
+    assertBody(await signed('GET', `/probe/accounts/${bZrn}`), 403, forbiddenBody);
+    assertBody(await signed('GET', `/probe/accounts/${bZrn}`, { key: b.key }), 200, (body) =>
+      assert.equal((body.message as { zrn: string }).zrn, bZrn),
+    );
+  });
+
+  test('404 {"error": "Not Found"}: unknown route, unknown method, unknown resource', async () => {
+    assertBody(await rawRequest(probe.url, 'GET', '/no/such/route'), 404, errorBody('Not Found'));
+    assertBody(await rawRequest(probe.url, 'PATCH', '/time'), 404, errorBody('Not Found'));
+    assertBody(await admin('GET', '/no/such/thing'), 404, errorBody('Not Found'));
+    const unknownZrn = 'zrn:svc:us:account:customer:00000000-0000-4000-8000-000000000000';
+    assertBody(await signed('GET', `/probe/accounts/${unknownZrn}`), 404, errorBody('Not Found'));
+    assertBody(await admin('GET', '/platforms/ZZZZZ9'), 404, errorBody('Not Found'));
+  });
+
+  test('409 {"errors": [reason]}: duplicate entity', async () => {
+    const body = JSON.stringify({
+      platform_code: a.platform.platform_code,
+      email: 'dup@example.com',
+      first_name: 'D',
+      last_name: 'Up',
+    });
+    assert.equal((await admin('POST', '/participants', body)).status, 201);
+    assertBody(await admin('POST', '/participants', body), 409, errorsBody);
+  });
+
+  test('413 {"errors": ["body too large"]} over 1 MiB, public and operator; 1 MiB itself is read', async () => {
+    const big = JSON.stringify({ amount: '1', note: 'x'.repeat(1024 * 1024) });
+    assertBody(await signed('POST', '/probe/echo', { body: big }), 413, (body) =>
+      assert.deepEqual(body, { errors: ['body too large'] }),
+    );
+    assertBody(await admin('POST', '/platforms', big), 413, (body) =>
+      assert.deepEqual(body, { errors: ['body too large'] }),
+    );
+    // Exactly 1 MiB is within the limit: it reaches validation (note is too long) instead.
+    const exact = '{"amount":"1","note":"' + 'x'.repeat(1024 * 1024 - 24) + '"}';
+    assert.equal(Buffer.byteLength(exact), 1024 * 1024);
+    assertBody(await signed('POST', '/probe/echo', { body: exact }), 400, errorsBody);
+  });
+
+  test('malformed JSON → 400 after authentication; unsigned → 401 first', async () => {
+    const res = await signed('POST', '/probe/echo', { body: '{"amount": "1",' });
+    assertBody(res, 400, (body) => assert.deepEqual(body, { errors: ['body: is not valid JSON'] }));
+    const unsigned = await rawRequest(probe.url, 'POST', '/probe/echo', {
+      headers: { 'content-type': 'application/json' },
+      body: '{"amount": "1",',
+    });
+    assertBody(unsigned, 401, errorBody());
+    const adminMalformed = await admin('POST', '/platforms', '{"name": ');
+    assertBody(adminMalformed, 400, (body) =>
+      assert.deepEqual(body, { errors: ['body: is not valid JSON'] }),
+    );
+    assertBody(
+      await rawRequest(svc.url, 'POST', '/admin/platforms', { body: '{"name": ' }),
+      401,
+      errorBody(),
+    );
+  });
+
+  test('500 {"error": "Internal Server Error"} with no internals; the detail goes to the log', async () => {
+    const res = await signed('GET', '/probe/throw', { headers: { 'x-request-id': 'trace-500-abc' } });
+    assertBody(res, 500, errorBody('Internal Server Error'));
+    assert.equal(res.text, '{"error":"Internal Server Error"}');
+    assert.equal(res.text.includes('hunter2'), false);
+    assert.equal(res.headers['x-request-id'], 'trace-500-abc');
+    const logged = logLines.find((line) => line.includes(PROBE_THROW_MESSAGE.slice(0, 20)));
+    assert.ok(logged, 'the error is logged');
+    assert.equal((JSON.parse(logged) as { reqId: string }).reqId, 'trace-500-abc');
+  });
+
+  test('503 {"error": "Service Unavailable"} + svc-allow-retry: true when a lock cannot be taken', async () => {
+    const client = new pg.Client({ connectionString: svc.database.url });
+    await client.connect();
+    try {
+      await client.query('begin');
+      await client.query('select 1 from participants where participant_code = $1 for update', [aParticipant]);
+      const res = await signed('POST', `/probe/lock/${aParticipant}`);
+      assertBody(res, 503, errorBody('Service Unavailable'));
+      assert.equal(res.headers['svc-allow-retry'], 'true');
+      await client.query('rollback');
+      assert.equal((await signed('POST', `/probe/lock/${aParticipant}`)).status, 200);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe('503 when the database is unreachable', () => {
+  let proxy: TcpProxy;
+  let instance: Runtime;
+  let instanceProbe: ProbeApp;
+
+  before(async () => {
+    proxy = await startTcpProxy(svc.database.url);
+    instance = await startInstance(svc, { databaseUrl: proxy.url, clock });
+    instanceProbe = await startProbeApp(instance);
+  });
+  after(async () => {
+    await instanceProbe?.close();
+    await instance?.close();
+    await proxy?.close();
+  });
+
+  test('public, authenticated and operator requests get 503 + svc-allow-retry, then recover', async () => {
+    const whoami = () =>
+      rawRequest(instanceProbe.url, 'GET', '/probe/whoami', {
+        headers: signedHeaders(a.key, 'GET', '/probe/whoami', undefined, nowS()),
+      });
+    assert.equal((await whoami()).status, 200);
+    await proxy.down();
+    try {
+      for (const res of [
+        await rawRequest(instance.url!, 'GET', '/time'),
+        await rawRequest(instance.url!, 'GET', '/admin/platforms', {
+          headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
+        }),
+        await whoami(),
+      ]) {
+        assertBody(res, 503, errorBody('Service Unavailable'));
+        assert.equal(res.headers['svc-allow-retry'], 'true');
+      }
+    } finally {
+      await proxy.up();
+    }
+    const deadline = Date.now() + 10_000;
+    let res = await whoami();
+    while (res.status !== 200 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      res = await whoami();
+    }
+    assert.equal(res.status, 200, res.text);
+  });
+});
+
+describe('X-REQUEST-ID on every response', () => {
+  test('echoed when the caller sends one, on success and on every error', async () => {
+    const id = 'client-req-42';
+    const h = { 'x-request-id': id };
+    const responses = [
+      await rawRequest(probe.url, 'GET', '/time', { headers: h }),
+      await rawRequest(probe.url, 'GET', '/nope', { headers: h }),
+      await rawRequest(probe.url, 'GET', '/probe/whoami', { headers: h }),
+      await signed('GET', '/probe/whoami', { headers: h }),
+      await signed('POST', '/probe/echo', { body: '{}', headers: h }),
+      await signed('GET', `/probe/accounts/${bZrn}`, { headers: h }),
+      await admin('GET', '/platforms', undefined, h),
+      await rawRequest(svc.url, 'GET', '/admin/platforms', { headers: h }),
+      await rawRequest(svc.url, 'GET', '/healthz', { headers: h }),
+    ];
+    for (const res of responses) assert.equal(res.headers['x-request-id'], id, `${res.status} ${res.text}`);
+  });
+
+  test('echoed on the firewall’s 1020', async () => {
+    const res = await probe.app.inject({
+      method: 'GET',
+      url: '/time',
+      headers: { 'x-request-id': 'from-a-stranger' },
+      remoteAddress: '192.0.2.77',
+    });
+    assert.equal(res.body, 'error code: 1020');
+    assert.equal(res.headers['x-request-id'], 'from-a-stranger');
+    const generated = await probe.app.inject({ method: 'GET', url: '/time', remoteAddress: '192.0.2.77' });
+    assert.match(String(generated.headers['x-request-id']), UUID_V4);
+  });
+
+  test('a new UUIDv4 when absent or unusable, different for each request', async () => {
+    const ids = new Set<string>();
+    for (const headers of [{}, { 'x-request-id': 'has spaces in it' }, { 'x-request-id': 'x'.repeat(500) }]) {
+      for (const res of [
+        await rawRequest(probe.url, 'GET', '/time', { headers }),
+        await rawRequest(probe.url, 'GET', '/nope', { headers }),
+        await rawRequest(probe.url, 'GET', '/probe/whoami', { headers }),
+      ]) {
+        const id = String(res.headers['x-request-id']);
+        assert.match(id, UUID_V4);
+        ids.add(id);
+      }
+    }
+    assert.equal(ids.size, 9);
+  });
+});
