@@ -1,6 +1,72 @@
 import { Type, type Static } from 'typebox';
+import { REGIONS, ZRN_PATTERN } from './identifiers.ts';
 
-/** The vendor's CustomerAccountResponse.message (GET /accounts/{zrn}/details). */
+/**
+ * Customer accounts, tenants and balance accounts on the wire (issue 5; spec 2.1, 4.1, 4.2; wire-contract
+ * §3, §4). Field names and shapes are the vendor's (AccountsResponseEntity, GetAccountsResponse,
+ * CustomerAccountResponse, PostCustomerAccountRequest, AddTenantToCustomerAccountBody).
+ */
+
+export const ACCOUNT_TYPES = ['individual', 'business', 'jtic', 'jtwros', 'trust', 'utma'] as const;
+export const ACCOUNT_TIERS = ['lite', 'pro', 'bronze', 'silver', 'gold'] as const;
+export const BALANCE_ACCOUNT_TYPES = [
+  'available',
+  'collateral',
+  'payable',
+  'receivable',
+  'collateral_deficiency',
+  'staked',
+] as const;
+
+// wire-contract §4: add-tenant body participant_code is 1–6 chars of [A-Za-z0-9_-] (the vendor's schema);
+// length and characters are separate keywords so that a 400 says which one failed.
+const ParticipantCodeRef = Type.String({
+  minLength: 1,
+  maxLength: 6,
+  pattern: '^[A-Za-z0-9_-]+$',
+  description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]',
+});
+const Zrn = Type.String({
+  pattern: ZRN_PATTERN,
+  description: 'customer account resource name, zrn:svc:<region>:account:customer:<uuid>',
+});
+const AccountLabel = Type.String({ minLength: 1, maxLength: 100 });
+
+export const ZrnParams = Type.Object({ zrn: Zrn });
+export type ZrnParams = Static<typeof ZrnParams>;
+
+/** wire-contract §4: remove-tenant path `tenant` is exactly 6 characters. */
+export const TenantParams = Type.Object({
+  zrn: Zrn,
+  tenant: Type.String({
+    minLength: 6,
+    maxLength: 6,
+    pattern: '^[A-Za-z0-9_-]+$',
+    description: 'participant code of the tenant, exactly 6 characters',
+  }),
+});
+export type TenantParams = Static<typeof TenantParams>;
+
+/** AddTenantToCustomerAccountBody. */
+export const AddTenantBody = Type.Object(
+  { participant_code: ParticipantCodeRef },
+  { additionalProperties: false },
+);
+export type AddTenantBody = Static<typeof AddTenantBody>;
+
+export const PendingTenantChange = Type.Object({
+  participant_code: Type.String(),
+  change: Type.Union([Type.Literal('add'), Type.Literal('remove')]),
+  /** When the change was accepted (202), epoch ms. */
+  accepted_at: Type.Integer(),
+});
+export type PendingTenantChange = Static<typeof PendingTenantChange>;
+
+/**
+ * The vendor's CustomerAccountResponse.message (GET /accounts/{zrn}/details), plus
+ * `pending_tenant_changes`: accepted tenant changes that have not taken effect yet, oldest first (spec 3.2:
+ * `tenants` is the set in effect; a 202 only means accepted).
+ */
 export const CustomerAccountDetails = Type.Object({
   zrn: Type.String(),
   participant_code: Type.String(),
@@ -13,5 +79,66 @@ export const CustomerAccountDetails = Type.Object({
   status: Type.String(),
   tenants: Type.Array(Type.String()),
   financial_advisors: Type.Array(Type.String()),
+  pending_tenant_changes: Type.Array(PendingTenantChange),
 });
 export type CustomerAccountDetails = Static<typeof CustomerAccountDetails>;
+
+/**
+ * GET /accounts/{zrn}/details query. `participant_code` (our extension) reads the account as that
+ * participant: the holder and the tenants in effect get the details, a former tenant gets 403 (issue 5:
+ * tenants act as the primary holder).
+ */
+export const DetailsQuery = Type.Object({ participant_code: Type.Optional(ParticipantCodeRef) });
+export type DetailsQuery = Static<typeof DetailsQuery>;
+
+/** PostCustomerAccountRequest ("Customer Account - All Fields"), plus our optional `region` of the zrn. */
+export const CreateCustomerAccountRequest = Type.Object(
+  {
+    participant_code: ParticipantCodeRef,
+    account_label: AccountLabel,
+    type: Type.Union(ACCOUNT_TYPES.map((t) => Type.Literal(t))),
+    tier: Type.Union(ACCOUNT_TIERS.map((t) => Type.Literal(t))),
+    prefunded: Type.Optional(Type.Boolean({ default: true })),
+    tenants: Type.Optional(Type.Array(ParticipantCodeRef, { maxItems: 100, uniqueItems: true })),
+    financial_advisors: Type.Optional(Type.Array(ParticipantCodeRef, { maxItems: 100, uniqueItems: true })),
+    region: Type.Optional(Type.Union(REGIONS.map((r) => Type.Literal(r)))),
+  },
+  { additionalProperties: false },
+);
+export type CreateCustomerAccountRequest = Static<typeof CreateCustomerAccountRequest>;
+
+/** GET /accounts query: the vendor's filters and page (query strings are coerced). */
+export const ListAccountsQuery = Type.Object({
+  page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+  page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50 })),
+  account_group: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  account_label: Type.Optional(AccountLabel),
+  /** The vendor: "mirrors a participant_code". With account_label, a tenant reads as the holder. */
+  account_owner: Type.Optional(ParticipantCodeRef),
+  asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+  account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),
+});
+export type ListAccountsQuery = Static<typeof ListAccountsQuery>;
+
+/** AccountsResponseEntity: one balance of the ledger. */
+export const BalanceAccount = Type.Object({
+  asset: Type.String(),
+  account_owner: Type.String(),
+  account_type: Type.String(),
+  account_group: Type.String(),
+  account_label: Type.String(),
+  /** decimal string */
+  balance: Type.String(),
+  account_id: Type.String({ format: 'uuid' }),
+  /** epoch ms of the last balance change */
+  last_update: Type.Integer(),
+});
+export type BalanceAccount = Static<typeof BalanceAccount>;
+
+/** GetAccountsResponse: wire-contract §3, with the vendor's page and total_pages only. */
+export const ListAccountsResponse = Type.Object({
+  message: Type.Array(BalanceAccount),
+  page: Type.Integer({ minimum: 1 }),
+  total_pages: Type.Integer({ minimum: 0 }),
+});
+export type ListAccountsResponse = Static<typeof ListAccountsResponse>;

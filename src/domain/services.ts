@@ -1,5 +1,6 @@
 import type { DomainDeps } from './deps.ts';
 import { createCustomerAccountsService } from './accounts/customer-accounts.service.ts';
+import { createTenantsService } from './accounts/tenants.service.ts';
 import { createBalancesService } from './balances/balances.service.ts';
 import { createParticipantsService } from './participants/participants.service.ts';
 import { createAuthenticator } from './platforms/authenticator.ts';
@@ -18,6 +19,7 @@ export function createServices(deps: DomainDeps) {
     networkRules: createNetworkRules(deps),
     participants: createParticipantsService(deps),
     customerAccounts: createCustomerAccountsService(deps),
+    tenants: createTenantsService(deps),
     balances: createBalancesService(deps),
     prices: createPricesService(deps),
     quotes: createQuotesService(deps),

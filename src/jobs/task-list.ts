@@ -1,12 +1,14 @@
 import type { TaskList } from 'graphile-worker';
 import type { Services } from '../domain/services.ts';
 import { tradesTaskList } from '../domain/trades/trades.jobs.ts';
+import { accountsTaskList } from '../domain/accounts/accounts.jobs.ts';
 import { fundingTaskList } from '../domain/funding/funding.jobs.ts';
 
 /** Every background task, by name. Add an area's tasks here (`<area>.jobs.ts` exports a TaskList). */
 export function buildTaskList(services: Services): TaskList {
   return {
     ...tradesTaskList(services.trades),
+    ...accountsTaskList(services),
     ...fundingTaskList(services.funding),
   };
 }

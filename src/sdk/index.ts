@@ -9,3 +9,13 @@ export {
 export * from './errors.ts';
 export { verifyWebhook, WebhookVerificationError } from './webhook-verify.ts';
 export { signRequest, signingMessage } from '../contract/request-signature.ts';
+export {
+  AccountsResource,
+  type AcceptedResponse,
+  type BalanceAccount,
+  type CreateCustomerAccountRequest,
+  type CustomerAccountDetails,
+  type ListAccountsQuery,
+  type ListAccountsResponse,
+  type PendingTenantChange,
+} from './resources/accounts.ts';

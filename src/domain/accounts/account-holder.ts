@@ -1,11 +1,18 @@
 import type { Executor } from '../../store/database.ts';
-import { invalid } from '../errors.ts';
-import { findPlatformParticipant } from '../participants/participants.repository.ts';
+import { forbidden, invalid } from '../errors.ts';
 
 /**
  * Who a request acts for when it names a participant together with an account label (funding, quotes,
- * execution). Issue 5: a tenant of a customer account is accepted exactly as its primary holder is, and
- * balances then move on the primary holder's account; a former tenant is refused with 403.
+ * execution, balance listings). Issue 5 / spec 2.1: a tenant has the primary holder's permissions on the
+ * account, so a tenant of the account (holder P, label L) naming itself with label L acts for P's account and
+ * balances move on P; once a removal has taken effect the former tenant is refused with 403.
+ *
+ * A participant holds at most one membership per label on its platform (account_memberships' primary key):
+ * its own account with that label, or one account with that label it is a tenant of. Tenancies that would
+ * make a (participant, label) pair name two accounts are refused when they are requested (409), so the
+ * answer here is never ambiguous: for example a participant that is a tenant of P1's account "joint" cannot
+ * also become a tenant of P2's account "joint", nor open its own account "joint", while the first tenancy
+ * (or the request for it) stands.
  */
 export interface AccountHolder {
   /** The participant named in the request. */
@@ -15,8 +22,99 @@ export interface AccountHolder {
   accountLabel: string;
   /** The customer account, when there is one. */
   zrn: string | null;
+  /** How the actor relates to the account: its holder, a tenant in effect, or no customer account (self). */
+  role: 'holder' | 'tenant' | 'self';
 }
 
+interface ActingRow {
+  participant_code: string;
+  kind: string;
+  status: string;
+  member_role: string | null;
+  member_zrn: string | null;
+  member_effective_at: Date | null;
+  member_holder: string | null;
+  own_zrn: string | null;
+  removed_from: string | null;
+}
+
+/**
+ * One round trip for the hot path: the participant, its membership under the label (with the account's
+ * holder), its own account with that label, and the account it was last removed from under that label.
+ * Every join is scoped by the platform in SQL.
+ */
+async function lookUp(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+): Promise<ActingRow | undefined> {
+  return db
+    .selectFrom('participants as p')
+    .leftJoin('account_memberships as m', (join) =>
+      join
+        .onRef('m.participant_code', '=', 'p.participant_code')
+        .onRef('m.platform_code', '=', 'p.platform_code')
+        .on('m.account_label', '=', accountLabel),
+    )
+    .leftJoin('customer_accounts as held', (join) =>
+      join.onRef('held.zrn', '=', 'm.zrn').onRef('held.platform_code', '=', 'p.platform_code'),
+    )
+    .leftJoin('customer_accounts as own', (join) =>
+      join
+        .onRef('own.participant_code', '=', 'p.participant_code')
+        .onRef('own.platform_code', '=', 'p.platform_code')
+        .on('own.account_label', '=', accountLabel),
+    )
+    .select((eb) => [
+      'p.participant_code',
+      'p.kind',
+      'p.status',
+      'm.role as member_role',
+      'm.zrn as member_zrn',
+      'm.effective_at as member_effective_at',
+      'held.participant_code as member_holder',
+      'own.zrn as own_zrn',
+      eb
+        .selectFrom('tenant_changes as tc')
+        .select('tc.zrn')
+        .whereRef('tc.platform_code', '=', 'p.platform_code')
+        .whereRef('tc.participant_code', '=', 'p.participant_code')
+        .where('tc.account_label', '=', accountLabel)
+        .where('tc.change', '=', 'remove')
+        .where('tc.applied_at', 'is not', null)
+        .orderBy('tc.seq', 'desc')
+        .limit(1)
+        .as('removed_from'),
+    ])
+    .where('p.platform_code', '=', platformCode)
+    .where('p.participant_code', '=', participantCode)
+    .executeTakeFirst();
+}
+
+function decide(row: ActingRow, accountLabel: string): AccountHolder {
+  const self = row.participant_code;
+  const base = { actingParticipantCode: self, accountLabel };
+  if (row.member_effective_at && row.member_zrn && row.member_holder) {
+    return row.member_role === 'tenant'
+      ? { ...base, ownerParticipantCode: row.member_holder, zrn: row.member_zrn, role: 'tenant' }
+      : { ...base, ownerParticipantCode: self, zrn: row.member_zrn, role: 'holder' };
+  }
+  if (row.own_zrn) return { ...base, ownerParticipantCode: self, zrn: row.own_zrn, role: 'holder' };
+  // issue 5: a former tenant is refused, not quietly sent to an account of its own with that label.
+  if (row.removed_from) {
+    throw forbidden(
+      `participant ${self} is no longer a tenant of account ${row.removed_from} (account_label ${accountLabel})`,
+    );
+  }
+  return { ...base, ownerParticipantCode: self, zrn: null, role: 'self' };
+}
+
+/**
+ * Whose account a request acts on. The named participant must be an approved customer of the calling
+ * platform (400 naming `field` otherwise: wire-contract §9, a participant named in the body that is not the
+ * caller's is unknown); a former tenant with nothing else under the label gets 403.
+ */
 export async function resolveAccountHolder(
   db: Executor,
   platformCode: string,
@@ -24,20 +122,26 @@ export async function resolveAccountHolder(
   accountLabel: string,
   field = 'participant_code',
 ): Promise<AccountHolder> {
-  const participant = await findPlatformParticipant(db, platformCode, participantCode);
-  if (!participant || participant.kind !== 'customer') {
+  const row = await lookUp(db, platformCode, participantCode, accountLabel);
+  if (!row || row.kind !== 'customer') {
     throw invalid(`${field}: participant ${participantCode} not found`);
   }
-  if (participant.status !== 'approved') {
-    throw invalid(`${field}: participant ${participantCode} is not approved (status ${participant.status})`);
+  if (row.status !== 'approved') {
+    throw invalid(`${field}: participant ${participantCode} is not approved (status ${row.status})`);
   }
-  const own = await db
-    .selectFrom('customer_accounts')
-    .select('zrn')
-    .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
-    .where('account_label', '=', accountLabel)
-    .executeTakeFirst();
-  // Tenancy (issue 5) is resolved here too: see the accounts domain.
-  return { actingParticipantCode: participantCode, ownerParticipantCode: participantCode, accountLabel, zrn: own?.zrn ?? null };
+  return decide(row, accountLabel);
+}
+
+/**
+ * The same decision for reads that only filter (GET /accounts with account_owner and account_label): no
+ * status requirement, and an unknown participant is simply nobody's account (undefined).
+ */
+export async function findActingAccount(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+): Promise<AccountHolder | undefined> {
+  const row = await lookUp(db, platformCode, participantCode, accountLabel);
+  return row ? decide(row, accountLabel) : undefined;
 }

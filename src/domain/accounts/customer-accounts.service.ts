@@ -1,28 +1,55 @@
+import type {
+  BalanceAccount,
+  CreateCustomerAccountRequest,
+  CustomerAccountDetails,
+  ListAccountsQuery,
+  PendingTenantChange,
+} from '../../contract/accounts.schemas.ts';
 import { makeZrn, type Region } from '../../contract/identifiers.ts';
+import { toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
+import { enqueueJob } from '../../jobs/enqueue.ts';
 import type { Executor, Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
-import { conflict, invalid, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
-import { findPlatformParticipant } from '../participants/participants.repository.ts';
+import {
+  conflict,
+  forbidden,
+  invalid,
+  notFound,
+  pgErrorCode,
+  PG_UNIQUE_VIOLATION,
+  type DomainError,
+} from '../errors.ts';
+import { findParticipant, findPlatformParticipant } from '../participants/participants.repository.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
-import type { CustomerAccountRow } from './customer-accounts.repository.ts';
+import { findActingAccount, resolveAccountHolder } from './account-holder.ts';
+import { ACCOUNT_TASKS } from './accounts.jobs.ts';
+import { countBalanceAccounts, listBalanceAccounts } from './balance-accounts.repository.ts';
+import {
+  accountExists,
+  activateAccountMemberships,
+  findCreationRequest,
+  findMemberships,
+  findPlatformAccount,
+  insertCreationRequest,
+  insertMemberships,
+  listEffectiveTenants,
+  lockPendingCreationRequest,
+  markCreationApplied,
+  type CreationRequestRow,
+  type CustomerAccountRow,
+  type MembershipRow,
+} from './customer-accounts.repository.ts';
+import { listPendingChanges, type TenantChangeRow } from './tenants.repository.ts';
 
-/** The vendor's customer account shape (CustomerAccountResponse.message). */
-export interface CustomerAccountDetails {
-  zrn: string;
-  participant_code: string;
-  platform_code: string;
-  prefunded: boolean;
-  account_label: string;
-  account_group: string;
-  type: string;
-  tier?: string;
-  status: string;
-  tenants: string[];
-  financial_advisors: string[];
-}
+export type { CustomerAccountDetails } from '../../contract/accounts.schemas.ts';
 
-export function customerAccountDetails(row: CustomerAccountRow, tenants: string[]): CustomerAccountDetails {
+/** The vendor's customer account shape (CustomerAccountResponse.message) with our pending tenant changes. */
+export function customerAccountDetails(
+  row: CustomerAccountRow,
+  tenants: string[],
+  pending: TenantChangeRow[] = [],
+): CustomerAccountDetails {
   return {
     zrn: row.zrn,
     participant_code: row.participant_code,
@@ -35,8 +62,41 @@ export function customerAccountDetails(row: CustomerAccountRow, tenants: string[
     ...(row.tier ? { tier: row.tier } : {}),
     status: row.status,
     tenants,
-    financial_advisors: [],
+    financial_advisors: row.financial_advisors ?? [],
+    pending_tenant_changes: pending.map((change): PendingTenantChange => ({
+      participant_code: change.participant_code,
+      change: change.change,
+      accepted_at: change.accepted_at.getTime(),
+    })),
   };
+}
+
+/** The details of one of the platform's accounts as they stand in `db` (a transaction sees its own changes). */
+export async function loadAccountDetails(
+  db: Executor,
+  platformCode: string,
+  zrn: string,
+): Promise<CustomerAccountDetails | undefined> {
+  const row = await findPlatformAccount(db, platformCode, zrn);
+  if (!row) return undefined;
+  const [tenants, pending] = await Promise.all([
+    listEffectiveTenants(db, platformCode, zrn),
+    listPendingChanges(db, platformCode, zrn),
+  ]);
+  return customerAccountDetails(row, tenants, pending);
+}
+
+/** spec 5.4, wire-contract §9: the platform's account, else 403 when it is another platform's, else 404. */
+export async function requirePlatformAccount(
+  db: Executor,
+  platformCode: string,
+  zrn: string,
+  lock = false,
+): Promise<CustomerAccountRow> {
+  const row = await findPlatformAccount(db, platformCode, zrn, lock);
+  if (row) return row;
+  if (await accountExists(db, zrn)) throw forbidden(`account ${zrn} belongs to another platform`);
+  throw notFound(`account ${zrn} not found`);
 }
 
 /** wire-contract §5: account notification = the GET /accounts/{zrn}/details object. */
@@ -53,6 +113,27 @@ export async function recordAccountNotification(
   });
 }
 
+/** Why a participant cannot take a (participant, label) pair: it already names another account. */
+export function membershipConflict(
+  field: string,
+  membership: MembershipRow,
+  accountLabel: string,
+): DomainError {
+  const who = membership.participant_code;
+  const what =
+    membership.role === 'holder'
+      ? `holds account ${membership.zrn}`
+      : `is a tenant of account ${membership.zrn}`;
+  const pending = membership.effective_at ? '' : ' (pending)';
+  return conflict(
+    `${field}: participant ${who} already ${what}${pending} with account_label ${accountLabel}; a participant acts for one account per label`,
+  );
+}
+
+export function uniqueViolationToConflict(error: unknown, message: string): unknown {
+  return pgErrorCode(error) === PG_UNIQUE_VIOLATION ? conflict(message) : error;
+}
+
 export interface NewCustomerAccount {
   platform_code: string;
   participant_code: string;
@@ -63,17 +144,25 @@ export interface NewCustomerAccount {
   prefunded?: boolean;
 }
 
-/** Creates the account row and its notification in the caller's transaction. */
+/**
+ * Operator API (DESIGN §3): creates the account row, its holder membership and its notification in the
+ * caller's transaction. The label must not already name an account for the participant (as holder or
+ * tenant, issue 5), so that resolveAccountHolder stays unambiguous.
+ */
 export async function insertCustomerAccount(
   trx: Trx,
   input: NewCustomerAccount,
   timestamp: number,
-): Promise<CustomerAccountRow> {
+): Promise<CustomerAccountDetails> {
   const participant = await findPlatformParticipant(trx, input.platform_code, input.participant_code);
   if (!participant || participant.kind !== 'customer') {
     throw invalid(`participant_code: participant ${input.participant_code} not found for this platform`);
   }
-  const zrn = makeZrn(input.region ?? 'us', newUuid());
+  const label = input.account_label ?? 'general';
+  const [existing] = await findMemberships(trx, input.platform_code, [input.participant_code], label);
+  if (existing) throw membershipConflict('participant_code', existing, label);
+  const region = input.region ?? 'us';
+  const zrn = makeZrn(region, newUuid());
   try {
     const row = await trx
       .insertInto('customer_accounts')
@@ -81,34 +170,303 @@ export async function insertCustomerAccount(
         zrn,
         platform_code: input.platform_code,
         participant_code: input.participant_code,
-        account_label: input.account_label ?? 'general',
-        region: input.region ?? 'us',
+        account_label: label,
+        region,
         type: input.type ?? 'individual',
         tier: input.tier ?? null,
         prefunded: input.prefunded ?? true,
+        created_at: new Date(timestamp),
+        updated_at: new Date(timestamp),
       })
       .returningAll()
       .executeTakeFirstOrThrow();
-    await recordAccountNotification(trx, customerAccountDetails(row, []), timestamp);
-    return row;
+    await insertMemberships(trx, [
+      {
+        platform_code: row.platform_code,
+        participant_code: row.participant_code,
+        account_label: label,
+        zrn,
+        role: 'holder',
+        effective_at: new Date(timestamp),
+      },
+    ]);
+    const details = customerAccountDetails(row, []);
+    await recordAccountNotification(trx, details, timestamp);
+    return details;
   } catch (error) {
-    if (pgErrorCode(error) === PG_UNIQUE_VIOLATION) {
-      throw conflict(
-        `customer account for ${input.participant_code} with label ${input.account_label ?? 'general'} already exists`,
-      );
-    }
-    throw error;
+    throw uniqueViolationToConflict(
+      error,
+      `customer account for ${input.participant_code} with label ${label} already exists`,
+    );
   }
 }
 
+/** The normalised content of a creation request, compared to tell a replay from a different request. */
+interface CreationContent {
+  region: string;
+  type: string;
+  tier: string | null;
+  prefunded: boolean;
+  tenants: string[];
+  financial_advisors: string[];
+}
+
+function sameContent(a: CreationContent, b: CreationContent): boolean {
+  const sameSet = (x: string[], y: string[]) =>
+    x.length === y.length && [...x].sort().join(',') === [...y].sort().join(',');
+  return (
+    a.region === b.region &&
+    a.type === b.type &&
+    a.tier === b.tier &&
+    a.prefunded === b.prefunded &&
+    sameSet(a.tenants, b.tenants) &&
+    sameSet(a.financial_advisors, b.financial_advisors)
+  );
+}
+
+function contentOf(row: CreationRequestRow): CreationContent {
+  return {
+    region: row.region,
+    type: row.type,
+    tier: row.tier,
+    prefunded: row.prefunded,
+    tenants: row.tenants,
+    financial_advisors: row.financial_advisors,
+  };
+}
+
 export function createCustomerAccountsService(deps: DomainDeps) {
+  const { db, clock } = deps;
+
+  /** Each named participant must be an approved customer of the platform and not the holder (spec 2.1). */
+  async function checkCoOwners(
+    platformCode: string,
+    holder: string,
+    field: string,
+    codes: string[],
+  ): Promise<string[]> {
+    const problems: string[] = [];
+    for (const code of codes) {
+      const participant = await findPlatformParticipant(db, platformCode, code);
+      if (!participant || participant.kind !== 'customer') {
+        problems.push(`${field}: participant ${code} not found`);
+      } else if (participant.status !== 'approved') {
+        problems.push(`${field}: participant ${code} is not onboarded (status ${participant.status})`);
+      } else if (code === holder) {
+        problems.push(`${field}: participant ${code} is the primary account holder`);
+      }
+    }
+    return problems;
+  }
+
   return {
     /** Operator API: synchronous creation (DESIGN §3). */
     async create(input: NewCustomerAccount): Promise<CustomerAccountDetails> {
-      const row = await deps.db
-        .transaction()
-        .execute((trx) => insertCustomerAccount(trx, input, deps.clock.now()));
-      return customerAccountDetails(row, []);
+      return db.transaction().execute((trx) => insertCustomerAccount(trx, input, clock.now()));
+    },
+
+    /**
+     * POST /accounts: accepts a creation (202) that a job applies (vendor: "an asynchronous process").
+     * Idempotent on (participant_code, account_label), the vendor's key: the same request again is accepted
+     * again and creates nothing; different content for the same pair is a conflict (409).
+     */
+    async requestCreation(platformCode: string, body: CreateCustomerAccountRequest): Promise<void> {
+      const holder = body.participant_code;
+      const participant = await findPlatformParticipant(db, platformCode, holder);
+      if (!participant || participant.kind !== 'customer') {
+        throw invalid(`participant_code: participant ${holder} not found`);
+      }
+      if (participant.status !== 'approved') {
+        throw invalid(
+          `participant_code: participant ${holder} is not onboarded (status ${participant.status})`,
+        );
+      }
+      const tenants = body.tenants ?? [];
+      const advisors = body.financial_advisors ?? [];
+      const problems = [
+        ...(await checkCoOwners(platformCode, holder, 'tenants', tenants)),
+        ...(await checkCoOwners(platformCode, holder, 'financial_advisors', advisors)),
+      ];
+      // The vendor's PostCustomerAccountRequest requires tenants for every type but individual.
+      if (body.type !== 'individual' && body.tenants === undefined) {
+        problems.push(`tenants: is required for account type ${body.type}`);
+      }
+      if (problems.length > 0) throw invalid(...problems);
+
+      const content: CreationContent = {
+        region: body.region ?? 'us',
+        type: body.type,
+        tier: body.tier,
+        prefunded: body.prefunded ?? true,
+        tenants,
+        financial_advisors: advisors,
+      };
+      const acceptedAt = new Date(clock.now());
+      const requestId = newUuid();
+      const zrn = makeZrn(content.region as Region, newUuid());
+      try {
+        await db.transaction().execute(async (trx) => {
+          const inserted = await insertCreationRequest(trx, {
+            request_id: requestId,
+            zrn,
+            platform_code: platformCode,
+            participant_code: holder,
+            account_label: body.account_label,
+            ...content,
+            accepted_at: acceptedAt,
+          });
+          if (!inserted) {
+            const earlier = await findCreationRequest(trx, platformCode, holder, body.account_label);
+            if (earlier && sameContent(contentOf(earlier), content)) return; // a replay: nothing new
+            throw conflict(
+              `customer account for ${holder} with account_label ${body.account_label} was already requested with different details`,
+            );
+          }
+          // Claim every (participant, label) pair now, so that a concurrent claim of one of them fails here.
+          const claimed = await findMemberships(trx, platformCode, [holder, ...tenants], body.account_label);
+          for (const membership of claimed) {
+            if (membership.participant_code === holder && membership.role === 'holder') {
+              throw conflict(
+                `customer account for ${holder} with account_label ${body.account_label} already exists`,
+              );
+            }
+            throw membershipConflict(
+              membership.participant_code === holder ? 'participant_code' : 'tenants',
+              membership,
+              body.account_label,
+            );
+          }
+          await insertMemberships(
+            trx,
+            [
+              { participant_code: holder, role: 'holder' as const },
+              ...tenants.map((code) => ({ participant_code: code, role: 'tenant' as const })),
+            ].map((m) => ({
+              ...m,
+              platform_code: platformCode,
+              account_label: body.account_label,
+              zrn,
+              effective_at: null,
+            })),
+          );
+          await enqueueJob(trx, ACCOUNT_TASKS.createCustomerAccount, {
+            platform_code: platformCode,
+            request_id: requestId,
+          });
+        });
+      } catch (error) {
+        throw uniqueViolationToConflict(
+          error,
+          `customer account for ${holder} with account_label ${body.account_label}: a conflicting request was accepted first`,
+        );
+      }
+    },
+
+    /**
+     * The job of POST /accounts: creates the account with its tenants and records the notification, in one
+     * transaction; a request already applied (a second run, a retry after a crash) changes nothing.
+     */
+    async applyCreation(platformCode: string, requestId: string): Promise<CustomerAccountDetails | null> {
+      return db.transaction().execute(async (trx) => {
+        const request = await lockPendingCreationRequest(trx, platformCode, requestId);
+        if (!request) return null;
+        const now = clock.now();
+        const at = new Date(now);
+        await trx
+          .insertInto('customer_accounts')
+          .values({
+            zrn: request.zrn,
+            platform_code: request.platform_code,
+            participant_code: request.participant_code,
+            account_label: request.account_label,
+            region: request.region,
+            type: request.type,
+            tier: request.tier,
+            prefunded: request.prefunded,
+            financial_advisors: request.financial_advisors,
+            created_at: at,
+            updated_at: at,
+          })
+          .execute();
+        await activateAccountMemberships(trx, platformCode, request.zrn, at);
+        await markCreationApplied(trx, request.request_id, at);
+        const details = await loadAccountDetails(trx, platformCode, request.zrn);
+        await recordAccountNotification(trx, details!, now);
+        return details!;
+      });
+    },
+
+    /**
+     * GET /accounts/{zrn}/details. With `participantCode`, the account as that participant sees it: its
+     * holder and its tenants in effect are served alike (spec 2.1); a former tenant gets 403 from
+     * resolveAccountHolder, and any other participant gets 403 too.
+     */
+    async details(
+      platformCode: string,
+      zrn: string,
+      participantCode?: string,
+    ): Promise<CustomerAccountDetails> {
+      const row = await requirePlatformAccount(db, platformCode, zrn);
+      if (participantCode !== undefined) {
+        const holder = await resolveAccountHolder(db, platformCode, participantCode, row.account_label);
+        if (holder.zrn !== zrn) {
+          throw forbidden(
+            `participant ${participantCode} is neither the holder nor a tenant of account ${zrn}`,
+          );
+        }
+      }
+      return (await loadAccountDetails(db, platformCode, zrn))!;
+    },
+
+    /**
+     * GET /accounts: the platform's balance accounts with the vendor's filters. A request that names a
+     * participant with an account label names an account, so a tenant reads the holder's balances there and
+     * a former tenant is refused (issue 5); account_owner alone filters literally.
+     */
+    async listBalanceAccounts(
+      platformCode: string,
+      query: ListAccountsQuery,
+    ): Promise<{ accounts: BalanceAccount[]; page: number; totalPages: number }> {
+      const page = query.page ?? 1;
+      const pageSize = query.page_size ?? 50;
+      let owner = query.account_owner;
+      if (owner !== undefined) {
+        // spec 5.4: the listed resource is that participant's accounts; another platform's → 403.
+        const named = await findParticipant(db, owner);
+        if (named && named.platform_code !== platformCode) {
+          throw forbidden(`participant ${owner} belongs to another platform`);
+        }
+      }
+      if (owner !== undefined && query.account_label !== undefined) {
+        const acting = await findActingAccount(db, platformCode, owner, query.account_label);
+        if (acting) owner = acting.ownerParticipantCode;
+      }
+      const filter = {
+        platformCode,
+        accountOwner: owner,
+        accountGroup: query.account_group,
+        accountLabel: query.account_label,
+        accountType: query.account_type,
+        asset: query.asset,
+      };
+      const [count, rows] = await Promise.all([
+        countBalanceAccounts(db, filter),
+        listBalanceAccounts(db, filter, (page - 1) * pageSize, pageSize),
+      ]);
+      return {
+        accounts: rows.map((r) => ({
+          asset: r.asset,
+          account_owner: r.participant_code,
+          account_type: r.account_type,
+          account_group: r.account_group,
+          account_label: r.account_label,
+          balance: toDecimalString(r.balance),
+          account_id: r.account_id,
+          last_update: r.updated_at.getTime(),
+        })),
+        page,
+        totalPages: Math.ceil(count / pageSize),
+      };
     },
   };
 }

@@ -1,0 +1,53 @@
+import type { Executor } from '../../store/database.ts';
+
+/** GET /accounts reads the ledger's balance accounts (0001 `balance_accounts`), scoped by platform in SQL. */
+export interface BalanceAccountFilter {
+  platformCode: string;
+  accountOwner?: string;
+  accountGroup?: string;
+  accountLabel?: string;
+  accountType?: string;
+  asset?: string;
+}
+
+function filtered(db: Executor, filter: BalanceAccountFilter) {
+  let query = db.selectFrom('balance_accounts').where('platform_code', '=', filter.platformCode);
+  if (filter.accountOwner !== undefined) query = query.where('participant_code', '=', filter.accountOwner);
+  if (filter.accountGroup !== undefined) query = query.where('account_group', '=', filter.accountGroup);
+  if (filter.accountLabel !== undefined) query = query.where('account_label', '=', filter.accountLabel);
+  if (filter.accountType !== undefined) query = query.where('account_type', '=', filter.accountType);
+  if (filter.asset !== undefined) query = query.where('asset', '=', filter.asset);
+  return query;
+}
+
+export async function countBalanceAccounts(db: Executor, filter: BalanceAccountFilter): Promise<number> {
+  const row = await filtered(db, filter)
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+/** One page in a stable order (creation, then id), so that pages neither repeat nor skip rows. */
+export function listBalanceAccounts(
+  db: Executor,
+  filter: BalanceAccountFilter,
+  offset: number,
+  limit: number,
+) {
+  return filtered(db, filter)
+    .select([
+      'account_id',
+      'participant_code',
+      'account_group',
+      'account_label',
+      'account_type',
+      'asset',
+      'balance',
+      'updated_at',
+    ])
+    .orderBy('created_at')
+    .orderBy('account_id')
+    .offset(offset)
+    .limit(limit)
+    .execute();
+}

@@ -1,0 +1,69 @@
+import type { Executor, Trx } from '../../store/database.ts';
+import type { TenantChangeKind } from '../../store/tables/accounts.tables.ts';
+
+/** Plain queries for tenant changes: accepted (pending) and applied (history). */
+
+export interface TenantChangeValues {
+  change_id: string;
+  zrn: string;
+  platform_code: string;
+  participant_code: string;
+  account_label: string;
+  change: TenantChangeKind;
+  accepted_at: Date;
+}
+
+/** Throws a unique violation when the same change for the participant is already pending. */
+export async function insertTenantChange(trx: Trx, values: TenantChangeValues): Promise<void> {
+  await trx.insertInto('tenant_changes').values(values).execute();
+}
+
+/** Pending changes of an account in acceptance order. */
+export function listPendingChanges(db: Executor, platformCode: string, zrn: string) {
+  return db
+    .selectFrom('tenant_changes')
+    .selectAll()
+    .where('platform_code', '=', platformCode)
+    .where('zrn', '=', zrn)
+    .where('applied_at', 'is', null)
+    .orderBy('seq')
+    .execute();
+}
+
+export type TenantChangeRow = Awaited<ReturnType<typeof listPendingChanges>>[number];
+
+export function oldestPendingChange(trx: Trx, platformCode: string, zrn: string) {
+  return trx
+    .selectFrom('tenant_changes')
+    .selectAll()
+    .where('platform_code', '=', platformCode)
+    .where('zrn', '=', zrn)
+    .where('applied_at', 'is', null)
+    .orderBy('seq')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+export async function markChangeApplied(trx: Trx, changeId: string, at: Date): Promise<void> {
+  await trx.updateTable('tenant_changes').set({ applied_at: at }).where('change_id', '=', changeId).execute();
+}
+
+/** The applied removal that ended a participant's tenancy under a label, most recent first. */
+export function findAppliedRemoval(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  label: string,
+) {
+  return db
+    .selectFrom('tenant_changes')
+    .select(['zrn', 'applied_at'])
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .where('account_label', '=', label)
+    .where('change', '=', 'remove')
+    .where('applied_at', 'is not', null)
+    .orderBy('seq', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}

@@ -1,0 +1,182 @@
+import { newUuid } from '../../lib/ids.ts';
+import { enqueueJob } from '../../jobs/enqueue.ts';
+import type { Trx } from '../../store/database.ts';
+import type { DomainDeps } from '../deps.ts';
+import { conflict, invalid, notFound } from '../errors.ts';
+import { findPlatformParticipant } from '../participants/participants.repository.ts';
+import { ACCOUNT_TASKS } from './accounts.jobs.ts';
+import {
+  activateMembership,
+  deleteTenantMembership,
+  findMembership,
+  findPlatformAccount,
+  insertMemberships,
+  type CustomerAccountRow,
+} from './customer-accounts.repository.ts';
+import {
+  loadAccountDetails,
+  membershipConflict,
+  recordAccountNotification,
+  requirePlatformAccount,
+  uniqueViolationToConflict,
+} from './customer-accounts.service.ts';
+import {
+  insertTenantChange,
+  listPendingChanges,
+  markChangeApplied,
+  oldestPendingChange,
+} from './tenants.repository.ts';
+
+/**
+ * Tenants of customer accounts (spec 2.1, 3.2, 4.1, 4.2). Adding and removing are accepted synchronously,
+ * where every fact is known (validation, ownership, existence, business rules), and applied by a job: the
+ * 202 means accepted, not in effect (spec 3.2). Acceptances and applications of one account serialise on a
+ * lock of the account row, so changes take effect in acceptance order (tenant_changes.seq).
+ */
+export function createTenantsService(deps: DomainDeps) {
+  const { db, clock } = deps;
+
+  async function enqueueApply(trx: Trx, account: CustomerAccountRow): Promise<void> {
+    // One job key per account: a burst of changes wakes one job that applies them all in order; a change
+    // accepted while that job runs gets a new job (graphile-worker clears the key of a running job).
+    await enqueueJob(
+      trx,
+      ACCOUNT_TASKS.applyTenantChanges,
+      { platform_code: account.platform_code, zrn: account.zrn },
+      { jobKey: `${ACCOUNT_TASKS.applyTenantChanges}:${account.zrn}` },
+    );
+  }
+
+  /** Applies the oldest pending change of the account, with its notification; false when none is left. */
+  async function applyOldest(platformCode: string, zrn: string): Promise<boolean> {
+    return db.transaction().execute(async (trx) => {
+      const account = await findPlatformAccount(trx, platformCode, zrn, true);
+      if (!account) return false;
+      const change = await oldestPendingChange(trx, platformCode, zrn);
+      if (!change) return false;
+      const now = clock.now();
+      const at = new Date(now);
+      if (change.change === 'add') {
+        await activateMembership(trx, platformCode, zrn, change.participant_code, at);
+      } else {
+        await deleteTenantMembership(trx, platformCode, zrn, change.participant_code);
+      }
+      await markChangeApplied(trx, change.change_id, at);
+      // wire-contract §5: the account notification, when a tenant change takes effect, commits with it.
+      const details = await loadAccountDetails(trx, platformCode, zrn);
+      await recordAccountNotification(trx, details!, now);
+      return true;
+    });
+  }
+
+  return {
+    /** POST /accounts/{zrn}/tenants (spec 4.1). */
+    async add(platformCode: string, zrn: string, participantCode: string): Promise<void> {
+      try {
+        await db.transaction().execute(async (trx) => {
+          // wire-contract §9: ownership (403) and existence (404) before the business rules.
+          const account = await requirePlatformAccount(trx, platformCode, zrn, true);
+          const participant = await findPlatformParticipant(trx, platformCode, participantCode);
+          // wire-contract §9: a participant named in the body that is not the caller's is unknown (400).
+          if (!participant || participant.kind !== 'customer') {
+            throw invalid(`participant_code: participant ${participantCode} not found`);
+          }
+          // spec 4.1: the participant must already be onboarded.
+          if (participant.status !== 'approved') {
+            throw invalid(
+              `participant_code: participant ${participantCode} is not onboarded (status ${participant.status})`,
+            );
+          }
+          // spec 2.1: the tenant must differ from the primary account holder.
+          if (participantCode === account.participant_code) {
+            throw invalid(`participant_code: participant ${participantCode} is the primary account holder`);
+          }
+          const membership = await findMembership(trx, platformCode, participantCode, account.account_label);
+          if (membership?.zrn === zrn && membership.role === 'tenant') {
+            throw conflict(
+              membership.effective_at
+                ? `participant ${participantCode} is already a tenant of account ${zrn}`
+                : `adding participant ${participantCode} to account ${zrn} is already pending`,
+            );
+          }
+          if (membership) throw membershipConflict('participant_code', membership, account.account_label);
+          // The membership's primary key and tenant_changes_one_pending refuse a concurrent duplicate.
+          await insertMemberships(trx, [
+            {
+              platform_code: platformCode,
+              participant_code: participantCode,
+              account_label: account.account_label,
+              zrn,
+              role: 'tenant',
+              effective_at: null,
+            },
+          ]);
+          await insertTenantChange(trx, {
+            change_id: newUuid(),
+            zrn,
+            platform_code: platformCode,
+            participant_code: participantCode,
+            account_label: account.account_label,
+            change: 'add',
+            accepted_at: new Date(clock.now()),
+          });
+          await enqueueApply(trx, account);
+        });
+      } catch (error) {
+        throw uniqueViolationToConflict(
+          error,
+          `adding participant ${participantCode} to account ${zrn} conflicts with a change accepted at the same time`,
+        );
+      }
+    },
+
+    /** DELETE /accounts/{zrn}/tenants/{tenant} (spec 4.2). */
+    async remove(platformCode: string, zrn: string, tenant: string): Promise<void> {
+      try {
+        await db.transaction().execute(async (trx) => {
+          const account = await requirePlatformAccount(trx, platformCode, zrn, true);
+          if (tenant === account.participant_code) {
+            throw invalid(`tenant: participant ${tenant} is the primary account holder`);
+          }
+          // A tenant in effect or one whose add is still pending (it is removed after the add, in order).
+          const membership = await findMembership(trx, platformCode, tenant, account.account_label);
+          if (!membership || membership.zrn !== zrn || membership.role !== 'tenant') {
+            throw notFound(`participant ${tenant} is not a tenant of account ${zrn}`);
+          }
+          const pending = await listPendingChanges(trx, platformCode, zrn);
+          if (pending.some((c) => c.participant_code === tenant && c.change === 'remove')) {
+            throw conflict(`removing participant ${tenant} from account ${zrn} is already pending`);
+          }
+          await insertTenantChange(trx, {
+            change_id: newUuid(),
+            zrn,
+            platform_code: platformCode,
+            participant_code: tenant,
+            account_label: account.account_label,
+            change: 'remove',
+            accepted_at: new Date(clock.now()),
+          });
+          await enqueueApply(trx, account);
+        });
+      } catch (error) {
+        throw uniqueViolationToConflict(
+          error,
+          `removing participant ${tenant} from account ${zrn} conflicts with a change accepted at the same time`,
+        );
+      }
+    },
+
+    /**
+     * The job: applies the account's pending changes one by one, oldest first, each in its own transaction
+     * with its notification. Idempotent: what is applied is no longer pending, so a second run (or a run
+     * after a crash, which rolled back the unfinished change) applies each change exactly once.
+     */
+    async applyPending(platformCode: string, zrn: string): Promise<number> {
+      let applied = 0;
+      while (await applyOldest(platformCode, zrn)) applied++;
+      return applied;
+    },
+  };
+}
+
+export type TenantsService = ReturnType<typeof createTenantsService>;

@@ -1,0 +1,139 @@
+import type {
+  CreateCustomerAccountRequest,
+  CustomerAccountDetails,
+  ListAccountsQuery,
+  ListAccountsResponse,
+} from '../../contract/accounts.schemas.ts';
+import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+
+export type {
+  BalanceAccount,
+  CreateCustomerAccountRequest,
+  CustomerAccountDetails,
+  ListAccountsQuery,
+  ListAccountsResponse,
+  PendingTenantChange,
+} from '../../contract/accounts.schemas.ts';
+
+/** The body of a 202: the request was accepted, the change is applied later (spec 3.2). */
+export type AcceptedResponse = Record<string, never>;
+
+type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
+
+/** A zrn in a path: `:` is sent as `%3A`, which the service accepts and signs as sent (wire-contract §1). */
+function accountPath(zrn: string, rest: string): string {
+  return `/accounts/${encodeURIComponent(zrn)}${rest}`;
+}
+
+/**
+ * Balance accounts, customer accounts and tenants (spec 2.1, 3.2, 4.1, 4.2). One method per endpoint; each
+ * applies the retry rules of spec 7 through `SvcClient.request` and throws the status family's `SvcError`.
+ *
+ * @example
+ * const accounts = new AccountsResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
+ * await accounts.addTenant('zrn:svc:us:account:customer:6a1c…', 'PAR002');
+ */
+export class AccountsResource {
+  constructor(private readonly client: SvcClient) {}
+
+  /**
+   * `GET /accounts`: the platform's balance accounts, with the vendor's filters and pagination. Naming a
+   * tenant as `account_owner` together with `account_label` lists the holder's balances there.
+   *
+   * @example
+   * const { message, total_pages } = await accounts.list({ account_owner: 'PAR001', asset: 'USD', page: 1 });
+   */
+  list(query: ListAccountsQuery = {}, options: CallOptions = {}): Promise<ListAccountsResponse> {
+    return this.client.request<ListAccountsResponse>('GET', '/accounts', {
+      ...options,
+      query: query as Record<string, QueryValue>,
+    });
+  }
+
+  /**
+   * `POST /accounts`: asks for a customer account; 202 `{}`. The account is created in the background and
+   * announced by a `customer_account_status_changed` webhook carrying its zrn. Idempotent on
+   * (participant_code, account_label): sending the same request again is safe.
+   *
+   * @example
+   * await accounts.create({ participant_code: 'PAR001', account_label: 'joint', type: 'jtic', tier: 'pro', tenants: ['PAR002'] });
+   */
+  create(body: CreateCustomerAccountRequest, options: CallOptions = {}): Promise<AcceptedResponse> {
+    return this.client.request<AcceptedResponse>('POST', '/accounts', { ...options, body });
+  }
+
+  /**
+   * `GET /accounts/{zrn}/details`: the customer account with its tenants in effect and, in
+   * `pending_tenant_changes`, the accepted changes not in effect yet. With `participantCode`, reads the
+   * account as that participant: its holder and tenants are served, a former tenant gets 403.
+   *
+   * @example
+   * const details = await accounts.details(zrn);
+   * if (details.tenants.includes('PAR002')) console.log('PAR002 is a tenant now');
+   */
+  async details(
+    zrn: string,
+    options: CallOptions & { participantCode?: string } = {},
+  ): Promise<CustomerAccountDetails> {
+    const { participantCode, ...call } = options;
+    const body = await this.client.request<{ message: CustomerAccountDetails }>(
+      'GET',
+      accountPath(zrn, '/details'),
+      { ...call, query: { participant_code: participantCode } },
+    );
+    return body.message;
+  }
+
+  /**
+   * `POST /accounts/{zrn}/tenants`: asks to add a tenant; 202 `{}` means accepted, not in effect (spec 3.2).
+   * After a 502/504 the idempotence check (spec 7.1) reads the details: the tenant present or its add
+   * pending means the first attempt was accepted.
+   *
+   * @example
+   * await accounts.addTenant(zrn, 'PAR002');
+   */
+  addTenant(zrn: string, participantCode: string, options: CallOptions = {}): Promise<AcceptedResponse> {
+    return this.client.request<AcceptedResponse>(
+      'POST',
+      accountPath(zrn, '/tenants'),
+      { ...options, body: { participant_code: participantCode } },
+      {
+        idempotenceCheck: async () => {
+          const details = await this.details(zrn);
+          const accepted =
+            details.tenants.includes(participantCode) ||
+            details.pending_tenant_changes.some(
+              (c) => c.participant_code === participantCode && c.change === 'add',
+            );
+          return accepted ? {} : undefined;
+        },
+      },
+    );
+  }
+
+  /**
+   * `DELETE /accounts/{zrn}/tenants/{tenant}`: asks to remove a tenant (exactly 6 characters); 202 `{}`.
+   * After a 502/504 the idempotence check reads the details: the removal pending, or the tenant gone with
+   * no add pending, means the first attempt was accepted.
+   *
+   * @example
+   * await accounts.removeTenant(zrn, 'PAR002');
+   */
+  removeTenant(zrn: string, tenant: string, options: CallOptions = {}): Promise<AcceptedResponse> {
+    return this.client.request<AcceptedResponse>(
+      'DELETE',
+      accountPath(zrn, `/tenants/${encodeURIComponent(tenant)}`),
+      options,
+      {
+        idempotenceCheck: async () => {
+          const details = await this.details(zrn);
+          const pending = details.pending_tenant_changes.filter((c) => c.participant_code === tenant);
+          const removed =
+            pending.some((c) => c.change === 'remove') ||
+            (!details.tenants.includes(tenant) && !pending.some((c) => c.change === 'add'));
+          return removed ? {} : undefined;
+        },
+      },
+    );
+  }
+}

@@ -1,0 +1,527 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { runOnce } from 'graphile-worker';
+import { sql } from 'kysely';
+import pg from 'pg';
+import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
+import { accountsTaskList } from '../../src/domain/accounts/accounts.jobs.ts';
+import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
+import { assertOtherPlatformForbidden } from '../helpers/ownership.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+
+/**
+ * Issue 5, points 2–4 and 6: tenant add and remove on the wire. The service runs without its worker
+ * (SVC_ROLE=api), so that what is accepted and what is in effect can be told apart; the jobs are then run
+ * by a separate graphile-worker pass (`runJobs`), as a worker process started later would.
+ */
+let svc: TestService;
+let pool: pg.Pool;
+
+before(async () => {
+  svc = await startTestService();
+  pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
+  pool.on('error', () => {});
+});
+after(async () => {
+  await pool?.end();
+  await svc?.close();
+});
+
+/** A worker that starts now, runs every queued accounts job to completion, and stops. */
+async function runJobs(): Promise<void> {
+  await runOnce({
+    pgPool: pool,
+    taskList: accountsTaskList(svc.runtime.services),
+    concurrency: 2,
+    noHandleSignals: true,
+    logger: silentLogger,
+  });
+}
+const { Logger } = await import('graphile-worker');
+const silentLogger = new Logger(() => () => {});
+
+async function accountJobs(zrn: string): Promise<number> {
+  const result = await sql<{ n: number }>`
+    select count(*)::int as n from graphile_worker.jobs
+    where task_identifier = 'accounts.apply_tenant_changes'
+      and key = ${`accounts.apply_tenant_changes:${zrn}`}`.execute(svc.runtime.store.db);
+  return result.rows[0]!.n;
+}
+
+async function accountNotifications(zrn: string): Promise<CustomerAccountDetails[]> {
+  const rows = await svc.runtime.store.db
+    .selectFrom('webhook_notifications')
+    .select(['payload', 'payload_type'])
+    .where('resource_key', '=', `account:${zrn}`)
+    .orderBy('seq')
+    .execute();
+  for (const row of rows) assert.equal(row.payload_type, 'customer_account_status_changed');
+  return rows.map((r) => r.payload as CustomerAccountDetails);
+}
+
+interface Fixture {
+  platform: PlatformFixture;
+  accounts: AccountsResource;
+  holder: string;
+  zrn: string;
+}
+
+async function newAccount(platform?: PlatformFixture, label = 'general'): Promise<Fixture> {
+  const owner = platform ?? (await svc.newPlatform());
+  const holder = (await svc.newParticipant(owner.platform.platform_code)).participant_code;
+  const account = await svc.newCustomerAccount(owner.platform.platform_code, holder, label);
+  return { platform: owner, accounts: new AccountsResource(owner.client), holder, zrn: account.zrn };
+}
+
+async function newMember(platform: PlatformFixture, status?: string): Promise<string> {
+  return (await svc.newParticipant(platform.platform.platform_code, { status })).participant_code;
+}
+
+function tenantsPath(zrn: string, tenant?: string): string {
+  return `/accounts/${zrn}/tenants${tenant ? `/${tenant}` : ''}`;
+}
+
+describe('add and remove a tenant', () => {
+  test('202 {} now, the tenant set changes only when the job applies it, with its notification', async () => {
+    const f = await newAccount();
+    const tenant = await newMember(f.platform);
+    const before = (await accountNotifications(f.zrn)).length;
+
+    const res = await f.platform.client.send('POST', tenantsPath(f.zrn), {
+      body: { participant_code: tenant },
+    });
+    assert.equal(res.status, 202);
+    assert.deepEqual(res.body, {});
+
+    // Accepted, not in effect (spec 3.2): details lists the change as pending, tenants unchanged.
+    let details = await f.accounts.details(f.zrn);
+    assert.deepEqual(details.tenants, []);
+    assert.equal(details.pending_tenant_changes.length, 1);
+    assert.equal(details.pending_tenant_changes[0]!.participant_code, tenant);
+    assert.equal(details.pending_tenant_changes[0]!.change, 'add');
+    assert.ok(Number.isInteger(details.pending_tenant_changes[0]!.accepted_at));
+    assert.equal((await accountNotifications(f.zrn)).length, before);
+    // The job was enqueued with the acceptance (same transaction: both are visible once it committed).
+    assert.equal(await accountJobs(f.zrn), 1);
+
+    await runJobs();
+    details = await f.accounts.details(f.zrn);
+    assert.deepEqual(details.tenants, [tenant]);
+    assert.deepEqual(details.pending_tenant_changes, []);
+    assertVendorSchema({ message: details }, 'CustomerAccountResponse');
+    const notes = await accountNotifications(f.zrn);
+    assert.equal(notes.length, before + 1);
+    // wire-contract §5: the payload is the details object as it stood when the change took effect.
+    const { timestamp, ...payload } = notes.at(-1)! as CustomerAccountDetails & { timestamp: number };
+    assert.ok(Number.isInteger(timestamp));
+    assert.deepEqual(payload, details);
+
+    const removed = await f.platform.client.send('DELETE', tenantsPath(f.zrn, tenant));
+    assert.equal(removed.status, 202);
+    assert.deepEqual(removed.body, {});
+    details = await f.accounts.details(f.zrn);
+    assert.deepEqual(details.tenants, [tenant], 'still a tenant until the removal takes effect');
+    assert.deepEqual(
+      details.pending_tenant_changes.map((c) => [c.participant_code, c.change]),
+      [[tenant, 'remove']],
+    );
+    await runJobs();
+    details = await f.accounts.details(f.zrn);
+    assert.deepEqual(details.tenants, []);
+    assert.deepEqual(details.pending_tenant_changes, []);
+    const last = (await accountNotifications(f.zrn)).at(-1)!;
+    assert.deepEqual(last.tenants, []);
+  });
+
+  test('the SDK resource adds and removes through the same routes (zrn sent as %3A)', async () => {
+    const f = await newAccount();
+    const tenant = await newMember(f.platform);
+    assert.deepEqual(await f.accounts.addTenant(f.zrn, tenant), {});
+    await runJobs();
+    assert.deepEqual((await f.accounts.details(f.zrn)).tenants, [tenant]);
+    assert.deepEqual(await f.accounts.removeTenant(f.zrn, tenant), {});
+    await runJobs();
+    assert.deepEqual((await f.accounts.details(f.zrn)).tenants, []);
+  });
+
+  test('changes of one account take effect in the order they were accepted', async () => {
+    const f = await newAccount();
+    const [a, b, c] = [await newMember(f.platform), await newMember(f.platform), await newMember(f.platform)];
+    // add a, add b, remove a, add c, remove c (c removed while its add is still pending).
+    for (const [method, path] of [
+      ['POST', a],
+      ['POST', b],
+      ['DELETE', a],
+      ['POST', c],
+      ['DELETE', c],
+    ] as const) {
+      const res =
+        method === 'POST'
+          ? await f.platform.client.send('POST', tenantsPath(f.zrn), { body: { participant_code: path } })
+          : await f.platform.client.send('DELETE', tenantsPath(f.zrn, path));
+      assert.equal(res.status, 202, `${method} ${path}: ${JSON.stringify(res.body)}`);
+    }
+    const pending = (await f.accounts.details(f.zrn)).pending_tenant_changes;
+    assert.deepEqual(
+      pending.map((p) => `${p.change} ${p.participant_code}`),
+      [`add ${a}`, `add ${b}`, `remove ${a}`, `add ${c}`, `remove ${c}`],
+    );
+    const before = (await accountNotifications(f.zrn)).length;
+    await runJobs();
+    const notes = (await accountNotifications(f.zrn)).slice(before);
+    // One notification per change, each showing the tenant set right after it.
+    assert.deepEqual(
+      notes.map((n) => n.tenants),
+      [[a], [a, b], [b], [b, c], [b]],
+    );
+    assert.deepEqual(
+      notes.map((n) => n.pending_tenant_changes.length),
+      [4, 3, 2, 1, 0],
+    );
+    assert.deepEqual((await f.accounts.details(f.zrn)).tenants, [b]);
+  });
+
+  test('of two concurrent adds of the same participant exactly one gets 202, the other 409', async () => {
+    for (let round = 0; round < 8; round++) {
+      const f = await newAccount();
+      const tenant = await newMember(f.platform);
+      const answers = await Promise.all(
+        [0, 1].map(() =>
+          f.platform.client.send('POST', tenantsPath(f.zrn), { body: { participant_code: tenant } }),
+        ),
+      );
+      assert.deepEqual(
+        answers.map((r) => r.status).sort(),
+        [202, 409],
+        JSON.stringify(answers.map((r) => r.body)),
+      );
+      const refused = answers.find((r) => r.status === 409)!;
+      assert.ok(Array.isArray((refused.body as { errors: unknown }).errors));
+      assert.equal((await f.accounts.details(f.zrn)).pending_tenant_changes.length, 1);
+    }
+  });
+
+  test('concurrent adds of one participant to two accounts with the same label: exactly one 202', async () => {
+    const platform = await svc.newPlatform();
+    const first = await newAccount(platform, 'joint');
+    const second = await newAccount(platform, 'joint');
+    const tenant = await newMember(platform);
+    const answers = await Promise.all(
+      [first, second].map((f) =>
+        f.platform.client.send('POST', tenantsPath(f.zrn), { body: { participant_code: tenant } }),
+      ),
+    );
+    assert.deepEqual(answers.map((r) => r.status).sort(), [202, 409]);
+  });
+
+  test('the database refuses a second pending add of the same participant, whatever the code does', async () => {
+    const f = await newAccount();
+    const tenant = await newMember(f.platform);
+    const insert = (id: string) =>
+      svc.runtime.store.db
+        .insertInto('tenant_changes')
+        .values({
+          change_id: id,
+          zrn: f.zrn,
+          platform_code: f.platform.platform.platform_code,
+          participant_code: tenant,
+          account_label: 'general',
+          change: 'add',
+          accepted_at: new Date(),
+        })
+        .execute();
+    await insert('7d0f6a3e-08f5-4d45-9a8e-0d2f7e1b0001');
+    await assert.rejects(insert('7d0f6a3e-08f5-4d45-9a8e-0d2f7e1b0002'), { code: '23505' });
+    // And a participant names one account per label: a second membership under the label is refused too.
+    const claim = () =>
+      svc.runtime.store.db
+        .insertInto('account_memberships')
+        .values({
+          platform_code: f.platform.platform.platform_code,
+          participant_code: tenant,
+          account_label: 'general',
+          zrn: f.zrn,
+          role: 'tenant',
+          effective_at: null,
+        })
+        .execute();
+    await claim();
+    await assert.rejects(claim(), { code: '23505' });
+  });
+});
+
+describe('a worker that dies loses nothing and applies each change once', () => {
+  test('a change accepted while no worker runs is applied by a worker started later, once', async () => {
+    const f = await newAccount();
+    const tenant = await newMember(f.platform);
+    assert.equal(
+      (await f.platform.client.send('POST', tenantsPath(f.zrn), { body: { participant_code: tenant } }))
+        .status,
+      202,
+    );
+    const before = (await accountNotifications(f.zrn)).length;
+    // No worker ran: the change and its job wait in the database.
+    assert.equal(await accountJobs(f.zrn), 1);
+    assert.deepEqual((await f.accounts.details(f.zrn)).tenants, []);
+
+    await runJobs();
+    await runJobs(); // a second worker finds nothing left to do
+    // The job function itself run again (a retry after a crash that happened after its commit).
+    assert.equal(
+      await svc.runtime.services.tenants.applyPending(f.platform.platform.platform_code, f.zrn),
+      0,
+    );
+    assert.deepEqual((await f.accounts.details(f.zrn)).tenants, [tenant]);
+    assert.equal((await accountNotifications(f.zrn)).length, before + 1);
+    assert.equal(await accountJobs(f.zrn), 0);
+  });
+
+  test('an application that fails midway rolls back whole; the retry applies it once', async () => {
+    const f = await newAccount();
+    const tenant = await newMember(f.platform);
+    await f.accounts.addTenant(f.zrn, tenant);
+    const before = (await accountNotifications(f.zrn)).length;
+    const platformCode = f.platform.platform.platform_code;
+    // The notification insert fails after the tenant set has been changed in the same transaction,
+    // as a crash between the two statements would leave it.
+    await sql`create function fail_account_note() returns trigger language plpgsql as $$
+      begin raise exception 'simulated crash'; end $$`.execute(svc.runtime.store.db);
+    await sql`create trigger fail_account_note before insert on webhook_notifications
+      for each row when (new.payload_type = 'customer_account_status_changed')
+      execute function fail_account_note()`.execute(svc.runtime.store.db);
+    try {
+      await assert.rejects(svc.runtime.services.tenants.applyPending(platformCode, f.zrn), /simulated crash/);
+    } finally {
+      await sql`drop trigger fail_account_note on webhook_notifications`.execute(svc.runtime.store.db);
+      await sql`drop function fail_account_note()`.execute(svc.runtime.store.db);
+    }
+    let details = await f.accounts.details(f.zrn);
+    assert.deepEqual(details.tenants, [], 'the change did not take effect without its notification');
+    assert.equal(details.pending_tenant_changes.length, 1);
+    assert.equal((await accountNotifications(f.zrn)).length, before);
+
+    await runJobs();
+    details = await f.accounts.details(f.zrn);
+    assert.deepEqual(details.tenants, [tenant]);
+    assert.equal((await accountNotifications(f.zrn)).length, before + 1);
+  });
+
+  test('two workers running the same account at once apply each change once, in order', async () => {
+    const f = await newAccount();
+    const members = [await newMember(f.platform), await newMember(f.platform), await newMember(f.platform)];
+    for (const m of members) await f.accounts.addTenant(f.zrn, m);
+    const before = (await accountNotifications(f.zrn)).length;
+    const platformCode = f.platform.platform.platform_code;
+    const counts = await Promise.all(
+      [0, 1, 2].map(() => svc.runtime.services.tenants.applyPending(platformCode, f.zrn)),
+    );
+    assert.equal(
+      counts.reduce((a, b) => a + b, 0),
+      3,
+    );
+    const notes = (await accountNotifications(f.zrn)).slice(before);
+    assert.deepEqual(
+      notes.map((n) => n.tenants),
+      [[members[0]], members.slice(0, 2), members],
+    );
+  });
+});
+
+describe('validation, ownership and business rules (issue 5 table, wire-contract §9 order)', () => {
+  let f: Fixture;
+  let other: PlatformFixture;
+  let otherParticipant: string;
+  before(async () => {
+    f = await newAccount();
+    other = await svc.newPlatform();
+    otherParticipant = await newMember(other);
+  });
+
+  const add = (zrn: string, body: unknown, client = () => f.platform.client) =>
+    client().send('POST', tenantsPath(zrn), { body });
+  const errorsOf = (res: { body: unknown }) => (res.body as { errors: string[] }).errors;
+
+  test('zrn not zrn:svc:<region>:account:customer:<uuid> → 400 naming zrn', async () => {
+    const uuid = f.zrn.split(':').at(-1)!;
+    for (const zrn of [
+      'not-a-zrn',
+      `zrn:zh:us:account:customer:${uuid}`,
+      `zrn:svc:xx:account:customer:${uuid}`,
+      `zrn:svc:us:account:customer:${uuid.toUpperCase()}`,
+      `zrn:svc:us:accounts:customer:${uuid}`,
+      `zrn:svc:us:account:customer:${uuid}0`,
+    ]) {
+      const tenant = await newMember(f.platform);
+      const res = await add(encodeURIComponent(zrn), { participant_code: tenant });
+      assert.equal(res.status, 400, zrn);
+      assert.match(errorsOf(res).join(), /^zrn: /, zrn);
+      const del = await f.platform.client.send('DELETE', tenantsPath(encodeURIComponent(zrn), 'ABCDEF'));
+      assert.equal(del.status, 400, zrn);
+      const details = await f.platform.client.send('GET', `/accounts/${encodeURIComponent(zrn)}/details`);
+      assert.equal(details.status, 400, zrn);
+    }
+  });
+
+  test('body participant_code missing, empty, over 6 chars or bad characters → 400 naming it', async () => {
+    for (const body of [
+      {},
+      { participant_code: '' },
+      { participant_code: 'ABCDEFG' },
+      { participant_code: 'AB CD' },
+      { participant_code: 'AB$CD' },
+      { participant_code: 123456 },
+      { participant_code: null },
+    ]) {
+      const res = await add(f.zrn, body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.ok(
+        errorsOf(res).every((e) => e.startsWith('participant_code: ')),
+        `${JSON.stringify(body)} → ${JSON.stringify(res.body)}`,
+      );
+    }
+    const extra = await add(f.zrn, { participant_code: 'ABCDEF', note: 'x' });
+    assert.equal(extra.status, 400);
+    assert.deepEqual(errorsOf(extra), ['note: is not allowed']);
+    const notJson = await add(f.zrn, '{"participant_code":');
+    assert.equal(notJson.status, 400);
+  });
+
+  test('path tenant not exactly 6 chars → 400 naming tenant', async () => {
+    for (const tenant of ['ABCDE', 'ABCDEFG', 'AB%20DEF', 'A']) {
+      const res = await f.platform.client.send('DELETE', tenantsPath(f.zrn, tenant));
+      assert.equal(res.status, 400, tenant);
+      assert.match(errorsOf(res).join(), /^tenant: /, tenant);
+    }
+  });
+
+  test('account unknown → 404; account of another platform → 403 (before any body rule)', async () => {
+    const unknown = 'zrn:svc:us:account:customer:00000000-0000-4000-8000-000000000000';
+    const tenant = await newMember(f.platform);
+    const res = await add(unknown, { participant_code: tenant });
+    assert.equal(res.status, 404);
+    assert.deepEqual(res.body, { error: 'Not Found' });
+    assert.equal((await f.platform.client.send('DELETE', tenantsPath(unknown, tenant))).status, 404);
+    assert.equal((await f.platform.client.send('GET', `/accounts/${unknown}/details`)).status, 404);
+
+    // wire-contract §9: ownership before the business rules: another platform naming an unknown
+    // participant still gets 403, not 400.
+    const foreign = await add(f.zrn, { participant_code: 'ZZZZZZ' }, () => other.client);
+    assert.equal(foreign.status, 403);
+    assert.equal((foreign.body as { error: unknown }).error, true);
+  });
+
+  test('participant unknown, of another platform, or not onboarded → 400 naming participant_code', async () => {
+    const pending = await newMember(f.platform, 'submitted');
+    const locked = await newMember(f.platform, 'locked');
+    for (const code of ['ZZZZZZ', otherParticipant, pending, locked, f.platform.platform.platform_code]) {
+      const res = await add(f.zrn, { participant_code: code });
+      assert.equal(res.status, 400, code);
+      assert.match(errorsOf(res)[0]!, new RegExp(`^participant_code: participant ${code} `));
+    }
+    assert.deepEqual((await f.accounts.details(f.zrn)).pending_tenant_changes, []);
+  });
+
+  test('participant is the primary holder → 400 (add and remove)', async () => {
+    const res = await add(f.zrn, { participant_code: f.holder });
+    assert.equal(res.status, 400);
+    assert.match(errorsOf(res)[0]!, /^participant_code: .*primary account holder/);
+    const del = await f.platform.client.send('DELETE', tenantsPath(f.zrn, f.holder));
+    assert.equal(del.status, 400);
+    assert.match(errorsOf(del)[0]!, /^tenant: .*primary account holder/);
+  });
+
+  test('already a tenant, or an add already pending → 409', async () => {
+    const g = await newAccount();
+    const tenant = await newMember(g.platform);
+    assert.equal((await add(g.zrn, { participant_code: tenant }, () => g.platform.client)).status, 202);
+    const pendingAgain = await add(g.zrn, { participant_code: tenant }, () => g.platform.client);
+    assert.equal(pendingAgain.status, 409);
+    assert.match(errorsOf(pendingAgain)[0]!, /already pending/);
+    await runJobs();
+    const tenantAgain = await add(g.zrn, { participant_code: tenant }, () => g.platform.client);
+    assert.equal(tenantAgain.status, 409);
+    assert.match(errorsOf(tenantAgain)[0]!, /already a tenant/);
+    // A removal already pending → 409 for a second removal.
+    assert.equal((await g.platform.client.send('DELETE', tenantsPath(g.zrn, tenant))).status, 202);
+    const removeAgain = await g.platform.client.send('DELETE', tenantsPath(g.zrn, tenant));
+    assert.equal(removeAgain.status, 409);
+    await runJobs();
+  });
+
+  test('remove a participant that is not a tenant (and has no pending add) → 404', async () => {
+    const g = await newAccount();
+    const stranger = await newMember(g.platform);
+    for (const code of [stranger, 'ZZZZZZ', otherParticipant]) {
+      const res = await g.platform.client.send('DELETE', tenantsPath(g.zrn, code));
+      assert.equal(res.status, 404, code);
+      assert.deepEqual(res.body, { error: 'Not Found' });
+    }
+    // With an add pending, the removal is accepted and follows the add.
+    await g.accounts.addTenant(g.zrn, stranger);
+    assert.equal((await g.platform.client.send('DELETE', tenantsPath(g.zrn, stranger))).status, 202);
+    await runJobs();
+    // Once removed, removing again is 404.
+    assert.equal((await g.platform.client.send('DELETE', tenantsPath(g.zrn, stranger))).status, 404);
+  });
+
+  test('a participant acts for one account per label: a second account with that label → 409', async () => {
+    const platform = await svc.newPlatform();
+    const first = await newAccount(platform, 'joint');
+    const second = await newAccount(platform, 'joint');
+    const tenant = await newMember(platform);
+    await first.accounts.addTenant(first.zrn, tenant);
+    const res = await second.platform.client.send('POST', tenantsPath(second.zrn), {
+      body: { participant_code: tenant },
+    });
+    assert.equal(res.status, 409);
+    assert.match(errorsOf(res)[0]!, new RegExp(`tenant of account ${first.zrn} \\(pending\\)`));
+    // A participant that holds its own account with that label cannot be a tenant under it either.
+    const holderOfJoint = second.holder;
+    const third = await newAccount(platform, 'joint');
+    const own = await third.platform.client.send('POST', tenantsPath(third.zrn), {
+      body: { participant_code: holderOfJoint },
+    });
+    assert.equal(own.status, 409);
+    assert.match(errorsOf(own)[0]!, /holds account/);
+    // Under another label it can.
+    const other = await newAccount(platform, 'family');
+    assert.equal(
+      (
+        await other.platform.client.send('POST', tenantsPath(other.zrn), {
+          body: { participant_code: tenant },
+        })
+      ).status,
+      202,
+    );
+    await runJobs();
+  });
+
+  test('every route that names an account refuses another platform with 403 (spec 5.4)', async () => {
+    const g = await newAccount();
+    const tenant = await newMember(g.platform);
+    await g.accounts.addTenant(g.zrn, tenant);
+    await runJobs();
+    const clients = { owner: g.platform.client, other: other.client };
+    await assertOtherPlatformForbidden({ method: 'GET', path: `/accounts/${g.zrn}/details` }, clients);
+    await assertOtherPlatformForbidden(
+      { method: 'GET', path: `/accounts/${encodeURIComponent(g.zrn)}/details` },
+      clients,
+    );
+    // State-changing routes: the owner's own call is checked by the tests above, not repeated here.
+    await assertOtherPlatformForbidden(
+      { method: 'POST', path: tenantsPath(g.zrn), options: { body: { participant_code: otherParticipant } } },
+      clients,
+      false,
+    );
+    await assertOtherPlatformForbidden(
+      { method: 'DELETE', path: tenantsPath(g.zrn, tenant) },
+      clients,
+      false,
+    );
+    // Nothing changed for the owner.
+    const details = await g.accounts.details(g.zrn);
+    assert.deepEqual(details.tenants, [tenant]);
+    assert.deepEqual(details.pending_tenant_changes, []);
+  });
+});
