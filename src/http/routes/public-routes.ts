@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../../app.ts';
 import { quotesRoutes } from './quotes.routes.ts';
 import { tradesRoutes } from './trades.routes.ts';
+import { accountsRoutes } from './accounts.routes.ts';
 import { fundingRoutes } from './funding.routes.ts';
 
 /**
@@ -12,5 +13,9 @@ export async function publicRoutes(app: FastifyInstance, deps: AppDeps): Promise
   const { services } = deps;
   await app.register(quotesRoutes, { quotes: services.quotes });
   await app.register(tradesRoutes, { trades: services.trades });
+  await app.register(accountsRoutes, {
+    customerAccounts: services.customerAccounts,
+    tenants: services.tenants,
+  });
   await app.register(fundingRoutes, { funding: services.funding });
 }
