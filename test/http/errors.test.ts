@@ -339,7 +339,12 @@ describe('X-REQUEST-ID on every response', () => {
 
   test('a new UUIDv4 when absent or unusable, different for each request', async () => {
     const ids = new Set<string>();
-    for (const headers of [{}, { 'x-request-id': 'has spaces in it' }, { 'x-request-id': 'x'.repeat(500) }]) {
+    const variants: Array<Record<string, string>> = [
+      {},
+      { 'x-request-id': 'has spaces in it' },
+      { 'x-request-id': 'x'.repeat(500) },
+    ];
+    for (const headers of variants) {
       for (const res of [
         await rawRequest(probe.url, 'GET', '/time', { headers }),
         await rawRequest(probe.url, 'GET', '/nope', { headers }),
