@@ -29,7 +29,7 @@ export function createPricesService(deps: DomainDeps) {
       const rows = Object.entries(pairs).map(([pair, price]) => {
         const match = PAIR_RE.exec(pair);
         if (!match) errors.push(`pairs.${pair}: pair must look like "BTC/USD"`);
-        if (typeof price !== 'string' || !isDecimalString(price) || !new Dec(price).isPositive()) {
+        if (typeof price !== 'string' || !isDecimalString(price) || !new Dec(price).gt(0)) {
           errors.push(`pairs.${pair}: price must be a positive decimal string`);
         }
         return { underlying: match?.[1] ?? '', quoted_currency: match?.[2] ?? '', price };
