@@ -19,3 +19,16 @@ export {
   type ListAccountsResponse,
   type PendingTenantChange,
 } from './resources/accounts.ts';
+export {
+  CLIENT_TOKEN_PERMISSIONS,
+  FundingResource,
+  type ClientAuthToken,
+  type ClientAuthTokenBody,
+  type ClientTokenPermission,
+  type FundEvent,
+  type FundQuote,
+  type FundRfqBody,
+  type FundTransactionsPage,
+  type FundTransactionsQuery,
+  type Jwks,
+} from './resources/funding.ts';

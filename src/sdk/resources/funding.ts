@@ -1,0 +1,130 @@
+import type {
+  ClientAuthToken,
+  ClientAuthTokenBody,
+  FundQuote,
+  FundRfqBody,
+  FundTransactionsQuery,
+  Jwks,
+} from '../../contract/funding.schemas.ts';
+import type { FundEvent } from '../../contract/funding.schemas.ts';
+import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+import { errorForStatus, SvcConnectionError } from '../errors.ts';
+
+export type {
+  ClientAuthToken,
+  ClientAuthTokenBody,
+  ClientTokenPermission,
+  FundEvent,
+  FundQuote,
+  FundRfqBody,
+  FundTransactionsQuery,
+  Jwks,
+} from '../../contract/funding.schemas.ts';
+export { CLIENT_TOKEN_PERMISSIONS } from '../../contract/funding.schemas.ts';
+
+/** A page of `GET /fund/transactions`, newest first. */
+export interface FundTransactionsPage {
+  message: FundEvent[];
+  page: number;
+  page_size: number;
+  total_pages: number;
+  count: number;
+}
+
+type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
+
+/**
+ * Account funding (spec 2.2, 2.3, 4.3–4.5; wire-contract §6): SDK tokens, fund quotes with the deposit
+ * address, and fund events. One method per endpoint; each applies the retry rules of spec 7 through
+ * `SvcClient.request` and throws the status family's `SvcError`.
+ *
+ * @example
+ * const funding = new FundingResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
+ * const quote = await funding.requestQuote({ participant_code: 'PAR001', fund_asset: 'USDC.ETH', client_fund_id: 'order-9' });
+ * showToCustomer(quote.deposit_address);
+ */
+export class FundingResource {
+  constructor(private readonly client: SvcClient) {}
+
+  /**
+   * `POST /client_auth_token`: a JWT (valid one hour) for the Account Funding SDK. With `fwc` in
+   * `permissions` it opens a funding session: later deposits of the participant carry `reference_id`
+   * (spec 2.3) until a newer session; `deposit_intent_id` identifies that session.
+   *
+   * @example
+   * const { token } = await funding.createClientToken({ participant_code: 'PAR001', permissions: ['fwc'], reference_id: 'order-9' });
+   */
+  async createClientToken(body: ClientAuthTokenBody, options: CallOptions = {}): Promise<ClientAuthToken> {
+    const response = await this.client.request<{ message: ClientAuthToken }>('POST', '/client_auth_token', {
+      ...options,
+      body,
+    });
+    return response.message;
+  }
+
+  /**
+   * `POST /revoke_auth_token`: revokes a token this platform was issued (204). Revoking twice is harmless.
+   *
+   * @example
+   * await funding.revokeClientToken(token);
+   */
+  async revokeClientToken(token: string, options: CallOptions = {}): Promise<void> {
+    await this.client.request('POST', '/revoke_auth_token', { ...options, body: { token } });
+  }
+
+  /**
+   * `POST /fund/rfq`: the rate and fee terms for a deposit of `fund_asset`, and the deposit address to show
+   * the end customer (stable per participant, account label and network). Opens a funding session whose
+   * reference is `client_fund_id`, echoed as `reference_id`.
+   *
+   * @example
+   * const { deposit_address, rate } = await funding.requestQuote({ participant_code: 'PAR001', fund_asset: 'BTC.BTC' });
+   */
+  async requestQuote(body: FundRfqBody, options: CallOptions = {}): Promise<FundQuote> {
+    const response = await this.client.request<{ message: FundQuote }>('POST', '/fund/rfq', {
+      ...options,
+      body,
+    });
+    return response.message;
+  }
+
+  /**
+   * `GET /fund/transactions`: the platform's fund events (spec 2.2), newest first; `page_size` at most 50.
+   *
+   * @example
+   * const { message } = await funding.listTransactions({ reference_id: 'order-9', success: true });
+   */
+  listTransactions(
+    query: FundTransactionsQuery = {},
+    options: CallOptions = {},
+  ): Promise<FundTransactionsPage> {
+    return this.client.request<FundTransactionsPage>('GET', '/fund/transactions', {
+      ...options,
+      query: query as Record<string, QueryValue>,
+    });
+  }
+
+  /**
+   * `GET /.well-known/jwks.json` (unauthenticated): the public keys that verify the SDK tokens, for example
+   * with `jose`'s `createLocalJWKSet`.
+   *
+   * @example
+   * const keys = createLocalJWKSet(await funding.signingKeys());
+   * await jwtVerify(token, keys, { issuer: 'svc-platform' });
+   */
+  async signingKeys(): Promise<Jwks> {
+    const { baseUrl } = this.client.options;
+    const fetchImpl = this.client.options.fetch ?? fetch;
+    let response: Response;
+    try {
+      response = await fetchImpl(`${baseUrl.replace(/\/$/, '')}/.well-known/jwks.json`);
+    } catch (error) {
+      throw new SvcConnectionError(`GET /.well-known/jwks.json: ${(error as Error).message}`, error);
+    }
+    const text = await response.text();
+    const body: unknown = text ? JSON.parse(text) : undefined;
+    if (!response.ok)
+      throw errorForStatus(response.status, response.headers.get('x-request-id') ?? undefined, body);
+    return body as Jwks;
+  }
+}

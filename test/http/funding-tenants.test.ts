@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import {
+  clientToken,
+  eventually,
+  fundQuote,
+  newAccountHolder,
+  recordDeposit,
+  setPrices,
+  txId,
+  usdBalance,
+} from '../helpers/funding-fixtures.ts';
+
+/**
+ * Issue 6 point 7 with issue 5: a tenant of a customer account funds it as its primary holder can (spec 2.1:
+ * identical permissions). The tenant is added and removed through the public API (POST and DELETE
+ * /accounts/{zrn}/tenants), which applies the change in the background, so the worker runs here.
+ */
+let svc: TestService;
+let platform: PlatformFixture;
+let holder: string;
+let tenant: string;
+let zrn: string;
+before(async () => {
+  svc = await startTestService({ env: { SVC_ROLE: 'all' } });
+  platform = await svc.newPlatform();
+  await setPrices(svc);
+  const account = await newAccountHolder(svc, platform.platform.platform_code, 'joint');
+  holder = account.code;
+  zrn = account.zrn;
+  tenant = (await svc.newParticipant(platform.platform.platform_code)).participant_code;
+});
+after(() => svc?.close());
+
+const details = () =>
+  platform.client
+    .request<{ message: CustomerAccountDetails }>('GET', `/accounts/${encodeURIComponent(zrn)}/details`)
+    .then((r) => r.message);
+
+test('a tenant opens funding sessions and gets a deposit address; its deposits fund the primary holder’s account', async () => {
+  const added = await platform.client.send('POST', `/accounts/${encodeURIComponent(zrn)}/tenants`, {
+    body: { participant_code: tenant },
+  });
+  assert.equal(added.status, 202, JSON.stringify(added.body));
+  await eventually(async () => (await details()).tenants.includes(tenant), 'the tenant to take effect');
+
+  const { deposit_intent_id } = await clientToken(platform.client, {
+    participant_code: tenant,
+    reference_id: 'tenant-widget',
+    deposit_details: { account_label: 'joint' },
+  });
+  assert.ok(deposit_intent_id);
+  const tenantQuote = await fundQuote(platform.client, {
+    participant_code: tenant,
+    fund_asset: 'USDC.ETH',
+    account_label: 'joint',
+    client_fund_id: 'tenant-rfq',
+  });
+  const holderQuote = await fundQuote(platform.client, {
+    participant_code: holder,
+    fund_asset: 'USDC.ETH',
+    account_label: 'joint',
+    client_fund_id: 'holder-rfq',
+  });
+  assert.notEqual(tenantQuote.deposit_address, holderQuote.deposit_address, 'addresses are per participant');
+
+  const byTenant = await recordDeposit(svc, {
+    deposit_address: tenantQuote.deposit_address,
+    quantity: '100',
+    transaction_id: txId(),
+  });
+  assert.equal(byTenant.success, true, byTenant.status_reason);
+  assert.equal(byTenant.participant_code, tenant);
+  assert.equal(byTenant.account_label, 'joint');
+  assert.equal(byTenant.reference_id, 'tenant-rfq', "the tenant's own most recent session");
+  const byHolder = await recordDeposit(svc, {
+    deposit_address: holderQuote.deposit_address,
+    quantity: '50',
+    transaction_id: txId(),
+  });
+  assert.equal(byHolder.reference_id, 'holder-rfq');
+
+  // Both credits land on the primary holder's account; the tenant has no balance of its own there.
+  assert.equal(await usdBalance(svc, holder, 'joint'), '150');
+  assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
+  const row = await svc.runtime.store.db
+    .selectFrom('fund_events')
+    .select('owner_participant_code')
+    .where('fund_id', '=', byTenant.fund_id)
+    .executeTakeFirstOrThrow();
+  assert.equal(row.owner_participant_code, holder);
+});
+
+test('once removed, the former tenant is refused (403) and a deposit to its old address credits nothing', async () => {
+  const { deposit_address } = await fundQuote(platform.client, {
+    participant_code: tenant,
+    fund_asset: 'BTC.BTC',
+    account_label: 'joint',
+  });
+  const removed = await platform.client.send(
+    'DELETE',
+    `/accounts/${encodeURIComponent(zrn)}/tenants/${tenant}`,
+  );
+  assert.equal(removed.status, 202, JSON.stringify(removed.body));
+  await eventually(async () => !(await details()).tenants.includes(tenant), 'the removal to take effect');
+
+  const quote = await platform.client.send('POST', '/fund/rfq', {
+    body: { participant_code: tenant, fund_asset: 'BTC.BTC', account_label: 'joint' },
+  });
+  assert.equal(quote.status, 403);
+  const token = await platform.client.send('POST', '/client_auth_token', {
+    body: { participant_code: tenant, permissions: ['fwc'], deposit_details: { account_label: 'joint' } },
+  });
+  assert.equal(token.status, 403);
+
+  const before = await usdBalance(svc, holder, 'joint');
+  const late = await recordDeposit(svc, { deposit_address, quantity: '0.5', transaction_id: txId() });
+  assert.equal(late.success, false);
+  assert.match(late.status_reason, /no longer a tenant/);
+  assert.equal(await usdBalance(svc, holder, 'joint'), before);
+});

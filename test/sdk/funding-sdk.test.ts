@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { FundingResource, SvcInvalidRequestError, SvcPermissionError } from '../../src/sdk/index.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { newAccountHolder, recordDeposit, setPrices, txId } from '../helpers/funding-fixtures.ts';
+
+/** The SDK's FundingResource against a real server: one method per funding endpoint. */
+let svc: TestService;
+let platform: PlatformFixture;
+let funding: FundingResource;
+before(async () => {
+  svc = await startTestService();
+  platform = await svc.newPlatform();
+  funding = new FundingResource(platform.client);
+  await setPrices(svc);
+});
+after(() => svc?.close());
+
+test('token, JWKS verification and revocation', async () => {
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const { token, deposit_intent_id } = await funding.createClientToken({
+    participant_code: code,
+    permissions: ['fwc'],
+    reference_id: 'sdk',
+  });
+  assert.ok(deposit_intent_id);
+  const { payload } = await jwtVerify(token, createLocalJWKSet(await funding.signingKeys()));
+  assert.equal(payload.participant_code, code);
+  await funding.revokeClientToken(token);
+  await assert.rejects(svc.runtime.services.funding.verifyClientToken(token), /revoked/);
+  await assert.rejects(funding.revokeClientToken('nonsense'), SvcInvalidRequestError);
+});
+
+test('quote, deposit, then the fund event through listTransactions', async () => {
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await funding.requestQuote({
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'sdk-q',
+  });
+  const event = await recordDeposit(svc, {
+    deposit_address: quote.deposit_address,
+    quantity: '1.5',
+    transaction_id: txId(),
+  });
+  const page = await funding.listTransactions({ participant_code: code, success: true, page_size: 10 });
+  assert.deepEqual(page.message, [event]);
+  assert.equal(page.message[0]!.reference_id, 'sdk-q');
+  await assert.rejects(funding.listTransactions({ page_size: 51 }), SvcInvalidRequestError);
+
+  const stranger = await svc.newPlatform();
+  await assert.rejects(
+    new FundingResource(stranger.client).listTransactions({ fund_id: event.fund_id }),
+    SvcPermissionError,
+  );
+});
