@@ -1,0 +1,263 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import { systemClock, type Clock } from '../../lib/clock.ts';
+import { MemoryRateLimitStore } from './memory-rate-limit.store.ts';
+import { RedisRateLimitStore, rateLimitRedisOptions } from './redis-rate-limit.store.ts';
+import {
+  refused,
+  resolvePolicy,
+  silentLogger,
+  type RateLimitDecision,
+  type RateLimitLogger,
+  type RateLimitPolicy,
+  type RateLimiter,
+  type RateLimitState,
+} from './rate-limiter.ts';
+
+export interface RateLimiterServiceOptions {
+  policy?: Partial<RateLimitPolicy>;
+  clock?: Clock;
+  logger?: RateLimitLogger;
+  /** The shared store (Redis). Absent → this instance limits on its own, in memory. */
+  shared?: RedisRateLimitStore;
+  /** close() also closes the shared store's Redis connection. */
+  ownsSharedClient?: boolean;
+  /** After a Redis failure, serve from memory at least this long before trying Redis again (or until it reconnects). */
+  retrySharedAfterMs?: number;
+  /** Period of the idle-IP sweep (real time). Default: the window. false: no timer; call sweep() yourself. */
+  sweepIntervalMs?: number | false;
+}
+
+/** Counters since start, exported to Prometheus by `registerRateLimitMetrics`. */
+export interface RateLimiterStats {
+  /** Requests refused with 429 (during a block or starting one). */
+  refused: number;
+  /** Blocks started (the would-be (limit+1)-th requests). */
+  blocksStarted: number;
+  /** Refusals answered from the local "blocked until" cache, without asking the store. */
+  cachedRefusals: number;
+  /** Times this instance switched from Redis to the in-memory fallback. */
+  fallbacks: number;
+  /** Redis commands that failed. */
+  sharedErrors: number;
+}
+
+/**
+ * The limiter the app uses: a store (Redis when configured, else memory), plus per instance
+ * - a "blocked until" cache, so a blocked IP costs no Redis round trip (DESIGN §5);
+ * - the fallback: while Redis errors or is unreachable, the in-memory store limits this instance's
+ *   traffic; logged once per outage, visible as `fallbackActive`; `check` never rejects;
+ * - resumption: when ioredis reconnects (or `retrySharedAfterMs` after a failed command) the next
+ *   request tries Redis again and, if it answers, the shared limit is back.
+ */
+export class RateLimiterService implements RateLimiter {
+  readonly policy: RateLimitPolicy;
+  readonly memory: MemoryRateLimitStore;
+  readonly shared: RedisRateLimitStore | undefined;
+  readonly stats: RateLimiterStats = {
+    refused: 0,
+    blocksStarted: 0,
+    cachedRefusals: 0,
+    fallbacks: 0,
+    sharedErrors: 0,
+  };
+  /** Resolves once this instance listens for unblocks made by other instances (immediately without Redis). */
+  readonly unblockSubscription: Promise<void>;
+
+  private readonly clock: Clock;
+  private readonly logger: RateLimitLogger;
+  private readonly retrySharedAfterMs: number;
+  private readonly ownsSharedClient: boolean;
+  /** ip → end of its block on *this* instance's clock. */
+  private readonly blockedUntil = new Map<string, number>();
+  private inFallback = false;
+  private retrySharedAt = 0;
+  private readonly sweepTimer: NodeJS.Timeout | undefined;
+  private readonly closeSubscription: () => void;
+  private readonly onSharedError = (): void => {};
+  private readonly onSharedReady = (): void => {
+    this.retrySharedAt = 0;
+  };
+
+  constructor(options: RateLimiterServiceOptions = {}) {
+    this.policy = resolvePolicy(options.shared?.policy ?? options.policy);
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? silentLogger;
+    this.memory = new MemoryRateLimitStore({ policy: this.policy, clock: this.clock });
+    this.shared = options.shared;
+    this.ownsSharedClient = options.ownsSharedClient ?? false;
+    this.retrySharedAfterMs = options.retrySharedAfterMs ?? 1000;
+
+    if (this.shared) {
+      // Without an error listener ioredis prints every connection error; failures are reported
+      // once, by fallBack. On 'ready' (reconnected) the next request tries Redis again.
+      this.shared.client.on('error', this.onSharedError).on('ready', this.onSharedReady);
+      const subscription = this.shared.subscribeUnblocks((ip) => this.forget(ip));
+      this.unblockSubscription = subscription.subscribed;
+      this.closeSubscription = subscription.close;
+    } else {
+      this.unblockSubscription = Promise.resolve();
+      this.closeSubscription = () => {};
+    }
+
+    const sweepIntervalMs = options.sweepIntervalMs ?? this.policy.windowMs;
+    if (sweepIntervalMs !== false) {
+      this.sweepTimer = setInterval(() => this.sweep(), sweepIntervalMs);
+      this.sweepTimer.unref();
+    }
+  }
+
+  /** true while requests are limited by this instance's memory because Redis failed. */
+  get fallbackActive(): boolean {
+    return this.inFallback;
+  }
+
+  /** Number of "blocked until" entries cached on this instance. */
+  get cachedBlocks(): number {
+    return this.blockedUntil.size;
+  }
+
+  /**
+   * Decides one request from `ip`. Synchronous when the answer is known locally (cached block,
+   * memory store, fallback), a promise when Redis is asked. Never rejects.
+   */
+  check(ip: string): RateLimitDecision | Promise<RateLimitDecision> {
+    const now = this.clock.now();
+    const until = this.blockedUntil.get(ip);
+    if (until !== undefined) {
+      if (now < until) {
+        this.stats.refused++;
+        this.stats.cachedRefusals++;
+        return refused(until - now, false);
+      }
+      this.blockedUntil.delete(ip);
+    }
+    const shared = this.shared;
+    if (shared === undefined || !this.sharedUsable(now)) return this.record(ip, now, this.memory.hit(ip));
+    return shared.hit(ip).then(
+      (decision) => {
+        if (this.inFallback) this.resume();
+        return this.record(ip, now, decision);
+      },
+      (err: unknown) => {
+        this.fallBack(err);
+        return this.record(ip, now, this.memory.hit(ip));
+      },
+    );
+  }
+
+  /** Operator view, from the store that is limiting right now. */
+  async inspect(ip: string): Promise<RateLimitState> {
+    if (this.shared !== undefined && this.sharedUsable(this.clock.now())) {
+      try {
+        const state = await this.shared.inspect(ip);
+        if (this.inFallback) this.resume();
+        return state;
+      } catch (err) {
+        this.fallBack(err);
+      }
+    }
+    return this.memory.inspect(ip);
+  }
+
+  /**
+   * Lifts the IP's block and clears its log, here and (through Redis pub/sub) on every instance.
+   * While Redis is unreachable only the in-memory state can be lifted; a block held in Redis then
+   * ends by itself at most `blockMs` later.
+   */
+  async unblock(ip: string): Promise<void> {
+    this.forget(ip);
+    if (this.shared === undefined) return;
+    try {
+      await this.shared.unblock(ip);
+    } catch (err) {
+      this.fallBack(err);
+    }
+  }
+
+  /** Drops idle IPs from memory and ended blocks from the cache. Runs on a timer unless disabled. */
+  sweep(): void {
+    this.memory.sweep();
+    const now = this.clock.now();
+    for (const [ip, until] of this.blockedUntil) {
+      if (now >= until) this.blockedUntil.delete(ip);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.closeSubscription();
+    this.shared?.client.off('error', this.onSharedError).off('ready', this.onSharedReady);
+    if (this.shared && this.ownsSharedClient) {
+      await this.shared.client.quit().catch(() => this.shared?.client.disconnect());
+    }
+  }
+
+  private sharedUsable(now: number): boolean {
+    // In fallback, try Redis again only once it is connected and the back-off has passed.
+    return !this.inFallback || (now >= this.retrySharedAt && this.shared!.ready);
+  }
+
+  private record(ip: string, now: number, decision: RateLimitDecision): RateLimitDecision {
+    if (!decision.allowed) {
+      this.stats.refused++;
+      if (decision.blockStarted) this.stats.blocksStarted++;
+      // Relative to our clock at send time, so Redis-vs-instance clock skew does not matter and the
+      // cache never outlasts the block held in the store.
+      this.blockedUntil.set(ip, now + decision.retryAfterMs);
+    }
+    return decision;
+  }
+
+  private forget(ip: string): void {
+    this.blockedUntil.delete(ip);
+    this.memory.unblock(ip);
+  }
+
+  /** DESIGN §5: Redis failed → limit from memory, log once per outage, never answer 5xx. */
+  private fallBack(err: unknown): void {
+    this.stats.sharedErrors++;
+    this.retrySharedAt = this.clock.now() + this.retrySharedAfterMs;
+    if (this.inFallback) return;
+    this.inFallback = true;
+    this.stats.fallbacks++;
+    this.logger.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      'rate limit: Redis unavailable, limiting with the in-memory store of this instance',
+    );
+  }
+
+  private resume(): void {
+    this.inFallback = false;
+    this.logger.info({}, 'rate limit: Redis is back, the shared limit applies again');
+  }
+}
+
+export interface CreateRateLimiterOptions {
+  /** Unset → in-memory limiter for this instance only (DESIGN §6 `REDIS_URL`). */
+  redisUrl?: string;
+  policy?: Partial<RateLimitPolicy>;
+  keyPrefix?: string;
+  logger?: RateLimitLogger;
+  clock?: Clock;
+  /** Extra ioredis options (e.g. a faster retryStrategy in tests). */
+  redisOptions?: RedisOptions;
+}
+
+/**
+ * Builds the app's limiter from config. With a Redis URL it connects first; if Redis is not reachable
+ * the limiter starts in fallback (logged) and switches to Redis when ioredis gets through.
+ */
+export async function createRateLimiter(options: CreateRateLimiterOptions = {}): Promise<RateLimiterService> {
+  const { redisUrl, policy, keyPrefix, logger, clock, redisOptions } = options;
+  if (!redisUrl) return new RateLimiterService({ policy, logger, clock });
+  const client = new Redis(redisUrl, rateLimitRedisOptions(redisOptions));
+  const shared = new RedisRateLimitStore({ client, policy, keyPrefix });
+  const limiter = new RateLimiterService({ shared, ownsSharedClient: true, logger, clock });
+  try {
+    await client.connect();
+  } catch {
+    // ioredis keeps reconnecting; requests are served from memory meanwhile. The first request
+    // that fails records and logs the fallback.
+  }
+  return limiter;
+}

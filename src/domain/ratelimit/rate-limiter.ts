@@ -1,0 +1,116 @@
+/**
+ * Per-IP rate limit: types shared by the stores, the service and the HTTP plugin.
+ *
+ * spec part 8, wire-contract §2.3: a request is accepted only if its source IP had fewer than `limit`
+ * accepted requests in the preceding `windowMs` (strictly rolling). The request that would be the
+ * (limit+1)-th is refused and starts a block of `blockMs` during which every request from that IP is
+ * refused and not counted; after the block the IP starts afresh.
+ */
+
+export interface RateLimitPolicy {
+  /** Accepted requests allowed per IP in any rolling window. */
+  readonly limit: number;
+  /** Length of the rolling window, ms. */
+  readonly windowMs: number;
+  /** How long an IP is refused once it breaches the limit, ms. */
+  readonly blockMs: number;
+}
+
+/** spec part 8: 2,000 requests per rolling 10 s, then refused for 10 s; same in prod and cert. */
+export const DEFAULT_RATE_LIMIT_POLICY: RateLimitPolicy = Object.freeze({
+  limit: 2000,
+  windowMs: 10_000,
+  blockMs: 10_000,
+});
+
+export function resolvePolicy(policy: Partial<RateLimitPolicy> = {}): RateLimitPolicy {
+  const resolved = { ...DEFAULT_RATE_LIMIT_POLICY, ...policy };
+  for (const [name, value] of Object.entries(resolved)) {
+    if (!Number.isInteger(value) || value < 1) {
+      throw new RangeError(`rate limit ${name} must be a positive integer, got ${String(value)}`);
+    }
+  }
+  return Object.freeze(resolved);
+}
+
+export interface RateLimitDecision {
+  readonly allowed: boolean;
+  /** ms until the IP's block ends; 0 when allowed. Relative, so it holds across clocks (Redis TIME vs ours). */
+  readonly retryAfterMs: number;
+  /** true only for the refusal that started a block (the would-be (limit+1)-th request). */
+  readonly blockStarted: boolean;
+}
+
+export const ACCEPTED: RateLimitDecision = Object.freeze({
+  allowed: true,
+  retryAfterMs: 0,
+  blockStarted: false,
+});
+
+export function refused(retryAfterMs: number, blockStarted: boolean): RateLimitDecision {
+  return { allowed: false, retryAfterMs, blockStarted };
+}
+
+/** wire-contract §2.3: `Retry-After` carries the whole seconds left, at least 1 while refused. */
+export function retryAfterSeconds(retryAfterMs: number): number {
+  return Math.max(1, Math.ceil(retryAfterMs / 1000));
+}
+
+/** Operator view of one IP (`GET /admin/rate_limits/{ip}`); snake_case as on the wire. */
+export interface RateLimitState {
+  ip: string;
+  /** Accepted requests of this IP inside the current window. */
+  count: number;
+  limit: number;
+  window_ms: number;
+  blocked: boolean;
+  /** Epoch ms at which the block ends (on the store's clock), or null when not blocked. */
+  blocked_until: number | null;
+  /** 0 when not blocked. */
+  retry_after_seconds: number;
+}
+
+export function rateLimitState(
+  ip: string,
+  policy: RateLimitPolicy,
+  count: number,
+  blockedUntil: number | null,
+  now: number,
+): RateLimitState {
+  const blocked = blockedUntil !== null && now < blockedUntil;
+  return {
+    ip,
+    count,
+    limit: policy.limit,
+    window_ms: policy.windowMs,
+    blocked,
+    blocked_until: blocked ? blockedUntil : null,
+    retry_after_seconds: blocked ? retryAfterSeconds(blockedUntil - now) : 0,
+  };
+}
+
+/**
+ * A place that keeps the per-IP logs. `hit` records an accepted request or refuses it; it may be
+ * synchronous (memory) so that the hot path costs no promise.
+ */
+export interface RateLimitStore {
+  hit(ip: string): RateLimitDecision | Promise<RateLimitDecision>;
+  inspect(ip: string): RateLimitState | Promise<RateLimitState>;
+  /** Lifts a block and clears the IP's log, so it starts afresh. */
+  unblock(ip: string): void | Promise<void>;
+}
+
+/** What the HTTP layer and the operator API use. `check` never rejects. */
+export interface RateLimiter {
+  check(ip: string): RateLimitDecision | Promise<RateLimitDecision>;
+  inspect(ip: string): Promise<RateLimitState>;
+  unblock(ip: string): Promise<void>;
+}
+
+/** pino-compatible subset. */
+export interface RateLimitLogger {
+  warn(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+}
+
+export const silentLogger: RateLimitLogger = { warn: () => {}, info: () => {} };

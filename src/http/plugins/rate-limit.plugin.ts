@@ -1,0 +1,74 @@
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  HookHandlerDoneFunction,
+  onRequestHookHandler,
+} from 'fastify';
+import {
+  retryAfterSeconds,
+  type RateLimitDecision,
+  type RateLimiter,
+} from '../../domain/ratelimit/rate-limiter.ts';
+import { appliesToRegisteringScope } from './plugin-scope.ts';
+
+export interface RateLimitPluginOptions {
+  limiter: Pick<RateLimiter, 'check'>;
+}
+
+// wire-contract §2.3 / §3: the 429 body.
+const TOO_MANY_REQUESTS_BODY = '{"error":"Too Many Requests"}';
+
+function apply(decision: RateLimitDecision, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  if (decision.allowed) {
+    done();
+    return;
+  }
+  // Replying from an onRequest hook ends the request here; `done` is not called.
+  reply
+    .code(429)
+    .header('retry-after', retryAfterSeconds(decision.retryAfterMs))
+    .type('application/json; charset=utf-8')
+    .send(TOO_MANY_REQUESTS_BODY);
+}
+
+/**
+ * The onRequest hook: asks the limiter about `request.ip` (the app's `trustProxy` makes it the
+ * source IP of wire-contract §2.4) and answers 429 when refused. Callback style, so a decision
+ * known synchronously (memory store, cached block) costs no promise.
+ */
+export function rateLimitHook(limiter: Pick<RateLimiter, 'check'>): onRequestHookHandler {
+  return function rateLimitOnRequest(request: FastifyRequest, reply: FastifyReply, done) {
+    const decision = limiter.check(request.ip);
+    if (decision instanceof Promise) {
+      decision.then((d) => apply(d, reply, done), done); // check never rejects; a bug surfaces as 500
+    } else {
+      apply(decision, reply, done);
+    }
+  };
+}
+
+/**
+ * Per-IP rate limit (spec part 8, wire-contract §2.3) for the scope that registers it.
+ *
+ * Register it inside the public-routes scope, after the firewall and before authentication
+ * (wire-contract §9: firewall → rate limit → authentication), so that the operator API, /healthz,
+ * /readyz and /metrics, which live outside that scope, are not counted. Fastify runs a scope's
+ * onRequest hooks in the order they were added, so registration order is the order of the checks:
+ *
+ *   app.register(async (pub) => {
+ *     await pub.register(firewallPlugin, …);
+ *     await pub.register(rateLimitPlugin, { limiter });
+ *     await pub.register(authenticationPlugin, …); // or a nested scope holding it and the routes
+ *   });
+ *
+ * Like the other network plugins it applies to the registering scope (skip-override, see
+ * plugin-scope.ts): a plain plugin's hook would cover only routes registered inside the plugin and
+ * limit nothing. It goes no further than that scope: siblings (admin) and the root are untouched.
+ */
+export const rateLimitPlugin = appliesToRegisteringScope(
+  'rate-limit',
+  async function rateLimit(app: FastifyInstance, options: RateLimitPluginOptions): Promise<void> {
+    app.addHook('onRequest', rateLimitHook(options.limiter));
+  },
+);

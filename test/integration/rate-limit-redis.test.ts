@@ -1,0 +1,277 @@
+/**
+ * Redis store specifics against the real Redis at REDIS_URL (issue 3 "Must show" 3 and 5): one round
+ * trip per request and none for a blocked IP, Redis's own clock shared by skewed instances, unblock
+ * reaching every instance, bounded keys, and the fallback to memory and back.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import net from 'node:net';
+import { after, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { registerRateLimitMetrics } from '../../src/domain/ratelimit/rate-limit.metrics.ts';
+import { createRateLimiter, RateLimiterService } from '../../src/domain/ratelimit/rate-limiter.service.ts';
+import {
+  RedisRateLimitStore,
+  rateLimitRedisOptions,
+} from '../../src/domain/ratelimit/redis-rate-limit.store.ts';
+import type { RateLimitDecision, RateLimitLogger } from '../../src/domain/ratelimit/rate-limiter.ts';
+
+const REDIS_URL = process.env.REDIS_URL;
+const SKIP = REDIS_URL ? false : 'REDIS_URL not set: Redis-backed rate limiter not tested';
+const runPrefix = `test:rl:${process.pid}:${randomUUID()}:`;
+
+let redis: Redis | undefined;
+function client(): Redis {
+  redis ??= new Redis(REDIS_URL!, rateLimitRedisOptions({ lazyConnect: false, enableOfflineQueue: true }));
+  return redis;
+}
+
+after(async () => {
+  if (!redis) return;
+  const keys = await redis.keys(`${runPrefix}*`);
+  if (keys.length > 0) await redis.del(...keys);
+  await redis.quit();
+});
+
+function freshPrefix(): string {
+  return `${runPrefix}${randomUUID()}:`;
+}
+
+async function hit(limiter: RateLimiterService, ip: string, n: number): Promise<RateLimitDecision[]> {
+  return Promise.all(Array.from({ length: n }, () => limiter.check(ip)));
+}
+
+const accepted = (ds: RateLimitDecision[]) => ds.filter((d) => d.allowed).length;
+
+/** Waits for an asynchronous event (a pub/sub delivery) to show, without a fixed sleep. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+class CapturingLogger implements RateLimitLogger {
+  readonly warns: string[] = [];
+  readonly infos: string[] = [];
+  warn(_obj: object, msg?: string): void {
+    this.warns.push(msg ?? '');
+  }
+  info(_obj: object, msg?: string): void {
+    this.infos.push(msg ?? '');
+  }
+}
+
+/** Counts the rate-limit scripts Redis runs for one key prefix, via MONITOR. */
+async function monitorScripts(prefix: string) {
+  await client().ping(); // connected first: a connection still starting up confuses ioredis' MONITOR
+  const monitor = await client().monitor();
+  let scripts = 0;
+  let marker = '';
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    const [command] = args;
+    if ((command === 'evalsha' || command === 'eval') && args.some((a) => a.startsWith(prefix))) scripts++;
+    if (command === 'echo') marker = args[1] ?? '';
+  });
+  return {
+    /** Script calls seen so far, once everything sent before has reached MONITOR. */
+    async count(): Promise<number> {
+      const token = `${prefix}${randomUUID()}`;
+      await client().echo(token);
+      await until(() => marker === token, 'MONITOR to catch up');
+      return scripts;
+    },
+    close: () => monitor.disconnect(),
+  };
+}
+
+/** A TCP relay to Redis that can be cut and restored: "Redis stopped mid-run" without touching Redis. */
+class RedisRelay {
+  private server: net.Server | undefined;
+  private readonly sockets = new Set<net.Socket>();
+  port = 0;
+  async start(): Promise<void> {
+    const target = new URL(REDIS_URL!);
+    this.server = net.createServer((inbound) => {
+      const outbound = net.connect(Number(target.port || 6379), target.hostname);
+      for (const s of [inbound, outbound]) {
+        this.sockets.add(s);
+        s.on('error', () => {});
+        s.on('close', () => this.sockets.delete(s));
+      }
+      inbound.pipe(outbound).pipe(inbound);
+    });
+    this.server.listen(this.port, '127.0.0.1');
+    await once(this.server, 'listening');
+    this.port = (this.server.address() as net.AddressInfo).port;
+  }
+  async stop(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    const server = this.server!;
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+describe('Redis rate-limit store', { skip: SKIP }, () => {
+  it('costs one script call per request, and none while the IP is blocked (cached blocked-until)', async () => {
+    const prefix = freshPrefix();
+    const clock = new ManualClock();
+    const shared = new RedisRateLimitStore({ client: client(), keyPrefix: prefix, testClock: clock });
+    const limiter = new RateLimiterService({ shared, clock, sweepIntervalMs: false });
+    const monitor = await monitorScripts(prefix);
+    try {
+      const ip = '203.0.113.50';
+      assert.equal(accepted(await hit(limiter, ip, 2001)), 2000);
+      assert.equal(await monitor.count(), 2001, 'one round trip per request');
+
+      clock.advance(3_000);
+      assert.equal(accepted(await hit(limiter, ip, 1000)), 0);
+      assert.equal(await monitor.count(), 2001, 'refusals during the block never reach Redis');
+      assert.equal(limiter.stats.cachedRefusals, 1000);
+
+      clock.advance(7_000);
+      assert.equal(accepted(await hit(limiter, ip, 1)), 1);
+      assert.equal(await monitor.count(), 2002, 'after the block Redis is asked again');
+    } finally {
+      monitor.close();
+      await limiter.close();
+    }
+  });
+
+  it('uses Redis TIME: instances with clocks an hour apart share one exact limit', async () => {
+    const prefix = freshPrefix();
+    // No testClock: the scripts read Redis TIME. The instances' own clocks only time their caches.
+    const a = new RateLimiterService({
+      shared: new RedisRateLimitStore({ client: client(), keyPrefix: prefix }),
+      clock: new ManualClock(Date.now()),
+      sweepIntervalMs: false,
+    });
+    const b = new RateLimiterService({
+      shared: new RedisRateLimitStore({ client: client(), keyPrefix: prefix }),
+      clock: new ManualClock(Date.now() + 3_600_000),
+      sweepIntervalMs: false,
+    });
+    try {
+      await Promise.all([a.unblockSubscription, b.unblockSubscription]);
+      const ip = '203.0.113.51';
+      // Sent well inside 10 s of real time, alternating instances.
+      const results: RateLimitDecision[] = [];
+      for (let i = 0; i < 2001; i += 100) {
+        const n = Math.min(100, 2001 - i);
+        results.push(...(await hit(i % 200 === 0 ? a : b, ip, n)));
+      }
+      assert.equal(accepted(results), 2000);
+      const breach = results[2000]!;
+      assert.equal(breach.blockStarted, true);
+      assert.equal(breach.retryAfterMs, 10_000);
+      assert.equal((await a.check(ip)).allowed, false);
+      assert.equal((await b.check(ip)).allowed, false);
+      const state = await b.inspect(ip);
+      assert.equal(state.blocked, true);
+      assert.equal(state.count, 2000);
+      // blocked_until is on Redis's clock, not on either instance's.
+      const [seconds] = await client().time();
+      assert.ok(Math.abs(state.blocked_until! - 10_000 - Number(seconds) * 1000) < 5_000);
+
+      // An unblock on one instance reaches the other's cache through pub/sub.
+      assert.equal(b.cachedBlocks, 1);
+      await a.unblock(ip);
+      await until(() => b.cachedBlocks === 0, 'the unblock to reach instance b');
+      assert.equal((await b.check(ip)).allowed, true);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('keeps each IP bounded in Redis: at most `limit` entries, expiring after the window', async () => {
+    const prefix = freshPrefix();
+    const clock = new ManualClock();
+    const shared = new RedisRateLimitStore({ client: client(), keyPrefix: prefix, testClock: clock });
+    const ip = '203.0.113.52';
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 1000; i++) await shared.hit(ip);
+      clock.advance(6_000);
+    }
+    const log = `${prefix}{${ip}}:log`;
+    assert.equal(await client().llen(log), 2000);
+    const bytes = Number(await client().memory('USAGE', log));
+    assert.ok(bytes < 30 * 1024, `log of 2,000 accepts uses ${bytes} B`);
+    const ttl = await client().pttl(log);
+    assert.ok(ttl > 0 && ttl <= 10_000, `log expires ${ttl} ms after the last accept`);
+  });
+
+  it('falls back to memory when Redis is unreachable: limited, never throws, logged once', async () => {
+    const logger = new CapturingLogger();
+    const registry = new Registry();
+    const limiter = await createRateLimiter({
+      redisUrl: 'redis://127.0.0.1:1',
+      logger,
+      clock: new ManualClock(),
+      keyPrefix: freshPrefix(),
+    });
+    registerRateLimitMetrics(registry, limiter);
+    try {
+      const ip = '203.0.113.53';
+      const results = await hit(limiter, ip, 2100);
+      assert.equal(accepted(results), 2000, 'the in-memory limit applies');
+      assert.equal(limiter.fallbackActive, true);
+      assert.deepEqual(logger.warns, [
+        'rate limit: Redis unavailable, limiting with the in-memory store of this instance',
+      ]);
+      const metrics = await registry.metrics();
+      assert.match(metrics, /^svc_rate_limit_fallback_active 1$/m);
+      assert.match(metrics, /^svc_rate_limit_fallbacks_total 1$/m);
+      assert.match(metrics, /^svc_rate_limit_refused_total 100$/m);
+      assert.equal((await limiter.inspect(ip)).blocked, true, 'the operator sees the memory state');
+      await limiter.unblock(ip); // does not throw either
+      assert.equal((await limiter.check(ip)).allowed, true);
+    } finally {
+      await limiter.close();
+    }
+  });
+
+  it('survives Redis going away mid-run and resumes the shared limit when it is back', async () => {
+    const relay = new RedisRelay();
+    await relay.start();
+    const prefix = freshPrefix();
+    const logger = new CapturingLogger();
+    const registry = new Registry();
+    const limiter = await createRateLimiter({
+      redisUrl: `redis://127.0.0.1:${relay.port}`,
+      logger,
+      keyPrefix: prefix,
+      redisOptions: { retryStrategy: () => 20 },
+    });
+    registerRateLimitMetrics(registry, limiter);
+    const client = limiter.shared!.client;
+    const ip = '203.0.113.54';
+    const log = `${prefix}{${ip}}:log`;
+    try {
+      assert.equal(accepted(await hit(limiter, ip, 3)), 3);
+      assert.equal(await redis!.llen(log), 3, 'counted in Redis');
+
+      await relay.stop();
+      await once(client, 'close');
+      assert.equal(accepted(await hit(limiter, ip, 10)), 10, 'served, from memory');
+      assert.equal(limiter.fallbackActive, true);
+      assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m);
+      assert.equal(logger.warns.length, 1, 'the fallback is logged once');
+
+      await relay.start(); // same port: ioredis reconnects by itself
+      await once(client, 'ready');
+      assert.equal(accepted(await hit(limiter, ip, 5)), 5);
+      assert.equal(limiter.fallbackActive, false, 'the shared store is back');
+      assert.equal(await redis!.llen(log), 8, 'new requests are counted in Redis again');
+      assert.equal(logger.warns.length, 1);
+      assert.deepEqual(logger.infos, ['rate limit: Redis is back, the shared limit applies again']);
+      assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 0$/m);
+    } finally {
+      await limiter.close();
+      await relay.stop().catch(() => {});
+    }
+  });
+});

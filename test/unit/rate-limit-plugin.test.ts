@@ -1,0 +1,145 @@
+/**
+ * The HTTP side of the rate limit (wire-contract §2.3, §9) on a small Fastify app laid out like
+ * src/app.ts: root ops route, a public scope (firewall hook → rate limit → authentication hook →
+ * routes) and a sibling admin scope. The real app is exercised in test/http/rate-limit.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { RateLimiterService } from '../../src/domain/ratelimit/rate-limiter.service.ts';
+import type { RateLimitDecision, RateLimiter } from '../../src/domain/ratelimit/rate-limiter.ts';
+import { rateLimitPlugin } from '../../src/http/plugins/rate-limit.plugin.ts';
+
+const FIREWALLED = '192.0.2.66';
+
+async function buildTestApp(limiter: Pick<RateLimiter, 'check'>): Promise<FastifyInstance> {
+  const app = Fastify({ trustProxy: '127.0.0.1/32' });
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  await app.register(async (pub) => {
+    pub.addHook('onRequest', async (request, reply) => {
+      if (request.ip === FIREWALLED) return reply.code(403).type('text/plain').send('error code: 1020');
+    });
+    await pub.register(rateLimitPlugin, { limiter });
+    pub.addHook('onRequest', async (request, reply) => {
+      if (request.headers['x-signed'] !== 'yes') return reply.code(401).send({ error: 'bad signature' });
+    });
+    pub.get('/time', async () => ({ message: { epoch: 1 } }));
+    pub.post('/fund/rfq', async () => ({ message: {} }));
+  });
+  await app.register(
+    async (admin) => {
+      admin.get('/rate_limits/:ip', async () => ({ message: {} }));
+    },
+    { prefix: '/admin' },
+  );
+  return app;
+}
+
+function memoryLimiter() {
+  const clock = new ManualClock();
+  return { clock, limiter: new RateLimiterService({ clock, sweepIntervalMs: false }) };
+}
+
+/** `n` requests, in parallel batches, returning the status codes. */
+async function send(
+  app: FastifyInstance,
+  n: number,
+  request: { method?: 'GET' | 'POST'; url: string; headers?: Record<string, string> },
+): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < n; i += 250) {
+    const batch = Array.from({ length: Math.min(250, n - i) }, () =>
+      app.inject({ method: request.method ?? 'GET', url: request.url, headers: request.headers }),
+    );
+    statuses.push(...(await Promise.all(batch)).map((r) => r.statusCode));
+  }
+  return statuses;
+}
+
+const count = (statuses: number[], status: number) => statuses.filter((s) => s === status).length;
+const signed = { 'x-signed': 'yes' };
+
+describe('rate-limit plugin', () => {
+  it('answers the 2,001st request with 429, the wire body and Retry-After in whole seconds', async () => {
+    const { clock, limiter } = memoryLimiter();
+    const app = await buildTestApp(limiter);
+    // spec part 8: counted across all endpoints together.
+    assert.equal(count(await send(app, 1000, { url: '/time', headers: signed }), 200), 1000);
+    assert.equal(
+      count(await send(app, 1000, { method: 'POST', url: '/fund/rfq', headers: signed }), 200),
+      1000,
+    );
+    const refused = await app.inject({ url: '/time', headers: signed });
+    assert.equal(refused.statusCode, 429);
+    assert.equal(refused.body, '{"error":"Too Many Requests"}');
+    assert.match(String(refused.headers['content-type']), /^application\/json/);
+    assert.equal(refused.headers['retry-after'], '10');
+
+    clock.advance(2_500);
+    assert.equal((await app.inject({ url: '/time', headers: signed })).headers['retry-after'], '8');
+    clock.advance(7_400); // 100 ms left: still at least 1
+    assert.equal((await app.inject({ url: '/time', headers: signed })).headers['retry-after'], '1');
+    clock.advance(1_100);
+    assert.equal((await app.inject({ url: '/time', headers: signed })).statusCode, 200);
+    await app.close();
+  });
+
+  it('runs after the firewall and before authentication: 1020s are not counted, 401s are', async () => {
+    const { limiter } = memoryLimiter();
+    const app = await buildTestApp(limiter);
+    const firewalled = await send(app, 2500, { url: '/time', headers: { 'x-forwarded-for': FIREWALLED } });
+    assert.equal(count(firewalled, 403), 2500, 'the firewall answers first');
+    assert.equal((await limiter.inspect(FIREWALLED)).count, 0);
+
+    // wire-contract §9: a flood of badly signed requests is limited like any other.
+    const unsigned = await send(app, 2001, { url: '/time' });
+    assert.equal(count(unsigned, 401), 2000);
+    assert.equal(count(unsigned, 429), 1);
+    assert.equal((await app.inject({ url: '/time', headers: signed })).statusCode, 429);
+    await app.close();
+  });
+
+  it('does not count or limit routes outside the public scope (operator API, /healthz)', async () => {
+    const { limiter } = memoryLimiter();
+    const app = await buildTestApp(limiter);
+    assert.equal(count(await send(app, 2500, { url: '/admin/rate_limits/127.0.0.1' }), 200), 2500);
+    assert.equal(count(await send(app, 2500, { url: '/healthz' }), 200), 2500);
+    assert.equal((await limiter.inspect('127.0.0.1')).count, 0);
+    await send(app, 2001, { url: '/time', headers: signed });
+    assert.equal((await app.inject({ url: '/admin/rate_limits/127.0.0.1' })).statusCode, 200);
+    assert.equal((await app.inject({ url: '/healthz' })).statusCode, 200);
+    await app.close();
+  });
+
+  it('limits by the source IP that trustProxy resolves (wire-contract §2.4)', async () => {
+    const { limiter } = memoryLimiter();
+    const app = await buildTestApp(limiter);
+    const a = { ...signed, 'x-forwarded-for': '198.51.100.1' };
+    const b = { ...signed, 'x-forwarded-for': '198.51.100.2' };
+    assert.equal(count(await send(app, 2001, { url: '/time', headers: a }), 429), 1);
+    assert.equal((await app.inject({ url: '/time', headers: a })).statusCode, 429);
+    assert.equal((await app.inject({ url: '/time', headers: b })).statusCode, 200);
+    assert.equal((await app.inject({ url: '/time', headers: signed })).statusCode, 200, 'the proxy itself');
+    await app.close();
+  });
+
+  it('waits for a limiter that answers asynchronously (the Redis path)', async () => {
+    let calls = 0;
+    const limiter = {
+      check: async (): Promise<RateLimitDecision> => {
+        calls++;
+        await new Promise((resolve) => setImmediate(resolve));
+        return calls <= 2
+          ? { allowed: true, retryAfterMs: 0, blockStarted: false }
+          : { allowed: false, retryAfterMs: 4_200, blockStarted: calls === 3 };
+      },
+    };
+    const app = await buildTestApp(limiter);
+    assert.deepEqual(await send(app, 2, { url: '/time', headers: signed }), [200, 200]);
+    const refused = await app.inject({ url: '/time', headers: signed });
+    assert.equal(refused.statusCode, 429);
+    assert.equal(refused.headers['retry-after'], '5');
+    await app.close();
+  });
+});
