@@ -1,10 +1,34 @@
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
 import { sql } from 'kysely';
+import {
+  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
+  EMAIL_ALREADY_EXISTS,
+  type CreatedCustomer,
+  type ListParticipantsQuery,
+  type ListParticipantsResponse,
+  type ParticipantByEmail,
+  type ParticipantEntity,
+  type PostCustomerBody,
+} from '../../contract/participants.schemas.ts';
 import { newParticipantCode } from '../../lib/ids.ts';
 import type { Executor, Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
-import { conflict, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
+import { conflict, forbidden, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
-import { findParticipant } from './participants.repository.ts';
+import {
+  codeOnOtherPlatform,
+  findPlatformParticipant,
+  emailOnOtherPlatform,
+  findParticipant,
+  findPlatformParticipantByEmail,
+  findSubmissionByPayload,
+  findSubmissionByRequestId,
+  insertSubmission,
+  listPlatformCustomers,
+  lockOnboardingKey,
+  ONBOARDING_LOCK,
+} from './participants.repository.ts';
 
 export const PARTICIPANT_STATUSES = [
   'submitted',
@@ -113,9 +137,182 @@ export async function insertParticipant(
   }
 }
 
+/**
+ * spec 7.3 "same payload" is the same JSON value: the SHA-256 of its RFC 8785 canonical form, so key order and
+ * white space make no difference (canonicalize: the reference implementation of RFC 8785).
+ */
+export function payloadHash(body: unknown): string {
+  const canonical = canonicalize(body);
+  if (canonical === undefined) throw invalid('body: must be a JSON object');
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+/** spec 7.3: approved when the platform reports that KYC and sanctions screening passed, else submitted. */
+export function initialCustomerStatus(body: { kyc: string; sanction_screening: string }): ParticipantStatus {
+  return body.kyc === 'pass' && body.sanction_screening === 'pass' ? 'approved' : 'submitted';
+}
+
+export interface CreateCustomerInput {
+  platformCode: string;
+  body: PostCustomerBody;
+  /** The X-REQUEST-ID header as sent; undefined when there was none. */
+  requestId?: string;
+}
+
+export interface CreateCustomerResult {
+  customer: CreatedCustomer;
+  /** True when this is the original answer again (same payload, same X-REQUEST-ID). */
+  replayed: boolean;
+}
+
+/**
+ * How long a request waits for another one holding the same email or X-REQUEST-ID before it gives up with a
+ * retryable 503 (lock_not_available; wire-contract §9: a duplicate in flight may wait, or get a retryable answer).
+ */
+const ONBOARDING_LOCK_TIMEOUT = '5s';
+const DEFAULT_PAGE_SIZE = 50;
+
 export function createParticipantsService(deps: DomainDeps) {
   const { db, clock } = deps;
+
+  /**
+   * spec 7.3 in order (wire-contract §9): the X-REQUEST-ID rule first, where an absent id equals no other id,
+   * then the email rule. Runs under advisory locks on the request id and the email, so that concurrent
+   * duplicates take turns; the unique indexes of migration 0006 and participants_platform_email hold even
+   * if a lock were bypassed.
+   */
+  async function createCustomerOnce(input: CreateCustomerInput): Promise<CreateCustomerResult> {
+    const { platformCode, body, requestId } = input;
+    const hash = payloadHash(body);
+    return db.transaction().execute(async (trx) => {
+      await sql`select set_config('lock_timeout', ${ONBOARDING_LOCK_TIMEOUT}, true)`.execute(trx);
+      // Always the request id before the email: one order, no deadlock between two requests.
+      if (requestId !== undefined) {
+        await lockOnboardingKey(trx, ONBOARDING_LOCK.requestId, platformCode, requestId);
+      }
+      await lockOnboardingKey(trx, ONBOARDING_LOCK.email, platformCode, body.email.toLowerCase());
+
+      if (requestId !== undefined) {
+        const earlier = await findSubmissionByRequestId(trx, platformCode, requestId);
+        if (earlier) {
+          // Same payload, same X-REQUEST-ID: the original 201 again. Different payload: refused.
+          if (earlier.payload_hash === hash) {
+            return { customer: earlier.response as CreatedCustomer, replayed: true };
+          }
+          throw invalid(DATA_USED_WITH_DIFFERENT_REQUEST_ID);
+        }
+      }
+      // Same payload with another id, or without one on either side.
+      if (await findSubmissionByPayload(trx, platformCode, hash)) {
+        throw invalid(DATA_USED_WITH_DIFFERENT_REQUEST_ID);
+      }
+      // Different data for an email the platform already has (however that participant was created).
+      if (await findPlatformParticipantByEmail(trx, platformCode, body.email)) {
+        throw invalid(EMAIL_ALREADY_EXISTS);
+      }
+
+      const now = clock.now();
+      const row = await insertParticipant(
+        trx,
+        {
+          platform_code: platformCode,
+          email: body.email,
+          first_name: body.first_name,
+          last_name: body.last_name,
+          status: initialCustomerStatus(body),
+        },
+        now,
+      );
+      const customer = {
+        ...body,
+        participant_code: row.participant_code,
+        platform_code: platformCode,
+        status: row.status,
+      } as CreatedCustomer;
+      await insertSubmission(trx, {
+        participant_code: row.participant_code,
+        platform_code: platformCode,
+        request_id: requestId ?? null,
+        payload_hash: hash,
+        payload: body,
+        response: customer,
+      });
+      return { customer, replayed: false };
+    });
+  }
+
   return {
+    /**
+     * `POST /participants/customers/new` (spec 4.6, 7.3; wire-contract §7): creates the customer with a new
+     * participant code and its participant_status_changed notification, or answers as spec 7.3 says.
+     */
+    async createCustomer(input: CreateCustomerInput): Promise<CreateCustomerResult> {
+      try {
+        return await createCustomerOnce(input);
+      } catch (error) {
+        // Only reachable if a write raced past the locks (e.g. the operator API creating the same email):
+        // the constraint refused it and nothing was written; a retry gets the spec 7.3 answer.
+        if (pgErrorCode(error) === PG_UNIQUE_VIOLATION) {
+          throw conflict('a request for this customer was being processed at the same time; retry');
+        }
+        throw error;
+      }
+    },
+
+    /**
+     * `GET /participants/{email}` (spec 7.2: validates a creation). Another platform's participant → 403,
+     * none → 404 (wire-contract §9).
+     */
+    async findByEmail(platformCode: string, email: string): Promise<ParticipantByEmail> {
+      const row = await findPlatformParticipantByEmail(db, platformCode, email);
+      if (row) return { participant_code: row.participant_code, email: row.email ?? email };
+      if (await emailOnOtherPlatform(db, platformCode, email)) {
+        throw forbidden('participant belongs to another platform');
+      }
+      throw notFound();
+    },
+
+    /**
+     * `GET /participants`: the platform's customers, filtered and paginated. A filter that names another
+     * platform's participant is refused with 403, as a path naming it would be (wire-contract §9).
+     */
+    async list(platformCode: string, query: ListParticipantsQuery): Promise<ListParticipantsResponse> {
+      const page = query.page ?? 1;
+      const pageSize = query.page_size ?? DEFAULT_PAGE_SIZE;
+      const filters = { participantCode: query.participant_code, email: query.email, status: query.status };
+      const { rows, total } = await listPlatformCustomers(db, platformCode, filters, {
+        limit: pageSize,
+        offset: (page - 1) * pageSize,
+      });
+      if (total === 0) {
+        const foreign =
+          (filters.participantCode !== undefined &&
+            !(await findPlatformParticipant(db, platformCode, filters.participantCode)) &&
+            (await codeOnOtherPlatform(db, platformCode, filters.participantCode))) ||
+          (filters.email !== undefined &&
+            !(await findPlatformParticipantByEmail(db, platformCode, filters.email)) &&
+            (await emailOnOtherPlatform(db, platformCode, filters.email)));
+        if (foreign) throw forbidden('the named participant belongs to another platform');
+      }
+      return {
+        message: rows.map((row): ParticipantEntity => ({
+          participant_code: row.participant_code,
+          participant_name: [row.first_name, row.last_name].filter(Boolean).join(' '),
+          ...(row.email ? { email: row.email } : {}),
+          status: row.status,
+          ...(row.reason_code ? { reason_code: row.reason_code } : {}),
+          ...(row.jurisdiction_code ? { jurisdiction_code: row.jurisdiction_code } : {}),
+          // We enforce no per-participant transaction limits, so there are none to report.
+          limits: [],
+          updated_at: row.updated_at.getTime(),
+        })),
+        page,
+        page_size: pageSize,
+        total_pages: Math.ceil(total / pageSize),
+        count: total,
+      };
+    },
+
     /** Operator onboarding (DESIGN §3): the participant exists at once, with the given status. */
     async create(input: NewParticipant): Promise<ParticipantView> {
       const platform = await db

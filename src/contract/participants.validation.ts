@@ -1,0 +1,305 @@
+import { isIP } from 'node:net';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { TObject, TSchema } from 'typebox';
+import {
+  CITIZENSHIP_CODES,
+  CUSTOMER_BODY_VARIANTS,
+  EPOCH_MS_FIELDS,
+  PASSPORT_ID_TYPES,
+  WINDOWED_TIMESTAMP_FIELDS,
+  type PostCustomerBody,
+} from './participants.schemas.ts';
+
+/**
+ * Validation of `POST /participants/customers/new` bodies (spec 7.3 "format errors"; wire-contract §9: a 400
+ * lists every bad field). The vendor's body is one of several variants; JSON Schema alone cannot say which
+ * variant's errors to report, and some vendor rules are conditional ("tax_id: required when citizenship_code
+ * is US") or depend on the clock ("within the last year"). So one function does all of it, in one pass,
+ * and reports the errors of the variant the body came closest to.
+ *
+ * Errors come out in ajv's shape so that the route's validator hands them to the one error handler
+ * (src/http/error-handler.ts), which words every 400 the same way.
+ */
+export type FieldError = Pick<ErrorObject, 'instancePath' | 'schemaPath' | 'keyword' | 'params' | 'message'>;
+
+export type CustomerBodyCheck =
+  | { ok: true; body: PostCustomerBody; variant: string }
+  | { ok: false; variant: string; errors: FieldError[] };
+
+// ajv-formats is CommonJS; its default export arrives wrapped under native ESM (as in src/app.ts).
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+  addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
+
+// Bodies: strict types, no coercion, no defaults written into what the platform sent (the body is hashed
+// for spec 7.3 exactly as received).
+const bodyAjv = addFormats(
+  new Ajv({ allErrors: true, coerceTypes: false, useDefaults: false, strict: false }),
+);
+// Headers and other text parts are coerced like every other route's (src/app.ts).
+const textAjv = addFormats(new Ajv({ allErrors: true, coerceTypes: 'array', strict: false }));
+
+interface CompiledVariant {
+  title: string;
+  accepts: Set<string>;
+  validate: ValidateFunction;
+}
+
+const VARIANTS: CompiledVariant[] = CUSTOMER_BODY_VARIANTS.map((schema: TObject) => ({
+  title: String((schema as { title?: string }).title),
+  accepts: new Set(Object.keys(schema.properties)),
+  validate: bodyAjv.compile(schema),
+}));
+const PARTIAL_VARIANT = 'Partially Onboarded Participant';
+
+const DAY_MS = 86_400_000;
+const PO_BOX = /\bp\.?\s*o\.?\s*box\b|\bpost\s+office\s+box\b/i;
+const US_TAX_ID = /^\d{3}-?\d{2}-?\d{4}$/;
+const EPOCH_MS = new Set<string>(EPOCH_MS_FIELDS);
+
+const error = (path: string, message: string, keyword = 'customer'): FieldError => ({
+  instancePath: path,
+  schemaPath: `#/${keyword}`,
+  keyword,
+  params: {},
+  message,
+});
+
+/** ajv errors in the words a platform developer needs; one line per problem. */
+function reword(errors: ErrorObject[]): FieldError[] {
+  const unions = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath));
+  const out: FieldError[] = [];
+  for (const e of errors) {
+    const field = e.instancePath.split('/')[1] ?? '';
+    // A union (metadata) reports each branch; one line says what is accepted.
+    if (unions.has(e.instancePath) && e.keyword !== 'anyOf') continue;
+    if (e.keyword === 'anyOf') {
+      out.push(error(e.instancePath, 'must be a JSON object or a string', 'anyOf'));
+    } else if (
+      EPOCH_MS.has(field) &&
+      e.instancePath === `/${field}` &&
+      ['type', 'minimum', 'maximum'].includes(e.keyword)
+    ) {
+      out.push(error(e.instancePath, 'must be an integer epoch time in milliseconds (13 digits)', e.keyword));
+    } else if (e.keyword === 'format' && (e.params as { format?: string }).format === 'date') {
+      out.push(error(e.instancePath, 'must be a real date in the format YYYY-MM-DD', 'format'));
+    } else if (e.keyword === 'enum') {
+      const allowed = (e.params as { allowedValues: unknown[] }).allowedValues;
+      out.push(
+        error(
+          e.instancePath,
+          allowed.length <= 16
+            ? `must be one of ${allowed.join(', ')}`
+            : `must be one of the ${allowed.length} codes the API accepts`,
+          'enum',
+        ),
+      );
+    } else if (e.keyword === 'const' && e.instancePath === '/partial') {
+      out.push(error(e.instancePath, 'must be true', 'const'));
+    } else {
+      out.push(e);
+    }
+  }
+  return out;
+}
+
+const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+/** YYYY-MM-DD naming a day that exists (the format check reports the others). */
+const isRealDate = (value: unknown): value is string =>
+  typeof value === 'string' &&
+  /^\d{4}-\d{2}-\d{2}$/.test(value) &&
+  !Number.isNaN(Date.parse(`${value}T00:00:00Z`)) &&
+  new Date(`${value}T00:00:00Z`).toISOString().startsWith(value);
+
+/** Rules beyond JSON Schema that hold whatever the variant: dates, time windows, addresses, text. */
+function semanticErrors(body: Record<string, unknown>, now: number): FieldError[] {
+  const errors: FieldError[] = [];
+  const today = utcDay(now);
+  const text = (name: string) => (typeof body[name] === 'string' ? (body[name] as string) : undefined);
+
+  const dob = body.date_of_birth;
+  if (isRealDate(dob)) {
+    if (dob >= today) errors.push(error('/date_of_birth', 'must be in the past'));
+    else if (dob < '1900-01-01') errors.push(error('/date_of_birth', 'must be on or after 1900-01-01'));
+  }
+  const issued = body.id_issuing_date;
+  if (isRealDate(issued) && issued > today)
+    errors.push(error('/id_issuing_date', 'must not be in the future'));
+  const expires = body.id_expiration_date;
+  if (isRealDate(issued) && isRealDate(expires) && expires <= issued) {
+    errors.push(error('/id_expiration_date', 'must be after id_issuing_date'));
+  }
+  // vendor: "must be from no longer than one (1) year in the past or one (1) day in the future".
+  for (const name of WINDOWED_TIMESTAMP_FIELDS) {
+    const at = body[name];
+    // Values that are not epoch ms at all are reported by the schema, once.
+    if (typeof at !== 'number' || !Number.isInteger(at) || at < 1e12 || at > 9_999_999_999_999) continue;
+    if (at < now - 365 * DAY_MS || at > now + DAY_MS) {
+      errors.push(error(`/${name}`, 'must be within the last year and at most one day ahead'));
+    }
+  }
+  // vendor: "PO Box addresses are not accepted".
+  for (const name of ['address_one', 'address_two']) {
+    const value = text(name);
+    if (value !== undefined && PO_BOX.test(value)) {
+      errors.push(error(`/${name}`, 'PO Box addresses are not accepted'));
+    }
+  }
+  const ip = text('ip_address');
+  if (ip !== undefined && isIP(ip) === 0)
+    errors.push(error('/ip_address', 'must be an IPv4 or IPv6 address'));
+  if (body.citizenship_code === 'US' && text('tax_id') !== undefined && !US_TAX_ID.test(text('tax_id')!)) {
+    errors.push(error('/tax_id', 'must be a 9-digit SSN or ITIN, e.g. 000-00-0000'));
+  }
+  collectLoneSurrogates(body, '', errors);
+  return errors;
+}
+
+/** A string with a lone UTF-16 surrogate has no canonical JSON form (RFC 8785), so spec 7.3 could not hash it. */
+function collectLoneSurrogates(value: unknown, path: string, errors: FieldError[]): void {
+  if (typeof value === 'string') {
+    if (/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(value)) {
+      errors.push(error(path, 'must be well-formed Unicode text'));
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach((item, i) => collectLoneSurrogates(item, `${path}/${i}`, errors));
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) collectLoneSurrogates(item, `${path}/${key}`, errors);
+  }
+}
+
+/**
+ * The vendor's "Required when …" rules, checked for the fields the variant accepts (a variant that has no
+ * `id_number` cannot be asked for one).
+ */
+function conditionalErrors(body: Record<string, unknown>, accepts: Set<string>): FieldError[] {
+  const errors: FieldError[] = [];
+  const has = (name: string) => body[name] !== undefined;
+  const need = (name: string, because: string) => {
+    if (accepts.has(name) && !has(name)) errors.push(error(`/${name}`, `is required when ${because}`));
+  };
+  // Only a valid citizenship decides what else is needed; an invalid one is reported by the schema.
+  const citizenship = (CITIZENSHIP_CODES as readonly unknown[]).includes(body.citizenship_code)
+    ? body.citizenship_code
+    : undefined;
+  const taxId = typeof body.tax_id === 'string' ? body.tax_id.replaceAll('-', '') : undefined;
+  if (citizenship === 'US') need('tax_id', 'citizenship_code is US');
+  if (typeof citizenship === 'string' && citizenship !== 'US') {
+    need('id_number', 'citizenship_code is not US');
+    need('id_number_type', 'citizenship_code is not US');
+  }
+  // vendor: a US ITIN is 9 digits starting with 9, and then an ID document is required as well.
+  if (citizenship === 'US' && taxId !== undefined && /^9\d{8}$/.test(taxId)) {
+    need('id_number', 'tax_id is an ITIN');
+    need('id_number_type', 'tax_id is an ITIN');
+  }
+  if (has('id_number')) need('id_issuing_authority', 'id_number is given');
+  if ((PASSPORT_ID_TYPES as readonly unknown[]).includes(body.id_number_type)) {
+    need('place_of_birth', `id_number_type is ${String(body.id_number_type)}`);
+    need('id_expiration_date', `id_number_type is ${String(body.id_number_type)}`);
+  }
+  if (body.id_number_type === 'non_us_other') need('non_us_other_type', 'id_number_type is non_us_other');
+  if (body.tx_relationship_term_with_service === 'other') {
+    need('tx_relationship_term_with_service_other_explanation', 'tx_relationship_term_with_service is other');
+  }
+  if (body.purpose_of_transactions === 'other') {
+    need('purpose_of_transactions_other_explanation', 'purpose_of_transactions is other');
+  }
+  const w8 = body.w8_ben;
+  if (accepts.has('w8_ben') && w8 !== null && typeof w8 === 'object' && !Array.isArray(w8)) {
+    const form = w8 as Record<string, unknown>;
+    if (form.ftin_required === undefined) {
+      errors.push(error('/w8_ben/ftin_required', 'is required when w8_ben is given'));
+    } else if (form.ftin_required !== false && form.ftin === undefined) {
+      errors.push(error('/w8_ben/ftin', 'is required unless ftin_required is false'));
+    }
+    const claim = form.treaty_claim as Record<string, unknown> | undefined;
+    if (claim && typeof claim === 'object' && claim.is_eligible === true) {
+      for (const name of [
+        'country',
+        'residence_certification',
+        'income_type',
+        'withholding_rate',
+        'article_paragraph',
+        'additional_conditions',
+      ]) {
+        if (claim[name] === undefined) {
+          errors.push(error(`/w8_ben/treaty_claim/${name}`, 'is required when is_eligible is true'));
+        }
+      }
+    }
+  }
+  return errors;
+}
+
+/**
+ * How far a body is from a variant, compared in order: fields the variant does not accept, then fields it
+ * requires that are missing, then every other bad field. The shape decides first because it is what tells
+ * the vendor's forms apart; a wrong value is wrong in every form.
+ */
+function distance(errors: FieldError[]): [number, number, number] {
+  const fields = new Set(
+    errors.map((e) => {
+      const p = e.params as { missingProperty?: string; additionalProperty?: string };
+      return `${e.instancePath}/${p.missingProperty ?? p.additionalProperty ?? ''}`;
+    }),
+  );
+  return [
+    errors.filter((e) => e.keyword === 'additionalProperties').length,
+    errors.filter((e) => e.keyword === 'required').length,
+    fields.size,
+  ];
+}
+
+const closer = (a: [number, number, number], b: [number, number, number]) =>
+  a[0] !== b[0] ? a[0] < b[0] : a[1] !== b[1] ? a[1] < b[1] : a[2] < b[2];
+
+/**
+ * Checks a body against every variant and accepts it when one is satisfied; otherwise reports the errors of
+ * the closest variant (see {@link distance}; ties go to the earlier, more general variant). `partial: true`
+ * selects the partially onboarded variant, which no other variant accepts.
+ */
+export function checkCustomerBody(body: unknown, now: number): CustomerBodyCheck {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    return { ok: false, variant: '', errors: [error('', 'must be a JSON object', 'type')] };
+  }
+  const record = body as Record<string, unknown>;
+  const common = semanticErrors(record, now);
+  const wantsPartial = record.partial !== undefined;
+  let best: { variant: string; errors: FieldError[]; distance: [number, number, number] } | undefined;
+  for (const candidate of VARIANTS) {
+    if ((candidate.title === PARTIAL_VARIANT) !== wantsPartial) continue;
+    const schemaOk = candidate.validate(record);
+    const errors = [
+      ...(schemaOk ? [] : reword(candidate.validate.errors ?? [])),
+      ...conditionalErrors(record, candidate.accepts),
+      ...common,
+    ];
+    if (errors.length === 0) return { ok: true, body: record as PostCustomerBody, variant: candidate.title };
+    const score = distance(errors);
+    if (!best || closer(score, best.distance)) best = { variant: candidate.title, errors, distance: score };
+  }
+  return { ok: false, variant: best!.variant, errors: best!.errors };
+}
+
+/** Fastify validator for one request part: the customer body check for `body`, plain ajv for the rest. */
+export interface RequestPartValidator {
+  (data: unknown): boolean | { value: unknown };
+  errors?: FieldError[] | null;
+}
+
+/**
+ * A route-level `validatorCompiler` for `POST /participants/customers/new`. The body goes through
+ * {@link checkCustomerBody} with the server's clock; headers, query and params are compiled as usual.
+ */
+export function customerRouteValidatorCompiler(now: () => number) {
+  return ({ schema, httpPart }: { schema: TSchema; httpPart?: string }): RequestPartValidator => {
+    if (httpPart !== 'body') return textAjv.compile(schema) as RequestPartValidator;
+    const validate: RequestPartValidator = (data: unknown) => {
+      const result = checkCustomerBody(data, now());
+      validate.errors = result.ok ? null : result.errors;
+      return result.ok;
+    };
+    return validate;
+  };
+}

@@ -1,0 +1,271 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import {
+  euCustomer,
+  nonUsRelianceCustomer,
+  partialCustomer,
+  usCustomer,
+  usRelianceCustomer,
+} from '../helpers/onboarding-fixtures.ts';
+
+/**
+ * POST /participants/customers/new (spec 4.6; issue 8 point 1): the vendor's fields and formats, a 400 that
+ * lists every bad field, 201 with a new 6-character code and the status, and the participant_status_changed
+ * notification on creation and on every later status change.
+ */
+let svc: TestService;
+let a: PlatformFixture;
+
+before(async () => {
+  svc = await startTestService();
+  a = await svc.newPlatform();
+});
+after(() => svc?.close());
+
+const create = (body: unknown, headers: Record<string, string> = {}) =>
+  a.client.send<{ message: Record<string, unknown>; errors?: string[] }>(
+    'POST',
+    '/participants/customers/new',
+    { body, headers },
+  );
+
+async function participantNotifications(participantCode: string) {
+  return svc.runtime.store.db
+    .selectFrom('webhook_notifications')
+    .select(['platform_code', 'payload_type', 'resource_key', 'payload'])
+    .where('resource_key', '=', `participant:${participantCode}`)
+    .orderBy('seq')
+    .execute();
+}
+
+describe('creation', () => {
+  test('201: the submitted customer with a new 6-character code, the platform and status approved', async () => {
+    const body = usCustomer({ middle_name: 'King', phone_number: '15557778888', metadata: { crm_id: 42 } });
+    const res = await create(body);
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assertVendorSchema(res.body, 'PostCustomersResponse');
+    const customer = res.body.message;
+    assert.match(String(customer.participant_code), /^[A-Z0-9]{6}$/);
+    assert.equal(customer.platform_code, a.platform.platform_code);
+    assert.equal(customer.status, 'approved');
+    for (const [field, value] of Object.entries(body)) assert.deepEqual(customer[field], value, field);
+
+    const row = await svc.runtime.store.db
+      .selectFrom('participants')
+      .selectAll()
+      .where('participant_code', '=', String(customer.participant_code))
+      .executeTakeFirstOrThrow();
+    assert.equal(row.platform_code, a.platform.platform_code);
+    assert.equal(row.email, body.email);
+    assert.equal(row.first_name, 'Ada');
+    assert.equal(row.status, 'approved');
+  });
+
+  test('status is submitted unless both KYC and sanctions screening passed', async () => {
+    for (const [kyc, sanction_screening, expected] of [
+      ['fail', 'pass', 'submitted'],
+      ['pass', 'fail', 'submitted'],
+      ['fail', 'fail', 'submitted'],
+    ] as const) {
+      const res = await create(usCustomer({ kyc, sanction_screening }));
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      assert.equal(res.body.message.status, expected, `${kyc}/${sanction_screening}`);
+    }
+  });
+
+  test('every vendor variant is accepted: general, US reliance, non-US reliance, EU, partially onboarded', async () => {
+    for (const [name, body] of [
+      ['general', usCustomer()],
+      ['US reliance (200-character address, zip)', usRelianceCustomer()],
+      ['non-US reliance', nonUsRelianceCustomer()],
+      ['EU', euCustomer()],
+      ['partially onboarded', partialCustomer()],
+    ] as const) {
+      const res = await create(body);
+      assert.equal(res.status, 201, `${name}: ${JSON.stringify(res.body)}`);
+      assertVendorSchema(res.body, 'PostCustomersResponse');
+      assert.deepEqual(
+        Object.fromEntries(Object.keys(body).map((k) => [k, res.body.message[k]])),
+        body,
+        `${name}: echoes what was submitted`,
+      );
+    }
+  });
+
+  test('creation records participant_status_changed in the same transaction', async () => {
+    const res = await create(usCustomer({ kyc: 'fail' }));
+    const code = String(res.body.message.participant_code);
+    const notifications = await participantNotifications(code);
+    assert.equal(notifications.length, 1);
+    assert.equal(notifications[0]!.platform_code, a.platform.platform_code);
+    assert.equal(notifications[0]!.payload_type, 'participant_status_changed');
+    const payload = notifications[0]!.payload as Record<string, unknown>;
+    assert.equal(payload.participant_code, code);
+    assert.equal(payload.participant_status, 'submitted');
+    assert.ok(Number.isInteger(payload.timestamp));
+  });
+
+  test('every later status change records another participant_status_changed', async () => {
+    const res = await create(usCustomer({ kyc: 'fail' }));
+    const code = String(res.body.message.participant_code);
+    await svc.admin.patch(`/participants/${code}`, { status: 'approved' });
+    await svc.admin.patch(`/participants/${code}`, { status: 'locked', reason_code: 'compliance_issue' });
+    const payloads = (await participantNotifications(code)).map((n) => n.payload as Record<string, unknown>);
+    assert.deepEqual(
+      payloads.map((p) => [p.participant_status, p.reason_code]),
+      [
+        ['submitted', undefined],
+        ['approved', undefined],
+        ['locked', 'compliance_issue'],
+      ],
+    );
+  });
+});
+
+describe('validation: 400 lists every bad field', () => {
+  test('formats: email, date_of_birth, jurisdiction and citizenship codes, kyc values, epoch-ms timestamps', async () => {
+    const before = await countParticipants();
+    const res = await create(
+      usCustomer({
+        email: 'not-an-email',
+        date_of_birth: '1985-02-30',
+        jurisdiction_code: 'IL',
+        citizenship_code: 'XX',
+        kyc: 'passed',
+        sanction_screening: true,
+        kyc_timestamp: 1_700_000_000, // seconds, not milliseconds
+        sanction_screening_timestamp: '1700000000000',
+        signed_timestamp: 1_700_000_000_000.5,
+      }),
+    );
+    assert.equal(res.status, 400);
+    assertVendorSchema(res.body, 'Code400');
+    const errors = res.body.errors!;
+    for (const field of [
+      'email',
+      'date_of_birth',
+      'jurisdiction_code',
+      'citizenship_code',
+      'kyc',
+      'sanction_screening',
+      'kyc_timestamp',
+      'sanction_screening_timestamp',
+      'signed_timestamp',
+    ]) {
+      assert.ok(
+        errors.some((e) => e.startsWith(`${field}: `)),
+        `${field} is named in ${JSON.stringify(errors)}`,
+      );
+    }
+    assert.ok(errors.includes('date_of_birth: must be a real date in the format YYYY-MM-DD'), String(errors));
+    assert.ok(errors.includes('kyc: must be one of pass, fail'), String(errors));
+    assert.ok(
+      errors.includes('kyc_timestamp: must be an integer epoch time in milliseconds (13 digits)'),
+      String(errors),
+    );
+    assert.equal(await countParticipants(), before, 'nothing was created');
+  });
+
+  test('required fields: each missing one is named', async () => {
+    const res = await create({ email: 'someone@example.com' });
+    assert.equal(res.status, 400);
+    const errors = res.body.errors!;
+    for (const field of [
+      'first_name',
+      'last_name',
+      'address_one',
+      'city',
+      'jurisdiction_code',
+      'date_of_birth',
+      'citizenship_code',
+      'kyc',
+      'kyc_timestamp',
+      'sanction_screening',
+      'sanction_screening_timestamp',
+      'signed_timestamp',
+    ]) {
+      assert.ok(errors.includes(`${field}: is required`), `${field} in ${JSON.stringify(errors)}`);
+    }
+    assert.ok(!errors.some((e) => e.startsWith('email:')), 'a good email is not reported');
+  });
+
+  test('vendor rules beyond types: dates, time window, PO boxes, US tax id, conditional fields, unknown fields', async () => {
+    const now = Date.now();
+    const res = await create(
+      usCustomer({
+        date_of_birth: '2999-01-01',
+        kyc_timestamp: now - 400 * 86_400_000,
+        sanction_screening_timestamp: now + 2 * 86_400_000,
+        address_one: 'PO Box 123',
+        tax_id: '12345',
+        id_number_type: 'us_passport',
+        id_number: 'X1',
+        nickname: 'Ada',
+      }),
+    );
+    assert.equal(res.status, 400);
+    assert.deepEqual(
+      new Set(res.body.errors),
+      new Set([
+        'nickname: is not allowed',
+        'date_of_birth: must be in the past',
+        'kyc_timestamp: must be within the last year and at most one day ahead',
+        'sanction_screening_timestamp: must be within the last year and at most one day ahead',
+        'address_one: PO Box addresses are not accepted',
+        'tax_id: must be a 9-digit SSN or ITIN, e.g. 000-00-0000',
+        'id_issuing_authority: is required when id_number is given',
+        'place_of_birth: is required when id_number_type is us_passport',
+        'id_expiration_date: is required when id_number_type is us_passport',
+      ]),
+    );
+  });
+
+  test('US citizens need a tax_id; other citizens need an ID document', async () => {
+    const { tax_id: _t, ...noTaxId } = usCustomer();
+    const us = await create(noTaxId);
+    assert.equal(us.status, 400);
+    assert.deepEqual(us.body.errors, ['tax_id: is required when citizenship_code is US']);
+
+    const foreign = await create(usCustomer({ citizenship_code: 'DE', tax_id: undefined }));
+    assert.equal(foreign.status, 400);
+    assert.deepEqual(foreign.body.errors, [
+      'id_number: is required when citizenship_code is not US',
+      'id_number_type: is required when citizenship_code is not US',
+    ]);
+  });
+
+  test('errors are those of the closest variant: an EU body missing one field is told that field', async () => {
+    const { tax_residence: _r, ...body } = euCustomer();
+    const res = await create(body);
+    assert.equal(res.status, 400);
+    assert.deepEqual(res.body.errors, ['tax_residence: is required']);
+  });
+
+  test('a body that is not an object, or not JSON, is a 400', async () => {
+    for (const body of ['[1,2]', '"text"', '{"first_name": "Ada",']) {
+      const res = await create(body);
+      assert.equal(res.status, 400, body);
+      assert.ok(Array.isArray(res.body.errors), body);
+    }
+  });
+
+  test('X-REQUEST-ID longer than 255 characters is a 400 naming the header', async () => {
+    const res = await create(usCustomer(), { 'X-REQUEST-ID': 'r'.repeat(256) });
+    assert.equal(res.status, 400);
+    assert.ok(
+      res.body.errors!.some((e) => e.startsWith('x-request-id: ')),
+      String(res.body.errors),
+    );
+  });
+});
+
+async function countParticipants(): Promise<number> {
+  const row = await svc.runtime.store.db
+    .selectFrom('participants')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('platform_code', '=', a.platform.platform_code)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
