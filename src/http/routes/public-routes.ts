@@ -4,6 +4,7 @@ import { quotesRoutes } from './quotes.routes.ts';
 import { tradesRoutes } from './trades.routes.ts';
 import { accountsRoutes } from './accounts.routes.ts';
 import { fundingRoutes } from './funding.routes.ts';
+import { participantsRoutes } from './participants.routes.ts';
 
 /**
  * Every authenticated public route module, registered inside the scope where the firewall, the rate limit,
@@ -18,4 +19,5 @@ export async function publicRoutes(app: FastifyInstance, deps: AppDeps): Promise
     tenants: services.tenants,
   });
   await app.register(fundingRoutes, { funding: services.funding });
+  await app.register(participantsRoutes, { participants: services.participants, clock: deps.clock });
 }
