@@ -21,13 +21,15 @@ export const SETTLEMENT_STATES = [
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 const EpochMs = Type.Integer({ minimum: 0, description: 'epoch milliseconds' });
 
-/** One side of a trade; `asset` and `amount` are what that party receives (vendor: settlement currency). */
+/**
+ * One side of a trade; `asset` and `amount` are what that party receives (vendor: settlement currency).
+ * `liquidity_indicator` (CLOB only) is left out: the vendor's enum has no null, so null would not conform.
+ */
 export const TradeParty = Type.Object({
   side: Type.Enum(SIDES),
   participant_code: Type.String(),
   asset: Type.String(),
   amount: Type.String(),
-  liquidity_indicator: Type.Null(),
   client_order_id: Type.Null(),
   order_id: Type.Null(),
   obligations_outstanding_timestamp: Nullable(EpochMs),

@@ -55,14 +55,14 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
   const house = buy ? up : down;
   const spread = new Exact(input.spreadBps).div(BPS);
   const price = house(new Exact(input.sourcePrice).times(buy ? spread.plus(1) : new Exact(1).minus(spread)));
-  if (!price.isPositive()) return { field: 'quantity', problem: 'the spread leaves no positive price' };
+  if (!price.gt(0)) return { field: 'quantity', problem: 'the spread leaves no positive price' };
 
   let quantity: Decimal;
   let assetCost: Decimal;
   if (input.quantity !== undefined) {
     quantity = new Exact(input.quantity);
     assetCost = house(quantity.times(price));
-    if (!assetCost.isPositive()) {
+    if (!assetCost.gt(0)) {
       return { field: 'quantity', problem: `too small: it is worth less than 1e-${AMOUNT_DECIMALS}` };
     }
   } else {
@@ -70,7 +70,7 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
     // that buys (rounded down) or what must be sold for it (rounded up).
     assetCost = new Exact(input.total!);
     quantity = buy ? down(new Floor(assetCost).div(price)) : up(new Ceil(assetCost).div(price));
-    if (!quantity.isPositive()) {
+    if (!quantity.gt(0)) {
       return {
         field: 'total',
         problem: `too small to ${input.side} any of the underlying at ${price.toFixed()}`,
@@ -79,7 +79,7 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
   }
   const fee = new Exact(input.networkFeeNotional ?? 0);
   const totalNotional = buy ? assetCost.plus(fee) : assetCost.minus(fee);
-  if (!totalNotional.isPositive()) return { field: 'quantity', problem: 'does not cover the network fee' };
+  if (!totalNotional.gt(0)) return { field: 'quantity', problem: 'does not cover the network fee' };
   const spreadNotional = assetCost.minus(quantity.times(input.sourcePrice)).abs();
 
   const result: PricedQuote = {

@@ -82,8 +82,7 @@ export function createQuotesService(deps: DomainDeps) {
     }
     for (const field of ['quantity', 'total'] as const) {
       const value = input[field];
-      if (value !== undefined && !new Dec(value).isPositive())
-        errors.push(`${field}: must be greater than 0`);
+      if (value !== undefined && !new Dec(value).gt(0)) errors.push(`${field}: must be greater than 0`);
     }
     const asset = ledgerAsset(input.underlying);
     if (asset === input.quoted_currency) errors.push('quoted_currency: must differ from the underlying');

@@ -27,7 +27,6 @@ function parties(row: TradeWithWithdrawal): TradeParty[] {
   const quantity = toDecimalString(row.trade_quantity);
   const notional = toDecimalString(row.total_notional);
   const common = {
-    liquidity_indicator: null,
     client_order_id: null,
     order_id: null,
     obligations_outstanding_timestamp: ms(row.active_at),

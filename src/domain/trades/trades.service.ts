@@ -391,7 +391,7 @@ export function createTradesService(deps: DomainDeps) {
     async bookByOperator(body: BookTradeBody) {
       const errors: string[] = [];
       for (const field of ['quantity', 'price'] as const) {
-        if (!new Dec(body[field]).isPositive()) errors.push(`${field}: must be greater than 0`);
+        if (!new Dec(body[field]).gt(0)) errors.push(`${field}: must be greater than 0`);
       }
       if (ledgerAsset(body.underlying) === body.quoted_currency) {
         errors.push('quoted_currency: must differ from the underlying');
@@ -401,7 +401,7 @@ export function createTradesService(deps: DomainDeps) {
         throw invalid(`platform_code: platform ${body.platform_code} not found`);
       }
       const totalNotional = notionalAt(body.side, body.quantity, body.price);
-      if (!new Dec(totalNotional).isPositive()) throw invalid('quantity: too small at this price');
+      if (!new Dec(totalNotional).gt(0)) throw invalid('quantity: too small at this price');
       const row = await db.transaction().execute(async (trx) => {
         const holder = await resolveTradingHolder(
           trx,

@@ -1,0 +1,377 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { IssuedApiKey, Platform } from '../../src/contract/admin.schemas.ts';
+import type { LiquidityQuote } from '../../src/contract/quotes.schemas.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
+import type { Runtime } from '../../src/main/runtime.ts';
+import { SvcClient } from '../../src/sdk/client.ts';
+import { startInstance } from '../helpers/instance.ts';
+import { LOOPBACK, startTestService, type TestService } from '../helpers/test-service.ts';
+import {
+  balanceOf,
+  executeLiquidity,
+  fund,
+  getTrade,
+  liquidityQuote,
+  setPrices,
+  tradesByClientTradeId,
+} from '../helpers/trades-fixtures.ts';
+import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+
+/**
+ * Issue 7 points 1–3 and 9: liquidity quotes priced from the operator's price source, their expiry, and
+ * execution into at most one trade (wire-contract §7, spec 7.2).
+ */
+const clock = new ManualClock(Date.now());
+let svc: TestService;
+let platformCode: string;
+let client: SvcClient;
+let customer: string;
+
+const BTC_USD = '65000.25';
+const ACCOUNT_ACTIONS = { side: 'buy', underlying: 'BTC', quoted_currency: 'USD' } as const;
+
+before(async () => {
+  svc = await startTestService({ clock });
+  await setPrices(svc, { 'BTC/USD': BTC_USD, 'ETH/USD': '3', 'XDC/USD': '98765432.123456789' });
+  const fixture = await svc.newPlatform();
+  platformCode = fixture.platform.platform_code;
+  client = fixture.client;
+  customer = (await svc.newParticipant(platformCode)).participant_code;
+  await fund(svc, customer, 'USD', '10000000');
+  await fund(svc, platformCode, 'USD', '10000000');
+});
+after(() => svc?.close());
+
+async function expectNotFound(quoteId: string, path = '/liquidity/execute', by = client) {
+  const res = await by.send('POST', path, { body: { quote_id: quoteId } });
+  assert.equal(res.status, 404, `${path} ${quoteId}: ${res.status} ${JSON.stringify(res.body)}`);
+  assert.deepEqual(res.body, { error: 'Not Found' });
+}
+
+async function platformClient(body: Record<string, unknown>): Promise<{ code: string; client: SvcClient }> {
+  const platform = await svc.admin.post<Platform>('/platforms', { ip_allowlist: LOOPBACK, ...body });
+  const key = await svc.admin.post<IssuedApiKey>(`/platforms/${platform.platform_code}/api_keys`);
+  return {
+    code: platform.platform_code,
+    client: new SvcClient({
+      baseUrl: svc.url,
+      apiKey: key.api_key,
+      apiSecret: key.api_secret,
+      passphrase: key.passphrase,
+      now: () => clock.now(),
+    }),
+  };
+}
+
+describe('liquidity quotes', () => {
+  test('GET /liquidity/rfq prices a quantity from the price source and expires after the default 30 s', async () => {
+    const res = await client.send<{ message: LiquidityQuote }>('GET', '/liquidity/rfq', {
+      query: { ...ACCOUNT_ACTIONS, quantity: '2', participant_code: customer },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assertVendorSchema(res.body, 'GetRequestForQuoteResponse');
+    const quote = res.body.message;
+    assert.equal(quote.price, BTC_USD);
+    assert.equal(quote.quantity, '2');
+    assert.equal(quote.total_notional, '130000.5');
+    assert.equal(quote.side, 'buy');
+    assert.equal(quote.underlying, 'BTC');
+    assert.equal(quote.quoted_currency, 'USD');
+    assert.equal(quote.participant_code, customer);
+    assert.equal(quote.account_label, 'general');
+    assert.equal(quote.account_group, platformCode);
+    assert.deepEqual(quote.obo_participant, {
+      participant_code: customer,
+      account_group: platformCode,
+      account_label: 'general',
+    });
+    assert.match(quote.quote_id, /^[0-9a-f-]{36}$/);
+    assert.equal(quote.expire_ts, clock.now() + 30_000);
+  });
+
+  test('POST /liquidity/rfq answers 201; by total it buys what the total pays for, rounded down', async () => {
+    const res = await client.send<{ message: LiquidityQuote }>('POST', '/liquidity/rfq', {
+      body: {
+        side: 'buy',
+        underlying: 'ETH',
+        quoted_currency: 'USD',
+        total: '100',
+        participant_code: customer,
+      },
+    });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assertVendorSchema(res.body, 'PostRequestForQuoteResponse');
+    assert.equal(res.body.message.quantity, '33.333333333333333333');
+    assert.equal(res.body.message.total_notional, '100');
+  });
+
+  test('a spread moves the price in the house’s favour on each side and is reported', async () => {
+    const buy = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '1', spread: '100' });
+    assert.equal(buy.price, '65650.2525');
+    assert.equal(buy.spread_bps, '100');
+    assert.equal(buy.spread_notional, '650.0025');
+    const sell = await liquidityQuote(client, {
+      ...ACCOUNT_ACTIONS,
+      side: 'sell',
+      quantity: '1',
+      spread: '100',
+    });
+    assert.equal(sell.price, '64350.2475');
+    assert.equal(sell.total_notional, '64350.2475');
+    assert.equal(sell.spread_notional, '650.0025');
+  });
+
+  test('without participant_code the platform quotes for itself', async () => {
+    const quote = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '1' });
+    assert.equal(quote.participant_code, platformCode);
+    assert.equal(quote.obo_participant.participant_code, platformCode);
+  });
+
+  test("a platform's own quote_expiry_ms sets expire_ts", async () => {
+    const own = await platformClient({ name: 'Short quotes', quote_expiry_ms: 5_000 });
+    const quote = await liquidityQuote(own.client, { ...ACCOUNT_ACTIONS, quantity: '1' });
+    assert.equal(quote.expire_ts, clock.now() + 5_000);
+  });
+
+  test('a pair without a price → 400 naming the field', async () => {
+    const res = await client.send('GET', '/liquidity/rfq', {
+      query: { side: 'buy', underlying: 'DOGE', quoted_currency: 'USD', quantity: '1' },
+    });
+    assert.equal(res.status, 400);
+    assert.deepEqual(res.body, { errors: ['underlying: no price for DOGE/USD'] });
+  });
+
+  test('decimals are exact where binary floats are not', async () => {
+    // 0.2 × 1.1 is 0.22000000000000003 in floats; 1e-9 × 98765432.123456789 is 0.09876543212345679.
+    await setPrices(svc, { 'ETH/USD': '1.1' });
+    const small = await liquidityQuote(client, {
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      quantity: '0.2',
+    });
+    assert.equal(small.total_notional, '0.22');
+    const tiny = await liquidityQuote(client, {
+      side: 'buy',
+      underlying: 'XDC',
+      quoted_currency: 'USD',
+      quantity: '0.000000001',
+    });
+    assert.equal(tiny.total_notional, '0.098765432123456789');
+    await setPrices(svc, { 'ETH/USD': '3' });
+  });
+});
+
+describe('bad requests name every bad field', () => {
+  test('schema problems in a body are listed together', async () => {
+    const res = await client.send<{ errors: string[] }>('POST', '/liquidity/rfq', {
+      body: {
+        side: 'hold',
+        underlying: 'btc',
+        quoted_currency: 'USD',
+        quantity: 1,
+        spread: '-5',
+        extra: true,
+      },
+    });
+    assert.equal(res.status, 400);
+    const fields = res.body.errors.map((e) => e.split(':')[0]).sort();
+    assert.deepEqual(fields, ['extra', 'quantity', 'side', 'spread', 'underlying']);
+  });
+
+  test('a query string is checked the same way', async () => {
+    const res = await client.send<{ errors: string[] }>('GET', '/liquidity/rfq', {
+      query: { side: 'buy', underlying: 'BTC', quantity: '1.5x', commission: '5' },
+    });
+    assert.equal(res.status, 400);
+    const fields = res.body.errors.map((e) => e.split(':')[0]).sort();
+    assert.deepEqual(fields, ['commission', 'quantity', 'quoted_currency']);
+  });
+
+  test('business rules: exactly one of quantity and total, positive amounts, distinct assets, known participant', async () => {
+    const other = await svc.newPlatform();
+    const foreign = await svc.newParticipant(other.platform.platform_code);
+    const neither = await client.send<{ errors: string[] }>('POST', '/liquidity/rfq', {
+      body: {
+        side: 'buy',
+        underlying: 'USD',
+        quoted_currency: 'USD',
+        participant_code: foreign.participant_code,
+      },
+    });
+    assert.equal(neither.status, 400);
+    assert.deepEqual(neither.body.errors.map((e) => e.split(':')[0]).sort(), [
+      'participant_code',
+      'quantity',
+      'quoted_currency',
+    ]);
+    const both = await client.send<{ errors: string[] }>('POST', '/liquidity/rfq', {
+      body: { ...ACCOUNT_ACTIONS, quantity: '0', total: '5' },
+    });
+    assert.equal(both.status, 400);
+    assert.deepEqual(both.body.errors.map((e) => e.split(':')[0]).sort(), ['quantity', 'total']);
+  });
+});
+
+describe('execution', () => {
+  test('books one accepted trade whose client_trade_id is the quote_id; balances move only at settlement', async () => {
+    const quote = await liquidityQuote(client, {
+      ...ACCOUNT_ACTIONS,
+      quantity: '0.5',
+      participant_code: customer,
+    });
+    const res = await client.send<{ message: { trade_id: string } }>('POST', '/liquidity/execute', {
+      body: { quote_id: quote.quote_id },
+    });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assertVendorSchema(res.body, 'PostExecuteQuoteResponse');
+    const execution = await executeLiquidity(
+      client,
+      (await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '1' })).quote_id,
+    );
+    assert.equal(execution.status, 'Completed');
+
+    const found = await tradesByClientTradeId(client, quote.quote_id);
+    assert.equal(found.length, 1);
+    assert.equal(found[0]!.trade_id, res.body.message.trade_id);
+    const trade = await getTrade(client, res.body.message.trade_id);
+    assert.equal(trade.client_trade_id, quote.quote_id);
+    assert.equal(trade.trade_state, 'accepted');
+    assert.equal(trade.trade_price, BTC_USD);
+    assert.equal(trade.trade_quantity, '0.5');
+    assert.equal(trade.total_notional, '32500.125');
+    assert.deepEqual(
+      trade.parties.map((p) => [p.side, p.participant_code, p.asset, p.amount]),
+      [
+        ['buy', customer, 'BTC', '0.5'],
+        ['sell', 'SVCLQD', 'USD', '32500.125'],
+      ],
+    );
+    assert.equal(await balanceOf(svc, customer, 'USD'), '10000000');
+    assert.equal(await balanceOf(svc, customer, 'BTC'), '0');
+  });
+
+  test('insufficient balance → 400; funds promised to unsettled trades count; the quote stays executable', async () => {
+    const poor = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, poor, 'USD', '100');
+    const first = await liquidityQuote(client, {
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      quantity: '20',
+      participant_code: poor,
+    });
+    const second = await liquidityQuote(client, {
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      quantity: '20',
+      participant_code: poor,
+    });
+    await executeLiquidity(client, first.quote_id); // 60 of 100 promised
+    const refused = await client.send<{ errors: string[] }>('POST', '/liquidity/execute', {
+      body: { quote_id: second.quote_id },
+    });
+    assert.equal(refused.status, 400);
+    assert.match(refused.body.errors[0]!, /^quote_id: insufficient balance: USD .* has 40 .* needs 60$/);
+    assert.deepEqual(await tradesByClientTradeId(client, second.quote_id), []);
+    const sells = await client.send('POST', '/liquidity/execute', {
+      body: {
+        quote_id: (
+          await liquidityQuote(client, {
+            side: 'sell',
+            underlying: 'ETH',
+            quoted_currency: 'USD',
+            quantity: '1',
+            participant_code: poor,
+          })
+        ).quote_id,
+      },
+    });
+    assert.equal(sells.status, 400, 'selling ETH the participant does not have');
+
+    await fund(svc, poor, 'USD', '20');
+    const executed = await executeLiquidity(client, second.quote_id);
+    assert.equal((await tradesByClientTradeId(client, second.quote_id))[0]!.trade_id, executed.trade_id);
+  });
+
+  test('unknown, expired, executed, foreign and wrong-kind quotes → 404 {"error":"Not Found"}', async () => {
+    await expectNotFound('0b1c2d3e-0000-4000-8000-000000000000');
+    await expectNotFound('not-a-uuid');
+
+    const executed = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '0.001' });
+    await executeLiquidity(client, executed.quote_id);
+    await expectNotFound(executed.quote_id);
+
+    const other = await svc.newPlatform();
+    const foreign = await liquidityQuote(other.client, { ...ACCOUNT_ACTIONS, quantity: '0.001' });
+    await expectNotFound(foreign.quote_id);
+    const liquidity = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '0.001' });
+    await expectNotFound(liquidity.quote_id, '/convert_withdraw/execute');
+
+    const justInTime = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '0.001' });
+    const late = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '0.001' });
+    clock.advance(29_999);
+    await executeLiquidity(client, justInTime.quote_id);
+    clock.advance(1);
+    await expectNotFound(late.quote_id);
+    // spec 7.2: after a 404, GET /trades?client_trade_id=<quote_id> tells "expired" (none) from "executed".
+    assert.deepEqual(await tradesByClientTradeId(client, late.quote_id), []);
+    assert.equal((await tradesByClientTradeId(client, justInTime.quote_id)).length, 1);
+  });
+
+  test('50 concurrent executes of one quote on two instances → one trade, 49 × 404', async () => {
+    let second: Runtime | undefined;
+    try {
+      second = await startInstance(svc, { clock });
+      const { platform, key } = await svc.newPlatform();
+      const clients = [svc.url, second.url!].map(
+        (baseUrl) =>
+          new SvcClient({
+            baseUrl,
+            apiKey: key.api_key,
+            apiSecret: key.api_secret,
+            passphrase: key.passphrase,
+            now: () => clock.now(),
+          }),
+      );
+      await fund(svc, platform.platform_code, 'USD', '1000000');
+      const quote = await liquidityQuote(clients[0]!, { ...ACCOUNT_ACTIONS, quantity: '1' });
+      const answers = await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          clients[i % 2]!.send('POST', '/liquidity/execute', { body: { quote_id: quote.quote_id } }),
+        ),
+      );
+      const statuses = answers.map((a) => a.status);
+      assert.equal(statuses.filter((s) => s === 200).length, 1, statuses.join(','));
+      assert.equal(statuses.filter((s) => s === 404).length, 49, statuses.join(','));
+      const trades = await svc.runtime.store.db
+        .selectFrom('trades')
+        .select('trade_id')
+        .where('quote_id', '=', quote.quote_id)
+        .execute();
+      assert.equal(trades.length, 1);
+      assert.equal((await tradesByClientTradeId(clients[1]!, quote.quote_id)).length, 1);
+    } finally {
+      await second?.close();
+    }
+  });
+
+  test('the database refuses a second trade for one quote even if the code tried', async () => {
+    const quote = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '0.001' });
+    const { trade_id: tradeId } = await executeLiquidity(client, quote.quote_id);
+    const row = await svc.runtime.store.db
+      .selectFrom('trades')
+      .selectAll()
+      .where('trade_id', '=', tradeId)
+      .executeTakeFirstOrThrow();
+    await assert.rejects(
+      svc.runtime.store.db
+        .insertInto('trades')
+        .values({ ...row, trade_id: '9c1a3f4e-1111-4111-8111-111111111111', client_trade_id: 'another' })
+        .execute(),
+      /trades_quote_id_key/,
+    );
+  });
+});
