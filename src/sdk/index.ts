@@ -32,3 +32,14 @@ export {
   type FundTransactionsQuery,
   type Jwks,
 } from './resources/funding.ts';
+export {
+  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
+  EMAIL_ALREADY_EXISTS,
+  ParticipantsResource,
+  type CreatedCustomer,
+  type ListParticipantsQuery,
+  type ListParticipantsResponse,
+  type ParticipantByEmail,
+  type ParticipantEntity,
+  type PostCustomerBody,
+} from './resources/participants.ts';
