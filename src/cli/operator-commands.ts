@@ -1,5 +1,6 @@
 import type { IssuedApiKey, Participant, Platform } from '../contract/admin.schemas.ts';
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
+import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 
 /**
@@ -151,6 +152,25 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         account_type: optionalString(o, 'type'),
       }),
   },
+  'deposits record': {
+    usage:
+      'svc deposits record ADDRESS QUANTITY [--tx TRANSACTION_ID] [--source ADDRESS] [--fund-asset USDC.ETH] [--deposit-timestamp MS] [--failed --reason TEXT]',
+    summary: 'record an on-chain deposit to a deposit address (fund event, credit and webhook)',
+    run: (c, p, o) => {
+      const at = optionalString(o, 'deposit-timestamp');
+      if (at !== undefined && !/^\d+$/.test(at)) throw new UsageError('--deposit-timestamp must be epoch ms');
+      if (o.failed === true && !optionalString(o, 'reason')) throw new UsageError('--failed needs --reason');
+      return c.post<FundEvent>('/deposits', {
+        deposit_address: positional(p, 0, 'ADDRESS'),
+        quantity: positional(p, 1, 'QUANTITY'),
+        transaction_id: optionalString(o, 'tx'),
+        source_address: optionalString(o, 'source'),
+        fund_asset: optionalString(o, 'fund-asset'),
+        deposit_timestamp: at === undefined ? undefined : Number(at),
+        ...(o.failed === true ? { success: false, reason: optionalString(o, 'reason') } : {}),
+      });
+    },
+  },
 };
 
 /** Options every operator command understands, for util.parseArgs. */
@@ -171,4 +191,9 @@ export const OPERATOR_OPTIONS = {
   asset: { type: 'string' },
   amount: { type: 'string' },
   type: { type: 'string' },
+  tx: { type: 'string' },
+  source: { type: 'string' },
+  'fund-asset': { type: 'string' },
+  'deposit-timestamp': { type: 'string' },
+  failed: { type: 'boolean' },
 } as const;

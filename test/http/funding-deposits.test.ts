@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
+import { OPERATOR_COMMANDS, OPERATOR_OPTIONS } from '../../src/cli/operator-commands.ts';
 import { Dec } from '../../src/lib/decimal.ts';
 import type { FundEvent } from '../../src/contract/funding.schemas.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
@@ -310,4 +312,30 @@ test('the indexer may name the asset on the address network and the confirmation
   assert.equal(event.notional, new Dec('100.5').times(TEST_PRICES['USDT/USD']).toFixed());
   assert.equal(event.deposit_timestamp, at);
   assert.ok(event.fund_timestamp >= at);
+});
+
+test('svc deposits record: the operator command records a deposit, failed ones too', async () => {
+  const { address } = await addressOf(owner, 'BTC.BTC', 'cli-ref');
+  const tx = txId();
+  const run = async (argv: string[]) => {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      options: OPERATOR_OPTIONS,
+      allowPositionals: true,
+    });
+    return OPERATOR_COMMANDS['deposits record']!.run(
+      svc.admin,
+      positionals.slice(2),
+      values,
+    ) as Promise<FundEvent>;
+  };
+  const ok = await run(['deposits', 'record', address, '0.5', '--tx', tx, '--source', 'bc1qsource']);
+  assert.equal(ok.success, true);
+  assert.equal(ok.transaction_id, tx);
+  assert.equal(ok.source_address, 'bc1qsource');
+  assert.equal(ok.reference_id, 'cli-ref');
+  const failed = await run(['deposits', 'record', address, '0.25', '--failed', '--reason', 'dust']);
+  assert.equal(failed.success, false);
+  assert.equal(failed.status_reason, 'dust');
+  await assert.rejects(run(['deposits', 'record', address, '1', '--failed']), /--failed needs --reason/);
 });
