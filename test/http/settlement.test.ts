@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { AdminApiError } from '../../src/cli/admin-client.ts';
+import type { AdminTrade } from '../../src/contract/trades.schemas.ts';
+import type { SvcClient } from '../../src/sdk/client.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import {
+  balanceOf,
+  executeLiquidity,
+  fund,
+  getTrade,
+  liquidityQuote,
+  notificationsOf,
+  setPrices,
+} from '../helpers/trades-fixtures.ts';
+
+/**
+ * Issue 7 points 6 and 7 driven by the operator: `POST /admin/trades/{id}/advance` does the next settlement
+ * step at once, `POST /admin/trades` books a trade directly. The worker does not run here (SVC_ROLE=api)
+ * and the configured delays are an hour, so every state change in these tests is the operator's.
+ */
+let svc: TestService;
+let platformCode: string;
+let client: SvcClient;
+
+before(async () => {
+  svc = await startTestService({
+    env: { SVC_SETTLEMENT_ACTIVE_AFTER_MS: '3600000', SVC_SETTLEMENT_TERMINATE_AFTER_MS: '3600000' },
+  });
+  await setPrices(svc, { 'BTC/USD': '50000', 'ETH/USD': '2500' });
+  const fixture = await svc.newPlatform();
+  platformCode = fixture.platform.platform_code;
+  client = fixture.client;
+});
+after(() => svc?.close());
+
+const advance = (tradeId: string) => svc.admin.post<AdminTrade>(`/trades/${tradeId}/advance`);
+
+async function adminError(call: Promise<unknown>): Promise<AdminApiError> {
+  try {
+    await call;
+  } catch (error) {
+    if (error instanceof AdminApiError) return error;
+    throw error;
+  }
+  return assert.fail('expected the operator API to refuse');
+}
+
+async function buyTrade(participantCode: string, quantity: string, underlying = 'BTC'): Promise<string> {
+  const quote = await liquidityQuote(client, {
+    side: 'buy',
+    underlying,
+    quoted_currency: 'USD',
+    quantity,
+    participant_code: participantCode,
+  });
+  return (await executeLiquidity(client, quote.quote_id)).trade_id;
+}
+
+describe('operator advance', () => {
+  test('accepted → active → terminated at once; balances move only at terminated', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '100000');
+    const tradeId = await buyTrade(buyer, '1');
+    assert.equal(settlementDelayed(await getTrade(client, tradeId)), true);
+
+    const active = await advance(tradeId);
+    assert.equal(active.trade_state, 'active');
+    assert.deepEqual(
+      active.parties.map((p) => p.settlement_state),
+      ['obligations_outstanding', 'obligations_outstanding'],
+    );
+    assert.equal(await balanceOf(svc, buyer, 'USD'), '100000');
+
+    const done = await advance(tradeId);
+    assert.equal(done.trade_state, 'terminated');
+    assert.equal(typeof done.settled_timestamp, 'number');
+    assert.equal(await balanceOf(svc, buyer, 'USD'), '50000');
+    assert.equal(await balanceOf(svc, buyer, 'BTC'), '1');
+    assert.equal((await getTrade(client, tradeId)).trade_state, 'terminated');
+  });
+
+  test('after terminated: 409, and no notification or balance change follows', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '2500');
+    const tradeId = await buyTrade(buyer, '1', 'ETH');
+    await advance(tradeId);
+    await advance(tradeId);
+    const before = await notificationsOf(svc, `trade:${tradeId}`);
+    assert.deepEqual(
+      before.map((n) => n.payload.trade_state),
+      ['accepted', 'active', 'terminated'],
+    );
+    const refused = await adminError(advance(tradeId));
+    assert.equal(refused.status, 409);
+    assert.deepEqual(await notificationsOf(svc, `trade:${tradeId}`), before);
+    assert.equal(await balanceOf(svc, buyer, 'ETH'), '1');
+    assert.equal(await balanceOf(svc, buyer, 'USD'), '0');
+  });
+
+  test('the database itself refuses any change to a terminated trade, and backward moves', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '2500');
+    const tradeId = await buyTrade(buyer, '1', 'ETH');
+    const db = svc.runtime.store.db;
+    await advance(tradeId);
+    await assert.rejects(
+      db.updateTable('trades').set({ trade_state: 'accepted' }).where('trade_id', '=', tradeId).execute(),
+      /active → accepted is not a transition/,
+    );
+    await advance(tradeId);
+    await assert.rejects(
+      db.updateTable('trades').set({ updated_at: new Date() }).where('trade_id', '=', tradeId).execute(),
+      /is terminated: no further change is allowed/,
+    );
+    await assert.rejects(
+      db.updateTable('trades').set({ trade_state: 'active' }).where('trade_id', '=', tradeId).execute(),
+      /is terminated/,
+    );
+    await assert.rejects(
+      db.deleteFrom('trades').where('trade_id', '=', tradeId).execute(),
+      /cannot be deleted/,
+    );
+    assert.equal((await getTrade(client, tradeId)).trade_state, 'terminated');
+  });
+
+  test('a settlement that cannot complete changes nothing: balances, state and notifications are one transaction', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '50000');
+    const tradeId = await buyTrade(buyer, '1');
+    await advance(tradeId);
+    await fund(svc, buyer, 'USD', '-1'); // the operator takes some of the promised funds away
+    const refused = await adminError(advance(tradeId));
+    assert.equal(refused.status, 400);
+    assert.match(JSON.stringify(refused.body), /insufficient balance/);
+    // The BTC credit comes first (movements are applied in asset order) and was rolled back with the rest.
+    assert.equal(await balanceOf(svc, buyer, 'BTC'), '0');
+    assert.equal(await balanceOf(svc, buyer, 'USD'), '49999');
+    assert.equal((await getTrade(client, tradeId)).trade_state, 'active');
+    assert.deepEqual(
+      (await notificationsOf(svc, `trade:${tradeId}`)).map((n) => n.payload.trade_state),
+      ['accepted', 'active'],
+    );
+    await fund(svc, buyer, 'USD', '1');
+    assert.equal((await advance(tradeId)).trade_state, 'terminated');
+    assert.equal(await balanceOf(svc, buyer, 'BTC'), '1');
+  });
+
+  test('unknown trade → 404', async () => {
+    assert.equal((await adminError(advance('7f0c1d2e-3333-4333-8333-333333333333'))).status, 404);
+    assert.equal((await adminError(advance('nope'))).status, 404);
+  });
+});
+
+describe('operator booking', () => {
+  test('a net settlement trade settles and moves balances, but never emits trade_status_changed', async () => {
+    const holder = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, holder, 'BTC', '2');
+    const booked = await svc.admin.post<AdminTrade>('/trades', {
+      platform_code: platformCode,
+      participant_code: holder,
+      side: 'sell',
+      underlying: 'BTC',
+      quoted_currency: 'USD',
+      quantity: '0.5',
+      price: '48000.5',
+      net_settlement: true,
+      client_trade_id: 'alloc-1',
+    });
+    assert.equal(booked.net_settlement, true);
+    assert.equal(booked.trade_state, 'accepted');
+    assert.equal(booked.total_notional, '24000.25');
+    assert.equal(booked.origin, null);
+    await advance(booked.trade_id);
+    assert.equal((await advance(booked.trade_id)).trade_state, 'terminated');
+    assert.deepEqual(await notificationsOf(svc, `trade:${booked.trade_id}`), []);
+    assert.equal(await balanceOf(svc, holder, 'BTC'), '1.5');
+    assert.equal(await balanceOf(svc, holder, 'USD'), '24000.25');
+    const found = await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
+      query: { client_trade_id: 'alloc-1' },
+    });
+    assert.deepEqual(
+      found.body.message.map((t) => t.trade_id),
+      [booked.trade_id],
+    );
+  });
+
+  test('a regular booked trade does notify; a duplicate client_trade_id → 409; bad fields → 400', async () => {
+    const holder = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, holder, 'USD', '100');
+    const body = {
+      platform_code: platformCode,
+      participant_code: holder,
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      quantity: '0.01',
+      price: '2500',
+      client_trade_id: 'booked-1',
+    };
+    const booked = await svc.admin.post<AdminTrade>('/trades', body);
+    assert.deepEqual(
+      (await notificationsOf(svc, `trade:${booked.trade_id}`)).map((n) => n.payload.trade_state),
+      ['accepted'],
+    );
+    assert.equal((await adminError(svc.admin.post('/trades', body))).status, 409);
+    const bad = await adminError(
+      svc.admin.post('/trades', { ...body, side: 'hold', price: '0', quantity: '1e3', platform_code: 'x' }),
+    );
+    assert.equal(bad.status, 400);
+    const fields = (bad.body as { errors: string[] }).errors.map((e) => e.split(':')[0]).sort();
+    assert.deepEqual(fields, ['platform_code', 'quantity', 'side']);
+    const zero = await adminError(
+      svc.admin.post('/trades', { ...body, price: '0', client_trade_id: 'booked-2' }),
+    );
+    assert.deepEqual(zero.body, { errors: ['price: must be greater than 0'] });
+    const poor = await adminError(
+      svc.admin.post('/trades', { ...body, quantity: '1', client_trade_id: 'booked-3' }),
+    );
+    assert.equal(poor.status, 400);
+    assert.match(JSON.stringify(poor.body), /quantity: insufficient balance/);
+  });
+});
+
+/** With an hour's delay configured, settlement is first attempted an hour after acceptance. */
+function settlementDelayed(trade: { accepted_timestamp: number; settlement_timestamp: number | null }) {
+  return trade.settlement_timestamp === trade.accepted_timestamp + 3_600_000;
+}
