@@ -1,6 +1,8 @@
 import type { IssuedApiKey, Participant, Platform } from '../contract/admin.schemas.ts';
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
+import { SvcClient } from '../sdk/client.ts';
+import { FundingResource } from '../sdk/resources/funding.ts';
 
 /**
  * `svc demo`: a ready-to-call setup on a running server: a platform (open allow-list in cert, else
@@ -35,6 +37,28 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
   const prices = await client.post('/prices', {
     pairs: { 'BTC/USD': '65000.00', 'ETH/USD': '3200.00', 'USDC/USD': '1.00' },
   });
+  // Issue 6: a fund quote for the holder, signed with the new key as a platform would: the deposit address
+  // to show the customer. Best effort: the public API may be on another listener than the operator API.
+  const funding = new FundingResource(
+    new SvcClient({
+      baseUrl: client.baseUrl,
+      apiKey: key.api_key,
+      apiSecret: key.api_secret,
+      passphrase: key.passphrase,
+      retry: false,
+    }),
+  );
+  const fundQuote = await funding
+    .requestQuote({
+      participant_code: holder.participant_code,
+      fund_asset: 'USDC.ETH',
+      client_fund_id: `demo-${suffix}`,
+    })
+    .then((quote) => ({
+      ...quote,
+      try_a_deposit: `svc deposits record ${quote.deposit_address} 100 --fund-asset USDC.ETH`,
+    }))
+    .catch((error: Error) => ({ error: `no fund quote: ${error.message}` }));
   return {
     base_url: client.baseUrl,
     platform_code: platform.platform_code,
@@ -44,5 +68,6 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
     participants: { primary_holder: holder.participant_code, tenant_candidate: tenant.participant_code },
     customer_account: account.zrn,
     prices,
+    fund_quote: fundQuote,
   };
 }

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createLocalJWKSet, jwtVerify } from 'jose';
+import { runDemo } from '../../src/cli/demo-command.ts';
+import { isValidAddress } from '../../src/domain/funding/deposit-addresses.ts';
 import { FundingResource, SvcInvalidRequestError, SvcPermissionError } from '../../src/sdk/index.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { newAccountHolder, recordDeposit, setPrices, txId } from '../helpers/funding-fixtures.ts';
@@ -54,4 +56,16 @@ test('quote, deposit, then the fund event through listTransactions', async () =>
     new FundingResource(stranger.client).listTransactions({ fund_id: event.fund_id }),
     SvcPermissionError,
   );
+});
+
+test('svc demo shows a fund quote with a deposit address and the command to fund it', async () => {
+  const demo = await runDemo(svc.admin, { env: 'cert' });
+  const quote = demo.fund_quote as {
+    deposit_address?: string;
+    try_a_deposit?: string;
+    reference_id?: string;
+  };
+  assert.ok(quote.deposit_address && isValidAddress('evm', quote.deposit_address), JSON.stringify(quote));
+  assert.match(quote.reference_id ?? '', /^demo-/);
+  assert.match(quote.try_a_deposit ?? '', /^svc deposits record 0x[0-9a-fA-F]{40} 100/);
 });
