@@ -96,12 +96,12 @@ export const CreateCustomerAccountRequest = Type.Object(
   {
     participant_code: ParticipantCodeRef,
     account_label: AccountLabel,
-    type: Type.Union(ACCOUNT_TYPES.map((t) => Type.Literal(t))),
-    tier: Type.Union(ACCOUNT_TIERS.map((t) => Type.Literal(t))),
+    type: Type.Enum(ACCOUNT_TYPES),
+    tier: Type.Enum(ACCOUNT_TIERS),
     prefunded: Type.Optional(Type.Boolean({ default: true })),
     tenants: Type.Optional(Type.Array(ParticipantCodeRef, { maxItems: 100, uniqueItems: true })),
     financial_advisors: Type.Optional(Type.Array(ParticipantCodeRef, { maxItems: 100, uniqueItems: true })),
-    region: Type.Optional(Type.Union(REGIONS.map((r) => Type.Literal(r)))),
+    region: Type.Optional(Type.Enum(REGIONS)),
   },
   { additionalProperties: false },
 );
@@ -116,7 +116,7 @@ export const ListAccountsQuery = Type.Object({
   /** The vendor: "mirrors a participant_code". With account_label, a tenant reads as the holder. */
   account_owner: Type.Optional(ParticipantCodeRef),
   asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-  account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),
+  account_type: Type.Optional(Type.Enum(BALANCE_ACCOUNT_TYPES)),
 });
 export type ListAccountsQuery = Static<typeof ListAccountsQuery>;
 

@@ -1,0 +1,245 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { ListAccountsResponse } from '../../src/contract/accounts.schemas.ts';
+import { resolveAccountHolder, type AccountHolder } from '../../src/domain/accounts/account-holder.ts';
+import { DomainError } from '../../src/domain/errors.ts';
+import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+
+/**
+ * Issue 5, point 5: a tenant acts as the primary holder. `resolveAccountHolder` is the one place that
+ * decides it (funding and trades call it); shown here directly and on the accounts routes.
+ */
+let svc: TestService;
+before(async () => {
+  svc = await startTestService();
+});
+after(() => svc?.close());
+
+interface World {
+  platform: PlatformFixture;
+  code: string;
+  sdk: AccountsResource;
+  holder: string;
+  tenant: string;
+  zrn: string;
+}
+
+async function member(platform: PlatformFixture, status?: string): Promise<string> {
+  return (await svc.newParticipant(platform.platform.platform_code, { status })).participant_code;
+}
+
+/** Holder H with account "joint", tenant T in effect. */
+async function world(label = 'joint'): Promise<World> {
+  const platform = await svc.newPlatform();
+  const code = platform.platform.platform_code;
+  const holder = await member(platform);
+  const tenant = await member(platform);
+  const { zrn } = await svc.newCustomerAccount(code, holder, label);
+  const sdk = new AccountsResource(platform.client);
+  await sdk.addTenant(zrn, tenant);
+  await apply(code, zrn);
+  return { platform, code, sdk, holder, tenant, zrn };
+}
+
+/** Runs the tenant-change job's work for an account (what the worker does). */
+function apply(platformCode: string, zrn: string) {
+  return svc.runtime.services.tenants.applyPending(platformCode, zrn);
+}
+
+function resolve(platformCode: string, participant: string, label: string): Promise<AccountHolder> {
+  return resolveAccountHolder(svc.runtime.store.db, platformCode, participant, label);
+}
+
+async function refusal(promise: Promise<unknown>): Promise<DomainError> {
+  const error = await promise.then(
+    () => assert.fail('expected a refusal'),
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof DomainError, String(error));
+  return error;
+}
+
+describe('resolveAccountHolder', () => {
+  test('the holder acts for its own account', async () => {
+    const w = await world();
+    assert.deepEqual(await resolve(w.code, w.holder, 'joint'), {
+      actingParticipantCode: w.holder,
+      ownerParticipantCode: w.holder,
+      accountLabel: 'joint',
+      zrn: w.zrn,
+      role: 'holder',
+    });
+  });
+
+  test("a tenant naming itself with the account's label acts for the holder's account", async () => {
+    const w = await world();
+    assert.deepEqual(await resolve(w.code, w.tenant, 'joint'), {
+      actingParticipantCode: w.tenant,
+      ownerParticipantCode: w.holder,
+      accountLabel: 'joint',
+      zrn: w.zrn,
+      role: 'tenant',
+    });
+    // Under another label the tenant is only itself.
+    const own = await resolve(w.code, w.tenant, 'general');
+    assert.equal(own.ownerParticipantCode, w.tenant);
+    assert.equal(own.zrn, null);
+    assert.equal(own.role, 'self');
+  });
+
+  test('a pending add does not act yet; a pending removal still does; an applied removal is refused with 403', async () => {
+    const w = await world();
+    const newcomer = await member(w.platform);
+    await w.sdk.addTenant(w.zrn, newcomer);
+    assert.equal(
+      (await resolve(w.code, newcomer, 'joint')).ownerParticipantCode,
+      newcomer,
+      'not in effect yet',
+    );
+    await apply(w.code, w.zrn);
+    assert.equal((await resolve(w.code, newcomer, 'joint')).ownerParticipantCode, w.holder);
+
+    await w.sdk.removeTenant(w.zrn, newcomer);
+    assert.equal(
+      (await resolve(w.code, newcomer, 'joint')).ownerParticipantCode,
+      w.holder,
+      'a removal takes effect only when applied',
+    );
+    await apply(w.code, w.zrn);
+    const error = await refusal(resolve(w.code, newcomer, 'joint'));
+    assert.equal(error.code, 'forbidden');
+    assert.match(error.message, new RegExp(`no longer a tenant of account ${w.zrn}`));
+    // The other tenant is unaffected.
+    assert.equal((await resolve(w.code, w.tenant, 'joint')).ownerParticipantCode, w.holder);
+  });
+
+  test('a former tenant re-added, or given an account of its own under the label, acts again', async () => {
+    const w = await world();
+    await w.sdk.removeTenant(w.zrn, w.tenant);
+    await apply(w.code, w.zrn);
+    await refusal(resolve(w.code, w.tenant, 'joint'));
+    await w.sdk.addTenant(w.zrn, w.tenant);
+    await apply(w.code, w.zrn);
+    assert.equal((await resolve(w.code, w.tenant, 'joint')).ownerParticipantCode, w.holder);
+
+    await w.sdk.removeTenant(w.zrn, w.tenant);
+    await apply(w.code, w.zrn);
+    const own = await svc.newCustomerAccount(w.code, w.tenant, 'joint');
+    const holder = await resolve(w.code, w.tenant, 'joint');
+    assert.equal(holder.ownerParticipantCode, w.tenant);
+    assert.equal(holder.zrn, own.zrn);
+    assert.equal(holder.role, 'holder');
+  });
+
+  test('a tenant of two accounts with the same label cannot happen: the second tenancy is refused', async () => {
+    const w = await world();
+    const otherHolder = await member(w.platform);
+    const second = await svc.newCustomerAccount(w.code, otherHolder, 'joint');
+    const res = await w.platform.client.send('POST', `/accounts/${second.zrn}/tenants`, {
+      body: { participant_code: w.tenant },
+    });
+    assert.equal(res.status, 409);
+    // So the pair (tenant, "joint") still names exactly the first account.
+    assert.equal((await resolve(w.code, w.tenant, 'joint')).zrn, w.zrn);
+    // Nor can the tenant open an account of its own with that label while the tenancy stands.
+    await assert.rejects(svc.newCustomerAccount(w.code, w.tenant, 'joint'), { status: 409 });
+    const viaApi = await w.platform.client.send('POST', '/accounts', {
+      body: { participant_code: w.tenant, account_label: 'joint', type: 'individual', tier: 'pro' },
+    });
+    assert.equal(viaApi.status, 409);
+  });
+
+  test('unknown, foreign and not approved participants are refused with 400 naming the field', async () => {
+    const w = await world();
+    const other = await svc.newPlatform();
+    const foreign = await member(other);
+    const locked = await member(w.platform, 'locked');
+    for (const code of ['ZZZZZZ', foreign, locked]) {
+      const error = await refusal(
+        resolveAccountHolder(svc.runtime.store.db, w.code, code, 'joint', 'tenant_code'),
+      );
+      assert.equal(error.code, 'invalid');
+      assert.match(error.messages[0]!, new RegExp(`^tenant_code: participant ${code} `));
+    }
+    // A tenant that is no longer approved does not act either.
+    await svc.admin.patch(`/participants/${w.tenant}`, { status: 'locked' });
+    assert.equal((await refusal(resolve(w.code, w.tenant, 'joint'))).code, 'invalid');
+  });
+});
+
+describe('tenants act as the primary holder on the accounts routes', () => {
+  test('details read as a participant: holder and tenant served alike, former tenant and stranger 403', async () => {
+    const w = await world();
+    const stranger = await member(w.platform);
+    const asHolder = await w.sdk.details(w.zrn, { participantCode: w.holder });
+    const asTenant = await w.sdk.details(w.zrn, { participantCode: w.tenant });
+    assert.deepEqual(asTenant, asHolder);
+    assert.deepEqual(asTenant.tenants, [w.tenant]);
+
+    const strangerRes = await w.platform.client.send('GET', `/accounts/${w.zrn}/details`, {
+      query: { participant_code: stranger },
+    });
+    assert.equal(strangerRes.status, 403);
+    const unknown = await w.platform.client.send('GET', `/accounts/${w.zrn}/details`, {
+      query: { participant_code: 'ZZZZZZ' },
+    });
+    assert.equal(unknown.status, 400);
+    assert.match((unknown.body as { errors: string[] }).errors[0]!, /^participant_code: /);
+
+    await w.sdk.removeTenant(w.zrn, w.tenant);
+    // Until the removal has taken effect the tenant is still served.
+    assert.equal(
+      (
+        await w.platform.client.send('GET', `/accounts/${w.zrn}/details`, {
+          query: { participant_code: w.tenant },
+        })
+      ).status,
+      200,
+    );
+    await apply(w.code, w.zrn);
+    const former = await w.platform.client.send('GET', `/accounts/${w.zrn}/details`, {
+      query: { participant_code: w.tenant },
+    });
+    assert.equal(former.status, 403);
+    assert.equal((former.body as { error: unknown }).error, true);
+    assert.match((former.body as { message: string }).message, /no longer a tenant/);
+    // Without a participant the platform still reads its account.
+    assert.equal((await w.platform.client.send('GET', `/accounts/${w.zrn}/details`)).status, 200);
+  });
+
+  test("GET /accounts naming a tenant with the account's label lists the holder's balances there", async () => {
+    const w = await world();
+    await svc.admin.post('/balances', {
+      participant_code: w.holder,
+      account_label: 'joint',
+      asset: 'USD',
+      amount: '50',
+    });
+    await svc.admin.post('/balances', {
+      participant_code: w.tenant,
+      account_label: 'general',
+      asset: 'USD',
+      amount: '3',
+    });
+    const list = (query: Record<string, string>) =>
+      w.platform.client.send<ListAccountsResponse>('GET', '/accounts', { query });
+    const asTenant = await list({ account_owner: w.tenant, account_label: 'joint' });
+    assert.equal(asTenant.status, 200);
+    assert.deepEqual(
+      asTenant.body.message.map((m) => [m.account_owner, m.account_label, m.balance]),
+      [[w.holder, 'joint', '50']],
+    );
+    // account_owner alone is a literal filter: the tenant's own balances.
+    const own = await list({ account_owner: w.tenant });
+    assert.deepEqual(
+      own.body.message.map((m) => [m.account_owner, m.account_label]),
+      [[w.tenant, 'general']],
+    );
+
+    await w.sdk.removeTenant(w.zrn, w.tenant);
+    await apply(w.code, w.zrn);
+    const former = await list({ account_owner: w.tenant, account_label: 'joint' });
+    assert.equal(former.status, 403);
+  });
+});
