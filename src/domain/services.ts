@@ -10,6 +10,7 @@ import { createPricesService } from './prices/prices.service.ts';
 import { createQuotesService } from './quotes/quotes.service.ts';
 import { createTradesService } from './trades/trades.service.ts';
 import { createFundingService } from './funding/funding.service.ts';
+import { createWebhooksService } from './webhooks/webhooks.service.ts';
 
 /** Every domain service, built once per process from the same dependencies. */
 export function createServices(deps: DomainDeps) {
@@ -25,6 +26,7 @@ export function createServices(deps: DomainDeps) {
     quotes: createQuotesService(deps),
     trades: createTradesService(deps),
     funding: createFundingService(deps),
+    webhooks: createWebhooksService(deps),
   };
 }
 

@@ -89,9 +89,14 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const services = createServices(deps);
     const metrics = new Registry();
     collectDefaultMetrics({ register: metrics });
+    services.webhooks.registerMetrics(metrics);
 
     let worker: Runner | null = null;
     if (config.role !== 'api') {
+      // Webhook delivery's own worker side (issue 4): its HTTP pool closes after the runner has stopped;
+      // its sweeper and lane loops stop taking work first (cleanups run in reverse order).
+      const webhookWorker = services.webhooks.delivery.startWorkerSide(logger);
+      cleanups.push(() => webhookWorker.close());
       worker = await startWorker({
         pool: store.pool,
         taskList: buildTaskList(services),
@@ -101,6 +106,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       });
       const running = worker;
       cleanups.push(() => running.stop());
+      cleanups.push(() => webhookWorker.stopIntake());
     }
 
     const apps: FastifyInstance[] = [];

@@ -5,6 +5,7 @@ import { adminLedgerRoutes } from './admin-ledger.routes.ts';
 import { adminParticipantsRoutes } from './admin-participants.routes.ts';
 import { adminPlatformsRoutes } from './admin-platforms.routes.ts';
 import { adminTradesRoutes } from './admin-trades.routes.ts';
+import { adminWebhooksRoutes } from './admin-webhooks.routes.ts';
 
 /** Every operator route module, registered under /admin behind the bearer token. Add an area's routes here. */
 export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
@@ -17,4 +18,5 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
   await app.register(adminLedgerRoutes, { prices: services.prices, balances: services.balances });
   await app.register(adminTradesRoutes, { trades: services.trades });
   await app.register(adminDepositsRoutes, { funding: services.funding });
+  await app.register(adminWebhooksRoutes, { webhooks: services.webhooks });
 }

@@ -9,8 +9,10 @@ import type { CreatedAt, UpdatedAt } from './foundation.tables.ts';
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 
-export const NOTIFICATION_STATUSES = ['pending', 'retrying', 'delivered', 'dead', 'skipped'] as const;
-export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
+/** The statuses are wire values too (operator API), so their one list is in the contract. */
+export { NOTIFICATION_STATUS_VALUES as NOTIFICATION_STATUSES } from '../../contract/webhooks.schemas.ts';
+import type { NotificationStatus } from '../../contract/webhooks.schemas.ts';
+export type { NotificationStatus };
 
 export const ATTEMPT_OUTCOMES = ['delivered', 'failed', 'gone', 'aborted'] as const;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];

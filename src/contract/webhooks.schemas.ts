@@ -1,0 +1,111 @@
+import { Type, type Static } from 'typebox';
+import { GENERATED_CODE_PATTERN } from './identifiers.ts';
+import { WEBHOOK_PAYLOAD_TYPES } from './webhook-headers.ts';
+
+/**
+ * Operator API for webhooks (DESIGN §3, issue 4 point 2): request and response shapes shared by the
+ * server, the CLI and tests. Payload types and statuses are checked by the service rather than by enum
+ * schemas, so that a 400 names the offending value and the allowed ones.
+ */
+const Code = Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character platform code' });
+const EpochMs = Type.Integer({ description: 'epoch milliseconds' });
+const NullableEpochMs = Type.Union([EpochMs, Type.Null()]);
+
+/**
+ * Delivery states: pending (waiting for its first attempt or a redelivery), retrying (failed, next attempt
+ * scheduled), delivered, dead (dead letter: retries exhausted or 410 Gone; kept and redeliverable), skipped
+ * (the platform's webhook did not want it: none, disabled, or type not subscribed; redeliverable).
+ */
+export const NOTIFICATION_STATUS_VALUES = ['pending', 'retrying', 'delivered', 'dead', 'skipped'] as const;
+export type NotificationStatus = (typeof NOTIFICATION_STATUS_VALUES)[number];
+
+export const WebhookPlatformParams = Type.Object({ code: Code });
+
+export const PutWebhookBody = Type.Object(
+  {
+    url: Type.String({ minLength: 1, maxLength: 2048, description: 'absolute http(s) URL' }),
+    secret: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: 1024 }), Type.Null()], {
+        description: 'HMAC key (UTF-8). Omitted: keep the stored one; null: deliver unsigned',
+      }),
+    ),
+    payload_types: Type.Optional(
+      Type.Union([Type.Array(Type.String({ maxLength: 100 }), { maxItems: 50 }), Type.Null()], {
+        description: `subset of ${WEBHOOK_PAYLOAD_TYPES.join(', ')}; omitted or null: every type`,
+      }),
+    ),
+    enabled: Type.Optional(Type.Boolean({ description: 'default true' })),
+  },
+  { additionalProperties: false },
+);
+export type PutWebhookBody = Static<typeof PutWebhookBody>;
+
+export const WebhookEndpoint = Type.Object({
+  platform_code: Type.String(),
+  url: Type.String(),
+  secret_set: Type.Boolean({ description: 'deliveries are signed; the secret is never returned' }),
+  payload_types: Type.Array(Type.String()),
+  all_payload_types: Type.Boolean(),
+  enabled: Type.Boolean(),
+  created_at: EpochMs,
+  updated_at: EpochMs,
+});
+export type WebhookEndpoint = Static<typeof WebhookEndpoint>;
+
+export const WebhookAttempt = Type.Object({
+  attempt_number: Type.Integer({ minimum: 1 }),
+  attempted_at: EpochMs,
+  duration_ms: Type.Integer({ minimum: 0 }),
+  status_code: Type.Union([Type.Integer(), Type.Null()]),
+  error: Type.Union([Type.String(), Type.Null()]),
+  outcome: Type.String({ description: 'delivered, failed, gone (410) or aborted (worker stopping)' }),
+});
+export type WebhookAttempt = Static<typeof WebhookAttempt>;
+
+export const WebhookNotification = Type.Object({
+  notification_id: Type.String({ format: 'uuid' }),
+  platform_code: Type.String(),
+  payload_type: Type.String(),
+  resource_key: Type.String(),
+  status: Type.String({ description: NOTIFICATION_STATUS_VALUES.join(', ') }),
+  status_reason: Type.Union([Type.String(), Type.Null()]),
+  created_at: EpochMs,
+  next_attempt_at: NullableEpochMs,
+  last_attempt_at: NullableEpochMs,
+  delivered_at: NullableEpochMs,
+  dead_at: NullableEpochMs,
+  attempt_count: Type.Integer({ minimum: 0 }),
+  payload: Type.Object({}, { additionalProperties: true }),
+  attempts: Type.Array(WebhookAttempt),
+});
+export type WebhookNotification = Static<typeof WebhookNotification>;
+
+export const NotificationsQuery = Type.Object(
+  {
+    status: Type.Optional(Type.String({ maxLength: 20 })),
+    payload_type: Type.Optional(Type.String({ maxLength: 100 })),
+    resource_key: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
+    page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+    page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type NotificationsQuery = Static<typeof NotificationsQuery>;
+
+export const NotificationParams = Type.Object({ id: Type.String({ format: 'uuid' }) });
+
+export const RedeliverSinceBody = Type.Object(
+  {
+    since: Type.Integer({ minimum: 0, description: 'epoch ms: every notification recorded at or after it' }),
+    status: Type.Optional(
+      Type.Array(Type.String({ maxLength: 20 }), {
+        maxItems: 5,
+        description: 'only notifications in these states (default: every state)',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type RedeliverSinceBody = Static<typeof RedeliverSinceBody>;
+
+export const RedeliverSinceResult = Type.Object({ redelivered: Type.Integer({ minimum: 0 }) });

@@ -1,0 +1,100 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { Db } from '../../store/database.ts';
+import type { AttemptOutcome } from '../../store/tables/webhooks.tables.ts';
+import { queueStats, type QueueStats } from './webhooks.repository.ts';
+
+/**
+ * Webhook metrics (issue 4 point 8, DESIGN §6).
+ *
+ * Queue state (pending, retrying, dead, oldest pending age) is read from the database at scrape time, so
+ * every instance reports the same global numbers whichever process delivers; the latency and attempt
+ * figures are counted by the process that makes the attempts (role worker or all).
+ */
+export interface WebhookMetrics {
+  /** Commit (the notification's `created_at`) to its successful delivery. */
+  observeDelivered(latencySeconds: number): void;
+  observeAttempt(outcome: AttemptOutcome, durationSeconds: number): void;
+  deadLettered(): void;
+  /** Registers everything on `registry` (once per registry). */
+  register(registry: Registry): void;
+}
+
+/** Scrapes closer together than this share one database read. */
+const STATS_CACHE_MS = 1_000;
+
+export function createWebhookMetrics(db: Db): WebhookMetrics {
+  const latency = new Histogram({
+    name: 'svc_webhook_delivery_latency_seconds',
+    help: 'Time from a notification being committed to its successful delivery',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600],
+    registers: [],
+  });
+  const attemptDuration = new Histogram({
+    name: 'svc_webhook_attempt_duration_seconds',
+    help: 'Duration of webhook delivery attempts (HTTP request to the receiver), by outcome',
+    labelNames: ['outcome'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [],
+  });
+  const attempts = new Counter({
+    name: 'svc_webhook_attempts_total',
+    help: 'Webhook delivery attempts, by outcome (delivered, failed, gone, aborted)',
+    labelNames: ['outcome'],
+    registers: [],
+  });
+  const deadLetters = new Counter({
+    name: 'svc_webhook_dead_lettered_total',
+    help: 'Notifications dead-lettered by this process (retry schedule exhausted or 410 Gone)',
+    registers: [],
+  });
+
+  let cached: { at: number; stats: Promise<QueueStats> } | null = null;
+  const stats = () => {
+    const now = Date.now();
+    if (!cached || now - cached.at > STATS_CACHE_MS) {
+      cached = { at: now, stats: queueStats(db) };
+      // A failed read is not cached: the next scrape tries again.
+      cached.stats.catch(() => {
+        cached = null;
+      });
+    }
+    return cached.stats;
+  };
+  const gauge = (name: string, help: string, read: (s: QueueStats) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [],
+      async collect() {
+        this.set(read(await stats()));
+      },
+    });
+  const queue = [
+    gauge(
+      'svc_webhook_pending',
+      'Notifications waiting for their first attempt (or a redelivery)',
+      (s) => s.pending,
+    ),
+    gauge('svc_webhook_retrying', 'Notifications that failed and wait for a retry', (s) => s.retrying),
+    gauge('svc_webhook_dead', 'Dead-lettered notifications (kept, listed, redeliverable)', (s) => s.dead),
+    gauge(
+      'svc_webhook_oldest_pending_age_seconds',
+      'Age of the oldest notification not yet delivered (pending or retrying); 0 when none',
+      (s) => s.oldestPendingAgeSeconds,
+    ),
+  ];
+
+  return {
+    observeDelivered: (seconds) => latency.observe(Math.max(0, seconds)),
+    observeAttempt: (outcome, seconds) => {
+      attempts.inc({ outcome });
+      attemptDuration.observe({ outcome }, seconds);
+    },
+    deadLettered: () => deadLetters.inc(),
+    register(registry) {
+      for (const metric of [latency, attemptDuration, attempts, deadLetters, ...queue]) {
+        registry.registerMetric(metric);
+      }
+    },
+  };
+}

@@ -1,0 +1,418 @@
+import { sql, type RawBuilder } from 'kysely';
+import { newUuid } from '../../lib/ids.ts';
+import type { Executor } from '../../store/database.ts';
+import type {
+  AttemptOutcome,
+  NotificationStatus,
+  WebhookEndpointsTable,
+} from '../../store/tables/webhooks.tables.ts';
+import type { Insertable } from 'kysely';
+import { DELIVER_LANE_TASK, LANE_JOB_KEY_PREFIX, laneJobKey, type Lane } from './delivery-lane.ts';
+
+/**
+ * SQL of webhook configuration and delivery. Statements on the delivery path are single round trips (a
+ * delivery is a lease claim, an attempt and a record), since the delivery rate is bounded by them; the
+ * lease functions themselves are in migration 0002.
+ */
+
+// --- operator configuration -------------------------------------------------------------------------
+
+export function findEndpoint(db: Executor, platformCode: string) {
+  return db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('platform_code', '=', platformCode)
+    .executeTakeFirst();
+}
+
+export interface EndpointWrite {
+  url: string;
+  /** undefined = keep the stored secret; null = remove it. */
+  secretCiphertext: Buffer | null | undefined;
+  payloadTypes: string[] | null;
+  enabled: boolean;
+}
+
+export function upsertEndpoint(db: Executor, platformCode: string, write: EndpointWrite) {
+  const values: Insertable<WebhookEndpointsTable> = {
+    platform_code: platformCode,
+    url: write.url,
+    secret_ciphertext: write.secretCiphertext ?? null,
+    payload_types: write.payloadTypes,
+    enabled: write.enabled,
+  };
+  return db
+    .insertInto('webhook_endpoints')
+    .values(values)
+    .onConflict((oc) =>
+      oc.column('platform_code').doUpdateSet({
+        url: write.url,
+        payload_types: write.payloadTypes,
+        enabled: write.enabled,
+        updated_at: sql<Date>`now()`,
+        ...(write.secretCiphertext === undefined ? {} : { secret_ciphertext: write.secretCiphertext }),
+      }),
+    )
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+// --- operator listing and redelivery ------------------------------------------------------------------
+
+export interface NotificationFilter {
+  platformCode: string;
+  status?: NotificationStatus;
+  payloadType?: string;
+  resourceKey?: string;
+}
+
+function filtered(db: Executor, filter: NotificationFilter) {
+  let query = db.selectFrom('webhook_notifications').where('platform_code', '=', filter.platformCode);
+  if (filter.status) query = query.where('status', '=', filter.status);
+  if (filter.payloadType) query = query.where('payload_type', '=', filter.payloadType);
+  if (filter.resourceKey) query = query.where('resource_key', '=', filter.resourceKey);
+  return query;
+}
+
+export async function countNotifications(db: Executor, filter: NotificationFilter): Promise<number> {
+  const row = await filtered(db, filter)
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+const NOTIFICATION_COLUMNS = [
+  'notification_id',
+  'seq',
+  'platform_code',
+  'payload_type',
+  'resource_key',
+  'payload',
+  'created_at',
+  'status',
+  'status_reason',
+  'next_attempt_at',
+  'attempt_count',
+  'last_attempt_at',
+  'delivered_at',
+  'dead_at',
+] as const;
+
+/** Newest first. */
+export function listNotifications(
+  db: Executor,
+  filter: NotificationFilter,
+  page: { limit: number; offset: number },
+) {
+  return filtered(db, filter)
+    .select(NOTIFICATION_COLUMNS)
+    .orderBy('seq', 'desc')
+    .limit(page.limit)
+    .offset(page.offset)
+    .execute();
+}
+
+export type NotificationRow = Awaited<ReturnType<typeof listNotifications>>[number];
+
+export function findNotification(db: Executor, notificationId: string) {
+  return db
+    .selectFrom('webhook_notifications')
+    .select(NOTIFICATION_COLUMNS)
+    .where('notification_id', '=', notificationId)
+    .executeTakeFirst();
+}
+
+export function listAttempts(db: Executor, notificationIds: string[]) {
+  if (notificationIds.length === 0) return Promise.resolve([]);
+  return db
+    .selectFrom('webhook_attempts')
+    .selectAll()
+    .where('notification_id', 'in', notificationIds)
+    .orderBy('notification_id')
+    .orderBy('attempt_id')
+    .execute();
+}
+
+export type AttemptRow = Awaited<ReturnType<typeof listAttempts>>[number];
+
+/** Wakes the lanes of the notifications that `where` selects, now (redelivery). */
+function wakeLanes(notifications: RawBuilder<unknown>) {
+  return sql`
+    select graphile_worker.add_job(
+      ${DELIVER_LANE_TASK}::text,
+      json_build_object('platform_code', lanes.platform_code, 'resource_key', lanes.resource_key),
+      job_key => ${LANE_JOB_KEY_PREFIX}::text || lanes.platform_code || ':' || lanes.resource_key,
+      job_key_mode => 'replace'
+    )
+    from (select distinct platform_code, resource_key from ${notifications} n) lanes
+  `;
+}
+
+/**
+ * Puts notifications back to pending, due now, at the top of the retry schedule, and wakes their lanes, in
+ * one statement. Their ids (and so `x-svc-hook-notification-id`) do not change. Returns how many.
+ */
+export async function redeliver(
+  db: Executor,
+  where: {
+    platformCode: string;
+    notificationId?: string;
+    sinceMs?: number;
+    statuses?: NotificationStatus[];
+    /** Only these payload types (the platform's subscription); null = all. */
+    payloadTypes: string[] | null;
+  },
+): Promise<number> {
+  const conditions = [sql`platform_code = ${where.platformCode}`];
+  if (where.notificationId) conditions.push(sql`notification_id = ${where.notificationId}::uuid`);
+  if (where.sinceMs !== undefined)
+    conditions.push(sql`created_at >= to_timestamp(${where.sinceMs}::double precision / 1000)`);
+  if (where.statuses) conditions.push(sql`status = any(${where.statuses}::text[])`);
+  if (where.payloadTypes) conditions.push(sql`payload_type = any(${where.payloadTypes}::text[])`);
+  const result = await sql<{ count: number }>`
+    with redelivered as (
+      update webhook_notifications
+      set status = 'pending', status_reason = null, round_attempts = 0, next_attempt_at = now(),
+          dead_at = null, state_token = gen_random_uuid()
+      where ${sql.join(conditions, sql` and `)}
+      returning platform_code, resource_key
+    ), woken as (${wakeLanes(sql`redelivered`)})
+    select (select count(*) from redelivered)::int as count, (select count(*) from woken)::int as lanes
+  `.execute(db);
+  return Number(result.rows[0]?.count ?? 0);
+}
+
+// --- delivery ----------------------------------------------------------------------------------------
+
+/** The oldest undelivered notification of a lane, with what is needed to deliver it. */
+export interface LaneHead {
+  notification_id: string;
+  seq: number;
+  payload_type: string;
+  payload: unknown;
+  created_at: Date;
+  state_token: string;
+  round_attempts: number;
+  attempt_count: number;
+  /** next_attempt_at has come (database clock). */
+  due: boolean;
+  /** ms until next_attempt_at (0 when due). */
+  wait_ms: number;
+  url: string | null;
+  secret_ciphertext: Buffer | null;
+  /** Why this platform does not get it (webhook_skip_reason), or null. */
+  skip_reason: string | null;
+}
+
+/** The head query: `exclude` leaves out the notification whose result is being recorded in the same statement. */
+function headOf(lane: Lane, exclude: string | null) {
+  return sql`
+    select n.notification_id, n.seq, n.payload_type, n.payload, n.created_at, n.state_token,
+      n.round_attempts, n.attempt_count,
+      n.next_attempt_at <= clock_timestamp() as due,
+      greatest(0, ceil(extract(epoch from (n.next_attempt_at - clock_timestamp())) * 1000))::int as wait_ms,
+      e.url, e.secret_ciphertext,
+      webhook_skip_reason(e.enabled, e.payload_types, n.payload_type) as skip_reason
+    from webhook_notifications n
+    left join webhook_endpoints e on e.platform_code = n.platform_code
+    where n.platform_code = ${lane.platformCode} and n.resource_key = ${lane.resourceKey}
+      and n.status in ('pending', 'retrying')
+      ${exclude ? sql`and n.notification_id <> ${exclude}::uuid` : sql``}
+    order by n.seq
+    limit 1
+  `;
+}
+
+type HeadColumns = { [K in keyof LaneHead]: LaneHead[K] | null };
+
+function toHead(row: HeadColumns): LaneHead | null {
+  if (row.notification_id === null) return null;
+  return row as LaneHead;
+}
+
+/**
+ * Claims the lane for `owner` for `leaseMs` and returns its head. `claimed: false` means a live lease holds
+ * it (the database function then scheduled this lane's job for when that lease expires).
+ */
+export async function claimLane(
+  db: Executor,
+  lane: Lane,
+  owner: string,
+  leaseMs: number,
+): Promise<{ claimed: boolean; head: LaneHead | null }> {
+  const result = await sql<HeadColumns & { claimed: boolean }>`
+    select c.claimed, h.*
+    from webhook_claim_lease(${lane.platformCode}, ${lane.resourceKey}, ${owner}, ${leaseMs}::int,
+      ${DELIVER_LANE_TASK}, ${laneJobKey(lane)}) c
+    left join lateral (${headOf(lane, null)}) h on c.claimed
+  `.execute(db);
+  const row = result.rows[0];
+  if (!row?.claimed) return { claimed: false, head: null };
+  return { claimed: true, head: toHead(row) };
+}
+
+/** Extends the lease to now + leaseMs (only while `owner` still holds it) and returns the lane's head. */
+export async function renewLane(
+  db: Executor,
+  lane: Lane,
+  owner: string,
+  leaseMs: number,
+): Promise<{ held: boolean; head: LaneHead | null }> {
+  const result = await sql<HeadColumns & { held: number }>`
+    with lease as (
+      update webhook_delivery_leases
+      set expires_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
+      where platform_code = ${lane.platformCode} and resource_key = ${lane.resourceKey} and owner = ${owner}
+      returning 1
+    )
+    select (select count(*) from lease)::int as held, h.*
+    from (select 1) one left join lateral (${headOf(lane, null)}) h on true
+  `.execute(db);
+  const row = result.rows[0]!;
+  return { held: row.held > 0, head: row.held > 0 ? toHead(row) : null };
+}
+
+/** Gives the lane back; the database function wakes the lane's job for whatever is still undelivered. */
+export async function releaseLane(db: Executor, lane: Lane, owner: string): Promise<void> {
+  await sql`select webhook_release_lease(${lane.platformCode}, ${lane.resourceKey}, ${owner},
+    ${DELIVER_LANE_TASK}, ${laneJobKey(lane)})`.execute(db);
+}
+
+export interface AttemptRecord {
+  /** What was attempted; null when nothing was sent (the notification is skipped). */
+  attempt: {
+    startedAt: Date;
+    durationMs: number;
+    statusCode: number | null;
+    error: string | null;
+    outcome: AttemptOutcome;
+  } | null;
+  /** The state the notification moves to. */
+  status: NotificationStatus;
+  statusReason: string | null;
+  roundAttempts: number;
+  /** For `retrying` (and `pending` after an aborted attempt): when the next attempt may start. */
+  nextAttemptInMs: number | null;
+}
+
+/**
+ * Records one attempt's result, extends the lease and returns the lane's next head, in one statement.
+ * The state change applies only if the notification's state token is still `stateToken` (an operator's
+ * redelivery during the attempt wins); the attempt row is written in any case, since the request was made.
+ */
+export async function recordResult(
+  db: Executor,
+  lane: Lane,
+  owner: string,
+  leaseMs: number,
+  head: Pick<LaneHead, 'notification_id' | 'state_token'>,
+  record: AttemptRecord,
+): Promise<{ leaseHeld: boolean; applied: boolean; stateToken: string; next: LaneHead | null }> {
+  const newToken = newUuid();
+  const id = head.notification_id;
+  const attempted = record.attempt ? 1 : 0;
+  const a = record.attempt;
+  const mine = sql`n.state_token = ${head.state_token}::uuid`;
+  const result = await sql<HeadColumns & { lease_held: number; applied: boolean | null }>`
+    with lease as (
+      update webhook_delivery_leases
+      set expires_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
+      where platform_code = ${lane.platformCode} and resource_key = ${lane.resourceKey} and owner = ${owner}
+      returning 1
+    ), updated as (
+      update webhook_notifications n set
+        attempt_count = n.attempt_count + ${attempted}::int,
+        last_attempt_at = coalesce(${a?.startedAt ?? null}::timestamptz, n.last_attempt_at),
+        status = case when ${mine} then ${record.status}::text else n.status end,
+        status_reason = case when ${mine} then ${record.statusReason}::text else n.status_reason end,
+        round_attempts = case when ${mine} then ${record.roundAttempts}::int else n.round_attempts end,
+        next_attempt_at = case when ${mine} and ${record.nextAttemptInMs}::int is not null
+          then clock_timestamp() + ${record.nextAttemptInMs}::int * interval '1 millisecond'
+          else n.next_attempt_at end,
+        delivered_at = case when ${mine} and ${record.status}::text = 'delivered'
+          then clock_timestamp() else n.delivered_at end,
+        dead_at = case when ${mine} and ${record.status}::text = 'dead' then clock_timestamp() else n.dead_at end,
+        state_token = case when ${mine} then ${newToken}::uuid else n.state_token end
+      where n.notification_id = ${id}::uuid
+      returning n.attempt_count, n.state_token = ${newToken}::uuid as applied
+    ), attempt as (
+      insert into webhook_attempts
+        (notification_id, attempt_number, started_at, duration_ms, status_code, error, outcome, worker)
+      select ${id}::uuid, updated.attempt_count, ${a?.startedAt ?? null}::timestamptz, ${a?.durationMs ?? 0}::int,
+        ${a?.statusCode ?? null}::int, ${a?.error ?? null}::text, ${a?.outcome ?? 'failed'}::text, ${owner}
+      from updated
+      where ${attempted}::int = 1
+    )
+    select (select count(*) from lease)::int as lease_held, (select applied from updated) as applied, h.*
+    from (select 1) one left join lateral (${headOf(lane, id)}) h on true
+  `.execute(db);
+  const row = result.rows[0]!;
+  return {
+    leaseHeld: row.lease_held > 0,
+    applied: row.applied === true,
+    stateToken: newToken,
+    next: toHead(row),
+  };
+}
+
+/**
+ * Wakes lanes whose work is due but that nobody is working or about to work: no live lease and no runnable
+ * job (none at all, or only one locked by a worker that died: graphile-worker would keep that one locked
+ * for 4 hours). Adding the lane's job in `replace` mode clears the dead job's key and queues a fresh one.
+ * `graceMs` keeps it off lanes whose job was just taken and whose lease is a moment away.
+ */
+export async function reviveStalledLanes(db: Executor, graceMs: number, limit: number): Promise<number> {
+  const result = await sql<{ lanes: number }>`
+    with stalled as (
+      select distinct n.platform_code, n.resource_key
+      from webhook_notifications n
+      where n.status in ('pending', 'retrying')
+        and n.next_attempt_at <= now() - ${graceMs}::int * interval '1 millisecond'
+        and not exists (
+          select 1 from webhook_delivery_leases l
+          where l.platform_code = n.platform_code and l.resource_key = n.resource_key and l.expires_at > now()
+        )
+        and not exists (
+          select 1 from graphile_worker.jobs j
+          where j.key = ${LANE_JOB_KEY_PREFIX}::text || n.platform_code || ':' || n.resource_key
+            and j.locked_at is null and j.attempts < j.max_attempts
+        )
+      limit ${limit}::int
+    ), woken as (${wakeLanes(sql`stalled`)})
+    select (select count(*) from woken)::int as lanes
+  `.execute(db);
+  return Number(result.rows[0]?.lanes ?? 0);
+}
+
+// --- metrics ------------------------------------------------------------------------------------------
+
+export interface QueueStats {
+  pending: number;
+  retrying: number;
+  dead: number;
+  /** Seconds since the oldest undelivered (pending or retrying) notification was recorded; 0 when none. */
+  oldestPendingAgeSeconds: number;
+}
+
+export async function queueStats(db: Executor): Promise<QueueStats> {
+  const result = await sql<{
+    pending: number;
+    retrying: number;
+    dead: number;
+    oldest_age: number | null;
+  }>`
+    select
+      (select count(*) from webhook_notifications where status = 'pending')::int as pending,
+      (select count(*) from webhook_notifications where status = 'retrying')::int as retrying,
+      (select count(*) from webhook_notifications where status = 'dead')::int as dead,
+      (select extract(epoch from (now() - created_at))::float8
+         from webhook_notifications where status in ('pending', 'retrying') order by seq limit 1) as oldest_age
+  `.execute(db);
+  const row = result.rows[0]!;
+  return {
+    pending: Number(row.pending),
+    retrying: Number(row.retrying),
+    dead: Number(row.dead),
+    oldestPendingAgeSeconds: Math.max(0, Number(row.oldest_age ?? 0)),
+  };
+}

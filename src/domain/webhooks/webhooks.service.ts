@@ -1,0 +1,333 @@
+import type { Registry } from 'prom-client';
+import { WEBHOOK_PAYLOAD_TYPES, isWebhookPayloadType } from '../../contract/webhook-headers.ts';
+import { encryptSecret } from '../../lib/secret-box.ts';
+import { NOTIFICATION_STATUSES, type NotificationStatus } from '../../store/tables/webhooks.tables.ts';
+import type { DomainDeps } from '../deps.ts';
+import { invalid, notFound } from '../errors.ts';
+import { findPlatform } from '../platforms/platforms.repository.ts';
+import { createWebhookDelivery } from './webhook-delivery.ts';
+import { createWebhookMetrics } from './webhooks.metrics.ts';
+import * as repo from './webhooks.repository.ts';
+
+/**
+ * Operator control of webhooks (DESIGN §3, issue 4 point 2): per platform one URL, an optional secret
+ * (encrypted at rest with the server key, never shown again), the payload types wanted (default all) and
+ * an enabled flag; the notifications with every attempt; redelivery of one, or of all since a time.
+ *
+ * Decisions (also in the README):
+ * - A notification for a platform with no webhook, a disabled one, or one not subscribed to its type is
+ *   recorded as `skipped` with the reason, never sent, listed, and redeliverable once the webhook wants it.
+ * - PUT replaces the configuration, except the secret: omitted keeps the stored one (it cannot be read back
+ *   to be sent again), `null` removes it, a string replaces it.
+ * - A redelivery puts the notification back to pending at the top of the retry schedule with the same id;
+ *   it is delivered in its lane's order (after older undelivered ones of the same resource).
+ */
+export interface EndpointInput {
+  url: string;
+  secret?: string | null;
+  payload_types?: string[] | null;
+  enabled?: boolean;
+}
+
+export interface EndpointView {
+  platform_code: string;
+  url: string;
+  /** Whether deliveries are signed; the secret itself is never returned. */
+  secret_set: boolean;
+  /** The payload types delivered (every type when `all_payload_types`). */
+  payload_types: string[];
+  all_payload_types: boolean;
+  enabled: boolean;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface AttemptView {
+  attempt_number: number;
+  attempted_at: number;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+  outcome: string;
+}
+
+export interface NotificationView {
+  notification_id: string;
+  platform_code: string;
+  payload_type: string;
+  resource_key: string;
+  status: NotificationStatus;
+  status_reason: string | null;
+  created_at: number;
+  /** When the next attempt may start; null unless pending or retrying. */
+  next_attempt_at: number | null;
+  last_attempt_at: number | null;
+  delivered_at: number | null;
+  dead_at: number | null;
+  attempt_count: number;
+  payload: object;
+  attempts: AttemptView[];
+}
+
+export interface NotificationQuery {
+  status?: string;
+  payload_type?: string;
+  resource_key?: string;
+  page?: number;
+  page_size?: number;
+}
+
+export interface RedeliverSinceInput {
+  /** Epoch ms: notifications recorded at or after it. */
+  since: number;
+  /** Only notifications in these states (default every state). */
+  status?: string[];
+}
+
+const DEFAULT_PAGE_SIZE = 50;
+const MAX_URL_IN_MESSAGE = 200;
+
+const quote = (value: string) =>
+  JSON.stringify(value.length > MAX_URL_IN_MESSAGE ? `${value.slice(0, MAX_URL_IN_MESSAGE)}…` : value);
+
+/** `url`: absolute http(s), no credentials (they would be shown and logged), no fragment. */
+export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | { errors: string[] } {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return { errors: [`${field}: ${quote(raw)} is not an absolute URL`] };
+  }
+  const errors: string[] = [];
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    errors.push(`${field}: ${quote(raw)} must use http or https, not ${url.protocol.replace(/:$/, '')}`);
+  }
+  if (!url.hostname) errors.push(`${field}: ${quote(raw)} has no host`);
+  if (url.username || url.password) errors.push(`${field}: ${quote(raw)} must not contain credentials`);
+  if (url.hash) errors.push(`${field}: ${quote(raw)} must not contain a fragment`);
+  return errors.length ? { errors } : { url: url.href };
+}
+
+function checkPayloadTypes(types: string[], field: string): string[] {
+  const errors: string[] = [];
+  types.forEach((type, i) => {
+    if (!isWebhookPayloadType(type)) {
+      errors.push(
+        `${field}[${i}]: unknown payload type ${JSON.stringify(type)} (one of ${WEBHOOK_PAYLOAD_TYPES.join(', ')})`,
+      );
+    } else if (types.indexOf(type) !== i) {
+      errors.push(`${field}[${i}]: ${JSON.stringify(type)} is listed twice`);
+    }
+  });
+  return errors;
+}
+
+function checkStatus(value: string, field: string): string[] {
+  return (NOTIFICATION_STATUSES as readonly string[]).includes(value)
+    ? []
+    : [`${field}: ${JSON.stringify(value)} is not a status (one of ${NOTIFICATION_STATUSES.join(', ')})`];
+}
+
+const ms = (date: Date | null) => (date ? date.getTime() : null);
+
+export function createWebhooksService(deps: DomainDeps) {
+  const { db } = deps;
+  const metrics = createWebhookMetrics(db);
+  const delivery = createWebhookDelivery({
+    db,
+    config: deps.config,
+    secretKey: deps.secretKey,
+    clock: deps.clock,
+    metrics,
+  });
+
+  async function requirePlatform(platformCode: string) {
+    if (!(await findPlatform(db, platformCode))) throw notFound(`platform ${platformCode} not found`);
+  }
+
+  function endpointView(row: NonNullable<Awaited<ReturnType<typeof repo.findEndpoint>>>): EndpointView {
+    return {
+      platform_code: row.platform_code,
+      url: row.url,
+      secret_set: row.secret_ciphertext !== null,
+      payload_types: row.payload_types ?? [...WEBHOOK_PAYLOAD_TYPES],
+      all_payload_types: row.payload_types === null,
+      enabled: row.enabled,
+      created_at: row.created_at.getTime(),
+      updated_at: row.updated_at.getTime(),
+    };
+  }
+
+  function notificationView(row: repo.NotificationRow, attempts: repo.AttemptRow[]): NotificationView {
+    const open = row.status === 'pending' || row.status === 'retrying';
+    return {
+      notification_id: row.notification_id,
+      platform_code: row.platform_code,
+      payload_type: row.payload_type,
+      resource_key: row.resource_key,
+      status: row.status,
+      status_reason: row.status_reason,
+      created_at: row.created_at.getTime(),
+      next_attempt_at: open ? row.next_attempt_at.getTime() : null,
+      last_attempt_at: ms(row.last_attempt_at),
+      delivered_at: ms(row.delivered_at),
+      dead_at: ms(row.dead_at),
+      attempt_count: row.attempt_count,
+      payload: row.payload as object,
+      attempts: attempts.map((a) => ({
+        attempt_number: a.attempt_number,
+        attempted_at: a.started_at.getTime(),
+        duration_ms: a.duration_ms,
+        status_code: a.status_code,
+        error: a.error,
+        outcome: a.outcome,
+      })),
+    };
+  }
+
+  async function withAttempts(rows: repo.NotificationRow[]): Promise<NotificationView[]> {
+    const attempts = await repo.listAttempts(
+      db,
+      rows.map((r) => r.notification_id),
+    );
+    const byId = new Map<string, repo.AttemptRow[]>();
+    for (const a of attempts) {
+      const list = byId.get(a.notification_id) ?? [];
+      list.push(a);
+      byId.set(a.notification_id, list);
+    }
+    return rows.map((r) => notificationView(r, byId.get(r.notification_id) ?? []));
+  }
+
+  async function getNotification(notificationId: string): Promise<NotificationView> {
+    const row = await repo.findNotification(db, notificationId);
+    if (!row) throw notFound(`notification ${notificationId} not found`);
+    return (await withAttempts([row]))[0]!;
+  }
+
+  /** The platform's endpoint if it is enabled; refuses a redelivery that would only be skipped again. */
+  async function requireDeliverableEndpoint(platformCode: string) {
+    const endpoint = await repo.findEndpoint(db, platformCode);
+    if (!endpoint) throw invalid(`webhook: platform ${platformCode} has no webhook configured`);
+    if (!endpoint.enabled) throw invalid(`webhook: the webhook of platform ${platformCode} is disabled`);
+    return endpoint;
+  }
+
+  return {
+    /** The worker side (lane jobs, sweeper); used by `webhooks.jobs.ts` and the runtime. */
+    delivery,
+
+    /** Registers the webhook metrics on the process's registry (DESIGN §6 `/metrics`). */
+    registerMetrics(registry: Registry): void {
+      metrics.register(registry);
+    },
+
+    async getEndpoint(platformCode: string): Promise<EndpointView> {
+      await requirePlatform(platformCode);
+      const row = await repo.findEndpoint(db, platformCode);
+      if (!row) throw notFound(`platform ${platformCode} has no webhook configured`);
+      return endpointView(row);
+    },
+
+    async putEndpoint(platformCode: string, input: EndpointInput): Promise<EndpointView> {
+      const errors: string[] = [];
+      const checked = checkWebhookUrl(input.url);
+      if ('errors' in checked) errors.push(...checked.errors);
+      if (input.payload_types) {
+        errors.push(...checkPayloadTypes(input.payload_types, 'payload_types'));
+        if (input.payload_types.length === 0) {
+          errors.push('payload_types: must name at least one type (omit it, or send null, for every type)');
+        }
+      }
+      if (typeof input.secret === 'string' && input.secret.trim() !== input.secret) {
+        errors.push('secret: must not start or end with white space');
+      }
+      if (errors.length) throw invalid(...errors);
+      await requirePlatform(platformCode);
+      const row = await repo.upsertEndpoint(db, platformCode, {
+        url: (checked as { url: string }).url,
+        secretCiphertext:
+          input.secret === undefined
+            ? undefined
+            : input.secret === null
+              ? null
+              : encryptSecret(deps.secretKey, input.secret),
+        payloadTypes: input.payload_types ?? null,
+        enabled: input.enabled ?? true,
+      });
+      return endpointView(row);
+    },
+
+    async listNotifications(
+      platformCode: string,
+      query: NotificationQuery,
+    ): Promise<{
+      items: NotificationView[];
+      page: number;
+      page_size: number;
+      total_pages: number;
+      count: number;
+    }> {
+      const errors: string[] = [];
+      if (query.status !== undefined) errors.push(...checkStatus(query.status, 'status'));
+      if (query.payload_type !== undefined && !isWebhookPayloadType(query.payload_type)) {
+        errors.push(
+          `payload_type: unknown payload type ${JSON.stringify(query.payload_type)} (one of ${WEBHOOK_PAYLOAD_TYPES.join(', ')})`,
+        );
+      }
+      if (errors.length) throw invalid(...errors);
+      await requirePlatform(platformCode);
+      const filter: repo.NotificationFilter = {
+        platformCode,
+        status: query.status as NotificationStatus | undefined,
+        payloadType: query.payload_type,
+        resourceKey: query.resource_key,
+      };
+      const page = query.page ?? 1;
+      const pageSize = query.page_size ?? DEFAULT_PAGE_SIZE;
+      const [count, rows] = await Promise.all([
+        repo.countNotifications(db, filter),
+        repo.listNotifications(db, filter, { limit: pageSize, offset: (page - 1) * pageSize }),
+      ]);
+      return {
+        items: await withAttempts(rows),
+        page,
+        page_size: pageSize,
+        total_pages: Math.ceil(count / pageSize),
+        count,
+      };
+    },
+
+    getNotification,
+
+    async redeliver(notificationId: string): Promise<NotificationView> {
+      const row = await repo.findNotification(db, notificationId);
+      if (!row) throw notFound(`notification ${notificationId} not found`);
+      const endpoint = await requireDeliverableEndpoint(row.platform_code);
+      if (endpoint.payload_types && !endpoint.payload_types.includes(row.payload_type)) {
+        throw invalid(
+          `payload_type: the webhook of platform ${row.platform_code} is not subscribed to ${row.payload_type}`,
+        );
+      }
+      await repo.redeliver(db, { platformCode: row.platform_code, notificationId, payloadTypes: null });
+      return getNotification(notificationId);
+    },
+
+    async redeliverSince(platformCode: string, input: RedeliverSinceInput): Promise<{ redelivered: number }> {
+      const errors = (input.status ?? []).flatMap((s, i) => checkStatus(s, `status[${i}]`));
+      if (errors.length) throw invalid(...errors);
+      await requirePlatform(platformCode);
+      const endpoint = await requireDeliverableEndpoint(platformCode);
+      const redelivered = await repo.redeliver(db, {
+        platformCode,
+        sinceMs: input.since,
+        statuses: input.status as NotificationStatus[] | undefined,
+        // Types the webhook does not want would only be skipped again: leave them as they are.
+        payloadTypes: endpoint.payload_types,
+      });
+      return { redelivered };
+    },
+  };
+}
+
+export type WebhooksService = ReturnType<typeof createWebhooksService>;
