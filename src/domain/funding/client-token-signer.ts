@@ -52,6 +52,11 @@ function algorithmOf(key: KeyObject): 'ES256' | 'EdDSA' {
   );
 }
 
+/** Synchronous check of the configured key, so that a bad key stops the process at start. */
+export function signingAlgorithm(privateKeyPem: string): 'ES256' | 'EdDSA' {
+  return algorithmOf(createPrivateKey(privateKeyPem));
+}
+
 export async function createClientTokenSigner(privateKeyPem: string): Promise<ClientTokenSigner> {
   const privateKeyObject = createPrivateKey(privateKeyPem);
   const alg = algorithmOf(privateKeyObject);

@@ -33,6 +33,7 @@ import { findPrice } from '../prices/prices.service.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 import {
   createClientTokenSigner,
+  signingAlgorithm,
   TOKEN_ISSUER,
   type ClientTokenClaims,
   type ClientTokenSigner,
@@ -128,6 +129,8 @@ function supportedAssetOrProblem(fundAsset: string, field = 'fund_asset'): Parse
 export function createFundingService(deps: DomainDeps) {
   const { db, clock, config } = deps;
   const addressKey = depositAddressKey(deps.secretKey);
+  // Fail at start on a key that cannot sign our tokens, not on the first token request.
+  signingAlgorithm(deps.jwtPrivateKeyPem);
   // The key is parsed once, on first use (createServices is synchronous; importing a key is not).
   let signer: Promise<ClientTokenSigner> | null = null;
   const tokenSigner = () => (signer ??= createClientTokenSigner(deps.jwtPrivateKeyPem));
