@@ -205,6 +205,33 @@ test('the same transaction_id twice records one event (also when reported concur
   assert.match((changed.body.errors as string[])[0]!, /^transaction_id: /);
 });
 
+test('a replay that does not name the asset is a replay even after the address was quoted for another asset', async () => {
+  const holder = await newAccountHolder(svc, owner.platform.platform_code);
+  const usdc = await fundQuote(owner.client, { participant_code: holder.code, fund_asset: 'USDC.ETH' });
+  const tx = txId();
+  const first = await postDeposit(svc, {
+    deposit_address: usdc.deposit_address,
+    quantity: '20',
+    transaction_id: tx,
+  });
+  assert.equal((first.body.message as FundEvent).fund_asset, 'USDC.ETH');
+  await fundQuote(owner.client, { participant_code: holder.code, fund_asset: 'ETH.ETH' });
+  const again = await postDeposit(svc, {
+    deposit_address: usdc.deposit_address,
+    quantity: '20',
+    transaction_id: tx,
+  });
+  assert.equal(again.status, 200);
+  assert.deepEqual(again.body.message, first.body.message);
+  const otherAsset = await postDeposit(svc, {
+    deposit_address: usdc.deposit_address,
+    quantity: '20',
+    transaction_id: tx,
+    fund_asset: 'ETH.ETH',
+  });
+  assert.equal(otherAsset.status, 409);
+});
+
 test('an unknown deposit address → 404', async () => {
   const res = await postDeposit(svc, {
     deposit_address: 'bc1qunknownunknownunknownunknownunknownunk',

@@ -376,8 +376,10 @@ export function createFundingService(deps: DomainDeps) {
         const existing = await repo.findDepositByTransaction(executor, address.address, transactionId);
         if (!existing) return null;
         // The same report again (an indexer retrying) replays; other data under the same id is a conflict.
+        // (An asset the report did not name was inferred, and the inference may have moved on since.)
         const same =
-          new Dec(existing.quantity).equals(input.quantity) && existing.fund_asset === asset.fundAsset;
+          new Dec(existing.quantity).equals(input.quantity) &&
+          (input.fund_asset === undefined || existing.fund_asset === input.fund_asset);
         if (!same)
           throw conflict(
             `transaction_id: ${transactionId} is already recorded for this address with other data`,
