@@ -134,7 +134,10 @@ export const TRADES_DEFAULT_PAGE_SIZE = 50;
  * `GET /trades` filters (the vendor's list). The vendor accepts `transaction_timestamp[…]` in
  * milliseconds or nanoseconds; a value above 10^14 is read as nanoseconds.
  */
-const TimestampFilter = Type.Optional(Type.Number({ minimum: 0 }));
+const TimestampFilter = Type.Optional(
+  // An integer as text: nanoseconds pass 2^53, so they are read exactly (BigInt), never as a float.
+  Type.String({ pattern: '^[0-9]{1,20}$', description: 'epoch milliseconds or nanoseconds' }),
+);
 export const ListTradesQuery = Type.Object(
   {
     client_trade_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),

@@ -300,10 +300,26 @@ async function advanceLocked(
   return next;
 }
 
-function timestampMs(value: number | undefined): number | undefined {
+const NS_PER_MS = 1_000_000n;
+/** Vendor: milliseconds or nanoseconds; epoch ms stay below 10^14 until the year 5138. */
+const NANOSECONDS_FROM = 10n ** 14n;
+
+/**
+ * `transaction_timestamp[op]` as a bound on our millisecond timestamps, exactly: for nanoseconds, "after
+ * X ns" is "after floor(X / 10^6) ms", "at or after X ns" is "at or after ceil(X / 10^6) ms", and so on.
+ * `undefined` for no bound; `null` for a bound no trade can meet (equal to a non-whole millisecond).
+ */
+function timestampBound(
+  value: string | undefined,
+  op: 'gt' | 'gte' | 'e' | 'lt' | 'lte',
+): number | null | undefined {
   if (value === undefined) return undefined;
-  // Vendor: milliseconds or nanoseconds; epoch ms stay below 10^14 until the year 5138.
-  return value >= 1e14 ? Math.floor(value / 1e6) : value;
+  const given = BigInt(value);
+  if (given < NANOSECONDS_FROM) return Number(given);
+  const floor = given / NS_PER_MS;
+  const whole = given % NS_PER_MS === 0n;
+  if (op === 'e') return whole ? Number(floor) : null;
+  return Number(op === 'gt' || op === 'lte' || whole ? floor : floor + 1n);
 }
 
 export function createTradesService(deps: DomainDeps) {
@@ -345,17 +361,24 @@ export function createTradesService(deps: DomainDeps) {
       if (query.trade_state && settlementTradeState && query.trade_state !== settlementTradeState) {
         return { rows: [], page, pageSize, count: 0 };
       }
+      const bounds = {
+        gt: timestampBound(query['transaction_timestamp[gt]'], 'gt'),
+        gte: timestampBound(query['transaction_timestamp[gte]'], 'gte'),
+        e: timestampBound(query['transaction_timestamp[e]'], 'e'),
+        lt: timestampBound(query['transaction_timestamp[lt]'], 'lt'),
+        lte: timestampBound(query['transaction_timestamp[lte]'], 'lte'),
+      };
       const filters: TradeFilters = {
         clientTradeId: query.client_trade_id,
         tradeState: query.trade_state ?? settlementTradeState,
         accountLabel: query.account_label,
         partyCode: query.party_code,
-        after: timestampMs(query['transaction_timestamp[gt]']),
-        atOrAfter: timestampMs(query['transaction_timestamp[gte]']),
-        at: timestampMs(query['transaction_timestamp[e]']),
-        before: timestampMs(query['transaction_timestamp[lt]']),
-        atOrBefore: timestampMs(query['transaction_timestamp[lte]']),
-        matchesNothing,
+        after: bounds.gt ?? undefined,
+        atOrAfter: bounds.gte ?? undefined,
+        at: bounds.e ?? undefined,
+        before: bounds.lt ?? undefined,
+        atOrBefore: bounds.lte ?? undefined,
+        matchesNothing: matchesNothing || Object.values(bounds).includes(null),
       };
       const { rows, count } = await listPlatformTrades(db, platformCode, filters, {
         limit: pageSize,
