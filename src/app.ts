@@ -7,6 +7,7 @@ import addFormatsModule from 'ajv-formats';
 import type { Registry } from 'prom-client';
 import type { Config } from './config.ts';
 import { REQUEST_ID_HEADER } from './contract/responses.ts';
+import type { RateLimiter } from './domain/ratelimit/rate-limiter.ts';
 import type { Services } from './domain/services.ts';
 import type { Clock } from './lib/clock.ts';
 import type { Store } from './store/database.ts';
@@ -15,6 +16,7 @@ import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { firewallPlugin } from './http/plugins/firewall.plugin.ts';
 import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
+import { rateLimitPlugin } from './http/plugins/rate-limit.plugin.ts';
 import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
@@ -31,8 +33,11 @@ export interface AppDeps {
   logger: FastifyBaseLogger;
   metrics: Registry;
   adminToken: string;
-  /** The per-IP rate limit (wire-contract §2.3), registered on public routes after the firewall. */
-  rateLimit?: (app: FastifyInstance) => Promise<void>;
+  /**
+   * The per-IP rate limit (wire-contract §2.3): hooked on the public routes after the firewall and before
+   * authentication, and inspected through /admin/rate_limits. Absent → public routes are not limited.
+   */
+  rateLimiter?: RateLimiter;
   readiness?: ReadinessCheck[];
   /**
    * Extra routes inside the authenticated public scope (after firewall, rate limit, authentication and
@@ -122,7 +127,7 @@ export async function buildApp(
   if (parts.public) {
     await app.register(async (pub) => {
       await pub.register(firewallPlugin, { networkRules: services.networkRules });
-      if (deps.rateLimit) await deps.rateLimit(pub);
+      if (deps.rateLimiter) await pub.register(rateLimitPlugin, { limiter: deps.rateLimiter });
       await pub.register(timeRoutes, { clock: deps.clock });
       await pub.register(jwksRoutes, { funding: services.funding });
       await pub.register(async (authed) => {

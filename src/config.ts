@@ -29,6 +29,8 @@ export interface RateLimitConfig {
   limit: number;
   windowMs: number;
   blockMs: number;
+  /** Namespace of the limiter's Redis keys: deployments sharing one Redis must differ. */
+  redisKeyPrefix: string;
 }
 
 export interface Config {
@@ -143,6 +145,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       limit: int(env, 'SVC_RATE_LIMIT', 2_000, 1),
       windowMs: int(env, 'SVC_RATE_LIMIT_WINDOW_MS', 10_000, 1),
       blockMs: int(env, 'SVC_RATE_LIMIT_BLOCK_MS', 10_000, 1),
+      redisKeyPrefix: str(env, 'SVC_RATE_LIMIT_REDIS_PREFIX', 'svc:rl:'),
     },
     webhooks: {
       timeoutMs: webhookTimeoutMs,

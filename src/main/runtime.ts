@@ -5,6 +5,8 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import { buildApp, type AppDeps } from '../app.ts';
 import type { Config } from '../config.ts';
 import type { DomainDeps } from '../domain/deps.ts';
+import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
+import { createRateLimiter } from '../domain/ratelimit/rate-limiter.service.ts';
 import { createServices, type Services } from '../domain/services.ts';
 import { buildTaskList } from '../jobs/task-list.ts';
 import { startWorker } from '../jobs/worker-runtime.ts';
@@ -114,6 +116,16 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     let adminUrl: string | null = null;
     let appDeps: AppDeps | null = null;
     if (config.role !== 'worker' && options.listen !== false) {
+      // wire-contract §2.3: one limiter per process, shared by its listeners; with REDIS_URL, by every instance.
+      const rateLimiter = await createRateLimiter({
+        redisUrl: config.redisUrl,
+        policy: config.rateLimit,
+        keyPrefix: config.rateLimit.redisKeyPrefix,
+        clock,
+        logger: logger.child({ component: 'rate-limit' }),
+      });
+      cleanups.push(() => rateLimiter.close());
+      registerRateLimitMetrics(metrics, rateLimiter);
       appDeps = {
         config,
         store,
@@ -122,6 +134,9 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         logger,
         metrics,
         adminToken: secrets.adminToken,
+        rateLimiter,
+        // DESIGN §6: ready means the database and, when configured, Redis answer.
+        readiness: config.redisUrl ? [{ name: 'redis', check: () => rateLimiter.sharedReachable() }] : [],
       };
       const separateAdmin = config.adminListen !== null;
       const app = await buildApp(appDeps, { public: true, admin: !separateAdmin });

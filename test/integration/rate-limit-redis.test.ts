@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import net from 'node:net';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
@@ -18,6 +17,7 @@ import {
   rateLimitRedisOptions,
 } from '../../src/domain/ratelimit/redis-rate-limit.store.ts';
 import type { RateLimitDecision, RateLimitLogger } from '../../src/domain/ratelimit/rate-limiter.ts';
+import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 
 const REDIS_URL = process.env.REDIS_URL;
 const SKIP = REDIS_URL ? false : 'REDIS_URL not set: Redis-backed rate limiter not tested';
@@ -87,33 +87,6 @@ async function monitorScripts(prefix: string) {
     },
     close: () => monitor.disconnect(),
   };
-}
-
-/** A TCP relay to Redis that can be cut and restored: "Redis stopped mid-run" without touching Redis. */
-class RedisRelay {
-  private server: net.Server | undefined;
-  private readonly sockets = new Set<net.Socket>();
-  port = 0;
-  async start(): Promise<void> {
-    const target = new URL(REDIS_URL!);
-    this.server = net.createServer((inbound) => {
-      const outbound = net.connect(Number(target.port || 6379), target.hostname);
-      for (const s of [inbound, outbound]) {
-        this.sockets.add(s);
-        s.on('error', () => {});
-        s.on('close', () => this.sockets.delete(s));
-      }
-      inbound.pipe(outbound).pipe(inbound);
-    });
-    this.server.listen(this.port, '127.0.0.1');
-    await once(this.server, 'listening');
-    this.port = (this.server.address() as net.AddressInfo).port;
-  }
-  async stop(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    const server = this.server!;
-    await new Promise((resolve) => server.close(resolve));
-  }
 }
 
 describe('Redis rate-limit store', { skip: SKIP }, () => {
@@ -235,13 +208,13 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
   });
 
   it('survives Redis going away mid-run and resumes the shared limit when it is back', async () => {
-    const relay = new RedisRelay();
-    await relay.start();
+    // A TCP pass-through in front of Redis: "Redis stopped mid-run" without touching the shared server.
+    const relay = await startTcpProxy(REDIS_URL!);
     const prefix = freshPrefix();
     const logger = new CapturingLogger();
     const registry = new Registry();
     const limiter = await createRateLimiter({
-      redisUrl: `redis://127.0.0.1:${relay.port}`,
+      redisUrl: relay.url,
       logger,
       keyPrefix: prefix,
       redisOptions: { retryStrategy: () => 20 },
@@ -254,14 +227,14 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.equal(accepted(await hit(limiter, ip, 3)), 3);
       assert.equal(await redis!.llen(log), 3, 'counted in Redis');
 
-      await relay.stop();
+      await relay.down();
       await once(client, 'close');
       assert.equal(accepted(await hit(limiter, ip, 10)), 10, 'served, from memory');
       assert.equal(limiter.fallbackActive, true);
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m);
       assert.equal(logger.warns.length, 1, 'the fallback is logged once');
 
-      await relay.start(); // same port: ioredis reconnects by itself
+      await relay.up(); // same port: ioredis reconnects by itself
       await once(client, 'ready');
       assert.equal(accepted(await hit(limiter, ip, 5)), 5);
       assert.equal(limiter.fallbackActive, false, 'the shared store is back');
@@ -271,7 +244,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 0$/m);
     } finally {
       await limiter.close();
-      await relay.stop().catch(() => {});
+      await relay.close();
     }
   });
 });

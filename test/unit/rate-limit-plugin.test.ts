@@ -124,6 +124,18 @@ describe('rate-limit plugin', () => {
     await app.close();
   });
 
+  it('counts one address once, however it is written (IPv4-mapped IPv6, IPv6 case and zeros)', async () => {
+    const { limiter } = memoryLimiter();
+    const app = await buildTestApp(limiter);
+    await send(app, 3, { url: '/time', headers: { ...signed, 'x-forwarded-for': '::ffff:198.51.100.9' } });
+    await send(app, 2, { url: '/time', headers: { ...signed, 'x-forwarded-for': '198.51.100.9' } });
+    assert.equal((await limiter.inspect('198.51.100.9')).count, 5);
+    await send(app, 2, { url: '/time', headers: { ...signed, 'x-forwarded-for': '2001:DB8:0::7' } });
+    await send(app, 2, { url: '/time', headers: { ...signed, 'x-forwarded-for': '2001:db8::7' } });
+    assert.equal((await limiter.inspect('2001:0db8:0000::7')).count, 4);
+    await app.close();
+  });
+
   it('waits for a limiter that answers asynchronously (the Redis path)', async () => {
     let calls = 0;
     const limiter = {

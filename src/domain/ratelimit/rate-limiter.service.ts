@@ -1,8 +1,11 @@
+import { isIP } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import { systemClock, type Clock } from '../../lib/clock.ts';
+import { invalid } from '../errors.ts';
 import { MemoryRateLimitStore } from './memory-rate-limit.store.ts';
 import { RedisRateLimitStore, rateLimitRedisOptions } from './redis-rate-limit.store.ts';
 import {
+  rateLimitKey,
   refused,
   resolvePolicy,
   silentLogger,
@@ -120,7 +123,8 @@ export class RateLimiterService implements RateLimiter {
    * Decides one request from `ip`. Synchronous when the answer is known locally (cached block,
    * memory store, fallback), a promise when Redis is asked. Never rejects.
    */
-  check(ip: string): RateLimitDecision | Promise<RateLimitDecision> {
+  check(address: string): RateLimitDecision | Promise<RateLimitDecision> {
+    const ip = rateLimitKey(address);
     const now = this.clock.now();
     const until = this.blockedUntil.get(ip);
     if (until !== undefined) {
@@ -146,7 +150,8 @@ export class RateLimiterService implements RateLimiter {
   }
 
   /** Operator view, from the store that is limiting right now. */
-  async inspect(ip: string): Promise<RateLimitState> {
+  async inspect(address: string): Promise<RateLimitState> {
+    const ip = operatorKey(address);
     if (this.shared !== undefined && this.sharedUsable(this.clock.now())) {
       try {
         const state = await this.shared.inspect(ip);
@@ -162,16 +167,28 @@ export class RateLimiterService implements RateLimiter {
   /**
    * Lifts the IP's block and clears its log, here and (through Redis pub/sub) on every instance.
    * While Redis is unreachable only the in-memory state can be lifted; a block held in Redis then
-   * ends by itself at most `blockMs` later.
+   * ends by itself at most `blockMs` later. Returns the state afterwards.
    */
-  async unblock(ip: string): Promise<void> {
+  async unblock(address: string): Promise<RateLimitState> {
+    const ip = operatorKey(address);
     this.forget(ip);
-    if (this.shared === undefined) return;
-    try {
-      await this.shared.unblock(ip);
-    } catch (err) {
-      this.fallBack(err);
+    if (this.shared !== undefined) {
+      try {
+        await this.shared.unblock(ip);
+      } catch (err) {
+        this.fallBack(err);
+      }
     }
+    return this.inspect(ip);
+  }
+
+  /** For /readyz (DESIGN §6): whether the shared store answers; true when there is none. */
+  async sharedReachable(): Promise<boolean> {
+    if (this.shared === undefined) return true;
+    return this.shared.client.ping().then(
+      () => true,
+      () => false,
+    );
   }
 
   /** Drops idle IPs from memory and ended blocks from the cache. Runs on a timer unless disabled. */
@@ -230,6 +247,12 @@ export class RateLimiterService implements RateLimiter {
     this.inFallback = false;
     this.logger.info({}, 'rate limit: Redis is back, the shared limit applies again');
   }
+}
+
+/** An address named by the operator: must be an IP (400 otherwise), counted under its canonical key. */
+function operatorKey(address: string): string {
+  if (isIP(address) === 0) throw invalid('ip: must be an IPv4 or IPv6 address');
+  return rateLimitKey(address);
 }
 
 export interface CreateRateLimiterOptions {

@@ -1,3 +1,5 @@
+import { isIPv4, isIPv6 } from 'node:net';
+
 /**
  * Per-IP rate limit: types shared by the stores, the service and the HTTP plugin.
  *
@@ -24,7 +26,11 @@ export const DEFAULT_RATE_LIMIT_POLICY: RateLimitPolicy = Object.freeze({
 });
 
 export function resolvePolicy(policy: Partial<RateLimitPolicy> = {}): RateLimitPolicy {
-  const resolved = { ...DEFAULT_RATE_LIMIT_POLICY, ...policy };
+  const resolved: RateLimitPolicy = {
+    limit: policy.limit ?? DEFAULT_RATE_LIMIT_POLICY.limit,
+    windowMs: policy.windowMs ?? DEFAULT_RATE_LIMIT_POLICY.windowMs,
+    blockMs: policy.blockMs ?? DEFAULT_RATE_LIMIT_POLICY.blockMs,
+  };
   for (const [name, value] of Object.entries(resolved)) {
     if (!Number.isInteger(value) || value < 1) {
       throw new RangeError(`rate limit ${name} must be a positive integer, got ${String(value)}`);
@@ -104,7 +110,26 @@ export interface RateLimitStore {
 export interface RateLimiter {
   check(ip: string): RateLimitDecision | Promise<RateLimitDecision>;
   inspect(ip: string): Promise<RateLimitState>;
-  unblock(ip: string): Promise<void>;
+  /** Lifts the block, clears the log; returns the state afterwards. */
+  unblock(ip: string): Promise<RateLimitState>;
+}
+
+/**
+ * The key an address is counted under, so that one address is one budget: an IPv4-mapped IPv6
+ * address ("::ffff:1.2.3.4", as a dual-stack listener reports IPv4 peers) counts as its IPv4
+ * address, and IPv6 is written in its canonical form (RFC 5952) whatever form the operator or a
+ * proxy's X-Forwarded-For used. IPv4 — the common case — returns at once.
+ */
+export function rateLimitKey(ip: string): string {
+  if (!ip.includes(':')) return ip;
+  if (ip.startsWith('::ffff:') && isIPv4(ip.slice(7))) return ip.slice(7);
+  if (!isIPv6(ip)) return ip;
+  const canonical = new URL(`http://[${ip}]/`).hostname.slice(1, -1); // WHATWG URL: RFC 5952 form
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical);
+  if (!mapped) return canonical;
+  const high = parseInt(mapped[1]!, 16);
+  const low = parseInt(mapped[2]!, 16);
+  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
 /** pino-compatible subset. */

@@ -4,6 +4,7 @@ import { adminDepositsRoutes } from './admin-deposits.routes.ts';
 import { adminLedgerRoutes } from './admin-ledger.routes.ts';
 import { adminParticipantsRoutes } from './admin-participants.routes.ts';
 import { adminPlatformsRoutes } from './admin-platforms.routes.ts';
+import { adminRateLimitsRoutes } from './admin-rate-limits.routes.ts';
 import { adminTradesRoutes } from './admin-trades.routes.ts';
 import { adminWebhooksRoutes } from './admin-webhooks.routes.ts';
 
@@ -18,5 +19,6 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
   await app.register(adminLedgerRoutes, { prices: services.prices, balances: services.balances });
   await app.register(adminTradesRoutes, { trades: services.trades });
   await app.register(adminDepositsRoutes, { funding: services.funding });
+  if (deps.rateLimiter) await app.register(adminRateLimitsRoutes, { limiter: deps.rateLimiter });
   await app.register(adminWebhooksRoutes, { webhooks: services.webhooks });
 }

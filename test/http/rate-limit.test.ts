@@ -1,0 +1,190 @@
+/**
+ * The per-IP rate limit through the real service (spec part 8, wire-contract §2.3, §9; issue 3):
+ * counted across public routes before authentication, not on the operator API or ops routes, the
+ * operator view, metrics, and the Redis fallback with Redis cut away from a running service.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { createLogger } from '../../src/main/logger.ts';
+import { startTcpProxy } from '../helpers/tcp-proxy.ts';
+import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+
+const REDIS_URL = process.env.REDIS_URL;
+const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+
+/** `n` requests in parallel batches; returns the status codes. */
+async function send(url: string, n: number, init: RequestInit = {}): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < n; i += 100) {
+    const batch = Array.from({ length: Math.min(100, n - i) }, async () => {
+      const res = await fetch(url, init);
+      await res.arrayBuffer();
+      return res.status;
+    });
+    statuses.push(...(await Promise.all(batch)));
+  }
+  return statuses;
+}
+
+const count = (statuses: number[], status: number) => statuses.filter((s) => s === status).length;
+
+async function metric(svc: TestService, name: string): Promise<number | undefined> {
+  const text = await (await fetch(`${svc.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
+}
+
+describe('rate limit through the service (memory store, controlled clock)', () => {
+  const clock = new ManualClock(Date.now());
+  let svc: TestService;
+  before(async () => {
+    svc = await startTestService({ clock });
+    await svc.newPlatform(); // puts 127.0.0.1 on an allow-list, so the firewall lets the tests through
+  });
+  after(() => svc?.close());
+
+  it('spec example: 1,000 + 1,001 requests to two routes within 5 s → 429 for 10 s, served 11 s later', async () => {
+    const t0 = clock.now();
+    assert.equal(count(await send(`${svc.url}/time`, 1000), 200), 1000);
+    clock.set(t0 + 2_000);
+    // Unsigned requests to an authenticated route: refused by authentication, still counted (§9).
+    const second = await send(`${svc.url}/fund/transactions`, 1001);
+    assert.equal(count(second, 401), 1000);
+    assert.equal(count(second, 429), 1);
+    const blockStart = clock.now();
+
+    const refused = await fetch(`${svc.url}/time`);
+    assert.equal(refused.status, 429);
+    assert.deepEqual(await refused.json(), { error: 'Too Many Requests' });
+    assert.equal(refused.headers.get('retry-after'), '10');
+    assert.ok(refused.headers.get('x-request-id'), 'a 429 is a normal response: it carries X-REQUEST-ID');
+
+    clock.set(blockStart + 6_000);
+    const later = await fetch(`${svc.url}/time`);
+    assert.equal(later.status, 429);
+    assert.equal(later.headers.get('retry-after'), '4');
+
+    // Not rate-limited, not counted: ops routes and the operator API.
+    for (const path of ['/healthz', '/readyz', '/metrics']) {
+      assert.equal((await fetch(`${svc.url}${path}`)).status, 200, path);
+    }
+    const view = await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { headers: admin });
+    assert.equal(view.status, 200);
+    assert.deepEqual(await view.json(), {
+      message: {
+        ip: '127.0.0.1',
+        count: 2000,
+        limit: 2000,
+        window_ms: 10_000,
+        blocked: true,
+        blocked_until: blockStart + 10_000,
+        retry_after_seconds: 4,
+      },
+    });
+    assert.equal(await metric(svc, 'svc_rate_limit_blocks_total'), 1);
+    assert.equal(await metric(svc, 'svc_rate_limit_refused_total'), 3);
+    assert.equal(await metric(svc, 'svc_rate_limit_fallback_active'), 0);
+
+    clock.set(blockStart + 11_000);
+    assert.equal((await fetch(`${svc.url}/time`)).status, 200, 'served again 11 s later');
+  });
+
+  it('lets the operator lift a block with DELETE /admin/rate_limits/{ip}', async () => {
+    clock.advance(20_000);
+    await send(`${svc.url}/time`, 2001);
+    assert.equal((await fetch(`${svc.url}/time`)).status, 429);
+    const lifted = await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, {
+      method: 'DELETE',
+      headers: admin,
+    });
+    assert.equal(lifted.status, 200);
+    const body = (await lifted.json()) as { message: { blocked: boolean; count: number } };
+    assert.equal(body.message.blocked, false);
+    assert.equal(body.message.count, 0);
+    assert.equal((await fetch(`${svc.url}/time`)).status, 200);
+  });
+
+  it('validates the operator route: an IP in canonical form, the bearer token', async () => {
+    const bad = await fetch(`${svc.url}/admin/rate_limits/not-an-ip`, { headers: admin });
+    assert.equal(bad.status, 400);
+    assert.deepEqual(await bad.json(), { errors: ['ip: must be an IPv4 or IPv6 address'] });
+    assert.equal((await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`)).status, 401);
+    const v6 = await fetch(`${svc.url}/admin/rate_limits/2001:0DB8:0:0::1`, { headers: admin });
+    assert.equal(((await v6.json()) as { message: { ip: string } }).message.ip, '2001:db8::1');
+    const mapped = await fetch(`${svc.url}/admin/rate_limits/::ffff:127.0.0.1`, { headers: admin });
+    assert.equal(((await mapped.json()) as { message: { ip: string } }).message.ip, '127.0.0.1');
+  });
+});
+
+describe(
+  'rate limit through the service: Redis stopped mid-run',
+  { skip: !REDIS_URL && 'REDIS_URL not set: Redis-backed rate limiter not tested' },
+  () => {
+    it('keeps serving under the in-memory limiter, logs once, shows it in /metrics and /readyz, then resumes', async () => {
+      const proxy = await startTcpProxy(REDIS_URL!);
+      const prefix = `test:rl:http:${randomUUID()}:`;
+      const logLines: string[] = [];
+      const logger = createLogger(
+        'info',
+        new Writable({
+          write(chunk: Buffer, _encoding, callback) {
+            logLines.push(...chunk.toString().split('\n').filter(Boolean));
+            callback();
+          },
+        }),
+      );
+      const svc = await startTestService({
+        env: { REDIS_URL: proxy.url, SVC_RATE_LIMIT_REDIS_PREFIX: prefix },
+        logger,
+      });
+      const redis = new Redis(REDIS_URL!);
+      const fallbackLogs = () => logLines.filter((l) => l.includes('Redis unavailable')).length;
+      try {
+        await svc.newPlatform();
+        assert.equal(count(await send(`${svc.url}/time`, 20), 200), 20);
+        assert.equal(await redis.llen(`${prefix}{127.0.0.1}:log`), 20, 'counted in the shared store');
+        assert.equal((await fetch(`${svc.url}/readyz`)).status, 200);
+
+        await proxy.down();
+        const during = await send(`${svc.url}/time`, 200);
+        assert.equal(count(during, 200), 200, 'no 5xx: served under the in-memory limiter');
+        assert.equal(await metric(svc, 'svc_rate_limit_fallback_active'), 1);
+        assert.equal(await metric(svc, 'svc_rate_limit_fallbacks_total'), 1);
+        assert.equal(fallbackLogs(), 1, 'the fallback is logged once');
+        const readyz = await fetch(`${svc.url}/readyz`);
+        assert.equal(readyz.status, 503);
+        assert.equal(((await readyz.json()) as { checks: { redis: boolean } }).checks.redis, false);
+        // Still a limit while in fallback: memory counts this instance's requests.
+        const view = (await (
+          await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { headers: admin })
+        ).json()) as { message: { count: number } };
+        assert.ok(view.message.count >= 200);
+
+        await proxy.up();
+        // ioredis reconnects on its own schedule: poll (bounded) until a request goes to Redis again.
+        const deadline = Date.now() + 10_000;
+        while ((await metric(svc, 'svc_rate_limit_fallback_active')) !== 0) {
+          assert.ok(Date.now() < deadline, 'the shared store did not resume');
+          await send(`${svc.url}/time`, 1);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        const before = await redis.llen(`${prefix}{127.0.0.1}:log`);
+        assert.equal(count(await send(`${svc.url}/time`, 10), 200), 10);
+        assert.equal(await redis.llen(`${prefix}{127.0.0.1}:log`), before + 10, 'counted in Redis again');
+        assert.equal(fallbackLogs(), 1);
+        assert.equal(logLines.filter((l) => l.includes('Redis is back')).length, 1);
+        assert.equal((await fetch(`${svc.url}/readyz`)).status, 200);
+      } finally {
+        await svc.close();
+        await proxy.close();
+        const keys = await redis.keys(`${prefix}*`);
+        if (keys.length) await redis.del(...keys);
+        await redis.quit();
+      }
+    });
+  },
+);
