@@ -2,6 +2,11 @@ import type { IssuedApiKey, Participant, Platform } from '../contract/admin.sche
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
+import type {
+  RedeliverSinceBody,
+  WebhookEndpoint,
+  WebhookNotification,
+} from '../contract/webhooks.schemas.ts';
 
 /**
  * The operator commands of `svc`: one entry per operator API call, each with its usage line.
@@ -171,6 +176,86 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       });
     },
   },
+  'webhooks set': {
+    usage:
+      'svc webhooks set PLATFORM URL [--secret S | --no-secret] [--types T1,T2 | --all-types] [--disabled]',
+    summary:
+      "configure a platform's webhook (the secret is kept when neither --secret nor --no-secret is given)",
+    run: (c, p, o) => {
+      if (o.secret !== undefined && o['no-secret'] === true)
+        throw new UsageError('--secret and --no-secret exclude each other');
+      return c.put<WebhookEndpoint>(
+        `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/webhook`,
+        {
+          url: positional(p, 1, 'URL'),
+          ...(o['no-secret'] === true
+            ? { secret: null }
+            : o.secret !== undefined
+              ? { secret: required(o, 'secret') }
+              : {}),
+          payload_types: o['all-types'] === true ? null : list(o, 'types'),
+          enabled: o.disabled !== true,
+        },
+      );
+    },
+  },
+  'webhooks show': {
+    usage: 'svc webhooks show PLATFORM',
+    summary: "show a platform's webhook configuration",
+    run: (c, p) =>
+      c.get<WebhookEndpoint>(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/webhook`),
+  },
+  'webhooks notifications': {
+    usage:
+      'svc webhooks notifications PLATFORM [--status pending|retrying|delivered|dead|skipped] [--type PAYLOAD_TYPE] [--resource KEY] [--page N]',
+    summary:
+      "list a platform's notifications with every delivery attempt, newest first (dead letters: --status dead)",
+    run: (c, p, o) => {
+      const query = new URLSearchParams();
+      for (const [param, option] of [
+        ['status', 'status'],
+        ['payload_type', 'type'],
+        ['resource_key', 'resource'],
+        ['page', 'page'],
+      ] as const) {
+        const value = optionalString(o, option);
+        if (value !== undefined) query.set(param, value);
+      }
+      const suffix = query.size ? `?${query}` : '';
+      return c.get<WebhookNotification[]>(
+        `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/notifications${suffix}`,
+      );
+    },
+  },
+  'webhooks notification': {
+    usage: 'svc webhooks notification NOTIFICATION_ID',
+    summary: 'show one notification with every delivery attempt',
+    run: (c, p) =>
+      c.get<WebhookNotification>(`/notifications/${encodeURIComponent(positional(p, 0, 'NOTIFICATION_ID'))}`),
+  },
+  'webhooks redeliver': {
+    usage: 'svc webhooks redeliver NOTIFICATION_ID',
+    summary: 'deliver a notification again (same notification id)',
+    run: (c, p) =>
+      c.post<WebhookNotification>(
+        `/notifications/${encodeURIComponent(positional(p, 0, 'NOTIFICATION_ID'))}/redeliver`,
+      ),
+  },
+  'webhooks redeliver-since': {
+    usage: 'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 [--status dead,skipped]',
+    summary: 'deliver again every notification of a platform recorded since a time',
+    run: (c, p, o) => {
+      const raw = required(o, 'since');
+      const since = /^\d+$/.test(raw) ? Number(raw) : Date.parse(raw);
+      if (!Number.isSafeInteger(since))
+        throw new UsageError(`--since: "${raw}" is neither epoch ms nor an ISO 8601 time`);
+      const body: RedeliverSinceBody = { since, status: list(o, 'status') };
+      return c.post<{ redelivered: number }>(
+        `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/redeliver`,
+        body,
+      );
+    },
+  },
 };
 
 /** Options every operator command understands, for util.parseArgs. */
@@ -196,4 +281,15 @@ export const OPERATOR_OPTIONS = {
   'fund-asset': { type: 'string' },
   'deposit-timestamp': { type: 'string' },
   failed: { type: 'boolean' },
+  // webhooks (also `svc webhooks listen --port N --secret S`)
+  secret: { type: 'string' },
+  'no-secret': { type: 'boolean' },
+  types: { type: 'string', multiple: true },
+  'all-types': { type: 'boolean' },
+  disabled: { type: 'boolean' },
+  resource: { type: 'string' },
+  page: { type: 'string' },
+  since: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
 } as const;

@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { AdminApiError, AdminClient } from '../cli/admin-client.ts';
 import { runDemo } from '../cli/demo-command.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
+import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { createStore } from '../store/database.ts';
 import { migrate } from '../store/migrate.ts';
 import { createLogger } from './logger.ts';
@@ -19,6 +20,8 @@ Service:
   svc serve [--role api|worker|all]   run the service (embedded PostgreSQL unless DATABASE_URL is set)
   svc migrate                          apply database migrations and exit
   svc demo                             create a demo platform, key, participants, account and prices
+  svc webhooks listen --port N --secret S [--host H] [--json]
+                                       local webhook receiver: verifies and prints each delivery
 
 Operator commands (talk to a running server; --url, --token or SVC_URL, SVC_ADMIN_TOKEN):
 ${Object.values(OPERATOR_COMMANDS)
@@ -86,6 +89,24 @@ async function serve(config: Readonly<Config>): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
+/** `svc webhooks listen`: a local verifying receiver (issue 4 point 6); runs until SIGINT or SIGTERM. */
+async function listenForWebhooks(values: Record<string, unknown>): Promise<void> {
+  const secret = typeof values.secret === 'string' ? values.secret : '';
+  if (!secret) throw new UsageError('--secret is required (the secret configured for the platform)');
+  const port = typeof values.port === 'string' ? Number(values.port) : NaN;
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new UsageError('--port N is required (0 = any free port)');
+  const listener = await startWebhookListener({
+    port,
+    host: typeof values.host === 'string' ? values.host : undefined,
+    secret,
+    json: values.json === true,
+  });
+  const stop = () => void listener.close().then(() => process.exit(EXIT.ok));
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
 async function migrateOnly(config: Readonly<Config>): Promise<void> {
   const logger = createLogger(config.logLevel);
   const { url, embedded } = await openDatabase(config, logger);
@@ -134,6 +155,10 @@ export async function main(argv: string[]): Promise<number> {
   if (first === 'demo') {
     print(await runDemo(adminClient(config, values.url, values.token), { env: config.env }));
     return EXIT.ok;
+  }
+  if (first === 'webhooks' && second === 'listen') {
+    await listenForWebhooks(values);
+    return -1; // keeps running
   }
   const command = OPERATOR_COMMANDS[`${first} ${second}`];
   if (!command) throw new UsageError(`unknown command "${positionals.join(' ')}"; see svc --help`);
