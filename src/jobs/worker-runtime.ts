@@ -1,6 +1,8 @@
-import { Logger, run, type Runner, type TaskList } from 'graphile-worker';
+import { EventEmitter } from 'node:events';
+import { Logger, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import type pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
+import { WorkerLiveness } from './worker-liveness.ts';
 
 /**
  * Runs the graphile-worker job queue (DESIGN §5: SKIP LOCKED claims, LISTEN/NOTIFY wake-ups, any number
@@ -23,12 +25,28 @@ export async function startWorker(options: {
     else if (level === 'warning') log.warn(entry, message);
     else log.debug(entry, message);
   });
-  return run({
+  // Heartbeats for this process's worker ids, and the release of jobs held by dead processes.
+  const liveness = new WorkerLiveness({
+    pool: options.pool,
+    onError: (err) => log.warn({ err }, 'worker liveness check failed'),
+  });
+  const events: WorkerEvents = new EventEmitter();
+  events.on('worker:create', ({ worker }) => liveness.add(worker.workerId));
+  events.on('worker:stop', ({ worker }) => liveness.remove(worker.workerId));
+  const runner = await run({
     pgPool: options.pool,
     taskList: options.taskList,
     concurrency: options.concurrency,
     pollInterval: options.pollIntervalMs,
     noHandleSignals: true,
     logger,
+    events,
   });
+  liveness.start();
+  const stop = runner.stop.bind(runner);
+  runner.stop = async (reason?: string) => {
+    await stop(reason);
+    await liveness.stop();
+  };
+  return runner;
 }

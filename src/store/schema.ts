@@ -1,6 +1,7 @@
 import type { AccountsTables } from './tables/accounts.tables.ts';
 import type { FoundationTables } from './tables/foundation.tables.ts';
 import type { FundingTables } from './tables/funding.tables.ts';
+import type { JobsTables } from './tables/jobs.tables.ts';
 import type { ParticipantsTables } from './tables/participants.tables.ts';
 import type { TradesTables } from './tables/trades.tables.ts';
 import type { WebhooksTables } from './tables/webhooks.tables.ts';
@@ -14,4 +15,5 @@ export type Database = FoundationTables &
   AccountsTables &
   TradesTables &
   ParticipantsTables &
-  WebhooksTables;
+  WebhooksTables &
+  JobsTables;

@@ -1,0 +1,99 @@
+import os from 'node:os';
+import type pg from 'pg';
+
+/**
+ * Frees jobs held by dead worker processes. graphile-worker leaves a job locked for 4 hours when its
+ * process dies mid-job; that would stall a tenant change, a settlement or a webhook lane for hours.
+ * Each process heartbeats its graphile worker ids; every process periodically unlocks (with the
+ * library's own `force_unlock_workers`) the jobs of ids that are locked, not heartbeating and not ours.
+ */
+export interface WorkerLivenessOptions {
+  pool: pg.Pool;
+  /** Heartbeat period. */
+  heartbeatMs?: number;
+  /** A worker id whose heartbeat is older than this is considered dead. */
+  staleMs?: number;
+  /** How often to look for jobs of dead workers. */
+  reapMs?: number;
+  onError?: (error: unknown) => void;
+}
+
+export class WorkerLiveness {
+  private readonly ids = new Set<string>();
+  private timers: NodeJS.Timeout[] = [];
+  private readonly heartbeatMs: number;
+  private readonly staleMs: number;
+  private readonly reapMs: number;
+
+  constructor(private readonly options: WorkerLivenessOptions) {
+    this.heartbeatMs = options.heartbeatMs ?? 5_000;
+    this.staleMs = options.staleMs ?? 20_000;
+    this.reapMs = options.reapMs ?? 10_000;
+  }
+
+  add(workerId: string): void {
+    this.ids.add(workerId);
+    void this.heartbeat();
+  }
+
+  remove(workerId: string): void {
+    this.ids.delete(workerId);
+    this.options.pool
+      .query('delete from worker_heartbeats where worker_id = $1', [workerId])
+      .catch(this.report);
+  }
+
+  start(): void {
+    const every = (ms: number, fn: () => Promise<unknown>) => {
+      const timer = setInterval(() => void fn().catch(this.report), ms);
+      timer.unref();
+      this.timers.push(timer);
+    };
+    every(this.heartbeatMs, () => this.heartbeat());
+    every(this.reapMs, () => this.reap());
+    void this.reap().catch(this.report);
+  }
+
+  async stop(): Promise<void> {
+    for (const timer of this.timers) clearInterval(timer);
+    this.timers = [];
+    const ids = [...this.ids];
+    this.ids.clear();
+    if (ids.length)
+      await this.options.pool
+        .query('delete from worker_heartbeats where worker_id = any($1)', [ids])
+        .catch(this.report);
+  }
+
+  async heartbeat(): Promise<void> {
+    if (this.ids.size === 0) return;
+    await this.options.pool.query(
+      `insert into worker_heartbeats (worker_id, hostname, pid, seen_at)
+       select id, $2, $3, now() from unnest($1::text[]) as id
+       on conflict (worker_id) do update set seen_at = excluded.seen_at`,
+      [[...this.ids], os.hostname(), process.pid],
+    );
+  }
+
+  /** Unlocks jobs of workers that are neither ours nor heartbeating; returns the ids it freed. */
+  async reap(): Promise<string[]> {
+    const { rows } = await this.options.pool.query<{ locked_by: string }>(
+      `select distinct j.locked_by
+         from graphile_worker.jobs j
+        where j.locked_by is not null
+          and not (j.locked_by = any($1::text[]))
+          and not exists (
+            select 1 from worker_heartbeats h
+             where h.worker_id = j.locked_by and h.seen_at > now() - make_interval(secs => $2::double precision / 1000))`,
+      [[...this.ids], this.staleMs],
+    );
+    const dead = rows.map((r) => r.locked_by);
+    if (dead.length) {
+      await this.options.pool.query('select graphile_worker.force_unlock_workers($1::text[])', [dead]);
+      await this.options.pool.query('delete from worker_heartbeats where worker_id = any($1)', [dead]);
+    }
+    return dead;
+  }
+
+  private readonly report = (error: unknown) => this.options.onError?.(error);
+}
