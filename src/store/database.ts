@@ -34,6 +34,9 @@ export function createStore(databaseUrl: string, options: { max?: number } = {})
     db,
     close: async () => {
       await db.destroy();
+      // Kysely adopts the pool only on its first query; a process that used the pool alone (svc migrate)
+      // would otherwise keep idle connections, and itself, alive for idleTimeoutMillis.
+      if (!pool.ended) await pool.end();
     },
   };
 }
