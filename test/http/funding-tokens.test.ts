@@ -187,7 +187,9 @@ describe('GET /.well-known/jwks.json behind the firewall', () => {
   let proxied: TestService;
   before(async () => {
     // A trusted proxy lets the test present another source IP (wire-contract §2.4) without leaving loopback.
-    proxied = await startTestService({ env: { SVC_TRUST_PROXY: '127.0.0.1/32,::1/128' } });
+    proxied = await startTestService({
+      env: { SVC_TRUST_PROXY: '127.0.0.1/32,::1/128', SVC_RATE_LIMIT: '5' },
+    });
     await proxied.newPlatform();
   });
   after(() => proxied?.close());
@@ -200,5 +202,16 @@ describe('GET /.well-known/jwks.json behind the firewall', () => {
     }
     const allowed = await fetch(new URL('/.well-known/jwks.json', proxied.url));
     assert.equal(allowed.status, 200);
+  });
+
+  test('and behind the per-IP rate limit (here 5 requests per window)', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      statuses.push((await fetch(new URL('/.well-known/jwks.json', proxied.url))).status);
+    }
+    assert.ok(statuses.includes(429), statuses.join(','));
+    const refused = await fetch(new URL('/.well-known/jwks.json', proxied.url));
+    assert.equal(refused.status, 429);
+    assert.deepEqual(await refused.json(), { error: 'Too Many Requests' });
   });
 });
