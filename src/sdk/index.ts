@@ -43,3 +43,24 @@ export {
   type ParticipantEntity,
   type PostCustomerBody,
 } from './resources/participants.ts';
+export {
+  QuotesResource,
+  type ConvertWithdrawExecution,
+  type ConvertWithdrawQuote,
+  type ConvertWithdrawQuoteRequest,
+  type Executed,
+  type LiquidityExecution,
+  type LiquidityQuote,
+  type LiquidityQuoteRequest,
+} from './resources/quotes.ts';
+export {
+  TRADE_NOTIFICATION_OMITTED_FIELDS,
+  TRADE_STATES,
+  TradesResource,
+  type ListTradesQuery,
+  type Trade,
+  type TradeParty,
+  type TradesPage,
+  type TradeState,
+  type TradeStatusNotification,
+} from './resources/trades.ts';

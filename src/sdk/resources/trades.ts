@@ -1,0 +1,74 @@
+import type { ListTradesQuery, Trade } from '../../contract/trades.schemas.ts';
+import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+
+export type {
+  ListTradesQuery,
+  Trade,
+  TradeParty,
+  TradeState,
+  TradeStatusNotification,
+} from '../../contract/trades.schemas.ts';
+export { TRADE_NOTIFICATION_OMITTED_FIELDS, TRADE_STATES } from '../../contract/trades.schemas.ts';
+
+type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
+
+export interface TradesPage {
+  message: Trade[];
+  page: number;
+  page_size: number;
+  total_pages: number;
+  count: number;
+}
+
+/**
+ * The platform's trades (spec 4.6). A trade goes accepted → active → terminated (spec 3.1); the
+ * `trade_status_changed` webhook tells each change, and the fields it leaves out (spec 2.4) are here.
+ *
+ * @example
+ * const trades = new TradesResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
+ * const trade = await trades.get(tradeId);
+ * console.log(trade.trade_state, trade.settled_timestamp);
+ */
+export class TradesResource {
+  constructor(private readonly client: SvcClient) {}
+
+  /**
+   * `GET /trades`: one page of the platform's trades, newest first. Filters: `client_trade_id` (an
+   * executed quote's `quote_id`), `trade_state`, `settlement_state`, `account_label`, `party_code`,
+   * `transaction_timestamp[gt|gte|e|lt|lte]` (ms or ns), `page` (from 1), `page_size` (up to 100).
+   *
+   * @example
+   * const { message, total_pages } = await trades.listPage({ trade_state: 'terminated', page: 2 });
+   */
+  listPage(query: ListTradesQuery = {}, options: CallOptions = {}): Promise<TradesPage> {
+    return this.client.request<TradesPage>('GET', '/trades', {
+      ...options,
+      query: query as Record<string, QueryValue>,
+    });
+  }
+
+  /**
+   * `GET /trades`, the trades of one page only (the first unless `page` says otherwise).
+   *
+   * @example
+   * const [trade] = await trades.list({ client_trade_id: quoteId }); // spec 7.2's check
+   */
+  async list(query: ListTradesQuery = {}, options: CallOptions = {}): Promise<Trade[]> {
+    return (await this.listPage(query, options)).message;
+  }
+
+  /**
+   * `GET /trades/{trade_id}`. Unknown → `SvcNotFoundError`; another platform's → `SvcPermissionError`.
+   *
+   * @example
+   * const trade = await trades.get('6b1f0c0e-…');
+   */
+  async get(tradeId: string, options: CallOptions = {}): Promise<Trade> {
+    const response = await this.client.request<{ message: Trade }>(
+      'GET',
+      `/trades/${encodeURIComponent(tradeId)}`,
+      options,
+    );
+    return response.message;
+  }
+}
