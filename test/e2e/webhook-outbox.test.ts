@@ -1,0 +1,146 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { serviceEnv, startWorkerProcess, stopWorkerProcess } from '../helpers/webhook-processes.ts';
+import {
+  notificationState,
+  startWebhookReceiver,
+  waitFor,
+  type TestReceiver,
+} from '../helpers/webhook-receiver.ts';
+
+/**
+ * Issue 4 point 1, the transactional outbox: a change and its notification commit or roll back together,
+ * and a committed change ends in a delivery even when the process that made it dies right after the commit.
+ */
+let svc: TestService;
+let receiver: TestReceiver;
+before(async () => {
+  svc = await startTestService();
+  receiver = await startWebhookReceiver();
+});
+after(async () => {
+  await receiver?.close();
+  await svc?.close();
+});
+
+const db = () => svc.runtime.store.db;
+
+async function platformWithWebhook() {
+  const { platform } = await svc.newPlatform();
+  await svc.admin.put(`/platforms/${platform.platform_code}/webhook`, {
+    url: receiver.url,
+    secret: 'outbox-secret',
+  });
+  return platform.platform_code;
+}
+
+test('a rolled-back change leaves no notification and no delivery job', async () => {
+  const code = await platformWithWebhook();
+  const failure = new Error('the use case failed after recording its notification');
+  await assert.rejects(
+    db()
+      .transaction()
+      .execute(async (trx) => {
+        await trx
+          .updateTable('platforms')
+          .set({ name: 'renamed in vain' })
+          .where('platform_code', '=', code)
+          .execute();
+        await recordNotification(trx, {
+          platformCode: code,
+          payloadType: 'participant_status_changed',
+          resourceKey: 'participant:ROLLBK',
+          payload: { x: 1 },
+        });
+        throw failure;
+      }),
+    (e) => e === failure,
+  );
+  const platform = await db()
+    .selectFrom('platforms')
+    .select('name')
+    .where('platform_code', '=', code)
+    .executeTakeFirst();
+  assert.notEqual(platform?.name, 'renamed in vain');
+  const rows = await db()
+    .selectFrom('webhook_notifications')
+    .select('notification_id')
+    .where('platform_code', '=', code)
+    .execute();
+  assert.deepEqual(rows, []);
+  const jobs =
+    await sql`select 1 from graphile_worker.jobs where key like ${`webhooks:lane:${code}:%`}`.execute(db());
+  assert.equal(jobs.rows.length, 0);
+
+  // The same use case committed does leave both (so the assertions above can fail).
+  await db()
+    .transaction()
+    .execute(async (trx) => {
+      await trx.updateTable('platforms').set({ name: 'renamed' }).where('platform_code', '=', code).execute();
+      await recordNotification(trx, {
+        platformCode: code,
+        payloadType: 'participant_status_changed',
+        resourceKey: 'participant:ROLLBK',
+        payload: { x: 1 },
+      });
+    });
+  const committed = await db()
+    .selectFrom('webhook_notifications')
+    .select('status')
+    .where('platform_code', '=', code)
+    .execute();
+  assert.deepEqual(committed, [{ status: 'pending' }]);
+});
+
+test('a change committed by a process SIGKILLed right after the commit is still delivered', async () => {
+  const code = await platformWithWebhook();
+  const fixture = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      path.join(import.meta.dirname, 'webhook-commit-then-die.fixture.ts'),
+      code,
+      'renamed then killed',
+      'participant:KILLED',
+    ],
+    { env: serviceEnv(svc), stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let stdout = '';
+  fixture.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+  const signal = await new Promise<NodeJS.Signals | null>((resolve) =>
+    fixture.on('exit', (_code, s) => resolve(s)),
+  );
+  assert.equal(signal, 'SIGKILL');
+  const id = stdout.trim();
+  assert.match(id, /^[0-9a-f-]{36}$/);
+  // Committed: the change and its notification are there, and nothing was delivered by the dead process.
+  const platform = await db()
+    .selectFrom('platforms')
+    .select('name')
+    .where('platform_code', '=', code)
+    .executeTakeFirst();
+  assert.equal(platform?.name, 'renamed then killed');
+  assert.equal((await notificationState(db(), id))?.status, 'pending');
+  assert.equal(receiver.deliveries.filter((d) => d.notificationId === id).length, 0);
+
+  // Any worker started later delivers it.
+  const worker = startWorkerProcess(serviceEnv(svc));
+  try {
+    await worker.ready;
+    const delivery = await waitFor(
+      () => receiver.deliveries.find((d) => d.notificationId === id),
+      'the delivery by a worker started after the crash',
+      60_000,
+    );
+    assert.deepEqual(JSON.parse(delivery.rawBody), { platform_name: 'renamed then killed' });
+    await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'delivered state');
+  } finally {
+    await stopWorkerProcess(worker);
+  }
+});

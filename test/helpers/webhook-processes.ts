@@ -1,0 +1,80 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestService } from './test-service.ts';
+
+/**
+ * Real worker processes for the webhook e2e tests (issue 4 points 1, 5 and 7): `svc serve --role worker`
+ * started as the foundation's entry point runs it, on the test service's database and with its secrets
+ * (the worker decrypts the webhook secrets with the same key).
+ */
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Resolves when the process printed its start banner (the worker is running). */
+  ready: Promise<void>;
+  /** Resolves with the signal or code when the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output(): string;
+}
+
+/** The environment of a child process of the service: the test service's database and secrets. */
+export function serviceEnv(svc: TestService, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: svc.database.url,
+    SVC_ENV: 'cert',
+    SVC_PORT: '0',
+    SVC_HOST: '127.0.0.1',
+    SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-worker-')),
+    SVC_ADMIN_TOKEN: 'test-admin-token-0123456789',
+    SVC_SECRET_KEY: svc.runtime.secrets.secretKey.toString('base64'),
+    SVC_JWT_PRIVATE_KEY: svc.runtime.secrets.jwtPrivateKeyPem,
+    SVC_LOG_LEVEL: 'warn',
+    SVC_WORKER_POLL_INTERVAL_MS: '200',
+    ...extra,
+  };
+  // A child of `node --test` would otherwise believe it is a test file itself.
+  delete env.NODE_TEST_CONTEXT;
+  return env;
+}
+
+export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', 'serve', '--role', 'worker'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  let resolveReady: () => void;
+  let rejectReady: (error: Error) => void;
+  const ready = new Promise<void>((resolve, reject) => {
+    resolveReady = resolve;
+    rejectReady = reject;
+  });
+  const onData = (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+    if (output.includes('worker       running')) resolveReady();
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => {
+      rejectReady(new Error(`worker exited (${signal ?? code}) before it was ready:\n${output}`));
+      resolve({ code, signal });
+    });
+  });
+  ready.catch(() => {});
+  return { child, ready, exited, output: () => output };
+}
+
+/** Stops a worker process politely (SIGTERM), then for sure. */
+export async function stopWorkerProcess(worker: WorkerProcess): Promise<void> {
+  if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
+  worker.child.kill('SIGTERM');
+  const timer = setTimeout(() => worker.child.kill('SIGKILL'), 15_000);
+  await worker.exited;
+  clearTimeout(timer);
+}

@@ -1,0 +1,340 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { AdminApiError } from '../../src/cli/admin-client.ts';
+import { WEBHOOK_PAYLOAD_TYPES } from '../../src/contract/webhook-headers.ts';
+import type { WebhookEndpoint, WebhookNotification } from '../../src/contract/webhooks.schemas.ts';
+import { decryptSecret } from '../../src/lib/secret-box.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { notificationState, record } from '../helpers/webhook-receiver.ts';
+
+/**
+ * Issue 4 point 2 (operator control, DESIGN §3) and "Bad input", through the real app. No worker runs here
+ * (role api), so notification states stay where the operator calls put them.
+ */
+let svc: TestService;
+before(async () => {
+  svc = await startTestService();
+});
+after(() => svc?.close());
+
+const db = () => svc.runtime.store.db;
+const RECEIVER = 'https://hooks.example.com/svc?source=test';
+
+async function send(method: string, path: string, body?: unknown) {
+  const response = await fetch(`${svc.url}/admin${path}`, {
+    method,
+    headers: {
+      authorization: 'Bearer test-admin-token-0123456789',
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+async function newPlatformCode() {
+  return (await svc.newPlatform()).platform.platform_code;
+}
+
+describe('PUT and GET /admin/platforms/{code}/webhook', () => {
+  test('configures URL, secret (encrypted at rest, never returned), payload types and enabled', async () => {
+    const code = await newPlatformCode();
+    const put = await svc.admin.put<WebhookEndpoint>(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      secret: 'a-shared-secret-for-signing',
+      payload_types: ['trade_status_changed', 'account_balance.changed'],
+    });
+    assert.equal(put.url, RECEIVER);
+    assert.equal(put.secret_set, true);
+    assert.deepEqual(put.payload_types, ['trade_status_changed', 'account_balance.changed']);
+    assert.equal(put.all_payload_types, false);
+    assert.equal(put.enabled, true);
+    assert.ok(!JSON.stringify(put).includes('a-shared-secret'), 'the secret is never returned');
+    assert.deepEqual(await svc.admin.get<WebhookEndpoint>(`/platforms/${code}/webhook`), put);
+
+    const row = await db()
+      .selectFrom('webhook_endpoints')
+      .select('secret_ciphertext')
+      .where('platform_code', '=', code)
+      .executeTakeFirstOrThrow();
+    assert.ok(row.secret_ciphertext);
+    assert.ok(!row.secret_ciphertext.includes(Buffer.from('a-shared-secret')), 'not stored in clear');
+    assert.equal(
+      decryptSecret(svc.runtime.secrets.secretKey, row.secret_ciphertext),
+      'a-shared-secret-for-signing',
+    );
+  });
+
+  test('defaults: every payload type, enabled; an omitted secret is kept, null removes it', async () => {
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER, secret: 'first-secret-value' });
+    const kept = await svc.admin.put<WebhookEndpoint>(`/platforms/${code}/webhook`, {
+      url: 'http://127.0.0.1:9/other',
+    });
+    assert.equal(kept.secret_set, true);
+    assert.equal(kept.all_payload_types, true);
+    assert.deepEqual(kept.payload_types, [...WEBHOOK_PAYLOAD_TYPES]);
+    assert.equal(kept.enabled, true);
+    assert.equal(kept.url, 'http://127.0.0.1:9/other');
+    const removed = await svc.admin.put<WebhookEndpoint>(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      secret: null,
+    });
+    assert.equal(removed.secret_set, false);
+    const disabled = await svc.admin.put<WebhookEndpoint>(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      enabled: false,
+    });
+    assert.equal(disabled.enabled, false);
+  });
+
+  test('400 names an invalid URL and an unknown payload type, every one of them', async () => {
+    const code = await newPlatformCode();
+    const res = await send('PUT', `/platforms/${code}/webhook`, {
+      url: 'not a url',
+      payload_types: ['trade_status_changed', 'trade.status_changed', 'bogus'],
+    });
+    assert.equal(res.status, 400);
+    const errors = res.body.errors as string[];
+    assert.ok(errors.includes('url: "not a url" is not an absolute URL'), JSON.stringify(errors));
+    assert.ok(
+      errors.some((e) => e.startsWith('payload_types[1]: unknown payload type "trade.status_changed"')),
+    );
+    assert.ok(errors.some((e) => e.startsWith('payload_types[2]: unknown payload type "bogus"')));
+
+    const cases: Array<[unknown, RegExp]> = [
+      [
+        { url: 'ftp://files.example.com/hook' },
+        /^url: "ftp:\/\/files.example.com\/hook" must use http or https/,
+      ],
+      [{ url: 'https://user:pw@example.com/hook' }, /^url: .* must not contain credentials/],
+      [{ url: 'https://example.com/hook#frag' }, /^url: .* must not contain a fragment/],
+      [{ url: '/relative/path' }, /^url: "\/relative\/path" is not an absolute URL/],
+      [{ url: RECEIVER, payload_types: [] }, /^payload_types: must name at least one type/],
+      [
+        { url: RECEIVER, payload_types: ['participant_status_changed', 'participant_status_changed'] },
+        /listed twice/,
+      ],
+      [{ url: RECEIVER, secret: '' }, /^secret: /],
+      [{ url: RECEIVER, secret: ' padded ' }, /^secret: must not start or end with white space/],
+      [{ url: RECEIVER, enabled: 'yes' }, /^enabled: /],
+      [{ url: RECEIVER, extra: 1 }, /^extra: is not allowed/],
+      [{}, /^url: is required/],
+    ];
+    for (const [body, expected] of cases) {
+      const r = await send('PUT', `/platforms/${code}/webhook`, body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.ok(
+        (r.body.errors as string[]).some((e) => expected.test(e)),
+        `${JSON.stringify(body)} → ${JSON.stringify(r.body)}`,
+      );
+    }
+    // Nothing half-written: the refused calls left no configuration.
+    assert.equal((await send('GET', `/platforms/${code}/webhook`)).status, 404);
+  });
+
+  test('unknown platform → 404; platform without webhook → 404; a bad code → 400', async () => {
+    assert.equal((await send('PUT', '/platforms/ZZZZZ9/webhook', { url: RECEIVER })).status, 404);
+    assert.equal((await send('GET', '/platforms/ZZZZZ9/webhook')).status, 404);
+    const code = await newPlatformCode();
+    assert.deepEqual(await send('GET', `/platforms/${code}/webhook`), {
+      status: 404,
+      body: { error: 'Not Found' },
+    });
+    assert.equal((await send('GET', '/platforms/abc/webhook')).status, 400);
+    const noAuth = await fetch(`${svc.url}/admin/platforms/${code}/webhook`);
+    assert.equal(noAuth.status, 401);
+  });
+});
+
+describe('what is delivered: subscription, disabled, no webhook', () => {
+  test('a notification is pending when the webhook wants it, skipped (with the reason) when not', async () => {
+    const none = await newPlatformCode();
+    const noWebhook = await record(db(), none, 'trade:N1');
+    assert.deepEqual(
+      { ...(await notificationState(db(), noWebhook)) },
+      { status: 'skipped', status_reason: 'no webhook configured', attempt_count: 0, round_attempts: 0 },
+    );
+
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      payload_types: ['trade_status_changed'],
+    });
+    const wanted = await record(db(), code, 'trade:S1');
+    const unwanted = await record(db(), code, 'participant:P1', { p: 1 }, 'participant_status_changed');
+    assert.equal((await notificationState(db(), wanted))?.status, 'pending');
+    assert.equal((await notificationState(db(), unwanted))?.status_reason, 'payload type not subscribed');
+
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER, enabled: false });
+    const whileDisabled = await record(db(), code, 'trade:S2');
+    assert.equal((await notificationState(db(), whileDisabled))?.status_reason, 'webhook disabled');
+    // The wake-up job exists only for the deliverable one.
+    const jobs = await sql<{ key: string }>`select key from graphile_worker.jobs
+      where task_identifier = 'webhooks.deliver_lane' and key like ${`%${code}%`}`.execute(db());
+    assert.deepEqual(
+      jobs.rows.map((r) => r.key),
+      [`webhooks:lane:${code}:trade:S1`],
+    );
+  });
+});
+
+describe('GET /admin/platforms/{code}/notifications', () => {
+  test('lists newest first with filters and pages, each with its attempts', async () => {
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      payload_types: ['trade_status_changed'],
+    });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await record(db(), code, `trade:L${i % 2}`, { i }));
+    const fund = await record(db(), code, 'fund:F1', { f: 1 }, 'deposit_fund_complete');
+
+    const all = await send('GET', `/platforms/${code}/notifications`);
+    assert.equal(all.status, 200);
+    const list = all.body.message as WebhookNotification[];
+    assert.deepEqual(
+      list.map((n) => n.notification_id),
+      [fund, ...ids.toReversed()],
+    );
+    assert.equal(all.body.count, 6);
+    assert.equal(all.body.page, 1);
+    const first = list.find((n) => n.notification_id === ids[0])!;
+    assert.equal(first.status, 'pending');
+    assert.equal(first.payload_type, 'trade_status_changed');
+    assert.equal(first.resource_key, 'trade:L0');
+    assert.deepEqual(first.payload, { i: 0 });
+    assert.deepEqual(first.attempts, []);
+    assert.equal(typeof first.created_at, 'number');
+    assert.equal(typeof first.next_attempt_at, 'number');
+
+    const skipped = await send('GET', `/platforms/${code}/notifications?status=skipped`);
+    assert.deepEqual(
+      (skipped.body.message as WebhookNotification[]).map((n) => [n.notification_id, n.status_reason]),
+      [[fund, 'payload type not subscribed']],
+    );
+    const byType = await send('GET', `/platforms/${code}/notifications?payload_type=deposit_fund_complete`);
+    assert.equal(byType.body.count, 1);
+    const byKey = await send('GET', `/platforms/${code}/notifications?resource_key=trade:L1`);
+    assert.deepEqual(
+      (byKey.body.message as WebhookNotification[]).map((n) => n.notification_id),
+      [ids[3], ids[1]],
+    );
+    const page2 = await send('GET', `/platforms/${code}/notifications?page=2&page_size=4`);
+    assert.deepEqual(
+      {
+        page: page2.body.page,
+        page_size: page2.body.page_size,
+        total_pages: page2.body.total_pages,
+        count: page2.body.count,
+      },
+      { page: 2, page_size: 4, total_pages: 2, count: 6 },
+    );
+    assert.deepEqual(
+      (page2.body.message as WebhookNotification[]).map((n) => n.notification_id),
+      [ids[1], ids[0]],
+    );
+    // Another platform's notifications never show.
+    const other = await newPlatformCode();
+    await record(db(), other, 'trade:L0');
+    assert.equal((await send('GET', `/platforms/${code}/notifications`)).body.count, 6);
+  });
+
+  test('400 names an unknown status or payload type; 404 for an unknown platform', async () => {
+    const code = await newPlatformCode();
+    const badStatus = await send('GET', `/platforms/${code}/notifications?status=lost`);
+    assert.equal(badStatus.status, 400);
+    assert.match((badStatus.body.errors as string[])[0]!, /^status: "lost" is not a status/);
+    const badType = await send('GET', `/platforms/${code}/notifications?payload_type=trade.status_changed`);
+    assert.equal(badType.status, 400);
+    assert.match(
+      (badType.body.errors as string[])[0]!,
+      /^payload_type: unknown payload type "trade.status_changed"/,
+    );
+    assert.equal((await send('GET', `/platforms/${code}/notifications?page_size=101`)).status, 400);
+    assert.equal((await send('GET', '/platforms/ZZZZZ9/notifications')).status, 404);
+  });
+});
+
+describe('redelivery', () => {
+  test('POST /admin/notifications/{id}/redeliver puts one back to pending with the same id', async () => {
+    const code = await newPlatformCode();
+    const id = await record(db(), code, 'trade:R1');
+    // No webhook: refused, since it would only be skipped again.
+    const refused = await send('POST', `/notifications/${id}/redeliver`);
+    assert.equal(refused.status, 400);
+    assert.match((refused.body.errors as string[])[0]!, /^webhook: platform .* has no webhook configured/);
+
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
+    const view = await svc.admin.post<WebhookNotification>(`/notifications/${id}/redeliver`);
+    assert.equal(view.notification_id, id);
+    assert.equal(view.status, 'pending');
+    assert.equal(view.status_reason, null);
+
+    await svc.admin.put(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      payload_types: ['deposit_fund_complete'],
+    });
+    const unsubscribed = await send('POST', `/notifications/${id}/redeliver`);
+    assert.equal(unsubscribed.status, 400);
+    assert.match(
+      (unsubscribed.body.errors as string[])[0]!,
+      /^payload_type: .* not subscribed to trade_status_changed/,
+    );
+
+    assert.equal(
+      (await send('POST', '/notifications/00000000-0000-4000-8000-000000000000/redeliver')).status,
+      404,
+    );
+    assert.equal((await send('POST', '/notifications/not-a-uuid/redeliver')).status, 400);
+  });
+
+  test('POST /admin/platforms/{code}/redeliver {since} redelivers every wanted notification since then', async () => {
+    const code = await newPlatformCode();
+    const old = await record(db(), code, 'trade:OLD');
+    await sql`update webhook_notifications set created_at = now() - interval '1 day'
+      where notification_id = ${old}::uuid`.execute(db());
+    const since = Date.now() - 60_000;
+    const recent = [await record(db(), code, 'trade:A'), await record(db(), code, 'trade:B')];
+    const balance = await record(db(), code, 'balance:X', { b: 1 }, 'account_balance.changed');
+    await svc.admin.put(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      payload_types: ['trade_status_changed'],
+    });
+
+    const bad = await send('POST', `/platforms/${code}/redeliver`, { since, status: ['dead', 'gone'] });
+    assert.equal(bad.status, 400);
+    assert.match((bad.body.errors as string[])[0]!, /^status\[1\]: "gone" is not a status/);
+    assert.equal((await send('POST', `/platforms/${code}/redeliver`, { since: 'yesterday' })).status, 400);
+    assert.equal((await send('POST', `/platforms/${code}/redeliver`, {})).status, 400);
+
+    const result = await svc.admin.post<{ redelivered: number }>(`/platforms/${code}/redeliver`, { since });
+    assert.deepEqual(result, { redelivered: 2 });
+    for (const id of recent) assert.equal((await notificationState(db(), id))?.status, 'pending');
+    assert.equal((await notificationState(db(), old))?.status, 'skipped', 'older than since');
+    assert.equal(
+      (await notificationState(db(), balance))?.status,
+      'skipped',
+      'a type the webhook does not want',
+    );
+    // Their lanes are woken.
+    const jobs = await sql<{ key: string }>`select key from graphile_worker.jobs
+      where key like ${`webhooks:lane:${code}:%`} order by key`.execute(db());
+    assert.deepEqual(
+      jobs.rows.map((r) => r.key),
+      [`webhooks:lane:${code}:trade:A`, `webhooks:lane:${code}:trade:B`],
+    );
+
+    const platformless = await send('POST', '/platforms/ZZZZZ9/redeliver', { since });
+    assert.equal(platformless.status, 404);
+  });
+
+  test('the CLI client reports a refused call with its status', async () => {
+    await assert.rejects(
+      () => svc.admin.put('/platforms/ZZZZZ9/webhook', { url: RECEIVER }),
+      (e: unknown) => e instanceof AdminApiError && e.status === 404,
+    );
+  });
+});
