@@ -1,6 +1,7 @@
 import type { IssuedApiKey, Participant, Platform } from '../contract/admin.schemas.ts';
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { FundEvent } from '../contract/funding.schemas.ts';
+import type { AdminTrade, BookTradeBody } from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 import type {
   RedeliverSinceBody,
@@ -256,6 +257,35 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       );
     },
   },
+  'trades book': {
+    usage:
+      'svc trades book --platform CODE --participant CODE --side buy|sell --underlying BTC --quoted-currency USD ' +
+      '--quantity Q --price P [--label general] [--client-trade-id ID] [--net-settlement] [--comment TEXT]',
+    summary: 'book a trade directly (--net-settlement: an allocation trade, which sends no webhook)',
+    run: (c, _p, o) => {
+      const side = required(o, 'side');
+      if (side !== 'buy' && side !== 'sell') throw new UsageError('--side must be buy or sell');
+      const body: BookTradeBody = {
+        platform_code: required(o, 'platform'),
+        participant_code: required(o, 'participant'),
+        account_label: optionalString(o, 'label'),
+        side,
+        underlying: required(o, 'underlying'),
+        quoted_currency: required(o, 'quoted-currency'),
+        quantity: required(o, 'quantity'),
+        price: required(o, 'price'),
+        client_trade_id: optionalString(o, 'client-trade-id'),
+        net_settlement: o['net-settlement'] === true,
+        comment: optionalString(o, 'comment'),
+      };
+      return c.post<AdminTrade>('/trades', body);
+    },
+  },
+  'trades advance': {
+    usage: 'svc trades advance TRADE_ID',
+    summary: 'move a trade to its next settlement state now (accepted → active → terminated)',
+    run: (c, p) => c.post<AdminTrade>(`/trades/${encodeURIComponent(positional(p, 0, 'TRADE_ID'))}/advance`),
+  },
 };
 
 /** Options every operator command understands, for util.parseArgs. */
@@ -292,4 +322,13 @@ export const OPERATOR_OPTIONS = {
   since: { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },
+  // trades
+  side: { type: 'string' },
+  underlying: { type: 'string' },
+  'quoted-currency': { type: 'string' },
+  quantity: { type: 'string' },
+  price: { type: 'string' },
+  'client-trade-id': { type: 'string' },
+  'net-settlement': { type: 'boolean' },
+  comment: { type: 'string' },
 } as const;

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { parseArgs } from 'node:util';
+import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../../src/cli/operator-commands.ts';
 import { AdminApiError } from '../../src/cli/admin-client.ts';
 import type { AdminTrade } from '../../src/contract/trades.schemas.ts';
 import type { SvcClient } from '../../src/sdk/client.ts';
@@ -219,6 +221,57 @@ describe('operator booking', () => {
     );
     assert.equal(poor.status, 400);
     assert.match(JSON.stringify(poor.body), /quantity: insufficient balance/);
+  });
+});
+
+describe('operator CLI', () => {
+  /** `svc trades …` as the CLI runs it: argv parsed with the CLI's options, then the command. */
+  async function svcCli(argv: string[]): Promise<AdminTrade> {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: OPERATOR_OPTIONS,
+    });
+    const command = OPERATOR_COMMANDS[`${positionals[0]} ${positionals[1]}`];
+    assert.ok(command, `no command ${positionals.slice(0, 2).join(' ')}`);
+    return command.run(svc.admin, positionals.slice(2), values) as Promise<AdminTrade>;
+  }
+
+  test('svc trades book (a net settlement trade) and svc trades advance', async () => {
+    const holder = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, holder, 'USD', '10');
+    const booked = await svcCli([
+      'trades',
+      'book',
+      '--platform',
+      platformCode,
+      '--participant',
+      holder,
+      '--side',
+      'buy',
+      '--underlying',
+      'ETH',
+      '--quoted-currency',
+      'USD',
+      '--quantity',
+      '0.002',
+      '--price',
+      '2500',
+      '--net-settlement',
+      '--comment',
+      'allocation',
+    ]);
+    assert.equal(booked.net_settlement, true);
+    assert.equal(booked.comment, 'allocation');
+    assert.equal(booked.total_notional, '5');
+    assert.equal((await svcCli(['trades', 'advance', booked.trade_id])).trade_state, 'active');
+    assert.equal((await svcCli(['trades', 'advance', booked.trade_id])).trade_state, 'terminated');
+    assert.equal(await balanceOf(svc, holder, 'USD'), '5');
+    await assert.rejects(
+      svcCli(['trades', 'book', '--platform', platformCode, '--side', 'hold']),
+      UsageError,
+    );
+    await assert.rejects(svcCli(['trades', 'advance']), UsageError);
   });
 });
 
