@@ -108,8 +108,9 @@ export async function insertParticipant(
   for (let attempt = 0; ; attempt++) {
     const code = newParticipantCode();
     await sql`savepoint new_participant`.execute(trx);
+    let row: ParticipantRow;
     try {
-      const row = await trx
+      row = await trx
         .insertInto('participants')
         .values({
           participant_code: code,
@@ -122,8 +123,6 @@ export async function insertParticipant(
         .returningAll()
         .executeTakeFirstOrThrow();
       await sql`release savepoint new_participant`.execute(trx);
-      await recordParticipantStatus(trx, row, timestamp);
-      return row;
     } catch (error) {
       await sql`rollback to savepoint new_participant`.execute(trx);
       const isUnique = pgErrorCode(error) === PG_UNIQUE_VIOLATION;
@@ -134,6 +133,9 @@ export async function insertParticipant(
       if (isUnique && attempt < 5) continue;
       throw error;
     }
+    // Outside the savepoint's try: a failure here must surface as itself, not as "no such savepoint".
+    await recordParticipantStatus(trx, row, timestamp);
+    return row;
   }
 }
 
