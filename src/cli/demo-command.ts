@@ -37,6 +37,13 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
   const prices = await client.post('/prices', {
     pairs: { 'BTC/USD': '65000.00', 'ETH/USD': '3200.00', 'USDC/USD': '1.00' },
   });
+  // Issue 7: USD for the holder's trades (balances move when a trade settles).
+  const usd = await client.post<{ balance: string }>('/balances', {
+    participant_code: holder.participant_code,
+    account_label: 'general',
+    asset: 'USD',
+    amount: '100000',
+  });
   // Issue 6: a fund quote for the holder, signed with the new key as a platform would: the deposit address
   // to show the customer. Best effort: the public API may be on another listener than the operator API.
   const funding = new FundingResource(
@@ -69,5 +76,10 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
     customer_account: account.zrn,
     prices,
     fund_quote: fundQuote,
+    trading: {
+      usd_balance: usd.balance,
+      try_a_quote: `GET /liquidity/rfq?side=buy&underlying=BTC&quoted_currency=USD&quantity=0.01&participant_code=${holder.participant_code}`,
+      then: 'POST /liquidity/execute {"quote_id":"<quote_id>"}, then GET /trades?client_trade_id=<quote_id>',
+    },
   };
 }
