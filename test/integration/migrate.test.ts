@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -12,12 +11,12 @@ import { startRuntime } from '../../src/main/runtime.ts';
 import { createStore } from '../../src/store/database.ts';
 import { listMigrations, migrate } from '../../src/store/migrate.ts';
 import { createTestDatabase, serverUrl, withDatabase } from '../helpers/database.ts';
+import { runCli } from '../helpers/service-process.ts';
 
 /**
  * Issue 2 "Store": numbered forward-only migrations applied at start and by `svc migrate`, safe when two
  * instances start at the same time on a fresh database; money columns are numeric.
  */
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const created: string[] = [];
 
 async function freshDatabase(): Promise<string> {
@@ -56,30 +55,6 @@ async function appliedVersions(url: string): Promise<string[]> {
   }
 }
 
-function runCli(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, SVC_LOG_LEVEL: 'warn', ...env };
-  delete childEnv.NODE_TEST_CONTEXT;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', ...args], {
-    cwd: ROOT,
-    env: childEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c));
-  child.stderr.on('data', (c: Buffer) => (stderr += c));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) =>
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    }),
-  );
-}
-
 describe('migrations', () => {
   test('two instances migrating the same fresh database at once both succeed; each migration applies once', async () => {
     const url = await freshDatabase();
@@ -110,7 +85,11 @@ describe('migrations', () => {
   test('two `svc migrate` processes on one fresh database: both exit 0, the migrations applied once', async () => {
     const url = await freshDatabase();
     const files = (await listMigrations()).map((m) => m.name);
-    const env = { DATABASE_URL: url, SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-mig-')) };
+    const env = {
+      DATABASE_URL: url,
+      SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-mig-')),
+      SVC_LOG_LEVEL: 'warn',
+    };
     const results = await Promise.all([runCli(['migrate'], env), runCli(['migrate'], env)]);
     for (const r of results) assert.equal(r.code, 0, r.stderr);
     const applied = results.flatMap((r) => {

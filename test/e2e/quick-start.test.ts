@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import pg from 'pg';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { childEnv, PROJECT_ROOT, runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
+
+/**
+ * Issue 2 "Quick start": `svc serve` (what `npm start` runs) with no DATABASE_URL and no Redis starts its own
+ * embedded PostgreSQL, prints where it listens, the docs URL and the admin token, and stops cleanly on
+ * SIGTERM; with DATABASE_URL it uses that server instead.
+ */
+const processes: CliProcess[] = [];
+after(() => {
+  for (const p of processes) p.kill();
+});
+
+function serve(env: Record<string, string | undefined>): CliProcess {
+  const proc = startCli(['serve'], { SVC_PORT: '0', SVC_LOG_LEVEL: 'warn', ...env });
+  processes.push(proc);
+  return proc;
+}
+
+interface Banner {
+  url: string;
+  docs: string;
+  token: string;
+  database: string;
+}
+
+async function banner(proc: CliProcess): Promise<Banner> {
+  // Embedded PostgreSQL's first start runs initdb: allow it time on a busy machine.
+  await proc.waitFor(/^ {2}database +.+$/m, 120_000);
+  const out = proc.stdout();
+  const url = /^ {2}public API +(http:\/\/\S+)$/m.exec(out)?.[1];
+  const docs = /^ {2}docs +(http:\/\/\S+)$/m.exec(out)?.[1];
+  const token = /^ {2}admin token +(\S+)$/m.exec(out)?.[1];
+  const database = /^ {2}database +(.+)$/m.exec(out)?.[1];
+  assert.ok(url && docs && token && database, `banner incomplete:\n${out}`);
+  return { url, docs, token, database };
+}
+
+async function stop(proc: CliProcess): Promise<{ code: number | null; ms: number }> {
+  const sent = Date.now();
+  proc.child.kill('SIGTERM');
+  const exited = await Promise.race([
+    proc.exited,
+    new Promise<null>((resolve) => setTimeout(() => resolve(null), 20_000).unref()),
+  ]);
+  assert.ok(exited, 'svc did not exit within 20 s of SIGTERM');
+  return { code: exited.code, ms: exited.at - sent };
+}
+
+describe('quick start on an embedded PostgreSQL', () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-quick-start-'));
+
+  test('serve prints the URL, docs and admin token, is ready, serves /docs, and stops on SIGTERM', async (t) => {
+    const proc = serve({ SVC_DATA_DIR: dataDir });
+    const info = await banner(proc);
+    assert.match(info.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.equal(info.docs, `${info.url}/docs`);
+    assert.match(info.database, /embedded PostgreSQL/);
+    assert.equal(info.token, readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim());
+    assert.ok(existsSync(path.join(dataDir, 'pg', 'PG_VERSION')), 'the cluster lives in the data dir');
+    assert.ok(existsSync(path.join(dataDir, 'pg', 'postmaster.pid')), 'the embedded server is running');
+
+    const ready = await fetch(`${info.url}/readyz`);
+    assert.equal(ready.status, 200);
+    assert.deepEqual(await ready.json(), { status: 'ready', checks: { database: true } });
+    const docs = await fetch(info.docs);
+    assert.equal(docs.status, 200);
+    assert.match(docs.headers.get('content-type') ?? '', /text\/html/);
+    const openapi = (await (await fetch(`${info.docs}/json`)).json()) as { openapi: string };
+    assert.equal(openapi.openapi, '3.1.0');
+
+    // The printed token is the operator token.
+    const created = await fetch(`${info.url}/admin/platforms`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${info.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'quick start', ip_allowlist: ['127.0.0.1/32'] }),
+    });
+    assert.equal(created.status, 201);
+    assert.equal((await fetch(`${info.url}/admin/platforms`)).status, 401);
+
+    const { code, ms } = await stop(proc);
+    t.diagnostic(`exited ${ms} ms after SIGTERM`);
+    // The process force-exits with 1 when shutdown overruns SVC_SHUTDOWN_TIMEOUT_MS (10 s): 0 means in time.
+    assert.equal(code, 0, proc.stderr());
+    assert.equal(
+      existsSync(path.join(dataDir, 'pg', 'postmaster.pid')),
+      false,
+      'embedded PostgreSQL stopped',
+    );
+  });
+
+  test('a restart on the same data dir keeps the data and the admin token', async () => {
+    const first = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
+    const proc = serve({ SVC_DATA_DIR: dataDir });
+    const info = await banner(proc);
+    assert.equal(info.token, first);
+    const platforms = (await (
+      await fetch(`${info.url}/admin/platforms`, { headers: { authorization: `Bearer ${info.token}` } })
+    ).json()) as { message: Array<{ name: string }> };
+    assert.deepEqual(
+      platforms.message.map((p) => p.name),
+      ['quick start'],
+    );
+    assert.equal((await stop(proc)).code, 0, proc.stderr());
+  });
+
+  test('svc migrate with no DATABASE_URL uses the same embedded database (already migrated at start)', async () => {
+    const result = await runCli(['migrate'], { SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'warn' }, 120_000);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /database is up to date/);
+    assert.equal(existsSync(path.join(dataDir, 'pg', 'postmaster.pid')), false);
+  });
+});
+
+describe('with DATABASE_URL', () => {
+  let database: TestDatabase | undefined;
+  after(() => database?.drop());
+
+  test('serve uses that server: no embedded cluster, and the data lands there', async () => {
+    database = await createTestDatabase();
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-quick-start-url-'));
+    const proc = serve({ SVC_DATA_DIR: dataDir, DATABASE_URL: database.url, SVC_ROLE: 'api' });
+    const info = await banner(proc);
+    assert.equal(info.database, 'DATABASE_URL');
+    assert.equal(existsSync(path.join(dataDir, 'pg')), false);
+    const res = await fetch(`${info.url}/admin/platforms`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${info.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'on the given server', ip_allowlist: ['127.0.0.1/32'] }),
+    });
+    assert.equal(res.status, 201);
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      const rows = await client.query('select 1 from platforms where name = $1', ['on the given server']);
+      assert.equal(rows.rowCount, 1);
+    } finally {
+      await client.end();
+    }
+    assert.equal((await stop(proc)).code, 0, proc.stderr());
+  });
+});
+
+describe('npm test', () => {
+  test('with no DATABASE_URL, the test command starts an embedded PostgreSQL and runs the tests on it', async () => {
+    // `npm test` is `node --import tsx scripts/test.ts`; narrowed here to one database-backed file.
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/test.ts', 'test/integration/secrets.test.ts'],
+      { cwd: PROJECT_ROOT, env: childEnv({}), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c));
+    child.stderr.on('data', (c: Buffer) => (out += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 180_000);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    clearTimeout(timer);
+    assert.equal(code, 0, out);
+    assert.match(out, /using an embedded PostgreSQL/);
+    assert.match(out, /# pass [1-9]/);
+    assert.match(out, /# fail 0/);
+  });
+});
