@@ -296,6 +296,28 @@ describe('execution', () => {
     assert.equal((await tradesByClientTradeId(client, second.quote_id))[0]!.trade_id, executed.trade_id);
   });
 
+  test('concurrent executions of different quotes cannot promise the same funds twice', async () => {
+    const saver = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, saver, 'USD', '100');
+    const quotes = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        liquidityQuote(client, {
+          side: 'buy',
+          underlying: 'ETH',
+          quoted_currency: 'USD',
+          quantity: '10',
+          participant_code: saver,
+        }),
+      ),
+    );
+    const answers = await Promise.all(
+      quotes.map((q) => client.send('POST', '/liquidity/execute', { body: { quote_id: q.quote_id } })),
+    );
+    const statuses = answers.map((a) => a.status).sort();
+    // 30 USD each from 100: three fit.
+    assert.deepEqual(statuses, [200, 200, 200, 400, 400, 400, 400, 400, 400, 400]);
+  });
+
   test('unknown, expired, executed, foreign and wrong-kind quotes → 404 {"error":"Not Found"}', async () => {
     await expectNotFound('0b1c2d3e-0000-4000-8000-000000000000');
     await expectNotFound('not-a-uuid');
