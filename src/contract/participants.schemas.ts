@@ -762,6 +762,13 @@ export const ListParticipantsQuery = Type.Object({
   participant_code: Type.Optional(Type.String({ pattern: GENERATED_CODE_PATTERN })),
   email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
   status: Type.Optional(Choice(PARTICIPANT_STATUS_FILTERS)),
+  minors: Type.Optional(Choice(['true', 'false'] as const, '"true": only participants under 18')),
+  entity_type: Type.Optional(
+    Choice(
+      ['corporation', 'llc', 'partnership', 'sole_proprietorship', 'individual'] as const,
+      'customers are individuals',
+    ),
+  ),
   ...PageQuery,
 });
 export type ListParticipantsQuery = Static<typeof ListParticipantsQuery>;

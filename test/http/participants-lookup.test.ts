@@ -164,6 +164,26 @@ describe('GET /participants', () => {
     await svc.admin.patch(`/participants/${codes[0]}`, { status: 'approved' });
   });
 
+  test('minors=true keeps the customers under 18; entity_type other than individual matches none', async () => {
+    const own = await svc.newPlatform();
+    const year = new Date().getUTCFullYear();
+    const adult = await createCustomer(own, usCustomer({ date_of_birth: `${year - 30}-01-15` }));
+    const minor = await createCustomer(own, usCustomer({ date_of_birth: `${year - 10}-01-15` }));
+    const all = await list(own, { minors: 'false', entity_type: 'individual' });
+    assert.deepEqual(
+      all.body.message.map((p) => p.participant_code),
+      [adult, minor],
+    );
+    const minors = await list(own, { minors: 'true' });
+    assert.deepEqual(
+      minors.body.message.map((p) => p.participant_code),
+      [minor],
+    );
+    assertVendorSchema(minors.body, 'GetParticipantsResponse');
+    const companies = await list(own, { entity_type: 'corporation' });
+    assert.deepEqual(companies.body.message, []);
+  });
+
   test('pages: page and page_size, total_pages and count', async () => {
     const seen: string[] = [];
     for (let page = 1; page <= 3; page++) {

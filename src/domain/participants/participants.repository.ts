@@ -116,6 +116,10 @@ export interface ParticipantFilters {
   participantCode?: string;
   email?: string;
   status?: string;
+  /** Only customers born after this day (YYYY-MM-DD), i.e. minors; needs the submitted date of birth. */
+  bornAfter?: string;
+  /** A filter no participant can match (e.g. an entity type other than individual). */
+  matchesNothing?: boolean;
 }
 
 /** The platform's customers, oldest first, with the jurisdiction they were onboarded with. */
@@ -133,6 +137,10 @@ export async function listPlatformCustomers(
   if (filters.participantCode) query = query.where('p.participant_code', '=', filters.participantCode);
   if (filters.email) query = query.where(sql<string>`lower(p.email)`, '=', filters.email.toLowerCase());
   if (filters.status) query = query.where('p.status', '=', filters.status);
+  if (filters.bornAfter) {
+    query = query.where(sql<string>`s.payload ->> 'date_of_birth'`, '>', filters.bornAfter);
+  }
+  if (filters.matchesNothing) query = query.where(sql<boolean>`false`);
   const [rows, total] = await Promise.all([
     query
       .select([

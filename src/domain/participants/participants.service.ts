@@ -281,7 +281,19 @@ export function createParticipantsService(deps: DomainDeps) {
     async list(platformCode: string, query: ListParticipantsQuery): Promise<ListParticipantsResponse> {
       const page = query.page ?? 1;
       const pageSize = query.page_size ?? DEFAULT_PAGE_SIZE;
-      const filters = { participantCode: query.participant_code, email: query.email, status: query.status };
+      const today = new Date(clock.now());
+      const filters = {
+        participantCode: query.participant_code,
+        email: query.email,
+        status: query.status,
+        // Minors: born less than 18 years before today (the date of birth is YYYY-MM-DD text).
+        bornAfter:
+          query.minors === 'true'
+            ? `${today.getUTCFullYear() - 18}-${String(today.getUTCMonth() + 1).padStart(2, '0')}-${String(today.getUTCDate()).padStart(2, '0')}`
+            : undefined,
+        // Every customer created here is an individual.
+        matchesNothing: query.entity_type !== undefined && query.entity_type !== 'individual',
+      };
       const { rows, total } = await listPlatformCustomers(db, platformCode, filters, {
         limit: pageSize,
         offset: (page - 1) * pageSize,
