@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { claimLane, recordResult, renewLane } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { LEASE_MARGIN_MS } from '../../src/domain/webhooks/webhook-delivery.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import {
+  serviceEnv,
+  startWorkerProcess,
+  stopWorkerProcess,
+  type WorkerProcess,
+} from '../helpers/webhook-processes.ts';
+import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+
+/**
+ * Issue 4 point 5: two or more worker processes never deliver the same attempt twice at once; a claim lasts
+ * at least the request timeout plus 5 s, then another worker may take it.
+ */
+const TIMEOUT_MS = 2_000;
+let svc: TestService;
+let receiver: TestReceiver;
+const workers: WorkerProcess[] = [];
+before(async () => {
+  svc = await startTestService({ env: { SVC_WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) } });
+});
+after(async () => {
+  await Promise.all(workers.map(stopWorkerProcess));
+  await receiver?.close();
+  await svc?.close();
+});
+
+const db = () => svc.runtime.store.db;
+
+test('a lane claim lasts the request timeout + 5 s; a second worker cannot take it until it expires', async () => {
+  const { platform } = await svc.newPlatform();
+  const code = platform.platform_code;
+  const lane = { platformCode: code, resourceKey: 'trade:LEASE' };
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused' });
+  await record(db(), code, lane.resourceKey);
+  const leaseMs = svc.runtime.services.webhooks.delivery.leaseMs;
+  assert.ok(leaseMs >= TIMEOUT_MS + LEASE_MARGIN_MS, `lease ${leaseMs} ms`);
+
+  const a = await claimLane(db(), lane, 'worker-A', leaseMs);
+  assert.equal(a.claimed, true);
+  assert.ok(a.head, 'the claim returns the lane head');
+  const lease = await sql<{ owner: string; length_ms: number }>`
+    select owner, extract(epoch from (expires_at - claimed_at)) * 1000 as length_ms
+    from webhook_delivery_leases where platform_code = ${code}`.execute(db());
+  assert.equal(lease.rows[0]!.owner, 'worker-A');
+  assert.ok(Number(lease.rows[0]!.length_ms) >= TIMEOUT_MS + LEASE_MARGIN_MS);
+
+  // Another worker is refused, and the lane's job is set to run when A's claim expires (in case A died).
+  const b = await claimLane(db(), lane, 'worker-B', leaseMs);
+  assert.deepEqual(b, { claimed: false, head: null });
+  const fallback = await sql<{ gap_ms: number }>`
+    select abs(extract(epoch from (j.run_at - l.expires_at)) * 1000) as gap_ms
+    from graphile_worker.jobs j, webhook_delivery_leases l
+    where j.key = ${`webhooks:lane:${code}:trade:LEASE`} and l.platform_code = ${code}`.execute(db());
+  assert.ok(Number(fallback.rows[0]!.gap_ms) < 1, 'fallback job at the claim expiry');
+
+  // Once the claim has expired (time moved on), B takes the lane, and A can neither renew nor record.
+  await sql`update webhook_delivery_leases set expires_at = clock_timestamp() - interval '1 millisecond'
+    where platform_code = ${code}`.execute(db());
+  const taken = await claimLane(db(), lane, 'worker-B', leaseMs);
+  assert.equal(taken.claimed, true);
+  assert.equal((await renewLane(db(), lane, 'worker-A', leaseMs)).held, false);
+  const late = await recordResult(db(), lane, 'worker-A', leaseMs, a.head!, {
+    attempt: null,
+    status: 'skipped',
+    statusReason: 'test',
+    roundAttempts: 0,
+    nextAttemptInMs: null,
+  });
+  assert.equal(late.leaseHeld, false);
+  // Leave nothing for the worker processes of the next test to do on this lane.
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused', enabled: false });
+});
+
+test('three worker processes share the lanes and never make overlapping attempts of one notification or lane', async () => {
+  const overlaps: string[] = [];
+  const busyIds = new Set<string>();
+  const busyLanes = new Set<string>();
+  receiver = await startWebhookReceiver(async (d) => {
+    const lane = (JSON.parse(d.rawBody) as { lane: string }).lane;
+    if (busyIds.has(d.notificationId)) overlaps.push(`notification ${d.notificationId}`);
+    if (busyLanes.has(lane)) overlaps.push(`lane ${lane}`);
+    busyIds.add(d.notificationId);
+    busyLanes.add(lane);
+    await new Promise((r) => setTimeout(r, 5 + Math.random() * 25));
+    busyIds.delete(d.notificationId);
+    busyLanes.delete(lane);
+    return Math.random() < 0.25 ? 500 : 200;
+  });
+  const { platform } = await svc.newPlatform();
+  const code = platform.platform_code;
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url, secret: 'workers-secret' });
+
+  const env = serviceEnv(svc, {
+    SVC_WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+    SVC_WEBHOOK_FAST_RETRY_DELAY_MS: '10',
+    SVC_WEBHOOK_RETRY_SCHEDULE: '50ms,100ms,200ms,400ms,800ms',
+    SVC_WORKER_CONCURRENCY: '5',
+  });
+  for (let i = 0; i < 3; i++) workers.push(startWorkerProcess(env));
+  await Promise.all(workers.map((w) => w.ready));
+
+  const lanes = Array.from({ length: 24 }, (_, i) => `trade:W${i}`);
+  const ids: string[] = [];
+  for (let round = 0; round < 8; round++) {
+    await Promise.all(lanes.map(async (lane) => ids.push(await record(db(), code, lane, { lane, round }))));
+  }
+  await waitFor(
+    async () => {
+      const r = await sql<{ n: number }>`select count(*)::int as n from webhook_notifications
+        where platform_code = ${code} and status = 'delivered'`.execute(db());
+      return r.rows[0]!.n === ids.length;
+    },
+    'every notification delivered',
+    120_000,
+    100,
+  );
+
+  assert.deepEqual(overlaps, [], 'no notification and no lane was attempted by two workers at once');
+  // The database agrees: the attempts of one lane never overlap in time, and several processes made them.
+  const attempts = await sql<{ resource_key: string; started: number; ended: number; worker: string }>`
+    select n.resource_key, extract(epoch from a.started_at) * 1000 as started,
+      extract(epoch from a.started_at) * 1000 + a.duration_ms as ended, a.worker
+    from webhook_attempts a join webhook_notifications n using (notification_id)
+    where n.platform_code = ${code}
+    order by n.resource_key, a.started_at`.execute(db());
+  for (let i = 1; i < attempts.rows.length; i++) {
+    const [prev, cur] = [attempts.rows[i - 1]!, attempts.rows[i]!];
+    if (prev.resource_key !== cur.resource_key) continue;
+    assert.ok(Number(cur.started) >= Number(prev.ended) - 1, `${cur.resource_key}: attempts overlap`);
+  }
+  const processes = new Set(attempts.rows.map((r) => r.worker.split(':').slice(0, 2).join(':')));
+  assert.ok(processes.size >= 2, `attempts by ${processes.size} worker process(es)`);
+  assert.ok(
+    attempts.rows.length > ids.length,
+    'some attempts failed and were retried (the receiver fails 25 %)',
+  );
+});
