@@ -92,8 +92,16 @@ export async function buildApp(
 
   installRawBodyParser(app);
   installErrorHandlers(app);
+  // DESIGN §6 (SIGTERM): server.close() drops only the keep-alive connections idle when it starts; a
+  // connection whose request was in flight would stay open for keepAliveTimeout and hold the process past
+  // its shutdown deadline. Answers given while closing therefore close their connection.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onSend', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
+    if (closing) reply.header('connection', 'close');
   });
   await app.register(metricsPlugin, { registry: deps.metrics });
 

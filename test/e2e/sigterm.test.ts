@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { eventually, startCli, type CliProcess } from '../helpers/service-process.ts';
+
+/**
+ * DESIGN §6 / issue 2 point 8: on SIGTERM the service stops accepting, finishes the requests in flight and
+ * exits within SVC_SHUTDOWN_TIMEOUT_MS (10 s by default). The in-flight request is a real one held up by a
+ * real row lock: PATCH /admin/participants/{code} locks the participant row, and the test holds that lock
+ * from its own connection until it chooses to let go.
+ */
+const TOKEN = 'sigterm-test-token-0123456789';
+
+let database: TestDatabase;
+const processes: CliProcess[] = [];
+const clients: pg.Client[] = [];
+
+before(async () => {
+  database = await createTestDatabase();
+});
+after(async () => {
+  for (const p of processes) p.kill();
+  for (const c of clients) await c.end().catch(() => {});
+  await database?.drop();
+});
+
+async function serve(env: Record<string, string> = {}) {
+  const proc = startCli(['serve'], {
+    DATABASE_URL: database.url,
+    SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-sigterm-')),
+    SVC_ADMIN_TOKEN: TOKEN,
+    SVC_PORT: '0',
+    SVC_ROLE: 'all',
+    SVC_LOG_LEVEL: 'warn',
+    ...env,
+  });
+  processes.push(proc);
+  const url = (await proc.waitFor(/^ {2}public API +(http:\/\/\S+)$/m, 60_000))[1]!;
+  await proc.waitFor(/^ {2}database /m);
+  return { proc, url };
+}
+
+async function admin(url: string, method: string, target: string, body?: unknown) {
+  const res = await fetch(`${url}/admin${target}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as { message: Record<string, string> } };
+}
+
+/** A new TCP connection (no keep-alive reuse): refused once the listener has closed. */
+function freshConnection(url: string): Promise<'refused' | number> {
+  return new Promise((resolve) => {
+    const req = httpRequest(`${url}/healthz`, { agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode!);
+    });
+    req.on('error', () => resolve('refused'));
+    req.end();
+  });
+}
+
+/** Takes the participant's row lock in a transaction of the test's own and keeps it. */
+async function holdRowLock(code: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: database.url });
+  clients.push(client);
+  await client.connect();
+  await client.query('begin');
+  await client.query('select 1 from participants where participant_code = $1 for update', [code]);
+  return client;
+}
+
+async function waitUntilBlockedOnLock(holder: pg.Client) {
+  const holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+  await eventually(
+    async () => {
+      const { rows } = await holder.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and pid <> $1`,
+        [holderPid],
+      );
+      return rows[0]!.n > 0 ? true : undefined;
+    },
+    20_000,
+    'the request waiting on the row lock',
+  );
+}
+
+describe('SIGTERM', () => {
+  test('the in-flight request completes, new connections are refused, and the process exits 0', async (t) => {
+    const { proc, url } = await serve();
+    const platform = (
+      await admin(url, 'POST', '/platforms', { name: 'sigterm', ip_allowlist: ['127.0.0.1/32'] })
+    ).body.message;
+    const participant = (
+      await admin(url, 'POST', '/participants', {
+        platform_code: platform.platform_code,
+        email: 'inflight@example.com',
+        first_name: 'In',
+        last_name: 'Flight',
+      })
+    ).body.message;
+
+    const holder = await holdRowLock(participant.participant_code!);
+    const inFlight = admin(url, 'PATCH', `/participants/${participant.participant_code}`, {
+      status: 'locked',
+    });
+    await waitUntilBlockedOnLock(holder);
+
+    const sentAt = Date.now();
+    proc.child.kill('SIGTERM');
+    // Stops accepting: a new connection is refused while the request is still held up.
+    await eventually(
+      async () => ((await freshConnection(url)) === 'refused' ? true : undefined),
+      5_000,
+      'refusal',
+    );
+    assert.equal(proc.child.exitCode, null, 'the process waits for the request in flight');
+
+    await holder.query('commit');
+    const done = await inFlight;
+    assert.equal(done.status, 200);
+    assert.equal(done.body.message.status, 'locked');
+
+    const exit = await proc.exited;
+    t.diagnostic(`exited ${exit.at - sentAt} ms after SIGTERM`);
+    // A shutdown that overran SVC_SHUTDOWN_TIMEOUT_MS (10 s) would have exited 1.
+    assert.equal(exit.code, 0, proc.stderr() + proc.stdout());
+
+    const check = new pg.Client({ connectionString: database.url });
+    clients.push(check);
+    await check.connect();
+    const row = await check.query('select status from participants where participant_code = $1', [
+      participant.participant_code,
+    ]);
+    assert.equal(row.rows[0].status, 'locked', 'the change committed');
+  });
+
+  test('a request that cannot finish does not hold the process past SVC_SHUTDOWN_TIMEOUT_MS (exit 1)', async () => {
+    const { proc, url } = await serve({ SVC_SHUTDOWN_TIMEOUT_MS: '1500' });
+    const platform = (
+      await admin(url, 'POST', '/platforms', { name: 'stuck', ip_allowlist: ['127.0.0.1/32'] })
+    ).body.message;
+    const participant = (
+      await admin(url, 'POST', '/participants', {
+        platform_code: platform.platform_code,
+        email: 'stuck@example.com',
+        first_name: 'St',
+        last_name: 'Uck',
+      })
+    ).body.message;
+    const holder = await holdRowLock(participant.participant_code!);
+    const inFlight = admin(url, 'PATCH', `/participants/${participant.participant_code}`, {
+      status: 'locked',
+    }).catch((error: Error) => error);
+    await waitUntilBlockedOnLock(holder);
+    proc.child.kill('SIGTERM');
+    const exit = await proc.exited;
+    assert.equal(exit.code, 1);
+    assert.match(proc.stdout() + proc.stderr(), /shutdown timed out/);
+    assert.ok((await inFlight) instanceof Error, 'the stuck request was cut off');
+    await holder.query('rollback');
+  });
+});
