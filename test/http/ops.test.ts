@@ -1,0 +1,178 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { createLogger } from '../../src/main/logger.ts';
+import type { Runtime } from '../../src/main/runtime.ts';
+import { startInstance } from '../helpers/instance.ts';
+import { rawRequest } from '../helpers/probe-app.ts';
+import { eventually } from '../helpers/service-process.ts';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
+import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+
+/** Issue 2 point 8: /time, /healthz, /readyz, /metrics, /docs and structured logs with the request id. */
+const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0, 123));
+const logLines: string[] = [];
+const logStream = new Writable({
+  write(chunk, _encoding, done) {
+    logLines.push(String(chunk));
+    done();
+  },
+});
+
+let svc: TestService;
+before(async () => {
+  svc = await startTestService({ clock, logger: createLogger('info', logStream) });
+  await svc.newPlatform(); // puts loopback on an allow-list, so the firewall lets the tests in
+});
+after(() => svc?.close());
+
+const adminHeaders = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+
+describe('GET /time', () => {
+  test('unauthenticated, vendor shape, epoch milliseconds from the service clock', async () => {
+    const res = await rawRequest(svc.url, 'GET', '/time');
+    assert.equal(res.status, 200);
+    const body = res.json as { message: { epoch: number; epoch_units: string; iso_8601: string } };
+    assert.deepEqual(body, {
+      message: { epoch: clock.now(), epoch_units: 'milliseconds', iso_8601: '2026-06-01T12:00:00.123Z' },
+    });
+    assertVendorSchema(body.message, 'GetTimeResponse');
+  });
+});
+
+describe('health', () => {
+  test('/healthz answers while the process is up', async () => {
+    const res = await rawRequest(svc.url, 'GET', '/healthz');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.json, { status: 'ok' });
+  });
+
+  test('/readyz is 200 with the database and 503 without it', async () => {
+    const ready = await rawRequest(svc.url, 'GET', '/readyz');
+    assert.equal(ready.status, 200);
+    assert.deepEqual(ready.json, { status: 'ready', checks: { database: true } });
+
+    let proxy: TcpProxy | undefined;
+    let instance: Runtime | undefined;
+    try {
+      proxy = await startTcpProxy(svc.database.url);
+      instance = await startInstance(svc, { databaseUrl: proxy.url });
+      assert.equal((await rawRequest(instance.url!, 'GET', '/readyz')).status, 200);
+      await proxy.down();
+      const down = await rawRequest(instance.url!, 'GET', '/readyz');
+      assert.equal(down.status, 503);
+      assert.deepEqual(down.json, { status: 'not ready', checks: { database: false } });
+      // Liveness is not readiness: the process itself is fine.
+      assert.equal((await rawRequest(instance.url!, 'GET', '/healthz')).status, 200);
+      await proxy.up();
+      await eventually(
+        async () => ((await rawRequest(instance!.url!, 'GET', '/readyz')).status === 200 ? true : undefined),
+        10_000,
+        'ready again',
+      );
+    } finally {
+      await instance?.close();
+      await proxy?.close();
+    }
+  });
+});
+
+describe('GET /metrics', () => {
+  const sample = (text: string, name: string, labels: string) =>
+    Number(new RegExp(`^${name}\\{${labels}\\} (\\d+(?:\\.\\d+)?)$`, 'm').exec(text)?.[1] ?? 0);
+
+  test('Prometheus text with the request counter, labelled by route pattern', async () => {
+    const before = await rawRequest(svc.url, 'GET', '/metrics');
+    assert.equal(before.status, 200);
+    assert.match(String(before.headers['content-type']), /^text\/plain; version=0\.0\.4/);
+    const timeLabels = 'method="GET",route="/time",status="200"';
+    const n0 = sample(before.text, 'svc_http_requests_total', timeLabels);
+
+    await rawRequest(svc.url, 'GET', '/time');
+    await rawRequest(svc.url, 'GET', '/time');
+    await rawRequest(svc.url, 'GET', '/admin/platforms/QQQ999', { headers: adminHeaders });
+    await rawRequest(svc.url, 'GET', '/no/such/route/abc123');
+
+    const after = (await rawRequest(svc.url, 'GET', '/metrics')).text;
+    assert.equal(sample(after, 'svc_http_requests_total', timeLabels), n0 + 2);
+    assert.ok(
+      sample(after, 'svc_http_requests_total', 'method="GET",route="/admin/platforms/:code",status="404"') >=
+        1,
+    );
+    assert.match(after, /^# TYPE svc_http_requests_total counter$/m);
+    assert.match(after, /^# TYPE svc_http_request_duration_seconds histogram$/m);
+    assert.match(after, /^process_cpu_seconds_total /m);
+    // Raw paths never become labels (bounded cardinality).
+    assert.equal(after.includes('QQQ999'), false);
+    assert.equal(after.includes('abc123'), false);
+  });
+});
+
+describe('GET /docs', () => {
+  test('serves a docs page and an OpenAPI 3.1 document generated from the route schemas', async () => {
+    const page = await rawRequest(svc.url, 'GET', '/docs');
+    assert.equal(page.status, 200);
+    assert.match(String(page.headers['content-type']), /text\/html/);
+
+    const res = await rawRequest(svc.url, 'GET', '/docs/json');
+    assert.equal(res.status, 200);
+    const doc = res.json as {
+      openapi: string;
+      paths: Record<string, Record<string, { requestBody?: unknown; responses?: Record<string, unknown> }>>;
+      components: { securitySchemes: Record<string, unknown> };
+    };
+    assert.equal(doc.openapi, '3.1.0');
+    // Public and operator paths, in OpenAPI path syntax.
+    for (const p of [
+      '/time',
+      '/admin/platforms',
+      '/admin/platforms/{code}/api_keys',
+      '/admin/api_keys/{api_key}',
+    ]) {
+      assert.ok(doc.paths[p], `${p} missing from ${Object.keys(doc.paths).join(', ')}`);
+    }
+    // Generated from the schemas the routes validate with.
+    const create = doc.paths['/admin/platforms']!.post as {
+      requestBody: {
+        content: {
+          'application/json': { schema: { properties: Record<string, unknown>; required: string[] } };
+        };
+      };
+      responses: Record<string, unknown>;
+    };
+    const schema = create.requestBody.content['application/json'].schema;
+    assert.deepEqual(Object.keys(schema.properties).sort(), [
+      'deposit_fee_bps',
+      'ip_allowlist',
+      'name',
+      'quote_expiry_ms',
+    ]);
+    assert.deepEqual(schema.required, ['name']);
+    assert.ok(create.responses['201'] && create.responses['400'] && create.responses['401']);
+    assert.ok(doc.components.securitySchemes.apiSigned && doc.components.securitySchemes.adminToken);
+    // Operational endpoints are not part of the API document.
+    assert.equal(doc.paths['/healthz'], undefined);
+    assert.equal(doc.paths['/metrics'], undefined);
+  });
+});
+
+describe('structured logs', () => {
+  test('JSON lines carrying the request id, the caller’s when it sent one', async () => {
+    await rawRequest(svc.url, 'GET', '/time', { headers: { 'x-request-id': 'log-trace-1' } });
+    const lines = logLines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const mine = lines.filter((l) => l.reqId === 'log-trace-1');
+    assert.ok(mine.length >= 1, 'the request was logged with its id');
+    const completed = mine.find((l) => (l.res as { statusCode?: number } | undefined)?.statusCode === 200);
+    assert.ok(completed, JSON.stringify(mine));
+    assert.equal(typeof completed.time, 'number');
+    assert.equal(typeof completed.level, 'number');
+
+    await rawRequest(svc.url, 'GET', '/time');
+    const generated = logLines
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((l) => typeof l.reqId === 'string' && /^[0-9a-f-]{36}$/.test(l.reqId));
+    assert.ok(generated.length >= 1, 'a generated request id is logged too');
+  });
+});
