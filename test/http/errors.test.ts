@@ -15,6 +15,7 @@ import {
   type RawResponse,
 } from '../helpers/probe-app.ts';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
+import { assertVendorSchema } from '../helpers/vendor-schema.ts';
 import {
   startTestService,
   TEST_ADMIN_TOKEN,
@@ -74,6 +75,7 @@ function assertBody(res: RawResponse, status: number, check: (body: Record<strin
   assert.ok(res.headers['x-request-id'], 'every response carries X-REQUEST-ID');
 }
 const errorsBody = (body: Record<string, unknown>) => {
+  assertVendorSchema(body, 'Code400');
   assert.deepEqual(Object.keys(body), ['errors']);
   assert.ok(Array.isArray(body.errors) && body.errors.length > 0);
   for (const e of body.errors as unknown[]) assert.equal(typeof e, 'string');
@@ -82,8 +84,12 @@ const errorBody = (text?: string) => (body: Record<string, unknown>) => {
   assert.deepEqual(Object.keys(body), ['error']);
   assert.equal(typeof body.error, 'string');
   if (text) assert.equal(body.error, text);
+  if (text === 'Not Found') assertVendorSchema(body, 'Code404');
+  if (text === 'Internal Server Error') assertVendorSchema(body, 'Code500');
+  if (text === 'Service Unavailable') assertVendorSchema(body, 'Code503');
 };
 const forbiddenBody = (body: Record<string, unknown>) => {
+  assertVendorSchema(body, 'Code403');
   assert.deepEqual(Object.keys(body).sort(), ['error', 'message']);
   assert.equal(body.error, true);
   assert.equal(typeof body.message, 'string');
@@ -356,5 +362,26 @@ describe('X-REQUEST-ID on every response', () => {
       }
     }
     assert.equal(ids.size, 9);
+  });
+});
+
+describe('X-REQUEST-ID on the rate limiter’s 429', () => {
+  test('echoed, or generated, on a refused request', async () => {
+    const limited = await startTestService({ clock, env: { SVC_RATE_LIMIT: '2' } });
+    try {
+      await limited.newPlatform();
+      const app = limited.runtime.apps[0]!;
+      const send = (headers: Record<string, string> = {}) =>
+        app.inject({ method: 'GET', url: '/time', headers, remoteAddress: '127.0.0.1' });
+      assert.equal((await send()).statusCode, 200);
+      assert.equal((await send()).statusCode, 200);
+      const refused = await send({ 'x-request-id': 'flood-3' });
+      assert.equal(refused.statusCode, 429);
+      assert.deepEqual(refused.json(), { error: 'Too Many Requests' });
+      assert.equal(refused.headers['x-request-id'], 'flood-3');
+      assert.match(String((await send()).headers['x-request-id']), UUID_V4);
+    } finally {
+      await limited.close();
+    }
   });
 });
