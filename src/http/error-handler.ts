@@ -33,12 +33,28 @@ export function sendUnavailable(reply: FastifyReply): FastifyReply {
   return reply.code(503).header(ALLOW_RETRY_HEADER, 'true').send({ error: 'Service Unavailable' });
 }
 
+/**
+ * ajv's instancePath is a JSON pointer ("/pairs/BTC~1USD", "/cidrs/0"): shown as the caller wrote the field,
+ * "pairs.BTC/USD", "cidrs[0]".
+ */
+function fieldName(instancePath: string): string {
+  return instancePath
+    .split('/')
+    .slice(1)
+    .map((segment) => segment.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .reduce(
+      (path, segment) =>
+        /^\d+$/.test(segment) ? `${path}[${segment}]` : path ? `${path}.${segment}` : segment,
+      '',
+    );
+}
+
 /** ajv error → "<field>: <problem>", naming the field as the caller sent it. */
 function describeValidation(error: FastifyError): string[] {
   const items = error.validation ?? [];
   const messages = items.map((item) => {
     const params = item.params as Record<string, unknown>;
-    const base = item.instancePath.replace(/^\//, '').replaceAll('/', '.');
+    const base = fieldName(item.instancePath);
     if (item.keyword === 'required') {
       const field = [base, String(params.missingProperty)].filter(Boolean).join('.');
       return `${field}: is required`;

@@ -1,0 +1,386 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ZRN_PATTERN } from '../../src/contract/identifiers.ts';
+import { rawRequest, type RawResponse } from '../helpers/probe-app.ts';
+import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+
+/**
+ * DESIGN §3 operator API: platforms, API keys, allow-lists, participants (direct onboarding, status),
+ * customer accounts, prices and balances, behind the bearer token, with the public API's envelope and
+ * error bodies.
+ */
+let svc: TestService;
+before(async () => {
+  svc = await startTestService();
+});
+after(() => svc?.close());
+
+function call(method: string, target: string, body?: unknown, token: string | null = TEST_ADMIN_TOKEN) {
+  return rawRequest(svc.url, method, `/admin${target}`, {
+    headers: {
+      ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+function ok<T = Record<string, unknown>>(res: RawResponse, status = 200): T {
+  assert.equal(res.status, status, res.text);
+  const body = res.json as { message: T };
+  assert.deepEqual(Object.keys(body), ['message']);
+  return body.message;
+}
+
+function refused(res: RawResponse, status: number, field?: string) {
+  assert.equal(res.status, status, res.text);
+  if (status === 400 || status === 409) {
+    const errors = (res.json as { errors: string[] }).errors;
+    assert.ok(Array.isArray(errors) && errors.length > 0, res.text);
+    if (field)
+      assert.ok(
+        errors.some((e) => e.startsWith(`${field}: `)),
+        `no "${field}: …" in ${res.text}`,
+      );
+  }
+}
+
+describe('bearer token', () => {
+  test('every operator route refuses a missing, wrong or non-bearer token with 401', async () => {
+    // Every /admin operation in the generated document, whoever added it.
+    const doc = (await rawRequest(svc.url, 'GET', '/docs/json')).json as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const operations = Object.entries(doc.paths)
+      .filter(([p]) => p.startsWith('/admin/'))
+      .flatMap(([p, methods]) =>
+        Object.keys(methods)
+          .filter((m) => ['get', 'post', 'put', 'patch', 'delete'].includes(m))
+          .map((m) => ({ method: m.toUpperCase(), path: p.replace(/\{[^}]+\}/g, 'ABC123') })),
+      );
+    assert.ok(operations.length >= 14, `only ${operations.length} operator operations documented`);
+    for (const { method, path } of operations) {
+      const body = ['POST', 'PUT', 'PATCH'].includes(method) ? '{}' : undefined;
+      for (const authorization of [
+        undefined,
+        'Bearer wrong-token',
+        `Basic ${TEST_ADMIN_TOKEN}`,
+        TEST_ADMIN_TOKEN,
+      ]) {
+        const res = await rawRequest(svc.url, method, path, {
+          headers: {
+            ...(authorization ? { authorization } : {}),
+            ...(body ? { 'content-type': 'application/json' } : {}),
+          },
+          body,
+        });
+        assert.equal(res.status, 401, `${method} ${path} with ${authorization ?? 'no token'}: ${res.text}`);
+        assert.equal(typeof (res.json as { error: unknown }).error, 'string');
+      }
+    }
+  });
+
+  test('the right token is accepted', async () => {
+    ok(await call('GET', '/platforms'));
+  });
+});
+
+describe('platforms, keys and allow-lists', () => {
+  test('create, show, list; a platform is also a participant with the same code', async () => {
+    const created = ok<{
+      platform_code: string;
+      name: string;
+      ip_allowlist: string[];
+      quote_expiry_ms: number;
+    }>(
+      await call('POST', '/platforms', {
+        name: 'Operator test',
+        ip_allowlist: ['10.0.0.0/8'],
+        quote_expiry_ms: 15_000,
+      }),
+      201,
+    );
+    assert.match(created.platform_code, /^[A-Z0-9]{6}$/);
+    assert.deepEqual(created.ip_allowlist, ['10.0.0.0/8']);
+    assert.equal(created.quote_expiry_ms, 15_000);
+    const shown = ok<{ name: string }>(await call('GET', `/platforms/${created.platform_code}`));
+    assert.equal(shown.name, 'Operator test');
+    const listed = ok<Array<{ platform_code: string }>>(await call('GET', '/platforms'));
+    assert.ok(listed.some((p) => p.platform_code === created.platform_code));
+    const asParticipant = ok<{ platform_code: string }>(
+      await call('GET', `/participants/${created.platform_code}`),
+    );
+    assert.equal(asParticipant.platform_code, created.platform_code);
+    // Defaults: the configured quote lifetime.
+    const plain = ok<{ quote_expiry_ms: number }>(
+      await call('POST', '/platforms', { name: 'Defaults', ip_allowlist: [] }),
+      201,
+    );
+    assert.equal(plain.quote_expiry_ms, svc.runtime.config.quoteExpiryMs);
+  });
+
+  test('unknown platform → 404; malformed code → 400 naming it', async () => {
+    refused(await call('GET', '/platforms/ZZZZZ9'), 404);
+    refused(await call('GET', '/platforms/abc'), 400, 'code');
+    refused(await call('POST', '/platforms/ZZZZZ9/api_keys'), 404);
+    refused(await call('PUT', '/platforms/ZZZZZ9/ip_allowlist', { cidrs: [] }), 404);
+  });
+
+  test('api keys: issued once with secret and passphrase, listed without them, revoked (idempotently)', async () => {
+    const { platform_code } = ok<{ platform_code: string }>(
+      await call('POST', '/platforms', { name: 'Keys' }),
+      201,
+    );
+    const key = ok<{ api_key: string; api_secret: string; passphrase: string; platform_code: string }>(
+      await call('POST', `/platforms/${platform_code}/api_keys`),
+      201,
+    );
+    assert.equal(key.platform_code, platform_code);
+    assert.equal(Buffer.from(key.api_secret, 'base64').length, 32);
+    assert.ok(key.passphrase.length >= 16);
+    const listed = ok<Array<{ api_key: string; revoked_at: number | null }>>(
+      await call('GET', `/platforms/${platform_code}/api_keys`),
+    );
+    assert.deepEqual(
+      listed.map((k) => [k.api_key, k.revoked_at]),
+      [[key.api_key, null]],
+    );
+    const revoked = ok<{ revoked_at: number }>(await call('DELETE', `/api_keys/${key.api_key}`));
+    assert.ok(Number.isInteger(revoked.revoked_at));
+    const again = ok<{ revoked_at: number }>(await call('DELETE', `/api_keys/${key.api_key}`));
+    assert.equal(again.revoked_at, revoked.revoked_at);
+    refused(await call('DELETE', '/api_keys/0123456789abcdef0123456789abcdef'), 404);
+  });
+
+  test('allow-list: replaced as a whole; invalid entries named', async () => {
+    const { platform_code } = ok<{ platform_code: string }>(
+      await call('POST', '/platforms', { name: 'Lists', ip_allowlist: ['10.0.0.1'] }),
+      201,
+    );
+    const updated = ok<{ ip_allowlist: string[] }>(
+      await call('PUT', `/platforms/${platform_code}/ip_allowlist`, {
+        cidrs: ['192.0.2.0/24', '2001:db8::/32'],
+      }),
+    );
+    assert.deepEqual(updated.ip_allowlist, ['192.0.2.0/24', '2001:db8::/32']);
+    refused(
+      await call('PUT', `/platforms/${platform_code}/ip_allowlist`, { cidrs: ['300.1.1.1'] }),
+      400,
+      'cidrs[0]',
+    );
+    refused(await call('PUT', `/platforms/${platform_code}/ip_allowlist`, {}), 400, 'cidrs');
+  });
+});
+
+describe('participants and customer accounts', () => {
+  let platform: string;
+  before(async () => {
+    platform = ok<{ platform_code: string }>(
+      await call('POST', '/platforms', { name: 'People' }),
+      201,
+    ).platform_code;
+  });
+
+  test('direct onboarding: 6-char code, approved unless told otherwise; duplicate email (any case) → 409', async () => {
+    const p = ok<{ participant_code: string; status: string; email: string; platform_code: string }>(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'Alice@Example.com',
+        first_name: 'Alice',
+        last_name: 'A',
+      }),
+      201,
+    );
+    assert.match(p.participant_code, /^[A-Z0-9]{6}$/);
+    assert.equal(p.status, 'approved');
+    assert.equal(p.platform_code, platform);
+    const submitted = ok<{ status: string }>(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'bob@example.com',
+        first_name: 'Bob',
+        last_name: 'B',
+        status: 'submitted',
+      }),
+      201,
+    );
+    assert.equal(submitted.status, 'submitted');
+    refused(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'alice@example.com',
+        first_name: 'Alice',
+        last_name: 'Again',
+      }),
+      409,
+    );
+    refused(
+      await call('POST', '/participants', {
+        platform_code: 'ZZZZZ9',
+        email: 'c@example.com',
+        first_name: 'C',
+        last_name: 'C',
+      }),
+      400,
+      'platform_code',
+    );
+  });
+
+  test('status change: answered, and its participant_status_changed notification committed with it', async () => {
+    const p = ok<{ participant_code: string }>(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'd@example.com',
+        first_name: 'D',
+        last_name: 'D',
+      }),
+      201,
+    );
+    const changed = ok<{ status: string; reason_code: string | null }>(
+      await call('PATCH', `/participants/${p.participant_code}`, {
+        status: 'locked',
+        reason_code: 'fraud_review',
+      }),
+    );
+    assert.equal(changed.status, 'locked');
+    assert.equal(changed.reason_code, 'fraud_review');
+    const notes = await svc.runtime.store.db
+      .selectFrom('webhook_notifications')
+      .select(['payload_type', 'payload'])
+      .where('resource_key', '=', `participant:${p.participant_code}`)
+      .orderBy('seq')
+      .execute();
+    assert.deepEqual(
+      notes.map((n) => [n.payload_type, (n.payload as { participant_status: string }).participant_status]),
+      [
+        ['participant_status_changed', 'approved'],
+        ['participant_status_changed', 'locked'],
+      ],
+    );
+    refused(await call('PATCH', '/participants/ZZZZZ9', { status: 'locked' }), 404);
+    refused(await call('PATCH', `/participants/${platform}`, { status: 'locked' }), 404);
+    refused(await call('PATCH', `/participants/${p.participant_code}`, { status: 'asleep' }), 400, 'status');
+  });
+
+  test('customer accounts: created synchronously with a wire-contract §4 zrn; duplicates and strangers refused', async () => {
+    const holder = ok<{ participant_code: string }>(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'e@example.com',
+        first_name: 'E',
+        last_name: 'E',
+      }),
+      201,
+    );
+    const account = ok<{ zrn: string; account_label: string; participant_code: string; status: string }>(
+      await call('POST', '/customer_accounts', {
+        platform_code: platform,
+        participant_code: holder.participant_code,
+      }),
+      201,
+    );
+    assert.match(account.zrn, new RegExp(ZRN_PATTERN));
+    assert.match(account.zrn, /^zrn:svc:us:/);
+    assert.equal(account.account_label, 'general');
+    assert.equal(account.status, 'open');
+    const eu = ok<{ zrn: string }>(
+      await call('POST', '/customer_accounts', {
+        platform_code: platform,
+        participant_code: holder.participant_code,
+        region: 'eu',
+        account_label: 'savings',
+      }),
+      201,
+    );
+    assert.match(eu.zrn, /^zrn:svc:eu:account:customer:[0-9a-f-]{36}$/);
+    refused(
+      await call('POST', '/customer_accounts', {
+        platform_code: platform,
+        participant_code: holder.participant_code,
+      }),
+      409,
+    );
+    const other = ok<{ platform_code: string }>(
+      await call('POST', '/platforms', { name: 'Other' }),
+      201,
+    ).platform_code;
+    refused(
+      await call('POST', '/customer_accounts', {
+        platform_code: other,
+        participant_code: holder.participant_code,
+      }),
+      400,
+      'participant_code',
+    );
+    refused(
+      await call('POST', '/customer_accounts', {
+        platform_code: platform,
+        participant_code: holder.participant_code,
+        region: 'mars',
+      }),
+      400,
+      'region',
+    );
+  });
+});
+
+describe('prices and balances', () => {
+  test('prices are set and listed as decimal strings', async () => {
+    const set = ok<Array<{ pair: string; price: string }>>(
+      await call('POST', '/prices', { pairs: { 'BTC/USD': '65000.25', 'ETH/USD': '3200.1' } }),
+    );
+    assert.deepEqual(
+      set.filter((p) => ['BTC/USD', 'ETH/USD'].includes(p.pair)).map((p) => [p.pair, p.price]),
+      [
+        ['BTC/USD', '65000.25'],
+        ['ETH/USD', '3200.1'],
+      ],
+    );
+    const listed = ok<Array<{ pair: string; price: string }>>(await call('GET', '/prices'));
+    assert.ok(listed.some((p) => p.pair === 'BTC/USD' && p.price === '65000.25'));
+    refused(await call('POST', '/prices', { pairs: { 'BTC/USD': '-1' } }), 400, 'pairs.BTC/USD');
+    refused(await call('POST', '/prices', { pairs: { 'BTC/USD': 65000 } }), 400, 'pairs.BTC/USD');
+  });
+
+  test('balances: credits and debits in exact decimal; no debit below zero', async () => {
+    const platform = ok<{ platform_code: string }>(
+      await call('POST', '/platforms', { name: 'Money' }),
+      201,
+    ).platform_code;
+    const holder = ok<{ participant_code: string }>(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'm@example.com',
+        first_name: 'M',
+        last_name: 'M',
+      }),
+      201,
+    );
+    const adjust = (amount: string) =>
+      call('POST', '/balances', {
+        participant_code: holder.participant_code,
+        account_label: 'general',
+        asset: 'USD',
+        amount,
+      });
+    assert.equal(ok<{ balance: string }>(await adjust('0.1')).balance, '0.1');
+    const second = ok<{ balance: string; account_type: string; account_group: string }>(await adjust('0.2'));
+    assert.equal(second.balance, '0.3');
+    assert.equal(second.account_type, 'available');
+    assert.equal(second.account_group, platform);
+    assert.equal(ok<{ balance: string }>(await adjust('-0.3')).balance, '0');
+    refused(await adjust('-0.01'), 400);
+    refused(await adjust('0'), 400, 'amount');
+    refused(await adjust('1e3'), 400, 'amount');
+    refused(
+      await call('POST', '/balances', {
+        participant_code: 'ZZZZZ9',
+        account_label: 'general',
+        asset: 'USD',
+        amount: '1',
+      }),
+      400,
+      'participant_code',
+    );
+  });
+});
