@@ -1,5 +1,5 @@
 import { AUTH_HEADERS, signRequest, signingMessage } from '../contract/request-signature.ts';
-import { REQUEST_ID_HEADER } from '../contract/responses.ts';
+import { REQUEST_ID_HEADER, SIMULATOR_SCENARIO_HEADER } from '../contract/responses.ts';
 import type { RetryOptions } from './backoff.ts';
 import { SvcConnectionError } from './errors.ts';
 import { sendWithRetries, type RecoveryHooks } from './request-sender.ts';
@@ -24,7 +24,15 @@ export interface ClientOptions extends ClientCredentials {
   headers?: Record<string, string>;
   /** Retry rules of spec 7 for `request` (defaults: 3 retries, 100–500 ms first backoff); false turns them off. */
   retry?: RetryOptions | false;
+  /**
+   * Gives up on one attempt after this many ms (default 30 000); the attempt then counts as "no response"
+   * (`SvcConnectionError`), which the retry rules treat like a 502: GETs are resent, writes checked first.
+   */
+  timeoutMs?: number;
 }
+
+/** Default time one attempt may take before it is abandoned as "no response". */
+export const DEFAULT_TIMEOUT_MS = 30_000;
 
 export type QueryValue = string | number | boolean | undefined | null;
 
@@ -35,6 +43,8 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   /** Overrides the client's retry options for this call. */
   retry?: RetryOptions | false;
+  /** false: send no X-SCX-* headers (`GET /time` and `GET /.well-known/jwks.json` need none). Default true. */
+  authenticate?: boolean;
 }
 
 export interface SvcResponse<T = unknown> {
@@ -75,28 +85,26 @@ export class SvcClient {
         : typeof options.body === 'string'
           ? options.body
           : JSON.stringify(options.body);
-    const timestamp = String(Math.floor(this.now() / 1000));
-    const signature = signRequest(this.options.apiSecret, signingMessage(timestamp, method, target, body));
     const headers: Record<string, string> = {
-      [AUTH_HEADERS.apiKey]: this.options.apiKey,
-      [AUTH_HEADERS.signed]: signature,
-      [AUTH_HEADERS.timestamp]: timestamp,
-      [AUTH_HEADERS.passphrase]: this.options.passphrase,
+      ...(options.authenticate === false ? {} : this.authHeaders(method, target, body)),
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       ...this.options.headers,
       ...options.headers,
     };
     let response: Response;
+    let text: string;
     try {
       response = await this.fetchImpl(this.options.baseUrl.replace(/\/$/, '') + target, {
         method,
         headers,
         body,
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
       });
+      // Inside the try: a connection cut while the body streams in is "no response" too.
+      text = await response.text();
     } catch (error) {
-      throw new SvcConnectionError(`${method} ${target}: ${(error as Error).message}`, error);
+      throw new SvcConnectionError(`${method} ${target}: ${describeFetchError(error)}`, error);
     }
-    const text = await response.text();
     let parsed: unknown = text;
     if ((response.headers.get('content-type') ?? '').includes('json') && text) {
       try {
@@ -113,6 +121,20 @@ export class SvcClient {
     };
   }
 
+  /** wire-contract §1: the four X-SCX-* headers; the signature covers the target and body exactly as sent. */
+  private authHeaders(method: string, target: string, body: string | undefined): Record<string, string> {
+    const timestamp = String(Math.floor(this.now() / 1000));
+    return {
+      [AUTH_HEADERS.apiKey]: this.options.apiKey,
+      [AUTH_HEADERS.signed]: signRequest(
+        this.options.apiSecret,
+        signingMessage(timestamp, method, target, body),
+      ),
+      [AUTH_HEADERS.timestamp]: timestamp,
+      [AUTH_HEADERS.passphrase]: this.options.passphrase,
+    };
+  }
+
   /**
    * Sends with the retry rules of spec 7 and unwraps: the parsed body of a 2xx, or the status family's
    * SvcError. `hooks` give the endpoint's idempotence check and recoveries (spec 7.2, 7.3).
@@ -126,4 +148,28 @@ export class SvcClient {
     const retry = options.retry ?? this.options.retry;
     return sendWithRetries<T>({ method, path, hooks, retry, send: () => this.send(method, path, options) });
   }
+}
+
+/** undici hides the useful part (ECONNREFUSED, ENOTFOUND, a timeout) in `cause`. */
+function describeFetchError(error: unknown): string {
+  const err = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (err?.name === 'TimeoutError') return 'timed out';
+  const cause = err?.cause?.code ?? err?.cause?.message;
+  return cause ? `${err.message ?? String(error)} (${cause})` : (err?.message ?? String(error));
+}
+
+/**
+ * The per-call options an idempotence check or recovery look-up runs with: the caller's retry options
+ * (so an injected sleep or clock applies), its headers minus `X-Simulator-Scenario` (a rehearsed failure
+ * is for the call itself; the check must see the real state).
+ */
+export function lookupOptions(
+  options: Pick<RequestOptions, 'headers' | 'retry'>,
+): Pick<RequestOptions, 'headers' | 'retry'> {
+  const headers = options.headers
+    ? Object.fromEntries(
+        Object.entries(options.headers).filter(([name]) => name.toLowerCase() !== SIMULATOR_SCENARIO_HEADER),
+      )
+    : undefined;
+  return { retry: options.retry, headers };
 }

@@ -12,26 +12,33 @@ export class SvcError extends Error {
     super(message);
     this.name = new.target.name;
   }
-}
 
-/** 400: the request is wrong; `errors` lists each bad field. */
-export class SvcInvalidRequestError extends SvcError {
+  /** The server's `errors` list (wire-contract §3: 400 and 409 bodies, "<field>: <problem>"); else []. */
   get errors(): string[] {
-    const errors = (this.body as { errors?: unknown })?.errors;
+    const errors = (this.body as { errors?: unknown } | undefined)?.errors;
     return Array.isArray(errors) ? errors.map(String) : [];
   }
 }
+
+/**
+ * 400 (and 413): the request is wrong; `errors` lists each bad field. After
+ * `participants.createCustomer` it can also be a spec 7.3 refusal that the look-up could not resolve.
+ */
+export class SvcInvalidRequestError extends SvcError {}
 /** 401 */
 export class SvcAuthenticationError extends SvcError {}
 /** 403, including the firewall's "error code: 1020". */
 export class SvcPermissionError extends SvcError {}
 /** 404 */
 export class SvcNotFoundError extends SvcError {}
-/** 409 */
+/** 409: a duplicate entity, or a lock not acquired (`errors` says which). */
 export class SvcConflictError extends SvcError {}
-/** 429 */
+/** 429: thrown only when the retry budget ran out while the IP was still blocked. */
 export class SvcRateLimitError extends SvcError {}
-/** 5xx */
+/**
+ * 5xx (and any other status). A 500 is never retried; a 502 or 504 left after the retries (or on a write
+ * with no idempotence check) means the outcome is unknown: look before repeating the call.
+ */
 export class SvcServerError extends SvcError {}
 /** No HTTP answer at all (connection refused, reset, timed out). */
 export class SvcConnectionError extends SvcError {
@@ -48,7 +55,12 @@ export function errorForStatus(status: number, requestId: string | undefined, bo
       : (((body as { error?: unknown; message?: unknown; errors?: unknown }) ?? {}).errors ??
         (body as { message?: unknown })?.message ??
         (body as { error?: unknown })?.error);
-  const message = `HTTP ${status}: ${typeof detail === 'string' ? detail : JSON.stringify(detail)}`;
+  const text = Array.isArray(detail)
+    ? detail.map(String).join('; ')
+    : typeof detail === 'string'
+      ? detail
+      : JSON.stringify(detail);
+  const message = `HTTP ${status}: ${text}${requestId ? ` (request id ${requestId})` : ''}`;
   if (status === 400 || status === 413 || status === 422)
     return new SvcInvalidRequestError(message, status, requestId, body);
   if (status === 401) return new SvcAuthenticationError(message, status, requestId, body);

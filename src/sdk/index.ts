@@ -1,13 +1,47 @@
-/** svc-platform SDK: `import { SvcClient } from 'svc-platform/sdk'`. */
+/**
+ * svc-platform SDK: `import { createClient, verifyWebhook } from 'svc-platform/sdk'`.
+ * `createClient` gives the facade (`client.accounts`, `.funding`, `.participants`, `.quotes`, `.trades`,
+ * `.time()`); the resource classes stay exported for code that builds them on its own `SvcClient`.
+ */
+export { createClient, SvcPlatform, type ServerTime } from './platform.ts';
 export {
+  DEFAULT_TIMEOUT_MS,
   SvcClient,
   type ClientOptions,
   type ClientCredentials,
+  type QueryValue,
   type RequestOptions,
   type SvcResponse,
 } from './client.ts';
 export * from './errors.ts';
-export { verifyWebhook, WebhookVerificationError } from './webhook-verify.ts';
+export {
+  DEFAULT_RETRY_OPTIONS,
+  backoffDelay,
+  type ResolvedRetryOptions,
+  type RetryOptions,
+} from './backoff.ts';
+export {
+  RATE_LIMIT_WAIT_MS,
+  RETRY_TABLE,
+  SPEC_7_3_MESSAGES,
+  decideRetry,
+  type RetryAction,
+  type RetryClass,
+  type RetryRule,
+} from './retry-policy.ts';
+export {
+  DEFAULT_WEBHOOK_TOLERANCE_MS,
+  verifyWebhook,
+  WebhookVerificationError,
+  type VerifiedWebhook,
+  type VerifyWebhookOptions,
+  type WebhookVerificationReason,
+} from './webhook-verify.ts';
+export {
+  WEBHOOK_PAYLOAD_TYPES,
+  isWebhookPayloadType,
+  type WebhookPayloadType,
+} from '../contract/webhook-headers.ts';
 export { signRequest, signingMessage } from '../contract/request-signature.ts';
 export {
   AccountsResource,
@@ -37,6 +71,7 @@ export {
   EMAIL_ALREADY_EXISTS,
   ParticipantsResource,
   type CreatedCustomer,
+  type CustomerCreation,
   type ListParticipantsQuery,
   type ListParticipantsResponse,
   type ParticipantByEmail,

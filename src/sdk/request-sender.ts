@@ -19,8 +19,11 @@ export interface RecoveryHooks<T> {
   idempotenceCheck?: () => Promise<T | undefined>;
   /** spec 7.2: execute answered 404: look the trade up, re-quote if allowed; undefined → throw the 404. */
   recover404?: (options: ReturnType<typeof resolveRetryOptions>) => Promise<T | undefined>;
-  /** spec 7.3: customer creation answered a conflict 400: look the participant up; undefined → throw the 400. */
-  recover73?: () => Promise<T | undefined>;
+  /**
+   * spec 7.3: customer creation answered a conflict 400 (`refusal` is that answer): look the participant
+   * up; undefined → throw the 400.
+   */
+  recover73?: (refusal: RawResponse) => Promise<T | undefined>;
 }
 
 export interface SendPlan<T> {
@@ -84,7 +87,8 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         return finish();
       }
       case 'recover-7.3': {
-        const recovered = plan.hooks?.recover73 ? await plan.hooks.recover73() : undefined;
+        const recovered =
+          plan.hooks?.recover73 && response ? await plan.hooks.recover73(response) : undefined;
         if (recovered !== undefined) return recovered;
         return finish();
       }

@@ -31,24 +31,39 @@ test('createCustomer: 201 unwrapped; the same payload and requestId returns the 
   const body = usCustomer() as PostCustomerBody;
   const requestId = randomUUID();
   const created = await participants.createCustomer(body, { requestId });
+  assert.equal(created.outcome, 'created');
+  assert.ok(created.outcome === 'created');
   assert.match(created.participant_code, /^[A-Z0-9]{6}$/);
-  assert.equal(created.platform_code, a.platform.platform_code);
-  assert.equal(created.status, 'approved');
-  assert.equal(created.email, body.email);
+  assert.equal(created.customer.participant_code, created.participant_code);
+  assert.equal(created.customer.platform_code, a.platform.platform_code);
+  assert.equal(created.customer.status, 'approved');
+  assert.equal(created.customer.email, body.email);
   assert.deepEqual(await participants.createCustomer(body, { requestId }), created);
 });
 
-test('createCustomer: spec 7.3 refusals and format errors are SvcInvalidRequestError with the messages', async () => {
+test('createCustomer: spec 7.3 refusals resolve `exists` with the participant; format errors throw', async () => {
   const body = usCustomer() as PostCustomerBody;
-  await participants.createCustomer(body);
-  await assert.rejects(participants.createCustomer(body), (error: unknown) => {
-    assert.ok(error instanceof SvcInvalidRequestError);
-    assert.deepEqual(error.errors, [DATA_USED_WITH_DIFFERENT_REQUEST_ID]);
-    return true;
+  const first = await participants.createCustomer(body);
+  const expected = { participant_code: first.participant_code, email: body.email };
+  assert.deepEqual(await participants.createCustomer(body), {
+    outcome: 'exists',
+    participant_code: first.participant_code,
+    participant: expected,
+    conflict: DATA_USED_WITH_DIFFERENT_REQUEST_ID,
   });
+  assert.deepEqual(await participants.createCustomer({ ...body, first_name: 'Augusta' }), {
+    outcome: 'exists',
+    participant_code: first.participant_code,
+    participant: expected,
+    conflict: EMAIL_ALREADY_EXISTS,
+  });
+  // A 7.3 refusal for an email nobody has (same request id, other payload): nothing to return, so it throws.
+  const requestId = randomUUID();
+  await participants.createCustomer(usCustomer() as PostCustomerBody, { requestId });
   await assert.rejects(
-    participants.createCustomer({ ...body, first_name: 'Augusta' }),
-    (error: unknown) => error instanceof SvcInvalidRequestError && error.errors[0] === EMAIL_ALREADY_EXISTS,
+    participants.createCustomer(usCustomer() as PostCustomerBody, { requestId }),
+    (error: unknown) =>
+      error instanceof SvcInvalidRequestError && error.errors[0] === DATA_USED_WITH_DIFFERENT_REQUEST_ID,
   );
   await assert.rejects(
     participants.createCustomer({ ...body, email: 'nope' } as PostCustomerBody),

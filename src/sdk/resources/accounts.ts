@@ -4,7 +4,7 @@ import type {
   ListAccountsQuery,
   ListAccountsResponse,
 } from '../../contract/accounts.schemas.ts';
-import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+import { lookupOptions, type QueryValue, type RequestOptions, type SvcClient } from '../client.ts';
 
 export type {
   BalanceAccount,
@@ -30,8 +30,8 @@ function accountPath(zrn: string, rest: string): string {
  * applies the retry rules of spec 7 through `SvcClient.request` and throws the status family's `SvcError`.
  *
  * @example
- * const accounts = new AccountsResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
- * await accounts.addTenant('zrn:svc:us:account:customer:6a1c…', 'PAR002');
+ * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.accounts is this resource
+ * await client.accounts.addTenant('zrn:svc:us:account:customer:6a1c…', 'PAR002');
  */
 export class AccountsResource {
   constructor(private readonly client: SvcClient) {}
@@ -41,7 +41,7 @@ export class AccountsResource {
    * tenant as `account_owner` together with `account_label` lists the holder's balances there.
    *
    * @example
-   * const { message, total_pages } = await accounts.list({ account_owner: 'PAR001', asset: 'USD', page: 1 });
+   * const { message, total_pages } = await client.accounts.list({ account_owner: 'PAR001', asset: 'USD', page: 1 });
    */
   list(query: ListAccountsQuery = {}, options: CallOptions = {}): Promise<ListAccountsResponse> {
     return this.client.request<ListAccountsResponse>('GET', '/accounts', {
@@ -56,7 +56,7 @@ export class AccountsResource {
    * (participant_code, account_label): sending the same request again is safe.
    *
    * @example
-   * await accounts.create({ participant_code: 'PAR001', account_label: 'joint', type: 'jtic', tier: 'pro', tenants: ['PAR002'] });
+   * await client.accounts.create({ participant_code: 'PAR001', account_label: 'joint', type: 'jtic', tier: 'pro', tenants: ['PAR002'] });
    */
   create(body: CreateCustomerAccountRequest, options: CallOptions = {}): Promise<AcceptedResponse> {
     return this.client.request<AcceptedResponse>('POST', '/accounts', { ...options, body });
@@ -68,7 +68,7 @@ export class AccountsResource {
    * account as that participant: its holder and tenants are served, a former tenant gets 403.
    *
    * @example
-   * const details = await accounts.details(zrn);
+   * const details = await client.accounts.details(zrn);
    * if (details.tenants.includes('PAR002')) console.log('PAR002 is a tenant now');
    */
   async details(
@@ -90,7 +90,7 @@ export class AccountsResource {
    * pending means the first attempt was accepted.
    *
    * @example
-   * await accounts.addTenant(zrn, 'PAR002');
+   * await client.accounts.addTenant(zrn, 'PAR002');
    */
   addTenant(zrn: string, participantCode: string, options: CallOptions = {}): Promise<AcceptedResponse> {
     return this.client.request<AcceptedResponse>(
@@ -99,7 +99,7 @@ export class AccountsResource {
       { ...options, body: { participant_code: participantCode } },
       {
         idempotenceCheck: async () => {
-          const details = await this.details(zrn);
+          const details = await this.details(zrn, lookupOptions(options));
           const accepted =
             details.tenants.includes(participantCode) ||
             details.pending_tenant_changes.some(
@@ -117,7 +117,7 @@ export class AccountsResource {
    * no add pending, means the first attempt was accepted.
    *
    * @example
-   * await accounts.removeTenant(zrn, 'PAR002');
+   * await client.accounts.removeTenant(zrn, 'PAR002');
    */
   removeTenant(zrn: string, tenant: string, options: CallOptions = {}): Promise<AcceptedResponse> {
     return this.client.request<AcceptedResponse>(
@@ -126,7 +126,7 @@ export class AccountsResource {
       options,
       {
         idempotenceCheck: async () => {
-          const details = await this.details(zrn);
+          const details = await this.details(zrn, lookupOptions(options));
           const pending = details.pending_tenant_changes.filter((c) => c.participant_code === tenant);
           const removed =
             pending.some((c) => c.change === 'remove') ||

@@ -8,7 +8,6 @@ import type {
 } from '../../contract/funding.schemas.ts';
 import type { FundEvent } from '../../contract/funding.schemas.ts';
 import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
-import { errorForStatus, SvcConnectionError } from '../errors.ts';
 
 export type {
   ClientAuthToken,
@@ -39,8 +38,8 @@ type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
  * `SvcClient.request` and throws the status family's `SvcError`.
  *
  * @example
- * const funding = new FundingResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
- * const quote = await funding.requestQuote({ participant_code: 'PAR001', fund_asset: 'USDC.ETH', client_fund_id: 'order-9' });
+ * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.funding is this resource
+ * const quote = await client.funding.requestQuote({ participant_code: 'PAR001', fund_asset: 'USDC.ETH', client_fund_id: 'order-9' });
  * showToCustomer(quote.deposit_address);
  */
 export class FundingResource {
@@ -52,7 +51,7 @@ export class FundingResource {
    * (spec 2.3) until a newer session; `deposit_intent_id` identifies that session.
    *
    * @example
-   * const { token } = await funding.createClientToken({ participant_code: 'PAR001', permissions: ['fwc'], reference_id: 'order-9' });
+   * const { token } = await client.funding.createClientToken({ participant_code: 'PAR001', permissions: ['fwc'], reference_id: 'order-9' });
    */
   async createClientToken(body: ClientAuthTokenBody, options: CallOptions = {}): Promise<ClientAuthToken> {
     const response = await this.client.request<{ message: ClientAuthToken }>('POST', '/client_auth_token', {
@@ -66,7 +65,7 @@ export class FundingResource {
    * `POST /revoke_auth_token`: revokes a token this platform was issued (204). Revoking twice is harmless.
    *
    * @example
-   * await funding.revokeClientToken(token);
+   * await client.funding.revokeClientToken(token);
    */
   async revokeClientToken(token: string, options: CallOptions = {}): Promise<void> {
     await this.client.request('POST', '/revoke_auth_token', { ...options, body: { token } });
@@ -78,7 +77,7 @@ export class FundingResource {
    * reference is `client_fund_id`, echoed as `reference_id`.
    *
    * @example
-   * const { deposit_address, rate } = await funding.requestQuote({ participant_code: 'PAR001', fund_asset: 'BTC.BTC' });
+   * const { deposit_address, rate } = await client.funding.requestQuote({ participant_code: 'PAR001', fund_asset: 'BTC.BTC' });
    */
   async requestQuote(body: FundRfqBody, options: CallOptions = {}): Promise<FundQuote> {
     const response = await this.client.request<{ message: FundQuote }>('POST', '/fund/rfq', {
@@ -92,7 +91,7 @@ export class FundingResource {
    * `GET /fund/transactions`: the platform's fund events (spec 2.2), newest first; `page_size` at most 50.
    *
    * @example
-   * const { message } = await funding.listTransactions({ reference_id: 'order-9', success: true });
+   * const { message } = await client.funding.listTransactions({ reference_id: 'order-9', success: true });
    */
   listTransactions(
     query: FundTransactionsQuery = {},
@@ -109,22 +108,11 @@ export class FundingResource {
    * with `jose`'s `createLocalJWKSet`.
    *
    * @example
-   * const keys = createLocalJWKSet(await funding.signingKeys());
+   * const keys = createLocalJWKSet(await client.funding.signingKeys());
    * await jwtVerify(token, keys, { issuer: 'svc-platform' });
    */
-  async signingKeys(): Promise<Jwks> {
-    const { baseUrl } = this.client.options;
-    const fetchImpl = this.client.options.fetch ?? fetch;
-    let response: Response;
-    try {
-      response = await fetchImpl(`${baseUrl.replace(/\/$/, '')}/.well-known/jwks.json`);
-    } catch (error) {
-      throw new SvcConnectionError(`GET /.well-known/jwks.json: ${(error as Error).message}`, error);
-    }
-    const text = await response.text();
-    const body: unknown = text ? JSON.parse(text) : undefined;
-    if (!response.ok)
-      throw errorForStatus(response.status, response.headers.get('x-request-id') ?? undefined, body);
-    return body as Jwks;
+  signingKeys(options: CallOptions = {}): Promise<Jwks> {
+    // Unauthenticated (wire-contract §1), but a GET like any other: same retries and error classes.
+    return this.client.request<Jwks>('GET', '/.well-known/jwks.json', { ...options, authenticate: false });
   }
 }

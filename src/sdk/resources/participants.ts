@@ -6,7 +6,9 @@ import type {
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { REQUEST_ID_HEADER } from '../../contract/responses.ts';
-import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+import { lookupOptions, type QueryValue, type RequestOptions, type SvcClient } from '../client.ts';
+import { SvcNotFoundError, SvcPermissionError } from '../errors.ts';
+import type { RawResponse } from '../request-sender.ts';
 
 export type {
   CreatedCustomer,
@@ -20,17 +22,41 @@ export {
   DATA_USED_WITH_DIFFERENT_REQUEST_ID,
   EMAIL_ALREADY_EXISTS,
 } from '../../contract/participants.schemas.ts';
+import {
+  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
+  EMAIL_ALREADY_EXISTS,
+} from '../../contract/participants.schemas.ts';
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
+
+/**
+ * What `createCustomer` resolves to (spec 7.2 last row, 7.3):
+ * - `created`: the server's 201 to this call (or its replay: the same payload with the same `requestId`);
+ * - `found`: the answer was lost (502/504 or no response) and the look-up by email found the participant,
+ *   so the creation happened and was not sent again;
+ * - `exists`: the server refused with a spec 7.3 400 (`conflict` is its message) and the look-up found the
+ *   platform's participant with this email: the customer exists already, possibly with other data
+ *   (`EMAIL_ALREADY_EXISTS`) — decide whether that is the person you meant.
+ */
+export type CustomerCreation =
+  | { outcome: 'created'; participant_code: string; customer: CreatedCustomer }
+  | { outcome: 'found'; participant_code: string; participant: ParticipantByEmail }
+  | { outcome: 'exists'; participant_code: string; participant: ParticipantByEmail; conflict: string };
+
+/** The envelope, or what a look-up found instead. */
+type Answer =
+  | { message: CreatedCustomer }
+  | { found: ParticipantByEmail }
+  | { exists: ParticipantByEmail; conflict: string };
 
 /**
  * Customer onboarding and participant look-ups (spec 4.6, 7.2, 7.3). One method per endpoint; each goes
  * through `SvcClient.request` (the retry rules of spec 7) and throws the status family's `SvcError`.
  *
  * @example
- * const participants = new ParticipantsResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
- * const customer = await participants.createCustomer(profile, { requestId: crypto.randomUUID() });
- * console.log(customer.participant_code, customer.status); // e.g. 'K3M9QZ' 'approved'
+ * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.participants is this resource
+ * const result = await client.participants.createCustomer(profile, { requestId: crypto.randomUUID() });
+ * console.log(result.outcome, result.participant_code); // e.g. 'created' 'K3M9QZ'
  */
 export class ParticipantsResource {
   constructor(private readonly client: SvcClient) {}
@@ -39,14 +65,15 @@ export class ParticipantsResource {
    * `POST /participants/customers/new`: creates a customer; 201 with its new 6-character participant code
    * and status (`approved` when `kyc` and `sanction_screening` are `pass`, else `submitted`).
    *
-   * Send the same `requestId` (the `X-REQUEST-ID` header) when you repeat a request: the same payload with
-   * the same id returns the original answer again. Any other repeat is a 400 of spec 7.3
-   * ({@link EMAIL_ALREADY_EXISTS}, {@link DATA_USED_WITH_DIFFERENT_REQUEST_ID}); look the customer up with
-   * {@link ParticipantsResource.getByEmail} to see whether it exists.
+   * Spec 7.2 and 7.3 are built in: after a 502/504 (or no response) the SDK looks the customer up by email
+   * before resending, and resolves `found` if the creation happened; after a spec 7.3 400
+   * ({@link EMAIL_ALREADY_EXISTS}, {@link DATA_USED_WITH_DIFFERENT_REQUEST_ID}) it looks the customer up and
+   * resolves `exists` with the refusal in `conflict`. Any other 400 (a format error) throws
+   * `SvcInvalidRequestError` listing each bad field. Send the same `requestId` (the `X-REQUEST-ID` header)
+   * when you repeat a request yourself: the same payload with the same id returns the original answer.
    *
    * @example
-   * const requestId = crypto.randomUUID(); // keep it with the customer until the answer arrives
-   * const customer = await participants.createCustomer(
+   * const result = await client.participants.createCustomer(
    *   {
    *     first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com', address_one: '1 Main St',
    *     city: 'Chicago', zip: '60601', jurisdiction_code: 'US-IL', date_of_birth: '1985-09-02',
@@ -56,22 +83,57 @@ export class ParticipantsResource {
    *     signature: 'Ada Lovelace', signature_timestamp: Date.now(), payee_exemption: 'NONE',
    *     fatca_reporting_exemption: 'NONE', is_not_subject_backup_withholding: true,
    *   },
-   *   { requestId },
+   *   { requestId: crypto.randomUUID() }, // keep it with the customer until the answer arrives
    * );
+   * if (result.outcome === 'exists') console.warn(`already onboarded: ${result.conflict}`);
+   * console.log(result.participant_code); // e.g. 'K3M9QZ'
    */
   async createCustomer(
     body: PostCustomerBody,
     options: CallOptions & { requestId?: string } = {},
-  ): Promise<CreatedCustomer> {
+  ): Promise<CustomerCreation> {
     const { requestId, ...call } = options;
     const headers =
       requestId === undefined ? call.headers : { ...call.headers, [REQUEST_ID_HEADER]: requestId };
-    const response = await this.client.request<{ message: CreatedCustomer }>(
+    const email = (body as { email?: unknown }).email;
+    // No email, no look-up: the sender then returns the indeterminate answer instead of resending blindly.
+    const lookUp =
+      typeof email === 'string' && email !== ''
+        ? () => this.findByEmail(email, lookupOptions(call))
+        : undefined;
+    const answer = await this.client.request<Answer>(
       'POST',
       '/participants/customers/new',
       { ...call, headers, body },
+      lookUp && {
+        // spec 7.2: after 502/504 the state is unknown: validate with a GET whether the customer was created.
+        idempotenceCheck: async () => {
+          const found = await lookUp();
+          return found && { found };
+        },
+        // spec 7.3: the conflict may mean "created already": return the existing participant.
+        recover73: async (refusal: RawResponse) => {
+          const existing = await lookUp();
+          return existing && { exists: existing, conflict: conflictMessage(refusal.body) };
+        },
+      },
     );
-    return response.message;
+    if ('found' in answer) {
+      return { outcome: 'found', participant_code: answer.found.participant_code, participant: answer.found };
+    }
+    if ('exists' in answer) {
+      return {
+        outcome: 'exists',
+        participant_code: answer.exists.participant_code,
+        participant: answer.exists,
+        conflict: answer.conflict,
+      };
+    }
+    return {
+      outcome: 'created',
+      participant_code: answer.message.participant_code,
+      customer: answer.message,
+    };
   }
 
   /**
@@ -79,7 +141,7 @@ export class ParticipantsResource {
    * (`page` from 1, `page_size` up to 100).
    *
    * @example
-   * const { message, total_pages } = await participants.list({ status: 'submitted', page: 1 });
+   * const { message, total_pages } = await client.participants.list({ status: 'submitted', page: 1 });
    */
   list(query: ListParticipantsQuery = {}, options: CallOptions = {}): Promise<ListParticipantsResponse> {
     return this.client.request<ListParticipantsResponse>('GET', '/participants', {
@@ -93,7 +155,7 @@ export class ParticipantsResource {
    * after an uncertain customer creation). Unknown → `SvcNotFoundError`; another platform's → 403.
    *
    * @example
-   * const { participant_code } = await participants.getByEmail('ada@example.com');
+   * const { participant_code } = await client.participants.getByEmail('ada@example.com');
    */
   async getByEmail(email: string, options: CallOptions = {}): Promise<ParticipantByEmail> {
     const response = await this.client.request<{ message: ParticipantByEmail }>(
@@ -103,4 +165,25 @@ export class ParticipantsResource {
     );
     return response.message;
   }
+
+  /** The platform's participant with this email, or undefined (404; 403: another platform's, so not ours). */
+  private async findByEmail(email: string, options: CallOptions): Promise<ParticipantByEmail | undefined> {
+    try {
+      return await this.getByEmail(email, options);
+    } catch (error) {
+      if (error instanceof SvcNotFoundError || error instanceof SvcPermissionError) return undefined;
+      throw error;
+    }
+  }
+}
+
+/** The spec 7.3 message of a refusal (the first `errors` entry that carries one). */
+function conflictMessage(body: unknown): string {
+  const errors = (body as { errors?: unknown } | undefined)?.errors;
+  const texts = Array.isArray(errors) ? errors.map(String) : [String(body)];
+  return (
+    texts.find((t) => t.includes(EMAIL_ALREADY_EXISTS) || t.includes(DATA_USED_WITH_DIFFERENT_REQUEST_ID)) ??
+    texts[0] ??
+    ''
+  );
 }

@@ -7,7 +7,7 @@ import type {
   LiquidityQuoteRequest,
 } from '../../contract/quotes.schemas.ts';
 import type { Trade } from '../../contract/trades.schemas.ts';
-import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+import { lookupOptions, type QueryValue, type RequestOptions, type SvcClient } from '../client.ts';
 import type { ResolvedRetryOptions } from '../backoff.ts';
 import { TradesResource } from './trades.ts';
 
@@ -43,9 +43,9 @@ type Answer<M> = { message: M } | { found: Trade } | { requoted: Executed<M> };
  * `retry: { allowRequote: true }` the `quoteAndExecute…` methods then request a new quote and execute it.
  *
  * @example
- * const quotes = new QuotesResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
- * const quote = await quotes.requestLiquidityQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01', participant_code: 'CUST01' });
- * const result = await quotes.executeLiquidityQuote(quote.quote_id);
+ * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.quotes is this resource
+ * const quote = await client.quotes.requestLiquidityQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01', participant_code: 'CUST01' });
+ * const result = await client.quotes.executeLiquidityQuote(quote.quote_id);
  * console.log(result.outcome, result.trade_id); // 'executed' '0f6c…'
  */
 export class QuotesResource {
@@ -60,7 +60,7 @@ export class QuotesResource {
    * once, until `expire_ts` (the platform's quote expiry, 30 s by default).
    *
    * @example
-   * const quote = await quotes.getLiquidityQuote({ side: 'sell', underlying: 'ETH', quoted_currency: 'USD', total: '250' });
+   * const quote = await client.quotes.getLiquidityQuote({ side: 'sell', underlying: 'ETH', quoted_currency: 'USD', total: '250' });
    */
   async getLiquidityQuote(query: LiquidityQuoteRequest, options: CallOptions = {}): Promise<LiquidityQuote> {
     const response = await this.client.request<{ message: LiquidityQuote }>('GET', '/liquidity/rfq', {
@@ -74,7 +74,7 @@ export class QuotesResource {
    * `POST /liquidity/rfq`: the same quote, asked with a JSON body.
    *
    * @example
-   * const quote = await quotes.requestLiquidityQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.5', spread: '25' });
+   * const quote = await client.quotes.requestLiquidityQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.5', spread: '25' });
    */
   async requestLiquidityQuote(
     body: LiquidityQuoteRequest,
@@ -92,9 +92,11 @@ export class QuotesResource {
    * expired or already executed quote is a 404: the SDK first looks for the trade (it may be this quote's,
    * from an attempt whose answer was lost) and resolves `found` if there is one, else throws
    * `SvcNotFoundError` (the quote expired: request a new one). Insufficient balance → `SvcInvalidRequestError`.
+   * This method does not know the quote's parameters, so it never re-quotes: for spec 7.2's re-quote, use
+   * {@link quoteAndExecuteLiquidity}.
    *
    * @example
-   * const result = await quotes.executeLiquidityQuote(quote.quote_id);
+   * const result = await client.quotes.executeLiquidityQuote(quote.quote_id);
    * if (result.outcome === 'executed') console.log(result.execution.trade_ids_list);
    */
   executeLiquidityQuote(quoteId: string, options: CallOptions = {}): Promise<Executed<LiquidityExecution>> {
@@ -107,7 +109,7 @@ export class QuotesResource {
    * `retry.allowRequote` is true (at most `retry.maxRequotes` times).
    *
    * @example
-   * const result = await quotes.quoteAndExecuteLiquidity(
+   * const result = await client.quotes.quoteAndExecuteLiquidity(
    *   { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01' },
    *   { retry: { allowRequote: true } },
    * );
@@ -127,7 +129,7 @@ export class QuotesResource {
    * `GET /convert_withdraw/rfq`: a quote to buy an asset and withdraw it to `withdrawal_address`.
    *
    * @example
-   * const quote = await quotes.getConvertWithdrawQuote({ side: 'buy', underlying: 'USDC.ETH', quoted_currency: 'USD', total: '100', withdrawal_address: '0x…' });
+   * const quote = await client.quotes.getConvertWithdrawQuote({ side: 'buy', underlying: 'USDC.ETH', quoted_currency: 'USD', total: '100', withdrawal_address: '0x…' });
    */
   async getConvertWithdrawQuote(
     query: ConvertWithdrawQuoteRequest,
@@ -148,7 +150,7 @@ export class QuotesResource {
    * `POST /convert_withdraw/rfq`: the same quote, asked with a JSON body.
    *
    * @example
-   * const quote = await quotes.requestConvertWithdrawQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.1', withdrawal_address: 'bc1q…' });
+   * const quote = await client.quotes.requestConvertWithdrawQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.1', withdrawal_address: 'bc1q…' });
    */
   async requestConvertWithdrawQuote(
     body: ConvertWithdrawQuoteRequest,
@@ -164,10 +166,11 @@ export class QuotesResource {
 
   /**
    * `POST /convert_withdraw/execute`: books the trade and its withdrawal request (`withdrawal_request_id`);
-   * the withdrawal is debited when the trade settles. Same recovery as {@link executeLiquidityQuote}.
+   * the withdrawal is debited when the trade settles. Same recovery as {@link executeLiquidityQuote}; to
+   * re-quote an expired quote, use {@link quoteAndExecuteConvertWithdraw}.
    *
    * @example
-   * const result = await quotes.executeConvertWithdrawQuote(quote.quote_id);
+   * const result = await client.quotes.executeConvertWithdrawQuote(quote.quote_id);
    * if (result.outcome === 'executed') console.log(result.execution.withdrawal_request_id);
    */
   executeConvertWithdrawQuote(
@@ -181,7 +184,7 @@ export class QuotesResource {
    * Spec 7.2 end to end for convert and withdraw; see {@link quoteAndExecuteLiquidity}.
    *
    * @example
-   * const result = await quotes.quoteAndExecuteConvertWithdraw(
+   * const result = await client.quotes.quoteAndExecuteConvertWithdraw(
    *   { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.1', withdrawal_address: 'bc1q…' },
    *   { retry: { allowRequote: true } },
    * );
@@ -198,7 +201,7 @@ export class QuotesResource {
   }
 
   private async findTrade(quoteId: string, options: CallOptions): Promise<Trade | undefined> {
-    const [trade] = await this.trades.list({ client_trade_id: quoteId }, { headers: options.headers });
+    const [trade] = await this.trades.list({ client_trade_id: quoteId }, options);
     return trade;
   }
 
@@ -209,7 +212,7 @@ export class QuotesResource {
     requote?: (resolved: ResolvedRetryOptions) => Promise<Executed<M> | undefined>,
   ): Promise<Executed<M>> {
     // The simulator header (cert) rehearses one failure; the idempotence check must see the real state.
-    const checkOptions = { retry: options.retry, headers: withoutSimulator(options.headers) };
+    const checkOptions = lookupOptions(options);
     const found = async (): Promise<Answer<M> | undefined> => {
       const trade = await this.findTrade(quoteId, checkOptions);
       return trade ? { found: trade } : undefined;
@@ -258,11 +261,4 @@ export class QuotesResource {
     };
     return attempt();
   }
-}
-
-function withoutSimulator(headers: Record<string, string> | undefined): Record<string, string> | undefined {
-  if (!headers) return undefined;
-  return Object.fromEntries(
-    Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'x-simulator-scenario'),
-  );
 }

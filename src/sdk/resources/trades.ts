@@ -25,8 +25,8 @@ export interface TradesPage {
  * `trade_status_changed` webhook tells each change, and the fields it leaves out (spec 2.4) are here.
  *
  * @example
- * const trades = new TradesResource(new SvcClient({ baseUrl, apiKey, apiSecret, passphrase }));
- * const trade = await trades.get(tradeId);
+ * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.trades is this resource
+ * const trade = await client.trades.get(tradeId);
  * console.log(trade.trade_state, trade.settled_timestamp);
  */
 export class TradesResource {
@@ -38,7 +38,7 @@ export class TradesResource {
    * `transaction_timestamp[gt|gte|e|lt|lte]` (ms or ns), `page` (from 1), `page_size` (up to 100).
    *
    * @example
-   * const { message, total_pages } = await trades.listPage({ trade_state: 'terminated', page: 2 });
+   * const { message, total_pages } = await client.trades.listPage({ trade_state: 'terminated', page: 2 });
    */
   listPage(query: ListTradesQuery = {}, options: CallOptions = {}): Promise<TradesPage> {
     return this.client.request<TradesPage>('GET', '/trades', {
@@ -51,7 +51,7 @@ export class TradesResource {
    * `GET /trades`, the trades of one page only (the first unless `page` says otherwise).
    *
    * @example
-   * const [trade] = await trades.list({ client_trade_id: quoteId }); // spec 7.2's check
+   * const [trade] = await client.trades.list({ client_trade_id: quoteId }); // spec 7.2's check
    */
   async list(query: ListTradesQuery = {}, options: CallOptions = {}): Promise<Trade[]> {
     return (await this.listPage(query, options)).message;
@@ -61,7 +61,7 @@ export class TradesResource {
    * `GET /trades/{trade_id}`. Unknown → `SvcNotFoundError`; another platform's → `SvcPermissionError`.
    *
    * @example
-   * const trade = await trades.get('6b1f0c0e-…');
+   * const trade = await client.trades.get('6b1f0c0e-…');
    */
   async get(tradeId: string, options: CallOptions = {}): Promise<Trade> {
     const response = await this.client.request<{ message: Trade }>(
