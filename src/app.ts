@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
@@ -76,6 +82,21 @@ export async function buildApp(
       return typeof given === 'string' && VALID_REQUEST_ID.test(given) ? given : randomUUID();
     },
     return503OnClosing: true,
+    // Path parameters longer than this never reach schema validation; ours are at most ~80 characters.
+    maxParamLength: 500,
+    // URLs the router refuses before any route runs (bad percent-encoding, an over-long parameter) get the
+    // wire-contract §3 400 body and a request id like every other answer, not Fastify's own body.
+    frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      const problem =
+        error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'path: a parameter is longer than 500 characters'
+          : 'path: is not a valid URL';
+      request.log.info({ code: error.code }, 'request URL refused');
+      return reply
+        .code(400)
+        .header(REQUEST_ID_HEADER, request.id)
+        .send({ errors: [problem] });
+    },
   });
 
   // Bodies are validated strictly (no type coercion: "12" is not 12); query strings and paths are text and

@@ -4,14 +4,21 @@ import { GENERATED_CODE_PATTERN, REGIONS } from './identifiers.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
 const Code = Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' });
-const Decimal = Type.String({ pattern: DECIMAL_PATTERN, description: 'decimal string' });
+// 64 characters covers every amount the 60-digit decimal arithmetic (src/lib/decimal.ts) keeps exactly, and
+// keeps PostgreSQL's numeric limits out of reach (a 200,000-digit amount failed there as a 500).
+const Decimal = Type.String({ pattern: DECIMAL_PATTERN, maxLength: 64, description: 'decimal string' });
+const NonNegativeDecimal = Type.String({
+  pattern: '^(0|[1-9][0-9]*)(\\.[0-9]+)?$',
+  maxLength: 64,
+  description: 'non-negative decimal string',
+});
 
 export const CreatePlatformBody = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 200 }),
     ip_allowlist: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 })),
     quote_expiry_ms: Type.Optional(Type.Integer({ minimum: 1000, maximum: 3_600_000 })),
-    deposit_fee_bps: Type.Optional(Decimal),
+    deposit_fee_bps: Type.Optional(NonNegativeDecimal),
   },
   { additionalProperties: false },
 );
@@ -45,7 +52,7 @@ export const ApiKeySummary = Type.Object({
   revoked_at: Type.Union([Type.Integer(), Type.Null()]),
 });
 
-export const ApiKeyParams = Type.Object({ api_key: Type.String({ minLength: 1, maxLength: 100 }) });
+export const ApiKeyParams = Type.Object({ api_key: Type.String({ pattern: '^[A-Za-z0-9_-]{1,100}$' }) });
 
 export const AllowlistBody = Type.Object(
   { cidrs: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 }) },

@@ -40,7 +40,8 @@ export const publicErrorResponses = {
 };
 
 export const PageQuery = {
-  page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+  // Bounded so that page × page_size stays a valid OFFSET (a page of 1e20 failed in PostgreSQL as a 500).
+  page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 })),
   page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
 };
 

@@ -41,12 +41,17 @@ function fieldName(instancePath: string): string {
   return instancePath
     .split('/')
     .slice(1)
-    .map((segment) => segment.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .map((segment) => clip(segment.replaceAll('~1', '/').replaceAll('~0', '~')))
     .reduce(
       (path, segment) =>
         /^\d+$/.test(segment) ? `${path}[${segment}]` : path ? `${path}.${segment}` : segment,
       '',
     );
+}
+
+/** A field name is the caller's text (a record key): shown in full up to 64 characters, never echoed whole. */
+function clip(name: string): string {
+  return name.length > 64 ? `${name.slice(0, 61)}…` : name;
 }
 
 /** ajv error → "<field>: <problem>", naming the field as the caller sent it. */
@@ -56,11 +61,11 @@ function describeValidation(error: FastifyError): string[] {
     const params = item.params as Record<string, unknown>;
     const base = fieldName(item.instancePath);
     if (item.keyword === 'required') {
-      const field = [base, String(params.missingProperty)].filter(Boolean).join('.');
+      const field = [base, clip(String(params.missingProperty))].filter(Boolean).join('.');
       return `${field}: is required`;
     }
     if (item.keyword === 'additionalProperties') {
-      const field = [base, String(params.additionalProperty)].filter(Boolean).join('.');
+      const field = [base, clip(String(params.additionalProperty))].filter(Boolean).join('.');
       return `${field}: is not allowed`;
     }
     const field =
@@ -101,6 +106,13 @@ export function installErrorHandlers(app: FastifyInstance): void {
       if (error.statusCode === 404) return reply.code(404).send({ error: 'Not Found' });
       if (error.statusCode === 413) return reply.code(413).send({ errors: ['body too large'] });
       return reply.code(400).send({ errors: [`request: ${error.message}`] });
+    }
+    // PostgreSQL class 22 (data exception: out of range, not representable, bad encoding) means an input
+    // that validation let through; it is the caller's, so 400, not 500. Routes should name the field in
+    // their schemas; this is the safety net. The detail (which may quote the value) goes to the log only.
+    if (pgErrorCode(error)?.startsWith('22')) {
+      request.log.warn({ err: error }, 'input refused by the database');
+      return reply.code(400).send({ errors: ['request: a value is out of range or cannot be stored'] });
     }
     if (isTransient(error)) {
       request.log.warn({ err: error }, 'transient failure');

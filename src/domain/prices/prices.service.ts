@@ -28,9 +28,11 @@ export function createPricesService(deps: DomainDeps) {
       const errors: string[] = [];
       const rows = Object.entries(pairs).map(([pair, price]) => {
         const match = PAIR_RE.exec(pair);
-        if (!match) errors.push(`pairs.${pair}: pair must look like "BTC/USD"`);
+        // The key is the caller's text: named, but never echoed at any length.
+        const field = `pairs.${pair.length > 64 ? `${pair.slice(0, 61)}…` : pair}`;
+        if (!match) errors.push(`${field}: pair must look like "BTC/USD"`);
         if (typeof price !== 'string' || !isDecimalString(price) || !new Dec(price).gt(0)) {
-          errors.push(`pairs.${pair}: price must be a positive decimal string`);
+          errors.push(`${field}: price must be a positive decimal string`);
         }
         return { underlying: match?.[1] ?? '', quoted_currency: match?.[2] ?? '', price };
       });

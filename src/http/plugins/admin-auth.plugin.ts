@@ -1,8 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { invalid, unauthenticated } from '../../domain/errors.ts';
+import { unauthenticated } from '../../domain/errors.ts';
 import '../request-context.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
+import { assertParsableInput } from './raw-body.plugin.ts';
 
 /** DESIGN §3: the operator API takes `Authorization: Bearer $SVC_ADMIN_TOKEN`, compared in constant time. */
 async function adminAuth(app: FastifyInstance, options: { adminToken: string }): Promise<void> {
@@ -14,9 +15,9 @@ async function adminAuth(app: FastifyInstance, options: { adminToken: string }):
     const given = createHash('sha256').update(match[1]!).digest();
     if (!timingSafeEqual(given, expected)) throw unauthenticated('invalid admin token');
   });
-  // The raw-body parser defers a JSON syntax error so that it is reported after authentication.
+  // Input problems that the raw-body parser defers are reported after the token check.
   app.addHook('preValidation', async (request) => {
-    if (request.bodyParseError) throw invalid('body: is not valid JSON');
+    assertParsableInput(request);
   });
 }
 

@@ -1,10 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { AUTH_HEADERS } from '../../contract/request-signature.ts';
-import { forbidden, invalid } from '../../domain/errors.ts';
+import { forbidden } from '../../domain/errors.ts';
 import type { Authenticator } from '../../domain/platforms/authenticator.ts';
 import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import '../request-context.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
+import { assertParsableInput } from './raw-body.plugin.ts';
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
@@ -33,7 +34,7 @@ async function authentication(
       throw forbidden(`IP address ${request.ip} is not on the allow-list of platform ${caller.platformCode}`);
     }
     request.caller = caller;
-    if (request.bodyParseError) throw invalid('body: is not valid JSON');
+    assertParsableInput(request);
   });
 }
 

@@ -1,0 +1,522 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import {
+  rawRequest,
+  signedHeaders,
+  startProbeApp,
+  type ProbeApp,
+  type RawResponse,
+} from '../helpers/probe-app.ts';
+import {
+  startTestService,
+  TEST_ADMIN_TOKEN,
+  type PlatformFixture,
+  type TestService,
+} from '../helpers/test-service.ts';
+
+/**
+ * Issue 2 "Bad input": every field is validated with a message that names it, nothing reaches the database
+ * unvalidated, and no input produces a 500. Table-driven over the operator API and the authenticated
+ * routes, then a sweep of every documented route with hostile values.
+ */
+let svc: TestService;
+let probe: ProbeApp;
+let platform: PlatformFixture;
+let participant: string;
+
+before(async () => {
+  svc = await startTestService({ env: { SVC_RATE_LIMIT: '1000000' } });
+  probe = await startProbeApp(svc.runtime);
+  platform = await svc.newPlatform();
+  participant = (await svc.newParticipant(platform.platform.platform_code)).participant_code;
+});
+after(async () => {
+  await probe?.close();
+  await svc?.close();
+});
+
+const HUGE = 'x'.repeat(100_000);
+const NUL = 'abc\u0000def';
+const UNICODE = 'Ünïcødé 💥 ﷽';
+const HUGE_NUMBER = '9'.repeat(200_000);
+
+function admin(method: string, target: string, body?: unknown) {
+  return rawRequest(svc.url, method, `/admin${target}`, {
+    headers: {
+      authorization: `Bearer ${TEST_ADMIN_TOKEN}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+function signed(baseUrl: string, method: string, target: string, body?: unknown) {
+  const text = body === undefined ? undefined : JSON.stringify(body);
+  return rawRequest(baseUrl, method, target, {
+    headers: {
+      ...signedHeaders(platform.key, method, target, text),
+      ...(text === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: text,
+  });
+}
+
+function assertRefusedNaming(res: RawResponse, field: string, what: string) {
+  assert.ok(res.status < 500, `${what}: ${res.status} ${res.text.slice(0, 300)}`);
+  assert.equal(res.status, 400, `${what}: ${res.status} ${res.text.slice(0, 300)}`);
+  const errors = (res.json as { errors?: unknown }).errors;
+  assert.ok(Array.isArray(errors) && errors.length > 0, `${what}: ${res.text.slice(0, 300)}`);
+  assert.ok(
+    (errors as string[]).some((e) => e.startsWith(field)),
+    `${what}: no message names "${field}": ${JSON.stringify(errors).slice(0, 300)}`,
+  );
+  for (const e of errors as string[]) assert.ok(e.length < 1000, `${what}: the message echoes the input`);
+}
+
+/** Each row: a valid body, the field to spoil, and the bad values for it. */
+interface Row {
+  method: string;
+  path: string;
+  valid: () => Record<string, unknown>;
+  field: string;
+  values: unknown[] | (() => unknown[]);
+}
+
+const STRING_FIELD_BAD = [null, 5, -1, true, [], ['x'], {}, ''];
+
+const ADMIN_TABLE: Row[] = [
+  {
+    method: 'POST',
+    path: '/platforms',
+    valid: () => ({ name: 'ok', ip_allowlist: ['127.0.0.1/32'] }),
+    field: 'name',
+    values: [...STRING_FIELD_BAD, HUGE, NUL, 'x'.repeat(201)],
+  },
+  {
+    method: 'POST',
+    path: '/platforms',
+    valid: () => ({ name: 'ok' }),
+    field: 'ip_allowlist',
+    values: [
+      null,
+      'x',
+      '10.0.0.0/8',
+      {},
+      [1],
+      [null],
+      [[]],
+      [HUGE],
+      ['10.0.0.0/99'],
+      [NUL],
+      [UNICODE],
+      ['-1'],
+    ],
+  },
+  {
+    method: 'POST',
+    path: '/platforms',
+    valid: () => ({ name: 'ok' }),
+    field: 'quote_expiry_ms',
+    values: [null, -1, 0, 1.5, '30000', 1e12, [], {}, true, Number.MAX_SAFE_INTEGER],
+  },
+  {
+    method: 'POST',
+    path: '/platforms',
+    valid: () => ({ name: 'ok' }),
+    field: 'deposit_fee_bps',
+    values: [null, 5, '-5', 'abc', '1e3', '', ' 1', '1.', '.5', '0x10', HUGE_NUMBER, [], UNICODE, NUL],
+  },
+  {
+    method: 'POST',
+    path: '/participants',
+    valid: () => ({
+      platform_code: platform.platform.platform_code,
+      email: 'a@example.com',
+      first_name: 'A',
+      last_name: 'B',
+    }),
+    field: 'platform_code',
+    values: [...STRING_FIELD_BAD, 'abc', 'ÄBCDEF', 'ABC12', 'ABC1234', NUL, 'ZZZZZ9'],
+  },
+  {
+    method: 'POST',
+    path: '/participants',
+    valid: () => ({
+      platform_code: platform.platform.platform_code,
+      email: 'a@example.com',
+      first_name: 'A',
+      last_name: 'B',
+    }),
+    field: 'email',
+    values: [...STRING_FIELD_BAD, 'not-an-email', `${'x'.repeat(300)}@example.com`, NUL, UNICODE, HUGE],
+  },
+  {
+    method: 'POST',
+    path: '/participants',
+    valid: () => ({
+      platform_code: platform.platform.platform_code,
+      email: 'a@example.com',
+      first_name: 'A',
+      last_name: 'B',
+    }),
+    field: 'first_name',
+    values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL, HUGE],
+  },
+  {
+    method: 'POST',
+    path: '/participants',
+    valid: () => ({
+      platform_code: platform.platform.platform_code,
+      email: 'a@example.com',
+      first_name: 'A',
+      last_name: 'B',
+    }),
+    field: 'status',
+    values: [null, 1, 'asleep', 'APPROVED', [], {}, NUL],
+  },
+  {
+    method: 'POST',
+    path: '/customer_accounts',
+    valid: () => ({ platform_code: platform.platform.platform_code, participant_code: participant }),
+    field: 'participant_code',
+    // The platform's own code names a participant too, but not a customer.
+    values: () => [...STRING_FIELD_BAD, 'abc', 'ZZZZZ9', NUL, platform.platform.platform_code],
+  },
+  {
+    method: 'POST',
+    path: '/customer_accounts',
+    valid: () => ({ platform_code: platform.platform.platform_code, participant_code: participant }),
+    field: 'region',
+    values: [null, 5, 'mars', 'US', '', [], NUL],
+  },
+  {
+    method: 'POST',
+    path: '/customer_accounts',
+    valid: () => ({ platform_code: platform.platform.platform_code, participant_code: participant }),
+    field: 'account_label',
+    values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL, HUGE],
+  },
+  {
+    method: 'POST',
+    path: '/prices',
+    valid: () => ({ pairs: { 'BTC/USD': '1' } }),
+    field: 'pairs',
+    values: [
+      null,
+      'BTC/USD',
+      [],
+      {},
+      { btcusd: '1' },
+      { 'BTC/USD': '-1' },
+      { 'BTC/USD': '0' },
+      { 'BTC/USD': 1 },
+      { 'BTC/USD': '1e5' },
+      { 'BTC/USD': null },
+      { 'BTC/USD': HUGE_NUMBER },
+      { [`${HUGE}/USD`]: '1' },
+      { 'BTC/USD': NUL },
+    ],
+  },
+  {
+    method: 'POST',
+    path: '/balances',
+    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    field: 'amount',
+    values: [
+      null,
+      1,
+      '',
+      '1e3',
+      '--1',
+      '0',
+      '-0',
+      '+1',
+      '1,5',
+      HUGE_NUMBER,
+      `0.${HUGE_NUMBER}`,
+      [],
+      NUL,
+      UNICODE,
+    ],
+  },
+  {
+    method: 'POST',
+    path: '/balances',
+    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    field: 'asset',
+    values: [...STRING_FIELD_BAD, 'usd', 'X'.repeat(13), NUL, UNICODE],
+  },
+  {
+    method: 'POST',
+    path: '/balances',
+    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    field: 'account_label',
+    values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL],
+  },
+  {
+    method: 'POST',
+    path: '/balances',
+    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    field: 'account_type',
+    values: [null, 'savings', 5, NUL],
+  },
+  {
+    method: 'POST',
+    path: '/balances',
+    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    field: 'participant_code',
+    values: [...STRING_FIELD_BAD, 'ZZZZZ9', NUL],
+  },
+];
+
+describe('operator API: each bad value → 400 naming the field', () => {
+  for (const row of ADMIN_TABLE) {
+    test(`${row.method} /admin${row.path} ${row.field}`, async () => {
+      for (const value of typeof row.values === 'function' ? row.values() : row.values) {
+        const body = { ...row.valid(), [row.field]: value };
+        const res = await admin(row.method, row.path, body);
+        assertRefusedNaming(res, row.field, `${row.field}=${JSON.stringify(value)?.slice(0, 40)}`);
+      }
+    });
+  }
+
+  test('PUT /admin/platforms/{code}/ip_allowlist cidrs', async () => {
+    const path = `/platforms/${platform.platform.platform_code}/ip_allowlist`;
+    for (const cidrs of [
+      null,
+      'x',
+      {},
+      [1],
+      [null],
+      ['300.0.0.0/8'],
+      [HUGE],
+      [NUL],
+      Array(1001).fill('10.0.0.1'),
+    ]) {
+      assertRefusedNaming(await admin('PUT', path, { cidrs }), 'cidrs', JSON.stringify(cidrs).slice(0, 40));
+    }
+  });
+
+  test('PATCH /admin/participants/{code} status and reason_code', async () => {
+    for (const status of [null, 1, 'asleep', NUL]) {
+      assertRefusedNaming(
+        await admin('PATCH', `/participants/${participant}`, { status }),
+        'status',
+        String(status),
+      );
+    }
+    for (const reason_code of [null, 5, '', 'x'.repeat(51), []]) {
+      assertRefusedNaming(
+        await admin('PATCH', `/participants/${participant}`, { status: 'approved', reason_code }),
+        'reason_code',
+        String(reason_code),
+      );
+    }
+  });
+
+  test('path parameters', async () => {
+    for (const code of ['abc', 'ABC1234', 'x'.repeat(400), '%00AAAAA', '%C3%84BCDEF', '..%2F..%2Fx']) {
+      assertRefusedNaming(await admin('GET', `/platforms/${code}`), 'code', code.slice(0, 20));
+      assertRefusedNaming(await admin('GET', `/participants/${code}`), 'code', code.slice(0, 20));
+      assertRefusedNaming(await admin('POST', `/platforms/${code}/api_keys`), 'code', code.slice(0, 20));
+    }
+    for (const key of ['x'.repeat(101), '%00', 'abc%00def', '%F0%9F%92%A5', 'a%20b']) {
+      assertRefusedNaming(await admin('DELETE', `/api_keys/${key}`), 'api_key', key.slice(0, 20));
+    }
+    // Refused by the router before any route runs: named as the path, with the wire body and a request id.
+    for (const target of [`/platforms/${'x'.repeat(2000)}`, '/platforms/%E0%A4%A', '/participants/%']) {
+      const res = await admin('GET', target);
+      assertRefusedNaming(res, 'path', target.slice(0, 30));
+      assert.ok(res.headers['x-request-id']);
+    }
+  });
+
+  test('bodies that are not objects, and unknown fields', async () => {
+    for (const body of [null, [], 'text', 42, true]) {
+      assertRefusedNaming(await admin('POST', '/platforms', body), 'body', JSON.stringify(body));
+    }
+    assertRefusedNaming(
+      await admin('POST', '/platforms', { name: 'ok', is_admin: true }),
+      'is_admin',
+      'extra field',
+    );
+  });
+
+  test('nothing was written by any refused request', async () => {
+    const names = await svc.runtime.store.db.selectFrom('platforms').select('name').execute();
+    assert.deepEqual(
+      names.filter((n) => n.name !== platform.platform.name),
+      [],
+    );
+  });
+});
+
+describe('authenticated routes: each bad value → 400 naming the field', () => {
+  test('body fields', async () => {
+    for (const amount of [null, 1, '', '1e3', HUGE_NUMBER, NUL, UNICODE, [], {}]) {
+      assertRefusedNaming(
+        await signed(probe.url, 'POST', '/probe/echo', { amount }),
+        'amount',
+        JSON.stringify(amount)?.slice(0, 30),
+      );
+    }
+    for (const note of [null, 5, [], {}, 'x'.repeat(101)]) {
+      assertRefusedNaming(
+        await signed(probe.url, 'POST', '/probe/echo', { amount: '1', note }),
+        'note',
+        String(note).slice(0, 30),
+      );
+    }
+  });
+
+  test('path fields: zrn (wire-contract §4) and tenant', async () => {
+    const good = 'zrn:svc:us:account:customer:00000000-0000-4000-8000-000000000000';
+    for (const zrn of [
+      'zrn:svc:xx:account:customer:00000000-0000-4000-8000-000000000000',
+      good.toUpperCase(),
+      'zrn:zh:us:account:customer:00000000-0000-4000-8000-000000000000',
+      good + 'x',
+      'x'.repeat(400),
+      '%00',
+      '%F0%9F%92%A5',
+    ]) {
+      assertRefusedNaming(await signed(probe.url, 'GET', `/probe/accounts/${zrn}`), 'zrn', zrn.slice(0, 30));
+    }
+    assertRefusedNaming(
+      await signed(probe.url, 'GET', `/probe/accounts/${'x'.repeat(2000)}`),
+      'path',
+      'long',
+    );
+    for (const tenant of ['ABC12', 'ABC1234', 'AB%20C12', '%00ABCDE']) {
+      assertRefusedNaming(
+        await signed(probe.url, 'DELETE', `/probe/accounts/${good}/tenants/${tenant}`),
+        'tenant',
+        tenant,
+      );
+    }
+  });
+});
+
+describe('every documented route: hostile values never produce a 5xx', () => {
+  const HOSTILE: unknown[] = [
+    null,
+    12345,
+    -1,
+    1.5,
+    true,
+    [],
+    {},
+    '',
+    HUGE,
+    NUL,
+    UNICODE,
+    '-1',
+    '1e309',
+    '9'.repeat(5000),
+  ];
+  const HOSTILE_PATH = [
+    'x'.repeat(2000),
+    '%00',
+    '%F0%9F%92%A5',
+    '-1',
+    'ZZZZZ9',
+    'zrn:svc:us:account:customer:ZZZ',
+  ];
+
+  interface Operation {
+    method: string;
+    path: string;
+    admin: boolean;
+    bodyProps: string[];
+    queryParams: string[];
+  }
+
+  async function operations(): Promise<Operation[]> {
+    const doc = (await rawRequest(svc.url, 'GET', '/docs/json')).json as {
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            parameters?: Array<{ in: string; name: string }>;
+            requestBody?: { content?: Record<string, { schema?: { properties?: Record<string, unknown> } }> };
+          }
+        >
+      >;
+    };
+    return Object.entries(doc.paths).flatMap(([path, methods]) =>
+      Object.entries(methods)
+        .filter(([m]) => ['get', 'post', 'put', 'patch', 'delete'].includes(m))
+        .map(([m, op]) => ({
+          method: m.toUpperCase(),
+          path,
+          admin: path.startsWith('/admin/'),
+          bodyProps: Object.keys(op.requestBody?.content?.['application/json']?.schema?.properties ?? {}),
+          queryParams: (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name),
+        })),
+    );
+  }
+
+  async function send(op: Operation, path: string, body?: unknown, query = '') {
+    const target = `${op.admin ? '' : ''}${path}${query}`;
+    if (op.admin) {
+      return rawRequest(svc.url, op.method, target, {
+        headers: {
+          authorization: `Bearer ${TEST_ADMIN_TOKEN}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    }
+    return signed(svc.url, op.method, target, body);
+  }
+
+  test('bodies, query strings and path parameters', async () => {
+    const failures: string[] = [];
+    const check = (res: RawResponse, what: string) => {
+      if (res.status >= 500) failures.push(`${what} → ${res.status} ${res.text.slice(0, 120)}`);
+      else if (res.status === 400) {
+        const errors = (res.json as { errors?: unknown }).errors;
+        if (!Array.isArray(errors) || errors.length === 0)
+          failures.push(`${what} → 400 without errors: ${res.text.slice(0, 120)}`);
+      }
+    };
+    const ops = await operations();
+    assert.ok(ops.length >= 10);
+    for (const op of ops) {
+      const path = op.path.replace(/\{[^}]+\}/g, 'ABC123');
+      for (const prop of op.bodyProps) {
+        for (const value of HOSTILE) {
+          const res = await send(op, path, { [prop]: value });
+          check(res, `${op.method} ${op.path} ${prop}=${JSON.stringify(value)?.slice(0, 20)}`);
+        }
+      }
+      for (const param of op.queryParams) {
+        for (const value of [
+          '',
+          '-1',
+          '1.5',
+          'x'.repeat(5000),
+          '%00',
+          '%F0%9F%92%A5',
+          '99999999999999999999',
+          'a&b',
+        ]) {
+          const res = await send(op, path, undefined, `?${param}=${value}`);
+          check(res, `${op.method} ${op.path}?${param}=${value.slice(0, 20)}`);
+        }
+      }
+      if (op.path.includes('{')) {
+        for (const value of HOSTILE_PATH) {
+          const res = await send(
+            op,
+            op.path.replace(/\{[^}]+\}/g, value),
+            op.method === 'GET' || op.method === 'DELETE' ? undefined : {},
+          );
+          check(res, `${op.method} ${op.path} path=${value.slice(0, 20)}`);
+        }
+      }
+    }
+    assert.deepEqual(failures, []);
+  });
+});
