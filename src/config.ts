@@ -31,6 +31,8 @@ export interface RateLimitConfig {
   blockMs: number;
   /** Namespace of the limiter's Redis keys: deployments sharing one Redis must differ. */
   redisKeyPrefix: string;
+  /** A Redis answer slower than this decides the request from memory instead. */
+  redisTimeoutMs: number;
 }
 
 export interface Config {
@@ -146,6 +148,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       windowMs: int(env, 'SVC_RATE_LIMIT_WINDOW_MS', 10_000, 1),
       blockMs: int(env, 'SVC_RATE_LIMIT_BLOCK_MS', 10_000, 1),
       redisKeyPrefix: str(env, 'SVC_RATE_LIMIT_REDIS_PREFIX', 'svc:rl:'),
+      redisTimeoutMs: int(env, 'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS', 1_000, 1),
     },
     webhooks: {
       timeoutMs: webhookTimeoutMs,

@@ -1,6 +1,7 @@
 import type { IssuedApiKey, Participant, Platform } from '../contract/admin.schemas.ts';
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { FundEvent } from '../contract/funding.schemas.ts';
+import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
 import type { AdminTrade, BookTradeBody } from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 import type {
@@ -176,6 +177,16 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         ...(o.failed === true ? { success: false, reason: optionalString(o, 'reason') } : {}),
       });
     },
+  },
+  'rate-limits show': {
+    usage: 'svc rate-limits show IP',
+    summary: "an IP's accepted requests in the current window and its block, if any",
+    run: (c, p) => c.get<RateLimitState>(`/rate_limits/${encodeURIComponent(positional(p, 0, 'IP'))}`),
+  },
+  'rate-limits unblock': {
+    usage: 'svc rate-limits unblock IP',
+    summary: "lift an IP's rate-limit block on every instance and clear its count",
+    run: (c, p) => c.delete<RateLimitState>(`/rate_limits/${encodeURIComponent(positional(p, 0, 'IP'))}`),
   },
   'webhooks set': {
     usage:

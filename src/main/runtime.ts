@@ -121,6 +121,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         redisUrl: config.redisUrl,
         policy: config.rateLimit,
         keyPrefix: config.rateLimit.redisKeyPrefix,
+        redisOptions: { commandTimeout: config.rateLimit.redisTimeoutMs },
         clock,
         logger: logger.child({ component: 'rate-limit' }),
       });

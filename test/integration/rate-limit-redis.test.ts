@@ -25,7 +25,11 @@ const runPrefix = `test:rl:${process.pid}:${randomUUID()}:`;
 
 let redis: Redis | undefined;
 function client(): Redis {
-  redis ??= new Redis(REDIS_URL!, rateLimitRedisOptions({ lazyConnect: false, enableOfflineQueue: true }));
+  // A long command timeout: a test process stalled on a busy machine must not turn into a fallback.
+  redis ??= new Redis(
+    REDIS_URL!,
+    rateLimitRedisOptions({ lazyConnect: false, enableOfflineQueue: true, commandTimeout: 10_000 }),
+  );
   return redis;
 }
 
@@ -99,6 +103,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     try {
       const ip = '203.0.113.50';
       assert.equal(accepted(await hit(limiter, ip, 2001)), 2000);
+      assert.equal(limiter.stats.sharedErrors, 0, 'every decision came from Redis');
       assert.equal(await monitor.count(), 2001, 'one round trip per request');
 
       clock.advance(3_000);
@@ -137,6 +142,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
         const n = Math.min(100, 2001 - i);
         results.push(...(await hit(i % 200 === 0 ? a : b, ip, n)));
       }
+      assert.equal(a.stats.sharedErrors + b.stats.sharedErrors, 0, 'every decision came from Redis');
       assert.equal(accepted(results), 2000);
       const breach = results[2000]!;
       assert.equal(breach.blockStarted, true);

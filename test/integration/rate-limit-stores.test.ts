@@ -37,7 +37,11 @@ let redis: Redis | undefined;
 const runPrefix = `test:rl:${process.pid}:${randomUUID()}:`;
 
 const redisHarness: MakeHarness = (policy) => {
-  redis ??= new Redis(REDIS_URL!, rateLimitRedisOptions({ lazyConnect: false, enableOfflineQueue: true }));
+  // A long command timeout: a test process stalled on a busy machine must not turn into a fallback.
+  redis ??= new Redis(
+    REDIS_URL!,
+    rateLimitRedisOptions({ lazyConnect: false, enableOfflineQueue: true, commandTimeout: 10_000 }),
+  );
   const clock = new ManualClock();
   // A prefix per harness: cases are independent and parallel runs never share keys.
   const shared = new RedisRateLimitStore({
@@ -74,7 +78,11 @@ function defineRateLimitCases(storeName: string, make: MakeHarness, skipReason?:
         return undefined;
       }
       const harness = make(policy);
-      t.after(() => harness.limiter.close());
+      t.after(() => {
+        // Every decision came from the store under test, none from the in-memory fallback.
+        assert.equal(harness.limiter.stats.sharedErrors, 0);
+        return harness.limiter.close();
+      });
       return harness;
     };
 
