@@ -11,6 +11,7 @@ import type { Db } from '../../store/database.ts';
 import type { Lane } from './delivery-lane.ts';
 import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
 import type { WebhookMetrics } from './webhooks.metrics.ts';
+import { createBatcher } from './statement-batcher.ts';
 import * as repo from './webhooks.repository.ts';
 import { createWebhookSender, type AttemptResult, type WebhookSender } from './webhook-sender.ts';
 
@@ -47,6 +48,8 @@ const MAX_RUN_MS = 30_000;
 /** The sweeper leaves alone lanes whose head became due less than this ago (their job may be starting). */
 const SWEEP_GRACE_MS = 2_000;
 const SWEEP_BATCH = 500;
+/** Most lane operations sent in one statement. */
+const BATCH_MAX = 50;
 
 const USER_AGENT = 'svc-platform-webhooks/0.1';
 
@@ -93,6 +96,26 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
   const workerTag = `${hostname()}:${process.pid}`;
   let sender: WebhookSender | null = null;
   let stopping = false;
+  // The lane jobs running at once in this process share their claim, record and release statements.
+  const laneKey = (item: { lane: Lane }) => `${item.lane.platformCode}:${item.lane.resourceKey}`;
+  const claims = createBatcher({
+    maxSize: BATCH_MAX,
+    key: laneKey,
+    run: (items: repo.LaneClaim[]) => repo.claimLanes(db, items, leaseMs),
+  });
+  const records = createBatcher({
+    maxSize: BATCH_MAX,
+    key: laneKey,
+    run: (items: repo.ResultRecord[]) => repo.recordResults(db, items, leaseMs),
+  });
+  const releases = createBatcher({
+    maxSize: BATCH_MAX,
+    key: laneKey,
+    run: async (items: repo.LaneClaim[]) => {
+      await repo.releaseLanes(db, items);
+      return items.map(() => undefined);
+    },
+  });
   const getSender = () => (sender ??= createWebhookSender({ timeoutMs: settings.timeoutMs, now: clock.now }));
 
   function secretOf(head: repo.LaneHead): string | null {
@@ -185,7 +208,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       record = decide(head, result);
     }
 
-    const recorded = await repo.recordResult(db, lane, owner, leaseMs, head, record);
+    const recorded = await records.call({ lane, owner, head, record });
     if (recorded.applied) {
       if (record.status === 'delivered')
         metrics.observeDelivered((Date.now() - head.created_at.getTime()) / 1000);
@@ -220,7 +243,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
   ): Promise<LaneRunResult> {
     const { signal, logger } = context;
     const owner = `${workerTag}:${randomUUID().slice(0, 8)}`;
-    const claim = await repo.claimLane(db, lane, owner, leaseMs);
+    const claim = await claims.call({ lane, owner });
     if (!claim.claimed) return { claimed: false, attempts: 0 };
     let head = claim.head;
     let attempts = 0;
@@ -248,7 +271,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     } finally {
       // Also on a database error: the lane is then re-queued by graphile-worker's retry of this job, or by
       // the sweeper once the lease expires if the release itself cannot reach the database.
-      await repo.releaseLane(db, lane, owner).catch((err: unknown) => {
+      await releases.call({ lane, owner }).catch((err: unknown) => {
         logger?.error({ err, lane }, 'webhook lane release failed; its lease will expire');
       });
     }

@@ -204,8 +204,15 @@ export interface LaneHead {
   skip_reason: string | null;
 }
 
-/** The head query: `exclude` leaves out the notification whose result is being recorded in the same statement. */
-function headOf(lane: Lane, exclude: string | null) {
+/**
+ * The head query of one lane, given as SQL expressions (parameters, or columns of a batch's input rows);
+ * `exclude` leaves out the notification whose result is recorded in the same statement.
+ */
+function headOf(
+  platform: RawBuilder<unknown>,
+  resource: RawBuilder<unknown>,
+  exclude: RawBuilder<unknown> | null,
+) {
   return sql`
     select n.notification_id, n.seq, n.payload_type, n.payload, n.created_at, n.state_token,
       n.round_attempts, n.attempt_count,
@@ -215,9 +222,9 @@ function headOf(lane: Lane, exclude: string | null) {
       webhook_skip_reason(e.enabled, e.payload_types, n.payload_type) as skip_reason
     from webhook_notifications n
     left join webhook_endpoints e on e.platform_code = n.platform_code
-    where n.platform_code = ${lane.platformCode} and n.resource_key = ${lane.resourceKey}
+    where n.platform_code = ${platform} and n.resource_key = ${resource}
       and n.status in ('pending', 'retrying')
-      ${exclude ? sql`and n.notification_id <> ${exclude}::uuid` : sql``}
+      ${exclude ? sql`and n.notification_id <> ${exclude}` : sql``}
     order by n.seq
     limit 1
   `;
@@ -230,25 +237,51 @@ function toHead(row: HeadColumns): LaneHead | null {
   return row as LaneHead;
 }
 
+/** Orders a batch's rows back into input order (`idx` is 1-based, from `with ordinality`). */
+function byIndex<T extends { idx: number | string }>(rows: T[], count: number): T[] {
+  const out = new Array<T>(count);
+  for (const row of rows) out[Number(row.idx) - 1] = row;
+  return out;
+}
+
+export interface LaneClaim {
+  lane: Lane;
+  owner: string;
+}
+
 /**
- * Claims the lane for `owner` for `leaseMs` and returns its head. `claimed: false` means a live lease holds
- * it (the database function then scheduled this lane's job for when that lease expires).
+ * Claims each lane for its owner for `leaseMs` and returns its head (webhook_claim_lease, in lane order so
+ * that two processes' batches lock lease rows in the same order). `claimed: false` means a live lease holds
+ * it (the database function then scheduled that lane's job for when the lease expires).
  */
-export async function claimLane(
+export async function claimLanes(
   db: Executor,
-  lane: Lane,
-  owner: string,
+  claims: LaneClaim[],
   leaseMs: number,
-): Promise<{ claimed: boolean; head: LaneHead | null }> {
-  const result = await sql<HeadColumns & { claimed: boolean }>`
-    select c.claimed, h.*
-    from webhook_claim_lease(${lane.platformCode}, ${lane.resourceKey}, ${owner}, ${leaseMs}::int,
-      ${DELIVER_LANE_TASK}, ${laneJobKey(lane)}) c
-    left join lateral (${headOf(lane, null)}) h on c.claimed
+): Promise<Array<{ claimed: boolean; head: LaneHead | null }>> {
+  const result = await sql<HeadColumns & { idx: number; claimed: boolean }>`
+    with input as (
+      select * from unnest(
+        ${claims.map((c) => c.lane.platformCode)}::text[], ${claims.map((c) => c.lane.resourceKey)}::text[],
+        ${claims.map((c) => c.owner)}::text[], ${claims.map((c) => laneJobKey(c.lane))}::text[]
+      ) with ordinality as u(platform_code, resource_key, owner, job_key, idx)
+    ), claims as (
+      select i.idx, i.platform_code, i.resource_key, c.claimed
+      from (select * from input order by platform_code, resource_key) i
+      cross join lateral webhook_claim_lease(i.platform_code, i.resource_key, i.owner, ${leaseMs}::int,
+        ${DELIVER_LANE_TASK}, i.job_key) c
+    )
+    select claims.idx, claims.claimed, h.*
+    from claims
+    left join lateral (${headOf(sql`claims.platform_code`, sql`claims.resource_key`, null)}) h on claims.claimed
   `.execute(db);
-  const row = result.rows[0];
-  if (!row?.claimed) return { claimed: false, head: null };
-  return { claimed: true, head: toHead(row) };
+  return byIndex(result.rows, claims.length).map((row) =>
+    row?.claimed ? { claimed: true, head: toHead(row) } : { claimed: false, head: null },
+  );
+}
+
+export async function claimLane(db: Executor, lane: Lane, owner: string, leaseMs: number) {
+  return (await claimLanes(db, [{ lane, owner }], leaseMs))[0]!;
 }
 
 /** Extends the lease to now + leaseMs (only while `owner` still holds it) and returns the lane's head. */
@@ -266,16 +299,32 @@ export async function renewLane(
       returning 1
     )
     select (select count(*) from lease)::int as held, h.*
-    from (select 1) one left join lateral (${headOf(lane, null)}) h on true
+    from (select 1) one
+    left join lateral (${headOf(sql`${lane.platformCode}`, sql`${lane.resourceKey}`, null)}) h on true
   `.execute(db);
   const row = result.rows[0]!;
   return { held: row.held > 0, head: row.held > 0 ? toHead(row) : null };
 }
 
-/** Gives the lane back; the database function wakes the lane's job for whatever is still undelivered. */
-export async function releaseLane(db: Executor, lane: Lane, owner: string): Promise<void> {
-  await sql`select webhook_release_lease(${lane.platformCode}, ${lane.resourceKey}, ${owner},
-    ${DELIVER_LANE_TASK}, ${laneJobKey(lane)})`.execute(db);
+/**
+ * Gives lanes back (webhook_release_lease, one call per lane in lane order). Each call looks up the lane
+ * with a fresh snapshot after deleting the lease and wakes the lane's job for whatever is still undelivered.
+ */
+export async function releaseLanes(db: Executor, releases: LaneClaim[]): Promise<void> {
+  await sql`
+    select webhook_release_lease(u.platform_code, u.resource_key, u.owner, ${DELIVER_LANE_TASK}, u.job_key)
+    from (
+      select * from unnest(
+        ${releases.map((r) => r.lane.platformCode)}::text[], ${releases.map((r) => r.lane.resourceKey)}::text[],
+        ${releases.map((r) => r.owner)}::text[], ${releases.map((r) => laneJobKey(r.lane))}::text[]
+      ) as u(platform_code, resource_key, owner, job_key)
+      order by platform_code, resource_key
+    ) u
+  `.execute(db);
+}
+
+export function releaseLane(db: Executor, lane: Lane, owner: string): Promise<void> {
+  return releaseLanes(db, [{ lane, owner }]);
 }
 
 export interface AttemptRecord {
@@ -295,11 +344,96 @@ export interface AttemptRecord {
   nextAttemptInMs: number | null;
 }
 
+export interface ResultRecord {
+  lane: Lane;
+  owner: string;
+  head: Pick<LaneHead, 'notification_id' | 'state_token'>;
+  record: AttemptRecord;
+}
+
+export interface RecordedResult {
+  leaseHeld: boolean;
+  applied: boolean;
+  stateToken: string;
+  next: LaneHead | null;
+}
+
 /**
- * Records one attempt's result, extends the lease and returns the lane's next head, in one statement.
- * The state change applies only if the notification's state token is still `stateToken` (an operator's
- * redelivery during the attempt wins); the attempt row is written in any case, since the request was made.
+ * Records attempts' results, extends their leases and returns each lane's next head, in one statement.
+ * A state change applies only if the notification's state token is still the one its attempt started from
+ * (an operator's redelivery during the attempt wins); the attempt row is written in any case, since the
+ * request was made.
  */
+export async function recordResults(
+  db: Executor,
+  items: ResultRecord[],
+  leaseMs: number,
+): Promise<RecordedResult[]> {
+  const newTokens = items.map(() => newUuid());
+  const col = <T>(pick: (item: ResultRecord) => T) => items.map(pick);
+  const result = await sql<HeadColumns & { idx: number; lease_held: boolean; applied: boolean | null }>`
+    with input as (
+      select * from unnest(
+        ${col((i) => i.head.notification_id)}::uuid[],
+        ${col((i) => i.head.state_token)}::uuid[],
+        ${newTokens}::uuid[],
+        ${col((i) => i.lane.platformCode)}::text[],
+        ${col((i) => i.lane.resourceKey)}::text[],
+        ${col((i) => i.owner)}::text[],
+        ${col((i) => (i.record.attempt ? 1 : 0))}::int[],
+        ${col((i) => i.record.attempt?.startedAt ?? null)}::timestamptz[],
+        ${col((i) => i.record.attempt?.durationMs ?? 0)}::int[],
+        ${col((i) => i.record.attempt?.statusCode ?? null)}::int[],
+        ${col((i) => i.record.attempt?.error ?? null)}::text[],
+        ${col((i) => i.record.attempt?.outcome ?? 'failed')}::text[],
+        ${col((i) => i.record.status)}::text[],
+        ${col((i) => i.record.statusReason)}::text[],
+        ${col((i) => i.record.roundAttempts)}::int[],
+        ${col((i) => i.record.nextAttemptInMs)}::int[]
+      ) with ordinality as u(id, token, new_token, platform_code, resource_key, owner, attempted, started_at,
+        duration_ms, status_code, error, outcome, status, reason, round_attempts, delay_ms, idx)
+    ), lease as (
+      update webhook_delivery_leases l
+      set expires_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
+      from input i
+      where l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = i.owner
+      returning i.idx
+    ), updated as (
+      update webhook_notifications n set
+        attempt_count = n.attempt_count + i.attempted,
+        last_attempt_at = coalesce(i.started_at, n.last_attempt_at),
+        status = case when n.state_token = i.token then i.status else n.status end,
+        status_reason = case when n.state_token = i.token then i.reason else n.status_reason end,
+        round_attempts = case when n.state_token = i.token then i.round_attempts else n.round_attempts end,
+        next_attempt_at = case when n.state_token = i.token and i.delay_ms is not null
+          then clock_timestamp() + i.delay_ms * interval '1 millisecond' else n.next_attempt_at end,
+        delivered_at = case when n.state_token = i.token and i.status = 'delivered'
+          then clock_timestamp() else n.delivered_at end,
+        dead_at = case when n.state_token = i.token and i.status = 'dead' then clock_timestamp() else n.dead_at end,
+        state_token = case when n.state_token = i.token then i.new_token else n.state_token end
+      from input i
+      where n.notification_id = i.id
+      returning i.idx, n.attempt_count, n.state_token = i.new_token as applied
+    ), attempt as (
+      insert into webhook_attempts
+        (notification_id, attempt_number, started_at, duration_ms, status_code, error, outcome, worker)
+      select i.id, u.attempt_count, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.owner
+      from updated u join input i on i.idx = u.idx
+      where i.attempted = 1
+    )
+    select i.idx, exists (select 1 from lease where lease.idx = i.idx) as lease_held, u.applied, h.*
+    from input i
+    left join updated u on u.idx = i.idx
+    left join lateral (${headOf(sql`i.platform_code`, sql`i.resource_key`, sql`i.id`)}) h on true
+  `.execute(db);
+  return byIndex(result.rows, items.length).map((row, k) => ({
+    leaseHeld: row.lease_held === true,
+    applied: row.applied === true,
+    stateToken: newTokens[k]!,
+    next: toHead(row),
+  }));
+}
+
 export async function recordResult(
   db: Executor,
   lane: Lane,
@@ -307,52 +441,8 @@ export async function recordResult(
   leaseMs: number,
   head: Pick<LaneHead, 'notification_id' | 'state_token'>,
   record: AttemptRecord,
-): Promise<{ leaseHeld: boolean; applied: boolean; stateToken: string; next: LaneHead | null }> {
-  const newToken = newUuid();
-  const id = head.notification_id;
-  const attempted = record.attempt ? 1 : 0;
-  const a = record.attempt;
-  const mine = sql`n.state_token = ${head.state_token}::uuid`;
-  const result = await sql<HeadColumns & { lease_held: number; applied: boolean | null }>`
-    with lease as (
-      update webhook_delivery_leases
-      set expires_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
-      where platform_code = ${lane.platformCode} and resource_key = ${lane.resourceKey} and owner = ${owner}
-      returning 1
-    ), updated as (
-      update webhook_notifications n set
-        attempt_count = n.attempt_count + ${attempted}::int,
-        last_attempt_at = coalesce(${a?.startedAt ?? null}::timestamptz, n.last_attempt_at),
-        status = case when ${mine} then ${record.status}::text else n.status end,
-        status_reason = case when ${mine} then ${record.statusReason}::text else n.status_reason end,
-        round_attempts = case when ${mine} then ${record.roundAttempts}::int else n.round_attempts end,
-        next_attempt_at = case when ${mine} and ${record.nextAttemptInMs}::int is not null
-          then clock_timestamp() + ${record.nextAttemptInMs}::int * interval '1 millisecond'
-          else n.next_attempt_at end,
-        delivered_at = case when ${mine} and ${record.status}::text = 'delivered'
-          then clock_timestamp() else n.delivered_at end,
-        dead_at = case when ${mine} and ${record.status}::text = 'dead' then clock_timestamp() else n.dead_at end,
-        state_token = case when ${mine} then ${newToken}::uuid else n.state_token end
-      where n.notification_id = ${id}::uuid
-      returning n.attempt_count, n.state_token = ${newToken}::uuid as applied
-    ), attempt as (
-      insert into webhook_attempts
-        (notification_id, attempt_number, started_at, duration_ms, status_code, error, outcome, worker)
-      select ${id}::uuid, updated.attempt_count, ${a?.startedAt ?? null}::timestamptz, ${a?.durationMs ?? 0}::int,
-        ${a?.statusCode ?? null}::int, ${a?.error ?? null}::text, ${a?.outcome ?? 'failed'}::text, ${owner}
-      from updated
-      where ${attempted}::int = 1
-    )
-    select (select count(*) from lease)::int as lease_held, (select applied from updated) as applied, h.*
-    from (select 1) one left join lateral (${headOf(lane, id)}) h on true
-  `.execute(db);
-  const row = result.rows[0]!;
-  return {
-    leaseHeld: row.lease_held > 0,
-    applied: row.applied === true,
-    stateToken: newToken,
-    next: toHead(row),
-  };
+): Promise<RecordedResult> {
+  return (await recordResults(db, [{ lane, owner, head, record }], leaseMs))[0]!;
 }
 
 /**

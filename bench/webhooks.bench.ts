@@ -1,0 +1,351 @@
+/**
+ * Webhook delivery speed (issue 4 "Speed"):
+ *   1. throughput: notifications delivered per second by ONE worker process (`svc serve --role worker`,
+ *      SVC_WORKER_CONCURRENCY = C) to a local receiver, against a plain loop of undici POSTs with the same
+ *      concurrency C and the same signed bodies to the same receiver. Goal: ratio ≥ 0.5.
+ *   2. latency: commit-to-first-attempt p50/p99 while notifications are committed at a steady 200/s.
+ *      Goal: p99 ≤ 250 ms.
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node --import tsx bench/webhooks.bench.ts
+ *   (without DATABASE_URL an embedded PostgreSQL is started)
+ *
+ * The receiver (answers 204, records first arrivals) and the plain POST loop each run on a worker thread, so
+ * neither shares an event loop with the producer; the delivery worker is its own process. Throughput is
+ * measured from the first to the last delivery of a backlog recorded before the worker starts, for two lane
+ * shapes: one notification per resource (every delivery is a queue job of its own: the worst case) and
+ * ten per resource (a job delivers a resource's notifications in a row). The baseline is measured before and
+ * after, and the mean is used.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { sql } from 'kysely';
+import { Pool } from 'undici';
+import { webhookDeliveryHeaders } from '../src/contract/webhook-signature.ts';
+import { recordNotification } from '../src/domain/webhooks/outbox.ts';
+import { encryptSecret } from '../src/lib/secret-box.ts';
+import { createStore, type Db } from '../src/store/database.ts';
+import { startEmbeddedPostgres } from '../src/store/embedded-postgres.ts';
+import { createTestDatabase } from '../test/helpers/database.ts';
+
+const CONCURRENCY = 10;
+const BACKLOG = 6_000;
+const BASELINE_MS = 4_000;
+const LATENCY_RATE = 200;
+const LATENCY_SECONDS = 10;
+const SECRET = 'bench-webhook-secret';
+const PLATFORM = 'BENCH1';
+const PAYLOAD = {
+  trade_id: '9b2d6f0e-8d5a-4c1e-9f3b-2a7c1d4e5f60',
+  client_trade_id: 'c0ffee00-0000-4000-8000-000000000000',
+  trade_state: 'accepted',
+  product: 'BTC/USD',
+  side: 'buy',
+  trade_price: '65000.25',
+  trade_quantity: '0.015',
+  platform_code: PLATFORM,
+  timestamp: 1_700_000_000_000,
+};
+
+type ThreadMessage =
+  | { type: 'stats' }
+  | { type: 'reset' }
+  | { type: 'arrivals' }
+  | { type: 'load'; url: string; ms: number; concurrency: number };
+
+// --- worker threads --------------------------------------------------------------------------------
+
+async function receiverThread(): Promise<void> {
+  let count = 0;
+  let first = 0;
+  let last = 0;
+  const arrivals = new Map<string, number>();
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const now = performance.timeOrigin + performance.now();
+      count++;
+      if (first === 0) first = now;
+      last = now;
+      const id = req.headers['x-svc-hook-notification-id'];
+      if (typeof id === 'string' && !arrivals.has(id)) arrivals.set(id, now);
+      res.writeHead(204).end();
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  parentPort!.postMessage({ port: (server.address() as AddressInfo).port });
+  parentPort!.on('message', (message: ThreadMessage) => {
+    if (message.type === 'stats') parentPort!.postMessage({ count, first, last });
+    if (message.type === 'reset') {
+      count = first = last = 0;
+      arrivals.clear();
+      parentPort!.postMessage({ ok: true });
+    }
+    if (message.type === 'arrivals') parentPort!.postMessage({ arrivals: [...arrivals] });
+  });
+}
+
+/** The baseline: C loops of undici POSTs, each with fresh webhook headers as a delivery would have. */
+async function loadThread(): Promise<void> {
+  parentPort!.on('message', async (message: ThreadMessage) => {
+    if (message.type !== 'load') return;
+    const pool = new Pool(message.url, { connections: message.concurrency });
+    const rawBody = JSON.stringify(PAYLOAD);
+    let sent = 0;
+    const until = performance.now() + message.ms;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: message.concurrency }, async () => {
+        while (performance.now() < until) {
+          const headers = webhookDeliveryHeaders({
+            payloadType: 'trade_status_changed',
+            notificationId: crypto.randomUUID(),
+            timestampMs: Date.now(),
+            rawBody,
+            secret: SECRET,
+          });
+          const res = await pool.request({ method: 'POST', path: '/hooks', body: rawBody, headers });
+          await res.body.dump();
+          sent++;
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    await pool.close();
+    parentPort!.postMessage({ rps: sent / seconds });
+  });
+}
+
+function startThread(role: 'receiver' | 'load'): Worker {
+  // Node 20 does not carry this thread's module hooks into a worker: it registers tsx, then loads this file.
+  const bootstrap =
+    `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))})` +
+    `.then(({ register }) => { register(); return import(${JSON.stringify(import.meta.url)}); });`;
+  return new Worker(bootstrap, { eval: true, workerData: { role } });
+}
+
+function ask<T>(worker: Worker, message: ThreadMessage): Promise<T> {
+  return new Promise((resolve) => {
+    worker.once('message', resolve);
+    worker.postMessage(message);
+  });
+}
+
+// --- main ------------------------------------------------------------------------------------------
+
+async function openDatabase(): Promise<{ url: string; close(): Promise<void> }> {
+  if (process.env.DATABASE_URL) {
+    const database = await createTestDatabase();
+    return { url: database.url, close: () => database.drop() };
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-pg-'));
+  const embedded = await startEmbeddedPostgres(dir);
+  process.env.DATABASE_URL = embedded.url;
+  const database = await createTestDatabase();
+  return {
+    url: database.url,
+    close: async () => {
+      await database.drop();
+      await embedded.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', 'serve', '--role', 'worker'], {
+    cwd: path.resolve(import.meta.dirname, '..'),
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('worker       running')) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`worker exited with ${code}: ${out}`)));
+  });
+}
+
+async function stopWorker(child: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+async function undelivered(db: Db): Promise<number> {
+  const r = await sql<{ n: number }>`select count(*)::int as n from webhook_notifications
+    where status in ('pending', 'retrying')`.execute(db);
+  return r.rows[0]!.n;
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Records `count` notifications, `perLane` per resource key, in transactions of 100. */
+async function recordBacklog(db: Db, count: number, perLane: number, tag: string): Promise<void> {
+  for (let start = 0; start < count; start += 100) {
+    await db.transaction().execute(async (trx) => {
+      for (let i = start; i < Math.min(count, start + 100); i++) {
+        await recordNotification(trx, {
+          platformCode: PLATFORM,
+          payloadType: 'trade_status_changed',
+          resourceKey: `trade:${tag}-${Math.floor(i / perLane)}`,
+          payload: PAYLOAD,
+        });
+      }
+    });
+  }
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+async function main(): Promise<void> {
+  const database = await openDatabase();
+  const store = createStore(database.url, { max: 4 });
+  const db = store.db;
+  const secretKey = randomBytes(32);
+  const receiver = startThread('receiver');
+  const { port } = await new Promise<{ port: number }>((resolve) => receiver.once('message', resolve));
+  const receiverUrl = `http://127.0.0.1:${port}`;
+  const load = startThread('load');
+
+  await sql`insert into platforms (platform_code, name) values (${PLATFORM}, 'Bench platform')`.execute(db);
+  await db
+    .insertInto('webhook_endpoints')
+    .values({
+      platform_code: PLATFORM,
+      url: `${receiverUrl}/hooks`,
+      secret_ciphertext: encryptSecret(secretKey, SECRET),
+      payload_types: null,
+    })
+    .execute();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: database.url,
+    SVC_ROLE: 'worker',
+    SVC_PORT: '0',
+    SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-bench-')),
+    SVC_ADMIN_TOKEN: 'bench-admin-token',
+    SVC_SECRET_KEY: secretKey.toString('base64'),
+    SVC_JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' })
+      .privateKey.export({ type: 'pkcs8', format: 'pem' })
+      .toString(),
+    SVC_LOG_LEVEL: 'warn',
+    SVC_WORKER_CONCURRENCY: String(CONCURRENCY),
+  };
+
+  const baseline = async () => {
+    await ask(receiver, { type: 'reset' });
+    return (
+      await ask<{ rps: number }>(load, {
+        type: 'load',
+        url: receiverUrl,
+        ms: BASELINE_MS,
+        concurrency: CONCURRENCY,
+      })
+    ).rps;
+  };
+  const throughput = async (perLane: number, tag: string) => {
+    await recordBacklog(db, BACKLOG, perLane, tag);
+    await ask(receiver, { type: 'reset' });
+    const worker = await startWorkerProcess(env);
+    await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
+    await stopWorker(worker);
+    const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
+      type: 'stats',
+    });
+    return { rate: (count - 1) / ((last - first) / 1000), count };
+  };
+
+  console.log(`webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG}, ${os.cpus().length} CPUs`);
+  const before = await baseline();
+  console.log(`  plain undici POST loop:          ${before.toFixed(0)} req/s`);
+  const single = await throughput(1, 'single');
+  console.log(
+    `  worker, 1 notification/resource:  ${single.rate.toFixed(0)} deliveries/s (${single.count} requests)`,
+  );
+  const tenPer = await throughput(10, 'ten');
+  console.log(
+    `  worker, 10 notifications/resource: ${tenPer.rate.toFixed(0)} deliveries/s (${tenPer.count} requests)`,
+  );
+  const afterRate = await baseline();
+  console.log(`  plain undici POST loop (again):  ${afterRate.toFixed(0)} req/s`);
+  const plain = (before + afterRate) / 2;
+
+  // Latency at a steady 200/s, each notification its own transaction and resource.
+  const worker = await startWorkerProcess(env);
+  await new Promise((r) => setTimeout(r, 1_000));
+  await ask(receiver, { type: 'reset' });
+  const committed = new Map<string, number>();
+  const total = LATENCY_RATE * LATENCY_SECONDS;
+  const t0 = performance.now();
+  for (let i = 0; i < total; i++) {
+    const due = t0 + (i * 1000) / LATENCY_RATE;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const id = await db
+      .transaction()
+      .execute((trx) =>
+        recordNotification(trx, {
+          platformCode: PLATFORM,
+          payloadType: 'trade_status_changed',
+          resourceKey: `trade:lat-${i}`,
+          payload: PAYLOAD,
+        }),
+      );
+    committed.set(id, performance.timeOrigin + performance.now());
+  }
+  const achievedRate = total / ((performance.now() - t0) / 1000);
+  await waitUntil(async () => (await undelivered(db)) === 0, 120_000);
+  await stopWorker(worker);
+  const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(receiver, { type: 'arrivals' });
+  const latencies = arrivals
+    .filter(([id]) => committed.has(id))
+    .map(([id, at]) => at - committed.get(id)!)
+    .sort((a, b) => a - b);
+
+  const ratioSingle = single.rate / plain;
+  const ratioTen = tenPer.rate / plain;
+  const p50 = percentile(latencies, 50);
+  const p99 = percentile(latencies, 99);
+  console.log('');
+  console.log(`throughput (one worker process vs plain POSTs, concurrency ${CONCURRENCY}; goal ≥ 0.50):`);
+  console.log(`  plain POST loop                 ${plain.toFixed(0)} req/s`);
+  console.log(
+    `  1 notification per resource     ${single.rate.toFixed(0)} /s   ratio ${ratioSingle.toFixed(2)}`,
+  );
+  console.log(
+    `  10 notifications per resource   ${tenPer.rate.toFixed(0)} /s   ratio ${ratioTen.toFixed(2)}`,
+  );
+  console.log(`commit-to-first-attempt at ${achievedRate.toFixed(0)} notifications/s (goal p99 ≤ 250 ms):`);
+  console.log(
+    `  p50 ${p50.toFixed(1)} ms   p99 ${p99.toFixed(1)} ms   max ${latencies.at(-1)!.toFixed(1)} ms   (${latencies.length} of ${total})`,
+  );
+
+  await load.terminate();
+  await receiver.terminate();
+  await store.close();
+  await database.close();
+}
+
+if (!isMainThread) {
+  if ((workerData as { role: string }).role === 'receiver') await receiverThread();
+  else await loadThread();
+} else {
+  await main();
+}

@@ -1,0 +1,85 @@
+/**
+ * Groups the calls that a process's concurrent lane jobs make in the same event-loop turn into one
+ * database statement (the DataLoader technique). A delivery needs a lease claim, a result record and a
+ * lease release; made one statement each, those statements' fixed cost (round trip, parse, plan), not the
+ * rows, bound the delivery rate. Each item keeps its own meaning and result: a batch is only a way to send
+ * many independent lane operations at once.
+ *
+ * - Calls are collected until the end of the current turn (`setImmediate`), so a lone call is not delayed.
+ * - A batch never holds two items with the same key (one lane, one notification): they would update the
+ *   same row twice in one statement. The later one waits for the next batch.
+ * - If a batch statement fails, its items are retried one by one, so one item's failure (or a deadlock
+ *   between two processes' batches) fails only that item.
+ */
+export interface Batcher<I, O> {
+  call(item: I): Promise<O>;
+}
+
+export function createBatcher<I, O>(options: {
+  maxSize: number;
+  key: (item: I) => string;
+  run: (items: I[]) => Promise<O[]>;
+}): Batcher<I, O> {
+  type Pending = { item: I; resolve: (value: O) => void; reject: (error: unknown) => void };
+  let queue: Pending[] = [];
+  let scheduled = false;
+
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(flush);
+  };
+
+  async function runEach(batch: Pending[]): Promise<void> {
+    await Promise.all(
+      batch.map(async (p) => {
+        try {
+          const [result] = await options.run([p.item]);
+          p.resolve(result as O);
+        } catch (error) {
+          p.reject(error);
+        }
+      }),
+    );
+  }
+
+  function flush(): void {
+    scheduled = false;
+    const batch: Pending[] = [];
+    const rest: Pending[] = [];
+    const keys = new Set<string>();
+    for (const p of queue) {
+      const key = options.key(p.item);
+      if (batch.length < options.maxSize && !keys.has(key)) {
+        keys.add(key);
+        batch.push(p);
+      } else {
+        rest.push(p);
+      }
+    }
+    queue = rest;
+    if (queue.length) schedule();
+    if (batch.length === 0) return;
+    void (async () => {
+      let results: O[];
+      try {
+        results = await options.run(batch.map((p) => p.item));
+        if (results.length !== batch.length) throw new Error('a batch returned the wrong number of results');
+      } catch (error) {
+        if (batch.length === 1) batch[0]!.reject(error);
+        else await runEach(batch);
+        return;
+      }
+      batch.forEach((p, i) => p.resolve(results[i] as O));
+    })();
+  }
+
+  return {
+    call(item) {
+      return new Promise<O>((resolve, reject) => {
+        queue.push({ item, resolve, reject });
+        schedule();
+      });
+    },
+  };
+}
