@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
+  SvcConflictError,
   SvcConnectionError,
   SvcInvalidRequestError,
   SvcNotFoundError,
@@ -187,5 +188,112 @@ describe('request sender applies the spec 7 table', () => {
       SvcServerError,
     );
     assert.equal(s.calls.length, 1);
+  });
+
+  test('POST execute without a response: the check runs (found → returned, nothing resent)', async () => {
+    const s = script(['network']);
+    const trade = { found: 't1' };
+    const body = await sendWithRetries({
+      method: 'POST',
+      path: '/liquidity/execute',
+      send: s.send,
+      retry: clock().retry,
+      hooks: { idempotenceCheck: async () => trade },
+    });
+    assert.equal(body, trade);
+    assert.equal(s.calls.length, 1);
+  });
+
+  test('POST without a response on a route with no check: SvcConnectionError, not resent', async () => {
+    const s = script(['network']);
+    await assert.rejects(
+      sendWithRetries({ method: 'POST', path: '/fund/rfq', send: s.send, retry: clock().retry }),
+      SvcConnectionError,
+    );
+    assert.equal(s.calls.length, 1);
+  });
+
+  test('a 502 that persists: checked after every attempt, the last check included, then the 502 is thrown', async () => {
+    const s = script([502, 502, 502, 504]);
+    const c = clock();
+    let checks = 0;
+    await assert.rejects(
+      sendWithRetries({
+        method: 'POST',
+        path: '/convert_withdraw/execute',
+        send: s.send,
+        retry: c.retry,
+        hooks: { idempotenceCheck: async () => (checks++, undefined) },
+      }),
+      (e: unknown) => e instanceof SvcServerError && e.status === 504,
+    );
+    assert.equal(s.calls.length, 4);
+    assert.equal(checks, 4);
+    assert.deepEqual(c.slept, [300, 600, 1200]);
+  });
+
+  test('budget spent on an indeterminate answer: the last check still finds the work', async () => {
+    const s = script([504, 504]);
+    let checks = 0;
+    const found = { found: 'participant' };
+    const body = await sendWithRetries({
+      method: 'POST',
+      path: '/participants/customers/new',
+      send: s.send,
+      retry: { ...clock().retry, maxRetries: 1 },
+      hooks: { idempotenceCheck: async () => (++checks === 2 ? found : undefined) },
+    });
+    assert.equal(body, found);
+    assert.equal(s.calls.length, 2);
+  });
+
+  test('customer creation 409 (a duplicate in flight) is resent; elsewhere a 409 is thrown', async () => {
+    const s = script([[409, { errors: ['lock not acquired'] }], 201]);
+    await sendWithRetries({
+      method: 'POST',
+      path: '/participants/customers/new',
+      send: s.send,
+      retry: clock().retry,
+    });
+    assert.equal(s.calls.length, 2);
+    const t = script([[409, { errors: ['already pending'] }]]);
+    await assert.rejects(
+      sendWithRetries({ method: 'POST', path: '/accounts/zrn/tenants', send: t.send, retry: clock().retry }),
+      SvcConflictError,
+    );
+    assert.equal(t.calls.length, 1);
+  });
+
+  test('spec 7.3 recovery gets the refusal; when it finds no one the 400 is thrown', async () => {
+    const refusal = { errors: ['Participant already exists with this email for this platform'] };
+    const s = script([[400, refusal]]);
+    let seen: unknown;
+    await assert.rejects(
+      sendWithRetries({
+        method: 'POST',
+        path: '/participants/customers/new',
+        send: s.send,
+        retry: clock().retry,
+        hooks: { recover73: async (response) => ((seen = response.body), undefined) },
+      }),
+      (e: unknown) => e instanceof SvcInvalidRequestError && e.errors[0] === refusal.errors[0],
+    );
+    assert.deepEqual(seen, refusal);
+  });
+
+  test('no wait is started that would end after the deadline', async () => {
+    const s = script([503]);
+    const c = clock();
+    await assert.rejects(
+      sendWithRetries({
+        method: 'GET',
+        path: '/trades',
+        send: s.send,
+        retry: { ...c.retry, deadlineMs: 299 },
+      }),
+      SvcServerError,
+    );
+    assert.equal(s.calls.length, 1);
+    assert.deepEqual(c.slept, []);
   });
 });
