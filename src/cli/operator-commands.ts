@@ -4,6 +4,7 @@ import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
 import type { AdminTrade, BookTradeBody } from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
+import { list, optionalString, positional, required, UsageError, type Options } from './command-args.ts';
 import type {
   RedeliverSinceBody,
   WebhookEndpoint,
@@ -14,37 +15,12 @@ import type {
  * The operator commands of `svc`: one entry per operator API call, each with its usage line.
  * Options arrive parsed by node's util.parseArgs (string values, repeated ones as arrays).
  */
-export type Options = Record<string, string | boolean | string[] | undefined>;
-
-export class UsageError extends Error {}
+export { UsageError, type Options };
 
 export interface Command {
   usage: string;
   summary: string;
   run(client: AdminClient, positionals: string[], options: Options): Promise<unknown>;
-}
-
-function required(options: Options, name: string): string {
-  const value = options[name];
-  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
-  return value;
-}
-
-function optionalString(options: Options, name: string): string | undefined {
-  const value = options[name];
-  return typeof value === 'string' ? value : undefined;
-}
-
-function list(options: Options, name: string): string[] | undefined {
-  const value = options[name];
-  if (value === undefined) return undefined;
-  return (Array.isArray(value) ? value : [String(value)]).flatMap((v) => v.split(',')).filter(Boolean);
-}
-
-function positional(positionals: string[], index: number, name: string): string {
-  const value = positionals[index];
-  if (!value) throw new UsageError(`<${name}> is required`);
-  return value;
 }
 
 export const OPERATOR_COMMANDS: Record<string, Command> = {

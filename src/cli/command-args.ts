@@ -1,0 +1,40 @@
+/**
+ * Reading a command's arguments: options arrive parsed by node's util.parseArgs (string values, repeated
+ * ones as arrays), positionals as strings. Shared by the operator and the platform (`svc api`) commands.
+ */
+export type Options = Record<string, string | boolean | string[] | undefined>;
+
+/** A mistake in the command line (exit code 2). */
+export class UsageError extends Error {}
+
+export function required(options: Options, name: string): string {
+  const value = options[name];
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+export function optionalString(options: Options, name: string): string | undefined {
+  const value = options[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** A repeatable, comma-separable option (`--allow A --allow B,C`) as a list; undefined when absent. */
+export function list(options: Options, name: string): string[] | undefined {
+  const value = options[name];
+  if (value === undefined) return undefined;
+  return (Array.isArray(value) ? value : [String(value)]).flatMap((v) => v.split(',')).filter(Boolean);
+}
+
+export function positional(positionals: string[], index: number, name: string): string {
+  const value = positionals[index];
+  if (!value) throw new UsageError(`<${name}> is required`);
+  return value;
+}
+
+/** A positive integer option (`--page 2`), or undefined when absent. */
+export function optionalInteger(options: Options, name: string): number | undefined {
+  const value = optionalString(options, name);
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number, got "${value}"`);
+  return Number(value);
+}
