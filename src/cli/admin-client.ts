@@ -4,7 +4,8 @@ export class AdminApiError extends Error {
     readonly status: number,
     readonly body: unknown,
   ) {
-    super(`operator API answered ${status}: ${JSON.stringify(body)}`);
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    super(`operator API answered ${status}: ${text.length > 300 ? `${text.slice(0, 300)}…` : text}`);
     this.name = 'AdminApiError';
   }
 }
@@ -25,8 +26,17 @@ export class AdminClient {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();
-    const parsed: unknown = text ? JSON.parse(text) : undefined;
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // Not the operator API (a proxy page, the firewall's text, another service): report it as it came.
+      throw new AdminApiError(response.status, text);
+    }
     if (!response.ok) throw new AdminApiError(response.status, parsed);
+    if (typeof parsed !== 'object' || parsed === null || !('message' in parsed)) {
+      throw new AdminApiError(response.status, parsed ?? '');
+    }
     return (parsed as { message: T }).message;
   }
 

@@ -122,18 +122,45 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
   }
 }
 
+/**
+ * util.parseArgs refuses "--amount -0.1" (a value that starts with a dash looks like an option), which
+ * made debits impossible to type the way the usage line shows; a negative number after an option is its
+ * value, so it is passed as "--amount=-0.1".
+ */
+function negativeNumbersAsValues(argv: string[], stringOptions: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const next = argv[i + 1];
+    const takesValue = arg.startsWith('--') && stringOptions.has(arg.slice(2));
+    if (takesValue && next !== undefined && /^-\d+(\.\d+)?$/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
 export async function main(argv: string[]): Promise<number> {
+  const options = {
+    ...OPERATOR_OPTIONS,
+    json: { type: 'boolean' },
+    url: { type: 'string' },
+    token: { type: 'string' },
+    role: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  } as const;
+  const stringOptions = new Set(
+    Object.entries(options)
+      .filter(([, o]) => o.type === 'string')
+      .map(([name]) => name),
+  );
   const { values, positionals } = parseArgs({
-    args: argv,
+    args: negativeNumbersAsValues(argv, stringOptions),
     allowPositionals: true,
-    options: {
-      ...OPERATOR_OPTIONS,
-      json: { type: 'boolean' },
-      url: { type: 'string' },
-      token: { type: 'string' },
-      role: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
+    options,
   });
   if (values.help || positionals.length === 0) {
     process.stdout.write(HELP);
@@ -168,6 +195,19 @@ export async function main(argv: string[]): Promise<number> {
   return EXIT.ok;
 }
 
+/** fetch failures that mean no server answered at that address (exit 3), as opposed to a refusal (exit 1). */
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_SOCKET',
+]);
+
 /** Runs a command and maps failures to readable messages and exit codes; -1 means "still serving". */
 export async function runCli(argv: string[]): Promise<number> {
   try {
@@ -182,7 +222,7 @@ export async function runCli(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${error.message}\n`);
       return EXIT.failed;
     }
-    if ((error as { cause?: { code?: string } }).cause?.code === 'ECONNREFUSED') {
+    if (UNREACHABLE_CODES.has((error as { cause?: { code?: string } }).cause?.code ?? '')) {
       process.stderr.write(`error: server unreachable (${(error as Error).message})\n`);
       return EXIT.unreachable;
     }

@@ -1,0 +1,360 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { signRequest } from '../../src/contract/request-signature.ts';
+import { freePort } from '../../src/store/embedded-postgres.ts';
+import { SvcClient } from '../../src/sdk/client.ts';
+import { childEnv, PROJECT_ROOT, runCli } from '../helpers/service-process.ts';
+import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+
+/**
+ * DESIGN §3: the `svc` CLI wraps every operator call. Each command runs as a real process against a live
+ * server; `--json` prints the API's `message` as one JSON line; exit codes: 0 ok, 1 the API refused,
+ * 2 usage error, 3 server unreachable.
+ */
+let svc: TestService;
+let env: Record<string, string | undefined>;
+
+before(async () => {
+  svc = await startTestService();
+  env = { SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-cli-')), SVC_LOG_LEVEL: 'warn' };
+});
+after(() => svc?.close());
+
+async function svcJson<T = Record<string, unknown>>(...args: string[]): Promise<T> {
+  const result = await runCli([...args, '--url', svc.url, '--token', TEST_ADMIN_TOKEN, '--json'], env);
+  assert.equal(result.code, 0, `svc ${args.join(' ')}: ${result.stderr}`);
+  const lines = result.stdout.trim().split('\n');
+  assert.equal(lines.length, 1, `--json prints one line: ${result.stdout}`);
+  return JSON.parse(lines[0]!) as T;
+}
+
+describe('operator commands against a live server', () => {
+  let platform: string;
+  let participant: string;
+
+  test('platforms create / show / list', async () => {
+    const created = await svcJson<{ platform_code: string; ip_allowlist: string[]; quote_expiry_ms: number }>(
+      'platforms',
+      'create',
+      '--name',
+      'CLI platform',
+      '--allow',
+      '127.0.0.1/32',
+      '--allow',
+      '10.0.0.0/8,192.0.2.0/24',
+      '--quote-expiry-ms',
+      '20000',
+      '--deposit-fee-bps',
+      '12.5',
+    );
+    platform = created.platform_code;
+    assert.match(platform, /^[A-Z0-9]{6}$/);
+    assert.deepEqual(created.ip_allowlist, ['127.0.0.1/32', '10.0.0.0/8', '192.0.2.0/24']);
+    assert.equal(created.quote_expiry_ms, 20_000);
+    const shown = await svcJson<{ name: string; deposit_fee_bps: string }>('platforms', 'show', platform);
+    assert.equal(shown.name, 'CLI platform');
+    assert.equal(shown.deposit_fee_bps, '12.5');
+    const listed = await svcJson<Array<{ platform_code: string }>>('platforms', 'list');
+    assert.ok(listed.some((p) => p.platform_code === platform));
+  });
+
+  test('allowlist set', async () => {
+    const updated = await svcJson<{ ip_allowlist: string[] }>(
+      'allowlist',
+      'set',
+      platform,
+      '127.0.0.1/32',
+      '::1/128',
+    );
+    assert.deepEqual(updated.ip_allowlist, ['127.0.0.1/32', '::1/128']);
+  });
+
+  test('keys create / list / revoke; the issued key signs requests until revoked', async () => {
+    const key = await svcJson<{ api_key: string; api_secret: string; passphrase: string }>(
+      'keys',
+      'create',
+      platform,
+    );
+    assert.ok(key.api_key && key.api_secret && key.passphrase);
+    const authenticate = () =>
+      svc.runtime.services.authenticator.authenticate(signedRequest(key, svc.runtime.appDeps!.clock.now()));
+    assert.equal((await authenticate()).platformCode, platform);
+    const listed = await svcJson<Array<{ api_key: string; revoked_at: number | null }>>(
+      'keys',
+      'list',
+      platform,
+    );
+    assert.deepEqual(
+      listed.map((k) => [k.api_key, k.revoked_at]),
+      [[key.api_key, null]],
+    );
+    const revoked = await svcJson<{ revoked_at: number }>('keys', 'revoke', key.api_key);
+    assert.ok(revoked.revoked_at > 0);
+    await assert.rejects(authenticate(), /revoked/);
+  });
+
+  test('participants create / show / set-status', async () => {
+    const created = await svcJson<{ participant_code: string; status: string }>(
+      'participants',
+      'create',
+      '--platform',
+      platform,
+      '--email',
+      'cli@example.com',
+      '--first-name',
+      'Cli',
+      '--last-name',
+      'User',
+    );
+    participant = created.participant_code;
+    assert.equal(created.status, 'approved');
+    const shown = await svcJson<{ email: string }>('participants', 'show', participant);
+    assert.equal(shown.email, 'cli@example.com');
+    const changed = await svcJson<{ status: string; reason_code: string }>(
+      'participants',
+      'set-status',
+      participant,
+      'locked',
+      '--reason',
+      'kyc_review',
+    );
+    assert.deepEqual([changed.status, changed.reason_code], ['locked', 'kyc_review']);
+    await svcJson('participants', 'set-status', participant, 'approved');
+  });
+
+  test('accounts create', async () => {
+    const account = await svcJson<{ zrn: string; account_label: string }>(
+      'accounts',
+      'create',
+      '--platform',
+      platform,
+      '--participant',
+      participant,
+      '--region',
+      'uk',
+      '--label',
+      'cli',
+    );
+    assert.match(account.zrn, /^zrn:svc:uk:account:customer:[0-9a-f-]{36}$/);
+    assert.equal(account.account_label, 'cli');
+  });
+
+  test('prices set / list', async () => {
+    const set = await svcJson<Array<{ pair: string; price: string }>>(
+      'prices',
+      'set',
+      'BTC/USD=65000.25',
+      'ETH/USD=3200',
+    );
+    assert.ok(set.some((p) => p.pair === 'BTC/USD' && p.price === '65000.25'));
+    const listed = await svcJson<Array<{ pair: string }>>('prices', 'list');
+    assert.ok(listed.some((p) => p.pair === 'ETH/USD'));
+  });
+
+  test('balances adjust', async () => {
+    const credited = await svcJson<{ balance: string }>(
+      'balances',
+      'adjust',
+      '--participant',
+      participant,
+      '--label',
+      'cli',
+      '--asset',
+      'USD',
+      '--amount',
+      '100.10',
+    );
+    assert.equal(credited.balance, '100.1');
+    const debited = await svcJson<{ balance: string }>(
+      'balances',
+      'adjust',
+      '--participant',
+      participant,
+      '--label',
+      'cli',
+      '--asset',
+      'USD',
+      '--amount',
+      '-0.1',
+    );
+    assert.equal(debited.balance, '100');
+  });
+
+  test('without --json, the same result is printed readably', async () => {
+    const result = await runCli(
+      ['platforms', 'show', platform, '--url', svc.url, '--token', TEST_ADMIN_TOKEN],
+      env,
+    );
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok(result.stdout.trim().split('\n').length > 3);
+    assert.equal((JSON.parse(result.stdout) as { platform_code: string }).platform_code, platform);
+  });
+
+  test('the token may come from SVC_ADMIN_TOKEN or the data dir, the URL from SVC_URL', async () => {
+    const viaEnv = await runCli(['platforms', 'list', '--json'], {
+      ...env,
+      SVC_URL: svc.url,
+      SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    assert.equal(viaEnv.code, 0, viaEnv.stderr);
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-cli-token-'));
+    writeFileSync(path.join(dataDir, 'admin-token'), `${TEST_ADMIN_TOKEN}\n`);
+    const viaFile = await runCli(['platforms', 'list', '--json'], {
+      ...env,
+      SVC_DATA_DIR: dataDir,
+      SVC_URL: svc.url,
+    });
+    assert.equal(viaFile.code, 0, viaFile.stderr);
+  });
+
+  test('bin/svc.mjs (npx svc) runs the same CLI', async () => {
+    const child = spawn(
+      process.execPath,
+      ['bin/svc.mjs', 'platforms', 'show', platform, '--url', svc.url, '--token', TEST_ADMIN_TOKEN, '--json'],
+      {
+        cwd: PROJECT_ROOT,
+        env: childEnv(env),
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    assert.equal(code, 0);
+    assert.equal((JSON.parse(out) as { platform_code: string }).platform_code, platform);
+  });
+});
+
+describe('exit codes', () => {
+  let htmlServer: Server;
+  let htmlUrl: string;
+  before(async () => {
+    htmlServer = createServer((_req, res) =>
+      res.writeHead(404, { 'content-type': 'text/html' }).end('<html>nope</html>'),
+    );
+    await new Promise<void>((resolve) => htmlServer.listen(0, '127.0.0.1', resolve));
+    htmlUrl = `http://127.0.0.1:${(htmlServer.address() as AddressInfo).port}`;
+  });
+  after(() => new Promise<void>((resolve) => htmlServer.close(() => resolve())));
+
+  const auth = () => ['--url', svc.url, '--token', TEST_ADMIN_TOKEN];
+
+  test('1 when the API refuses (404, 400, 409, 401), with the answer on stderr', async () => {
+    const cases = await Promise.all([
+      runCli(['platforms', 'show', 'ZZZZZ9', ...auth()], env),
+      runCli(['platforms', 'create', '--name', 'x', '--allow', 'not-a-cidr', ...auth()], env),
+      runCli(['participants', 'set-status', 'ZZZZZ9', 'locked', ...auth()], env),
+      runCli(['platforms', 'list', '--url', svc.url, '--token', 'wrong-token'], env),
+    ]);
+    assert.deepEqual(
+      cases.map((c) => c.code),
+      [1, 1, 1, 1],
+      cases.map((c) => c.stderr).join('\n'),
+    );
+    assert.match(cases[0]!.stderr, /404/);
+    assert.match(cases[1]!.stderr, /400.*ip_allowlist\[0\]/);
+    assert.match(cases[3]!.stderr, /401/);
+    for (const c of cases) assert.equal(c.stdout, '');
+  });
+
+  test('1, readably, when the URL is not the operator API at all', async () => {
+    const result = await runCli(['platforms', 'list', '--url', htmlUrl, '--token', TEST_ADMIN_TOKEN], env);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /answered 404: <html>nope<\/html>/);
+    assert.doesNotMatch(result.stderr, /SyntaxError|at .*\.ts:\d+/);
+  });
+
+  test('2 on usage errors', async () => {
+    const cases = await Promise.all([
+      runCli([], env),
+      runCli(['platforms', 'create', ...auth()], env), // --name is required
+      runCli(['no', 'such-command', ...auth()], env),
+      runCli(['platforms', 'list', '--bogus-option', ...auth()], env),
+      runCli(['keys', 'revoke', ...auth()], env), // API_KEY is required
+      runCli(['prices', 'set', 'BTCUSD', ...auth()], env),
+      runCli(['platforms', 'list', '--url', svc.url], {
+        ...env,
+        SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-cli-empty-')),
+      }), // no token anywhere
+    ]);
+    assert.deepEqual(
+      cases.map((c) => c.code),
+      [2, 2, 2, 2, 2, 2, 2],
+      cases.map((c) => c.stderr).join('\n'),
+    );
+    assert.match(cases[1]!.stderr, /--name is required/);
+    assert.match(cases[6]!.stderr, /no operator token/);
+  });
+
+  test('3 when no server answers', async () => {
+    const port = await freePort();
+    const result = await runCli(
+      ['platforms', 'list', '--url', `http://127.0.0.1:${port}`, '--token', 'x'],
+      env,
+    );
+    assert.equal(result.code, 3, result.stderr);
+    assert.match(result.stderr, /unreachable/);
+  });
+
+  test('--help exits 0', async () => {
+    const result = await runCli(['--help'], env);
+    assert.equal(result.code, 0);
+    assert.match(result.stdout, /Exit codes: 0 ok, 1 the API refused/);
+  });
+});
+
+describe('svc demo', () => {
+  test('prints a usable platform, key, participants, account and prices; one signed call works', async () => {
+    const demo = await svcJson<{
+      base_url: string;
+      platform_code: string;
+      api_key: string;
+      api_secret: string;
+      passphrase: string;
+      participants: { primary_holder: string; tenant_candidate: string };
+      customer_account: string;
+      prices: Array<{ pair: string }>;
+    }>('demo');
+    assert.match(demo.platform_code, /^[A-Z0-9]{6}$/);
+    assert.match(demo.participants.primary_holder, /^[A-Z0-9]{6}$/);
+    assert.match(demo.customer_account, /^zrn:svc:us:account:customer:/);
+    assert.ok(demo.prices.some((p) => p.pair === 'BTC/USD'));
+
+    // The printed credentials sign a real request to the public API.
+    const client = new SvcClient({
+      baseUrl: svc.url,
+      apiKey: demo.api_key,
+      apiSecret: demo.api_secret,
+      passphrase: demo.passphrase,
+      retry: false,
+    });
+    const res = await client.send('GET', `/accounts/${demo.customer_account}/details`);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const details = (
+      res.body as { message: { zrn: string; participant_code: string; platform_code: string } }
+    ).message;
+    assert.equal(details.zrn, demo.customer_account);
+    assert.equal(details.participant_code, demo.participants.primary_holder);
+    assert.equal(details.platform_code, demo.platform_code);
+  });
+});
+
+/** A wire-contract §1 request for the authenticator itself (the CLI test has no public route of its own). */
+function signedRequest(key: { api_key: string; api_secret: string; passphrase: string }, nowMs: number) {
+  const timestamp = String(Math.floor(nowMs / 1000));
+  const message = Buffer.from(`${timestamp}GET/time{}`);
+  return {
+    apiKey: key.api_key,
+    signature: signRequest(key.api_secret, message),
+    timestamp,
+    passphrase: key.passphrase,
+    method: 'GET',
+    route: '/time',
+    rawBody: undefined,
+  };
+}
