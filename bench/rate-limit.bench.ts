@@ -1,0 +1,280 @@
+/**
+ * Rate-limit throughput and p99 (issue 3 "Speed"): a trivial Fastify route with
+ *   (a) no limiter, (b) our memory limiter, (c) our Redis limiter,
+ *   (d) @fastify/rate-limit in memory, (e) @fastify/rate-limit on Redis,
+ * both limiters at 2,000 per 10 s, plus (a') a hook that only reads request.ip, to tell the cost of
+ * deciding from the cost every per-IP hook pays. Printed as req/s, p99 and the ratio to (a) measured
+ * in the same run.
+ *
+ *   REDIS_URL=redis://127.0.0.1:6379 node --import tsx bench/rate-limit.bench.ts
+ *
+ * Fairness: every server trusts X-Forwarded-For and the load comes from 4,096 client IPs in turn, so
+ * each IP stays far below 2,000 per 10 s and the bench measures the accept path of every limiter, not
+ * 429s (the count of non-200 answers is printed and should be 0). The servers run on the main thread,
+ * the load generator (undici, fixed concurrency) on a worker thread, so they do not share an event
+ * loop. Targets are measured in short interleaved rounds; the ratios are medians of per-round ratios.
+ * Besides req/s and p99 it prints the CPU time the servers' thread spent per request: on a shared
+ * machine req/s moves with everyone else's load, CPU per request much less.
+ * @fastify/rate-limit counts fixed windows (up to 2× the limit across a window edge); ours is exact.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createHistogram } from 'node:perf_hooks';
+import { isMainThread, parentPort, Worker } from 'node:worker_threads';
+import fastifyRateLimit from '@fastify/rate-limit';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import { Pool } from 'undici';
+import { createRateLimiter, RateLimiterService } from '../src/domain/ratelimit/rate-limiter.service.ts';
+import { rateLimitPlugin } from '../src/http/plugins/rate-limit.plugin.ts';
+
+const CONCURRENCY = 64;
+const CLIENT_IPS = 4096;
+const WARMUP_MS = 200;
+const MEASURE_MS = 1_000;
+const ROUNDS = 10;
+
+interface LoadJob {
+  url: string;
+  warmupMs: number;
+  measureMs: number;
+}
+interface LoadResult {
+  /** Including the warm-up (for CPU per request). */
+  allRequests: number;
+  requests: number;
+  non200: number;
+  errors: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+const clientIp = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+
+/** Worker side: drives one server at fixed concurrency; measures after the warm-up. */
+async function runLoad(job: LoadJob): Promise<LoadResult> {
+  const pool = new Pool(job.url, { connections: CONCURRENCY, pipelining: 1 });
+  const histogram = createHistogram();
+  let allRequests = 0;
+  let requests = 0;
+  let non200 = 0;
+  let errors = 0;
+  let next = 0;
+  let measuring = false;
+  const started = performance.now();
+  const measureFrom = started + job.warmupMs;
+  const stopAt = measureFrom + job.measureMs;
+  const loop = async () => {
+    while (performance.now() < stopAt) {
+      const ip = clientIp(next++ % CLIENT_IPS);
+      const t0 = process.hrtime.bigint();
+      try {
+        const { statusCode, body } = await pool.request({
+          path: '/ping',
+          method: 'GET',
+          headers: { 'x-forwarded-for': ip },
+        });
+        await body.dump();
+        allRequests++;
+        if (!measuring && performance.now() >= measureFrom) measuring = true;
+        if (measuring) {
+          histogram.record(Number(process.hrtime.bigint() - t0) || 1);
+          requests++;
+          if (statusCode !== 200) non200++;
+        }
+      } catch {
+        errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, loop));
+  await pool.close();
+  return {
+    allRequests,
+    requests,
+    non200,
+    errors,
+    rps: requests / (job.measureMs / 1000),
+    p50Ms: histogram.percentile(50) / 1e6,
+    p99Ms: histogram.percentile(99) / 1e6,
+  };
+}
+
+if (!isMainThread) {
+  // One load generator for the whole run: it takes jobs one at a time from the main thread.
+  parentPort!.on('message', async (job: LoadJob | null) => {
+    if (job === null) return parentPort!.close();
+    parentPort!.postMessage(await runLoad(job));
+  });
+} else {
+  await main();
+}
+
+/**
+ * CPU time of this process's main thread, which runs every server and its Redis client, in ms (Linux,
+ * 10 ms ticks). Unlike req/s it hardly moves when other processes compete for the machine.
+ */
+function serverThreadCpuMs(): number {
+  try {
+    const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
+function startLoadGenerator(): { load: (url: string) => Promise<LoadResult>; stop: () => Promise<number> } {
+  // Node 20 does not carry this thread's module hooks into a worker: it registers tsx, then loads this file.
+  const bootstrap =
+    `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))})` +
+    `.then(({ register }) => { register(); return import(${JSON.stringify(import.meta.url)}); });`;
+  const worker = new Worker(bootstrap, { eval: true });
+  return {
+    load: (url) =>
+      new Promise((resolve, reject) => {
+        const done = (result: LoadResult) => {
+          worker.off('error', failed);
+          resolve(result);
+        };
+        const failed = (error: Error) => {
+          worker.off('message', done);
+          reject(error);
+        };
+        worker.once('message', done).once('error', failed);
+        worker.postMessage({ url, warmupMs: WARMUP_MS, measureMs: MEASURE_MS } satisfies LoadJob);
+      }),
+    stop: () => {
+      worker.postMessage(null);
+      return worker.terminate();
+    },
+  };
+}
+
+async function server(
+  setup: (app: FastifyInstance) => Promise<void>,
+): Promise<{ app: FastifyInstance; url: string }> {
+  const app = Fastify({ logger: false, trustProxy: true });
+  await setup(app);
+  app.get('/ping', async () => ({ message: 'pong' }));
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, url };
+}
+
+async function main(): Promise<void> {
+  const redisUrl = process.env.REDIS_URL;
+  const prefix = `bench:rl:${randomUUID()}:`;
+  const closers: Array<() => Promise<unknown>> = [];
+  const targets: Array<{ name: string; url: string }> = [];
+  const add = async (name: string, setup: (app: FastifyInstance) => Promise<void>) => {
+    const { app, url } = await server(setup);
+    closers.push(() => app.close());
+    targets.push({ name, url });
+  };
+
+  await add('no limiter', async () => {});
+  // What any per-IP limiter pays before deciding anything, and what the app's firewall hook already pays
+  // in front of the limiter: an onRequest hook and X-Forwarded-For resolution (request.ip).
+  await add('hook reading request.ip', async (app) => {
+    app.addHook('onRequest', (request, _reply, done) =>
+      done(request.ip === '' ? new Error('no ip') : undefined),
+    );
+  });
+  const memoryLimiter = new RateLimiterService();
+  closers.push(() => memoryLimiter.close());
+  await add('memory limiter (ours)', async (app) => {
+    await app.register(rateLimitPlugin, { limiter: memoryLimiter });
+  });
+  await add('@fastify/rate-limit memory', async (app) => {
+    await app.register(fastifyRateLimit, { max: 2000, timeWindow: 10_000 });
+  });
+  let redis: Redis | undefined;
+  if (redisUrl) {
+    const redisLimiter = await createRateLimiter({ redisUrl, keyPrefix: `${prefix}ours:` });
+    closers.push(() => redisLimiter.close());
+    await add('Redis limiter (ours)', async (app) => {
+      await app.register(rateLimitPlugin, { limiter: redisLimiter });
+    });
+    redis = new Redis(redisUrl);
+    const theirs = redis;
+    await add('@fastify/rate-limit Redis', async (app) => {
+      await app.register(fastifyRateLimit, {
+        max: 2000,
+        timeWindow: 10_000,
+        redis: theirs,
+        nameSpace: `${prefix}theirs:`,
+      });
+    });
+  } else {
+    console.log('REDIS_URL not set: the Redis limiters are not measured\n');
+  }
+
+  console.log(
+    `${targets.length} servers, ${CONCURRENCY} connections, ${CLIENT_IPS} client IPs, ` +
+      `${ROUNDS} interleaved rounds × (${WARMUP_MS} ms warm-up + ${MEASURE_MS} ms) per server\n`,
+  );
+  const generator = startLoadGenerator();
+  const results = new Map<string, Array<LoadResult & { cpuUsPerRequest: number }>>(
+    targets.map((t) => [t.name, []]),
+  );
+  for (let round = 0; round < ROUNDS; round++) {
+    // Each round starts at another target, so no target always runs first or after the same one.
+    for (let k = 0; k < targets.length; k++) {
+      const target = targets[(round + k) % targets.length]!;
+      const cpuBefore = serverThreadCpuMs();
+      const result = await generator.load(target.url);
+      const cpuUsPerRequest = ((serverThreadCpuMs() - cpuBefore) * 1000) / result.allRequests;
+      results.get(target.name)!.push({ ...result, cpuUsPerRequest });
+    }
+  }
+  await generator.stop();
+
+  // Shared machines drift: each target is compared with the no-limiter run of the same round, and the
+  // median over rounds is reported (of the ratios, and of req/s and p99 separately).
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  const baseline = results.get('no limiter')!;
+  const ratio = (name: string) => median(results.get(name)!.map((r, i) => r.rps / baseline[i]!.rps));
+  const cpuRatio = (name: string) =>
+    median(results.get(name)!.map((r, i) => baseline[i]!.cpuUsPerRequest / r.cpuUsPerRequest));
+  console.log(
+    `${'target'.padEnd(28)} ${'req/s'.padStart(8)} ${'p99 ms'.padStart(8)} ${'ratio'.padStart(7)}` +
+      `  ${'server CPU µs/req'.padStart(17)} ${'ratio'.padStart(7)}  non-200 errors`,
+  );
+  for (const target of targets) {
+    const runs = results.get(target.name)!;
+    console.log(
+      `${target.name.padEnd(28)} ${median(runs.map((r) => r.rps))
+        .toFixed(0)
+        .padStart(8)} ` +
+        `${median(runs.map((r) => r.p99Ms))
+          .toFixed(2)
+          .padStart(8)} ${ratio(target.name).toFixed(3).padStart(7)}  ` +
+        `${median(runs.map((r) => r.cpuUsPerRequest))
+          .toFixed(1)
+          .padStart(17)} ` +
+        `${cpuRatio(target.name).toFixed(3).padStart(7)}  ` +
+        `${runs.reduce((n, r) => n + r.non200, 0)} ${runs.reduce((n, r) => n + r.errors, 0)}`,
+    );
+  }
+  if (redisUrl) {
+    const ours = results.get('Redis limiter (ours)')!;
+    const theirs = results.get('@fastify/rate-limit Redis')!;
+    const vs = median(ours.map((r, i) => r.rps / theirs[i]!.rps));
+    const vsCpu = median(ours.map((r, i) => theirs[i]!.cpuUsPerRequest / r.cpuUsPerRequest));
+    console.log(
+      `\nRedis limiter (ours) vs @fastify/rate-limit Redis: ${vs.toFixed(3)} by req/s, ` +
+        `${vsCpu.toFixed(3)} by server CPU per request (medians of per-round ratios)`,
+    );
+  }
+  console.log(
+    'ratios: median over rounds of (target / no limiter) for req/s, (no limiter / target) for CPU per request',
+  );
+  console.log('goals: memory ≥ 0.95 of no limiter; Redis ≥ 0.80, and ≥ @fastify/rate-limit Redis');
+
+  for (const close of closers.reverse()) await close();
+  if (redis) {
+    const keys = await redis.keys(`${prefix}*`);
+    for (let i = 0; i < keys.length; i += 1000) await redis.del(...keys.slice(i, i + 1000));
+    await redis.quit();
+  }
+}
