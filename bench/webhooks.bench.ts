@@ -24,7 +24,9 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { Logger, run } from 'graphile-worker';
 import { sql } from 'kysely';
+import type pg from 'pg';
 import { Pool } from 'undici';
 import { webhookDeliveryHeaders } from '../src/contract/webhook-signature.ts';
 import { recordNotification } from '../src/domain/webhooks/outbox.ts';
@@ -210,13 +212,38 @@ async function recordBacklog(db: Db, count: number, perLane: number, tag: string
   }
 }
 
+/** The queue alone: no-op graphile-worker jobs per second at the same concurrency (default worker settings). */
+async function queueCeiling(pool: pg.Pool): Promise<number> {
+  await pool.query(
+    `select graphile_worker.add_job('bench.noop', json_build_object('i', i)) from generate_series(1, $1::int) i`,
+    [BACKLOG],
+  );
+  let done = 0;
+  const started = performance.now();
+  const runner = await run({
+    pgPool: pool,
+    concurrency: CONCURRENCY,
+    noHandleSignals: true,
+    logger: new Logger(() => () => {}),
+    taskList: {
+      'bench.noop': async () => {
+        done++;
+      },
+    },
+  });
+  while (done < BACKLOG) await new Promise((r) => setTimeout(r, 10));
+  const rate = BACKLOG / ((performance.now() - started) / 1000);
+  await runner.stop();
+  return rate;
+}
+
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 async function main(): Promise<void> {
   const database = await openDatabase();
-  const store = createStore(database.url, { max: 4 });
+  const store = createStore(database.url, { max: 20 });
   const db = store.db;
   const secretKey = randomBytes(32);
   const receiver = startThread('receiver');
@@ -283,6 +310,10 @@ async function main(): Promise<void> {
   console.log(
     `  worker, 10 notifications/resource: ${tenPer.rate.toFixed(0)} deliveries/s (${tenPer.count} requests)`,
   );
+  const ceiling = await queueCeiling(store.pool);
+  console.log(
+    `  graphile-worker no-op jobs:       ${ceiling.toFixed(0)} jobs/s (the queue's own per-job cost)`,
+  );
   const afterRate = await baseline();
   console.log(`  plain undici POST loop (again):  ${afterRate.toFixed(0)} req/s`);
   const plain = (before + afterRate) / 2;
@@ -294,22 +325,29 @@ async function main(): Promise<void> {
   const committed = new Map<string, number>();
   const total = LATENCY_RATE * LATENCY_SECONDS;
   const t0 = performance.now();
+  const inFlight: Array<Promise<void>> = [];
   for (let i = 0; i < total; i++) {
+    // Each commit starts on its schedule, whatever the previous ones are doing (a steady arrival rate).
     const due = t0 + (i * 1000) / LATENCY_RATE;
     const wait = due - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    const id = await db
-      .transaction()
-      .execute((trx) =>
-        recordNotification(trx, {
-          platformCode: PLATFORM,
-          payloadType: 'trade_status_changed',
-          resourceKey: `trade:lat-${i}`,
-          payload: PAYLOAD,
+    inFlight.push(
+      db
+        .transaction()
+        .execute((trx) =>
+          recordNotification(trx, {
+            platformCode: PLATFORM,
+            payloadType: 'trade_status_changed',
+            resourceKey: `trade:lat-${i}`,
+            payload: PAYLOAD,
+          }),
+        )
+        .then((id) => {
+          committed.set(id, performance.timeOrigin + performance.now());
         }),
-      );
-    committed.set(id, performance.timeOrigin + performance.now());
+    );
   }
+  await Promise.all(inFlight);
   const achievedRate = total / ((performance.now() - t0) / 1000);
   await waitUntil(async () => (await undelivered(db)) === 0, 120_000);
   await stopWorker(worker);
@@ -331,6 +369,9 @@ async function main(): Promise<void> {
   );
   console.log(
     `  10 notifications per resource   ${tenPer.rate.toFixed(0)} /s   ratio ${ratioTen.toFixed(2)}`,
+  );
+  console.log(
+    `  (graphile-worker no-op jobs      ${ceiling.toFixed(0)} /s   ratio ${(ceiling / plain).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
   );
   console.log(`commit-to-first-attempt at ${achievedRate.toFixed(0)} notifications/s (goal p99 ≤ 250 ms):`);
   console.log(

@@ -97,7 +97,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     if (config.role !== 'api') {
       // Webhook delivery's own worker side (issue 4): its HTTP pool closes after the runner has stopped;
       // its sweeper and lane loops stop taking work first (cleanups run in reverse order).
-      const webhookWorker = services.webhooks.delivery.startWorkerSide(logger);
+      const webhookWorker = services.webhooks.delivery.startWorkerSide(logger, databaseUrl);
       cleanups.push(() => webhookWorker.close());
       worker = await startWorker({
         pool: store.pool,

@@ -7,7 +7,7 @@ import { webhookDeliveryHeaders } from '../../contract/webhook-signature.ts';
 import type { WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
-import type { Db } from '../../store/database.ts';
+import { createStore, type Db, type Store } from '../../store/database.ts';
 import type { Lane } from './delivery-lane.ts';
 import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
 import type { WebhookMetrics } from './webhooks.metrics.ts';
@@ -80,11 +80,15 @@ export interface WebhookDelivery {
   /** One sweep now (also run on a timer by {@link startWorkerSide}); returns the lanes re-queued. */
   sweep(): Promise<number>;
   /**
-   * Starts the worker-side machinery of this process (the sweeper). `stopIntake` makes running lane jobs
+   * Starts the worker-side machinery of this process: the sweeper and, given the database URL, the
+   * connections of the delivery bookkeeping (asynchronous commit). `stopIntake` makes running lane jobs
    * hand their lanes back after their current attempt and stops the sweeper; `close` releases the HTTP
    * connection pool, once the job runner has stopped.
    */
-  startWorkerSide(logger: LaneLogger): { stopIntake(): Promise<void>; close(): Promise<void> };
+  startWorkerSide(
+    logger: LaneLogger,
+    databaseUrl?: string,
+  ): { stopIntake(): Promise<void>; close(): Promise<void> };
 }
 
 class LeaseLost extends Error {}
@@ -96,23 +100,26 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
   const workerTag = `${hostname()}:${process.pid}`;
   let sender: WebhookSender | null = null;
   let stopping = false;
+  /** Once the worker side starts: the connections the delivery statements use (see startWorkerSide). */
+  let deliveryStore: Store | null = null;
+  const deliveryDb = () => deliveryStore?.db ?? db;
   // The lane jobs running at once in this process share their claim, record and release statements.
   const laneKey = (item: { lane: Lane }) => `${item.lane.platformCode}:${item.lane.resourceKey}`;
   const claims = createBatcher({
     maxSize: BATCH_MAX,
     key: laneKey,
-    run: (items: repo.LaneClaim[]) => repo.claimLanes(db, items, leaseMs),
+    run: (items: repo.LaneClaim[]) => repo.claimLanes(deliveryDb(), items, leaseMs),
   });
   const records = createBatcher({
     maxSize: BATCH_MAX,
     key: laneKey,
-    run: (items: repo.ResultRecord[]) => repo.recordResults(db, items, leaseMs),
+    run: (items: repo.ResultRecord[]) => repo.recordResults(deliveryDb(), items, leaseMs),
   });
   const releases = createBatcher({
     maxSize: BATCH_MAX,
     key: laneKey,
     run: async (items: repo.LaneClaim[]) => {
-      await repo.releaseLanes(db, items);
+      await repo.releaseLanes(deliveryDb(), items);
       return items.map(() => undefined);
     },
   });
@@ -217,7 +224,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     if (!recorded.leaseHeld) throw new LeaseLost();
     if (!recorded.applied) {
       // An operator redelivered it meanwhile: read the lane again rather than guess its state.
-      const renewed = await repo.renewLane(db, lane, owner, leaseMs);
+      const renewed = await repo.renewLane(deliveryDb(), lane, owner, leaseMs);
       if (!renewed.held) throw new LeaseLost();
       return renewed.head;
     }
@@ -255,7 +262,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           if (head.wait_ms > INLINE_WAIT_MAX_MS) break;
           await sleep(head.wait_ms, undefined, { signal }).catch(() => {});
           if (signal.aborted || stopping) break;
-          const renewed = await repo.renewLane(db, lane, owner, leaseMs);
+          const renewed = await repo.renewLane(deliveryDb(), lane, owner, leaseMs);
           if (!renewed.held) throw new LeaseLost();
           head = renewed.head;
           continue;
@@ -280,8 +287,18 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
 
   const sweep = () => repo.reviveStalledLanes(db, SWEEP_GRACE_MS, SWEEP_BATCH);
 
-  function startWorkerSide(logger: LaneLogger) {
+  function startWorkerSide(logger: LaneLogger, databaseUrl?: string) {
     stopping = false;
+    if (databaseUrl && !deliveryStore) {
+      // Delivery bookkeeping (leases, attempt results, wake-ups) commits without waiting for the WAL flush.
+      // A database crash can then lose its last few milliseconds, which only ever means a redelivery (a
+      // "delivered" mark lost), a retry, or a lane woken by the sweeper instead of its release: at least
+      // once holds. The notifications themselves are written by the domain's own, synchronous, transactions.
+      // Waiting for the flush was most of a delivery's cost (five flushes per delivery on a busy disk).
+      const url = new URL(databaseUrl);
+      url.searchParams.set('options', '-c synchronous_commit=off');
+      deliveryStore = createStore(url.toString(), { max: config.worker.concurrency + 2 });
+    }
     let timer: NodeJS.Timeout | null = null;
     let running: Promise<void> | null = null;
     const schedule = () => {
@@ -314,6 +331,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         await stopIntake();
         await sender?.close();
         sender = null;
+        const store = deliveryStore;
+        deliveryStore = null;
+        await store?.close();
       },
     };
   }
