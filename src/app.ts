@@ -83,7 +83,7 @@ export async function buildApp(
     },
     return503OnClosing: true,
     // Path parameters longer than this never reach schema validation; ours are at most ~80 characters.
-    maxParamLength: 500,
+    routerOptions: { maxParamLength: 500 },
     // URLs the router refuses before any route runs (bad percent-encoding, an over-long parameter) get the
     // wire-contract §3 400 body and a request id like every other answer, not Fastify's own body.
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
