@@ -154,6 +154,17 @@ describe('valid signatures (wire-contract §1)', () => {
     }
   });
 
+  test('a product route (GET /accounts/{zrn}/details) verifies with the zrn raw and %3A-encoded', async () => {
+    for (const z of [zrn, zrn.replaceAll(':', '%3A')]) {
+      const target = `/accounts/${z}/details`;
+      const headers = signedHeaders(a.key, 'GET', target, undefined, nowS());
+      credentials.add(headers[AUTH_HEADERS.signed]!);
+      const res = await rawRequest(svc.url, 'GET', target, { headers });
+      assert.equal(res.status, 200, `${target}: ${res.text}`);
+      assert.equal((res.json as { message: { zrn: string } }).message.zrn, zrn);
+    }
+  });
+
   test('timestamps 59 s and 60 s away either way are accepted', async () => {
     for (const offset of [-60, -59, 59, 60]) {
       const res = await signed('GET', '/probe/whoami', { timestampS: nowS() + offset });
