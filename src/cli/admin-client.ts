@@ -3,6 +3,8 @@ export class AdminApiError extends Error {
   constructor(
     readonly status: number,
     readonly body: unknown,
+    /** The answer's X-REQUEST-ID, to quote to support. */
+    readonly requestId?: string,
   ) {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     super(`operator API answered ${status}: ${text.length > 300 ? `${text.slice(0, 300)}…` : text}`);
@@ -26,16 +28,17 @@ export class AdminClient {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();
+    const requestId = response.headers.get('x-request-id') ?? undefined;
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {
       // Not the operator API (a proxy page, the firewall's text, another service): report it as it came.
-      throw new AdminApiError(response.status, text);
+      throw new AdminApiError(response.status, text, requestId);
     }
-    if (!response.ok) throw new AdminApiError(response.status, parsed);
+    if (!response.ok) throw new AdminApiError(response.status, parsed, requestId);
     if (typeof parsed !== 'object' || parsed === null || !('message' in parsed)) {
-      throw new AdminApiError(response.status, parsed ?? '');
+      throw new AdminApiError(response.status, parsed ?? '', requestId);
     }
     return (parsed as { message: T }).message;
   }

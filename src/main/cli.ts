@@ -2,19 +2,17 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { AdminApiError, AdminClient } from '../cli/admin-client.ts';
+import { AdminClient } from '../cli/admin-client.ts';
+import { API_COMMANDS, API_OPTIONS, apiClient, findApiCommand } from '../cli/api-commands.ts';
 import { runDemo } from '../cli/demo-command.ts';
+import { reportFailure } from '../cli/error-report.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
-import { createStore } from '../store/database.ts';
-import { migrate } from '../store/migrate.ts';
-import { createLogger } from './logger.ts';
-import { openDatabase, startRuntime } from './runtime.ts';
 
-/** `svc`: the one entry point: serve, migrate, demo and every operator command. Exit codes below. */
+/** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
 const EXIT = { ok: 0, failed: 1, usage: 2, unreachable: 3 } as const;
 
-const HELP = `svc: svc-platform service and operator CLI
+const HELP = `svc: svc-platform service, operator and platform CLI
 
 Service:
   svc serve [--role api|worker|all]   run the service (embedded PostgreSQL unless DATABASE_URL is set)
@@ -28,10 +26,17 @@ ${Object.values(OPERATOR_COMMANDS)
   .map((c) => `  ${c.usage}\n      ${c.summary}`)
   .join('\n')}
 
+Platform API commands (signed with a platform API key: --api-key, --api-secret, --passphrase or
+SVC_API_KEY, SVC_API_SECRET, SVC_PASSPHRASE; the SDK's retry rules of spec 7 apply):
+${Object.values(API_COMMANDS)
+  .map((c) => `  ${c.usage}\n      ${c.summary}`)
+  .join('\n')}
+
 Global options:
-  --json        print the raw JSON result only
-  --url URL     operator API base URL (default http://SVC_HOST:SVC_PORT, or SVC_ADMIN_LISTEN)
+  --json        print the raw JSON result only (errors: one JSON object on stderr)
+  --url URL     API base URL (default http://SVC_HOST:SVC_PORT; operator commands: SVC_ADMIN_LISTEN if set)
   --token T     operator token (default SVC_ADMIN_TOKEN, else <SVC_DATA_DIR>/admin-token)
+  --no-retry    svc api: send each request once
   -h, --help    this help
 
 Exit codes: 0 ok, 1 the API refused (4xx/5xx), 2 usage error, 3 server unreachable.
@@ -56,7 +61,22 @@ function adminClient(
   return new AdminClient(base, resolved);
 }
 
+/**
+ * The server's modules (Fastify, PostgreSQL, the job queue) load only for the commands that run it, so
+ * the operator and platform commands start in a fraction of the time.
+ */
+async function serverModules() {
+  const [{ createLogger }, { openDatabase, startRuntime }, { createStore }, { migrate }] = await Promise.all([
+    import('./logger.ts'),
+    import('./runtime.ts'),
+    import('../store/database.ts'),
+    import('../store/migrate.ts'),
+  ]);
+  return { createLogger, openDatabase, startRuntime, createStore, migrate };
+}
+
 async function serve(config: Readonly<Config>): Promise<void> {
+  const { createLogger, startRuntime } = await serverModules();
   const logger = createLogger(config.logLevel);
   const runtime = await startRuntime(config, { logger });
   const lines = [`svc-platform ${config.env} (${config.role})`];
@@ -110,6 +130,7 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
 }
 
 async function migrateOnly(config: Readonly<Config>): Promise<void> {
+  const { createLogger, openDatabase, createStore, migrate } = await serverModules();
   const logger = createLogger(config.logLevel);
   const { url, embedded } = await openDatabase(config, logger);
   const store = createStore(url, { max: 2 });
@@ -146,6 +167,7 @@ function negativeNumbersAsValues(argv: string[], stringOptions: ReadonlySet<stri
 export async function main(argv: string[]): Promise<number> {
   const options = {
     ...OPERATOR_OPTIONS,
+    ...API_OPTIONS,
     json: { type: 'boolean' },
     url: { type: 'string' },
     token: { type: 'string' },
@@ -189,6 +211,19 @@ export async function main(argv: string[]): Promise<number> {
     await listenForWebhooks(values);
     return -1; // keeps running
   }
+  if (first === 'api') {
+    // Credentials come from the command line or the environment, read here only (src/cli reads no env).
+    const { command, positionals: rest } = findApiCommand(positionals.slice(1));
+    const client = apiClient({
+      baseUrl: values.url ?? process.env.SVC_URL ?? `http://${config.listen.host}:${config.listen.port}`,
+      apiKey: values['api-key'] ?? process.env.SVC_API_KEY,
+      apiSecret: values['api-secret'] ?? process.env.SVC_API_SECRET,
+      passphrase: values.passphrase ?? process.env.SVC_PASSPHRASE,
+      retry: values['no-retry'] !== true,
+    });
+    print(await command.run(client, rest, values));
+    return EXIT.ok;
+  }
   const command = OPERATOR_COMMANDS[`${first} ${second}`];
   if (!command) throw new UsageError(`unknown command "${positionals.join(' ')}"; see svc --help`);
   print(await command.run(adminClient(config, values.url, values.token), positionals.slice(2), values));
@@ -218,9 +253,13 @@ export async function runCli(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${(error as Error).message}\n`);
       return EXIT.usage;
     }
-    if (error instanceof AdminApiError) {
-      process.stderr.write(`error: ${error.message}\n`);
-      return EXIT.failed;
+    // An API's refusal, or no answer through the SDK: status, the server's errors, the request id.
+    const report = reportFailure(error);
+    if (report) {
+      process.stderr.write(
+        (argv.includes('--json') ? JSON.stringify({ error: report.json }) : report.text) + '\n',
+      );
+      return report.exitCode;
     }
     if (UNREACHABLE_CODES.has((error as { cause?: { code?: string } }).cause?.code ?? '')) {
       process.stderr.write(`error: server unreachable (${(error as Error).message})\n`);

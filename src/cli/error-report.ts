@@ -1,0 +1,53 @@
+import { SvcConnectionError, SvcError } from '../sdk/errors.ts';
+import { AdminApiError } from './admin-client.ts';
+
+/**
+ * How `svc` reports an API's refusal: readable text for a person (the status, each entry of the server's
+ * `errors` list on its own line, or its `error`/`message`, and the request id to quote to support), or one
+ * JSON object with `--json`; and the exit code (1 refused, 3 no server answered).
+ */
+export interface FailureReport {
+  exitCode: 1 | 3;
+  text: string;
+  json: { status: number | null; request_id: string | null; errors: string[]; body: unknown };
+}
+
+/** The lines that say what the server objected to, from any of the wire-contract §3 error bodies. */
+export function errorLines(body: unknown): string[] {
+  if (body === undefined || body === null || body === '') return [];
+  if (typeof body === 'string') return [body.trim()];
+  const { errors, error, message } = body as { errors?: unknown; error?: unknown; message?: unknown };
+  if (Array.isArray(errors)) return errors.map(String);
+  if (typeof message === 'string') return [message];
+  if (typeof error === 'string') return [error];
+  return [JSON.stringify(body)];
+}
+
+/** A report for an error from the SDK or the operator client; undefined for anything else (a bug: rethrow). */
+export function reportFailure(error: unknown): FailureReport | undefined {
+  if (error instanceof SvcConnectionError) {
+    return {
+      exitCode: 3,
+      text: `error: server unreachable (${error.message})`,
+      json: { status: null, request_id: null, errors: [error.message], body: null },
+    };
+  }
+  if (error instanceof SvcError || error instanceof AdminApiError) {
+    const requestId = (error as { requestId?: string }).requestId;
+    const lines = errorLines(error.body);
+    const head = `error: the ${error instanceof AdminApiError ? 'operator API' : 'API'} answered ${error.status}`;
+    // The first objection on the status line, any others one per line below it.
+    const [first, ...more] = lines;
+    const text = [
+      first === undefined ? head : `${head}: ${first}`,
+      ...more.map((line) => `  ${line}`),
+      ...(requestId ? [`  request id: ${requestId}`] : []),
+    ].join('\n');
+    return {
+      exitCode: 1,
+      text,
+      json: { status: error.status, request_id: requestId ?? null, errors: lines, body: error.body ?? null },
+    };
+  }
+  return undefined;
+}
