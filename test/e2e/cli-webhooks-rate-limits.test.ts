@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { runCli } from '../helpers/service-process.ts';
+import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+import { fund, setPrices } from '../helpers/trades-fixtures.ts';
+
+/**
+ * Issue 9 point 6, the operator commands no other CLI test runs as a process: webhook configuration,
+ * notifications and redelivery, rate limits inspect/lift, and trades book/advance (DESIGN §3). Each runs
+ * as a real `svc` process against a live service (limit 2 requests per window, so a block is easy to make).
+ */
+let svc: TestService;
+let env: Record<string, string | undefined>;
+
+before(async () => {
+  svc = await startTestService({ env: { SVC_RATE_LIMIT: '2', SVC_RATE_LIMIT_BLOCK_MS: '60000' } });
+  env = {
+    SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-cli-ops-')),
+    SVC_LOG_LEVEL: 'warn',
+    SVC_URL: svc.url,
+    SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+  };
+});
+after(() => svc?.close());
+
+async function svcJson<T = Record<string, unknown>>(...args: string[]): Promise<T> {
+  const result = await runCli([...args, '--json'], env);
+  assert.equal(result.code, 0, `svc ${args.join(' ')}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+test('webhooks set / show / notifications / notification / redeliver / redeliver-since', async () => {
+  const { platform } = await svc.newPlatform();
+  const code = platform.platform_code;
+  const endpoint = await svcJson<{ url: string; secret_set: boolean; payload_types: string[] }>(
+    ...['webhooks', 'set', code, 'http://127.0.0.1:9/hooks', '--secret', 's3cret'],
+    ...['--types', 'participant_status_changed'],
+  );
+  assert.deepEqual(
+    [endpoint.url, endpoint.secret_set, endpoint.payload_types],
+    ['http://127.0.0.1:9/hooks', true, ['participant_status_changed']],
+  );
+  const shown = await svcJson<{ url: string; enabled: boolean }>('webhooks', 'show', code);
+  assert.deepEqual([shown.url, shown.enabled], ['http://127.0.0.1:9/hooks', true]);
+
+  const participant = (await svc.newParticipant(code)).participant_code;
+  await svcJson('participants', 'set-status', participant, 'locked');
+  const listed = await svcJson<Array<{ notification_id: string; payload_type: string; payload: object }>>(
+    ...['webhooks', 'notifications', code, '--type', 'participant_status_changed'],
+  );
+  assert.ok(listed.length >= 1);
+  const mine = listed.find(
+    (n) => (n.payload as { participant_code?: string }).participant_code === participant,
+  );
+  assert.ok(mine, 'the status change is listed');
+  const one = await svcJson<{ notification_id: string; attempts: unknown[] }>(
+    'webhooks',
+    'notification',
+    mine.notification_id,
+  );
+  assert.equal(one.notification_id, mine.notification_id);
+  const redelivered = await svcJson<{ notification_id: string }>(
+    'webhooks',
+    'redeliver',
+    mine.notification_id,
+  );
+  assert.equal(redelivered.notification_id, mine.notification_id);
+  const since = await svcJson<{ redelivered: number }>('webhooks', 'redeliver-since', code, '--since', '0');
+  assert.ok(since.redelivered >= 1);
+});
+
+test('rate-limits show / unblock: a blocked IP is seen and let through again', async () => {
+  const { key } = await svc.newPlatform();
+  const statuses: number[] = [];
+  for (let i = 0; i < 3; i++) statuses.push((await fetch(`${svc.url}/time`)).status);
+  assert.deepEqual(statuses, [200, 200, 429]);
+  const blocked = await svcJson<{ ip: string; blocked: boolean; retry_after_seconds: number }>(
+    'rate-limits',
+    'show',
+    '127.0.0.1',
+  );
+  assert.deepEqual([blocked.ip, blocked.blocked], ['127.0.0.1', true]);
+  assert.ok(blocked.retry_after_seconds > 0);
+  const lifted = await svcJson<{ blocked: boolean; count: number }>('rate-limits', 'unblock', '127.0.0.1');
+  assert.deepEqual([lifted.blocked, lifted.count], [false, 0]);
+  // And the platform calls get through again, signed with the platform's key.
+  const time = await runCli(['api', 'time', '--json'], {
+    ...env,
+    SVC_API_KEY: key.api_key,
+    SVC_API_SECRET: key.api_secret,
+    SVC_PASSPHRASE: key.passphrase,
+  });
+  assert.equal(time.code, 0, time.stderr);
+});
+
+test('trades book / advance: a trade booked by the operator settles step by step', async () => {
+  const { platform } = await svc.newPlatform();
+  const participant = (await svc.newParticipant(platform.platform_code)).participant_code;
+  await setPrices(svc, { 'BTC/USD': '20000' });
+  await fund(svc, participant, 'USD', '1000');
+  const booked = await svcJson<{ trade_id: string; trade_state: string }>(
+    ...['trades', 'book', '--platform', platform.platform_code, '--participant', participant],
+    ...[
+      '--side',
+      'buy',
+      '--underlying',
+      'BTC',
+      '--quoted-currency',
+      'USD',
+      '--quantity',
+      '0.01',
+      '--price',
+      '20000',
+    ],
+  );
+  assert.equal(booked.trade_state, 'accepted');
+  const active = await svcJson<{ trade_state: string }>('trades', 'advance', booked.trade_id);
+  const terminated = await svcJson<{ trade_state: string }>('trades', 'advance', booked.trade_id);
+  assert.deepEqual([active.trade_state, terminated.trade_state], ['active', 'terminated']);
+});
