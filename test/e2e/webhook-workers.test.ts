@@ -86,7 +86,7 @@ test('three worker processes share the lanes and never make overlapping attempts
     if (busyLanes.has(lane)) overlaps.push(`lane ${lane}`);
     busyIds.add(d.notificationId);
     busyLanes.add(lane);
-    await new Promise((r) => setTimeout(r, 5 + Math.random() * 25));
+    await new Promise((r) => setTimeout(r, 10 + Math.random() * 30));
     busyIds.delete(d.notificationId);
     busyLanes.delete(lane);
     return Math.random() < 0.25 ? 500 : 200;
@@ -104,10 +104,14 @@ test('three worker processes share the lanes and never make overlapping attempts
   for (let i = 0; i < 3; i++) workers.push(startWorkerProcess(env));
   await Promise.all(workers.map((w) => w.ready));
 
-  const lanes = Array.from({ length: 24 }, (_, i) => `trade:W${i}`);
+  // Fewer lanes than worker slots, and notifications arriving while their lanes are being worked: each
+  // arrival then queues a second job for a running lane, which a free slot in another process picks up at
+  // once. Only the lane lease keeps the two apart.
+  const lanes = Array.from({ length: 6 }, (_, i) => `trade:W${i}`);
   const ids: string[] = [];
-  for (let round = 0; round < 8; round++) {
+  for (let round = 0; round < 30; round++) {
     await Promise.all(lanes.map(async (lane) => ids.push(await record(db(), code, lane, { lane, round }))));
+    await new Promise((r) => setTimeout(r, 15));
   }
   await waitFor(
     async () => {
@@ -139,4 +143,34 @@ test('three worker processes share the lanes and never make overlapping attempts
     attempts.rows.length > ids.length,
     'some attempts failed and were retried (the receiver fails 25 %)',
   );
+});
+
+test('SIGTERM during a hanging delivery: the worker exits within 10 s, the attempt is recorded as aborted, not failed', async () => {
+  const hanging = await startWebhookReceiver(() => 'hang');
+  try {
+    const { platform } = await svc.newPlatform();
+    const code = platform.platform_code;
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: hanging.url });
+    // The production timeout (10 s) is longer than the shutdown allows, so the attempt is cut short.
+    const worker = startWorkerProcess(serviceEnv(svc, { SVC_WEBHOOK_TIMEOUT_MS: '10000' }));
+    workers.push(worker);
+    await worker.ready;
+    const id = await record(db(), code, 'trade:SIGTERM');
+    await waitFor(() => hanging.deliveries.length > 0, 'the hanging attempt', 30_000);
+    const stoppedAt = Date.now();
+    worker.child.kill('SIGTERM');
+    const exit = await worker.exited;
+    const tookMs = Date.now() - stoppedAt;
+    assert.equal(exit.code, 0, `clean exit, got ${JSON.stringify(exit)}`);
+    assert.ok(tookMs < 10_000, `exited in ${tookMs} ms`);
+    const state = await sql<{ status: string; round_attempts: number; outcome: string; error: string }>`
+      select n.status, n.round_attempts, a.outcome, a.error
+      from webhook_notifications n join webhook_attempts a using (notification_id)
+      where n.notification_id = ${id}::uuid`.execute(db());
+    assert.deepEqual(state.rows, [
+      { status: 'pending', round_attempts: 0, outcome: 'aborted', error: 'aborted: worker shutting down' },
+    ]);
+  } finally {
+    await hanging.close();
+  }
 });
