@@ -48,6 +48,8 @@ const MAX_RUN_MS = 30_000;
 /** The sweeper leaves alone lanes whose head became due less than this ago (their job may be starting). */
 const SWEEP_GRACE_MS = 2_000;
 const SWEEP_BATCH = 500;
+/** Connections of the delivery bookkeeping (per worker process). */
+const DELIVERY_POOL_SIZE = 4;
 /** Most lane operations sent in one statement. */
 const BATCH_MAX = 50;
 
@@ -297,7 +299,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       // Waiting for the flush was most of a delivery's cost (five flushes per delivery on a busy disk).
       const url = new URL(databaseUrl);
       url.searchParams.set('options', '-c synchronous_commit=off');
-      deliveryStore = createStore(url.toString(), { max: config.worker.concurrency + 2 });
+      // Few connections: the lane jobs' statements are batched, so only a few are ever in flight at once.
+      deliveryStore = createStore(url.toString(), { max: DELIVERY_POOL_SIZE });
     }
     let timer: NodeJS.Timeout | null = null;
     let running: Promise<void> | null = null;
