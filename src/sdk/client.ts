@@ -72,7 +72,14 @@ export class SvcClient {
     this.now = options.now ?? Date.now;
   }
 
-  /** Signs and sends; never throws for an HTTP status (only for no answer at all). */
+  /**
+   * Signs and sends once; never throws for an HTTP status (only `SvcConnectionError` for no answer at all).
+   * For probing and tests; resource methods go through {@link SvcClient.request}.
+   *
+   * @example
+   * const res = await client.http.send('GET', '/trades', { query: { page_size: 1 } });
+   * console.log(res.status, res.requestId, res.body);
+   */
   async send<T = unknown>(
     method: string,
     path: string,
@@ -138,6 +145,12 @@ export class SvcClient {
   /**
    * Sends with the retry rules of spec 7 and unwraps: the parsed body of a 2xx, or the status family's
    * SvcError. `hooks` give the endpoint's idempotence check and recoveries (spec 7.2, 7.3).
+   *
+   * @example
+   * const { message } = await client.http.request<{ message: Trade[] }>('GET', '/trades', {
+   *   query: { trade_state: 'active' },
+   *   retry: { maxRetries: 5 },
+   * });
    */
   async request<T = unknown>(
     method: string,

@@ -3,6 +3,12 @@
  * body, so a caller can log and support can trace it.
  */
 export class SvcError extends Error {
+  /**
+   * Set on a 502/504 or no-response error when the idempotence check that should have settled it failed
+   * too (spec 7.1.2): whether the work happened is unknown; look again before repeating the call.
+   */
+  checkError?: unknown;
+
   constructor(
     message: string,
     readonly status: number,

@@ -36,8 +36,31 @@ export interface SendPlan<T> {
   retry?: RetryOptions | false;
 }
 
+function errorFor(response: RawResponse): SvcError {
+  return errorForStatus(response.status, response.requestId, response.body);
+}
+
 function fail(response: RawResponse): never {
-  throw errorForStatus(response.status, response.requestId, response.body);
+  throw errorFor(response);
+}
+
+/**
+ * Runs an idempotence check. If the check itself fails, the outcome of the call is still unknown: the
+ * caller gets the indeterminate answer's error (a 502/504 or no response, which says "look before you
+ * repeat"), not the check's (a 500 of the look-up would read as "execute failed"), with the check's
+ * failure in `checkError`.
+ */
+async function runCheck<T>(
+  check: () => Promise<T | undefined>,
+  original: () => SvcError,
+): Promise<T | undefined> {
+  try {
+    return await check();
+  } catch (checkError) {
+    const error = original();
+    error.checkError = checkError;
+    throw error;
+  }
 }
 
 export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
@@ -75,7 +98,9 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         continue;
       case 'check-then-retry':
       case 'check-then-return': {
-        const done = plan.hooks?.idempotenceCheck ? await plan.hooks.idempotenceCheck() : undefined;
+        const done = plan.hooks?.idempotenceCheck
+          ? await runCheck(plan.hooks.idempotenceCheck, () => (response ? errorFor(response) : networkError!))
+          : undefined;
         if (done !== undefined) return done;
         if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck) return finish();
         await options.sleep(action.delayMs);

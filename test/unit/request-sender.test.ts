@@ -296,4 +296,24 @@ describe('request sender applies the spec 7 table', () => {
     assert.equal(s.calls.length, 1);
     assert.deepEqual(c.slept, []);
   });
+
+  test('a check that fails itself leaves the call indeterminate: the 502 is thrown, the check’s error attached', async () => {
+    const s = script([502]);
+    const lookup = new SvcServerError('HTTP 500', 500, 'req-2', { error: 'Internal Server Error' });
+    await assert.rejects(
+      sendWithRetries({
+        method: 'POST',
+        path: '/liquidity/execute',
+        send: s.send,
+        retry: clock().retry,
+        hooks: {
+          idempotenceCheck: async () => {
+            throw lookup;
+          },
+        },
+      }),
+      (e: unknown) => e instanceof SvcServerError && e.status === 502 && e.checkError === lookup,
+    );
+    assert.equal(s.calls.length, 1);
+  });
 });

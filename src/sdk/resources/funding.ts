@@ -6,7 +6,8 @@ import type {
   FundTransactionsQuery,
   Jwks,
 } from '../../contract/funding.schemas.ts';
-import type { FundEvent } from '../../contract/funding.schemas.ts';
+import type { FundTransactionsResponse } from '../../contract/funding.schemas.ts';
+import type { Static } from 'typebox';
 import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
 
 export type {
@@ -21,14 +22,8 @@ export type {
 } from '../../contract/funding.schemas.ts';
 export { CLIENT_TOKEN_PERMISSIONS } from '../../contract/funding.schemas.ts';
 
-/** A page of `GET /fund/transactions`, newest first. */
-export interface FundTransactionsPage {
-  message: FundEvent[];
-  page: number;
-  page_size: number;
-  total_pages: number;
-  count: number;
-}
+/** A page of `GET /fund/transactions`, newest first (the contract's `FundTransactionsResponse`). */
+export type FundTransactionsPage = Static<typeof FundTransactionsResponse>;
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 

@@ -1,4 +1,9 @@
-import type { ListTradesQuery, Trade } from '../../contract/trades.schemas.ts';
+import type { Static } from 'typebox';
+import type {
+  ListTradesQuery,
+  Trade,
+  TradesPage as TradesPageSchema,
+} from '../../contract/trades.schemas.ts';
 import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
 
 export type {
@@ -12,13 +17,8 @@ export { TRADE_NOTIFICATION_OMITTED_FIELDS, TRADE_STATES } from '../../contract/
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
-export interface TradesPage {
-  message: Trade[];
-  page: number;
-  page_size: number;
-  total_pages: number;
-  count: number;
-}
+/** A page of `GET /trades`, newest first (the contract's `TradesPage`). */
+export type TradesPage = Static<typeof TradesPageSchema>;
 
 /**
  * The platform's trades (spec 4.6). A trade goes accepted → active → terminated (spec 3.1); the
