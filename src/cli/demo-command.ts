@@ -1,8 +1,7 @@
 import type { IssuedApiKey, Participant, Platform } from '../contract/admin.schemas.ts';
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
-import { SvcClient } from '../sdk/client.ts';
-import { FundingResource } from '../sdk/resources/funding.ts';
+import { createClient } from '../sdk/platform.ts';
 
 /**
  * `svc demo`: a ready-to-call setup on a running server: a platform (open allow-list in cert, else
@@ -46,16 +45,14 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
   });
   // Issue 6: a fund quote for the holder, signed with the new key as a platform would: the deposit address
   // to show the customer. Best effort: the public API may be on another listener than the operator API.
-  const funding = new FundingResource(
-    new SvcClient({
-      baseUrl: client.baseUrl,
-      apiKey: key.api_key,
-      apiSecret: key.api_secret,
-      passphrase: key.passphrase,
-      retry: false,
-    }),
-  );
-  const fundQuote = await funding
+  const platformClient = createClient({
+    baseUrl: client.baseUrl,
+    apiKey: key.api_key,
+    apiSecret: key.api_secret,
+    passphrase: key.passphrase,
+    retry: false,
+  });
+  const fundQuote = await platformClient.funding
     .requestQuote({
       participant_code: holder.participant_code,
       fund_asset: 'USDC.ETH',
@@ -80,6 +77,11 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
       usd_balance: usd.balance,
       try_a_quote: `GET /liquidity/rfq?side=buy&underlying=BTC&quoted_currency=USD&quantity=0.01&participant_code=${holder.participant_code}`,
       then: 'POST /liquidity/execute {"quote_id":"<quote_id>"}, then GET /trades?client_trade_id=<quote_id>',
+      with_the_cli: [
+        `export SVC_URL=${client.baseUrl} SVC_API_KEY=${key.api_key} SVC_API_SECRET=${key.api_secret} SVC_PASSPHRASE=${key.passphrase}`,
+        `svc api quote --side buy --underlying BTC --quoted-currency USD --quantity 0.01 --participant ${holder.participant_code}`,
+        'svc api execute <quote_id>',
+      ],
     },
   };
 }
