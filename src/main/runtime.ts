@@ -137,7 +137,9 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         adminToken: secrets.adminToken,
         rateLimiter,
         // DESIGN §6: ready means the database and, when configured, Redis answer.
-        readiness: config.redisUrl ? [{ name: 'redis', check: () => rateLimiter.sharedReachable() }] : [],
+        readiness: config.redisUrl
+          ? [{ name: 'redis', required: false, check: () => rateLimiter.sharedReachable() }]
+          : [],
       };
       const separateAdmin = config.adminListen !== null;
       const app = await buildApp(appDeps, { public: true, admin: !separateAdmin });

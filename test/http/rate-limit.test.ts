@@ -155,9 +155,12 @@ describe(
         assert.equal(await metric(svc, 'svc_rate_limit_fallback_active'), 1);
         assert.equal(await metric(svc, 'svc_rate_limit_fallbacks_total'), 1);
         assert.equal(fallbackLogs(), 1, 'the fallback is logged once');
+        // Degraded, not unready: the fallback serves, so a load balancer must keep this instance.
         const readyz = await fetch(`${svc.url}/readyz`);
-        assert.equal(readyz.status, 503);
-        assert.equal(((await readyz.json()) as { checks: { redis: boolean } }).checks.redis, false);
+        assert.equal(readyz.status, 200);
+        const readiness = (await readyz.json()) as { status: string; checks: { redis: boolean } };
+        assert.equal(readiness.status, 'degraded');
+        assert.equal(readiness.checks.redis, false);
         // Still a limit while in fallback: memory counts this instance's requests.
         const view = (await (
           await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { headers: admin })

@@ -6,6 +6,12 @@ import type { Db } from '../../store/database.ts';
 export interface ReadinessCheck {
   name: string;
   check(): Promise<boolean>;
+  /**
+   * False for a dependency the service can do without for a while: it is reported, and makes the answer
+   * "degraded", but not 503. Redis is such a one: without it the rate limit falls back to memory
+   * (DESIGN §5), and a 503 would make a load balancer pull every instance during a Redis outage.
+   */
+  required?: boolean;
 }
 
 /** DESIGN §6: liveness, readiness (database and, when configured, Redis) and Prometheus metrics. */
@@ -21,9 +27,16 @@ export async function opsRoutes(
       .execute(options.db)
       .then(() => true)
       .catch(() => false);
-    for (const extra of options.readiness) checks[extra.name] = await extra.check().catch(() => false);
-    const ready = Object.values(checks).every(Boolean);
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks });
+    let ready = checks.database;
+    let degraded = false;
+    for (const extra of options.readiness) {
+      const ok = await extra.check().catch(() => false);
+      checks[extra.name] = ok;
+      if (!ok && extra.required !== false) ready = false;
+      if (!ok && extra.required === false) degraded = true;
+    }
+    const status = !ready ? 'not ready' : degraded ? 'degraded' : 'ready';
+    return reply.code(ready ? 200 : 503).send({ status, checks });
   });
 
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
