@@ -33,7 +33,9 @@ type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
  * What `createCustomer` resolves to (spec 7.2 last row, 7.3):
  * - `created`: the server's 201 to this call (or its replay: the same payload with the same `requestId`);
  * - `found`: the answer was lost (502/504 or no response) and the look-up by email found the participant,
- *   so the creation happened and was not sent again;
+ *   so the request is not sent again. The look-up (spec 7.2's check) cannot tell whether this call or an
+ *   earlier one created it: for a new email it is this call's; if the email may be onboarded already, send
+ *   a `requestId` and compare with {@link ParticipantsResource.list};
  * - `exists`: the server refused with a spec 7.3 400 (`conflict` is its message) and the look-up found the
  *   platform's participant with this email: the customer exists already, possibly with other data
  *   (`EMAIL_ALREADY_EXISTS`) — decide whether that is the person you meant.
