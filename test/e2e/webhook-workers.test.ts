@@ -139,6 +139,8 @@ test('three worker processes share the lanes and never make overlapping attempts
   }
   const processes = new Set(attempts.rows.map((r) => r.worker.split(':').slice(0, 2).join(':')));
   assert.ok(processes.size >= 2, `attempts by ${processes.size} worker process(es)`);
+  // This test's workers stop here, so that the next test's worker is the only one.
+  await Promise.all(workers.splice(0).map(stopWorkerProcess));
   assert.ok(
     attempts.rows.length > ids.length,
     'some attempts failed and were retried (the receiver fails 25 %)',
@@ -167,9 +169,11 @@ test('SIGTERM during a hanging delivery: the worker exits within 10 s, the attem
       select n.status, n.round_attempts, a.outcome, a.error
       from webhook_notifications n join webhook_attempts a using (notification_id)
       where n.notification_id = ${id}::uuid`.execute(db());
-    assert.deepEqual(state.rows, [
-      { status: 'pending', round_attempts: 0, outcome: 'aborted', error: 'aborted: worker shutting down' },
-    ]);
+    assert.deepEqual(
+      state.rows,
+      [{ status: 'pending', round_attempts: 0, outcome: 'aborted', error: 'aborted: worker shutting down' }],
+      `worker output:\n${worker.output()}`,
+    );
   } finally {
     await hanging.close();
   }

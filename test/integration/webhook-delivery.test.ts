@@ -96,9 +96,8 @@ describe('delivery headers and signatures (wire-contract §5)', () => {
     const statuses = [201, 202, 204, 299];
     const ids: string[] = [];
     for (const [i, status] of statuses.entries()) {
-      const id = await record(db(), code, `trade:2xx-${i}`);
-      ids.push(id);
-      receiverAnswers(id, () => status);
+      receiverAnswers(`trade:2xx-${i}`, () => status);
+      ids.push(await recordKey(code, `trade:2xx-${i}`));
     }
     for (const id of ids) {
       await waitFor(
@@ -110,24 +109,28 @@ describe('delivery headers and signatures (wire-contract §5)', () => {
   });
 });
 
-/** Per-notification answers on the shared receiver (other tests' notifications get 200). */
-const answers = new Map<string, (attempt: number) => ReturnType<Parameters<TestReceiver['setHandler']>[0]>>();
-function receiverAnswers(
-  id: string,
-  answer: (attempt: number) => ReturnType<Parameters<TestReceiver['setHandler']>[0]>,
-) {
-  answers.set(id, answer);
+/**
+ * Answers of the shared receiver per resource key (other tests' deliveries get 200). Registered before the
+ * notification is recorded, since the worker may deliver it at once; the handler gets the attempt number.
+ */
+type Answer = (attempt: number) => ReturnType<Parameters<TestReceiver['setHandler']>[0]>;
+const answers = new Map<string, Answer>();
+function receiverAnswers(resourceKey: string, answer: Answer) {
+  answers.set(resourceKey, answer);
   receiver.setHandler((d) => {
-    const a = answers.get(d.notificationId);
+    const key = (JSON.parse(d.rawBody) as { key?: string }).key;
+    const a = key === undefined ? undefined : answers.get(key);
     return a ? a(deliveriesOf(d.notificationId).length) : 200;
   });
 }
+/** Records a notification whose payload names its resource key (what the receiver answers by). */
+const recordKey = (code: string, key: string) => record(db(), code, key, { key });
 
 describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery")', () => {
   test('a receiver that keeps failing gets 1 + 4 fast + the schedule, then the notification is dead, same id throughout', async () => {
     const code = await platformWithWebhook();
-    const id = await record(db(), code, 'trade:dead-1');
-    receiverAnswers(id, () => 500);
+    receiverAnswers('trade:dead-1', () => 500);
+    const id = await recordKey(code, 'trade:dead-1');
     await waitFor(async () => (await notificationState(db(), id))?.status === 'dead', 'dead letter');
     const got = deliveriesOf(id);
     assert.equal(got.length, ATTEMPTS_PER_ROUND);
@@ -166,7 +169,7 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
       dead.map((n) => n.notification_id),
       [id],
     );
-    receiverAnswers(id, () => 200);
+    receiverAnswers('trade:dead-1', () => 200);
     await svc.admin.post(`/notifications/${id}/redeliver`);
     await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'redelivered');
     assert.equal(deliveriesOf(id).length, ATTEMPTS_PER_ROUND + 1);
@@ -175,8 +178,8 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
 
   test('410 Gone stops the retries at once', async () => {
     const code = await platformWithWebhook();
-    const id = await record(db(), code, 'trade:gone-1');
-    receiverAnswers(id, () => 410);
+    receiverAnswers('trade:gone-1', () => 410);
+    const id = await recordKey(code, 'trade:gone-1');
     await waitFor(async () => (await notificationState(db(), id))?.status === 'dead', 'dead letter');
     const state = await notificationState(db(), id);
     assert.equal(state!.status_reason, '410 Gone');
@@ -186,10 +189,10 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
 
   test('a redirect is a failed attempt and is not followed', async () => {
     const code = await platformWithWebhook();
-    const id = await record(db(), code, 'trade:redirect-1');
-    receiverAnswers(id, (n) =>
+    receiverAnswers('trade:redirect-1', (n) =>
       n <= 2 ? { status: 302, headers: { location: `${receiver.url}/moved` } } : 200,
     );
+    const id = await recordKey(code, 'trade:redirect-1');
     await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'delivered');
     const view = await svc.admin.get<WebhookNotification>(`/notifications/${id}`);
     assert.deepEqual(
@@ -206,10 +209,10 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
 
   test('a receiver that hangs, resets the connection or is not listening fails the attempt; the worker goes on', async () => {
     const code = await platformWithWebhook();
-    const hang = await record(db(), code, 'trade:hang-1');
-    const reset = await record(db(), code, 'trade:reset-1');
-    receiverAnswers(hang, (n) => (n === 1 ? 'hang' : 200));
-    receiverAnswers(reset, (n) => (n === 1 ? 'reset' : 200));
+    receiverAnswers('trade:hang-1', (n) => (n === 1 ? 'hang' : 200));
+    receiverAnswers('trade:reset-1', (n) => (n === 1 ? 'reset' : 200));
+    const hang = await recordKey(code, 'trade:hang-1');
+    const reset = await recordKey(code, 'trade:reset-1');
     for (const id of [hang, reset]) {
       await waitFor(
         async () => (await notificationState(db(), id))?.status === 'delivered',
