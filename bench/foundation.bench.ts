@@ -48,6 +48,10 @@ interface LoadJob {
 
 interface LoadResult {
   requests: number;
+  /** Every request sent, warm-up included. */
+  sent: number;
+  /** Main-thread (servers') event-loop active time per request sent, in µs: set by the main thread. */
+  serverUs?: number;
   rps: number;
   p50: number;
   p99: number;
@@ -83,12 +87,14 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
   const warmupEnds = performance.now() + 1000;
   const ends = warmupEnds + job.seconds * 1000;
   let measuredFrom = 0;
+  let sent = 0;
   const loop = async () => {
     for (;;) {
       const started = performance.now();
       if (started >= ends) return;
       const res = await pool.request({ path: job.path, method: 'GET', headers: headersNow() });
       await res.body.dump();
+      sent++;
       const finished = performance.now();
       if (started >= warmupEnds) {
         if (measuredFrom === 0) measuredFrom = started;
@@ -104,6 +110,7 @@ async function runLoad(job: LoadJob): Promise<LoadResult> {
     latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
   return {
     requests: latencies.length,
+    sent,
     rps: latencies.length / (job.seconds || 1),
     p50: at(0.5),
     p99: at(0.99),
@@ -264,12 +271,17 @@ async function main() {
     for (const name of (Object.keys(targets) as Array<keyof typeof targets>).filter((n) =>
       only.includes(n),
     )) {
+      // The servers' own cost, less sensitive than req/s to what else the machine runs: how long the main
+      // thread's event loop was busy, per request.
+      const before = performance.eventLoopUtilization();
       const result = await load({ ...targets[name], seconds, concurrency });
+      const busy = performance.eventLoopUtilization(before);
+      result.serverUs = (busy.active * 1000) / result.sent;
       const bad = Object.entries(result.statuses).filter(([s]) => s !== '200');
       if (bad.length) throw new Error(`${name}: non-200 answers ${JSON.stringify(result.statuses)}`);
       results[name].push(result);
       process.stdout.write(
-        `  round ${round} ${name.padEnd(7)} ${result.rps.toFixed(0).padStart(6)} req/s  p99 ${result.p99.toFixed(2)} ms\n`,
+        `  round ${round} ${name.padEnd(7)} ${result.rps.toFixed(0).padStart(6)} req/s  p99 ${result.p99.toFixed(2).padStart(6)} ms  ${result.serverUs.toFixed(0).padStart(4)} µs server time/request\n`,
       );
     }
   }
@@ -282,11 +294,12 @@ async function main() {
     rps: median(list.map((r) => r.rps)),
     p50: median(list.map((r) => r.p50)),
     p99: median(list.map((r) => r.p99)),
+    serverUs: median(list.map((r) => r.serverUs ?? NaN)),
   });
   const row = (label: string, list: LoadResult[]) => {
     if (list.length === 0) return '';
     const r = summary(list);
-    return `${label.padEnd(58)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms\n`;
+    return `${label.padEnd(58)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms   ${r.serverUs.toFixed(0).padStart(4)} µs/req\n`;
   };
   const ratio = (list: LoadResult[]) => median(list.map((r, i) => r.rps / results.a[i]!.rps));
   process.stdout.write(`\nmedians over ${rounds} rounds:\n`);
@@ -296,6 +309,10 @@ async function main() {
   if (results.a.length && results.b.length) {
     const details = results.details.length ? `   details/a = ${ratio(results.details).toFixed(2)}` : '';
     process.stdout.write(`\nb/a = ${ratio(results.b).toFixed(2)} (goal ≥ 0.6)${details}\n`);
+    const cost = median(results.b.map((r, i) => r.serverUs! / results.a[i]!.serverUs!));
+    process.stdout.write(
+      `server time per request, b/a = ${cost.toFixed(2)} (a: ${summary(results.a).serverUs.toFixed(0)} µs, b: ${summary(results.b).serverUs.toFixed(0)} µs)\n`,
+    );
   }
 
   await worker.terminate();

@@ -164,8 +164,14 @@ describe('structured logs', () => {
     const lines = logLines.map((line) => JSON.parse(line) as Record<string, unknown>);
     const mine = lines.filter((l) => l.reqId === 'log-trace-1');
     assert.ok(mine.length >= 1, 'the request was logged with its id');
-    const completed = mine.find((l) => (l.res as { statusCode?: number } | undefined)?.statusCode === 200);
-    assert.ok(completed, JSON.stringify(mine));
+    // One line per request, on completion.
+    assert.equal(mine.length, 1, JSON.stringify(mine));
+    const completed = mine[0]!;
+    assert.equal(completed.msg, 'request completed');
+    assert.equal(completed.statusCode, 200);
+    assert.equal(completed.method, 'GET');
+    assert.equal(completed.url, '/time');
+    assert.equal(typeof completed.responseTime, 'number');
     assert.equal(typeof completed.time, 'number');
     assert.equal(typeof completed.level, 'number');
 

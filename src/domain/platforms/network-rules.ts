@@ -13,9 +13,26 @@ interface Snapshot {
   /** Some platform has an empty allow-list, which in cert means "allow all". */
   anyOpen: boolean;
   loadedAt: number;
+  /**
+   * Decisions already taken on this snapshot ("<platform>|<ip>", "|<ip>" for the firewall): a CIDR match
+   * costs a BlockList lookup that allocates, twice per request, while the source IPs of a deployment are
+   * few. Dropped with the snapshot, so a changed allow-list is never answered from here.
+   */
+  decisions: Map<string, boolean>;
 }
 
 const SNAPSHOT_TTL_MS = 30_000;
+const MAX_REMEMBERED_DECISIONS = 10_000;
+
+function decide(snapshot: Snapshot, key: string, compute: () => boolean): boolean {
+  let allowed = snapshot.decisions.get(key);
+  if (allowed === undefined) {
+    allowed = compute();
+    if (snapshot.decisions.size >= MAX_REMEMBERED_DECISIONS) snapshot.decisions.clear();
+    snapshot.decisions.set(key, allowed);
+  }
+  return allowed;
+}
 
 export function createNetworkRules(deps: DomainDeps) {
   let snapshot: Snapshot | null = null;
@@ -44,6 +61,7 @@ export function createNetworkRules(deps: DomainDeps) {
           union: new CidrSet(rows.flatMap((r) => r.ip_allowlist)),
           anyOpen: openMeansAll && rows.some((r) => r.ip_allowlist.length === 0),
           loadedAt: deps.clock.now(),
+          decisions: new Map(),
         };
         if (started === generation) snapshot = next;
         return next;
@@ -59,14 +77,14 @@ export function createNetworkRules(deps: DomainDeps) {
     /** False → answer the firewall's 1020. */
     async firewallAllows(ip: string): Promise<boolean> {
       const s = await current();
-      return s.anyOpen || s.union.has(ip);
+      return s.anyOpen || decide(s, `|${ip}`, () => s.union.has(ip));
     },
     /** False → 403: the caller's platform does not list this IP. */
     async platformAllows(platformCode: string, ip: string): Promise<boolean> {
       const s = await current();
       const set = s.byPlatform.get(platformCode);
       if (!set) return false;
-      return set.size === 0 ? openMeansAll : set.has(ip);
+      return set.size === 0 ? openMeansAll : decide(s, `${platformCode}|${ip}`, () => set.has(ip));
     },
   };
 }
