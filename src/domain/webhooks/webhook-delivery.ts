@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../../config.ts';
-import { HOOK_PAYLOAD_TYPE_HEADER } from '../../contract/webhook-headers.ts';
 import { webhookDeliveryHeaders } from '../../contract/webhook-signature.ts';
 import type { WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -210,8 +209,6 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         secret: secretOf(head),
       });
       headers['user-agent'] = USER_AGENT;
-      // Guard against a payload type the contract no longer knows (the header must carry a real value).
-      headers[HOOK_PAYLOAD_TYPE_HEADER] = head.payload_type;
       const result = await getSender().send({ url: head.url, rawBody, headers, signal });
       metrics.observeAttempt(result.outcome, result.durationMs / 1000);
       record = decide(head, result);
