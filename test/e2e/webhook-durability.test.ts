@@ -6,7 +6,7 @@ import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   serviceEnv,
-  startWorkerProcess,
+  startReadyWorker,
   stopWorkerProcess,
   type WorkerProcess,
 } from '../helpers/webhook-processes.ts';
@@ -103,8 +103,7 @@ test('2,000 notifications, worker SIGKILLed 10+ times, receiver failing 20 %: al
   // The killer: one worker process at a time, SIGKILLed at a random moment 0.3-2 s after it started working.
   let kills = 0;
   while (kills < MIN_KILLS || !produced) {
-    worker = startWorkerProcess(env);
-    await worker.ready;
+    worker = await startReadyWorker(env);
     await new Promise((r) => setTimeout(r, 300 + Math.random() * 1_700));
     worker.child.kill('SIGKILL');
     assert.equal((await worker.exited).signal, 'SIGKILL');
@@ -114,8 +113,7 @@ test('2,000 notifications, worker SIGKILLed 10+ times, receiver failing 20 %: al
   const producedAt = Date.now();
 
   // A last worker, left running, finishes the work (including the lanes the killed ones held).
-  worker = startWorkerProcess(env);
-  await worker.ready;
+  worker = await startReadyWorker(env);
   await waitFor(
     async () => {
       const r = await sql<{ n: number }>`select count(*)::int as n from webhook_notifications

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { serviceEnv, startWorkerProcess, stopWorkerProcess } from '../helpers/webhook-processes.ts';
+import { serviceEnv, startReadyWorker, stopWorkerProcess } from '../helpers/webhook-processes.ts';
 import {
   notificationState,
   startWebhookReceiver,
@@ -130,9 +130,8 @@ test('a change committed by a process SIGKILLed right after the commit is still 
   assert.equal(receiver.deliveries.filter((d) => d.notificationId === id).length, 0);
 
   // Any worker started later delivers it.
-  const worker = startWorkerProcess(serviceEnv(svc));
+  const worker = await startReadyWorker(serviceEnv(svc));
   try {
-    await worker.ready;
     const delivery = await waitFor(
       () => receiver.deliveries.find((d) => d.notificationId === id),
       'the delivery by a worker started after the crash',

@@ -6,7 +6,7 @@ import { LEASE_MARGIN_MS } from '../../src/domain/webhooks/webhook-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   serviceEnv,
-  startWorkerProcess,
+  startReadyWorker,
   stopWorkerProcess,
   type WorkerProcess,
 } from '../helpers/webhook-processes.ts';
@@ -99,10 +99,11 @@ test('three worker processes share the lanes and never make overlapping attempts
     SVC_WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
     SVC_WEBHOOK_FAST_RETRY_DELAY_MS: '10',
     SVC_WEBHOOK_RETRY_SCHEDULE: '50ms,100ms,200ms,400ms,800ms',
-    SVC_WORKER_CONCURRENCY: '5',
+    SVC_WORKER_CONCURRENCY: '3',
   });
-  for (let i = 0; i < 3; i++) workers.push(startWorkerProcess(env));
-  await Promise.all(workers.map((w) => w.ready));
+  const started = await Promise.allSettled([1, 2, 3].map(() => startReadyWorker(env)));
+  for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
+  for (const s of started) if (s.status === 'rejected') throw s.reason;
 
   // Fewer lanes than worker slots, and notifications arriving while their lanes are being worked: each
   // arrival then queues a second job for a running lane, which a free slot in another process picks up at
@@ -154,9 +155,10 @@ test('SIGTERM during a hanging delivery: the worker exits within 10 s, the attem
     const code = platform.platform_code;
     await svc.admin.put(`/platforms/${code}/webhook`, { url: hanging.url });
     // The production timeout (10 s) is longer than the shutdown allows, so the attempt is cut short.
-    const worker = startWorkerProcess(serviceEnv(svc, { SVC_WEBHOOK_TIMEOUT_MS: '10000' }));
+    // Alone: no worker of an earlier test may take this delivery.
+    await Promise.all(workers.splice(0).map(stopWorkerProcess));
+    const worker = await startReadyWorker(serviceEnv(svc, { SVC_WEBHOOK_TIMEOUT_MS: '10000' }));
     workers.push(worker);
-    await worker.ready;
     const id = await record(db(), code, 'trade:SIGTERM');
     await waitFor(() => hanging.deliveries.length > 0, 'the hanging attempt', 30_000);
     const stoppedAt = Date.now();

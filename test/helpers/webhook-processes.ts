@@ -34,6 +34,8 @@ export function serviceEnv(svc: TestService, extra: Record<string, string> = {})
     SVC_JWT_PRIVATE_KEY: svc.runtime.secrets.jwtPrivateKeyPem,
     SVC_LOG_LEVEL: 'warn',
     SVC_WORKER_POLL_INTERVAL_MS: '200',
+    // Light processes: the test database server is shared by every test file running at the same time.
+    SVC_WORKER_CONCURRENCY: '4',
     ...extra,
   };
   // A child of `node --test` would otherwise believe it is a test file itself.
@@ -68,6 +70,24 @@ export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
   });
   ready.catch(() => {});
   return { child, ready, exited, output: () => output };
+}
+
+/**
+ * Starts a worker process and waits until it runs. A start refused by the database server because it is
+ * full ("too many clients": the server is shared by every test file running at the same time) is tried
+ * again; any other failure to start is the test's failure.
+ */
+export async function startReadyWorker(env: NodeJS.ProcessEnv, tries = 4): Promise<WorkerProcess> {
+  for (let attempt = 1; ; attempt++) {
+    const worker = startWorkerProcess(env);
+    try {
+      await worker.ready;
+      return worker;
+    } catch (error) {
+      if (attempt >= tries || !/too many clients/.test(worker.output())) throw error;
+      await new Promise((r) => setTimeout(r, 1_000 * attempt));
+    }
+  }
 }
 
 /** Stops a worker process politely (SIGTERM), then for sure. */
