@@ -106,8 +106,8 @@ describe('POST /client_auth_token', () => {
     });
     assert.equal(res.status, 400);
     const errors = res.body.errors.join('\n');
-    for (const field of ['participant_code', 'permissions.1', 'reference_id', 'email'])
-      assert.match(errors, new RegExp(`^${field.replace('.', '\\.')}: `, 'm'), `${field} in ${errors}`);
+    for (const field of ['participant_code', 'permissions[1]', 'reference_id', 'email'])
+      assert.match(errors, new RegExp(`^${field.replace(/[[\]]/g, '\\$&')}: `, 'm'), `${field} in ${errors}`);
 
     const empty = await owner.client.send<{ errors: string[] }>('POST', '/client_auth_token', {
       body: { participant_code: 'ABCDEF', permissions: [] },
