@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -56,6 +56,11 @@ async function stop(proc: CliProcess): Promise<{ code: number | null; ms: number
 
 describe('quick start on an embedded PostgreSQL', () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-quick-start-'));
+  // The cluster is ~40 MB; the processes are killed first (top-level after hooks run after this one's).
+  after(() => {
+    for (const p of processes) p.kill();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
 
   test('serve prints the URL, docs and admin token, is ready, serves /docs, and stops on SIGTERM', async (t) => {
     const proc = serve({ SVC_DATA_DIR: dataDir });
