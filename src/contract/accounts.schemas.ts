@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { PageParam } from './responses.ts';
 import { REGIONS, ZRN_PATTERN } from './identifiers.ts';
 
 /**
@@ -109,7 +110,7 @@ export type CreateCustomerAccountRequest = Static<typeof CreateCustomerAccountRe
 
 /** GET /accounts query: the vendor's filters and page (query strings are coerced). */
 export const ListAccountsQuery = Type.Object({
-  page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+  page: Type.Optional(PageParam),
   page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50 })),
   account_group: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
   account_label: Type.Optional(AccountLabel),

@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
-import { Envelope, PagedEnvelope } from './responses.ts';
+import { Envelope, EpochMsParam, PagedEnvelope, PageParam } from './responses.ts';
 
 /**
  * Account funding on the wire (spec 2.2, 2.3, 4.3–4.5; wire-contract §6), with the vendor's field names and
@@ -157,7 +157,6 @@ export type FundEvent = Static<typeof FundEvent>;
 
 export const FUND_TRANSACTIONS_MAX_PAGE_SIZE = 50;
 
-const EpochMs = Type.Integer({ minimum: 0, description: 'epoch milliseconds' });
 export const FundTransactionsQuery = Type.Object(
   {
     participant_code: Type.Optional(Type.String({ pattern: PARTICIPANT_CODE_PATTERN })),
@@ -167,11 +166,11 @@ export const FundTransactionsQuery = Type.Object(
     reference_id: Type.Optional(Reference),
     deposit_intent_id: Type.Optional(Type.String({ format: 'uuid' })),
     success: Type.Optional(Type.Boolean()),
-    deposit_timestamp_gte: Type.Optional(EpochMs),
-    deposit_timestamp_gt: Type.Optional(EpochMs),
-    deposit_timestamp_lt: Type.Optional(EpochMs),
-    deposit_timestamp_lte: Type.Optional(EpochMs),
-    page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+    deposit_timestamp_gte: Type.Optional(EpochMsParam),
+    deposit_timestamp_gt: Type.Optional(EpochMsParam),
+    deposit_timestamp_lt: Type.Optional(EpochMsParam),
+    deposit_timestamp_lte: Type.Optional(EpochMsParam),
+    page: Type.Optional(PageParam),
     // wire-contract §9: page_size over the route's maximum → 400.
     page_size: Type.Optional(
       Type.Integer({
@@ -195,7 +194,7 @@ export const RecordDepositBody = Type.Object(
     transaction_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     source_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     fund_asset: Type.Optional(FundAssetForm),
-    deposit_timestamp: Type.Optional(EpochMs),
+    deposit_timestamp: Type.Optional(EpochMsParam),
     success: Type.Optional(Type.Boolean()),
     reason: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   },

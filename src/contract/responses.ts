@@ -39,9 +39,18 @@ export const publicErrorResponses = {
   503: Error503,
 };
 
+/** Bounded so that page × page_size stays a valid OFFSET (a page of 1e20 failed in PostgreSQL as a 500). */
+export const PageParam = Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 });
+
+/** Epoch milliseconds in query filters: bounded to what a timestamptz can hold (year 9999). */
+export const EpochMsParam = Type.Integer({
+  minimum: 0,
+  maximum: 253_402_300_799_999,
+  description: 'epoch milliseconds',
+});
+
 export const PageQuery = {
-  // Bounded so that page × page_size stays a valid OFFSET (a page of 1e20 failed in PostgreSQL as a 500).
-  page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 })),
+  page: Type.Optional(PageParam),
   page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
 };
 

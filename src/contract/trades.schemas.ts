@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from 'typebox';
-import { Envelope, PagedEnvelope } from './responses.ts';
+import { Envelope, PagedEnvelope, PageParam } from './responses.ts';
 import { GENERATED_CODE_PATTERN } from './identifiers.ts';
 import { AMOUNT_PATTERN, CURRENCY_PATTERN, SIDES, UNDERLYING_PATTERN } from './quotes.schemas.ts';
 
@@ -157,7 +157,7 @@ export const ListTradesQuery = Type.Object(
     'transaction_timestamp[e]': TimestampFilter,
     'transaction_timestamp[lt]': TimestampFilter,
     'transaction_timestamp[lte]': TimestampFilter,
-    page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+    page: Type.Optional(PageParam),
     // wire-contract §9: page_size over the route's maximum → 400.
     page_size: Type.Optional(
       Type.Integer({ minimum: 1, maximum: TRADES_MAX_PAGE_SIZE, default: TRADES_DEFAULT_PAGE_SIZE }),
