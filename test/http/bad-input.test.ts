@@ -369,6 +369,23 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
     }
   });
 
+  test('list routes: page and epoch-ms filters out of range name the parameter', async () => {
+    for (const path of ['/trades', '/accounts', '/fund/transactions', '/participants']) {
+      const res = await platform.client.send('GET', path, { query: { page: '99999999999999999999' } });
+      const errors = (res.body as { errors?: string[] }).errors ?? [];
+      assert.equal(res.status, 400, `${path}: ${res.status}`);
+      assert.ok(
+        errors.some((e) => e.startsWith('page')),
+        `${path}: ${JSON.stringify(errors)}`,
+      );
+    }
+    const res = await platform.client.send('GET', '/fund/transactions', {
+      query: { deposit_timestamp_gte: '99999999999999999999' },
+    });
+    assert.equal(res.status, 400);
+    assert.ok((res.body as { errors: string[] }).errors.some((e) => e.startsWith('deposit_timestamp_gte')));
+  });
+
   test('path fields: zrn (wire-contract §4) and tenant', async () => {
     const good = 'zrn:svc:us:account:customer:00000000-0000-4000-8000-000000000000';
     for (const zrn of [
