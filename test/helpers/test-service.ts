@@ -1,5 +1,5 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type pino from 'pino';
@@ -114,6 +114,7 @@ export async function startTestService(
     async close() {
       await runtime.close();
       await database.drop();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
   return service;
