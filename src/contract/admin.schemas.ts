@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN } from '../lib/decimal.ts';
+import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
 import { GENERATED_CODE_PATTERN, REGIONS } from './identifiers.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
@@ -127,22 +128,13 @@ export const SetPricesBody = Type.Object(
 
 export const Price = Type.Object({ pair: Type.String(), price: Type.String(), updated_at: Type.Integer() });
 
-export const ACCOUNT_TYPE_VALUES = [
-  'available',
-  'collateral',
-  'payable',
-  'receivable',
-  'collateral_deficiency',
-  'staked',
-] as const;
-
 export const AdjustBalanceBody = Type.Object(
   {
     participant_code: Code,
     account_label: Type.String({ minLength: 1, maxLength: 100 }),
     asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$' }),
     amount: Decimal,
-    account_type: Type.Optional(Type.Union(ACCOUNT_TYPE_VALUES.map((t) => Type.Literal(t)))),
+    account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),
   },
   { additionalProperties: false },
 );

@@ -1,3 +1,4 @@
+import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
 import { Dec, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Trx } from '../../store/database.ts';
@@ -10,15 +11,7 @@ import { recordNotification } from '../webhooks/outbox.ts';
  * applied under a row lock in the caller's transaction together with its account_balance.changed
  * notification (wire-contract §5: for available and collateral accounts only).
  */
-export const ACCOUNT_TYPES = [
-  'available',
-  'collateral',
-  'payable',
-  'receivable',
-  'collateral_deficiency',
-  'staked',
-] as const;
-export type AccountType = (typeof ACCOUNT_TYPES)[number];
+export type AccountType = (typeof BALANCE_ACCOUNT_TYPES)[number];
 const NOTIFIED_TYPES: ReadonlySet<string> = new Set(['available', 'collateral']);
 
 export interface MovementInput {

@@ -1,3 +1,4 @@
+import type { PARTICIPANT_STATUS_VALUES } from '../../contract/admin.schemas.ts';
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { sql } from 'kysely';
@@ -30,16 +31,7 @@ import {
   ONBOARDING_LOCK,
 } from './participants.repository.ts';
 
-export const PARTICIPANT_STATUSES = [
-  'submitted',
-  'approved',
-  'rejected',
-  'locked',
-  'disabled',
-  'divested',
-  'closed',
-] as const;
-export type ParticipantStatus = (typeof PARTICIPANT_STATUSES)[number];
+export type ParticipantStatus = (typeof PARTICIPANT_STATUS_VALUES)[number];
 
 export interface ParticipantView {
   participant_code: string;
