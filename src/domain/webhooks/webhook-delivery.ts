@@ -47,6 +47,10 @@ const MAX_RUN_MS = 30_000;
 /** The sweeper leaves alone lanes whose head became due less than this ago (their job may be starting). */
 const SWEEP_GRACE_MS = 2_000;
 const SWEEP_BATCH = 500;
+/** A lane job that started this late after its due time adopts other due lanes (the queue is behind). */
+const ADOPT_WHEN_QUEUED_MS = 50;
+/** Lanes adopted at a time by one job (worked concurrently). */
+const ADOPT_BATCH = 8;
 /** Connections of the delivery bookkeeping (per worker process). */
 const DELIVERY_POOL_SIZE = 4;
 /** Most lane operations sent in one statement. */
@@ -77,7 +81,10 @@ export interface WebhookDelivery {
   /** The lease a claim takes: the request timeout + 5 s (+ 1 s slack). */
   readonly leaseMs: number;
   /** Works one lane (the body of the graphile-worker task). Never throws for a receiver's failure. */
-  deliverLane(lane: Lane, context: { signal: AbortSignal; logger?: LaneLogger }): Promise<LaneRunResult>;
+  deliverLane(
+    lane: Lane,
+    context: { signal: AbortSignal; logger?: LaneLogger; queuedForMs?: number },
+  ): Promise<LaneRunResult>;
   /** One sweep now (also run on a timer by {@link startWorkerSide}); returns the lanes re-queued. */
   sweep(): Promise<number>;
   /**
@@ -243,17 +250,22 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     return recorded.next;
   }
 
-  async function deliverLane(
+  /** Shared by a lane job's own lane and the lanes it adopts: the run's delivery and time budget. */
+  interface RunBudget {
+    attempts: number;
+    until: number;
+  }
+
+  /** Works a claimed lane until it is empty, waits for a later retry, or the budget is spent; releases it. */
+  async function workLane(
     lane: Lane,
-    context: { signal: AbortSignal; logger?: LaneLogger },
-  ): Promise<LaneRunResult> {
-    const { signal, logger } = context;
-    const owner = `${workerTag}:${randomUUID().slice(0, 8)}`;
-    const claim = await claims.call({ lane, owner });
-    if (!claim.claimed) return { claimed: false, attempts: 0 };
-    let head = claim.head;
-    let attempts = 0;
-    const runUntil = performance.now() + MAX_RUN_MS;
+    owner: string,
+    first: repo.LaneHead | null,
+    budget: RunBudget,
+    signal: AbortSignal,
+    logger?: LaneLogger,
+  ): Promise<void> {
+    let head = first;
     try {
       while (head && !signal.aborted && !stopping) {
         if (!head.due) {
@@ -266,8 +278,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           head = renewed.head;
           continue;
         }
-        if (attempts >= MAX_DELIVERIES_PER_RUN || performance.now() > runUntil) break;
-        attempts++;
+        if (budget.attempts >= MAX_DELIVERIES_PER_RUN || performance.now() > budget.until) break;
+        budget.attempts++;
         head = await deliverHead(lane, owner, head, signal);
       }
     } catch (error) {
@@ -281,7 +293,34 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         logger?.error({ err, lane }, 'webhook lane release failed; its lease will expire');
       });
     }
-    return { claimed: true, attempts };
+  }
+
+  async function deliverLane(
+    lane: Lane,
+    context: { signal: AbortSignal; logger?: LaneLogger; queuedForMs?: number },
+  ): Promise<LaneRunResult> {
+    const { signal, logger } = context;
+    const owner = `${workerTag}:${randomUUID().slice(0, 8)}`;
+    const claim = await claims.call({ lane, owner });
+    if (!claim.claimed) return { claimed: false, attempts: 0 };
+    const budget: RunBudget = { attempts: 0, until: performance.now() + MAX_RUN_MS };
+    await workLane(lane, owner, claim.head, budget, signal, logger);
+    // A job that waited in the queue means the workers are behind: rather than leave each waiting lane to a
+    // job of its own (two queue round trips and two WAL flushes each), this job adopts due lanes that nobody
+    // works, a few at a time, until the backlog or its budget is spent.
+    if ((context.queuedForMs ?? 0) >= ADOPT_WHEN_QUEUED_MS) {
+      while (
+        !signal.aborted &&
+        !stopping &&
+        budget.attempts < MAX_DELIVERIES_PER_RUN &&
+        performance.now() < budget.until
+      ) {
+        const adopted = await repo.adoptLanes(deliveryDb(), owner, leaseMs, ADOPT_BATCH);
+        if (adopted.length === 0) break;
+        await Promise.all(adopted.map((a) => workLane(a.lane, owner, a.head, budget, signal, logger)));
+      }
+    }
+    return { claimed: true, attempts: budget.attempts };
   }
 
   const sweep = () => repo.reviveStalledLanes(db, SWEEP_GRACE_MS, SWEEP_BATCH);

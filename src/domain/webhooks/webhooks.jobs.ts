@@ -13,6 +13,8 @@ export function webhooksTaskList(webhooks: Pick<WebhooksService, 'delivery'>): T
       const lane = parseLanePayload(payload);
       await webhooks.delivery.deliverLane(lane, {
         signal: helpers.abortSignal,
+        // How far behind the queue is: a late job also works other waiting lanes.
+        queuedForMs: Date.now() - new Date(helpers.job.run_at).getTime(),
         logger: {
           info: (obj, message) => helpers.logger.info(message, obj as Record<string, unknown>),
           warn: (obj, message) => helpers.logger.warn(message, obj as Record<string, unknown>),

@@ -284,6 +284,58 @@ export async function claimLane(db: Executor, lane: Lane, owner: string, leaseMs
   return (await claimLanes(db, [{ lane, owner }], leaseMs))[0]!;
 }
 
+/**
+ * Adopts up to `limit` lanes whose head is due and that nobody works: no lease row and no job of theirs
+ * being started. Claims them for `owner` and removes their waiting jobs (the adopter delivers them, and its
+ * release queues them again if work remains), in one statement. Used by a lane job that found the queue
+ * behind, so that one job, rather than one job per lane, works a backlog.
+ */
+export async function adoptLanes(
+  db: Executor,
+  owner: string,
+  leaseMs: number,
+  limit: number,
+): Promise<Array<{ lane: Lane; head: LaneHead | null }>> {
+  const jobKey = (alias: string) =>
+    sql`${LANE_JOB_KEY_PREFIX}::text || ${sql.ref(`${alias}.platform_code`)} || ':' || ${sql.ref(`${alias}.resource_key`)}`;
+  const { rows } = await sql<HeadColumns & { lane_platform: string; lane_resource: string }>`
+    with candidates as (
+      select n.platform_code, n.resource_key
+      from webhook_notifications n
+      where n.status in ('pending', 'retrying') and n.next_attempt_at <= clock_timestamp()
+        and not exists (
+          select 1 from webhook_notifications e
+          where e.platform_code = n.platform_code and e.resource_key = n.resource_key
+            and e.status in ('pending', 'retrying') and e.seq < n.seq
+        )
+        and not exists (
+          select 1 from webhook_delivery_leases l
+          where l.platform_code = n.platform_code and l.resource_key = n.resource_key
+        )
+        and not exists (
+          select 1 from graphile_worker.jobs j where j.key = ${jobKey('n')} and j.locked_at is not null
+        )
+      order by n.next_attempt_at
+      limit ${limit}::int
+    ), claims as (
+      select c.platform_code, c.resource_key, x.claimed
+      from (select * from candidates order by platform_code, resource_key) c
+      cross join lateral webhook_claim_lease(c.platform_code, c.resource_key, ${owner}, ${leaseMs}::int,
+        ${DELIVER_LANE_TASK}, ${jobKey('c')}) x
+    ), removed as (
+      select graphile_worker.remove_job(${jobKey('claims')}) from claims where claims.claimed
+    )
+    select claims.platform_code as lane_platform, claims.resource_key as lane_resource, h.*
+    from claims
+    left join lateral (${headOf(sql`claims.platform_code`, sql`claims.resource_key`, null)}) h on true
+    where claims.claimed and (select count(*) from removed) >= 0
+  `.execute(db);
+  return rows.map((row) => ({
+    lane: { platformCode: row.lane_platform, resourceKey: row.lane_resource },
+    head: toHead(row),
+  }));
+}
+
 /** Extends the lease to now + leaseMs (only while `owner` still holds it) and returns the lane's head. */
 export async function renewLane(
   db: Executor,
