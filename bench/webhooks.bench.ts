@@ -296,7 +296,13 @@ async function main(): Promise<void> {
     const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
       type: 'stats',
     });
-    return { rate: (count - 1) / ((last - first) / 1000), count };
+    // The attempts of notifications attempted more than once, by outcome and error (the receiver answers 204).
+    const extra = await sql<{ outcome: string; error: string | null; n: number }>`
+      select outcome, error, count(*)::int as n from webhook_attempts a
+      join webhook_notifications w using (notification_id)
+      where w.resource_key like ${`trade:${tag}-%`} and w.attempt_count > 1
+      group by outcome, error order by n desc limit 5`.execute(db);
+    return { rate: (count - 1) / ((last - first) / 1000), count, extra: extra.rows };
   };
 
   console.log(`webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG}, ${os.cpus().length} CPUs`);
@@ -306,10 +312,18 @@ async function main(): Promise<void> {
   console.log(
     `  worker, 1 notification/resource:  ${single.rate.toFixed(0)} deliveries/s (${single.count} requests)`,
   );
+  for (const e of single.extra)
+    console.log(
+      `    attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
+    );
   const tenPer = await throughput(10, 'ten');
   console.log(
     `  worker, 10 notifications/resource: ${tenPer.rate.toFixed(0)} deliveries/s (${tenPer.count} requests)`,
   );
+  for (const e of tenPer.extra)
+    console.log(
+      `    attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
+    );
   const ceiling = await queueCeiling(store.pool);
   console.log(
     `  graphile-worker no-op jobs:       ${ceiling.toFixed(0)} jobs/s (the queue's own per-job cost)`,

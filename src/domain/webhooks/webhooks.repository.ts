@@ -230,6 +230,22 @@ function headOf(
   `;
 }
 
+/**
+ * The heads of lanes, read in a statement of their own: after a claim, so that they are seen as they are
+ * now, not as they were when the claiming statement began (another worker may have worked and released a
+ * lane in between, and its old head must not be attempted again).
+ */
+async function headsOf(db: Executor, lanes: Lane[]): Promise<Array<LaneHead | null>> {
+  if (lanes.length === 0) return [];
+  const { rows } = await sql<HeadColumns & { idx: number }>`
+    select u.idx, h.*
+    from unnest(${lanes.map((l) => l.platformCode)}::text[], ${lanes.map((l) => l.resourceKey)}::text[])
+      with ordinality as u(platform_code, resource_key, idx)
+    left join lateral (${headOf(sql`u.platform_code`, sql`u.resource_key`, null)}) h on true
+  `.execute(db);
+  return byIndex(rows, lanes.length).map((row) => toHead(row));
+}
+
 type HeadColumns = { [K in keyof LaneHead]: LaneHead[K] | null };
 
 function toHead(row: HeadColumns): LaneHead | null {
@@ -259,25 +275,32 @@ export async function claimLanes(
   claims: LaneClaim[],
   leaseMs: number,
 ): Promise<Array<{ claimed: boolean; head: LaneHead | null }>> {
-  const result = await sql<HeadColumns & { idx: number; claimed: boolean }>`
+  const result = await sql<{ idx: number; claimed: boolean }>`
     with input as (
       select * from unnest(
         ${claims.map((c) => c.lane.platformCode)}::text[], ${claims.map((c) => c.lane.resourceKey)}::text[],
         ${claims.map((c) => c.owner)}::text[], ${claims.map((c) => laneJobKey(c.lane))}::text[]
       ) with ordinality as u(platform_code, resource_key, owner, job_key, idx)
-    ), claims as (
-      select i.idx, i.platform_code, i.resource_key, c.claimed
-      from (select * from input order by platform_code, resource_key) i
-      cross join lateral webhook_claim_lease(i.platform_code, i.resource_key, i.owner, ${leaseMs}::int,
-        ${DELIVER_LANE_TASK}, i.job_key) c
     )
-    select claims.idx, claims.claimed, h.*
-    from claims
-    left join lateral (${headOf(sql`claims.platform_code`, sql`claims.resource_key`, null)}) h on claims.claimed
+    select i.idx, c.claimed
+    from (select * from input order by platform_code, resource_key) i
+    cross join lateral webhook_claim_lease(i.platform_code, i.resource_key, i.owner, ${leaseMs}::int,
+      ${DELIVER_LANE_TASK}, i.job_key) c
   `.execute(db);
-  return byIndex(result.rows, claims.length).map((row) =>
-    row?.claimed ? { claimed: true, head: toHead(row) } : { claimed: false, head: null },
+  const claimed = byIndex(result.rows, claims.length).map((row) => row?.claimed === true);
+  // The heads are read after the claims commit, not in the claiming statement: that statement may have
+  // waited on another lane's lock while a worker worked and released one of these lanes, and its snapshot
+  // would then show a notification that is already delivered.
+  const owned = claims.flatMap((_claim, i) => (claimed[i] ? [i] : []));
+  const heads = await headsOf(
+    db,
+    owned.map((i) => claims[i]!.lane),
   );
+  const results = claims.map(() => ({ claimed: false, head: null as LaneHead | null }));
+  owned.forEach((i, k) => {
+    results[i] = { claimed: true, head: heads[k] ?? null };
+  });
+  return results;
 }
 
 export async function claimLane(db: Executor, lane: Lane, owner: string, leaseMs: number) {
@@ -298,7 +321,7 @@ export async function adoptLanes(
 ): Promise<Array<{ lane: Lane; head: LaneHead | null }>> {
   const jobKey = (alias: string) =>
     sql`${LANE_JOB_KEY_PREFIX}::text || ${sql.ref(`${alias}.platform_code`)} || ':' || ${sql.ref(`${alias}.resource_key`)}`;
-  const { rows } = await sql<HeadColumns & { lane_platform: string; lane_resource: string }>`
+  const { rows } = await sql<{ platform_code: string; resource_key: string }>`
     with candidates as (
       select n.platform_code, n.resource_key
       from webhook_notifications n
@@ -325,15 +348,14 @@ export async function adoptLanes(
     ), removed as (
       select graphile_worker.remove_job(${jobKey('claims')}) from claims where claims.claimed
     )
-    select claims.platform_code as lane_platform, claims.resource_key as lane_resource, h.*
+    select claims.platform_code, claims.resource_key
     from claims
-    left join lateral (${headOf(sql`claims.platform_code`, sql`claims.resource_key`, null)}) h on true
     where claims.claimed and (select count(*) from removed) >= 0
   `.execute(db);
-  return rows.map((row) => ({
-    lane: { platformCode: row.lane_platform, resourceKey: row.lane_resource },
-    head: toHead(row),
-  }));
+  // The candidates were chosen from the statement's snapshot: read the heads again, as they are now.
+  const lanes = rows.map((row) => ({ platformCode: row.platform_code, resourceKey: row.resource_key }));
+  const heads = await headsOf(db, lanes);
+  return lanes.map((lane, i) => ({ lane, head: heads[i] ?? null }));
 }
 
 /** Extends the lease to now + leaseMs (only while `owner` still holds it) and returns the lane's head. */
