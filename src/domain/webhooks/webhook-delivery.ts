@@ -27,7 +27,10 @@ import { createWebhookSender, type AttemptResult, type WebhookSender } from './w
  *    next notification of the lane (on success, dead letter or skip) or to the next attempt of the same one
  *    (after a failure whose retry is near: the fast retries are waited out while holding the lease);
  * 4. when the lane is empty, or its head waits for a later retry, or it has worked a batch, it releases the
- *    lease; releasing queues the lane's job again for the head's due time, if there is one.
+ *    lease; releasing queues the lane's job again for the head's due time, if there is one;
+ * 5. if the job started late (the queue is behind), it then adopts due lanes that nobody works, a few at a
+ *    time, taking their queued jobs with them, and works them the same way: a backlog costs one queue job
+ *    per batch of lanes instead of one per lane.
  *
  * The lease is renewed before every attempt to at least the request timeout + 5 s (issue 4 point 5). A
  * worker that dies (SIGKILL) leaves its lease to expire after that time; graphile-worker, however, keeps the
