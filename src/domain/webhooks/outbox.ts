@@ -1,9 +1,5 @@
 import { sql } from 'kysely';
-import {
-  WEBHOOK_PAYLOAD_TYPES,
-  isWebhookPayloadType,
-  type WebhookPayloadType,
-} from '../../contract/webhook-headers.ts';
+import { isWebhookPayloadType, type WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Executor } from '../../store/database.ts';
 import { DELIVER_LANE_TASK, laneJobKey } from './delivery-lane.ts';
@@ -17,8 +13,7 @@ import { DELIVER_LANE_TASK, laneJobKey } from './delivery-lane.ts';
  * Delivery (signing, retries, order, dead letters) is done by the lane job in `webhook-delivery.ts`.
  */
 
-/** The payload types, from the one list in the wire contract (`src/contract/webhook-headers.ts`). */
-export const PAYLOAD_TYPES = WEBHOOK_PAYLOAD_TYPES;
+/** A payload type, from the one list in the wire contract (`src/contract/webhook-headers.ts`). */
 export type PayloadType = WebhookPayloadType;
 
 export interface NotificationInput {
