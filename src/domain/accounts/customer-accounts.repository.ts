@@ -37,16 +37,6 @@ export async function accountExists(db: Executor, zrn: string): Promise<boolean>
   return row !== undefined;
 }
 
-export function findOwnAccount(db: Executor, platformCode: string, participantCode: string, label: string) {
-  return db
-    .selectFrom('customer_accounts')
-    .selectAll()
-    .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
-    .where('account_label', '=', label)
-    .executeTakeFirst();
-}
-
 // ---- creation requests (POST /accounts) ----
 
 export interface CreationRequestValues {

@@ -47,23 +47,3 @@ export function oldestPendingChange(trx: Trx, platformCode: string, zrn: string)
 export async function markChangeApplied(trx: Trx, changeId: string, at: Date): Promise<void> {
   await trx.updateTable('tenant_changes').set({ applied_at: at }).where('change_id', '=', changeId).execute();
 }
-
-/** The applied removal that ended a participant's tenancy under a label, most recent first. */
-export function findAppliedRemoval(
-  db: Executor,
-  platformCode: string,
-  participantCode: string,
-  label: string,
-) {
-  return db
-    .selectFrom('tenant_changes')
-    .select(['zrn', 'applied_at'])
-    .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
-    .where('account_label', '=', label)
-    .where('change', '=', 'remove')
-    .where('applied_at', 'is not', null)
-    .orderBy('seq', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-}

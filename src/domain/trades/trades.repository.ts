@@ -75,14 +75,6 @@ export async function markWithdrawalSettled(db: Executor, withdrawalRequestId: s
     .execute();
 }
 
-export function findWithdrawalRequest(db: Executor, withdrawalRequestId: string) {
-  return db
-    .selectFrom('withdrawal_requests')
-    .selectAll()
-    .where('withdrawal_request_id', '=', withdrawalRequestId)
-    .executeTakeFirst();
-}
-
 /**
  * The available balance that a new trade may promise: locks the (participant, label, asset) available
  * balance row, so concurrent executions against one account serialise, then subtracts what unsettled
