@@ -108,13 +108,14 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
   return errors.length ? { errors } : { url: url.href };
 }
 
+const unknownPayloadType = (field: string, value: string) =>
+  `${field}: unknown payload type ${JSON.stringify(value)} (one of ${WEBHOOK_PAYLOAD_TYPES.join(', ')})`;
+
 function checkPayloadTypes(types: string[], field: string): string[] {
   const errors: string[] = [];
   types.forEach((type, i) => {
     if (!isWebhookPayloadType(type)) {
-      errors.push(
-        `${field}[${i}]: unknown payload type ${JSON.stringify(type)} (one of ${WEBHOOK_PAYLOAD_TYPES.join(', ')})`,
-      );
+      errors.push(unknownPayloadType(`${field}[${i}]`, type));
     } else if (types.indexOf(type) !== i) {
       errors.push(`${field}[${i}]: ${JSON.stringify(type)} is listed twice`);
     }
@@ -271,9 +272,7 @@ export function createWebhooksService(deps: DomainDeps) {
       const errors: string[] = [];
       if (query.status !== undefined) errors.push(...checkStatus(query.status, 'status'));
       if (query.payload_type !== undefined && !isWebhookPayloadType(query.payload_type)) {
-        errors.push(
-          `payload_type: unknown payload type ${JSON.stringify(query.payload_type)} (one of ${WEBHOOK_PAYLOAD_TYPES.join(', ')})`,
-        );
+        errors.push(unknownPayloadType('payload_type', query.payload_type));
       }
       if (errors.length) throw invalid(...errors);
       await requirePlatform(platformCode);
