@@ -4,6 +4,7 @@ import type { SvcClient } from '../../src/sdk/client.ts';
 import { assertOtherPlatformForbidden } from './ownership.ts';
 import { startProbeApp, type ProbeApp } from './probe-app.ts';
 import { startTestService, type TestService } from './test-service.ts';
+import { newAccountHolder } from './funding-fixtures.ts';
 
 /**
  * Spec 5.4: the helper every route that names a resource is checked with must itself catch a route that
@@ -22,13 +23,7 @@ before(async () => {
   const b = await svc.newPlatform();
   owner = probe.client(a.key);
   other = probe.client(b.key);
-  const holder = await svc.newParticipant(a.platform.platform_code);
-  zrn = (
-    await svc.runtime.services.customerAccounts.create({
-      platform_code: a.platform.platform_code,
-      participant_code: holder.participant_code,
-    })
-  ).zrn;
+  zrn = (await newAccountHolder(svc, a.platform.platform_code)).zrn;
 });
 after(async () => {
   await probe?.close();

@@ -15,6 +15,7 @@ import {
   type RawResponse,
 } from '../helpers/probe-app.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { newAccountHolder } from '../helpers/funding-fixtures.ts';
 
 /**
  * wire-contract §1 over HTTP, through the real stack (firewall → rate limit → authentication → allow-list →
@@ -92,13 +93,7 @@ before(async () => {
   svc = await startTestService({ clock, logger: createLogger('trace', logStream) });
   probe = await startProbeApp(svc.runtime);
   a = remember(await svc.newPlatform());
-  const holder = await svc.newParticipant(a.platform.platform_code);
-  zrn = (
-    await svc.runtime.services.customerAccounts.create({
-      platform_code: a.platform.platform_code,
-      participant_code: holder.participant_code,
-    })
-  ).zrn;
+  zrn = (await newAccountHolder(svc, a.platform.platform_code)).zrn;
 });
 after(async () => {
   await probe?.close();

@@ -22,6 +22,7 @@ import {
   type PlatformFixture,
   type TestService,
 } from '../helpers/test-service.ts';
+import { newAccountHolder } from '../helpers/funding-fixtures.ts';
 
 /** wire-contract §3: the success envelope, every error body, X-REQUEST-ID on every response. */
 const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
@@ -101,13 +102,7 @@ before(async () => {
   a = await svc.newPlatform();
   b = await svc.newPlatform();
   aParticipant = (await svc.newParticipant(a.platform.platform_code)).participant_code;
-  const bHolder = await svc.newParticipant(b.platform.platform_code);
-  bZrn = (
-    await svc.runtime.services.customerAccounts.create({
-      platform_code: b.platform.platform_code,
-      participant_code: bHolder.participant_code,
-    })
-  ).zrn;
+  bZrn = (await newAccountHolder(svc, b.platform.platform_code)).zrn;
 });
 after(async () => {
   await probe?.close();
