@@ -78,10 +78,17 @@ export async function loadAccountDetails(
   zrn: string,
 ): Promise<CustomerAccountDetails | undefined> {
   const row = await findPlatformAccount(db, platformCode, zrn);
-  if (!row) return undefined;
+  return row ? accountDetailsOf(db, row) : undefined;
+}
+
+/** The details of an account row already read, with its tenants and pending changes as they stand in `db`. */
+export async function accountDetailsOf(
+  db: Executor,
+  row: CustomerAccountRow,
+): Promise<CustomerAccountDetails> {
   const [tenants, pending] = await Promise.all([
-    listEffectiveTenants(db, platformCode, zrn),
-    listPendingChanges(db, platformCode, zrn),
+    listEffectiveTenants(db, row.platform_code, row.zrn),
+    listPendingChanges(db, row.platform_code, row.zrn),
   ]);
   return customerAccountDetails(row, tenants, pending);
 }
@@ -415,7 +422,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
           );
         }
       }
-      return (await loadAccountDetails(db, platformCode, zrn))!;
+      return accountDetailsOf(db, row);
     },
 
     /**

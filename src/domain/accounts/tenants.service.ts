@@ -14,7 +14,7 @@ import {
   type CustomerAccountRow,
 } from './customer-accounts.repository.ts';
 import {
-  loadAccountDetails,
+  accountDetailsOf,
   membershipConflict,
   recordAccountNotification,
   requirePlatformAccount,
@@ -63,8 +63,8 @@ export function createTenantsService(deps: DomainDeps) {
       }
       await markChangeApplied(trx, change.change_id, at);
       // wire-contract §5: the account notification, when a tenant change takes effect, commits with it.
-      const details = await loadAccountDetails(trx, platformCode, zrn);
-      await recordAccountNotification(trx, details!, now);
+      const details = await accountDetailsOf(trx, account);
+      await recordAccountNotification(trx, details, now);
       return true;
     });
   }
