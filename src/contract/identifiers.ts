@@ -2,13 +2,7 @@
 export const REGIONS = ['us', 'eu', 'uk', 'ww', 'bz', 'au'] as const;
 export type Region = (typeof REGIONS)[number];
 
-export const ZRN_PATTERN =
-  '^zrn:svc:(us|eu|uk|ww|bz|au):account:customer:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$';
-const ZRN_RE = new RegExp(ZRN_PATTERN);
-
-export function isZrn(value: string): boolean {
-  return ZRN_RE.test(value);
-}
+export const ZRN_PATTERN = `^zrn:svc:(${REGIONS.join('|')}):account:customer:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`;
 
 export function makeZrn(region: Region, uuid: string): string {
   return `zrn:svc:${region}:account:customer:${uuid.toLowerCase()}`;

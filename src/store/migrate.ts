@@ -9,6 +9,8 @@ import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'grap
  */
 const MIGRATION_LOCK_ID = 7_351_846_001;
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
+/** graphile-worker logs through our logger elsewhere; its migrations have nothing worth saying. */
+const silentQueueLogger = new QueueLogger(() => () => {});
 
 export interface MigrationFile {
   version: string;
@@ -65,6 +67,3 @@ export async function migrate(pool: pg.Pool, log: (msg: string) => void = () => 
   }
   return applied;
 }
-
-/** graphile-worker logs through our logger elsewhere; migrations have nothing worth saying. */
-export const silentQueueLogger = new QueueLogger(() => () => {});
