@@ -4,6 +4,7 @@ import { newUuid } from '../../lib/ids.ts';
 import type { Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
 import { invalid } from '../errors.ts';
+import { findParticipant } from '../participants/participants.repository.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 
 /**
@@ -137,11 +138,7 @@ export function createBalancesService(deps: DomainDeps) {
       amount: string;
       account_type?: AccountType;
     }) {
-      const participant = await deps.db
-        .selectFrom('participants')
-        .select(['platform_code', 'participant_code'])
-        .where('participant_code', '=', input.participant_code)
-        .executeTakeFirst();
+      const participant = await findParticipant(deps.db, input.participant_code);
       if (!participant || (input.platform_code && participant.platform_code !== input.platform_code)) {
         throw invalid(`participant_code: participant ${input.participant_code} not found`);
       }

@@ -228,15 +228,6 @@ export async function listFundEvents(
 
 // ---- Ownership (wire-contract §9: naming another platform's resource → 403) ----
 
-export async function platformOfParticipant(db: Executor, participantCode: string) {
-  const row = await db
-    .selectFrom('participants')
-    .select('platform_code')
-    .where('participant_code', '=', participantCode)
-    .executeTakeFirst();
-  return row?.platform_code;
-}
-
 export async function platformOfFundEvent(db: Executor, fundId: string) {
   const row = await db
     .selectFrom('fund_events')

@@ -28,6 +28,7 @@ import {
   unauthenticated,
   unavailable,
 } from '../errors.ts';
+import { findParticipant } from '../participants/participants.repository.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { findPrice } from '../prices/prices.service.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
@@ -547,7 +548,9 @@ export function createFundingService(deps: DomainDeps) {
      */
     async listFundTransactions(platformCode: string, query: FundTransactionsQuery) {
       const owners = await Promise.all([
-        query.participant_code ? repo.platformOfParticipant(db, query.participant_code) : undefined,
+        query.participant_code
+          ? findParticipant(db, query.participant_code).then((p) => p?.platform_code)
+          : undefined,
         query.fund_id ? repo.platformOfFundEvent(db, query.fund_id) : undefined,
         query.deposit_address ? repo.platformOfAddress(db, query.deposit_address) : undefined,
       ]);
