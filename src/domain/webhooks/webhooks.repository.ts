@@ -135,13 +135,18 @@ export function listAttempts(db: Executor, notificationIds: string[]) {
 
 export type AttemptRow = Awaited<ReturnType<typeof listAttempts>>[number];
 
+/** `laneJobKey` in SQL, for the lane in the `platform_code` and `resource_key` columns of `alias`. */
+function laneJobKeySql(alias: string) {
+  return sql`${LANE_JOB_KEY_PREFIX}::text || ${sql.ref(`${alias}.platform_code`)} || ':' || ${sql.ref(`${alias}.resource_key`)}`;
+}
+
 /** Wakes the lanes of the notifications that `where` selects, now (redelivery). */
 function wakeLanes(notifications: RawBuilder<unknown>) {
   return sql`
     select graphile_worker.add_job(
       ${DELIVER_LANE_TASK}::text,
       json_build_object('platform_code', lanes.platform_code, 'resource_key', lanes.resource_key),
-      job_key => ${LANE_JOB_KEY_PREFIX}::text || lanes.platform_code || ':' || lanes.resource_key,
+      job_key => ${laneJobKeySql('lanes')},
       job_key_mode => 'replace'
     )
     from (select distinct platform_code, resource_key from ${notifications} n) lanes
@@ -319,8 +324,6 @@ export async function adoptLanes(
   leaseMs: number,
   limit: number,
 ): Promise<Array<{ lane: Lane; head: LaneHead | null }>> {
-  const jobKey = (alias: string) =>
-    sql`${LANE_JOB_KEY_PREFIX}::text || ${sql.ref(`${alias}.platform_code`)} || ':' || ${sql.ref(`${alias}.resource_key`)}`;
   const { rows } = await sql<{ platform_code: string; resource_key: string }>`
     with candidates as (
       select n.platform_code, n.resource_key
@@ -336,7 +339,7 @@ export async function adoptLanes(
           where l.platform_code = n.platform_code and l.resource_key = n.resource_key
         )
         and not exists (
-          select 1 from graphile_worker.jobs j where j.key = ${jobKey('n')} and j.locked_at is not null
+          select 1 from graphile_worker.jobs j where j.key = ${laneJobKeySql('n')} and j.locked_at is not null
         )
       order by n.next_attempt_at
       limit ${limit}::int
@@ -344,9 +347,9 @@ export async function adoptLanes(
       select c.platform_code, c.resource_key, x.claimed
       from (select * from candidates order by platform_code, resource_key) c
       cross join lateral webhook_claim_lease(c.platform_code, c.resource_key, ${owner}, ${leaseMs}::int,
-        ${DELIVER_LANE_TASK}, ${jobKey('c')}) x
+        ${DELIVER_LANE_TASK}, ${laneJobKeySql('c')}) x
     ), removed as (
-      select graphile_worker.remove_job(${jobKey('claims')}) from claims where claims.claimed
+      select graphile_worker.remove_job(${laneJobKeySql('claims')}) from claims where claims.claimed
     )
     select claims.platform_code, claims.resource_key
     from claims
@@ -538,7 +541,7 @@ export async function reviveStalledLanes(db: Executor, graceMs: number, limit: n
         )
         and not exists (
           select 1 from graphile_worker.jobs j
-          where j.key = ${LANE_JOB_KEY_PREFIX}::text || n.platform_code || ':' || n.resource_key
+          where j.key = ${laneJobKeySql('n')}
             and j.locked_at is null and j.attempts < j.max_attempts
         )
       limit ${limit}::int
