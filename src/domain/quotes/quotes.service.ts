@@ -68,6 +68,17 @@ export function convertWithdrawQuoteView(row: QuoteRow): ConvertWithdrawQuote {
   };
 }
 
+/** What an execution returns, for either kind: the quote as `view` shows it and its one trade. */
+function executionView<Q>(quote: QuoteRow, trade: { trade_id: string }, view: (row: QuoteRow) => Q) {
+  return {
+    request_id: quote.request_id,
+    quote: view(quote),
+    trade_id: trade.trade_id,
+    trade_ids_list: [trade.trade_id],
+    status: 'Completed' as const,
+  };
+}
+
 export function createQuotesService(deps: DomainDeps) {
   const { db, clock, config } = deps;
 
@@ -213,13 +224,7 @@ export function createQuotesService(deps: DomainDeps) {
     /** `POST /liquidity/execute` */
     async executeLiquidityQuote(platformCode: string, quoteId: string): Promise<LiquidityExecution> {
       const { quote, trade } = await executeQuote(platformCode, 'liquidity', quoteId);
-      return {
-        request_id: quote.request_id,
-        quote: liquidityQuoteView(quote),
-        trade_id: trade.trade_id,
-        trade_ids_list: [trade.trade_id],
-        status: 'Completed',
-      };
+      return executionView(quote, trade, liquidityQuoteView);
     },
 
     /** `POST /convert_withdraw/execute`: the trade and its withdrawal request. */
@@ -229,11 +234,7 @@ export function createQuotesService(deps: DomainDeps) {
     ): Promise<ConvertWithdrawExecution> {
       const { quote, trade } = await executeQuote(platformCode, 'convert_withdraw', quoteId);
       return {
-        request_id: quote.request_id,
-        quote: convertWithdrawQuoteView(quote),
-        trade_id: trade.trade_id,
-        trade_ids_list: [trade.trade_id],
-        status: 'Completed',
+        ...executionView(quote, trade, convertWithdrawQuoteView),
         withdrawal_request_id: trade.withdrawal_request_id!,
       };
     },
