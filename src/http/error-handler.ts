@@ -100,8 +100,7 @@ export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (error instanceof DomainError) return sendDomainError(reply, error);
     if (error.validation) return reply.code(400).send({ errors: describeValidation(error) });
-    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
-      return reply.code(413).send({ errors: ['body too large'] });
+    // Fastify's own 4xx errors (FST_ERR_CTP_BODY_TOO_LARGE is the 413).
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
       if (error.statusCode === 404) return reply.code(404).send({ error: 'Not Found' });
       if (error.statusCode === 413) return reply.code(413).send({ errors: ['body too large'] });
