@@ -18,30 +18,25 @@ export async function insertTenantChange(trx: Trx, values: TenantChangeValues): 
   await trx.insertInto('tenant_changes').values(values).execute();
 }
 
-/** Pending changes of an account in acceptance order. */
-export function listPendingChanges(db: Executor, platformCode: string, zrn: string) {
+function pendingChanges(db: Executor, platformCode: string, zrn: string) {
   return db
     .selectFrom('tenant_changes')
     .selectAll()
     .where('platform_code', '=', platformCode)
     .where('zrn', '=', zrn)
     .where('applied_at', 'is', null)
-    .orderBy('seq')
-    .execute();
+    .orderBy('seq');
+}
+
+/** Pending changes of an account in acceptance order. */
+export function listPendingChanges(db: Executor, platformCode: string, zrn: string) {
+  return pendingChanges(db, platformCode, zrn).execute();
 }
 
 export type TenantChangeRow = Awaited<ReturnType<typeof listPendingChanges>>[number];
 
 export function oldestPendingChange(trx: Trx, platformCode: string, zrn: string) {
-  return trx
-    .selectFrom('tenant_changes')
-    .selectAll()
-    .where('platform_code', '=', platformCode)
-    .where('zrn', '=', zrn)
-    .where('applied_at', 'is', null)
-    .orderBy('seq')
-    .limit(1)
-    .executeTakeFirst();
+  return pendingChanges(trx, platformCode, zrn).limit(1).executeTakeFirst();
 }
 
 export async function markChangeApplied(trx: Trx, changeId: string, at: Date): Promise<void> {
