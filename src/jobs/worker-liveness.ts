@@ -33,7 +33,7 @@ export class WorkerLiveness {
 
   add(workerId: string): void {
     this.ids.add(workerId);
-    void this.heartbeat();
+    this.heartbeat().catch(this.report);
   }
 
   remove(workerId: string): void {
