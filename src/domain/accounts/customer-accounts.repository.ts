@@ -1,5 +1,9 @@
+import type { Insertable } from 'kysely';
 import type { Executor, Trx } from '../../store/database.ts';
-import type { MembershipRole } from '../../store/tables/accounts.tables.ts';
+import type {
+  AccountMembershipsTable,
+  CustomerAccountRequestsTable,
+} from '../../store/tables/accounts.tables.ts';
 
 /** Plain queries for customer accounts, their creation requests and memberships (issue 5). */
 
@@ -39,23 +43,8 @@ export async function accountExists(db: Executor, zrn: string): Promise<boolean>
 
 // ---- creation requests (POST /accounts) ----
 
-export interface CreationRequestValues {
-  request_id: string;
-  zrn: string;
-  platform_code: string;
-  participant_code: string;
-  account_label: string;
-  region: string;
-  type: string;
-  tier: string | null;
-  prefunded: boolean;
-  tenants: string[];
-  financial_advisors: string[];
-  accepted_at: Date;
-}
-
 /** Inserts unless the (platform, participant, label) key is taken; undefined when it was. */
-export function insertCreationRequest(trx: Trx, values: CreationRequestValues) {
+export function insertCreationRequest(trx: Trx, values: Insertable<CustomerAccountRequestsTable>) {
   return trx
     .insertInto('customer_account_requests')
     .values(values)
@@ -131,17 +120,11 @@ export function findMemberships(
     .execute();
 }
 
-export interface MembershipValues {
-  platform_code: string;
-  participant_code: string;
-  account_label: string;
-  zrn: string;
-  role: MembershipRole;
-  effective_at: Date | null;
-}
-
 /** Throws a unique violation when the participant already holds a membership under that label. */
-export async function insertMemberships(trx: Trx, rows: MembershipValues[]): Promise<void> {
+export async function insertMemberships(
+  trx: Trx,
+  rows: Insertable<AccountMembershipsTable>[],
+): Promise<void> {
   if (rows.length === 0) return;
   await trx.insertInto('account_memberships').values(rows).execute();
 }

@@ -1,20 +1,11 @@
+import type { Insertable } from 'kysely';
 import type { Executor, Trx } from '../../store/database.ts';
-import type { TenantChangeKind } from '../../store/tables/accounts.tables.ts';
+import type { TenantChangesTable } from '../../store/tables/accounts.tables.ts';
 
 /** Plain queries for tenant changes: accepted (pending) and applied (history). */
 
-export interface TenantChangeValues {
-  change_id: string;
-  zrn: string;
-  platform_code: string;
-  participant_code: string;
-  account_label: string;
-  change: TenantChangeKind;
-  accepted_at: Date;
-}
-
 /** Throws a unique violation when the same change for the participant is already pending. */
-export async function insertTenantChange(trx: Trx, values: TenantChangeValues): Promise<void> {
+export async function insertTenantChange(trx: Trx, values: Insertable<TenantChangesTable>): Promise<void> {
   await trx.insertInto('tenant_changes').values(values).execute();
 }
 
