@@ -203,15 +203,14 @@ export async function listFundEvents(
   if (filters.deposit_intent_id !== undefined)
     query = query.where('session_id', '=', filters.deposit_intent_id);
   if (filters.success !== undefined) query = query.where('success', '=', filters.success);
-  const at = (ms: number) => new Date(ms);
   if (filters.deposit_timestamp_gte !== undefined)
-    query = query.where('deposit_timestamp', '>=', at(filters.deposit_timestamp_gte));
+    query = query.where('deposit_timestamp', '>=', new Date(filters.deposit_timestamp_gte));
   if (filters.deposit_timestamp_gt !== undefined)
-    query = query.where('deposit_timestamp', '>', at(filters.deposit_timestamp_gt));
+    query = query.where('deposit_timestamp', '>', new Date(filters.deposit_timestamp_gt));
   if (filters.deposit_timestamp_lt !== undefined)
-    query = query.where('deposit_timestamp', '<', at(filters.deposit_timestamp_lt));
+    query = query.where('deposit_timestamp', '<', new Date(filters.deposit_timestamp_lt));
   if (filters.deposit_timestamp_lte !== undefined)
-    query = query.where('deposit_timestamp', '<=', at(filters.deposit_timestamp_lte));
+    query = query.where('deposit_timestamp', '<=', new Date(filters.deposit_timestamp_lte));
 
   const [rows, total] = await Promise.all([
     query

@@ -145,14 +145,14 @@ export async function listPlatformTrades(
       ]),
     );
   }
-  const bound = (ms: number) => new Date(ms);
-  if (filters.after !== undefined) query = query.where('trades.transaction_at', '>', bound(filters.after));
+  if (filters.after !== undefined) query = query.where('trades.transaction_at', '>', new Date(filters.after));
   if (filters.atOrAfter !== undefined)
-    query = query.where('trades.transaction_at', '>=', bound(filters.atOrAfter));
-  if (filters.at !== undefined) query = query.where('trades.transaction_at', '=', bound(filters.at));
-  if (filters.before !== undefined) query = query.where('trades.transaction_at', '<', bound(filters.before));
+    query = query.where('trades.transaction_at', '>=', new Date(filters.atOrAfter));
+  if (filters.at !== undefined) query = query.where('trades.transaction_at', '=', new Date(filters.at));
+  if (filters.before !== undefined)
+    query = query.where('trades.transaction_at', '<', new Date(filters.before));
   if (filters.atOrBefore !== undefined)
-    query = query.where('trades.transaction_at', '<=', bound(filters.atOrBefore));
+    query = query.where('trades.transaction_at', '<=', new Date(filters.atOrBefore));
 
   const [rows, total] = await Promise.all([
     query
