@@ -71,17 +71,10 @@ export function customerAccountDetails(
   };
 }
 
-/** The details of one of the platform's accounts as they stand in `db` (a transaction sees its own changes). */
-export async function loadAccountDetails(
-  db: Executor,
-  platformCode: string,
-  zrn: string,
-): Promise<CustomerAccountDetails | undefined> {
-  const row = await findPlatformAccount(db, platformCode, zrn);
-  return row ? accountDetailsOf(db, row) : undefined;
-}
-
-/** The details of an account row already read, with its tenants and pending changes as they stand in `db`. */
+/**
+ * The details of an account row already read, with its tenants and pending changes as they stand in `db`
+ * (a transaction sees its own changes).
+ */
 export async function accountDetailsOf(
   db: Executor,
   row: CustomerAccountRow,
@@ -379,7 +372,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
         if (!request) return null;
         const now = clock.now();
         const at = new Date(now);
-        await trx
+        const row = await trx
           .insertInto('customer_accounts')
           .values({
             zrn: request.zrn,
@@ -394,12 +387,13 @@ export function createCustomerAccountsService(deps: DomainDeps) {
             created_at: at,
             updated_at: at,
           })
-          .execute();
+          .returningAll()
+          .executeTakeFirstOrThrow();
         await activateAccountMemberships(trx, platformCode, request.zrn, at);
         await markCreationApplied(trx, request.request_id, at);
-        const details = await loadAccountDetails(trx, platformCode, request.zrn);
-        await recordAccountNotification(trx, details!, now);
-        return details!;
+        const details = await accountDetailsOf(trx, row);
+        await recordAccountNotification(trx, details, now);
+        return details;
       });
     },
 
