@@ -21,8 +21,6 @@ export interface WebhookConfig {
   /** Exponential schedule after the fast retries, in ms; then dead-lettered. */
   retryScheduleMs: number[];
   jitter: number;
-  /** How often each worker looks for lanes whose worker died (expired lease, locked job) and revives them. */
-  sweepIntervalMs: number;
 }
 
 export interface RateLimitConfig {
@@ -159,7 +157,6 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
         str(env, 'SVC_WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
       ),
       jitter: 0.2,
-      sweepIntervalMs: int(env, 'SVC_WEBHOOK_SWEEP_INTERVAL_MS', 5_000, 10),
     },
     quoteExpiryMs: int(env, 'SVC_QUOTE_EXPIRY_MS', 30_000, 1),
     settlement: {

@@ -3,7 +3,6 @@ import type { Services } from '../domain/services.ts';
 import { tradesTaskList } from '../domain/trades/trades.jobs.ts';
 import { accountsTaskList } from '../domain/accounts/accounts.jobs.ts';
 import { fundingTaskList } from '../domain/funding/funding.jobs.ts';
-import { webhooksTaskList } from '../domain/webhooks/webhooks.jobs.ts';
 
 /** Every background task, by name. Add an area's tasks here (`<area>.jobs.ts` exports a TaskList). */
 export function buildTaskList(services: Services): TaskList {
@@ -11,6 +10,5 @@ export function buildTaskList(services: Services): TaskList {
     ...tradesTaskList(services.trades),
     ...accountsTaskList(services),
     ...fundingTaskList(services.funding),
-    ...webhooksTaskList(services.webhooks),
   };
 }

@@ -95,8 +95,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
 
     let worker: Runner | null = null;
     if (config.role !== 'api') {
-      // Webhook delivery's own worker side (issue 4): its HTTP pool closes after the runner has stopped;
-      // its sweeper and lane loops stop taking work first (cleanups run in reverse order).
+      // Webhook delivery's dispatcher (issue 4) runs beside the job runner: it stops taking work first and
+      // closes its connections after the runner has stopped (cleanups run in reverse order).
       const webhookWorker = services.webhooks.delivery.startWorkerSide(logger, databaseUrl);
       cleanups.push(() => webhookWorker.close());
       worker = await startWorker({

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { sql } from 'kysely';
-import pg from 'pg';
 import type { Executor } from './database.ts';
+import { PgListener } from './pg-listener.ts';
 
 /**
  * Cross-instance cache invalidation over PostgreSQL LISTEN/NOTIFY: a revoked key or a changed allow-list
@@ -18,12 +18,23 @@ const CHANNEL = 'svc_cache_invalidation';
 
 export class CacheInvalidation {
   private readonly events = new EventEmitter();
-  private client: pg.Client | null = null;
-  private stopped = false;
-  private reconnectTimer: NodeJS.Timeout | null = null;
+  private readonly listener: PgListener | null;
 
-  constructor(private readonly databaseUrl: string | null) {
+  constructor(databaseUrl: string | null) {
     this.events.setMaxListeners(50);
+    this.listener = databaseUrl
+      ? new PgListener(databaseUrl, CHANNEL, {
+          onMessage: (payload) => {
+            try {
+              this.applyLocally(JSON.parse(payload) as CacheEvent);
+            } catch {
+              this.applyLocally({ type: 'all' });
+            }
+          },
+          // Anything missed while disconnected is unknown: drop every cache.
+          onConnected: () => this.applyLocally({ type: 'all' }),
+        })
+      : null;
   }
 
   async publish(db: Executor, event: CacheEvent): Promise<void> {
@@ -39,46 +50,10 @@ export class CacheInvalidation {
   }
 
   async start(): Promise<void> {
-    if (!this.databaseUrl || this.stopped) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on('notification', (msg) => {
-      if (msg.channel !== CHANNEL || !msg.payload) return;
-      try {
-        this.applyLocally(JSON.parse(msg.payload) as CacheEvent);
-      } catch {
-        this.applyLocally({ type: 'all' });
-      }
-    });
-    client.on('error', () => this.reconnect(client));
-    client.on('end', () => this.reconnect(client));
-    try {
-      await client.connect();
-      await client.query(`listen ${CHANNEL}`);
-      this.client = client;
-      // Anything missed while disconnected is unknown: drop every cache.
-      this.applyLocally({ type: 'all' });
-    } catch {
-      this.reconnect(client);
-    }
-  }
-
-  private reconnect(client: pg.Client): void {
-    if (this.stopped || this.reconnectTimer) return;
-    if (this.client === client) this.client = null;
-    client.end().catch(() => {});
-    this.applyLocally({ type: 'all' });
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = null;
-      void this.start();
-    }, 1000);
-    this.reconnectTimer.unref();
+    await this.listener?.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
-    const client = this.client;
-    this.client = null;
-    if (client) await client.end().catch(() => {});
+    await this.listener?.stop();
   }
 }

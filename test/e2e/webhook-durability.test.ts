@@ -63,7 +63,6 @@ test('2,000 notifications, worker SIGKILLed 10+ times, receiver failing 20 %: al
     SVC_WEBHOOK_FAST_RETRY_DELAY_MS: '20',
     // 15 attempts per round: with 20 % failures a dead letter has odds of 0.2^15.
     SVC_WEBHOOK_RETRY_SCHEDULE: '100ms,200ms,400ms,800ms,1s,1s,1s,1s,1s,1s',
-    SVC_WEBHOOK_SWEEP_INTERVAL_MS: '500',
     SVC_WORKER_POLL_INTERVAL_MS: '200',
   });
 

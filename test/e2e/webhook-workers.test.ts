@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { claimLane, recordResult, renewLane } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { claimLanes, recordResults, renewLeases } from '../../src/domain/webhooks/webhooks.repository.ts';
 import { LEASE_MARGIN_MS } from '../../src/domain/webhooks/webhook-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
@@ -39,39 +40,48 @@ test('a lane claim lasts the request timeout + 5 s; a second worker cannot take 
   await record(db(), code, lane.resourceKey);
   const leaseMs = svc.runtime.services.webhooks.delivery.leaseMs;
   assert.ok(leaseMs >= TIMEOUT_MS + LEASE_MARGIN_MS, `lease ${leaseMs} ms`);
+  const claim = (owner: string) =>
+    claimLanes(db(), owner, { limit: 10, leaseMs, perLane: 5 }).then((lanes) =>
+      lanes.filter((c) => c.lane.platformCode === code),
+    );
 
-  const a = await claimLane(db(), lane, 'worker-A', leaseMs);
-  assert.equal(a.claimed, true);
-  assert.ok(a.head, 'the claim returns the lane head');
+  const [a] = await claim('worker-A');
+  assert.ok(a?.heads[0], 'the claim returns the lane head');
   const lease = await sql<{ owner: string; length_ms: number }>`
-    select owner, extract(epoch from (expires_at - claimed_at)) * 1000 as length_ms
-    from webhook_delivery_leases where platform_code = ${code}`.execute(db());
+    select owner, extract(epoch from (due_at - claimed_at)) * 1000 as length_ms
+    from webhook_lanes where platform_code = ${code}`.execute(db());
   assert.equal(lease.rows[0]!.owner, 'worker-A');
   assert.ok(Number(lease.rows[0]!.length_ms) >= TIMEOUT_MS + LEASE_MARGIN_MS);
 
-  // Another worker is refused, and the lane's job is set to run when A's claim expires (in case A died).
-  const b = await claimLane(db(), lane, 'worker-B', leaseMs);
-  assert.deepEqual(b, { claimed: false, head: null });
-  const fallback = await sql<{ gap_ms: number }>`
-    select abs(extract(epoch from (j.run_at - l.expires_at)) * 1000) as gap_ms
-    from graphile_worker.jobs j, webhook_delivery_leases l
-    where j.key = ${`webhooks:lane:${code}:trade:LEASE`} and l.platform_code = ${code}`.execute(db());
-  assert.ok(Number(fallback.rows[0]!.gap_ms) < 1, 'fallback job at the claim expiry');
+  // Another worker is refused while the claim lasts.
+  assert.deepEqual(await claim('worker-B'), []);
 
   // Once the claim has expired (time moved on), B takes the lane, and A can neither renew nor record.
-  await sql`update webhook_delivery_leases set expires_at = clock_timestamp() - interval '1 millisecond'
+  await sql`update webhook_lanes set due_at = clock_timestamp() - interval '1 millisecond'
     where platform_code = ${code}`.execute(db());
-  const taken = await claimLane(db(), lane, 'worker-B', leaseMs);
-  assert.equal(taken.claimed, true);
-  assert.equal((await renewLane(db(), lane, 'worker-A', leaseMs)).held, false);
-  const late = await recordResult(db(), lane, 'worker-A', leaseMs, a.head!, {
-    attempt: null,
-    status: 'skipped',
-    statusReason: 'test',
-    roundAttempts: 0,
-    nextAttemptInMs: null,
-  });
-  assert.equal(late.leaseHeld, false);
+  assert.equal((await claim('worker-B')).length, 1);
+  assert.deepEqual(await renewLeases(db(), [{ lane, owner: 'worker-A' }], leaseMs), [false]);
+  const [late] = await recordResults(
+    db(),
+    [
+      {
+        lane,
+        owner: 'worker-A',
+        head: a.heads[0],
+        newStateToken: randomUUID(),
+        record: {
+          attempt: null,
+          status: 'skipped',
+          statusReason: 'test',
+          roundAttempts: 0,
+          nextAttemptInMs: null,
+        },
+      },
+    ],
+    leaseMs,
+  );
+  assert.equal(late!.leaseHeld, false);
+  assert.deepEqual(await renewLeases(db(), [{ lane, owner: 'worker-B' }], leaseMs), [true]);
   // Leave nothing for the worker processes of the next test to do on this lane.
   await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused', enabled: false });
 });
@@ -106,8 +116,8 @@ test('three worker processes share the lanes and never make overlapping attempts
   for (const s of started) if (s.status === 'rejected') throw s.reason;
 
   // Fewer lanes than worker slots, and notifications arriving while their lanes are being worked: each
-  // arrival then queues a second job for a running lane, which a free slot in another process picks up at
-  // once. Only the lane lease keeps the two apart.
+  // arrival wakes every process's dispatcher while another holds the lane. Only the lane lease keeps them
+  // apart.
   const lanes = Array.from({ length: 6 }, (_, i) => `trade:W${i}`);
   const ids: string[] = [];
   for (let round = 0; round < 30; round++) {

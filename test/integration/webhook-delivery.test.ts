@@ -33,7 +33,6 @@ before(async () => {
       SVC_WEBHOOK_FAST_RETRY_DELAY_MS: '10',
       SVC_WEBHOOK_RETRY_SCHEDULE: SCHEDULE.join(','),
       SVC_WEBHOOK_TIMEOUT_MS: '400',
-      SVC_WEBHOOK_SWEEP_INTERVAL_MS: '200',
     },
   });
   receiver = await startWebhookReceiver();

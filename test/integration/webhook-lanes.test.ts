@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { adoptLanes, claimLane, releaseLane } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { claimLanes, releaseLanes } from '../../src/domain/webhooks/webhooks.repository.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record } from '../helpers/webhook-receiver.ts';
 
 /**
- * The lane statements on their own (no worker runs here): a late lane job adopts waiting lanes only where
- * per-resource order and the leases allow, and takes their queued jobs with them; a release queues a lane
- * again for what is left.
+ * The lane statements of migration 0008 on their own (no worker runs here): what a claim takes, what a
+ * release leaves behind, and that a notification recorded while its lane is being given back is never left
+ * without a due lane.
  */
 let svc: TestService;
 before(async () => {
@@ -18,61 +19,155 @@ after(() => svc?.close());
 
 const db = () => svc.runtime.store.db;
 const LEASE_MS = 16_000;
+const claim = (owner: string, limit = 100, perLane = 20) =>
+  claimLanes(db(), owner, { limit, leaseMs: LEASE_MS, perLane });
 
-async function laneJobs(code: string): Promise<string[]> {
-  const r = await sql<{ key: string }>`select key from graphile_worker.jobs
-    where key like ${`webhooks:lane:${code}:%`} order by key`.execute(db());
-  return r.rows.map((row) => row.key.slice(`webhooks:lane:${code}:`.length));
+async function lanes(code: string) {
+  const r = await sql<{ resource_key: string; owner: string | null; due_now: boolean }>`
+    select resource_key, owner, due_at <= clock_timestamp() as due_now from webhook_lanes
+    where platform_code = ${code} order by resource_key`.execute(db());
+  return r.rows;
 }
 
-test('adoption takes due lane heads nobody works, oldest first, with their queued jobs', async () => {
+async function newPlatformWithWebhook(): Promise<string> {
   const { platform } = await svc.newPlatform();
-  const code = platform.platform_code;
-  await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused' });
-  const ids = new Map<string, string>();
-  for (const key of ['trade:A', 'trade:B', 'trade:C', 'trade:D', 'trade:E']) {
-    ids.set(key, await record(db(), code, key, { key }));
-  }
-  await record(db(), code, 'trade:B', { second: true });
-  assert.deepEqual(await laneJobs(code), ['trade:A', 'trade:B', 'trade:C', 'trade:D', 'trade:E']);
+  await svc.admin.put(`/platforms/${platform.platform_code}/webhook`, { url: 'http://127.0.0.1:9/unused' });
+  return platform.platform_code;
+}
 
-  // C waits for a retry (its head is not due); D is held by another worker's lease.
+/** Other tests' lanes are claimed too (one database): keep only this platform's. */
+const mine = (code: string, claimed: Awaited<ReturnType<typeof claim>>) =>
+  claimed.filter((c) => c.lane.platformCode === code);
+
+test('a claim takes due lanes nobody holds, with their oldest notifications in order', async () => {
+  const code = await newPlatformWithWebhook();
+  const a1 = await record(db(), code, 'trade:A', { n: 1 });
+  const a2 = await record(db(), code, 'trade:A', { n: 2 });
+  const a3 = await record(db(), code, 'trade:A', { n: 3 });
+  await record(db(), code, 'trade:B');
+  await record(db(), code, 'trade:C');
+  // C waits for a retry an hour away: its lane is due then, not now.
   await sql`update webhook_notifications set status = 'retrying', next_attempt_at = now() + interval '1 hour'
     where platform_code = ${code} and resource_key = 'trade:C'`.execute(db());
-  assert.equal(
-    (await claimLane(db(), { platformCode: code, resourceKey: 'trade:D' }, 'other', LEASE_MS)).claimed,
-    true,
-  );
+  await sql`update webhook_lanes set due_at = now() + interval '1 hour'
+    where platform_code = ${code} and resource_key = 'trade:C'`.execute(db());
 
-  const first = await adoptLanes(db(), 'adopter', LEASE_MS, 2);
+  const first = mine(code, await claim('worker-1', 100, 2));
   assert.deepEqual(
-    first.map((a) => a.lane.resourceKey),
+    first.map((c) => c.lane.resourceKey),
     ['trade:A', 'trade:B'],
-    'the two oldest due heads',
   );
-  assert.equal(
-    first[1]!.head?.notification_id,
-    ids.get('trade:B'),
-    "B's oldest notification, not its later one",
-  );
-  const leases = await sql<{ resource_key: string; owner: string }>`select resource_key, owner
-    from webhook_delivery_leases where platform_code = ${code} order by resource_key`.execute(db());
-  assert.deepEqual(leases.rows, [
-    { resource_key: 'trade:A', owner: 'adopter' },
-    { resource_key: 'trade:B', owner: 'adopter' },
-    { resource_key: 'trade:D', owner: 'other' },
-  ]);
-  // A's and B's jobs went with them; C's (not due), D's (held) and E's stay queued.
-  assert.deepEqual(await laneJobs(code), ['trade:C', 'trade:D', 'trade:E']);
-
-  const second = await adoptLanes(db(), 'adopter', LEASE_MS, 10);
   assert.deepEqual(
-    second.map((a) => a.lane.resourceKey),
-    ['trade:E'],
-    'not C (retry not due), not D (leased), not A or B (leased by us)',
+    first[0]!.heads.map((h) => h.notification_id),
+    [a1, a2],
+    'A: its two oldest, in order (perLane 2)',
+  );
+  assert.ok(first[0]!.heads.every((h) => h.due && h.url === 'http://127.0.0.1:9/unused'));
+  assert.deepEqual(await lanes(code), [
+    { resource_key: 'trade:A', owner: 'worker-1', due_now: false },
+    { resource_key: 'trade:B', owner: 'worker-1', due_now: false },
+    { resource_key: 'trade:C', owner: null, due_now: false },
+  ]);
+  assert.deepEqual(mine(code, await claim('worker-2')), [], 'held lanes and C are not claimed again');
+
+  // Giving them back: A still has a3, due now; B is empty and goes.
+  await sql`update webhook_notifications set status = 'delivered'
+    where notification_id in (${a1}::uuid, ${a2}::uuid) or (platform_code = ${code} and resource_key = 'trade:B')`.execute(
+    db(),
+  );
+  await releaseLanes(
+    db(),
+    first.map((c) => ({ lane: c.lane, owner: 'worker-1' })),
+  );
+  assert.deepEqual(await lanes(code), [
+    { resource_key: 'trade:A', owner: null, due_now: true },
+    { resource_key: 'trade:C', owner: null, due_now: false },
+  ]);
+  const again = mine(code, await claim('worker-2'));
+  assert.deepEqual(
+    again.map((c) => [c.lane.resourceKey, c.heads.map((h) => h.notification_id)]),
+    [['trade:A', [a3]]],
+  );
+});
+
+test('a release by someone who no longer holds the lane changes nothing; an expired lease is claimed again', async () => {
+  const code = await newPlatformWithWebhook();
+  await record(db(), code, 'trade:L');
+  assert.equal(mine(code, await claim('worker-1')).length, 1);
+  await releaseLanes(db(), [{ lane: { platformCode: code, resourceKey: 'trade:L' }, owner: 'worker-2' }]);
+  assert.deepEqual(await lanes(code), [{ resource_key: 'trade:L', owner: 'worker-1', due_now: false }]);
+
+  // worker-1 died: once its lease has expired (time moved on) the lane is due and another worker takes it.
+  await sql`update webhook_lanes set due_at = clock_timestamp() - interval '1 millisecond'
+    where platform_code = ${code}`.execute(db());
+  const taken = mine(code, await claim('worker-2'));
+  assert.equal(taken.length, 1);
+  assert.equal(taken[0]!.heads.length, 1);
+  assert.deepEqual(await lanes(code), [{ resource_key: 'trade:L', owner: 'worker-2', due_now: false }]);
+});
+
+test('a notification recorded while its lane is given back is never left without a due lane', async () => {
+  const code = await newPlatformWithWebhook();
+  const lane = { platformCode: code, resourceKey: 'trade:R' };
+  const first = await record(db(), code, lane.resourceKey);
+  assert.equal(mine(code, await claim('worker-1')).length, 1);
+  await sql`update webhook_notifications set status = 'delivered' where notification_id = ${first}::uuid`.execute(
+    db(),
   );
 
-  // Releasing B, still undelivered, queues B's job again.
-  await releaseLane(db(), { platformCode: code, resourceKey: 'trade:B' }, 'adopter');
-  assert.ok((await laneJobs(code)).includes('trade:B'));
+  // A producer records into the held lane and has not committed yet when the worker gives the lane back.
+  let commit!: () => void;
+  const mayCommit = new Promise<void>((resolve) => (commit = resolve));
+  let recorded!: () => void;
+  const hasRecorded = new Promise<void>((resolve) => (recorded = resolve));
+  const producer = db()
+    .transaction()
+    .execute(async (trx) => {
+      const id = await recordNotification(trx, {
+        platformCode: code,
+        payloadType: 'trade_status_changed',
+        resourceKey: lane.resourceKey,
+        payload: { second: true },
+      });
+      recorded();
+      await mayCommit;
+      return id;
+    });
+  await hasRecorded;
+  // The release must not wait for the producer, nor delete the lane it is recording into.
+  await releaseLanes(db(), [{ lane, owner: 'worker-1' }]);
+  assert.deepEqual(await lanes(code), [{ resource_key: 'trade:R', owner: null, due_now: true }]);
+  commit();
+  const second = await producer;
+  const claimed = mine(code, await claim('worker-2'));
+  assert.deepEqual(
+    claimed.map((c) => c.heads.map((h) => h.notification_id)),
+    [[second]],
+  );
+
+  // And the other way round: released (empty) first, recorded after: the lane row comes back, due.
+  await sql`update webhook_notifications set status = 'delivered' where notification_id = ${second}::uuid`.execute(
+    db(),
+  );
+  await releaseLanes(db(), [{ lane, owner: 'worker-2' }]);
+  assert.deepEqual(await lanes(code), []);
+  await record(db(), code, lane.resourceKey);
+  assert.deepEqual(await lanes(code), [{ resource_key: 'trade:R', owner: null, due_now: true }]);
+});
+
+test('a rolled-back notification leaves no lane', async () => {
+  const code = await newPlatformWithWebhook();
+  await db()
+    .transaction()
+    .execute(async (trx) => {
+      await recordNotification(trx, {
+        platformCode: code,
+        payloadType: 'trade_status_changed',
+        resourceKey: 'trade:RB',
+        payload: {},
+      });
+      throw new Error('roll back');
+    })
+    .catch(() => {});
+  assert.deepEqual(await lanes(code), []);
 });

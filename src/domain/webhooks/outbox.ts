@@ -2,15 +2,14 @@ import { sql } from 'kysely';
 import { isWebhookPayloadType, type WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Executor } from '../../store/database.ts';
-import { DELIVER_LANE_TASK, laneJobKey } from './delivery-lane.ts';
 
 /**
  * The transactional outbox (wire-contract §5 "Durability"). Domain code calls `recordNotification` with the
- * transaction that makes the change, so the change, its notification and the job that will deliver it
+ * transaction that makes the change, so the change, its notification and its lane (what the dispatchers claim)
  * commit or roll back together: a committed change is never left without its notification, whatever
  * happens to the process after the commit.
  *
- * Delivery (signing, retries, order, dead letters) is done by the lane job in `webhook-delivery.ts`.
+ * Delivery (signing, retries, order, dead letters) is done by the dispatchers in `webhook-delivery.ts`.
  */
 
 /** A payload type, from the one list in the wire contract (`src/contract/webhook-headers.ts`). */
@@ -26,13 +25,13 @@ export interface NotificationInput {
 
 /**
  * Records one notification in the caller's transaction and returns its id (the `x-svc-hook-notification-id`
- * of every attempt). One statement: the row, and, when the platform's webhook wants it, a wake-up of the
- * notification's lane. The wake-up is a graphile-worker job keyed by lane in `preserve_run_at` mode, so a
- * lane has at most one waiting job, and a lane that is waiting out a retry of an earlier notification is
- * not woken early (wire-contract §5 "Order": the later one may not be attempted before it anyway).
+ * of every attempt). One statement: the row, and, when the platform's webhook wants it, its lane's row
+ * (`webhook_wake_lane`, migration 0008): created due now if the lane had no undelivered work, left as it is
+ * otherwise, so a lane waiting out a retry of an earlier notification is not woken early (wire-contract §5
+ * "Order": the later one may not be attempted before it anyway). The dispatchers are woken at commit.
  *
  * A platform without an enabled webhook for this payload type gets the row as `skipped` (with the reason),
- * visible to the operator and redeliverable once a webhook is configured; no job is queued for it.
+ * visible to the operator and redeliverable once a webhook is configured; no lane is woken for it.
  *
  * @example
  * await db.transaction().execute(async (trx) => {
@@ -52,7 +51,6 @@ export async function recordNotification(trx: Executor, input: NotificationInput
     throw new TypeError('recordNotification: resourceKey must be a non-empty string');
   }
   const notificationId = newUuid();
-  const lane = { platformCode: input.platformCode, resourceKey: input.resourceKey };
   await sql`
     with endpoint as (
       select e.enabled, e.payload_types from webhook_endpoints e where e.platform_code = ${input.platformCode}
@@ -70,12 +68,7 @@ export async function recordNotification(trx: Executor, input: NotificationInput
       ) skip
       returning status
     )
-    select graphile_worker.add_job(
-      ${DELIVER_LANE_TASK}::text,
-      json_build_object('platform_code', ${input.platformCode}::text, 'resource_key', ${input.resourceKey}::text),
-      job_key => ${laneJobKey(lane)}::text,
-      job_key_mode => 'preserve_run_at'
-    )
+    select webhook_wake_lane(${input.platformCode}, ${input.resourceKey})
     from inserted
     where inserted.status = 'pending'
   `.execute(trx);

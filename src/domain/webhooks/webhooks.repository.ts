@@ -1,5 +1,4 @@
 import { sql, type RawBuilder } from 'kysely';
-import { newUuid } from '../../lib/ids.ts';
 import type { Executor } from '../../store/database.ts';
 import type {
   AttemptOutcome,
@@ -7,7 +6,7 @@ import type {
   WebhookEndpointsTable,
 } from '../../store/tables/webhooks.tables.ts';
 import type { Insertable } from 'kysely';
-import { DELIVER_LANE_TASK, LANE_JOB_KEY_PREFIX, laneJobKey, type Lane } from './delivery-lane.ts';
+import type { Lane } from './delivery-lane.ts';
 
 /**
  * SQL of webhook configuration and delivery. Statements on the delivery path are single round trips (a
@@ -135,21 +134,19 @@ export function listAttempts(db: Executor, notificationIds: string[]) {
 
 export type AttemptRow = Awaited<ReturnType<typeof listAttempts>>[number];
 
-/** `laneJobKey` in SQL, for the lane in the `platform_code` and `resource_key` columns of `alias`. */
-function laneJobKeySql(alias: string) {
-  return sql`${LANE_JOB_KEY_PREFIX}::text || ${sql.ref(`${alias}.platform_code`)} || ':' || ${sql.ref(`${alias}.resource_key`)}`;
-}
-
-/** Wakes the lanes of the notifications that `where` selects, now (redelivery). */
+/**
+ * Makes the lanes of the notifications `notifications` selects due now (unless a dispatcher holds them: its
+ * release then sees the change) and wakes the dispatchers. Lanes in (platform, resource) order, as
+ * webhook_release_lanes takes them.
+ */
 function wakeLanes(notifications: RawBuilder<unknown>) {
   return sql`
-    select graphile_worker.add_job(
-      ${DELIVER_LANE_TASK}::text,
-      json_build_object('platform_code', lanes.platform_code, 'resource_key', lanes.resource_key),
-      job_key => ${laneJobKeySql('lanes')},
-      job_key_mode => 'replace'
-    )
-    from (select distinct platform_code, resource_key from ${notifications} n) lanes
+    insert into webhook_lanes (platform_code, resource_key, due_at)
+    select distinct n.platform_code, n.resource_key, clock_timestamp() from ${notifications} n
+    order by 1, 2
+    on conflict (platform_code, resource_key) do update set due_at = least(webhook_lanes.due_at, excluded.due_at)
+      where webhook_lanes.owner is null
+    returning 1
   `;
 }
 
@@ -182,14 +179,18 @@ export async function redeliver(
       where ${sql.join(conditions, sql` and `)}
       returning platform_code, resource_key
     ), woken as (${wakeLanes(sql`redelivered`)})
-    select (select count(*) from redelivered)::int as count, (select count(*) from woken)::int as lanes
+    select (select count(*) from redelivered)::int as count, (select count(*) from woken)::int as lanes,
+      pg_notify(${LANES_CHANNEL}, '')
   `.execute(db);
   return Number(result.rows[0]?.count ?? 0);
 }
 
 // --- delivery ----------------------------------------------------------------------------------------
 
-/** The oldest undelivered notification of a lane, with what is needed to deliver it. */
+/** The lane functions' name of the NOTIFY channel (migration 0008): a notification or redelivery awaits. */
+export const LANES_CHANNEL = 'svc_webhooks';
+
+/** One of a lane's undelivered notifications, oldest first, with what is needed to deliver it. */
 export interface LaneHead {
   notification_id: string;
   seq: number;
@@ -199,9 +200,9 @@ export interface LaneHead {
   state_token: string;
   round_attempts: number;
   attempt_count: number;
-  /** next_attempt_at has come (database clock). */
+  /** next_attempt_at had come when the lane was claimed (database clock). */
   due: boolean;
-  /** ms until next_attempt_at (0 when due). */
+  /** ms from the claim until next_attempt_at (0 when due). */
   wait_ms: number;
   url: string | null;
   secret_ciphertext: Buffer | null;
@@ -209,60 +210,44 @@ export interface LaneHead {
   skip_reason: string | null;
 }
 
-/**
- * The head query of one lane, given as SQL expressions (parameters, or columns of a batch's input rows);
- * `exclude` leaves out the notification whose result is recorded in the same statement.
- */
-function headOf(
-  platform: RawBuilder<unknown>,
-  resource: RawBuilder<unknown>,
-  exclude: RawBuilder<unknown> | null,
-) {
-  return sql`
-    select n.notification_id, n.seq, n.payload_type, n.payload, n.created_at, n.state_token,
-      n.round_attempts, n.attempt_count,
-      n.next_attempt_at <= clock_timestamp() as due,
-      greatest(0, ceil(extract(epoch from (n.next_attempt_at - clock_timestamp())) * 1000))::int as wait_ms,
-      e.url, e.secret_ciphertext,
-      webhook_skip_reason(e.enabled, e.payload_types, n.payload_type) as skip_reason
-    from webhook_notifications n
-    left join webhook_endpoints e on e.platform_code = n.platform_code
-    where n.platform_code = ${platform} and n.resource_key = ${resource}
-      and n.status in ('pending', 'retrying')
-      ${exclude ? sql`and n.notification_id <> ${exclude}` : sql``}
-    order by n.seq
-    limit 1
-  `;
+export interface ClaimedLane {
+  lane: Lane;
+  /** Its oldest undelivered notifications, in order; empty when the lane turned out to be empty. */
+  heads: LaneHead[];
 }
 
 /**
- * The heads of lanes, read in a statement of their own: after a claim, so that they are seen as they are
- * now, not as they were when the claiming statement began (another worker may have worked and released a
- * lane in between, and its old head must not be attempted again).
+ * Claims up to `limit` due lanes for `owner` for `leaseMs` (webhook_claim_lanes: SKIP LOCKED, oldest due
+ * first) with up to `perLane` notifications of each, in one round trip.
  */
-async function headsOf(db: Executor, lanes: Lane[]): Promise<Array<LaneHead | null>> {
-  if (lanes.length === 0) return [];
-  const { rows } = await sql<HeadColumns & { idx: number }>`
-    select u.idx, h.*
-    from unnest(${lanes.map((l) => l.platformCode)}::text[], ${lanes.map((l) => l.resourceKey)}::text[])
-      with ordinality as u(platform_code, resource_key, idx)
-    left join lateral (${headOf(sql`u.platform_code`, sql`u.resource_key`, null)}) h on true
-  `.execute(db);
-  return byIndex(rows, lanes.length).map((row) => toHead(row));
+export async function claimLanes(
+  db: Executor,
+  owner: string,
+  options: { limit: number; leaseMs: number; perLane: number },
+): Promise<ClaimedLane[]> {
+  const { rows } = await sql<
+    { platform_code: string; resource_key: string } & { [K in keyof LaneHead]: LaneHead[K] | null }
+  >`select * from webhook_claim_lanes(${owner}, ${options.limit}::int, ${options.leaseMs}::int, ${options.perLane}::int)`.execute(
+    db,
+  );
+  const lanes: ClaimedLane[] = [];
+  for (const { platform_code, resource_key, ...head } of rows) {
+    let last = lanes.at(-1);
+    if (!last || last.lane.platformCode !== platform_code || last.lane.resourceKey !== resource_key) {
+      last = { lane: { platformCode: platform_code, resourceKey: resource_key }, heads: [] };
+      lanes.push(last);
+    }
+    if (head.notification_id !== null) last.heads.push({ ...head, seq: Number(head.seq) } as LaneHead);
+  }
+  return lanes;
 }
 
-type HeadColumns = { [K in keyof LaneHead]: LaneHead[K] | null };
-
-function toHead(row: HeadColumns): LaneHead | null {
-  if (row.notification_id === null) return null;
-  return row as LaneHead;
-}
-
-/** Orders a batch's rows back into input order (`idx` is 1-based, from `with ordinality`). */
-function byIndex<T extends { idx: number | string }>(rows: T[], count: number): T[] {
-  const out = new Array<T>(count);
-  for (const row of rows) out[Number(row.idx) - 1] = row;
-  return out;
+/** ms until the next lane is due (a head's retry, or a lease's expiry), or null when there is no lane. */
+export async function nextLaneDueInMs(db: Executor): Promise<number | null> {
+  const { rows } = await sql<{ ms: number | null }>`
+    select greatest(0, ceil(extract(epoch from (min(due_at) - clock_timestamp())) * 1000))::int as ms
+    from webhook_lanes`.execute(db);
+  return rows[0]?.ms ?? null;
 }
 
 export interface LaneClaim {
@@ -270,138 +255,48 @@ export interface LaneClaim {
   owner: string;
 }
 
-/**
- * Claims each lane for its owner for `leaseMs` and returns its head (webhook_claim_lease, in lane order so
- * that two processes' batches lock lease rows in the same order). `claimed: false` means a live lease holds
- * it (the database function then scheduled that lane's job for when the lease expires).
- */
-export async function claimLanes(
-  db: Executor,
-  claims: LaneClaim[],
-  leaseMs: number,
-): Promise<Array<{ claimed: boolean; head: LaneHead | null }>> {
-  const result = await sql<{ idx: number; claimed: boolean }>`
+function laneColumns(items: LaneClaim[]) {
+  return sql`${items.map((i) => i.lane.platformCode)}::text[], ${items.map((i) => i.lane.resourceKey)}::text[],
+    ${items.map((i) => i.owner)}::text[]`;
+}
+
+/** Extends each lease to now + leaseMs while its owner still holds it; whether it does. */
+export async function renewLeases(db: Executor, items: LaneClaim[], leaseMs: number): Promise<boolean[]> {
+  const { rows } = await sql<{ idx: number; held: boolean }>`
     with input as (
-      select * from unnest(
-        ${claims.map((c) => c.lane.platformCode)}::text[], ${claims.map((c) => c.lane.resourceKey)}::text[],
-        ${claims.map((c) => c.owner)}::text[], ${claims.map((c) => laneJobKey(c.lane))}::text[]
-      ) with ordinality as u(platform_code, resource_key, owner, job_key, idx)
+      select * from unnest(${laneColumns(items)}) with ordinality as u(platform_code, resource_key, owner, idx)
+    ), renewed as (
+      update webhook_lanes l
+      set due_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
+      from input i
+      where l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = i.owner
+      returning i.idx
     )
-    select i.idx, c.claimed
-    from (select * from input order by platform_code, resource_key) i
-    cross join lateral webhook_claim_lease(i.platform_code, i.resource_key, i.owner, ${leaseMs}::int,
-      ${DELIVER_LANE_TASK}, i.job_key) c
+    select i.idx, exists (select 1 from renewed r where r.idx = i.idx) as held from input i
   `.execute(db);
-  const claimed = byIndex(result.rows, claims.length).map((row) => row?.claimed === true);
-  // The heads are read after the claims commit, not in the claiming statement: that statement may have
-  // waited on another lane's lock while a worker worked and released one of these lanes, and its snapshot
-  // would then show a notification that is already delivered.
-  const owned = claims.flatMap((_claim, i) => (claimed[i] ? [i] : []));
-  const heads = await headsOf(
-    db,
-    owned.map((i) => claims[i]!.lane),
-  );
-  const results = claims.map(() => ({ claimed: false, head: null as LaneHead | null }));
-  owned.forEach((i, k) => {
-    results[i] = { claimed: true, head: heads[k] ?? null };
-  });
-  return results;
+  return byIndex(rows, items.length).map((row) => row?.held === true);
 }
 
-export async function claimLane(db: Executor, lane: Lane, owner: string, leaseMs: number) {
-  return (await claimLanes(db, [{ lane, owner }], leaseMs))[0]!;
+/** Gives lanes back (webhook_release_lanes): empty ones are deleted, the others are due with their heads. */
+export async function releaseLanes(db: Executor, items: LaneClaim[]): Promise<void> {
+  // One owner per statement: the function takes one. A process has one owner per dispatcher.
+  const byOwner = new Map<string, LaneClaim[]>();
+  for (const item of items) {
+    const lanes = byOwner.get(item.owner);
+    if (lanes) lanes.push(item);
+    else byOwner.set(item.owner, [item]);
+  }
+  for (const [owner, lanes] of byOwner) {
+    await sql`select webhook_release_lanes(${lanes.map((l) => l.lane.platformCode)}::text[],
+      ${lanes.map((l) => l.lane.resourceKey)}::text[], ${owner})`.execute(db);
+  }
 }
 
-/**
- * Adopts up to `limit` lanes whose head is due and that nobody works: no lease row and no job of theirs
- * being started. Claims them for `owner` and removes their waiting jobs (the adopter delivers them, and its
- * release queues them again if work remains), in one statement. Used by a lane job that found the queue
- * behind, so that one job, rather than one job per lane, works a backlog.
- */
-export async function adoptLanes(
-  db: Executor,
-  owner: string,
-  leaseMs: number,
-  limit: number,
-): Promise<Array<{ lane: Lane; head: LaneHead | null }>> {
-  const { rows } = await sql<{ platform_code: string; resource_key: string }>`
-    with candidates as (
-      select n.platform_code, n.resource_key
-      from webhook_notifications n
-      where n.status in ('pending', 'retrying') and n.next_attempt_at <= clock_timestamp()
-        and not exists (
-          select 1 from webhook_notifications e
-          where e.platform_code = n.platform_code and e.resource_key = n.resource_key
-            and e.status in ('pending', 'retrying') and e.seq < n.seq
-        )
-        and not exists (
-          select 1 from webhook_delivery_leases l
-          where l.platform_code = n.platform_code and l.resource_key = n.resource_key
-        )
-        and not exists (
-          select 1 from graphile_worker.jobs j where j.key = ${laneJobKeySql('n')} and j.locked_at is not null
-        )
-      order by n.next_attempt_at
-      limit ${limit}::int
-    ), claims as (
-      select c.platform_code, c.resource_key, x.claimed
-      from (select * from candidates order by platform_code, resource_key) c
-      cross join lateral webhook_claim_lease(c.platform_code, c.resource_key, ${owner}, ${leaseMs}::int,
-        ${DELIVER_LANE_TASK}, ${laneJobKeySql('c')}) x
-    ), removed as (
-      select graphile_worker.remove_job(${laneJobKeySql('claims')}) from claims where claims.claimed
-    )
-    select claims.platform_code, claims.resource_key
-    from claims
-    where claims.claimed and (select count(*) from removed) >= 0
-  `.execute(db);
-  // The candidates were chosen from the statement's snapshot: read the heads again, as they are now.
-  const lanes = rows.map((row) => ({ platformCode: row.platform_code, resourceKey: row.resource_key }));
-  const heads = await headsOf(db, lanes);
-  return lanes.map((lane, i) => ({ lane, head: heads[i] ?? null }));
-}
-
-/** Extends the lease to now + leaseMs (only while `owner` still holds it) and returns the lane's head. */
-export async function renewLane(
-  db: Executor,
-  lane: Lane,
-  owner: string,
-  leaseMs: number,
-): Promise<{ held: boolean; head: LaneHead | null }> {
-  const result = await sql<HeadColumns & { held: number }>`
-    with lease as (
-      update webhook_delivery_leases
-      set expires_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
-      where platform_code = ${lane.platformCode} and resource_key = ${lane.resourceKey} and owner = ${owner}
-      returning 1
-    )
-    select (select count(*) from lease)::int as held, h.*
-    from (select 1) one
-    left join lateral (${headOf(sql`${lane.platformCode}`, sql`${lane.resourceKey}`, null)}) h on true
-  `.execute(db);
-  const row = result.rows[0]!;
-  return { held: row.held > 0, head: row.held > 0 ? toHead(row) : null };
-}
-
-/**
- * Gives lanes back (webhook_release_lease, one call per lane in lane order). Each call looks up the lane
- * with a fresh snapshot after deleting the lease and wakes the lane's job for whatever is still undelivered.
- */
-export async function releaseLanes(db: Executor, releases: LaneClaim[]): Promise<void> {
-  await sql`
-    select webhook_release_lease(u.platform_code, u.resource_key, u.owner, ${DELIVER_LANE_TASK}, u.job_key)
-    from (
-      select * from unnest(
-        ${releases.map((r) => r.lane.platformCode)}::text[], ${releases.map((r) => r.lane.resourceKey)}::text[],
-        ${releases.map((r) => r.owner)}::text[], ${releases.map((r) => laneJobKey(r.lane))}::text[]
-      ) as u(platform_code, resource_key, owner, job_key)
-      order by platform_code, resource_key
-    ) u
-  `.execute(db);
-}
-
-export function releaseLane(db: Executor, lane: Lane, owner: string): Promise<void> {
-  return releaseLanes(db, [{ lane, owner }]);
+/** Orders a batch's rows back into input order (`idx` is 1-based, from `with ordinality`). */
+function byIndex<T extends { idx: number | string }>(rows: T[], count: number): T[] {
+  const out = new Array<T>(count);
+  for (const row of rows) out[Number(row.idx) - 1] = row;
+  return out;
 }
 
 export interface AttemptRecord {
@@ -421,42 +316,36 @@ export interface AttemptRecord {
   nextAttemptInMs: number | null;
 }
 
-export interface ResultRecord {
-  lane: Lane;
-  owner: string;
+export interface ResultRecord extends LaneClaim {
   head: Pick<LaneHead, 'notification_id' | 'state_token'>;
+  /** The state token the notification gets if the record applies (chosen by the caller, so it can go on). */
+  newStateToken: string;
   record: AttemptRecord;
 }
 
 export interface RecordedResult {
   leaseHeld: boolean;
   applied: boolean;
-  stateToken: string;
-  next: LaneHead | null;
 }
 
 /**
- * Records attempts' results, extends their leases and returns each lane's next head, in one statement.
- * A state change applies only if the notification's state token is still the one its attempt started from
- * (an operator's redelivery during the attempt wins); the attempt row is written in any case, since the
- * request was made.
+ * Records attempts' results and extends their lanes' leases, in one statement. A state change applies only
+ * if the notification's state token is still the one its attempt started from (an operator's redelivery
+ * during the attempt wins); the attempt row is written in any case, since the request was made.
  */
 export async function recordResults(
   db: Executor,
   items: ResultRecord[],
   leaseMs: number,
 ): Promise<RecordedResult[]> {
-  const newTokens = items.map(() => newUuid());
   const col = <T>(pick: (item: ResultRecord) => T) => items.map(pick);
-  const result = await sql<HeadColumns & { idx: number; lease_held: boolean; applied: boolean | null }>`
+  const result = await sql<{ idx: number; lease_held: boolean; applied: boolean | null }>`
     with input as (
       select * from unnest(
         ${col((i) => i.head.notification_id)}::uuid[],
         ${col((i) => i.head.state_token)}::uuid[],
-        ${newTokens}::uuid[],
-        ${col((i) => i.lane.platformCode)}::text[],
-        ${col((i) => i.lane.resourceKey)}::text[],
-        ${col((i) => i.owner)}::text[],
+        ${col((i) => i.newStateToken)}::uuid[],
+        ${laneColumns(items)},
         ${col((i) => (i.record.attempt ? 1 : 0))}::int[],
         ${col((i) => i.record.attempt?.startedAt ?? null)}::timestamptz[],
         ${col((i) => i.record.attempt?.durationMs ?? 0)}::int[],
@@ -470,8 +359,8 @@ export async function recordResults(
       ) with ordinality as u(id, token, new_token, platform_code, resource_key, owner, attempted, started_at,
         duration_ms, status_code, error, outcome, status, reason, round_attempts, delay_ms, idx)
     ), lease as (
-      update webhook_delivery_leases l
-      set expires_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
+      update webhook_lanes l
+      set due_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
       from input i
       where l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = i.owner
       returning i.idx
@@ -498,57 +387,14 @@ export async function recordResults(
       from updated u join input i on i.idx = u.idx
       where i.attempted = 1
     )
-    select i.idx, exists (select 1 from lease where lease.idx = i.idx) as lease_held, u.applied, h.*
+    select i.idx, exists (select 1 from lease where lease.idx = i.idx) as lease_held, u.applied
     from input i
     left join updated u on u.idx = i.idx
-    left join lateral (${headOf(sql`i.platform_code`, sql`i.resource_key`, sql`i.id`)}) h on true
   `.execute(db);
-  return byIndex(result.rows, items.length).map((row, k) => ({
+  return byIndex(result.rows, items.length).map((row) => ({
     leaseHeld: row.lease_held === true,
     applied: row.applied === true,
-    stateToken: newTokens[k]!,
-    next: toHead(row),
   }));
-}
-
-export async function recordResult(
-  db: Executor,
-  lane: Lane,
-  owner: string,
-  leaseMs: number,
-  head: Pick<LaneHead, 'notification_id' | 'state_token'>,
-  record: AttemptRecord,
-): Promise<RecordedResult> {
-  return (await recordResults(db, [{ lane, owner, head, record }], leaseMs))[0]!;
-}
-
-/**
- * Wakes lanes whose work is due but that nobody is working or about to work: no live lease and no runnable
- * job (none at all, or only one locked by a worker that died: graphile-worker would keep that one locked
- * for 4 hours). Adding the lane's job in `replace` mode clears the dead job's key and queues a fresh one.
- * `graceMs` keeps it off lanes whose job was just taken and whose lease is a moment away.
- */
-export async function reviveStalledLanes(db: Executor, graceMs: number, limit: number): Promise<number> {
-  const result = await sql<{ lanes: number }>`
-    with stalled as (
-      select distinct n.platform_code, n.resource_key
-      from webhook_notifications n
-      where n.status in ('pending', 'retrying')
-        and n.next_attempt_at <= now() - ${graceMs}::int * interval '1 millisecond'
-        and not exists (
-          select 1 from webhook_delivery_leases l
-          where l.platform_code = n.platform_code and l.resource_key = n.resource_key and l.expires_at > now()
-        )
-        and not exists (
-          select 1 from graphile_worker.jobs j
-          where j.key = ${laneJobKeySql('n')}
-            and j.locked_at is null and j.attempts < j.max_attempts
-        )
-      limit ${limit}::int
-    ), woken as (${wakeLanes(sql`stalled`)})
-    select (select count(*) from woken)::int as lanes
-  `.execute(db);
-  return Number(result.rows[0]?.lanes ?? 0);
 }
 
 // --- metrics ------------------------------------------------------------------------------------------

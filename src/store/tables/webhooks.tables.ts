@@ -53,17 +53,18 @@ export interface WebhookAttemptsTable {
   worker: string;
 }
 
-export interface WebhookDeliveryLeasesTable {
+/** Migration 0008: one row per lane with undelivered work (see that migration for what due_at means). */
+export interface WebhookLanesTable {
   platform_code: string;
   resource_key: string;
-  owner: string;
-  claimed_at: Timestamp;
-  expires_at: Timestamp;
+  due_at: Timestamp;
+  owner: string | null;
+  claimed_at: NullableTimestamp;
 }
 
 export interface WebhooksTables {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_notifications: WebhookNotificationDeliveryColumns;
   webhook_attempts: WebhookAttemptsTable;
-  webhook_delivery_leases: WebhookDeliveryLeasesTable;
+  webhook_lanes: WebhookLanesTable;
 }

@@ -1,0 +1,142 @@
+import type { ClaimedLane } from './webhooks.repository.ts';
+
+/**
+ * A worker process's webhook dispatcher: keeps up to `concurrency` lanes being worked at once, and about as
+ * many claimed and ready, so a slot that frees up starts its next delivery without waiting for the
+ * database. It claims many lanes per statement, when slots run short of ready lanes, and while the last
+ * claim found all it asked for. Otherwise it sleeps until it is woken (`wake()`: a NOTIFY that a
+ * notification was recorded or redelivered, or a lane finished), or until the next lane is due (a retry,
+ * or the lease of a worker that died), or at the latest `pollIntervalMs`, in case a wake-up was lost.
+ *
+ * Why our own loop rather than a graphile-worker job per lane (DESIGN §5 allows a table of our own for
+ * per-resource order and the delivery schedule): the queue's fixed cost per job, not the delivery, bounded
+ * the delivery rate (bench/webhooks.bench.ts); a claim here costs one statement per batch of lanes.
+ */
+export interface ReadyLane extends ClaimedLane {
+  /** performance.now() when the claim was sent: the lease runs from (at least) then. */
+  claimSentAt: number;
+}
+
+export interface DispatcherOptions {
+  concurrency: number;
+  pollIntervalMs: number;
+  claim(limit: number): Promise<ClaimedLane[]>;
+  /** Works a claimed lane and gives it back; resolves when done. Does not reject for a receiver's failure. */
+  work(lane: ReadyLane, signal: AbortSignal): Promise<void>;
+  /** Gives back lanes claimed but not started (at stop). */
+  release(lanes: ClaimedLane[]): Promise<void>;
+  /** ms until the next lane is due, null when there is none. */
+  nextDueInMs(): Promise<number | null>;
+  onError(err: unknown, message: string): void;
+}
+
+export interface Dispatcher {
+  /** There may be new due work: claim now if a slot is free. */
+  wake(): void;
+  /** Stops claiming, aborts attempts under way (recorded as aborted), gives back every lane it holds. */
+  stop(): Promise<void>;
+}
+
+/** Shortest idle sleep: a lane due "now" that the last claim did not get is about to be released by its holder. */
+const MIN_IDLE_MS = 5;
+
+export function startDispatcher(options: DispatcherOptions): Dispatcher {
+  const { concurrency } = options;
+  const ready: ReadyLane[] = [];
+  const running = new Set<Promise<void>>();
+  const abort = new AbortController();
+  let claiming: Promise<void> | null = null;
+  let stopped = false;
+  /** Whether the last claim came back full, or something woke us since: more due work may be waiting. */
+  let wanted = true;
+  /** Counts wake-ups, so a claim that comes back short does not cancel one that arrived meanwhile. */
+  let wakeups = 0;
+  let idleTimer: NodeJS.Timeout | null = null;
+
+  function pump(): void {
+    while (!stopped && running.size < concurrency && ready.length > 0) start(ready.shift()!);
+    if (!stopped && wanted && !claiming && ready.length < concurrency) claiming = claimMore();
+  }
+
+  function start(lane: ReadyLane): void {
+    const done: Promise<void> = options
+      .work(lane, abort.signal)
+      .catch((err: unknown) => options.onError(err, 'webhook lane failed'))
+      .finally(() => {
+        running.delete(done);
+        // The lane may have more work than one claim takes; it is due again then.
+        wake();
+      });
+    running.add(done);
+  }
+
+  async function claimMore(): Promise<void> {
+    const wakeupsBefore = wakeups;
+    const limit = 2 * concurrency - running.size - ready.length;
+    try {
+      const claimSentAt = performance.now();
+      const lanes = await options.claim(limit);
+      if (stopped) {
+        await options.release(lanes);
+        return;
+      }
+      for (const lane of lanes) ready.push({ ...lane, claimSentAt });
+      if (lanes.length < limit && wakeups === wakeupsBefore) {
+        wanted = false;
+        await sleepUntilDue();
+      }
+    } catch (err) {
+      options.onError(err, 'webhook lane claim failed');
+      wanted = false;
+      idleIn(options.pollIntervalMs);
+    } finally {
+      claiming = null;
+      pump();
+    }
+  }
+
+  async function sleepUntilDue(): Promise<void> {
+    const dueInMs = await options.nextDueInMs().catch((err: unknown) => {
+      options.onError(err, 'webhook next-due query failed');
+      return null;
+    });
+    if (!wanted) idleIn(Math.max(MIN_IDLE_MS, Math.min(dueInMs ?? Infinity, options.pollIntervalMs)));
+  }
+
+  function idleIn(ms: number): void {
+    if (stopped) return;
+    if (idleTimer) clearTimeout(idleTimer);
+    idleTimer = setTimeout(wake, ms);
+    idleTimer.unref();
+  }
+
+  function wake(): void {
+    wakeups++;
+    wanted = true;
+    if (idleTimer) {
+      clearTimeout(idleTimer);
+      idleTimer = null;
+    }
+    pump();
+  }
+
+  pump();
+
+  return {
+    wake,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      if (idleTimer) clearTimeout(idleTimer);
+      abort.abort();
+      const unstarted = ready.splice(0);
+      await claiming;
+      await Promise.all([
+        options
+          .release(unstarted)
+          .catch((err: unknown) => options.onError(err, 'webhook lane release failed')),
+        ...running,
+      ]);
+    },
+  };
+}

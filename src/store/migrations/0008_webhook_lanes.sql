@@ -1,0 +1,166 @@
+-- Webhook delivery by dispatchers that claim many lanes per statement (issue 4 "Speed").
+--
+-- Until now every lane (one platform's notifications for one resource key) had a graphile-worker job of its
+-- own, and a lease row while a worker held it. The queue's own per-job cost (measured: empty jobs reach 0.18
+-- of a plain POST loop) then bounded delivery, whatever the delivery did. DESIGN §5 leaves to a table of our
+-- own what the queue cannot express, per-resource order and the delivery schedule; a lane is exactly that,
+-- so lanes now live here, one row per lane with undelivered work, and each worker process's dispatcher
+-- claims the due ones many at a time (SKIP LOCKED), woken by NOTIFY on channel `svc_webhooks`.
+--
+-- due_at is when the lane may next be claimed: its head's next attempt while nobody holds it, the lease's
+-- expiry while a worker does (owner set). So one index range, due_at <= now, finds both the lanes whose work
+-- is due and the lanes of a worker that died mid-delivery (issue 4 point 5: the lease is the request timeout
+-- + 5 s and more), and nothing else.
+--
+-- Locks (so that producers never wait on deliveries, and no notification is left without its lane):
+--   * a producer holds FOR KEY SHARE on its lane row until it commits (webhook_wake_lane);
+--   * claims and lease renewals update non-key columns (FOR NO KEY UPDATE): they do not conflict with it;
+--   * a release takes the row FOR UPDATE SKIP LOCKED, which a producer's KEY SHARE blocks: then the lane is
+--     left due at once, and the next claim looks again. Holding the row, it reads the lane in a fresh
+--     snapshot, so every producer that committed before is seen and every later one waits for the release.
+
+create table webhook_lanes (
+  platform_code text not null,
+  resource_key text not null,
+  due_at timestamptz not null,
+  -- The dispatcher holding the lane (host:pid:run), or null.
+  owner text,
+  claimed_at timestamptz,
+  primary key (platform_code, resource_key)
+);
+create index webhook_lanes_due on webhook_lanes (due_at);
+
+-- Makes sure a lane row exists for a notification being recorded, and holds it FOR KEY SHARE until the
+-- caller commits, so that no release can decide the lane is empty before this notification is visible.
+-- Also wakes the dispatchers (NOTIFY is sent at commit, once per transaction).
+create function webhook_wake_lane(p_platform text, p_resource text) returns void
+language plpgsql volatile as $$
+begin
+  loop
+    insert into webhook_lanes (platform_code, resource_key, due_at)
+    values (p_platform, p_resource, clock_timestamp())
+    on conflict (platform_code, resource_key) do nothing;
+    exit when found;
+    -- It exists: lock it, unless a release deleted it in between (then insert it again).
+    perform 1 from webhook_lanes
+    where platform_code = p_platform and resource_key = p_resource
+    for key share;
+    exit when found;
+  end loop;
+  perform pg_notify('svc_webhooks', '');
+end;
+$$;
+
+-- Claims up to p_limit due lanes for p_owner until now + p_lease_ms and returns, for each, its oldest
+-- p_per_lane undelivered notifications with what delivering them needs (one row with null notification for
+-- a lane found empty). The notifications are read by a second statement, after the claim, in a fresh
+-- snapshot: a lane just released by another worker is seen as that worker left it.
+create function webhook_claim_lanes(p_owner text, p_limit integer, p_lease_ms integer, p_per_lane integer)
+returns table (
+  platform_code text, resource_key text, notification_id uuid, seq bigint, payload_type text, payload jsonb,
+  created_at timestamptz, state_token uuid, round_attempts integer, attempt_count integer, due boolean,
+  wait_ms integer, url text, secret_ciphertext bytea, skip_reason text
+)
+language plpgsql volatile as $$
+declare
+  v_platforms text[];
+  v_resources text[];
+begin
+  with picked as (
+    select l.platform_code, l.resource_key
+    from webhook_lanes l
+    where l.due_at <= clock_timestamp()
+    order by l.due_at
+    limit p_limit
+    for no key update skip locked
+  ), claimed as (
+    update webhook_lanes l
+    set owner = p_owner, claimed_at = clock_timestamp(),
+        due_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+    from picked
+    where l.platform_code = picked.platform_code and l.resource_key = picked.resource_key
+    returning l.platform_code, l.resource_key
+  )
+  select array_agg(c.platform_code), array_agg(c.resource_key) into v_platforms, v_resources from claimed c;
+  if v_platforms is null then
+    return;
+  end if;
+  return query
+    select c.platform_code, c.resource_key, n.notification_id, n.seq, n.payload_type, n.payload, n.created_at,
+      n.state_token, n.round_attempts, n.attempt_count,
+      n.next_attempt_at <= clock_timestamp(),
+      greatest(0, ceil(extract(epoch from (n.next_attempt_at - clock_timestamp())) * 1000))::int,
+      e.url, e.secret_ciphertext,
+      webhook_skip_reason(e.enabled, e.payload_types, n.payload_type)
+    from unnest(v_platforms, v_resources) as c(platform_code, resource_key)
+    left join lateral (
+      select * from webhook_notifications w
+      where w.platform_code = c.platform_code and w.resource_key = c.resource_key
+        and w.status in ('pending', 'retrying')
+      order by w.seq
+      limit p_per_lane
+    ) n on true
+    left join webhook_endpoints e on e.platform_code = c.platform_code
+    order by c.platform_code, c.resource_key, n.seq;
+end;
+$$;
+
+-- Gives back the lanes p_owner holds: deletes those found empty, leaves the others due when their head is.
+-- Lanes in (platform, resource) order, as a redelivery wakes them, so the two never deadlock.
+create function webhook_release_lanes(p_platforms text[], p_resources text[], p_owner text) returns void
+language plpgsql volatile as $$
+declare
+  v_platform text;
+  v_resource text;
+  v_next timestamptz;
+begin
+  for v_platform, v_resource in
+    select u.p, u.r from unnest(p_platforms, p_resources) as u(p, r) order by u.p, u.r
+  loop
+    perform 1 from webhook_lanes
+    where platform_code = v_platform and resource_key = v_resource and owner = p_owner
+    for update skip locked;
+    if not found then
+      -- Not ours any more, or a producer is recording into it right now: leave it to the next claim.
+      update webhook_lanes set owner = null, claimed_at = null, due_at = clock_timestamp()
+      where platform_code = v_platform and resource_key = v_resource and owner = p_owner;
+      continue;
+    end if;
+    -- A new statement, so a new snapshot: everything committed before the row lock was taken is seen.
+    select n.next_attempt_at into v_next
+    from webhook_notifications n
+    where n.platform_code = v_platform and n.resource_key = v_resource and n.status in ('pending', 'retrying')
+    order by n.seq
+    limit 1;
+    if v_next is null then
+      delete from webhook_lanes where platform_code = v_platform and resource_key = v_resource;
+    else
+      update webhook_lanes set owner = null, claimed_at = null, due_at = v_next
+      where platform_code = v_platform and resource_key = v_resource;
+    end if;
+  end loop;
+end;
+$$;
+
+-- Lanes for the undelivered notifications of an earlier version, due when their heads are.
+insert into webhook_lanes (platform_code, resource_key, due_at)
+select distinct on (platform_code, resource_key) platform_code, resource_key, next_attempt_at
+from webhook_notifications
+where status in ('pending', 'retrying')
+order by platform_code, resource_key, seq;
+
+-- The earlier version's lane jobs, leases and their functions. graphile-worker's schema is installed after
+-- this project's migrations, so on a new database there is no queue yet and nothing to remove.
+do $$
+begin
+  if to_regprocedure('graphile_worker.remove_job(text)') is not null then
+    execute $q$select graphile_worker.remove_job(key) from graphile_worker.jobs
+      where task_identifier = 'webhooks.deliver_lane' and key is not null$q$;
+  end if;
+end;
+$$;
+drop function webhook_claim_lease(text, text, text, integer, text, text);
+drop function webhook_release_lease(text, text, text, text, text);
+drop table webhook_delivery_leases;
+-- It served the old sweeper; the lanes' own due index replaces it.
+drop index webhook_notifications_due;
