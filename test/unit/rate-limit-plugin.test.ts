@@ -13,7 +13,7 @@ import { rateLimitPlugin } from '../../src/http/plugins/rate-limit.plugin.ts';
 
 const FIREWALLED = '192.0.2.66';
 
-async function buildTestApp(limiter: Pick<RateLimiter, 'check'>): Promise<FastifyInstance> {
+async function buildTestApp(limiter: Pick<RateLimiter, 'decide'>): Promise<FastifyInstance> {
   const app = Fastify({ trustProxy: '127.0.0.1/32' });
   app.get('/healthz', async () => ({ status: 'ok' }));
   await app.register(async (pub) => {
@@ -139,12 +139,13 @@ describe('rate-limit plugin', () => {
   it('waits for a limiter that answers asynchronously (the Redis path)', async () => {
     let calls = 0;
     const limiter = {
-      check: async (): Promise<RateLimitDecision> => {
+      decide: (_ip: string, done: (decision: RateLimitDecision) => void): void => {
         calls++;
-        await new Promise((resolve) => setImmediate(resolve));
-        return calls <= 2
-          ? { allowed: true, retryAfterMs: 0, blockStarted: false }
-          : { allowed: false, retryAfterMs: 4_200, blockStarted: calls === 3 };
+        const decision: RateLimitDecision =
+          calls <= 2
+            ? { allowed: true, retryAfterMs: 0, blockStarted: false }
+            : { allowed: false, retryAfterMs: 4_200, blockStarted: calls === 3 };
+        setImmediate(() => done(decision));
       },
     };
     const app = await buildTestApp(limiter);

@@ -120,10 +120,11 @@ export class RateLimiterService implements RateLimiter {
   }
 
   /**
-   * Decides one request from `ip`. Synchronous when the answer is known locally (cached block,
-   * memory store, fallback), a promise when Redis is asked. Never rejects.
+   * Decides one request from `address` and calls `done` with the decision: at once when it is known
+   * locally (cached block, memory store, fallback), when Redis answers otherwise. Never fails: a Redis
+   * error decides the request from memory. The HTTP hook's path, so it costs no promise.
    */
-  check(address: string): RateLimitDecision | Promise<RateLimitDecision> {
+  decide(address: string, done: (decision: RateLimitDecision) => void): void {
     const ip = rateLimitKey(address);
     const now = this.clock.now();
     const until = this.blockedUntil.get(ip);
@@ -131,22 +132,36 @@ export class RateLimiterService implements RateLimiter {
       if (now < until) {
         this.stats.refused++;
         this.stats.cachedRefusals++;
-        return refused(until - now, false);
+        done(refused(until - now, false));
+        return;
       }
       this.blockedUntil.delete(ip);
     }
     const shared = this.shared;
-    if (shared === undefined || !this.sharedUsable(now)) return this.record(ip, now, this.memory.hit(ip));
-    return shared.hit(ip).then(
-      (decision) => {
+    if (shared === undefined || !this.sharedUsable(now)) {
+      done(this.record(ip, now, this.memory.hit(ip)));
+      return;
+    }
+    shared.decide(ip, (err, decision) => {
+      if (decision !== undefined) {
         if (this.inFallback) this.resume();
-        return this.record(ip, now, decision);
-      },
-      (err: unknown) => {
+        done(this.record(ip, now, decision));
+      } else {
         this.fallBack(err);
-        return this.record(ip, now, this.memory.hit(ip));
-      },
-    );
+        done(this.record(ip, now, this.memory.hit(ip)));
+      }
+    });
+  }
+
+  /** `decide` for callers that prefer a value: the decision itself when known at once, else a promise. */
+  check(address: string): RateLimitDecision | Promise<RateLimitDecision> {
+    let known: RateLimitDecision | undefined;
+    let resolve: ((decision: RateLimitDecision) => void) | undefined;
+    this.decide(address, (decision) => {
+      if (resolve) resolve(decision);
+      else known = decision;
+    });
+    return known ?? new Promise((r) => (resolve = r));
   }
 
   /** Operator view, from the store that is limiting right now. */

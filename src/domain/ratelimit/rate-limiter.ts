@@ -106,8 +106,11 @@ export interface RateLimitStore {
   unblock(ip: string): void | Promise<void>;
 }
 
-/** What the HTTP layer and the operator API use. `check` never rejects. */
+/** What the HTTP layer and the operator API use. `decide` and `check` never fail. */
 export interface RateLimiter {
+  /** Calls `done` with the decision: synchronously when known locally, later when the store is asked. */
+  decide(ip: string, done: (decision: RateLimitDecision) => void): void;
+  /** `decide` as a value: the decision itself when known at once, else a promise of it. */
   check(ip: string): RateLimitDecision | Promise<RateLimitDecision>;
   inspect(ip: string): Promise<RateLimitState>;
   /** Lifts the block, clears the log; returns the state afterwards. */

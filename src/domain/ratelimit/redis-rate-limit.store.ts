@@ -3,6 +3,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import type { Clock } from '../../lib/clock.ts';
 import {
   rateLimitState,
+  refused,
   resolvePolicy,
   ACCEPTED,
   type RateLimitDecision,
@@ -13,74 +14,118 @@ import {
 
 /*
  * Per IP two keys:
- *   <prefix>{<ip>}:log    list of the IP's last `limit` accept times (epoch ms), newest first
+ *   <prefix>{<ip>}:log    the IP's accept times (epoch ms), newest first; at most `limit` entries
  *   <prefix>{<ip>}:block  epoch ms at which the IP's block ends
- * The list is the Redis twin of the memory store's ring: at most `limit` integers (~20 KB at
- * 2,000 in a listpack), and it expires `window` ms after the IP's last accept.
+ * The list is the Redis twin of the memory store's ring (~20 KB at 2,000 in a listpack); it expires
+ * `window` ms after the IP's last accept, or with the block key once a block starts.
  *
- * DESIGN §5: "now" is Redis's own TIME, so instances with skewed clocks agree. ARGV[4] may carry an
+ * The scripts build the key names from the IP themselves, so a request costs one short argument
+ * and Redis no KEYS table. Undeclared keys are fine on a standalone or replicated Redis, which the
+ * batched script needs anyway (one call touches the keys of many IPs, in many cluster slots):
+ * Redis Cluster is not supported.
+ *
+ * DESIGN §5: "now" is Redis's own TIME, so instances with skewed clocks agree. ARGV[5] may carry an
  * explicit now: TEST ONLY (see `testClock`), production always sends '' and Redis TIME is used.
  * Scripts that call TIME and then write are fine since Redis 5 (effects replication; the only mode
  * in Redis 7).
  */
-const NOW_LUA = `
-local now = tonumber(ARGV[4])
+const ARGS_LUA = `
+local prefix, limit, window, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end`;
 
 /**
- * Decides a batch of requests, in order, atomically: KEYS are (log, block) pairs, one pair per request
- * (an IP may appear more than once). → flat {allowed 0|1, retry_after_ms, block_started 0|1} per request.
+ * Decides a batch of requests, in order, atomically. ARGV: prefix, limit, window, block, now, then the
+ * IP of each request (an IP may appear more than once). → one integer per request: 0 accepted; > 0
+ * refused during a block, ms left; < 0 refused and the block it starts lasts -n ms.
+ *
+ * The common case costs two calls: LPUSH (which also tells the log's length) and PEXPIRE. The block
+ * key and the window are looked at only when the log then holds more than `limit` entries, which is
+ * always so for a blocked IP: a block starts with `limit` accepts in the log, refusals leave the log
+ * as it was, and the log lives as long as the block key, which outlasts the block. Entries that have
+ * left the window are dropped lazily, when the log is over the limit: O(log limit) calls then, for
+ * at least as many cheap requests afterwards as entries dropped.
  */
-const HIT_LUA = `
-local limit, window, block = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-${NOW_LUA}
-local function decide(log, blk)
-  local blocked_until = tonumber(redis.call('GET', blk))
+const HIT_LUA = `${ARGS_LUA}
+local call = redis.call
+local stamp = string.format('%d', now)
+
+-- Drops the entries older than floor (a tail, as the log is newest first; index 0 is this request's
+-- and is never older) with O(log n) LINDEX; returns the log's length afterwards.
+local function drop_older(log, n, floor)
+  local lo, hi = 1, n
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if tonumber(call('LINDEX', log, mid)) < floor then hi = mid else lo = mid + 1 end
+  end
+  if lo < n then call('LTRIM', log, 0, lo - 1) end
+  return lo
+end
+
+-- This request's accept is already at the head of the log, which now holds n > limit entries.
+local function over_limit(log, blk, n)
+  local blocked_until = tonumber(call('GET', blk))
   if blocked_until then
     -- wire-contract §2.3: refused during the block and not counted
-    if now < blocked_until then return 0, blocked_until - now, 0 end
-    -- block over: the IP starts afresh
-    redis.call('DEL', log, blk)
-  end
-  local n = redis.call('LLEN', log)
-  if n >= limit then
-    if n > limit then redis.call('LTRIM', log, 0, limit - 1) end
-    -- the limit-th newest accept is still inside the window: this request would be one too many
-    local oldest = tonumber(redis.call('LINDEX', log, -1))
-    if now - oldest < window then
-      -- the log is kept (the operator view shows the count) and cleared when the block ends; the
-      -- block key outlives the block by a window so that the clearing above sees it
-      redis.call('SET', blk, string.format('%d', now + block), 'PX', block + window)
-      return 0, block, 1
+    if now < blocked_until then
+      call('LPOP', log)
+      return blocked_until - now
+    end
+    -- block over: the IP starts afresh, its accepts from before the block no longer count
+    call('DEL', blk)
+    n = drop_older(log, n, blocked_until)
+    if n <= limit then
+      call('PEXPIRE', log, window)
+      return 0
     end
   end
-  redis.call('LPUSH', log, string.format('%d', now))
-  if n >= limit then redis.call('LTRIM', log, 0, limit - 1) end
-  redis.call('PEXPIRE', log, window)
-  return 1, 0, 0
+  -- the limit-th accept before this request is still inside the window: this one is one too many
+  if now - tonumber(call('LINDEX', log, limit)) < window then
+    call('LPOP', log)
+    if n > limit + 1 then call('LTRIM', log, 0, limit - 1) end
+    -- the log (shown to the operator) stays through the block; the block key is set last, so that
+    -- it expires no earlier than the log and a log left from before a block is never taken as current
+    call('PEXPIRE', log, block + window)
+    call('SET', blk, string.format('%d', now + block), 'PX', block + window)
+    return -block
+  end
+  -- accepted: at least that limit-th accept has left the window; drop every entry that has
+  drop_older(log, n, now - window + 1)
+  call('PEXPIRE', log, window)
+  return 0
 end
+
 local out = {}
-for i = 1, #KEYS, 2 do
-  local allowed, retry_after, started = decide(KEYS[i], KEYS[i + 1])
-  out[#out + 1] = allowed
-  out[#out + 1] = retry_after
-  out[#out + 1] = started
+for i = 6, #ARGV do
+  local log = prefix .. '{' .. ARGV[i] .. '}:log'
+  local n = call('LPUSH', log, stamp)
+  if n > limit then
+    out[i - 5] = over_limit(log, prefix .. '{' .. ARGV[i] .. '}:block', n)
+  else
+    call('PEXPIRE', log, window)
+    out[i - 5] = 0
+  end
 end
 return out
 `;
 
-/** → {count in window, blocked_until or -1, now}. */
-const INSPECT_LUA = `
-local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-${NOW_LUA}
-local blocked_until = tonumber(redis.call('GET', KEYS[2]))
-if blocked_until and now >= blocked_until then return {0, -1, now} end
+/** ARGV as for HIT_LUA with one IP. → {count in window, blocked_until or -1, now}. */
+const INSPECT_LUA = `${ARGS_LUA}
+local key = prefix .. '{' .. ARGV[6] .. '}:'
+local blocked_until = tonumber(redis.call('GET', key .. 'block'))
+-- counted: accepts less than a window old ...
+local floor = now - window + 1
+if blocked_until and now >= blocked_until then
+  -- ... and, once a block is over, made after it (the next request clears older ones)
+  floor = math.max(floor, blocked_until)
+  blocked_until = nil
+end
 local count = 0
-for _, t in ipairs(redis.call('LRANGE', KEYS[1], 0, limit - 1)) do
-  if now - tonumber(t) < window then count = count + 1 end
+for _, t in ipairs(redis.call('LRANGE', key .. 'log', 0, limit - 1)) do
+  if tonumber(t) >= floor then count = count + 1 end
 end
 return {count, blocked_until or -1, now}
 `;
@@ -90,28 +135,38 @@ class LuaScript {
   constructor(private readonly source: string) {
     this.sha = createHash('sha1').update(source).digest('hex');
   }
-  /** EVALSHA, and EVAL once when the server does not have the script cached yet (NOSCRIPT). */
-  run(client: Redis, numKeys: number, keysAndArgs: string[]): Promise<number[]> {
-    return (client.evalsha(this.sha, numKeys, ...keysAndArgs) as Promise<number[]>).catch((err: unknown) => {
+  /** EVALSHA with no KEYS, and EVAL once when the server does not have the script cached yet (NOSCRIPT). */
+  run(client: Redis, args: string[]): Promise<number[]> {
+    return (client.evalsha(this.sha, 0, args) as Promise<number[]>).catch((err: unknown) => {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return client.eval(this.source, numKeys, ...keysAndArgs) as Promise<number[]>;
+      return client.eval(this.source, 0, args) as Promise<number[]>;
     });
   }
 }
 
-function toDecision(flat: number[], at: number): RateLimitDecision {
-  if (flat[at] === 1) return ACCEPTED;
-  return { allowed: false, retryAfterMs: flat[at + 1]!, blockStarted: flat[at + 2] === 1 };
+/** HIT_LUA's reply for one request → decision; the common answer allocates nothing. */
+function toDecision(code: number): RateLimitDecision {
+  if (code === 0) return ACCEPTED;
+  return code > 0 ? refused(code, false) : refused(-code, true);
 }
 
-/** Requests decided by one script call at most; bounds how long one call holds Redis (~1 ms). */
+/**
+ * Called once per request, with the decision or, when Redis failed, with the error. Callbacks rather
+ * than a promise per request: the hot path then costs no promise and no microtask per request.
+ */
+export type HitCallback = (err: unknown, decision?: RateLimitDecision) => void;
+
+/** Requests decided by one script call at most; bounds how long one call holds Redis (~0.5 ms). */
 const MAX_BATCH = 256;
 
-interface PendingHit {
-  ip: string;
-  resolve: (decision: RateLimitDecision) => void;
-  reject: (err: unknown) => void;
-}
+/**
+ * Script calls under way at once. Requests that come while they are form the next batch, which is
+ * sent when one returns: under load, batches grow with the round trip instead of being one per
+ * event-loop turn, and each request's share of the per-call work (a write and a read on both sides,
+ * ioredis' command object, the script's set-up) shrinks. Two rather than one so that a batch is always
+ * being filled or sent while another is in Redis.
+ */
+const MAX_IN_FLIGHT = 2;
 
 const hitScript = new LuaScript(HIT_LUA);
 const inspectScript = new LuaScript(INSPECT_LUA);
@@ -126,8 +181,9 @@ const inspectScript = new LuaScript(INSPECT_LUA);
  */
 export function rateLimitRedisOptions(overrides: RedisOptions = {}): RedisOptions {
   return {
-    // Requests arriving in the same tick share one write to Redis: fewer syscalls on both sides.
-    enableAutoPipelining: true,
+    // Off: the store batches requests into one script call itself; ioredis' auto-pipelining would
+    // only add a pipeline object and a tick per call.
+    enableAutoPipelining: false,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: 1000,
@@ -150,21 +206,27 @@ export interface RedisRateLimitStoreOptions {
   testClock?: Clock;
 }
 
-/** Shared store: one atomic Lua script per request on Redis's clock; the limit holds across instances. */
+/** Shared store: requests decided by an atomic Lua script on Redis's clock; the limit holds across instances. */
 export class RedisRateLimitStore implements RateLimitStore {
   readonly policy: RateLimitPolicy;
   readonly client: Redis;
   readonly keyPrefix: string;
   private readonly testClock: Clock | undefined;
-  private readonly policyArgs: [string, string, string];
-  private pending: PendingHit[] = [];
+  /** ARGV[1..4] of both scripts. */
+  private readonly leadingArgs: string[];
+  /** Requests waiting for the next script call: their IPs and callbacks, index for index. */
+  private queuedIps: string[] = [];
+  private queuedCallbacks: HitCallback[] = [];
+  private inFlight = 0;
+  private flushScheduled = false;
 
   constructor(options: RedisRateLimitStoreOptions) {
     this.policy = resolvePolicy(options.policy);
     this.client = options.client;
     this.keyPrefix = options.keyPrefix ?? 'svc:rl:';
     this.testClock = options.testClock;
-    this.policyArgs = [String(this.policy.limit), String(this.policy.windowMs), String(this.policy.blockMs)];
+    const { limit, windowMs, blockMs } = this.policy;
+    this.leadingArgs = [this.keyPrefix, String(limit), String(windowMs), String(blockMs)];
   }
 
   /** Whether the connection is up; while it is not, commands fail at once. */
@@ -177,38 +239,75 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   /**
-   * Decides one request. Requests that arrive in the same turn of the event loop are decided by one
-   * script call, in arrival order (at most one round trip per request, fewer under load: ioredis'
-   * per-command cost, not Redis, is what a busy instance pays).
+   * Decides one request; `callback` gets the decision, or the error when Redis failed. Requests are
+   * decided in arrival order, in batches: those of one event-loop turn, or, while script calls are
+   * under way, all that arrived meanwhile (see MAX_IN_FLIGHT).
    */
+  decide(ip: string, callback: HitCallback): void {
+    this.queuedIps.push(ip);
+    this.queuedCallbacks.push(callback);
+    this.scheduleFlush();
+  }
+
+  /** `decide` as a promise (tests, tools); the HTTP path uses `decide`. */
   hit(ip: string): Promise<RateLimitDecision> {
     return new Promise((resolve, reject) => {
-      if (this.pending.push({ ip, resolve, reject }) === 1) setImmediate(this.flush);
+      this.decide(ip, (err, decision) => (decision ? resolve(decision) : reject(err)));
     });
   }
 
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.inFlight >= MAX_IN_FLIGHT || this.queuedIps.length === 0) return;
+    // Next turn of the event loop: every request read in this one joins the batch.
+    this.flushScheduled = true;
+    setImmediate(this.flush);
+  }
+
   private readonly flush = (): void => {
-    const pending = this.pending;
-    this.pending = [];
-    for (let from = 0; from < pending.length; from += MAX_BATCH) {
-      const batch = pending.slice(from, from + MAX_BATCH);
-      const keysAndArgs: string[] = [];
-      for (const { ip } of batch) keysAndArgs.push(...this.keys(ip));
-      keysAndArgs.push(...this.policyArgs, this.testClock ? String(this.testClock.now()) : '');
-      hitScript.run(this.client, batch.length * 2, keysAndArgs).then(
-        (flat) => batch.forEach((hit, i) => hit.resolve(toDecision(flat, i * 3))),
-        (err: unknown) => batch.forEach((hit) => hit.reject(err)),
-      );
+    this.flushScheduled = false;
+    while (this.queuedIps.length > 0 && this.inFlight < MAX_IN_FLIGHT) {
+      let ips = this.queuedIps;
+      let callbacks = this.queuedCallbacks;
+      if (ips.length > MAX_BATCH) {
+        ips = ips.splice(0, MAX_BATCH);
+        callbacks = callbacks.splice(0, MAX_BATCH);
+      } else {
+        this.queuedIps = [];
+        this.queuedCallbacks = [];
+      }
+      this.send(ips, callbacks);
     }
   };
 
+  private send(ips: string[], callbacks: HitCallback[]): void {
+    this.inFlight++;
+    const now = this.testClock ? String(this.testClock.now()) : '';
+    hitScript.run(this.client, this.leadingArgs.concat(now, ips)).then(
+      (codes) => {
+        this.inFlight--;
+        this.scheduleFlush();
+        for (let i = 0; i < callbacks.length; i++) callbacks[i]!(undefined, toDecision(codes[i]!));
+      },
+      (err: unknown) => {
+        this.inFlight--;
+        // Redis just failed (down, or slower than the command timeout): the requests waiting for the
+        // next call are decided without it too, rather than each waiting for another failure.
+        const waiting = this.queuedCallbacks;
+        this.queuedIps = [];
+        this.queuedCallbacks = [];
+        for (const callback of callbacks) callback(err);
+        for (const callback of waiting) callback(err);
+      },
+    );
+  }
+
   async inspect(ip: string): Promise<RateLimitState> {
-    const [count, blockedUntil, now] = await inspectScript.run(this.client, 2, [
-      ...this.keys(ip),
-      ...this.policyArgs,
-      this.testClock ? String(this.testClock.now()) : '',
-    ]);
-    return rateLimitState(ip, this.policy, count!, blockedUntil === -1 ? null : blockedUntil!, now!);
+    const now = this.testClock ? String(this.testClock.now()) : '';
+    const [count, blockedUntil, redisNow] = await inspectScript.run(
+      this.client,
+      this.leadingArgs.concat(now, ip),
+    );
+    return rateLimitState(ip, this.policy, count!, blockedUntil === -1 ? null : blockedUntil!, redisNow!);
   }
 
   /** Clears the IP's log and block, and tells every instance to drop its cached block. */
@@ -240,8 +339,9 @@ export class RedisRateLimitStore implements RateLimitStore {
     return { subscribed, close: () => subscriber.disconnect() };
   }
 
+  /** The IP's keys as the scripts name them. */
   private keys(ip: string): [string, string] {
-    const base = `${this.keyPrefix}{${ip}}`;
-    return [`${base}:log`, `${base}:block`];
+    const base = `${this.keyPrefix}{${ip}}:`;
+    return [`${base}log`, `${base}block`];
   }
 }

@@ -1,50 +1,34 @@
-import type {
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  HookHandlerDoneFunction,
-  onRequestHookHandler,
-} from 'fastify';
-import {
-  retryAfterSeconds,
-  type RateLimitDecision,
-  type RateLimiter,
-} from '../../domain/ratelimit/rate-limiter.ts';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { retryAfterSeconds, type RateLimiter } from '../../domain/ratelimit/rate-limiter.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
 
 export interface RateLimitPluginOptions {
-  limiter: Pick<RateLimiter, 'check'>;
+  limiter: Pick<RateLimiter, 'decide'>;
 }
 
 // wire-contract §2.3 / §3: the 429 body.
 const TOO_MANY_REQUESTS_BODY = '{"error":"Too Many Requests"}';
 
-function apply(decision: RateLimitDecision, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  if (decision.allowed) {
-    done();
-    return;
-  }
-  // Replying from an onRequest hook ends the request here; `done` is not called.
-  reply
-    .code(429)
-    .header('retry-after', retryAfterSeconds(decision.retryAfterMs))
-    .type('application/json; charset=utf-8')
-    .send(TOO_MANY_REQUESTS_BODY);
-}
-
 /**
  * The onRequest hook: asks the limiter about `request.ip` (the app's `trustProxy` makes it the
- * source IP of wire-contract §2.4) and answers 429 when refused. Callback style, so a decision
- * known synchronously (memory store, cached block) costs no promise.
+ * source IP of wire-contract §2.4) and answers 429 when refused. Callback style all the way to the
+ * store, so a request costs no promise, whether the decision is known at once (memory store, cached
+ * block) or comes from Redis.
  */
-export function rateLimitHook(limiter: Pick<RateLimiter, 'check'>): onRequestHookHandler {
+export function rateLimitHook(limiter: Pick<RateLimiter, 'decide'>): onRequestHookHandler {
   return function rateLimitOnRequest(request: FastifyRequest, reply: FastifyReply, done) {
-    const decision = limiter.check(request.ip);
-    if (decision instanceof Promise) {
-      decision.then((d) => apply(d, reply, done), done); // check never rejects; a bug surfaces as 500
-    } else {
-      apply(decision, reply, done);
-    }
+    limiter.decide(request.ip, (decision) => {
+      if (decision.allowed) {
+        done();
+        return;
+      }
+      // Replying from an onRequest hook ends the request here; `done` is not called.
+      reply
+        .code(429)
+        .header('retry-after', retryAfterSeconds(decision.retryAfterMs))
+        .type('application/json; charset=utf-8')
+        .send(TOO_MANY_REQUESTS_BODY);
+    });
   };
 }
 
