@@ -13,12 +13,16 @@
  * 429s (the count of non-200 answers is printed and should be 0). The servers run on the main thread,
  * the load generator (undici, fixed concurrency) on a worker thread, so they do not share an event
  * loop. Targets are measured in short interleaved rounds; the ratios are medians of per-round ratios.
- * Besides req/s and p99 it prints the CPU time the servers' thread spent per request: on a shared
- * machine req/s moves with everyone else's load, CPU per request much less.
+ * Besides req/s and p99 it prints the CPU time spent per request by the servers' thread, by
+ * redis-server (its own INFO cpu, so Redis may be remote) and by the rest of this process (the load
+ * generator): on a shared machine req/s moves with everyone else's load, CPU per request much less;
+ * and on a small machine redis-server competes with the server for the same cores, so its CPU per
+ * request tells how much of a Redis limiter's req/s ratio is Redis's share of the machine.
  * @fastify/rate-limit counts fixed windows (up to 2× the limit across a window edge); ours is exact.
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import { createHistogram } from 'node:perf_hooks';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import fastifyRateLimit from '@fastify/rate-limit';
@@ -111,17 +115,31 @@ if (!isMainThread) {
   await main();
 }
 
-/**
- * CPU time of this process's main thread, which runs every server and its Redis client, in ms (Linux,
- * 10 ms ticks). Unlike req/s it hardly moves when other processes compete for the machine.
- */
-function serverThreadCpuMs(): number {
+/** user + system CPU ms of a /proc stat file (Linux, 10 ms ticks); NaN elsewhere. */
+function procCpuMs(statPath: string): number {
   try {
-    const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const fields = readFileSync(statPath, 'utf8').split(') ')[1]!.split(' ');
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return NaN;
   }
+}
+
+/**
+ * CPU ms so far of this process's main thread, which runs every server and its Redis client, and of
+ * the whole process (the difference is mostly the load generator's thread). Unlike req/s they hardly
+ * move when other processes compete for the machine.
+ */
+function processCpuMs(): { server: number; all: number } {
+  return { server: procCpuMs(`/proc/self/task/${process.pid}/stat`), all: procCpuMs('/proc/self/stat') };
+}
+
+/** redis-server's own CPU ms so far (INFO cpu, µs resolution); 0 without Redis. */
+async function redisCpuMs(probe: Redis | undefined): Promise<number> {
+  if (!probe) return 0;
+  const info = await probe.info('cpu');
+  const seconds = (name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1000;
 }
 
 function startLoadGenerator(): { load: (url: string) => Promise<LoadResult>; stop: () => Promise<number> } {
@@ -189,6 +207,8 @@ async function main(): Promise<void> {
     await app.register(fastifyRateLimit, { max: 2000, timeWindow: 10_000 });
   });
   let redis: Redis | undefined;
+  // Reads redis-server's CPU between rounds, on a connection of its own.
+  const probe = redisUrl ? new Redis(redisUrl) : undefined;
   if (redisUrl) {
     const redisLimiter = await createRateLimiter({ redisUrl, keyPrefix: `${prefix}ours:` });
     closers.push(() => redisLimiter.close());
@@ -209,22 +229,35 @@ async function main(): Promise<void> {
     console.log('REDIS_URL not set: the Redis limiters are not measured\n');
   }
 
+  const loadAverage = () =>
+    os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ');
   console.log(
     `${targets.length} servers, ${CONCURRENCY} connections, ${CLIENT_IPS} client IPs, ` +
-      `${ROUNDS} interleaved rounds × (${WARMUP_MS} ms warm-up + ${MEASURE_MS} ms) per server\n`,
+      `${ROUNDS} interleaved rounds × (${WARMUP_MS} ms warm-up + ${MEASURE_MS} ms) per server; ` +
+      `${os.availableParallelism()} CPUs, load average ${loadAverage()} before\n`,
   );
   const generator = startLoadGenerator();
-  const results = new Map<string, Array<LoadResult & { cpuUsPerRequest: number }>>(
-    targets.map((t) => [t.name, []]),
-  );
+  type Run = LoadResult & { cpuUsPerRequest: number; redisUsPerRequest: number; loadUsPerRequest: number };
+  const results = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
   for (let round = 0; round < ROUNDS; round++) {
     // Each round starts at another target, so no target always runs first or after the same one.
     for (let k = 0; k < targets.length; k++) {
       const target = targets[(round + k) % targets.length]!;
-      const cpuBefore = serverThreadCpuMs();
+      const before = processCpuMs();
+      const redisBefore = await redisCpuMs(probe);
       const result = await generator.load(target.url);
-      const cpuUsPerRequest = ((serverThreadCpuMs() - cpuBefore) * 1000) / result.allRequests;
-      results.get(target.name)!.push({ ...result, cpuUsPerRequest });
+      const after = processCpuMs();
+      const redisAfter = await redisCpuMs(probe);
+      const perRequest = (ms: number) => (ms * 1000) / result.allRequests;
+      results.get(target.name)!.push({
+        ...result,
+        cpuUsPerRequest: perRequest(after.server - before.server),
+        redisUsPerRequest: perRequest(redisAfter - redisBefore),
+        loadUsPerRequest: perRequest(after.all - before.all - (after.server - before.server)),
+      });
     }
   }
   await generator.stop();
@@ -236,23 +269,40 @@ async function main(): Promise<void> {
   const ratio = (name: string) => median(results.get(name)!.map((r, i) => r.rps / baseline[i]!.rps));
   const cpuRatio = (name: string) =>
     median(results.get(name)!.map((r, i) => baseline[i]!.cpuUsPerRequest / r.cpuUsPerRequest));
+  const cell = (value: number, digits: number, width: number) => value.toFixed(digits).padStart(width);
   console.log(
     `${'target'.padEnd(28)} ${'req/s'.padStart(8)} ${'p99 ms'.padStart(8)} ${'ratio'.padStart(7)}` +
-      `  ${'server CPU µs/req'.padStart(17)} ${'ratio'.padStart(7)}  non-200 errors`,
+      `  ${'server CPU µs/req'.padStart(17)} ${'ratio'.padStart(7)}  ${'redis µs/req'.padStart(12)}` +
+      ` ${'load gen µs/req'.padStart(15)}  non-200 errors`,
   );
   for (const target of targets) {
     const runs = results.get(target.name)!;
+    const med = (pick: (r: Run) => number) => median(runs.map(pick));
     console.log(
-      `${target.name.padEnd(28)} ${median(runs.map((r) => r.rps))
-        .toFixed(0)
-        .padStart(8)} ` +
-        `${median(runs.map((r) => r.p99Ms))
-          .toFixed(2)
-          .padStart(8)} ${ratio(target.name).toFixed(3).padStart(7)}  ` +
-        `${median(runs.map((r) => r.cpuUsPerRequest))
-          .toFixed(1)
-          .padStart(17)} ` +
-        `${cpuRatio(target.name).toFixed(3).padStart(7)}  ` +
+      `${target.name.padEnd(28)} ${cell(
+        med((r) => r.rps),
+        0,
+        8,
+      )} ${cell(
+        med((r) => r.p99Ms),
+        2,
+        8,
+      )} ` +
+        `${cell(ratio(target.name), 3, 7)}  ${cell(
+          med((r) => r.cpuUsPerRequest),
+          1,
+          17,
+        )} ` +
+        `${cell(cpuRatio(target.name), 3, 7)}  ${cell(
+          med((r) => r.redisUsPerRequest),
+          1,
+          12,
+        )} ` +
+        `${cell(
+          med((r) => r.loadUsPerRequest),
+          1,
+          15,
+        )}  ` +
         `${runs.reduce((n, r) => n + r.non200, 0)} ${runs.reduce((n, r) => n + r.errors, 0)}`,
     );
   }
@@ -269,9 +319,15 @@ async function main(): Promise<void> {
   console.log(
     'ratios: median over rounds of (target / no limiter) for req/s, (no limiter / target) for CPU per request',
   );
+  console.log(
+    'redis µs/req: redis-server CPU per request (INFO cpu; everything Redis did meanwhile); ' +
+      'load gen µs/req: the rest of this process, mostly the load generator',
+  );
   console.log('goals: memory ≥ 0.95 of no limiter; Redis ≥ 0.80, and ≥ @fastify/rate-limit Redis');
+  console.log(`load average ${loadAverage()} after`);
 
   for (const close of closers.reverse()) await close();
+  await probe?.quit();
   if (redis) {
     const keys = await redis.keys(`${prefix}*`);
     for (let i = 0; i < keys.length; i += 1000) await redis.del(...keys.slice(i, i + 1000));

@@ -26,23 +26,23 @@ import {
  *
  * DESIGN §5: "now" is Redis's own TIME, so instances with skewed clocks agree. ARGV[5] may carry an
  * explicit now: TEST ONLY (see `testClock`), production always sends '' and Redis TIME is used.
+ * Expiry times are always on Redis TIME.
  * Scripts that call TIME and then write are fine since Redis 5 (effects replication; the only mode
  * in Redis 7).
  */
 const ARGS_LUA = `
 local prefix, limit, window, block = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = tonumber(ARGV[5])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end`;
+local t = redis.call('TIME')
+-- Redis's clock: keys expire on it, and requests are decided on it unless a test sends its own now
+local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[5]) or clock`;
 
 /**
  * Decides a batch of requests, in order, atomically. ARGV: prefix, limit, window, block, now, then the
  * IP of each request (an IP may appear more than once). → one integer per request: 0 accepted; > 0
  * refused during a block, ms left; < 0 refused and the block it starts lasts -n ms.
  *
- * The common case costs two calls: LPUSH (which also tells the log's length) and PEXPIRE. The block
+ * The common case costs two calls: LPUSH (which also tells the log's length) and PEXPIREAT. The block
  * key and the window are looked at only when the log then holds more than `limit` entries, which is
  * always so for a blocked IP: a block starts with `limit` accepts in the log, refusals leave the log
  * as it was, and the log lives as long as the block key, which outlasts the block. Entries that have
@@ -51,7 +51,10 @@ end`;
  */
 const HIT_LUA = `${ARGS_LUA}
 local call = redis.call
+-- Formatted once per batch: a number passed to redis.call is formatted again on every call. Absolute
+-- expiry times (PEXPIREAT, PXAT): a relative one is rewritten to absolute by Redis on every call.
 local stamp = string.format('%d', now)
+local accept_expires_at = string.format('%d', clock + window)
 
 -- Drops the entries older than floor (a tail, as the log is newest first; index 0 is this request's
 -- and is never older) with O(log n) LINDEX; returns the log's length afterwards.
@@ -78,7 +81,7 @@ local function over_limit(log, blk, n)
     call('DEL', blk)
     n = drop_older(log, n, blocked_until)
     if n <= limit then
-      call('PEXPIRE', log, window)
+      call('PEXPIREAT', log, accept_expires_at)
       return 0
     end
   end
@@ -86,15 +89,16 @@ local function over_limit(log, blk, n)
   if now - tonumber(call('LINDEX', log, limit)) < window then
     call('LPOP', log)
     if n > limit + 1 then call('LTRIM', log, 0, limit - 1) end
-    -- the log (shown to the operator) stays through the block; the block key is set last, so that
-    -- it expires no earlier than the log and a log left from before a block is never taken as current
-    call('PEXPIRE', log, block + window)
-    call('SET', blk, string.format('%d', now + block), 'PX', block + window)
+    -- the log (shown to the operator) stays through the block and expires with the block key, which
+    -- outlasts the block: no log from before a block is ever there without its block key
+    local block_expires_at = string.format('%d', clock + block + window)
+    call('PEXPIREAT', log, block_expires_at)
+    call('SET', blk, string.format('%d', now + block), 'PXAT', block_expires_at)
     return -block
   end
   -- accepted: at least that limit-th accept has left the window; drop every entry that has
   drop_older(log, n, now - window + 1)
-  call('PEXPIRE', log, window)
+  call('PEXPIREAT', log, accept_expires_at)
   return 0
 end
 
@@ -105,7 +109,7 @@ for i = 6, #ARGV do
   if n > limit then
     out[i - 5] = over_limit(log, prefix .. '{' .. ARGV[i] .. '}:block', n)
   else
-    call('PEXPIRE', log, window)
+    call('PEXPIREAT', log, accept_expires_at)
     out[i - 5] = 0
   end
 end
