@@ -18,7 +18,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -161,7 +161,10 @@ async function openDatabase(): Promise<{ url: string; close(): Promise<void> }> 
 }
 
 function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', 'serve', '--role', 'worker'], {
+  // BENCH_WORKER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the delivery worker.
+  const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const cliArgs = ['--import', 'tsx', 'src/main/cli.ts', 'serve', '--role', 'worker'];
+  const child = spawn(process.execPath, [...nodeArgs, ...cliArgs], {
     cwd: path.resolve(import.meta.dirname, '..'),
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -180,6 +183,30 @@ async function stopWorker(child: ChildProcess): Promise<void> {
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   await exited;
+}
+
+/** utime + stime of a process in ms, from /proc (Linux; 10 ms ticks); NaN elsewhere. */
+function processCpuMs(pid: number | string): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
+/** CPU time of every `postgres` process alive now, in ms (backends that exit in between are not counted). */
+function postgresCpuMs(): number {
+  let total = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') total += processCpuMs(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
 }
 
 async function undelivered(db: Db): Promise<number> {
@@ -291,7 +318,11 @@ async function main(): Promise<void> {
     await recordBacklog(db, BACKLOG, perLane, tag);
     await ask(receiver, { type: 'reset' });
     const worker = await startWorkerProcess(env);
+    const workerCpuBefore = processCpuMs(worker.pid!);
+    const postgresCpuBefore = postgresCpuMs();
     await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
+    const workerCpuMs = processCpuMs(worker.pid!) - workerCpuBefore;
+    const postgresMs = postgresCpuMs() - postgresCpuBefore;
     await stopWorker(worker);
     const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
       type: 'stats',
@@ -302,7 +333,13 @@ async function main(): Promise<void> {
       join webhook_notifications w using (notification_id)
       where w.resource_key like ${`trade:${tag}-%`} and w.attempt_count > 1
       group by outcome, error order by n desc limit 5`.execute(db);
-    return { rate: (count - 1) / ((last - first) / 1000), count, extra: extra.rows };
+    return {
+      rate: (count - 1) / ((last - first) / 1000),
+      count,
+      extra: extra.rows,
+      // Where the time goes, per delivery: the worker process, and every PostgreSQL process on the machine.
+      cpuUs: { worker: (workerCpuMs * 1000) / BACKLOG, postgres: (postgresMs * 1000) / BACKLOG },
+    };
   };
 
   console.log(`webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG}, ${os.cpus().length} CPUs`);
@@ -310,7 +347,8 @@ async function main(): Promise<void> {
   console.log(`  plain undici POST loop:          ${before.toFixed(0)} req/s`);
   const single = await throughput(1, 'single');
   console.log(
-    `  worker, 1 notification/resource:  ${single.rate.toFixed(0)} deliveries/s (${single.count} requests)`,
+    `  worker, 1 notification/resource:  ${single.rate.toFixed(0)} deliveries/s (${single.count} requests)` +
+      `; CPU per delivery: worker ${single.cpuUs.worker.toFixed(0)} µs, PostgreSQL ${single.cpuUs.postgres.toFixed(0)} µs`,
   );
   for (const e of single.extra)
     console.log(
@@ -318,7 +356,8 @@ async function main(): Promise<void> {
     );
   const tenPer = await throughput(10, 'ten');
   console.log(
-    `  worker, 10 notifications/resource: ${tenPer.rate.toFixed(0)} deliveries/s (${tenPer.count} requests)`,
+    `  worker, 10 notifications/resource: ${tenPer.rate.toFixed(0)} deliveries/s (${tenPer.count} requests)` +
+      `; CPU per delivery: worker ${tenPer.cpuUs.worker.toFixed(0)} µs, PostgreSQL ${tenPer.cpuUs.postgres.toFixed(0)} µs`,
   );
   for (const e of tenPer.extra)
     console.log(

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { claimLanes, recordResults, renewLeases } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { claimLanes, renewLeases, settleLanes } from '../../src/domain/webhooks/webhooks.repository.ts';
 import { LEASE_MARGIN_MS } from '../../src/domain/webhooks/webhook-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
@@ -61,12 +61,10 @@ test('a lane claim lasts the request timeout + 5 s; a second worker cannot take 
     where platform_code = ${code}`.execute(db());
   assert.equal((await claim('worker-B')).length, 1);
   assert.deepEqual(await renewLeases(db(), [{ lane, owner: 'worker-A' }], leaseMs), [false]);
-  const [late] = await recordResults(
-    db(),
-    [
-      {
-        lane,
-        owner: 'worker-A',
+  const [late] = await settleLanes(db(), 'worker-A', leaseMs, [
+    {
+      lane,
+      result: {
         head: a.heads[0],
         newStateToken: randomUUID(),
         record: {
@@ -77,10 +75,16 @@ test('a lane claim lasts the request timeout + 5 s; a second worker cannot take 
           nextAttemptInMs: null,
         },
       },
-    ],
-    leaseMs,
-  );
+      renew: true,
+      release: true,
+    },
+  ]);
   assert.equal(late!.leaseHeld, false);
+  assert.equal(late!.applied, true, "A's attempt is still recorded: the request was made");
+  const lanes = await sql<{
+    owner: string;
+  }>`select owner from webhook_lanes where platform_code = ${code}`.execute(db());
+  assert.deepEqual(lanes.rows, [{ owner: 'worker-B' }], "A's release does not give back B's lane");
   assert.deepEqual(await renewLeases(db(), [{ lane, owner: 'worker-B' }], leaseMs), [true]);
   // Leave nothing for the worker processes of the next test to do on this lane.
   await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused', enabled: false });

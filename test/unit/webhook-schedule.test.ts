@@ -106,3 +106,32 @@ describe('statement batcher', () => {
     assert.deepEqual(runs, [['x', 'bad', 'y'], ['x'], ['bad'], ['y']]);
   });
 });
+
+describe('statement batcher in flight', () => {
+  test('with maxInFlight 1, calls made while a batch runs wait for it and then go together', async () => {
+    const batches: string[][] = [];
+    let finishFirst!: () => void;
+    const firstMayFinish = new Promise<void>((resolve) => (finishFirst = resolve));
+    const batcher = createBatcher({
+      maxSize: 100,
+      maxInFlight: 1,
+      key: (item: string) => item,
+      run: async (items: string[]) => {
+        batches.push(items);
+        if (batches.length === 1) await firstMayFinish;
+        return items;
+      },
+    });
+    const first = batcher.call('a');
+    await new Promise((r) => setImmediate(r));
+    // The first batch is running: these three wait, across several turns, and then share one batch.
+    const later = [batcher.call('b')];
+    await new Promise((r) => setImmediate(r));
+    later.push(batcher.call('c'), batcher.call('d'));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(batches, [['a']]);
+    finishFirst();
+    assert.deepEqual(await Promise.all([first, ...later]), ['a', 'b', 'c', 'd']);
+    assert.deepEqual(batches, [['a'], ['b', 'c', 'd']]);
+  });
+});

@@ -6,6 +6,8 @@
  * many independent lane operations at once.
  *
  * - Calls are collected until the end of the current turn (`setImmediate`), so a lone call is not delayed.
+ * - At most `maxInFlight` batches run at once; calls made meanwhile wait for one to finish and then go
+ *   together (group commit): the busier the lanes, the larger the batches, with no timer to tune.
  * - A batch never holds two items with the same key (one lane, one notification): they would update the
  *   same row twice in one statement. The later one waits for the next batch.
  * - If a batch statement fails, its items are retried one by one, so one item's failure (or a deadlock
@@ -17,12 +19,16 @@ export interface Batcher<I, O> {
 
 export function createBatcher<I, O>(options: {
   maxSize: number;
+  /** Batches running at once; more calls wait and are sent together. Default: no limit. */
+  maxInFlight?: number;
   key: (item: I) => string;
   run: (items: I[]) => Promise<O[]>;
 }): Batcher<I, O> {
   type Pending = { item: I; resolve: (value: O) => void; reject: (error: unknown) => void };
   let queue: Pending[] = [];
   let scheduled = false;
+  let inFlight = 0;
+  const maxInFlight = options.maxInFlight ?? Infinity;
 
   const schedule = () => {
     if (scheduled) return;
@@ -45,6 +51,7 @@ export function createBatcher<I, O>(options: {
 
   function flush(): void {
     scheduled = false;
+    if (inFlight >= maxInFlight) return; // the running batch's end flushes again
     const batch: Pending[] = [];
     const rest: Pending[] = [];
     const keys = new Set<string>();
@@ -60,17 +67,24 @@ export function createBatcher<I, O>(options: {
     queue = rest;
     if (queue.length) schedule();
     if (batch.length === 0) return;
+    inFlight++;
     void (async () => {
-      let results: O[];
       try {
-        results = await options.run(batch.map((p) => p.item));
-        if (results.length !== batch.length) throw new Error('a batch returned the wrong number of results');
-      } catch (error) {
-        if (batch.length === 1) batch[0]!.reject(error);
-        else await runEach(batch);
-        return;
+        let results: O[];
+        try {
+          results = await options.run(batch.map((p) => p.item));
+          if (results.length !== batch.length)
+            throw new Error('a batch returned the wrong number of results');
+        } catch (error) {
+          if (batch.length === 1) batch[0]!.reject(error);
+          else await runEach(batch);
+          return;
+        }
+        batch.forEach((p, i) => p.resolve(results[i] as O));
+      } finally {
+        inFlight--;
+        if (queue.length) schedule();
       }
-      batch.forEach((p, i) => p.resolve(results[i] as O));
     })();
   }
 

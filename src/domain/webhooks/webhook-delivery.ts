@@ -27,13 +27,13 @@ import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
  *    same attempt at once (issue 4 points 4 and 5); it also gave the lane's oldest undelivered notifications;
  * 2. they are attempted oldest first; a failed attempt whose retry is near (the fast retries) is retried in
  *    place, holding the lane; a later retry, or the end of what was claimed, gives the lane back;
- * 3. each result is recorded (attempt row, new state, lease renewed) in the background, one statement for
+ * 3. each result is recorded (attempt row, new state, lease renewed if due) in the background, one statement for
  *    the results of all lanes of the same event-loop turn, while the lane goes on to its next notification:
  *    a delivery waits for the receiver, not for the bookkeeping. A lane's records are written in order;
  * 4. giving the lane back (webhook_release_lanes) waits for its records, then deletes the lane row if it
  *    is empty or leaves it due when its head is.
  *
- * The lease is the request timeout + 5 s + a slack, renewed by every record; an attempt starts only while
+ * The lease is the request timeout + 5 s + a slack, renewed by records once half the slack has passed; an attempt starts only while
  * the newest renewal known to have held was sent less than the slack ago, so every attempt starts with at
  * least the request timeout + 5 s of lease left (issue 4 point 5). A worker that dies (SIGKILL) leaves its
  * lanes to expire after that time; the lane row is then due and any dispatcher claims it.
@@ -86,15 +86,16 @@ export interface WebhookDelivery {
 /** A lane being worked: what the records of its attempts tell about its lease and its state. */
 interface LaneRun {
   lane: Lane;
-  owner: string;
   /** performance.now() when the newest lease renewal known to have held was sent (the claim, a record). */
   confirmedAt: number;
-  /** The lane's records, each written after the one before. Never rejects. */
-  records: Promise<void>;
+  /** The lane's settle statements, each sent after the one before. Never rejects. */
+  settled: Promise<void>;
   /** The lease is gone (expired, taken over) or a record failed: stop working the lane. */
   lost: boolean;
   /** An operator's redelivery changed the lane under us: give it back, so it is read afresh. */
   changed: boolean;
+  /** Its last settle gives it back. */
+  released: boolean;
 }
 
 export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDelivery {
@@ -169,58 +170,68 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
     const bookkeeping: Db = store?.db ?? db;
     const sender = createWebhookSender({ timeoutMs: settings.timeoutMs, now: clock.now });
-    // The lanes worked at once share their record, renewal and release statements (statement-batcher.ts).
+    // The lanes worked at once share their settle and renewal statements (statement-batcher.ts), one of
+    // each running at a time: under load the results of many lanes go in one statement.
     const batchKey = (item: { lane: Lane }) => laneKey(item.lane);
-    const records = createBatcher({
+    const settles = createBatcher({
       maxSize: BATCH_MAX,
+      maxInFlight: 1,
       key: batchKey,
-      run: (items: repo.ResultRecord[]) => repo.recordResults(bookkeeping, items, leaseMs),
+      run: (items: repo.SettleItem[]) => repo.settleLanes(bookkeeping, owner, leaseMs, items),
     });
     const renewals = createBatcher({
       maxSize: BATCH_MAX,
+      maxInFlight: 1,
       key: batchKey,
       run: (items: repo.LaneClaim[]) => repo.renewLeases(bookkeeping, items, leaseMs),
     });
-    const releases = createBatcher({
-      maxSize: BATCH_MAX,
-      key: batchKey,
-      run: async (items: repo.LaneClaim[]) => {
-        await repo.releaseLanes(bookkeeping, items);
-        return items.map(() => undefined);
-      },
-    });
+    /** Lanes whose last settle is still to be written (awaited at stop). */
+    const settling = new Set<Promise<void>>();
 
+    // Decrypted secrets by ciphertext: a changed secret is a new ciphertext (fresh IV), so an entry never goes
+    // stale; the map is only bounded. Decrypting per delivery was ~4 % of a worker's CPU.
+    const secrets = new Map<string, string>();
     function secretOf(head: repo.LaneHead): string | null {
-      return head.secret_ciphertext ? decryptSecret(deps.secretKey, head.secret_ciphertext) : null;
+      if (!head.secret_ciphertext) return null;
+      const sealed = head.secret_ciphertext.toString('base64');
+      let secret = secrets.get(sealed);
+      if (secret === undefined) {
+        if (secrets.size >= 1_000) secrets.clear();
+        secret = decryptSecret(deps.secretKey, head.secret_ciphertext);
+        secrets.set(sealed, secret);
+      }
+      return secret;
     }
 
-    /** Queues the record of one result behind the lane's earlier ones; learns from it about the lease. */
-    function record(run: LaneRun, head: repo.LaneHead, newStateToken: string, outcome: repo.AttemptRecord) {
-      run.records = run.records.then(async () => {
+    /**
+     * Queues a settle of the lane (the result of an attempt, and/or giving the lane back) behind its earlier
+     * ones, and learns from it about the lease and the notification's state.
+     */
+    function settle(run: LaneRun, result: repo.AttemptResultRecord | null, release: boolean): void {
+      if (release) run.released = true;
+      run.settled = run.settled.then(async () => {
         const sentAt = performance.now();
+        // Renewing costs a lane row update; it is needed only once the last renewal is getting old.
+        const renew = !release && sentAt - run.confirmedAt > LEASE_SLACK_MS / 2;
         try {
-          const recorded = await records.call({
-            lane: run.lane,
-            owner: run.owner,
-            head,
-            newStateToken,
-            record: outcome,
-          });
-          if (recorded.applied) {
-            if (outcome.status === 'delivered')
-              metrics.observeDelivered((Date.now() - head.created_at.getTime()) / 1000);
-            if (outcome.status === 'dead') metrics.deadLettered();
-          } else {
-            run.changed = true;
+          const settled = await settles.call({ lane: run.lane, result, renew, release });
+          if (result) {
+            if (settled.applied) {
+              const { status } = result.record;
+              if (status === 'delivered')
+                metrics.observeDelivered((Date.now() - result.head.created_at.getTime()) / 1000);
+              if (status === 'dead') metrics.deadLettered();
+            } else {
+              run.changed = true;
+            }
           }
-          if (recorded.leaseHeld) run.confirmedAt = Math.max(run.confirmedAt, sentAt);
-          else run.lost = true;
+          if (!settled.leaseHeld) run.lost = true;
+          else if (renew) run.confirmedAt = Math.max(run.confirmedAt, sentAt);
         } catch (err) {
           // The attempt was made but is not recorded: the notification stays due and is attempted again
-          // (at least once). Stop working the lane; its lease expires if the release cannot reach the
-          // database either.
+          // (at least once); the lane is due again when its lease expires. Stop working it.
           run.lost = true;
-          logger.error({ err, lane: run.lane }, 'webhook attempt could not be recorded');
+          logger.error({ err, lane: run.lane }, 'webhook lane could not be settled');
         }
       });
     }
@@ -230,94 +241,101 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       const fresh = () => performance.now() - run.confirmedAt <= LEASE_SLACK_MS;
       if (run.lost) return false;
       if (fresh()) return true;
-      await run.records; // the records sent since renew it
+      await run.settled; // the results sent since renew it
       if (run.lost) return false;
       if (fresh()) return true;
       const sentAt = performance.now();
-      const held = await renewals.call({ lane: run.lane, owner: run.owner });
+      const held = await renewals.call({ lane: run.lane, owner });
       if (held) run.confirmedAt = sentAt;
       else run.lost = true;
       return held;
     }
 
-    /** Attempts (or skips) one notification and queues its record; returns what happens to it. */
-    async function attempt(run: LaneRun, head: repo.LaneHead, signal: AbortSignal) {
-      let outcome: repo.AttemptRecord;
+    /** Attempts (or skips) one notification; what happens to it. */
+    async function attempt(head: repo.LaneHead, signal: AbortSignal): Promise<repo.AttemptRecord> {
       if (head.skip_reason !== null || head.url === null) {
         // The platform's webhook was removed, disabled or unsubscribed from this type since it was recorded.
-        outcome = {
+        return {
           attempt: null,
           status: 'skipped',
           statusReason: head.skip_reason ?? 'no webhook configured',
           roundAttempts: head.round_attempts,
           nextAttemptInMs: null,
         };
-      } else {
-        const rawBody = JSON.stringify(head.payload);
-        const headers = webhookDeliveryHeaders({
-          payloadType: head.payload_type as WebhookPayloadType,
-          notificationId: head.notification_id,
-          timestampMs: clock.now(),
-          rawBody,
-          secret: secretOf(head),
-        });
-        headers['user-agent'] = USER_AGENT;
-        const result = await sender.send({ url: head.url, rawBody, headers, signal });
-        metrics.observeAttempt(result.outcome, result.durationMs / 1000);
-        outcome = decide(head, result);
       }
-      const newStateToken = randomUUID();
-      record(run, head, newStateToken, outcome);
-      return { outcome, newStateToken };
+      const rawBody = JSON.stringify(head.payload);
+      const headers = webhookDeliveryHeaders({
+        payloadType: head.payload_type as WebhookPayloadType,
+        notificationId: head.notification_id,
+        timestampMs: clock.now(),
+        rawBody,
+        secret: secretOf(head),
+      });
+      headers['user-agent'] = USER_AGENT;
+      const result = await sender.send({ url: head.url, rawBody, headers, signal });
+      metrics.observeAttempt(result.outcome, result.durationMs / 1000);
+      return decide(head, result);
     }
 
-    /** Works a claimed lane oldest first until it is done, waits for a later retry, or must stop; gives it back. */
+    /**
+     * Works a claimed lane oldest first until it is done, waits for a later retry, or must stop, and queues
+     * the settle that gives it back. Resolves when its last attempt is made: the slot is then free, while the
+     * bookkeeping goes on (tracked in `settling`).
+     */
     async function workLane(claimed: ReadyLane, signal: AbortSignal): Promise<void> {
       const run: LaneRun = {
         lane: claimed.lane,
-        owner,
         confirmedAt: claimed.claimSentAt,
-        records: Promise.resolve(),
+        settled: Promise.resolve(),
         lost: false,
         changed: false,
+        released: false,
       };
       // wait_ms was measured at the claim; time has passed since.
-      const waitLeft = (head: repo.LaneHead) => head.wait_ms - (performance.now() - claimed.claimSentAt);
+      const sinceClaim = () => performance.now() - claimed.claimSentAt;
+      const { heads } = claimed;
       try {
-        lane: for (const first of claimed.heads) {
-          let head = first;
-          for (;;) {
-            if (signal.aborted || run.changed) break lane;
-            const waitMs = head.due ? 0 : waitLeft(head);
-            if (waitMs > 0) {
-              // A retry later than the fast ones: give the lane back; it is due again at that time.
-              if (waitMs > INLINE_WAIT_MAX_MS) break lane;
-              await sleep(waitMs, undefined, { signal }).catch(() => {});
-              if (signal.aborted) break lane;
-            }
-            if (!(await leaseHeld(run))) break lane;
-            const { outcome, newStateToken } = await attempt(run, head, signal);
-            if (outcome.status !== 'retrying' && outcome.status !== 'pending') break; // next notification
-            // Attempted again in place if the retry is near, by the loop above.
-            head = {
-              ...head,
-              state_token: newStateToken,
-              round_attempts: outcome.roundAttempts,
-              attempt_count: head.attempt_count + (outcome.attempt ? 1 : 0),
-              due: outcome.nextAttemptInMs === 0,
-              wait_ms: (outcome.nextAttemptInMs ?? 0) + (performance.now() - claimed.claimSentAt),
-            };
+        let i = 0;
+        let head = heads[0];
+        while (head && !run.released) {
+          if (signal.aborted || run.changed) break;
+          const waitMs = head.due ? 0 : head.wait_ms - sinceClaim();
+          if (waitMs > 0) {
+            // A retry later than the fast ones: give the lane back; it is due again at that time.
+            if (waitMs > INLINE_WAIT_MAX_MS) break;
+            await sleep(waitMs, undefined, { signal }).catch(() => {});
+            if (signal.aborted) break;
           }
+          if (!(await leaseHeld(run))) break;
+          const outcome = await attempt(head, signal);
+          const newStateToken = randomUUID();
+          const again = outcome.status === 'retrying' || outcome.status === 'pending';
+          const next: repo.LaneHead | undefined = again
+            ? {
+                ...head,
+                state_token: newStateToken,
+                round_attempts: outcome.roundAttempts,
+                attempt_count: head.attempt_count + (outcome.attempt ? 1 : 0),
+                due: outcome.nextAttemptInMs === 0,
+                wait_ms: (outcome.nextAttemptInMs ?? 0) + sinceClaim(),
+              }
+            : heads[++i];
+          // The last result of the lane gives it back in the same statement.
+          const goesOn =
+            next !== undefined &&
+            !signal.aborted &&
+            !(again && (outcome.nextAttemptInMs ?? 0) > INLINE_WAIT_MAX_MS);
+          settle(run, { head, newStateToken, record: outcome }, !goesOn);
+          head = next;
         }
       } finally {
-        await run.records;
-        if (run.lost)
-          logger.warn({ lane: run.lane, owner }, 'webhook lane lease lost; its holder carries on');
-        // Also after a failed record: what is left of the lane is due again when its lease has expired, if
-        // the release cannot reach the database either.
-        await releases.call({ lane: run.lane, owner }).catch((err: unknown) => {
-          logger.error({ err, lane: run.lane }, 'webhook lane release failed; its lease will expire');
+        if (!run.released) settle(run, null, true);
+        const done = run.settled.then(() => {
+          if (run.lost)
+            logger.warn({ lane: run.lane, owner }, 'webhook lane lease lost; its holder carries on');
+          settling.delete(done);
         });
+        settling.add(done);
       }
     }
 
@@ -348,6 +366,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       (stopped ??= (async () => {
         await listener?.stop();
         await dispatcher.stop();
+        await Promise.all(settling);
       })());
     return {
       stopIntake,

@@ -1,8 +1,8 @@
 import type { ClaimedLane } from './webhooks.repository.ts';
 
 /**
- * A worker process's webhook dispatcher: keeps up to `concurrency` lanes being worked at once, and about as
- * many claimed and ready, so a slot that frees up starts its next delivery without waiting for the
+ * A worker process's webhook dispatcher: keeps up to `concurrency` lanes being worked at once, and a few
+ * times as many claimed and ready, so a slot that frees up starts its next delivery without waiting for the
  * database. It claims many lanes per statement, when slots run short of ready lanes, and while the last
  * claim found all it asked for. Otherwise it sleeps until it is woken (`wake()`: a NOTIFY that a
  * notification was recorded or redelivered, or a lane finished), or until the next lane is due (a retry,
@@ -37,6 +37,8 @@ export interface Dispatcher {
   stop(): Promise<void>;
 }
 
+/** Lanes held per slot at most (being worked or ready): a claim then takes at least 2 per slot. */
+const PREFETCH = 4;
 /** Shortest idle sleep: a lane due "now" that the last claim did not get is about to be released by its holder. */
 const MIN_IDLE_MS = 5;
 
@@ -72,7 +74,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   async function claimMore(): Promise<void> {
     const wakeupsBefore = wakeups;
-    const limit = 2 * concurrency - running.size - ready.length;
+    const limit = PREFETCH * concurrency - running.size - ready.length;
     try {
       const claimSentAt = performance.now();
       const lanes = await options.claim(limit);

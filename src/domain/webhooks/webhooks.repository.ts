@@ -255,16 +255,14 @@ export interface LaneClaim {
   owner: string;
 }
 
-function laneColumns(items: LaneClaim[]) {
-  return sql`${items.map((i) => i.lane.platformCode)}::text[], ${items.map((i) => i.lane.resourceKey)}::text[],
-    ${items.map((i) => i.owner)}::text[]`;
-}
-
 /** Extends each lease to now + leaseMs while its owner still holds it; whether it does. */
 export async function renewLeases(db: Executor, items: LaneClaim[], leaseMs: number): Promise<boolean[]> {
   const { rows } = await sql<{ idx: number; held: boolean }>`
     with input as (
-      select * from unnest(${laneColumns(items)}) with ordinality as u(platform_code, resource_key, owner, idx)
+      select * from unnest(
+        ${items.map((i) => i.lane.platformCode)}::text[], ${items.map((i) => i.lane.resourceKey)}::text[],
+        ${items.map((i) => i.owner)}::text[]
+      ) with ordinality as u(platform_code, resource_key, owner, idx)
     ), renewed as (
       update webhook_lanes l
       set due_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
@@ -316,84 +314,74 @@ export interface AttemptRecord {
   nextAttemptInMs: number | null;
 }
 
-export interface ResultRecord extends LaneClaim {
-  head: Pick<LaneHead, 'notification_id' | 'state_token'>;
+/** The result of one attempt (or skip) of a lane's notification, to be recorded. */
+export interface AttemptResultRecord {
+  head: Pick<LaneHead, 'notification_id' | 'state_token' | 'created_at'>;
   /** The state token the notification gets if the record applies (chosen by the caller, so it can go on). */
   newStateToken: string;
   record: AttemptRecord;
 }
 
-export interface RecordedResult {
+export interface SettleItem {
+  lane: Lane;
+  /** An attempt's result to record, if any. */
+  result: AttemptResultRecord | null;
+  /** Extend the lease to now + leaseMs (else it is only checked). */
+  renew: boolean;
+  /** Give the lane back after recording (webhook_release_lanes). */
+  release: boolean;
+}
+
+export interface SettledItem {
+  /** The lease is still the owner's (before the release, if any). */
   leaseHeld: boolean;
+  /** The result's state change applied (false: no result, or an operator's redelivery came first). */
   applied: boolean;
 }
 
 /**
- * Records attempts' results and extends their lanes' leases, in one statement. A state change applies only
- * if the notification's state token is still the one its attempt started from (an operator's redelivery
- * during the attempt wins); the attempt row is written in any case, since the request was made.
+ * Records attempts' results, extends the lanes' leases and gives back the lanes marked `release`, for one
+ * owner, in one round trip (webhook_settle_lanes, migration 0008). The attempt row is written in any case,
+ * since the request was made; the notification's state changes only if its state token is still the one
+ * the attempt started from.
  */
-export async function recordResults(
+export async function settleLanes(
   db: Executor,
-  items: ResultRecord[],
+  owner: string,
   leaseMs: number,
-): Promise<RecordedResult[]> {
-  const col = <T>(pick: (item: ResultRecord) => T) => items.map(pick);
-  const result = await sql<{ idx: number; lease_held: boolean; applied: boolean | null }>`
-    with input as (
-      select * from unnest(
-        ${col((i) => i.head.notification_id)}::uuid[],
-        ${col((i) => i.head.state_token)}::uuid[],
-        ${col((i) => i.newStateToken)}::uuid[],
-        ${laneColumns(items)},
-        ${col((i) => (i.record.attempt ? 1 : 0))}::int[],
-        ${col((i) => i.record.attempt?.startedAt ?? null)}::timestamptz[],
-        ${col((i) => i.record.attempt?.durationMs ?? 0)}::int[],
-        ${col((i) => i.record.attempt?.statusCode ?? null)}::int[],
-        ${col((i) => i.record.attempt?.error ?? null)}::text[],
-        ${col((i) => i.record.attempt?.outcome ?? 'failed')}::text[],
-        ${col((i) => i.record.status)}::text[],
-        ${col((i) => i.record.statusReason)}::text[],
-        ${col((i) => i.record.roundAttempts)}::int[],
-        ${col((i) => i.record.nextAttemptInMs)}::int[]
-      ) with ordinality as u(id, token, new_token, platform_code, resource_key, owner, attempted, started_at,
-        duration_ms, status_code, error, outcome, status, reason, round_attempts, delay_ms, idx)
-    ), lease as (
-      update webhook_lanes l
-      set due_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
-      from input i
-      where l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = i.owner
-      returning i.idx
-    ), updated as (
-      update webhook_notifications n set
-        attempt_count = n.attempt_count + i.attempted,
-        last_attempt_at = coalesce(i.started_at, n.last_attempt_at),
-        status = case when n.state_token = i.token then i.status else n.status end,
-        status_reason = case when n.state_token = i.token then i.reason else n.status_reason end,
-        round_attempts = case when n.state_token = i.token then i.round_attempts else n.round_attempts end,
-        next_attempt_at = case when n.state_token = i.token and i.delay_ms is not null
-          then clock_timestamp() + i.delay_ms * interval '1 millisecond' else n.next_attempt_at end,
-        delivered_at = case when n.state_token = i.token and i.status = 'delivered'
-          then clock_timestamp() else n.delivered_at end,
-        dead_at = case when n.state_token = i.token and i.status = 'dead' then clock_timestamp() else n.dead_at end,
-        state_token = case when n.state_token = i.token then i.new_token else n.state_token end
-      from input i
-      where n.notification_id = i.id
-      returning i.idx, n.attempt_count, n.state_token = i.new_token as applied
-    ), attempt as (
-      insert into webhook_attempts
-        (notification_id, attempt_number, started_at, duration_ms, status_code, error, outcome, worker)
-      select i.id, u.attempt_count, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.owner
-      from updated u join input i on i.idx = u.idx
-      where i.attempted = 1
-    )
-    select i.idx, exists (select 1 from lease where lease.idx = i.idx) as lease_held, u.applied
-    from input i
-    left join updated u on u.idx = i.idx
+  items: SettleItem[],
+): Promise<SettledItem[]> {
+  const input = items.map(({ lane, result, renew, release }, i) => {
+    const attempt = result?.record.attempt ?? null;
+    return {
+      idx: i + 1,
+      platform_code: lane.platformCode,
+      resource_key: lane.resourceKey,
+      renew,
+      release,
+      ...(result && {
+        id: result.head.notification_id,
+        token: result.head.state_token,
+        new_token: result.newStateToken,
+        attempted: attempt !== null,
+        started_at_ms: attempt?.startedAt.getTime() ?? null,
+        duration_ms: attempt?.durationMs ?? 0,
+        status_code: attempt?.statusCode ?? null,
+        error: attempt?.error ?? null,
+        outcome: attempt?.outcome ?? null,
+        status: result.record.status,
+        reason: result.record.statusReason,
+        round_attempts: result.record.roundAttempts,
+        delay_ms: result.record.nextAttemptInMs,
+      }),
+    };
+  });
+  const { rows } = await sql<{ idx: number; lease_held: boolean; applied: boolean | null }>`
+    select * from webhook_settle_lanes(${owner}, ${leaseMs}::int, ${JSON.stringify(input)}::jsonb)
   `.execute(db);
-  return byIndex(result.rows, items.length).map((row) => ({
-    leaseHeld: row.lease_held === true,
-    applied: row.applied === true,
+  return byIndex(rows, items.length).map((row) => ({
+    leaseHeld: row?.lease_held === true,
+    applied: row?.applied === true,
   }));
 }
 

@@ -142,6 +142,77 @@ begin
 end;
 $$;
 
+-- Settles a batch of p_owner's lanes in one round trip: records attempts' results (each: the attempt row,
+-- and the notification's new state if its state token is still the one the attempt started from, so an
+-- operator's redelivery during the attempt wins), extends the leases marked `renew`, then gives back the
+-- lanes marked `release` (after the records, so the release sees them). p_items: a JSON array of
+-- {idx, platform_code, resource_key, renew, release, and for a result: id, token, new_token, attempted,
+--  started_at_ms, duration_ms, status_code, error, outcome, status, reason, round_attempts, delay_ms}.
+-- Returns, per item, whether the lease is still p_owner's and whether the result's state change applied.
+create function webhook_settle_lanes(p_owner text, p_lease_ms integer, p_items jsonb)
+returns table (idx integer, lease_held boolean, applied boolean)
+language plpgsql volatile as $$
+#variable_conflict use_column
+declare
+  v_platforms text[];
+  v_resources text[];
+begin
+  return query
+  with input as (
+    select * from jsonb_to_recordset(p_items) as x(
+      idx integer, platform_code text, resource_key text, renew boolean, release boolean, id uuid, token uuid,
+      new_token uuid,
+      attempted boolean, started_at_ms bigint, duration_ms integer, status_code integer, error text,
+      outcome text, status text, reason text, round_attempts integer, delay_ms integer)
+  ), renewed as (
+    update webhook_lanes l
+    set due_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+    from input i
+    where i.renew and l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = p_owner
+    returning i.idx
+  ), held as (
+    select i.idx from input i join webhook_lanes l
+      on l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = p_owner
+    where not i.renew
+    union all
+    select idx from renewed
+  ), updated as (
+    update webhook_notifications n set
+      attempt_count = n.attempt_count + case when i.attempted then 1 else 0 end,
+      last_attempt_at = case when i.attempted then to_timestamp(i.started_at_ms / 1000.0) else n.last_attempt_at end,
+      status = case when n.state_token = i.token then i.status else n.status end,
+      status_reason = case when n.state_token = i.token then i.reason else n.status_reason end,
+      round_attempts = case when n.state_token = i.token then i.round_attempts else n.round_attempts end,
+      next_attempt_at = case when n.state_token = i.token and i.delay_ms is not null
+        then clock_timestamp() + i.delay_ms * interval '1 millisecond' else n.next_attempt_at end,
+      delivered_at = case when n.state_token = i.token and i.status = 'delivered'
+        then clock_timestamp() else n.delivered_at end,
+      dead_at = case when n.state_token = i.token and i.status = 'dead' then clock_timestamp() else n.dead_at end,
+      state_token = case when n.state_token = i.token then i.new_token else n.state_token end
+    from input i
+    where i.id is not null and n.notification_id = i.id
+    returning i.idx, n.attempt_count, n.state_token = i.new_token as applied
+  ), attempt as (
+    insert into webhook_attempts
+      (notification_id, attempt_number, started_at, duration_ms, status_code, error, outcome, worker)
+    select i.id, u.attempt_count, to_timestamp(i.started_at_ms / 1000.0), i.duration_ms, i.status_code, i.error,
+      i.outcome, p_owner
+    from updated u join input i on i.idx = u.idx
+    where i.attempted
+  )
+  select i.idx, exists (select 1 from held where held.idx = i.idx), u.applied
+  from input i
+  left join updated u on u.idx = i.idx;
+
+  select array_agg(x.platform_code), array_agg(x.resource_key) into v_platforms, v_resources
+  from jsonb_to_recordset(p_items) as x(platform_code text, resource_key text, release boolean)
+  where x.release;
+  if v_platforms is not null then
+    perform webhook_release_lanes(v_platforms, v_resources, p_owner);
+  end if;
+end;
+$$;
+
 -- Lanes for the undelivered notifications of an earlier version, due when their heads are.
 insert into webhook_lanes (platform_code, resource_key, due_at)
 select distinct on (platform_code, resource_key) platform_code, resource_key, next_attempt_at
