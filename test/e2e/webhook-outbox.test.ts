@@ -73,9 +73,8 @@ test('a rolled-back change leaves no notification and no delivery job', async ()
     .where('platform_code', '=', code)
     .execute();
   assert.deepEqual(rows, []);
-  const jobs =
-    await sql`select 1 from graphile_worker.jobs where key like ${`webhooks:lane:${code}:%`}`.execute(db());
-  assert.equal(jobs.rows.length, 0);
+  const lanes = () => sql`select 1 from webhook_lanes where platform_code = ${code}`.execute(db());
+  assert.equal((await lanes()).rows.length, 0, 'no lane woken');
 
   // The same use case committed does leave both (so the assertions above can fail).
   await db()
@@ -95,6 +94,7 @@ test('a rolled-back change leaves no notification and no delivery job', async ()
     .where('platform_code', '=', code)
     .execute();
   assert.deepEqual(committed, [{ status: 'pending' }]);
+  assert.equal((await lanes()).rows.length, 1, 'its lane is woken');
 });
 
 test('a change committed by a process SIGKILLed right after the commit is still delivered', async () => {
