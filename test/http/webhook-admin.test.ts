@@ -301,7 +301,12 @@ describe('redelivery', () => {
     await sql`update webhook_notifications set created_at = now() - interval '1 day'
       where notification_id = ${old}::uuid`.execute(db());
     const since = Date.now() - 60_000;
-    const recent = [await record(db(), code, 'trade:A'), await record(db(), code, 'trade:B')];
+    // Two of one resource: their lane is woken once.
+    const recent = [
+      await record(db(), code, 'trade:A'),
+      await record(db(), code, 'trade:A', { second: true }),
+      await record(db(), code, 'trade:B'),
+    ];
     const balance = await record(db(), code, 'balance:X', { b: 1 }, 'account_balance.changed');
     await svc.admin.put(`/platforms/${code}/webhook`, {
       url: RECEIVER,
@@ -315,7 +320,7 @@ describe('redelivery', () => {
     assert.equal((await send('POST', `/platforms/${code}/redeliver`, {})).status, 400);
 
     const result = await svc.admin.post<{ redelivered: number }>(`/platforms/${code}/redeliver`, { since });
-    assert.deepEqual(result, { redelivered: 2 });
+    assert.deepEqual(result, { redelivered: 3 });
     for (const id of recent) assert.equal((await notificationState(db(), id))?.status, 'pending');
     assert.equal((await notificationState(db(), old))?.status, 'skipped', 'older than since');
     assert.equal(

@@ -142,7 +142,8 @@ export type AttemptRow = Awaited<ReturnType<typeof listAttempts>>[number];
 function wakeLanes(notifications: RawBuilder<unknown>) {
   return sql`
     insert into webhook_lanes (platform_code, resource_key, due_at)
-    select distinct n.platform_code, n.resource_key, clock_timestamp() from ${notifications} n
+    select lanes.platform_code, lanes.resource_key, clock_timestamp()
+    from (select distinct n.platform_code, n.resource_key from ${notifications} n) lanes
     order by 1, 2
     on conflict (platform_code, resource_key) do update set due_at = least(webhook_lanes.due_at, excluded.due_at)
       where webhook_lanes.owner is null
