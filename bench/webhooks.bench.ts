@@ -12,9 +12,12 @@
  * The receiver (answers 204, records first arrivals) and the plain POST loop each run on a worker thread, so
  * neither shares an event loop with the producer; the delivery worker is its own process. Throughput is
  * measured from the first to the last delivery of a backlog recorded before the worker starts, for two lane
- * shapes: one notification per resource (every delivery is a queue job of its own: the worst case) and
- * ten per resource (a job delivers a resource's notifications in a row). The baseline is measured before and
- * after, and the mean is used.
+ * shapes: one notification per resource (every delivery claims and gives back a lane of its own: the worst
+ * case) and ten per resource (a lane's notifications go in a row). The baseline is measured before and
+ * after, and the mean is used. For each shape it also prints the CPU time per delivery of the worker process
+ * and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the cores that the
+ * baseline's load loop and receiver have to themselves, so those figures tell where a delivery's cost goes.
+ * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -264,6 +267,10 @@ async function queueCeiling(pool: pg.Pool): Promise<number> {
   return rate;
 }
 
+function cpuLine(cpu: { worker: number; postgres: number; receiver: number }): string {
+  return `worker ${cpu.worker.toFixed(0)} µs, PostgreSQL ${cpu.postgres.toFixed(0)} µs, receiver ${cpu.receiver.toFixed(0)} µs`;
+}
+
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
@@ -303,26 +310,30 @@ async function main(): Promise<void> {
     SVC_WORKER_CONCURRENCY: String(CONCURRENCY),
   };
 
+  /** The plain loop's rate, and this process's CPU per request (the load loop and the receiver). */
   const baseline = async () => {
     await ask(receiver, { type: 'reset' });
-    return (
-      await ask<{ rps: number }>(load, {
-        type: 'load',
-        url: receiverUrl,
-        ms: BASELINE_MS,
-        concurrency: CONCURRENCY,
-      })
-    ).rps;
+    const cpuBefore = process.cpuUsage();
+    const { rps } = await ask<{ rps: number }>(load, {
+      type: 'load',
+      url: receiverUrl,
+      ms: BASELINE_MS,
+      concurrency: CONCURRENCY,
+    });
+    const cpu = process.cpuUsage(cpuBefore);
+    return { rps, cpuUs: (cpu.user + cpu.system) / (rps * (BASELINE_MS / 1000)) };
   };
   const throughput = async (perLane: number, tag: string) => {
     await recordBacklog(db, BACKLOG, perLane, tag);
     await ask(receiver, { type: 'reset' });
     const worker = await startWorkerProcess(env);
+    const benchCpuBefore = process.cpuUsage();
     const workerCpuBefore = processCpuMs(worker.pid!);
     const postgresCpuBefore = postgresCpuMs();
     await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
     const workerCpuMs = processCpuMs(worker.pid!) - workerCpuBefore;
     const postgresMs = postgresCpuMs() - postgresCpuBefore;
+    const benchCpu = process.cpuUsage(benchCpuBefore);
     await stopWorker(worker);
     const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
       type: 'stats',
@@ -338,17 +349,23 @@ async function main(): Promise<void> {
       count,
       extra: extra.rows,
       // Where the time goes, per delivery: the worker process, and every PostgreSQL process on the machine.
-      cpuUs: { worker: (workerCpuMs * 1000) / BACKLOG, postgres: (postgresMs * 1000) / BACKLOG },
+      cpuUs: {
+        worker: (workerCpuMs * 1000) / BACKLOG,
+        postgres: (postgresMs * 1000) / BACKLOG,
+        receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
+      },
     };
   };
 
   console.log(`webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG}, ${os.cpus().length} CPUs`);
   const before = await baseline();
-  console.log(`  plain undici POST loop:          ${before.toFixed(0)} req/s`);
+  console.log(
+    `  plain undici POST loop:          ${before.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${before.cpuUs.toFixed(0)} µs`,
+  );
   const single = await throughput(1, 'single');
   console.log(
     `  worker, 1 notification/resource:  ${single.rate.toFixed(0)} deliveries/s (${single.count} requests)` +
-      `; CPU per delivery: worker ${single.cpuUs.worker.toFixed(0)} µs, PostgreSQL ${single.cpuUs.postgres.toFixed(0)} µs`,
+      `; CPU per delivery: ${cpuLine(single.cpuUs)}`,
   );
   for (const e of single.extra)
     console.log(
@@ -357,7 +374,7 @@ async function main(): Promise<void> {
   const tenPer = await throughput(10, 'ten');
   console.log(
     `  worker, 10 notifications/resource: ${tenPer.rate.toFixed(0)} deliveries/s (${tenPer.count} requests)` +
-      `; CPU per delivery: worker ${tenPer.cpuUs.worker.toFixed(0)} µs, PostgreSQL ${tenPer.cpuUs.postgres.toFixed(0)} µs`,
+      `; CPU per delivery: ${cpuLine(tenPer.cpuUs)}`,
   );
   for (const e of tenPer.extra)
     console.log(
@@ -367,9 +384,11 @@ async function main(): Promise<void> {
   console.log(
     `  graphile-worker no-op jobs:       ${ceiling.toFixed(0)} jobs/s (the queue's own per-job cost)`,
   );
-  const afterRate = await baseline();
-  console.log(`  plain undici POST loop (again):  ${afterRate.toFixed(0)} req/s`);
-  const plain = (before + afterRate) / 2;
+  const after = await baseline();
+  console.log(
+    `  plain undici POST loop (again):  ${after.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${after.cpuUs.toFixed(0)} µs`,
+  );
+  const plain = (before.rps + after.rps) / 2;
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
   const worker = await startWorkerProcess(env);

@@ -252,7 +252,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
 
     /** Attempts (or skips) one notification; what happens to it. */
-    async function attempt(head: repo.LaneHead, signal: AbortSignal): Promise<repo.AttemptRecord> {
+    async function attempt(head: repo.LaneHead): Promise<repo.AttemptRecord> {
       if (head.skip_reason !== null || head.url === null) {
         // The platform's webhook was removed, disabled or unsubscribed from this type since it was recorded.
         return {
@@ -272,7 +272,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         secret: secretOf(head),
       });
       headers['user-agent'] = USER_AGENT;
-      const result = await sender.send({ url: head.url, rawBody, headers, signal });
+      const result = await sender.send({ url: head.url, rawBody, headers });
       metrics.observeAttempt(result.outcome, result.durationMs / 1000);
       return decide(head, result);
     }
@@ -307,7 +307,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             if (signal.aborted) break;
           }
           if (!(await leaseHeld(run))) break;
-          const outcome = await attempt(head, signal);
+          const outcome = await attempt(head);
           const newStateToken = randomUUID();
           const again = outcome.status === 'retrying' || outcome.status === 'pending';
           const next: repo.LaneHead | undefined = again
@@ -365,7 +365,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     const stopIntake = () =>
       (stopped ??= (async () => {
         await listener?.stop();
-        await dispatcher.stop();
+        // The dispatcher stops claiming and its lanes stop at once; the attempts under way are cut short.
+        const lanesStopped = dispatcher.stop();
+        sender.abortAll();
+        await lanesStopped;
         await Promise.all(settling);
       })());
     return {

@@ -1,4 +1,4 @@
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import type { AttemptOutcome } from '../../store/tables/webhooks.tables.ts';
 
 /**
@@ -23,17 +23,24 @@ export interface SendInput {
   url: string;
   rawBody: string;
   headers: Record<string, string>;
-  /** Aborts the attempt when the worker shuts down; the result is then `aborted`, not a failure. */
-  signal?: AbortSignal;
 }
 
 export interface WebhookSender {
   send(input: SendInput): Promise<AttemptResult>;
+  /** Aborts every attempt under way, and any later one at once: the worker is stopping (outcome `aborted`). */
+  abortAll(): void;
   close(): Promise<void>;
 }
 
 /** Longest error text stored with an attempt. */
 const MAX_ERROR_LENGTH = 300;
+
+/** An attempt under way: what the deadline sweep and abortAll need. */
+interface InFlight {
+  controller: AbortController;
+  deadline: number;
+  timedOut: boolean;
+}
 
 export function createWebhookSender(options: { timeoutMs: number; now?: () => number }): WebhookSender {
   const now = options.now ?? Date.now;
@@ -48,24 +55,79 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
     keepAliveMaxTimeout: 60_000,
   });
 
+  // The whole attempt is bounded by the timeout (the lease only covers that much). One timer aborts the
+  // attempts past their deadline, rather than an AbortSignal.timeout (and an AbortSignal.any with the
+  // shutdown signal) per attempt: those cost about 30 µs of CPU per delivery, a third of the HTTP cost.
+  const inFlight = new Set<InFlight>();
+  const sweepEveryMs = Math.min(250, Math.max(5, Math.floor(timeoutMs / 20)));
+  let sweeper: NodeJS.Timeout | null = null;
+  let aborting = false;
+  const sweep = () => {
+    const at = performance.now();
+    for (const attempt of inFlight) {
+      if (at >= attempt.deadline) {
+        attempt.timedOut = true;
+        attempt.controller.abort();
+      }
+    }
+  };
+
+  // Receivers' URLs parsed once: `origin` and `path` are what the agent needs (bounded: one per platform).
+  const targets = new Map<string, { origin: string; path: string }>();
+  function targetOf(url: string) {
+    let target = targets.get(url);
+    if (!target) {
+      const parsed = new URL(url);
+      target = { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}` };
+      if (targets.size >= 1_000) targets.clear();
+      targets.set(url, target);
+    }
+    return target;
+  }
+
   async function send(input: SendInput): Promise<AttemptResult> {
     const startedAt = now();
     const started = performance.now();
     const elapsed = () => Math.max(0, Math.round(performance.now() - started));
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = input.signal ? AbortSignal.any([timeout, input.signal]) : timeout;
+    const aborted = (): AttemptResult => ({
+      outcome: 'aborted',
+      statusCode: null,
+      error: 'aborted: worker shutting down',
+      startedAt,
+      durationMs: elapsed(),
+    });
+    const timedOut = (): AttemptResult => ({
+      outcome: 'failed',
+      statusCode: null,
+      error: `timeout: no response within ${timeoutMs} ms`,
+      startedAt,
+      durationMs: elapsed(),
+    });
+    if (aborting) return aborted();
+    const attempt: InFlight = {
+      controller: new AbortController(),
+      deadline: started + timeoutMs,
+      timedOut: false,
+    };
+    inFlight.add(attempt);
+    if (!sweeper) {
+      sweeper = setInterval(sweep, sweepEveryMs);
+      sweeper.unref();
+    }
     try {
-      const response = await request(input.url, {
+      const response = await agent.request({
+        ...targetOf(input.url),
         method: 'POST',
         body: input.rawBody,
         headers: input.headers,
-        dispatcher: agent,
-        signal,
+        signal: attempt.controller.signal,
       });
       const statusCode = response.statusCode;
       // The status is the answer; the body is read off only to keep the connection reusable (bounded).
       await response.body.dump({ limit: 64 * 1024 }).catch(() => {});
       const durationMs = elapsed();
+      // Success is a 2xx within the timeout: one that came later, before the sweep caught it, is not.
+      if (durationMs > timeoutMs) return timedOut();
       if (statusCode >= 200 && statusCode < 300) {
         return { outcome: 'delivered', statusCode, error: null, startedAt, durationMs };
       }
@@ -78,22 +140,45 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
           : `HTTP ${statusCode}`;
       return { outcome: 'failed', statusCode, error, startedAt, durationMs };
     } catch (err) {
-      const durationMs = elapsed();
-      if (input.signal?.aborted && !timeout.aborted) {
-        return {
-          outcome: 'aborted',
-          statusCode: null,
-          error: 'aborted: worker shutting down',
-          startedAt,
-          durationMs,
-        };
+      if (attempt.timedOut || isTimeout(err)) return timedOut();
+      if (aborting) return aborted();
+      return {
+        outcome: 'failed',
+        statusCode: null,
+        error: describeError(err),
+        startedAt,
+        durationMs: elapsed(),
+      };
+    } finally {
+      inFlight.delete(attempt);
+      if (inFlight.size === 0 && sweeper) {
+        clearInterval(sweeper);
+        sweeper = null;
       }
-      const error = timeout.aborted ? `timeout: no response within ${timeoutMs} ms` : describeError(err);
-      return { outcome: 'failed', statusCode: null, error, startedAt, durationMs };
     }
   }
 
-  return { send, close: () => agent.close() };
+  return {
+    send,
+    abortAll() {
+      aborting = true;
+      for (const attempt of inFlight) attempt.controller.abort();
+    },
+    async close() {
+      if (sweeper) clearInterval(sweeper);
+      await agent.close();
+    },
+  };
+}
+
+/** undici's own connect, headers and body timeouts (each also set to the attempt timeout). */
+function isTimeout(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return (
+    code === 'UND_ERR_CONNECT_TIMEOUT' ||
+    code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    code === 'UND_ERR_BODY_TIMEOUT'
+  );
 }
 
 /** A network error as one line: code first (ECONNRESET, ECONNREFUSED, UND_ERR_…), then the message. */
