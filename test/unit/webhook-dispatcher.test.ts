@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { startDispatcher, type DispatcherOptions } from '../../src/domain/webhooks/webhook-dispatcher.ts';
+import type { ClaimedLane } from '../../src/domain/webhooks/webhooks.repository.ts';
+
+/**
+ * The dispatcher's scheduling on its own: lanes come from an in-memory queue standing in for the lanes table
+ * (the SQL side is covered by test/integration/webhook-lanes.test.ts and the delivery tests).
+ */
+const lane = (n: number): ClaimedLane => ({
+  lane: { platformCode: 'PLAT01', resourceKey: `trade:${n}` },
+  heads: [],
+});
+
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 1_000 && !check(); i++) await tick();
+  assert.ok(check(), what);
+}
+
+function harness(overrides: Partial<DispatcherOptions> = {}) {
+  const due: ClaimedLane[] = [];
+  const claims: number[] = [];
+  const released: string[] = [];
+  const working = new Map<string, ReturnType<typeof deferred<void>>>();
+  let maxRunning = 0;
+  const options: DispatcherOptions = {
+    concurrency: 2,
+    // Long: anything that happens within a test happens because of a wake-up, not a poll.
+    pollIntervalMs: 60_000,
+    claim: async (limit) => {
+      claims.push(limit);
+      return due.splice(0, limit);
+    },
+    work: async (ready) => {
+      const done = deferred();
+      working.set(ready.lane.resourceKey, done);
+      maxRunning = Math.max(maxRunning, working.size);
+      await done.promise;
+      working.delete(ready.lane.resourceKey);
+    },
+    release: async (lanes) => {
+      released.push(...lanes.map((l) => l.lane.resourceKey));
+    },
+    nextDueInMs: async () => null,
+    onError: (err) => {
+      throw err;
+    },
+    ...overrides,
+  };
+  return { due, claims, released, working, options, maxRunning: () => maxRunning };
+}
+
+describe('webhook dispatcher', () => {
+  test('works at most `concurrency` lanes at once, takes the next one as a slot frees', async () => {
+    const h = harness();
+    for (let i = 1; i <= 5; i++) h.due.push(lane(i));
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.size === 2, 'two lanes under way');
+    await tick();
+    assert.equal(h.working.size, 2, 'not more than the concurrency');
+    h.working.get('trade:1')!.resolve();
+    await until(() => h.working.has('trade:3'), 'the next lane starts when a slot frees');
+    for (const key of ['trade:2', 'trade:3']) h.working.get(key)!.resolve();
+    await until(() => h.working.has('trade:5'), 'the rest follow');
+    assert.equal(h.maxRunning(), 2);
+    const stopped = dispatcher.stop();
+    for (const done of h.working.values()) done.resolve();
+    await stopped;
+  });
+
+  test('a wake-up while a claim is under way is not lost when that claim comes back short', async () => {
+    const h = harness();
+    const firstClaim = deferred<ClaimedLane[]>();
+    let calls = 0;
+    h.options.claim = async (limit) => {
+      h.claims.push(limit);
+      calls++;
+      return calls === 1 ? firstClaim.promise : h.due.splice(0, limit);
+    };
+    const dispatcher = startDispatcher(h.options);
+    await until(() => calls === 1, 'the first claim is under way');
+    // A notification is committed (NOTIFY) while the first claim, which did not see it, is still running.
+    h.due.push(lane(7));
+    dispatcher.wake();
+    firstClaim.resolve([]);
+    await until(() => h.working.has('trade:7'), 'claimed again at once, not at the next poll');
+    h.working.get('trade:7')!.resolve();
+    await dispatcher.stop();
+  });
+
+  test('idle, it sleeps until the next lane is due', async () => {
+    const h = harness({ nextDueInMs: async () => 30 });
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.claims.length === 1, 'first claim');
+    h.due.push(lane(9)); // due later, with no wake-up: found when the dispatcher looks again
+    const deadline = Date.now() + 5_000;
+    while (!h.working.has('trade:9') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(h.working.has('trade:9'), 'claimed once the next due time came (30 ms, not the 60 s poll)');
+    h.working.get('trade:9')!.resolve();
+    await dispatcher.stop();
+  });
+
+  test('stop aborts the lanes under way, gives back the claimed ones not started, and waits for both', async () => {
+    const h = harness();
+    for (let i = 1; i <= 5; i++) h.due.push(lane(i));
+    let signal: AbortSignal | undefined;
+    const work = h.options.work;
+    h.options.work = (ready, s) => {
+      signal = s;
+      return work(ready, s);
+    };
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.size === 2, 'two lanes under way');
+    await until(() => h.claims.length >= 1, 'claimed');
+    let stopped = false;
+    const stopping = dispatcher.stop().then(() => (stopped = true));
+    assert.equal(signal?.aborted, true, 'the lanes under way are told to stop');
+    await tick();
+    assert.equal(stopped, false, 'waits for the lanes under way');
+    for (const done of h.working.values()) done.resolve();
+    await stopping;
+    assert.deepEqual(
+      h.released.sort(),
+      ['trade:3', 'trade:4', 'trade:5'],
+      'claimed, never started: given back',
+    );
+  });
+});
