@@ -163,14 +163,14 @@ export type HitCallback = (err: unknown, decision?: RateLimitDecision) => void;
 /** Requests decided by one script call at most; bounds how long one call holds Redis (~0.5 ms). */
 const MAX_BATCH = 256;
 
-/**
- * Script calls under way at once. Requests that come while they are form the next batch, which is
- * sent when one returns: under load, batches grow with the round trip instead of being one per
- * event-loop turn, and each request's share of the per-call work (a write and a read on both sides,
- * ioredis' command object, the script's set-up) shrinks. Two rather than one so that a batch is always
- * being filled or sent while another is in Redis.
+/*
+ * Batching: a partial batch is sent only while no script call is under way; requests that arrive
+ * during a call are sent together when it returns. So under load batches grow with the round trip
+ * instead of being one per event-loop turn, and each request's share of the per-call work (a write and
+ * a wake-up on both sides, ioredis' command object, the script's set-up: together more than the
+ * decisions themselves at a dozen requests per call) shrinks; when idle, a request is sent on the next
+ * turn as before. A full batch is sent at once, so a burst never waits behind more than one call.
  */
-const MAX_IN_FLIGHT = 2;
 
 const hitScript = new LuaScript(HIT_LUA);
 const inspectScript = new LuaScript(INSPECT_LUA);
@@ -244,8 +244,8 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   /**
    * Decides one request; `callback` gets the decision, or the error when Redis failed. Requests are
-   * decided in arrival order, in batches: those of one event-loop turn, or, while script calls are
-   * under way, all that arrived meanwhile (see MAX_IN_FLIGHT).
+   * decided in arrival order, in batches: those of one event-loop turn, or, while a script call is
+   * under way, all that arrived meanwhile (see "Batching" above).
    */
   decide(ip: string, callback: HitCallback): void {
     this.queuedIps.push(ip);
@@ -261,7 +261,8 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   private scheduleFlush(): void {
-    if (this.flushScheduled || this.inFlight >= MAX_IN_FLIGHT || this.queuedIps.length === 0) return;
+    const queued = this.queuedIps.length;
+    if (this.flushScheduled || queued === 0 || (this.inFlight > 0 && queued < MAX_BATCH)) return;
     // Next turn of the event loop: every request read in this one joins the batch.
     this.flushScheduled = true;
     setImmediate(this.flush);
@@ -269,7 +270,7 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   private readonly flush = (): void => {
     this.flushScheduled = false;
-    while (this.queuedIps.length > 0 && this.inFlight < MAX_IN_FLIGHT) {
+    while (this.queuedIps.length >= MAX_BATCH || (this.queuedIps.length > 0 && this.inFlight === 0)) {
       let ips = this.queuedIps;
       let callbacks = this.queuedCallbacks;
       if (ips.length > MAX_BATCH) {
