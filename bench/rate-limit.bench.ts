@@ -12,7 +12,8 @@
  * each IP stays far below 2,000 per 10 s and the bench measures the accept path of every limiter, not
  * 429s (the count of non-200 answers is printed and should be 0). The servers run on the main thread,
  * the load generator (undici, fixed concurrency) on a worker thread, so they do not share an event
- * loop. Targets are measured in short interleaved rounds; the ratios are medians of per-round ratios.
+ * loop. Targets are measured in short interleaved rounds, each target between two runs of the bare
+ * route, and the ratios are medians over rounds of the target against the mean of those two runs.
  * Besides req/s and p99 it prints the CPU time spent per request by the servers' thread, by
  * redis-server (its own INFO cpu, so Redis may be remote) and by the rest of this process (the load
  * generator): on a shared machine req/s moves with everyone else's load, CPU per request much less;
@@ -35,8 +36,9 @@ import { rateLimitPlugin } from '../src/http/plugins/rate-limit.plugin.ts';
 const CONCURRENCY = 64;
 const CLIENT_IPS = 4096;
 const WARMUP_MS = 200;
-const MEASURE_MS = 1_000;
-const ROUNDS = 10;
+const MEASURE_MS = 800;
+// Each round measures every target once and the no-limiter server between them: ~90 s in all.
+const ROUNDS = 8;
 
 interface LoadJob {
   url: string;
@@ -53,6 +55,11 @@ interface LoadResult {
   p50Ms: number;
   p99Ms: number;
 }
+
+/** One measurement of one target, with CPU per request: the servers' thread, redis-server, the rest. */
+type Run = LoadResult & { cpuUsPerRequest: number; redisUsPerRequest: number; loadUsPerRequest: number };
+/** A target's run with its ratios to the no-limiter runs just before and after it. */
+type Compared = Run & { rpsRatio: number; cpuRatio: number };
 
 const clientIp = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
 
@@ -240,84 +247,96 @@ async function main(): Promise<void> {
       `${os.availableParallelism()} CPUs, load average ${loadAverage()} before\n`,
   );
   const generator = startLoadGenerator();
-  type Run = LoadResult & { cpuUsPerRequest: number; redisUsPerRequest: number; loadUsPerRequest: number };
-  const results = new Map<string, Run[]>(targets.map((t) => [t.name, []]));
+  const measure = async (target: { url: string }): Promise<Run> => {
+    const before = processCpuMs();
+    const redisBefore = await redisCpuMs(probe);
+    const result = await generator.load(target.url);
+    const after = processCpuMs();
+    const redisAfter = await redisCpuMs(probe);
+    const perRequest = (ms: number) => (ms * 1000) / result.allRequests;
+    return {
+      ...result,
+      cpuUsPerRequest: perRequest(after.server - before.server),
+      redisUsPerRequest: perRequest(redisAfter - redisBefore),
+      loadUsPerRequest: perRequest(after.all - before.all - (after.server - before.server)),
+    };
+  };
+  // Shared machines drift within seconds (other processes start and stop): each target is measured
+  // between two no-limiter runs and compared with their mean, B T1 B T2 B … Tn B, and each round
+  // starts at another target, so no target always runs first or after the same one.
+  const [baselineTarget, ...others] = targets;
+  const baselineRuns: Run[] = [];
+  const results = new Map<string, Compared[]>(others.map((t) => [t.name, []]));
   for (let round = 0; round < ROUNDS; round++) {
-    // Each round starts at another target, so no target always runs first or after the same one.
-    for (let k = 0; k < targets.length; k++) {
-      const target = targets[(round + k) % targets.length]!;
-      const before = processCpuMs();
-      const redisBefore = await redisCpuMs(probe);
-      const result = await generator.load(target.url);
-      const after = processCpuMs();
-      const redisAfter = await redisCpuMs(probe);
-      const perRequest = (ms: number) => (ms * 1000) / result.allRequests;
+    let previous = await measure(baselineTarget!);
+    baselineRuns.push(previous);
+    for (let k = 0; k < others.length; k++) {
+      const target = others[(round + k) % others.length]!;
+      const run = await measure(target);
+      const next = await measure(baselineTarget!);
+      baselineRuns.push(next);
       results.get(target.name)!.push({
-        ...result,
-        cpuUsPerRequest: perRequest(after.server - before.server),
-        redisUsPerRequest: perRequest(redisAfter - redisBefore),
-        loadUsPerRequest: perRequest(after.all - before.all - (after.server - before.server)),
+        ...run,
+        rpsRatio: run.rps / ((previous.rps + next.rps) / 2),
+        cpuRatio: (previous.cpuUsPerRequest + next.cpuUsPerRequest) / 2 / run.cpuUsPerRequest,
       });
+      previous = next;
     }
   }
   await generator.stop();
 
-  // Shared machines drift: each target is compared with the no-limiter run of the same round, and the
-  // median over rounds is reported (of the ratios, and of req/s and p99 separately).
+  // Medians over rounds, of the ratios and of each figure separately.
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-  const baseline = results.get('no limiter')!;
-  const ratio = (name: string) => median(results.get(name)!.map((r, i) => r.rps / baseline[i]!.rps));
-  const cpuRatio = (name: string) =>
-    median(results.get(name)!.map((r, i) => baseline[i]!.cpuUsPerRequest / r.cpuUsPerRequest));
-  const cell = (value: number, digits: number, width: number) => value.toFixed(digits).padStart(width);
+  const row = (name: string, runs: Run[], ratios: [number, number]) => {
+    const med = (pick: (r: Run) => number) => median(runs.map(pick));
+    const count = (pick: (r: Run) => number) => runs.reduce((n, r) => n + pick(r), 0);
+    return [
+      name.padEnd(28),
+      med((r) => r.rps)
+        .toFixed(0)
+        .padStart(8),
+      med((r) => r.p99Ms)
+        .toFixed(2)
+        .padStart(8),
+      ratios[0].toFixed(3).padStart(7),
+      ' ' +
+        med((r) => r.cpuUsPerRequest)
+          .toFixed(1)
+          .padStart(17),
+      ratios[1].toFixed(3).padStart(7),
+      ' ' +
+        med((r) => r.redisUsPerRequest)
+          .toFixed(1)
+          .padStart(12),
+      med((r) => r.loadUsPerRequest)
+        .toFixed(1)
+        .padStart(15),
+      ` ${count((r) => r.non200)} ${count((r) => r.errors)}`,
+    ].join(' ');
+  };
   console.log(
     `${'target'.padEnd(28)} ${'req/s'.padStart(8)} ${'p99 ms'.padStart(8)} ${'ratio'.padStart(7)}` +
       `  ${'server CPU µs/req'.padStart(17)} ${'ratio'.padStart(7)}  ${'redis µs/req'.padStart(12)}` +
       ` ${'load gen µs/req'.padStart(15)}  non-200 errors`,
   );
-  for (const target of targets) {
-    const runs = results.get(target.name)!;
-    const med = (pick: (r: Run) => number) => median(runs.map(pick));
-    console.log(
-      `${target.name.padEnd(28)} ${cell(
-        med((r) => r.rps),
-        0,
-        8,
-      )} ${cell(
-        med((r) => r.p99Ms),
-        2,
-        8,
-      )} ` +
-        `${cell(ratio(target.name), 3, 7)}  ${cell(
-          med((r) => r.cpuUsPerRequest),
-          1,
-          17,
-        )} ` +
-        `${cell(cpuRatio(target.name), 3, 7)}  ${cell(
-          med((r) => r.redisUsPerRequest),
-          1,
-          12,
-        )} ` +
-        `${cell(
-          med((r) => r.loadUsPerRequest),
-          1,
-          15,
-        )}  ` +
-        `${runs.reduce((n, r) => n + r.non200, 0)} ${runs.reduce((n, r) => n + r.errors, 0)}`,
-    );
+  console.log(row(baselineTarget!.name, baselineRuns, [1, 1]));
+  for (const [name, runs] of results) {
+    console.log(row(name, runs, [median(runs.map((r) => r.rpsRatio)), median(runs.map((r) => r.cpuRatio))]));
   }
   if (redisUrl) {
+    // Each against its own neighbouring no-limiter runs, so the two need not have run side by side.
     const ours = results.get('Redis limiter (ours)')!;
     const theirs = results.get('@fastify/rate-limit Redis')!;
-    const vs = median(ours.map((r, i) => r.rps / theirs[i]!.rps));
-    const vsCpu = median(ours.map((r, i) => theirs[i]!.cpuUsPerRequest / r.cpuUsPerRequest));
+    const vs = median(ours.map((r, i) => r.rpsRatio / theirs[i]!.rpsRatio));
+    const vsCpu = median(ours.map((r, i) => r.cpuRatio / theirs[i]!.cpuRatio));
     console.log(
       `\nRedis limiter (ours) vs @fastify/rate-limit Redis: ${vs.toFixed(3)} by req/s, ` +
         `${vsCpu.toFixed(3)} by server CPU per request (medians of per-round ratios)`,
     );
   }
   console.log(
-    'ratios: median over rounds of (target / no limiter) for req/s, (no limiter / target) for CPU per request',
+    'ratios: median over rounds of (target / no limiter) for req/s, (no limiter / target) for CPU per ' +
+      'request, no limiter being the mean of the runs just before and after the target',
   );
   console.log(
     'redis µs/req: redis-server CPU per request (INFO cpu; everything Redis did meanwhile); ' +
