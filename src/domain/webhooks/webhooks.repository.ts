@@ -268,7 +268,10 @@ export async function renewLeases(db: Executor, items: LaneClaim[], leaseMs: num
       update webhook_lanes l
       set due_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
       from input i
-      where l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = i.owner
+      -- = any: found through the primary key whatever the planner thinks of the input's size
+      where l.platform_code = any (${items.map((i) => i.lane.platformCode)}::text[])
+        and l.resource_key = any (${items.map((i) => i.lane.resourceKey)}::text[])
+        and l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = i.owner
       returning i.idx
     )
     select i.idx, exists (select 1 from renewed r where r.idx = i.idx) as held from input i
