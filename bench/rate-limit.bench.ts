@@ -333,6 +333,20 @@ async function main(): Promise<void> {
       `\nRedis limiter (ours) vs @fastify/rate-limit Redis: ${vs.toFixed(3)} by req/s, ` +
         `${vsCpu.toFixed(3)} by server CPU per request (medians of per-round ratios)`,
     );
+    // On a machine where all three run, req/s follows their summed CPU per request; Redis's part of it
+    // is what a remote Redis would take off this machine.
+    const machine = (runs: Run[]) =>
+      median(runs.map((r) => r.cpuUsPerRequest + r.redisUsPerRequest + r.loadUsPerRequest));
+    const share = (name: string, runs: Run[]) => {
+      const total = machine(runs);
+      const redisPart = median(runs.map((r) => r.redisUsPerRequest));
+      return `${name} ${redisPart.toFixed(1)} of ${total.toFixed(1)} µs (${((100 * redisPart) / total).toFixed(0)}%)`;
+    };
+    console.log(
+      `CPU per request on this machine (server + redis-server + load generator): no limiter ` +
+        `${machine(baselineRuns).toFixed(1)} µs; redis-server's part: ${share('Redis limiter (ours)', ours)}, ` +
+        `${share('@fastify/rate-limit Redis', theirs)}`,
+    );
   }
   console.log(
     'ratios: median over rounds of (target / no limiter) for req/s, (no limiter / target) for CPU per ' +
