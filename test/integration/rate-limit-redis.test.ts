@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { connect, createServer, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
@@ -97,6 +98,43 @@ async function monitorScripts(prefix: string) {
   };
 }
 
+/**
+ * A TCP relay to Redis that can hold Redis's replies back (commands still reach Redis at once), so a
+ * test can keep a script call "under way" for as long as it needs, without timing.
+ */
+async function startReplyHoldingRelay(redisUrl: string) {
+  const target = new URL(redisUrl);
+  const sockets = new Set<Socket>();
+  let held: Array<[Socket, Buffer]> | null = null;
+  const server = createServer((downstream) => {
+    const upstream = connect(Number(target.port || 6379), target.hostname);
+    sockets.add(downstream).add(upstream);
+    downstream.pipe(upstream);
+    upstream.on('data', (chunk: Buffer) => (held ? held.push([downstream, chunk]) : downstream.write(chunk)));
+    downstream.on('error', () => upstream.destroy());
+    upstream.on('error', () => downstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(redisUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as { port: number }).port);
+  return {
+    url: url.toString(),
+    hold: () => {
+      held = [];
+    },
+    release: () => {
+      const chunks = held ?? [];
+      held = null;
+      for (const [downstream, chunk] of chunks) downstream.write(chunk);
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
 describe('Redis rate-limit store', { skip: SKIP }, () => {
   it('decides each request in Redis once, at most one call per request, none while blocked', async () => {
     const prefix = freshPrefix();
@@ -129,6 +167,44 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     } finally {
       monitor.close();
       await limiter.close();
+    }
+  });
+
+  it('sends the requests that arrive while a call is under way together, in the next call', async () => {
+    const relay = await startReplyHoldingRelay(REDIS_URL!);
+    const relayed = new Redis(
+      relay.url,
+      rateLimitRedisOptions({ lazyConnect: false, enableOfflineQueue: true, commandTimeout: 10_000 }),
+    );
+    const prefix = freshPrefix();
+    const shared = new RedisRateLimitStore({
+      client: relayed,
+      keyPrefix: prefix,
+      testClock: new ManualClock(),
+    });
+    await shared.hit('192.0.2.255'); // Redis has the script cached: no NOSCRIPT + EVAL pair below
+    const monitor = await monitorScripts(prefix);
+    try {
+      relay.hold();
+      const first = shared.hit('203.0.113.60');
+      // Bounded polling: the call crosses the relay and reaches Redis, whose answer is held back.
+      const deadline = Date.now() + 5_000;
+      while ((await monitor.seen()).calls === 0) assert.ok(Date.now() < deadline, 'first call never sent');
+      // Five more requests, each in its own turns of the event loop, while that call has no answer yet.
+      const later: Array<Promise<RateLimitDecision>> = [];
+      for (let i = 0; i < 5; i++) {
+        later.push(shared.hit(`203.0.113.${61 + i}`));
+        for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
+      }
+      relay.release();
+      assert.ok((await first).allowed);
+      assert.equal(accepted(await Promise.all(later)), 5);
+      // Every call has run (their answers are in): one for the first request, one for the five.
+      assert.deepEqual(await monitor.seen(), { calls: 2, decisions: 6 });
+    } finally {
+      monitor.close();
+      relayed.disconnect();
+      await relay.close();
     }
   });
 
