@@ -57,7 +57,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   function pump(): void {
     while (!stopped && running.size < concurrency && ready.length > 0) start(ready.shift()!);
-    if (!stopped && wanted && !claiming && ready.length < concurrency) claiming = claimMore();
+    if (!stopped && wanted && !claiming && ready.length < 2 * concurrency) claiming = claimMore();
   }
 
   function start(lane: ReadyLane): void {
