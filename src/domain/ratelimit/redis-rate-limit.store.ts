@@ -169,8 +169,9 @@ const MAX_BATCH = 256;
  * during a call are sent together when it returns. So under load batches grow with the round trip
  * instead of being one per event-loop turn, and each request's share of the per-call work (a write and
  * a wake-up on both sides, ioredis' command object, the script's set-up: together more than the
- * decisions themselves at a dozen requests per call) shrinks; when idle, a request is sent on the next
- * turn as before. A full batch is sent at once, so a burst never waits behind more than one call.
+ * decisions themselves at a dozen requests per call) shrinks; when idle, a request is sent within two
+ * turns of the event loop (see flushNextTurn). A full batch is sent at once, so a burst never waits
+ * behind more than one call.
  */
 
 const hitScript = new LuaScript(HIT_LUA);
@@ -245,7 +246,7 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   /**
    * Decides one request; `callback` gets the decision, or the error when Redis failed. Requests are
-   * decided in arrival order, in batches: those of one event-loop turn, or, while a script call is
+   * decided in arrival order, in batches: those of two event-loop turns, or, while a script call is
    * under way, all that arrived meanwhile (see "Batching" above).
    */
   decide(ip: string, callback: HitCallback): void {
