@@ -63,22 +63,28 @@ returns table (
 )
 language plpgsql volatile as $$
 declare
+  v_ctids tid[];
   v_platforms text[];
   v_resources text[];
 begin
-  with picked as (
-    select l.platform_code, l.resource_key
-    from webhook_lanes l
-    where l.due_at <= clock_timestamp()
-    order by l.due_at
+  -- Locked first, then updated by ctid (a locked row keeps it): a TID scan, whatever the planner thinks of
+  -- the table's size (joined on the key, it hash-joined a sequential scan of every lane).
+  select array_agg(l.ctid) into v_ctids
+  from (
+    select ctid from webhook_lanes
+    where due_at <= clock_timestamp()
+    order by due_at
     limit p_limit
     for no key update skip locked
-  ), claimed as (
+  ) l;
+  if v_ctids is null then
+    return;
+  end if;
+  with claimed as (
     update webhook_lanes l
     set owner = p_owner, claimed_at = clock_timestamp(),
         due_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-    from picked
-    where l.platform_code = picked.platform_code and l.resource_key = picked.resource_key
+    where l.ctid = any (v_ctids)
     returning l.platform_code, l.resource_key
   )
   select array_agg(c.platform_code), array_agg(c.resource_key) into v_platforms, v_resources from claimed c;
@@ -106,39 +112,59 @@ end;
 $$;
 
 -- Gives back the lanes p_owner holds: deletes those found empty, leaves the others due when their head is.
--- Lanes in (platform, resource) order, as a redelivery wakes them, so the two never deadlock.
+-- Set-based (one primary-key probe per lane, then TID scans), in (platform, resource) order, as a
+-- redelivery wakes lanes, so the two never deadlock.
 create function webhook_release_lanes(p_platforms text[], p_resources text[], p_owner text) returns void
 language plpgsql volatile as $$
 declare
-  v_platform text;
-  v_resource text;
-  v_next timestamptz;
+  v_locked tid[];
+  v_empty tid[] := '{}';
+  v_lane record;
 begin
-  for v_platform, v_resource in
-    select u.p, u.r from unnest(p_platforms, p_resources) as u(p, r) order by u.p, u.r
+  -- The lanes still ours, locked without waiting: a producer recording into one holds it FOR KEY SHARE.
+  v_locked := array(
+    select l.ctid
+    from (select u.p, u.r from unnest(p_platforms, p_resources) as u(p, r) order by u.p, u.r) u
+    cross join lateral (
+      select l.ctid from webhook_lanes l
+      where l.platform_code = u.p and l.resource_key = u.r and l.owner = p_owner
+      for update skip locked
+    ) l
+  );
+  -- Those a producer holds: left due now for the next claim to look at (NO KEY UPDATE does not wait for it).
+  update webhook_lanes l set owner = null, claimed_at = null, due_at = clock_timestamp()
+  where l.ctid = any (array(
+      select l.ctid
+      from unnest(p_platforms, p_resources) as u(p, r)
+      cross join lateral (
+        select l.ctid from webhook_lanes l
+        where l.platform_code = u.p and l.resource_key = u.r and l.owner = p_owner
+        limit 1
+      ) l
+    ))
+    and not (l.ctid = any (v_locked));
+  -- A new statement, so a new snapshot: everything committed before the locks were taken is seen, and a
+  -- producer that comes later waits for this transaction.
+  for v_lane in
+    select l.ctid, h.next_attempt_at
+    from webhook_lanes l
+    left join lateral (
+      select n.next_attempt_at from webhook_notifications n
+      where n.platform_code = l.platform_code and n.resource_key = l.resource_key
+        and n.status in ('pending', 'retrying')
+      order by n.seq
+      limit 1
+    ) h on true
+    where l.ctid = any (v_locked)
   loop
-    perform 1 from webhook_lanes
-    where platform_code = v_platform and resource_key = v_resource and owner = p_owner
-    for update skip locked;
-    if not found then
-      -- Not ours any more, or a producer is recording into it right now: leave it to the next claim.
-      update webhook_lanes set owner = null, claimed_at = null, due_at = clock_timestamp()
-      where platform_code = v_platform and resource_key = v_resource and owner = p_owner;
-      continue;
-    end if;
-    -- A new statement, so a new snapshot: everything committed before the row lock was taken is seen.
-    select n.next_attempt_at into v_next
-    from webhook_notifications n
-    where n.platform_code = v_platform and n.resource_key = v_resource and n.status in ('pending', 'retrying')
-    order by n.seq
-    limit 1;
-    if v_next is null then
-      delete from webhook_lanes where platform_code = v_platform and resource_key = v_resource;
+    if v_lane.next_attempt_at is null then
+      v_empty := v_empty || v_lane.ctid;
     else
-      update webhook_lanes set owner = null, claimed_at = null, due_at = v_next
-      where platform_code = v_platform and resource_key = v_resource;
+      update webhook_lanes set owner = null, claimed_at = null, due_at = v_lane.next_attempt_at
+      where ctid = v_lane.ctid;
     end if;
   end loop;
+  delete from webhook_lanes where ctid = any (v_empty);
 end;
 $$;
 
@@ -155,37 +181,33 @@ language plpgsql volatile as $$
 #variable_conflict use_column
 declare
   v_ids uuid[];
+  v_renew tid[];
   v_platforms text[];
   v_resources text[];
 begin
-  -- The keys as arrays, so that every row is found through its index (`= any`): joined to the input rows
-  -- alone, the planner estimates the JSON at 100 rows and may hash-join them against a sequential scan.
-  select array_agg(x.id) filter (where x.id is not null), array_agg(x.platform_code), array_agg(x.resource_key)
-  into v_ids, v_platforms, v_resources
-  from jsonb_to_recordset(p_items) as x(id uuid, platform_code text, resource_key text);
+  -- Every row is found through its key, one probe per item (LATERAL ... LIMIT, `= any`, ctid): joined to
+  -- the input rows, which the planner estimates at 100, it chose hash joins over sequential scans.
+  select array_agg(x.id) filter (where x.id is not null) into v_ids
+  from jsonb_to_recordset(p_items) as x(id uuid);
+  v_renew := array(
+    select l.ctid
+    from jsonb_to_recordset(p_items) as i(platform_code text, resource_key text, renew boolean)
+    cross join lateral (
+      select l.ctid from webhook_lanes l
+      where l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = p_owner
+      limit 1
+    ) l
+    where i.renew
+  );
+  update webhook_lanes set due_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+  where ctid = any (v_renew) and owner = p_owner;
+
   return query
   with input as (
     select * from jsonb_to_recordset(p_items) as x(
-      idx integer, platform_code text, resource_key text, renew boolean, release boolean, id uuid, token uuid,
-      new_token uuid, attempted boolean, started_at_ms bigint, duration_ms integer, status_code integer,
-      error text, outcome text, status text, reason text, round_attempts integer, delay_ms integer)
-  ), lanes as (
-    select l.platform_code, l.resource_key, l.owner from webhook_lanes l
-    where l.platform_code = any (v_platforms) and l.resource_key = any (v_resources)
-  ), renewed as (
-    update webhook_lanes l
-    set due_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
-    from input i
-    where l.platform_code = any (v_platforms) and l.resource_key = any (v_resources)
-      and i.renew and l.platform_code = i.platform_code and l.resource_key = i.resource_key
-      and l.owner = p_owner
-    returning i.idx
-  ), held as (
-    select i.idx from input i join lanes l
-      on l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = p_owner
-    where not i.renew
-    union all
-    select idx from renewed
+      idx integer, platform_code text, resource_key text, id uuid, token uuid, new_token uuid,
+      attempted boolean, started_at_ms bigint, duration_ms integer, status_code integer, error text,
+      outcome text, status text, reason text, round_attempts integer, delay_ms integer)
   ), updated as (
     update webhook_notifications n set
       attempt_count = n.attempt_count + case when i.attempted then 1 else 0 end,
@@ -210,8 +232,13 @@ begin
     from updated u join input i on i.idx = u.idx
     where i.attempted
   )
-  select i.idx, exists (select 1 from held where held.idx = i.idx), u.applied
+  select i.idx, h.held is not null, u.applied
   from input i
+  left join lateral (
+    select true as held from webhook_lanes l
+    where l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = p_owner
+    limit 1
+  ) h on true
   left join updated u on u.idx = i.idx;
 
   select array_agg(x.platform_code), array_agg(x.resource_key) into v_platforms, v_resources
