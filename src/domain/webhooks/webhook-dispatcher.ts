@@ -37,8 +37,10 @@ export interface Dispatcher {
   stop(): Promise<void>;
 }
 
-/** Lanes held per slot at most (being worked or ready): with one notification per lane, claims of many
- * lanes at a time are what keeps the slots busy (bench: 4 per slot → 0.18–0.21, 8 → 0.30–0.39). */
+/**
+ * Lanes held per slot at most (being worked or ready). With one notification per lane a slot needs a new
+ * lane per delivery: with 4 per slot the slots sat idle between claims (bench/webhooks.bench.ts).
+ */
 const PREFETCH = 8;
 /** Shortest idle sleep: a lane due "now" that the last claim did not get is about to be released by its holder. */
 const MIN_IDLE_MS = 5;
