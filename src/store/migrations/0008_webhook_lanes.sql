@@ -131,18 +131,21 @@ begin
       for update skip locked
     ) l
   );
-  -- Those a producer holds: left due now for the next claim to look at (NO KEY UPDATE does not wait for it).
-  update webhook_lanes l set owner = null, claimed_at = null, due_at = clock_timestamp()
-  where l.ctid = any (array(
-      select l.ctid
-      from unnest(p_platforms, p_resources) as u(p, r)
-      cross join lateral (
-        select l.ctid from webhook_lanes l
-        where l.platform_code = u.p and l.resource_key = u.r and l.owner = p_owner
-        limit 1
-      ) l
-    ))
-    and not (l.ctid = any (v_locked));
+  -- Those a producer holds (or no longer ours): left due now for the next claim to look at (NO KEY UPDATE does
+  -- not wait for a producer). Usually every lane was locked, and there is nothing to look for.
+  if cardinality(v_locked) < cardinality(p_platforms) then
+    update webhook_lanes l set owner = null, claimed_at = null, due_at = clock_timestamp()
+    where l.ctid = any (array(
+        select l.ctid
+        from unnest(p_platforms, p_resources) as u(p, r)
+        cross join lateral (
+          select l.ctid from webhook_lanes l
+          where l.platform_code = u.p and l.resource_key = u.r and l.owner = p_owner
+          limit 1
+        ) l
+      ))
+      and not (l.ctid = any (v_locked));
+  end if;
   -- A new statement, so a new snapshot: everything committed before the locks were taken is seen, and a
   -- producer that comes later waits for this transaction.
   for v_lane in
