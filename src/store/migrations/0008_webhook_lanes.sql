@@ -61,7 +61,11 @@ returns table (
   created_at timestamptz, state_token uuid, round_attempts integer, attempt_count integer, due boolean,
   wait_ms integer, url text, secret_ciphertext bytea, skip_reason text
 )
-language plpgsql volatile as $$
+language plpgsql volatile
+-- Planned on every call, with the batch at hand: a plan cached while the tables were small (a new
+-- database, a quiet night) scanned them whole once they had grown, filtering by the key arrays.
+set plan_cache_mode = force_custom_plan
+as $$
 declare
   v_ctids tid[];
   v_platforms text[];
@@ -115,7 +119,11 @@ $$;
 -- Set-based (one primary-key probe per lane, then TID scans), in (platform, resource) order, as a
 -- redelivery wakes lanes, so the two never deadlock.
 create function webhook_release_lanes(p_platforms text[], p_resources text[], p_owner text) returns void
-language plpgsql volatile as $$
+language plpgsql volatile
+-- Planned on every call, with the batch at hand: a plan cached while the tables were small (a new
+-- database, a quiet night) scanned them whole once they had grown, filtering by the key arrays.
+set plan_cache_mode = force_custom_plan
+as $$
 declare
   v_locked tid[];
   v_empty tid[] := '{}';
@@ -180,7 +188,11 @@ $$;
 -- Returns, per item, whether the lease is still p_owner's and whether the result's state change applied.
 create function webhook_settle_lanes(p_owner text, p_lease_ms integer, p_items jsonb)
 returns table (idx integer, lease_held boolean, applied boolean)
-language plpgsql volatile as $$
+language plpgsql volatile
+-- Planned on every call, with the batch at hand: a plan cached while the tables were small (a new
+-- database, a quiet night) scanned them whole once they had grown, filtering by the key arrays.
+set plan_cache_mode = force_custom_plan
+as $$
 #variable_conflict use_column
 declare
   v_ids uuid[];
