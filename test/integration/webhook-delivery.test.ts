@@ -186,6 +186,22 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
     assert.equal(deliveriesOf(id).length, 1);
   });
 
+  test('a 2xx with a long body is a delivery: the status is the answer, the body is not read to its end', async () => {
+    const code = await platformWithWebhook();
+    receiverAnswers('trade:long-1', () => ({ status: 200, body: 'x'.repeat(1024 * 1024) }));
+    receiverAnswers('trade:long-2', () => ({ status: 500, body: 'y'.repeat(1024 * 1024) }));
+    const ok = await recordKey(code, 'trade:long-1');
+    const failed = await recordKey(code, 'trade:long-2');
+    await waitFor(async () => (await notificationState(db(), ok))?.status === 'delivered', 'delivered');
+    await waitFor(
+      async () => ((await notificationState(db(), failed))?.attempt_count ?? 0) >= 1,
+      'attempted',
+    );
+    const view = await svc.admin.get<WebhookNotification>(`/notifications/${failed}`);
+    assert.deepEqual([view.attempts[0]!.status_code, view.attempts[0]!.outcome], [500, 'failed']);
+    assert.equal(deliveriesOf(ok).length, 1);
+  });
+
   test('a redirect is a failed attempt and is not followed', async () => {
     const code = await platformWithWebhook();
     receiverAnswers('trade:redirect-1', (n) =>

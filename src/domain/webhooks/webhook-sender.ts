@@ -1,4 +1,4 @@
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { AttemptOutcome } from '../../store/tables/webhooks.tables.ts';
 
 /**
@@ -37,10 +37,14 @@ const MAX_ERROR_LENGTH = 300;
 
 /** An attempt under way: what the deadline sweep and abortAll need. */
 interface InFlight {
-  controller: AbortController;
+  /** undici's abort for this request, once it has started (see `exchange`). */
+  controller: Dispatcher.DispatchController | null;
   deadline: number;
   timedOut: boolean;
 }
+
+/** Longest response body read off (to keep the connection reusable); a longer one closes it. */
+const MAX_BODY_BYTES = 64 * 1024;
 
 export function createWebhookSender(options: { timeoutMs: number; now?: () => number }): WebhookSender {
   const now = options.now ?? Date.now;
@@ -67,7 +71,7 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
     for (const attempt of inFlight) {
       if (at >= attempt.deadline) {
         attempt.timedOut = true;
-        attempt.controller.abort();
+        attempt.controller?.abort(new Error('timeout'));
       }
     }
   };
@@ -83,6 +87,47 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
       targets.set(url, target);
     }
     return target;
+  }
+
+  /**
+   * One POST through undici's dispatcher API: resolves with the status once the response has ended (or its
+   * body was cut at MAX_BODY_BYTES), rejects with the network error. The handler API rather than
+   * `request()`: no response stream and no AbortSignal per attempt, which made the HTTP half of a delivery's
+   * CPU (measured: 19 against 51-67 µs per request).
+   */
+  function exchange(input: SendInput, attempt: InFlight): Promise<number> {
+    return new Promise((resolve, reject) => {
+      let status = 0;
+      let received = 0;
+      let cut = false;
+      agent.dispatch(
+        { ...targetOf(input.url), method: 'POST', body: input.rawBody, headers: input.headers },
+        {
+          onRequestStart(controller) {
+            attempt.controller = controller;
+            if (attempt.timedOut || aborting) controller.abort(new Error('aborted'));
+          },
+          onResponseStart(_controller, statusCode) {
+            status = statusCode;
+          },
+          onResponseData(controller, chunk) {
+            received += chunk.length;
+            if (received > MAX_BODY_BYTES && !cut) {
+              // The status is the answer; a body this long is not read to the end.
+              cut = true;
+              controller.abort(new Error('response body too long'));
+            }
+          },
+          onResponseEnd() {
+            resolve(status);
+          },
+          onResponseError(_controller, error) {
+            if (cut) resolve(status);
+            else reject(error);
+          },
+        },
+      );
+    });
   }
 
   async function send(input: SendInput): Promise<AttemptResult> {
@@ -104,27 +149,14 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
       durationMs: elapsed(),
     });
     if (aborting) return aborted();
-    const attempt: InFlight = {
-      controller: new AbortController(),
-      deadline: started + timeoutMs,
-      timedOut: false,
-    };
+    const attempt: InFlight = { controller: null, deadline: started + timeoutMs, timedOut: false };
     inFlight.add(attempt);
     if (!sweeper) {
       sweeper = setInterval(sweep, sweepEveryMs);
       sweeper.unref();
     }
     try {
-      const response = await agent.request({
-        ...targetOf(input.url),
-        method: 'POST',
-        body: input.rawBody,
-        headers: input.headers,
-        signal: attempt.controller.signal,
-      });
-      const statusCode = response.statusCode;
-      // The status is the answer; the body is read off only to keep the connection reusable (bounded).
-      await response.body.dump({ limit: 64 * 1024 }).catch(() => {});
+      const statusCode = await exchange(input, attempt);
       const durationMs = elapsed();
       // Success is a 2xx within the timeout: one that came later, before the sweep caught it, is not.
       if (durationMs > timeoutMs) return timedOut();
@@ -162,7 +194,7 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
     send,
     abortAll() {
       aborting = true;
-      for (const attempt of inFlight) attempt.controller.abort();
+      for (const attempt of inFlight) attempt.controller?.abort(new Error('aborted'));
     },
     async close() {
       if (sweeper) clearInterval(sweeper);
