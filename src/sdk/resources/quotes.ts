@@ -62,12 +62,8 @@ export class QuotesResource {
    * @example
    * const quote = await client.quotes.getLiquidityQuote({ side: 'sell', underlying: 'ETH', quoted_currency: 'USD', total: '250' });
    */
-  async getLiquidityQuote(query: LiquidityQuoteRequest, options: CallOptions = {}): Promise<LiquidityQuote> {
-    const response = await this.client.request<{ message: LiquidityQuote }>('GET', '/liquidity/rfq', {
-      ...options,
-      query: query as Record<string, QueryValue>,
-    });
-    return response.message;
+  getLiquidityQuote(query: LiquidityQuoteRequest, options: CallOptions = {}): Promise<LiquidityQuote> {
+    return this.rfq<LiquidityQuote>('GET', '/liquidity/rfq', query, options);
   }
 
   /**
@@ -76,15 +72,8 @@ export class QuotesResource {
    * @example
    * const quote = await client.quotes.requestLiquidityQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.5', spread: '25' });
    */
-  async requestLiquidityQuote(
-    body: LiquidityQuoteRequest,
-    options: CallOptions = {},
-  ): Promise<LiquidityQuote> {
-    const response = await this.client.request<{ message: LiquidityQuote }>('POST', '/liquidity/rfq', {
-      ...options,
-      body,
-    });
-    return response.message;
+  requestLiquidityQuote(body: LiquidityQuoteRequest, options: CallOptions = {}): Promise<LiquidityQuote> {
+    return this.rfq<LiquidityQuote>('POST', '/liquidity/rfq', body, options);
   }
 
   /**
@@ -131,19 +120,11 @@ export class QuotesResource {
    * @example
    * const quote = await client.quotes.getConvertWithdrawQuote({ side: 'buy', underlying: 'USDC.ETH', quoted_currency: 'USD', total: '100', withdrawal_address: '0x…' });
    */
-  async getConvertWithdrawQuote(
+  getConvertWithdrawQuote(
     query: ConvertWithdrawQuoteRequest,
     options: CallOptions = {},
   ): Promise<ConvertWithdrawQuote> {
-    const response = await this.client.request<{ message: ConvertWithdrawQuote }>(
-      'GET',
-      '/convert_withdraw/rfq',
-      {
-        ...options,
-        query: query as Record<string, QueryValue>,
-      },
-    );
-    return response.message;
+    return this.rfq<ConvertWithdrawQuote>('GET', '/convert_withdraw/rfq', query, options);
   }
 
   /**
@@ -152,16 +133,11 @@ export class QuotesResource {
    * @example
    * const quote = await client.quotes.requestConvertWithdrawQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.1', withdrawal_address: 'bc1q…' });
    */
-  async requestConvertWithdrawQuote(
+  requestConvertWithdrawQuote(
     body: ConvertWithdrawQuoteRequest,
     options: CallOptions = {},
   ): Promise<ConvertWithdrawQuote> {
-    const response = await this.client.request<{ message: ConvertWithdrawQuote }>(
-      'POST',
-      '/convert_withdraw/rfq',
-      { ...options, body },
-    );
-    return response.message;
+    return this.rfq<ConvertWithdrawQuote>('POST', '/convert_withdraw/rfq', body, options);
   }
 
   /**
@@ -198,6 +174,23 @@ export class QuotesResource {
       '/convert_withdraw/execute',
       options,
     );
+  }
+
+  /** An RFQ asked either way the API allows: the parameters as a query string (GET) or a JSON body (POST). */
+  private async rfq<Q>(
+    method: 'GET' | 'POST',
+    path: string,
+    params: LiquidityQuoteRequest | ConvertWithdrawQuoteRequest,
+    options: CallOptions,
+  ): Promise<Q> {
+    const response = await this.client.request<{ message: Q }>(
+      method,
+      path,
+      method === 'GET'
+        ? { ...options, query: params as Record<string, QueryValue> }
+        : { ...options, body: params },
+    );
+    return response.message;
   }
 
   private async findTrade(quoteId: string, options: CallOptions): Promise<Trade | undefined> {
