@@ -60,7 +60,7 @@ test('a lane claim lasts the request timeout + 5 s; a second worker cannot take 
   await sql`update webhook_lanes set due_at = clock_timestamp() - interval '1 millisecond'
     where platform_code = ${code}`.execute(db());
   assert.equal((await claim('worker-B')).length, 1);
-  assert.deepEqual(await renewLeases(db(), [{ lane, owner: 'worker-A' }], leaseMs), [false]);
+  assert.deepEqual(await renewLeases(db(), 'worker-A', [lane], leaseMs), [false]);
   const [late] = await settleLanes(db(), 'worker-A', leaseMs, [
     {
       lane,
@@ -85,7 +85,7 @@ test('a lane claim lasts the request timeout + 5 s; a second worker cannot take 
     owner: string;
   }>`select owner from webhook_lanes where platform_code = ${code}`.execute(db());
   assert.deepEqual(lanes.rows, [{ owner: 'worker-B' }], "A's release does not give back B's lane");
-  assert.deepEqual(await renewLeases(db(), [{ lane, owner: 'worker-B' }], leaseMs), [true]);
+  assert.deepEqual(await renewLeases(db(), 'worker-B', [lane], leaseMs), [true]);
   // Leave nothing for the worker processes of the next test to do on this lane.
   await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused', enabled: false });
 });

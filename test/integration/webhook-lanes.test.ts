@@ -77,7 +77,8 @@ test('a claim takes due lanes nobody holds, with their oldest notifications in o
   );
   await releaseLanes(
     db(),
-    first.map((c) => ({ lane: c.lane, owner: 'worker-1' })),
+    'worker-1',
+    first.map((c) => c.lane),
   );
   assert.deepEqual(await lanes(code), [
     { resource_key: 'trade:A', owner: null, due_now: true },
@@ -94,7 +95,7 @@ test('a release by someone who no longer holds the lane changes nothing; an expi
   const code = await newPlatformWithWebhook();
   await record(db(), code, 'trade:L');
   assert.equal(mine(code, await claim('worker-1')).length, 1);
-  await releaseLanes(db(), [{ lane: { platformCode: code, resourceKey: 'trade:L' }, owner: 'worker-2' }]);
+  await releaseLanes(db(), 'worker-2', [{ platformCode: code, resourceKey: 'trade:L' }]);
   assert.deepEqual(await lanes(code), [{ resource_key: 'trade:L', owner: 'worker-1', due_now: false }]);
 
   // worker-1 died: once its lease has expired (time moved on) the lane is due and another worker takes it.
@@ -135,7 +136,7 @@ test('a notification recorded while its lane is given back is never left without
     });
   await hasRecorded;
   // The release must not wait for the producer, nor delete the lane it is recording into.
-  await releaseLanes(db(), [{ lane, owner: 'worker-1' }]);
+  await releaseLanes(db(), 'worker-1', [lane]);
   assert.deepEqual(await lanes(code), [{ resource_key: 'trade:R', owner: null, due_now: true }]);
   commit();
   const second = await producer;
@@ -149,7 +150,7 @@ test('a notification recorded while its lane is given back is never left without
   await sql`update webhook_notifications set status = 'delivered' where notification_id = ${second}::uuid`.execute(
     db(),
   );
-  await releaseLanes(db(), [{ lane, owner: 'worker-2' }]);
+  await releaseLanes(db(), 'worker-2', [lane]);
   assert.deepEqual(await lanes(code), []);
   await record(db(), code, lane.resourceKey);
   assert.deepEqual(await lanes(code), [{ resource_key: 'trade:R', owner: null, due_now: true }]);

@@ -172,18 +172,17 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     const sender = createWebhookSender({ timeoutMs: settings.timeoutMs, now: clock.now });
     // The lanes worked at once share their settle and renewal statements (statement-batcher.ts), one of
     // each running at a time: under load the results of many lanes go in one statement.
-    const batchKey = (item: { lane: Lane }) => laneKey(item.lane);
     const settles = createBatcher({
       maxSize: BATCH_MAX,
       maxInFlight: 1,
-      key: batchKey,
+      key: (item) => laneKey(item.lane),
       run: (items: repo.SettleItem[]) => repo.settleLanes(bookkeeping, owner, leaseMs, items),
     });
     const renewals = createBatcher({
       maxSize: BATCH_MAX,
       maxInFlight: 1,
-      key: batchKey,
-      run: (items: repo.LaneClaim[]) => repo.renewLeases(bookkeeping, items, leaseMs),
+      key: laneKey,
+      run: (lanes: Lane[]) => repo.renewLeases(bookkeeping, owner, lanes, leaseMs),
     });
     /** Lanes whose last settle is still to be written (awaited at stop). */
     const settling = new Set<Promise<void>>();
@@ -245,7 +244,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       if (run.lost) return false;
       if (fresh()) return true;
       const sentAt = performance.now();
-      const held = await renewals.call({ lane: run.lane, owner });
+      const held = await renewals.call(run.lane);
       if (held) run.confirmedAt = sentAt;
       else run.lost = true;
       return held;
@@ -347,7 +346,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       release: (lanes) =>
         repo.releaseLanes(
           bookkeeping,
-          lanes.map((l) => ({ lane: l.lane, owner })),
+          owner,
+          lanes.map((l) => l.lane),
         ),
       nextDueInMs: () => repo.nextLaneDueInMs(bookkeeping),
       onError: (err, message) => logger.error({ err }, message),

@@ -251,47 +251,37 @@ export async function nextLaneDueInMs(db: Executor): Promise<number | null> {
   return rows[0]?.ms ?? null;
 }
 
-export interface LaneClaim {
-  lane: Lane;
-  owner: string;
-}
-
-/** Extends each lease to now + leaseMs while its owner still holds it; whether it does. */
-export async function renewLeases(db: Executor, items: LaneClaim[], leaseMs: number): Promise<boolean[]> {
+/** Extends each of `owner`'s leases on `lanes` to now + leaseMs; whether `owner` still holds it. */
+export async function renewLeases(
+  db: Executor,
+  owner: string,
+  lanes: Lane[],
+  leaseMs: number,
+): Promise<boolean[]> {
+  const platforms = lanes.map((l) => l.platformCode);
+  const resources = lanes.map((l) => l.resourceKey);
   const { rows } = await sql<{ idx: number; held: boolean }>`
     with input as (
-      select * from unnest(
-        ${items.map((i) => i.lane.platformCode)}::text[], ${items.map((i) => i.lane.resourceKey)}::text[],
-        ${items.map((i) => i.owner)}::text[]
-      ) with ordinality as u(platform_code, resource_key, owner, idx)
+      select * from unnest(${platforms}::text[], ${resources}::text[])
+        with ordinality as u(platform_code, resource_key, idx)
     ), renewed as (
       update webhook_lanes l
       set due_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
       from input i
       -- = any: found through the primary key whatever the planner thinks of the input's size
-      where l.platform_code = any (${items.map((i) => i.lane.platformCode)}::text[])
-        and l.resource_key = any (${items.map((i) => i.lane.resourceKey)}::text[])
-        and l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = i.owner
+      where l.platform_code = any (${platforms}::text[]) and l.resource_key = any (${resources}::text[])
+        and l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = ${owner}
       returning i.idx
     )
     select i.idx, exists (select 1 from renewed r where r.idx = i.idx) as held from input i
   `.execute(db);
-  return byIndex(rows, items.length).map((row) => row?.held === true);
+  return byIndex(rows, lanes.length).map((row) => row?.held === true);
 }
 
-/** Gives lanes back (webhook_release_lanes): empty ones are deleted, the others are due with their heads. */
-export async function releaseLanes(db: Executor, items: LaneClaim[]): Promise<void> {
-  // One owner per statement: the function takes one. A process has one owner per dispatcher.
-  const byOwner = new Map<string, LaneClaim[]>();
-  for (const item of items) {
-    const lanes = byOwner.get(item.owner);
-    if (lanes) lanes.push(item);
-    else byOwner.set(item.owner, [item]);
-  }
-  for (const [owner, lanes] of byOwner) {
-    await sql`select webhook_release_lanes(${lanes.map((l) => l.lane.platformCode)}::text[],
-      ${lanes.map((l) => l.lane.resourceKey)}::text[], ${owner})`.execute(db);
-  }
+/** Gives back `owner`'s `lanes` (webhook_release_lanes): empty ones are deleted, the others are due with their heads. */
+export async function releaseLanes(db: Executor, owner: string, lanes: Lane[]): Promise<void> {
+  await sql`select webhook_release_lanes(${lanes.map((l) => l.platformCode)}::text[],
+    ${lanes.map((l) => l.resourceKey)}::text[], ${owner})`.execute(db);
 }
 
 /** Orders a batch's rows back into input order (`idx` is 1-based, from `with ordinality`). */
