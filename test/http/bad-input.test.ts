@@ -84,6 +84,24 @@ interface Row {
 
 const STRING_FIELD_BAD = [null, 5, -1, true, [], ['x'], {}, ''];
 
+// Valid bodies that several rows below spoil one field of (built late: they need the fixtures).
+const validParticipant = () => ({
+  platform_code: platform.platform.platform_code,
+  email: 'a@example.com',
+  first_name: 'A',
+  last_name: 'B',
+});
+const validCustomerAccount = () => ({
+  platform_code: platform.platform.platform_code,
+  participant_code: participant,
+});
+const validAdjustment = () => ({
+  participant_code: participant,
+  account_label: 'general',
+  asset: 'USD',
+  amount: '1',
+});
+
 const ADMIN_TABLE: Row[] = [
   {
     method: 'POST',
@@ -129,55 +147,35 @@ const ADMIN_TABLE: Row[] = [
   {
     method: 'POST',
     path: '/participants',
-    valid: () => ({
-      platform_code: platform.platform.platform_code,
-      email: 'a@example.com',
-      first_name: 'A',
-      last_name: 'B',
-    }),
+    valid: validParticipant,
     field: 'platform_code',
     values: [...STRING_FIELD_BAD, 'abc', 'ÄBCDEF', 'ABC12', 'ABC1234', NUL, 'ZZZZZ9'],
   },
   {
     method: 'POST',
     path: '/participants',
-    valid: () => ({
-      platform_code: platform.platform.platform_code,
-      email: 'a@example.com',
-      first_name: 'A',
-      last_name: 'B',
-    }),
+    valid: validParticipant,
     field: 'email',
     values: [...STRING_FIELD_BAD, 'not-an-email', `${'x'.repeat(300)}@example.com`, NUL, UNICODE, HUGE],
   },
   {
     method: 'POST',
     path: '/participants',
-    valid: () => ({
-      platform_code: platform.platform.platform_code,
-      email: 'a@example.com',
-      first_name: 'A',
-      last_name: 'B',
-    }),
+    valid: validParticipant,
     field: 'first_name',
     values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL, HUGE],
   },
   {
     method: 'POST',
     path: '/participants',
-    valid: () => ({
-      platform_code: platform.platform.platform_code,
-      email: 'a@example.com',
-      first_name: 'A',
-      last_name: 'B',
-    }),
+    valid: validParticipant,
     field: 'status',
     values: [null, 1, 'asleep', 'APPROVED', [], {}, NUL],
   },
   {
     method: 'POST',
     path: '/customer_accounts',
-    valid: () => ({ platform_code: platform.platform.platform_code, participant_code: participant }),
+    valid: validCustomerAccount,
     field: 'participant_code',
     // The platform's own code names a participant too, but not a customer.
     values: () => [...STRING_FIELD_BAD, 'abc', 'ZZZZZ9', NUL, platform.platform.platform_code],
@@ -185,14 +183,14 @@ const ADMIN_TABLE: Row[] = [
   {
     method: 'POST',
     path: '/customer_accounts',
-    valid: () => ({ platform_code: platform.platform.platform_code, participant_code: participant }),
+    valid: validCustomerAccount,
     field: 'region',
     values: [null, 5, 'mars', 'US', '', [], NUL],
   },
   {
     method: 'POST',
     path: '/customer_accounts',
-    valid: () => ({ platform_code: platform.platform.platform_code, participant_code: participant }),
+    valid: validCustomerAccount,
     field: 'account_label',
     values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL, HUGE],
   },
@@ -220,7 +218,7 @@ const ADMIN_TABLE: Row[] = [
   {
     method: 'POST',
     path: '/balances',
-    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    valid: validAdjustment,
     field: 'amount',
     values: [
       null,
@@ -242,28 +240,28 @@ const ADMIN_TABLE: Row[] = [
   {
     method: 'POST',
     path: '/balances',
-    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    valid: validAdjustment,
     field: 'asset',
     values: [...STRING_FIELD_BAD, 'usd', 'X'.repeat(13), NUL, UNICODE],
   },
   {
     method: 'POST',
     path: '/balances',
-    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    valid: validAdjustment,
     field: 'account_label',
     values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL],
   },
   {
     method: 'POST',
     path: '/balances',
-    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    valid: validAdjustment,
     field: 'account_type',
     values: [null, 'savings', 5, NUL],
   },
   {
     method: 'POST',
     path: '/balances',
-    valid: () => ({ participant_code: participant, account_label: 'general', asset: 'USD', amount: '1' }),
+    valid: validAdjustment,
     field: 'participant_code',
     values: [...STRING_FIELD_BAD, 'ZZZZZ9', NUL],
   },
