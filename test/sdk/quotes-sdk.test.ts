@@ -28,25 +28,30 @@ let sends: Array<{ method: string; path: string }>;
 const noWait: RetryOptions = { sleep: async () => {}, random: () => 0 };
 const BUY = { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01' } as const;
 
-/** A client that records every request it sends, and can add a simulator scenario to the first ones. */
-function sdk(firstScenarios: string[] = []) {
-  const scenarios = [...firstScenarios];
-  const client = new SvcClient({
+/** The platform's client on the test clock, without real waiting, sending through `through`. */
+function clientFetching(through: typeof fetch): SvcClient {
+  return new SvcClient({
     baseUrl: svc.url,
     apiKey: key.api_key,
     apiSecret: key.api_secret,
     passphrase: key.passphrase,
     now: () => clock.now(),
     retry: noWait,
-    fetch: async (input, init) => {
-      const url = new URL(String(input));
-      sends.push({ method: init?.method ?? 'GET', path: url.pathname });
-      const scenario = url.pathname.endsWith('/execute') ? scenarios.shift() : undefined;
-      const headers = scenario
-        ? { ...(init?.headers as Record<string, string>), 'X-Simulator-Scenario': scenario }
-        : init?.headers;
-      return fetch(input, { ...init, headers });
-    },
+    fetch: through,
+  });
+}
+
+/** A client that records every request it sends, and can add a simulator scenario to the first ones. */
+function sdk(firstScenarios: string[] = []) {
+  const scenarios = [...firstScenarios];
+  const client = clientFetching(async (input, init) => {
+    const url = new URL(String(input));
+    sends.push({ method: init?.method ?? 'GET', path: url.pathname });
+    const scenario = url.pathname.endsWith('/execute') ? scenarios.shift() : undefined;
+    const headers = scenario
+      ? { ...(init?.headers as Record<string, string>), 'X-Simulator-Scenario': scenario }
+      : init?.headers;
+    return fetch(input, { ...init, headers });
   });
   return { quotes: new QuotesResource(client), trades: new TradesResource(client) };
 }
@@ -152,18 +157,10 @@ test('404 for an expired quote: SvcNotFoundError, or a new quote when re-quoting
   // quoteAndExecute: the first quote expires between quote and execute (the 404 is simulated by the clock).
   let quoted = 0;
   const slow = new QuotesResource(
-    new SvcClient({
-      baseUrl: svc.url,
-      apiKey: key.api_key,
-      apiSecret: key.api_secret,
-      passphrase: key.passphrase,
-      now: () => clock.now(),
-      retry: noWait,
-      fetch: async (input, init) => {
-        const response = await fetch(input, init);
-        if (new URL(String(input)).pathname === '/liquidity/rfq' && quoted++ === 0) clock.advance(30_000);
-        return response;
-      },
+    clientFetching(async (input, init) => {
+      const response = await fetch(input, init);
+      if (new URL(String(input)).pathname === '/liquidity/rfq' && quoted++ === 0) clock.advance(30_000);
+      return response;
     }),
   );
   await assert.rejects(slow.quoteAndExecuteLiquidity(BUY), SvcNotFoundError);
