@@ -16,11 +16,12 @@
  * shared machine weighs on both sides alike. The load runs in a worker thread, the servers in
  * the main thread.
  */
+import { startTsxWorker } from './bench-support.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { isMainThread, parentPort, Worker } from 'node:worker_threads';
+import { isMainThread, parentPort } from 'node:worker_threads';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
@@ -244,12 +245,8 @@ async function main() {
   const bare = await bareApp(databaseUrl, platform.platform_code);
   const bareUrl = await bare.app.listen({ host: '127.0.0.1', port: 0 });
 
-  // The worker runs this same file; tsx's loader is registered in it first (loaders are per thread).
-  const bootstrap = `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => {
-    tsx.register();
-    return import(${JSON.stringify(import.meta.url)});
-  });`;
-  const worker = new Worker(bootstrap, { eval: true });
+  // The worker runs this same file.
+  const worker = startTsxWorker(import.meta.url);
   const load = (job: LoadJob) =>
     new Promise<LoadResult>((resolve) => {
       worker.once('message', resolve);

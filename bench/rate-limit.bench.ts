@@ -21,11 +21,11 @@
  * request tells how much of a Redis limiter's req/s ratio is Redis's share of the machine.
  * @fastify/rate-limit counts fixed windows (up to 2× the limit across a window edge); ours is exact.
  */
+import { procStatCpuMs, startTsxWorker } from './bench-support.ts';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { createHistogram } from 'node:perf_hooks';
-import { isMainThread, parentPort, Worker } from 'node:worker_threads';
+import { isMainThread, parentPort } from 'node:worker_threads';
 import fastifyRateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
@@ -122,23 +122,16 @@ if (!isMainThread) {
   await main();
 }
 
-/** user + system CPU ms of a /proc stat file (Linux, 10 ms ticks); NaN elsewhere. */
-function procCpuMs(statPath: string): number {
-  try {
-    const fields = readFileSync(statPath, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return NaN;
-  }
-}
-
 /**
  * CPU ms so far of this process's main thread, which runs every server and its Redis client, and of
  * the whole process (the difference is mostly the load generator's thread). Unlike req/s they hardly
  * move when other processes compete for the machine.
  */
 function processCpuMs(): { server: number; all: number } {
-  return { server: procCpuMs(`/proc/self/task/${process.pid}/stat`), all: procCpuMs('/proc/self/stat') };
+  return {
+    server: procStatCpuMs(`/proc/self/task/${process.pid}/stat`),
+    all: procStatCpuMs('/proc/self/stat'),
+  };
 }
 
 /** redis-server's own CPU ms so far (INFO cpu, µs resolution); 0 without Redis. */
@@ -150,11 +143,7 @@ async function redisCpuMs(probe: Redis | undefined): Promise<number> {
 }
 
 function startLoadGenerator(): { load: (url: string) => Promise<LoadResult>; stop: () => Promise<number> } {
-  // Node 20 does not carry this thread's module hooks into a worker: it registers tsx, then loads this file.
-  const bootstrap =
-    `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))})` +
-    `.then(({ register }) => { register(); return import(${JSON.stringify(import.meta.url)}); });`;
-  const worker = new Worker(bootstrap, { eval: true });
+  const worker = startTsxWorker(import.meta.url);
   return {
     load: (url) =>
       new Promise((resolve, reject) => {

@@ -20,6 +20,7 @@
  * baseline's load loop and receiver have to themselves, so those figures tell where a delivery's cost goes.
  * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008).
  */
+import { procStatCpuMs, startTsxWorker } from './bench-support.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -132,11 +133,7 @@ async function loadThread(): Promise<void> {
 }
 
 function startThread(role: 'receiver' | 'load'): Worker {
-  // Node 20 does not carry this thread's module hooks into a worker: it registers tsx, then loads this file.
-  const bootstrap =
-    `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))})` +
-    `.then(({ register }) => { register(); return import(${JSON.stringify(import.meta.url)}); });`;
-  return new Worker(bootstrap, { eval: true, workerData: { role } });
+  return startTsxWorker(import.meta.url, { workerData: { role } });
 }
 
 function ask<T>(worker: Worker, message: ThreadMessage): Promise<T> {
@@ -192,15 +189,8 @@ async function stopWorker(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-/** utime + stime of a process in ms, from /proc (Linux; 10 ms ticks); NaN elsewhere. */
-function processCpuMs(pid: number | string): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return NaN;
-  }
-}
+/** user + system CPU ms of a process. */
+const processCpuMs = (pid: number | string) => procStatCpuMs(`/proc/${pid}/stat`);
 
 /** CPU time of every `postgres` process alive now, in ms (backends that exit in between are not counted). */
 function postgresCpuMs(): number {
