@@ -202,8 +202,10 @@ declare
 begin
   -- Every row is found through its key, one probe per item (LATERAL ... LIMIT, `= any`, ctid): joined to
   -- the input rows, which the planner estimates at 100, it chose hash joins over sequential scans.
-  select array_agg(x.id) filter (where x.id is not null) into v_ids
-  from jsonb_to_recordset(p_items) as x(id uuid);
+  select array_agg(x.id) filter (where x.id is not null),
+    array_agg(x.platform_code) filter (where x.release), array_agg(x.resource_key) filter (where x.release)
+  into v_ids, v_platforms, v_resources
+  from jsonb_to_recordset(p_items) as x(id uuid, platform_code text, resource_key text, release boolean);
   v_renew := array(
     select l.ctid
     from jsonb_to_recordset(p_items) as i(platform_code text, resource_key text, renew boolean)
@@ -256,9 +258,7 @@ begin
   ) h on true
   left join updated u on u.idx = i.idx;
 
-  select array_agg(x.platform_code), array_agg(x.resource_key) into v_platforms, v_resources
-  from jsonb_to_recordset(p_items) as x(platform_code text, resource_key text, release boolean)
-  where x.release;
+  -- Last, so that the releases see the records.
   if v_platforms is not null then
     perform webhook_release_lanes(v_platforms, v_resources, p_owner);
   end if;
