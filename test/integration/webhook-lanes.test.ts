@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
-import { claimLanes, releaseLanes } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { claimLanes, nextLaneDueInMs, releaseLanes } from '../../src/domain/webhooks/webhooks.repository.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record } from '../helpers/webhook-receiver.ts';
 
@@ -171,4 +171,28 @@ test('a rolled-back notification leaves no lane', async () => {
     })
     .catch(() => {});
   assert.deepEqual(await lanes(code), []);
+});
+
+test('the next due time: null with no lane at all (not "due now"), else the earliest lane', async () => {
+  // In a transaction rolled back at the end, so the other tests' lanes can be set aside.
+  const rollback = new Error('roll back');
+  await db()
+    .transaction()
+    .execute(async (trx) => {
+      await sql`delete from webhook_lanes`.execute(trx);
+      assert.equal(await nextLaneDueInMs(trx), null, 'an idle dispatcher sleeps until woken or polled');
+      const code = await newPlatformWithWebhook();
+      await sql`insert into webhook_lanes (platform_code, resource_key, due_at)
+        values (${code}, 'trade:LATER', clock_timestamp() + interval '1 hour'),
+               (${code}, 'trade:SOON', clock_timestamp() + interval '90 seconds')`.execute(trx);
+      const ms = await nextLaneDueInMs(trx);
+      assert.ok(ms !== null && ms > 85_000 && ms <= 90_000, `due in about 90 s, got ${ms}`);
+      await sql`update webhook_lanes set due_at = clock_timestamp() - interval '1 second'
+        where resource_key = 'trade:LATER'`.execute(trx);
+      assert.equal(await nextLaneDueInMs(trx), 0, 'a lane already due is due now');
+      throw rollback;
+    })
+    .catch((err: unknown) => {
+      if (err !== rollback) throw err;
+    });
 });

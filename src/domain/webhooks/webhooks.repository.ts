@@ -246,7 +246,10 @@ export async function claimLanes(
 /** ms until the next lane is due (a head's retry, or a lease's expiry), or null when there is no lane. */
 export async function nextLaneDueInMs(db: Executor): Promise<number | null> {
   const { rows } = await sql<{ ms: number | null }>`
-    select greatest(0, ceil(extract(epoch from (min(due_at) - clock_timestamp())) * 1000))::int as ms
+    select case when min(due_at) is not null
+      -- (greatest() ignores nulls: without this guard "no lane" read as "due now", and an idle
+      -- dispatcher polled every few milliseconds)
+      then greatest(0, ceil(extract(epoch from (min(due_at) - clock_timestamp())) * 1000))::int end as ms
     from webhook_lanes`.execute(db);
   return rows[0]?.ms ?? null;
 }
