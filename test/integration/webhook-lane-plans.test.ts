@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+
+/**
+ * The lane functions keep one plan per statement and connection (migration 0009). Those plans are made on
+ * the first call, which on a new database is when the tables are nearly empty; they must still find rows
+ * through keys and indexes once the tables have grown, never by reading a whole table per batch. The plans
+ * are read with auto_explain (shipped with PostgreSQL), sent to this connection as notices.
+ */
+let database: TestDatabase;
+let setup: pg.Client;
+before(async () => {
+  database = await createTestDatabase();
+  setup = new pg.Client({ connectionString: database.url });
+  await setup.connect();
+  await setup.query(`insert into platforms (platform_code, name) values ('PLANS1', 'Plans')`);
+  await setup.query(
+    `insert into webhook_endpoints (platform_code, url) values ('PLANS1', 'http://127.0.0.1:9/x')`,
+  );
+});
+after(async () => {
+  await setup?.end();
+  await database?.drop();
+});
+
+/** Records `count` notifications, each on a lane of its own, due now. */
+async function record(count: number, tag: string): Promise<void> {
+  await setup.query(
+    `insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
+     select gen_random_uuid(), 'PLANS1', 'trade_status_changed', $1 || i, '{}'::jsonb from generate_series(1, $2::int) i`,
+    [`trade:${tag}-`, count],
+  );
+  await setup.query(
+    `insert into webhook_lanes (platform_code, resource_key, due_at)
+     select 'PLANS1', $1 || i, clock_timestamp() from generate_series(1, $2::int) i`,
+    [`trade:${tag}-`, count],
+  );
+}
+
+/** One dispatcher's round: claim up to `limit` lanes, then record every head delivered and give the lanes back. */
+async function claimAndSettle(client: pg.Client, limit: number): Promise<number> {
+  const claimed = await client.query(
+    `select platform_code, resource_key, notification_id, state_token from webhook_claim_lanes('t1', $1, 17000, 20)`,
+    [limit],
+  );
+  const items = claimed.rows.map((row: Record<string, string>, i: number) => ({
+    idx: i + 1,
+    platform_code: row.platform_code,
+    resource_key: row.resource_key,
+    renew: i === 0,
+    release: true,
+    id: row.notification_id,
+    token: row.state_token,
+    new_token: crypto.randomUUID(),
+    attempted: true,
+    started_at_ms: Date.now(),
+    duration_ms: 1,
+    status_code: 204,
+    error: null,
+    outcome: 'delivered',
+    status: 'delivered',
+    reason: null,
+    round_attempts: 0,
+    delay_ms: null,
+  }));
+  if (items.length) {
+    await client.query(`select * from webhook_settle_lanes('t1', 17000, $1::jsonb)`, [JSON.stringify(items)]);
+  }
+  return items.length;
+}
+
+test('plans made while the tables were nearly empty still use keys and indexes once they have grown', async (t) => {
+  const plans: string[] = [];
+  const client = new pg.Client({
+    connectionString: database.url,
+    options:
+      '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
+      '-c auto_explain.log_nested_statements=on -c auto_explain.log_level=notice',
+  });
+  client.on('notice', (notice) => plans.push(notice.message ?? ''));
+  try {
+    await client.connect();
+  } catch (err) {
+    t.skip(`auto_explain cannot be loaded here (${(err as Error).message})`);
+    return;
+  }
+  try {
+    // The first calls plan every statement, with one lane and one notification in the tables.
+    await record(1, 'first');
+    assert.equal(await claimAndSettle(client, 10), 1);
+
+    await record(3_000, 'grown');
+    plans.length = 0;
+    assert.equal(await claimAndSettle(client, 50), 50);
+
+    const lanePlans = plans.filter((p) => /webhook_(lanes|notifications|attempts|endpoints)/.test(p));
+    assert.ok(lanePlans.length >= 5, `the lane functions' statements were explained (${lanePlans.length})`);
+    const wholeTable = lanePlans.filter((p) => /Seq Scan on webhook_/.test(p));
+    assert.deepEqual(wholeTable, [], 'no statement reads a whole lane or notification table');
+  } finally {
+    await client.end();
+  }
+});
