@@ -12,12 +12,16 @@
  * The receiver (answers 204, records first arrivals) and the plain POST loop each run on a worker thread, so
  * neither shares an event loop with the producer; the delivery worker is its own process, started once and
  * warmed up with 3,000 deliveries (a worker runs for days; its first second of JIT is not what it costs).
- * Throughput is measured from the first to the last delivery of a backlog of 20,000 committed in one
- * transaction (so the worker delivers while nothing else writes), for two lane shapes: one notification per resource (every delivery claims and gives back a lane of its own: the worst
- * case) and ten per resource (a lane's notifications go in a row). The baseline is measured before and
- * after, and the mean is used. For each shape it also prints the CPU time per delivery of the worker process
- * and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the cores that the
- * baseline's load loop and receiver have to themselves, so those figures tell where a delivery's cost goes.
+ * Throughput is measured from the first to the last delivery of a backlog of 10,000 committed in one
+ * transaction (so the worker delivers while nothing else writes), for two lane shapes: one notification per
+ * resource (every delivery claims and gives back a lane of its own: the worst case) and ten per resource (a
+ * lane's notifications go in a row). The machine's speed drifts over minutes (a shared VM: the plain loop
+ * alone has moved by half between runs a minute apart), so the bench runs BENCH_ROUNDS (3) rounds of both
+ * shapes, measures the plain loop before the first and after each round, compares each round with the loop
+ * around it, and reports the median ratio. For each shape it also prints the CPU time per delivery of the
+ * worker process and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the
+ * cores that the baseline's load loop and receiver have to themselves, so those figures tell where a
+ * delivery's cost goes.
  * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008).
  */
 import { procStatCpuMs, startTsxWorker } from './bench-support.ts';
@@ -41,11 +45,13 @@ import { startEmbeddedPostgres } from '../src/store/embedded-postgres.ts';
 import { createTestDatabase } from '../test/helpers/database.ts';
 
 const CONCURRENCY = 10;
-const BACKLOG = 20_000;
+const BACKLOG = 10_000;
+/** Rounds of (both shapes, then the plain loop again); the ratios' median is the result. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** Delivered first, so the worker's JIT and connections are warm when the measured backlog arrives. */
 const WARMUP = 3_000;
 const QUEUE_JOBS = 6_000;
-const BASELINE_MS = 4_000;
+const BASELINE_MS = 3_000;
 const LATENCY_RATE = 200;
 const LATENCY_SECONDS = 10;
 const SECRET = 'bench-webhook-secret';
@@ -364,41 +370,48 @@ async function main(): Promise<void> {
     };
   };
 
-  console.log(`webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG}, ${os.cpus().length} CPUs`);
-  const before = await baseline();
   console.log(
-    `  plain undici POST loop:          ${before.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${before.cpuUs.toFixed(0)} µs`,
+    `webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG} per shape, ${ROUNDS} rounds, ${os.cpus().length} CPUs`,
+  );
+  const baselines = [await baseline()];
+  console.log(
+    `  plain undici POST loop:            ${baselines[0]!.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${baselines[0]!.cpuUs.toFixed(0)} µs`,
   );
   const worker = await startWorkerProcess(env);
   await recordBacklog(db, WARMUP, 1, 'warm', 100);
   await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
-  const single = await throughput(worker, 1, 'single');
-  console.log(
-    `  worker, 1 notification/resource:  ${single.rate.toFixed(0)} deliveries/s (${single.count} requests)` +
-      `; CPU per delivery: ${cpuLine(single.cpuUs)}`,
-  );
-  for (const e of single.extra)
+  // BENCH_SHAPES, e.g. "1" to profile one shape alone (default both: "1,10").
+  const shapes = (process.env.BENCH_SHAPES ?? '1,10').split(',').map((n) => ({
+    perLane: Number(n),
+    label: `${n} notification${n === '1' ? '' : 's'} per resource`.padEnd(29),
+    ratios: [] as number[],
+  }));
+  for (let round = 1; round <= ROUNDS; round++) {
+    const measured: Array<Awaited<ReturnType<typeof throughput>>> = [];
+    for (const shape of shapes)
+      measured.push(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`));
+    const after = await baseline();
+    baselines.push(after);
+    // Each round against the plain loop measured just before and just after it: the machine's speed
+    // drifts over minutes, and a ratio of runs far apart measures the drift.
+    const plain = (baselines[round - 1]!.rps + after.rps) / 2;
     console.log(
-      `    attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
+      `  round ${round}: plain loop ${plain.toFixed(0)} req/s (before/after ${baselines[round - 1]!.rps.toFixed(0)}/${after.rps.toFixed(0)})`,
     );
-  const tenPer = await throughput(worker, 10, 'ten');
-  console.log(
-    `  worker, 10 notifications/resource: ${tenPer.rate.toFixed(0)} deliveries/s (${tenPer.count} requests)` +
-      `; CPU per delivery: ${cpuLine(tenPer.cpuUs)}`,
-  );
-  for (const e of tenPer.extra)
-    console.log(
-      `    attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
-    );
+    shapes.forEach((shape, i) => {
+      const m = measured[i]!;
+      shape.ratios.push(m.rate / plain);
+      console.log(
+        `    ${shape.label}  ${m.rate.toFixed(0)} deliveries/s, ratio ${(m.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(m.cpuUs)}`,
+      );
+      for (const e of m.extra)
+        console.log(
+          `      attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
+        );
+    });
+  }
   const ceiling = await queueCeiling(store.pool);
-  console.log(
-    `  graphile-worker no-op jobs:       ${ceiling.toFixed(0)} jobs/s (the queue's own per-job cost)`,
-  );
-  const after = await baseline();
-  console.log(
-    `  plain undici POST loop (again):  ${after.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${after.cpuUs.toFixed(0)} µs`,
-  );
-  const plain = (before.rps + after.rps) / 2;
+  const ceilingBaseline = await baseline();
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
   await ask(receiver, { type: 'reset' });
@@ -437,21 +450,20 @@ async function main(): Promise<void> {
     .map(([id, at]) => at - committed.get(id)!)
     .sort((a, b) => a - b);
 
-  const ratioSingle = single.rate / plain;
-  const ratioTen = tenPer.rate / plain;
   const p50 = percentile(latencies, 50);
   const p99 = percentile(latencies, 99);
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   console.log('');
-  console.log(`throughput (one worker process vs plain POSTs, concurrency ${CONCURRENCY}; goal ≥ 0.50):`);
-  console.log(`  plain POST loop                 ${plain.toFixed(0)} req/s`);
   console.log(
-    `  1 notification per resource     ${single.rate.toFixed(0)} /s   ratio ${ratioSingle.toFixed(2)}`,
+    `throughput (one worker process vs plain POSTs, concurrency ${CONCURRENCY}, median of ${ROUNDS} rounds; goal ≥ 0.50):`,
   );
+  for (const shape of shapes) {
+    console.log(
+      `  ${shape.label}  ratio ${median(shape.ratios).toFixed(2)}   (rounds: ${shape.ratios.map((r) => r.toFixed(2)).join(', ')})`,
+    );
+  }
   console.log(
-    `  10 notifications per resource   ${tenPer.rate.toFixed(0)} /s   ratio ${ratioTen.toFixed(2)}`,
-  );
-  console.log(
-    `  (graphile-worker no-op jobs      ${ceiling.toFixed(0)} /s   ratio ${(ceiling / plain).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
+    `  (graphile-worker no-op jobs    ${ceiling.toFixed(0)} /s, ratio ${(ceiling / ceilingBaseline.rps).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
   );
   console.log(`commit-to-first-attempt at ${achievedRate.toFixed(0)} notifications/s (goal p99 ≤ 250 ms):`);
   console.log(
