@@ -7,6 +7,7 @@
  * in the same run.
  *
  *   REDIS_URL=redis://127.0.0.1:6379 node --import tsx bench/rate-limit.bench.ts
+ *   (BENCH_ROUNDS=n for more rounds; BENCH_ONLY="memory limiter (ours)" measures one target and the bare route)
  *
  * Fairness: every server trusts X-Forwarded-For and the load comes from 4,096 client IPs in turn, so
  * each IP stays far below 2,000 per 10 s and the bench measures the accept path of every limiter, not
@@ -38,7 +39,9 @@ const CLIENT_IPS = 4096;
 const WARMUP_MS = 200;
 const MEASURE_MS = 800;
 // Each round measures every target once and the no-limiter server between them: ~90 s in all.
-const ROUNDS = 8;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
+/** BENCH_ONLY, e.g. "memory limiter (ours)": measure only the targets named (and the bare route). */
+const ONLY = process.env.BENCH_ONLY?.split(',').map((name) => name.trim());
 
 interface LoadJob {
   url: string;
@@ -181,6 +184,7 @@ async function main(): Promise<void> {
   const closers: Array<() => Promise<unknown>> = [];
   const targets: Array<{ name: string; url: string }> = [];
   const add = async (name: string, setup: (app: FastifyInstance) => Promise<void>) => {
+    if (ONLY && targets.length > 0 && !ONLY.includes(name)) return;
     const { app, url } = await server(setup);
     closers.push(() => app.close());
     targets.push({ name, url });
@@ -312,10 +316,10 @@ async function main(): Promise<void> {
   for (const [name, runs] of results) {
     console.log(row(name, runs, [median(runs.map((r) => r.rpsRatio)), median(runs.map((r) => r.cpuRatio))]));
   }
-  if (redisUrl) {
+  const ours = results.get('Redis limiter (ours)');
+  const theirs = results.get('@fastify/rate-limit Redis');
+  if (ours && theirs) {
     // Each against its own neighbouring no-limiter runs, so the two need not have run side by side.
-    const ours = results.get('Redis limiter (ours)')!;
-    const theirs = results.get('@fastify/rate-limit Redis')!;
     const vs = median(ours.map((r, i) => r.rpsRatio / theirs[i]!.rpsRatio));
     const vsCpu = median(ours.map((r, i) => r.cpuRatio / theirs[i]!.cpuRatio));
     console.log(
