@@ -39,6 +39,11 @@ export interface Config {
   listen: Listen;
   /** When set, the operator API is served only on this listener. */
   adminListen: Listen | null;
+  /**
+   * When set, a process of role worker (which serves no API) serves /healthz, /readyz and /metrics here, so
+   * its job and webhook-delivery metrics can be scraped. Roles api and all serve them with the API.
+   */
+  opsListen: Listen | null;
   /** Undefined until main resolves it (generated and saved in the data dir on first start). */
   adminToken: string | undefined;
   dataDir: string;
@@ -127,6 +132,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     role: oneOf(env, 'SVC_ROLE', ['api', 'worker', 'all'] as const, 'all'),
     listen: { host: str(env, 'SVC_HOST', '127.0.0.1'), port: int(env, 'SVC_PORT', 8080) },
     adminListen: listen(env, 'SVC_ADMIN_LISTEN'),
+    opsListen: listen(env, 'SVC_OPS_LISTEN'),
     adminToken: optional(env, 'SVC_ADMIN_TOKEN'),
     dataDir: path.resolve(str(env, 'SVC_DATA_DIR', './.svc-data')),
     databaseUrl: optional(env, 'DATABASE_URL'),

@@ -86,6 +86,7 @@ async function serve(config: Readonly<Config>): Promise<void> {
   lines.push(
     `  database     ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL in ${config.dataDir}`}`,
   );
+  if (runtime.opsUrl) lines.push(`  metrics      ${runtime.opsUrl}/metrics`);
   if (runtime.worker) lines.push('  worker       running');
   process.stdout.write(lines.join('\n') + '\n');
 

@@ -35,6 +35,8 @@ export interface Runtime {
   /** Where the public API listens (when this process serves it). */
   url: string | null;
   adminUrl: string | null;
+  /** Where a worker-role process serves /healthz, /readyz and /metrics (SVC_OPS_LISTEN), if it does. */
+  opsUrl: string | null;
   worker: Runner | null;
   close(): Promise<void>;
 }
@@ -114,7 +116,17 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const apps: FastifyInstance[] = [];
     let url: string | null = null;
     let adminUrl: string | null = null;
+    let opsUrl: string | null = null;
     let appDeps: AppDeps | null = null;
+    if (config.role === 'worker' && config.opsListen && options.listen !== false) {
+      // No API here: only the ops routes (/healthz, /readyz, /metrics), so that the delivery histograms and
+      // the job runner's process metrics of worker-only processes can be scraped.
+      appDeps = { config, store, services, clock, logger, metrics, adminToken: secrets.adminToken };
+      const ops = await buildApp(appDeps, { public: false, admin: false });
+      apps.push(ops);
+      cleanups.push(() => ops.close());
+      opsUrl = await ops.listen({ host: config.opsListen.host, port: config.opsListen.port });
+    }
     if (config.role !== 'worker' && options.listen !== false) {
       // wire-contract §2.3: one limiter per process, shared by its listeners; with REDIS_URL, by every instance.
       const rateLimiter = await createRateLimiter({
@@ -166,6 +178,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       appDeps,
       url,
       adminUrl,
+      opsUrl,
       worker,
       close: closeAll,
     };
