@@ -12,6 +12,7 @@ import { buildTaskList } from '../jobs/task-list.ts';
 import { startWorker } from '../jobs/worker-runtime.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { CacheInvalidation } from '../store/cache-invalidation.ts';
+import { PgListener } from '../store/pg-listener.ts';
 import { createStore, type Store } from '../store/database.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../store/embedded-postgres.ts';
 import { migrate } from '../store/migrate.ts';
@@ -63,7 +64,9 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
   const clock = options.clock ?? systemClock;
   const { url: databaseUrl, embedded } = await openDatabase(config, logger);
   const store = createStore(databaseUrl);
-  const cache = new CacheInvalidation(databaseUrl);
+  // One LISTEN connection per process, for every channel (cache invalidation; webhook wake-ups in workers).
+  const listener = new PgListener(databaseUrl);
+  const cache = new CacheInvalidation(listener);
   const cleanups: Array<() => Promise<unknown>> = [];
   const closeAll = async () => {
     for (const cleanup of cleanups.reverse())
@@ -80,6 +83,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         'secrets taken from the local data dir: set them in the environment so that every instance agrees',
       );
     }
+    await listener.start();
+    cleanups.push(() => listener.stop());
     await cache.start();
     cleanups.push(() => cache.stop());
     const deps: DomainDeps = {
@@ -99,7 +104,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     if (config.role !== 'api') {
       // Webhook delivery's dispatcher (issue 4) runs beside the job runner: it stops taking work first and
       // closes its connections after the runner has stopped (cleanups run in reverse order).
-      const webhookWorker = services.webhooks.delivery.startWorkerSide(logger, databaseUrl);
+      const webhookWorker = services.webhooks.delivery.startWorkerSide(logger, { databaseUrl, listener });
       cleanups.push(() => webhookWorker.close());
       worker = await startWorker({
         pool: store.pool,

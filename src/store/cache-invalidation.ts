@@ -18,23 +18,10 @@ const CHANNEL = 'svc_cache_invalidation';
 
 export class CacheInvalidation {
   private readonly events = new EventEmitter();
-  private readonly listener: PgListener | null;
 
-  constructor(databaseUrl: string | null) {
+  /** `listener`: the process's LISTEN connection (null: this instance hears only its own changes). */
+  constructor(private readonly listener: PgListener | null) {
     this.events.setMaxListeners(50);
-    this.listener = databaseUrl
-      ? new PgListener(databaseUrl, CHANNEL, {
-          onMessage: (payload) => {
-            try {
-              this.applyLocally(JSON.parse(payload) as CacheEvent);
-            } catch {
-              this.applyLocally({ type: 'all' });
-            }
-          },
-          // Anything missed while disconnected is unknown: drop every cache.
-          onConnected: () => this.applyLocally({ type: 'all' }),
-        })
-      : null;
   }
 
   async publish(db: Executor, event: CacheEvent): Promise<void> {
@@ -50,10 +37,20 @@ export class CacheInvalidation {
   }
 
   async start(): Promise<void> {
-    await this.listener?.start();
+    await this.listener?.listen(CHANNEL, {
+      onMessage: (payload) => {
+        try {
+          this.applyLocally(JSON.parse(payload) as CacheEvent);
+        } catch {
+          this.applyLocally({ type: 'all' });
+        }
+      },
+      // Anything missed while disconnected is unknown: drop every cache.
+      onConnected: () => this.applyLocally({ type: 'all' }),
+    });
   }
 
   async stop(): Promise<void> {
-    await this.listener?.stop();
+    await this.listener?.unlisten(CHANNEL);
   }
 }

@@ -7,7 +7,7 @@ import type { WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
 import { createStore, type Db, type Store } from '../../store/database.ts';
-import { PgListener } from '../../store/pg-listener.ts';
+import type { PgListener } from '../../store/pg-listener.ts';
 import { laneKey, type Lane } from './delivery-lane.ts';
 import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
 import type { WebhookMetrics } from './webhooks.metrics.ts';
@@ -72,14 +72,15 @@ export interface WebhookDelivery {
   /** The lease a claim takes: the request timeout + 5 s (+ a slack, see LEASE_SLACK_MS). */
   readonly leaseMs: number;
   /**
-   * Starts this process's dispatcher. Given the database URL, it listens for new work (NOTIFY) and does its
-   * bookkeeping on connections of its own (asynchronous commit); without it, it polls on `db`. `stopIntake`
-   * stops claiming, aborts the attempts under way (recorded as aborted, due again at once) and gives back
-   * every lane held; `close` also releases the HTTP and database connections.
+   * Starts this process's dispatcher. Given the database URL, it does its bookkeeping on connections of its
+   * own (asynchronous commit), else on `db`; given the process's LISTEN connection, it is woken by new work
+   * (NOTIFY), else it polls. `stopIntake` stops claiming, aborts the attempts under way (recorded as aborted,
+   * due again at once) and gives back every lane held; `close` also releases the HTTP and database
+   * connections.
    */
   startWorkerSide(
     logger: LaneLogger,
-    databaseUrl?: string,
+    options?: { databaseUrl?: string; listener?: PgListener },
   ): { stopIntake(): Promise<void>; close(): Promise<void> };
 }
 
@@ -155,7 +156,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
   }
 
-  function startWorkerSide(logger: LaneLogger, databaseUrl?: string) {
+  function startWorkerSide(
+    logger: LaneLogger,
+    { databaseUrl, listener }: { databaseUrl?: string; listener?: PgListener } = {},
+  ) {
     const owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     // Delivery bookkeeping (claims, attempt results, releases) commits without waiting for the WAL flush. A
     // database crash can then lose its last few milliseconds, which only ever means a redelivery (a
@@ -352,19 +356,18 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       nextDueInMs: () => repo.nextLaneDueInMs(bookkeeping),
       onError: (err, message) => logger.error({ err }, message),
     });
-    const listener = databaseUrl
-      ? new PgListener(databaseUrl, repo.LANES_CHANNEL, {
-          onMessage: () => dispatcher.wake(),
-          // Notifications may have been missed while disconnected: look for work.
-          onConnected: () => dispatcher.wake(),
-        })
-      : null;
-    void listener?.start();
+    listener
+      ?.listen(repo.LANES_CHANNEL, {
+        onMessage: () => dispatcher.wake(),
+        // Notifications may have been missed while disconnected: look for work.
+        onConnected: () => dispatcher.wake(),
+      })
+      .catch((err: unknown) => logger.error({ err }, 'webhook wake-ups not listened for; polling only'));
 
     let stopped: Promise<void> | null = null;
     const stopIntake = () =>
       (stopped ??= (async () => {
-        await listener?.stop();
+        await listener?.unlisten(repo.LANES_CHANNEL);
         // The dispatcher stops claiming and its lanes stop at once; the attempts under way are cut short.
         const lanesStopped = dispatcher.stop();
         sender.abortAll();
