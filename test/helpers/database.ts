@@ -91,3 +91,26 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     await admin.end();
   }
 }
+
+export interface TestDatabaseWithClient {
+  database: TestDatabase;
+  /** Connected to `database`, for tests that talk SQL to it directly. */
+  client: pg.Client;
+  /** Ends the client and drops the database. */
+  close(): Promise<void>;
+}
+
+/** A fresh database with a client connected to it (a test file's `before`; `close` in its `after`). */
+export async function createTestDatabaseWithClient(): Promise<TestDatabaseWithClient> {
+  const database = await createTestDatabase();
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  return {
+    database,
+    client,
+    close: async () => {
+      await client.end();
+      await database.drop();
+    },
+  };
+}

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabaseWithClient, type TestDatabaseWithClient } from '../helpers/database.ts';
 
 /**
  * The lane functions keep one plan per statement and connection (migration 0009). Those plans are made on
@@ -9,30 +9,24 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
  * through keys and indexes once the tables have grown, never by reading a whole table per batch. The plans
  * are read with auto_explain (shipped with PostgreSQL), sent to this connection as notices.
  */
-let database: TestDatabase;
-let setup: pg.Client;
+let testDb: TestDatabaseWithClient;
 before(async () => {
-  database = await createTestDatabase();
-  setup = new pg.Client({ connectionString: database.url });
-  await setup.connect();
-  await setup.query(`insert into platforms (platform_code, name) values ('PLANS1', 'Plans')`);
-  await setup.query(
+  testDb = await createTestDatabaseWithClient();
+  await testDb.client.query(`insert into platforms (platform_code, name) values ('PLANS1', 'Plans')`);
+  await testDb.client.query(
     `insert into webhook_endpoints (platform_code, url) values ('PLANS1', 'http://127.0.0.1:9/x')`,
   );
 });
-after(async () => {
-  await setup?.end();
-  await database?.drop();
-});
+after(() => testDb?.close());
 
 /** Records `count` notifications, each on a lane of its own, due now. */
 async function record(count: number, tag: string): Promise<void> {
-  await setup.query(
+  await testDb.client.query(
     `insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
      select gen_random_uuid(), 'PLANS1', 'trade_status_changed', $1 || i, '{}'::jsonb from generate_series(1, $2::int) i`,
     [`trade:${tag}-`, count],
   );
-  await setup.query(
+  await testDb.client.query(
     `insert into webhook_lanes (platform_code, resource_key, due_at)
      select 'PLANS1', $1 || i, clock_timestamp() from generate_series(1, $2::int) i`,
     [`trade:${tag}-`, count],
@@ -74,7 +68,7 @@ async function claimAndSettle(client: pg.Client, limit: number): Promise<number>
 test('plans made while the tables were nearly empty still use keys and indexes once they have grown', async (t) => {
   const plans: string[] = [];
   const client = new pg.Client({
-    connectionString: database.url,
+    connectionString: testDb.database.url,
     options:
       '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
       '-c auto_explain.log_nested_statements=on -c auto_explain.log_level=notice',
