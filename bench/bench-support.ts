@@ -29,3 +29,8 @@ export function procStatCpuMs(statPath: string): number {
     return NaN;
   }
 }
+
+/** The median (upper median for an even count) of `values`; NaN when there are none. */
+export function median(values: number[]): number {
+  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+}

@@ -16,7 +16,7 @@
  * shared machine weighs on both sides alike. The load runs in a worker thread, the servers in
  * the main thread.
  */
-import { startTsxWorker } from './bench-support.ts';
+import { median, startTsxWorker } from './bench-support.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -285,8 +285,6 @@ async function main() {
 
   // Medians over rounds; the ratio is taken per round (a and b measured back to back) and its median
   // reported, so load from elsewhere on a shared machine weighs on both sides of each pair alike.
-  const median = (values: number[]) =>
-    [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)] ?? NaN;
   const summary = (list: LoadResult[]) => ({
     rps: median(list.map((r) => r.rps)),
     p50: median(list.map((r) => r.p50)),

@@ -22,7 +22,7 @@
  * request tells how much of a Redis limiter's req/s ratio is Redis's share of the machine.
  * @fastify/rate-limit counts fixed windows (up to 2× the limit across a window edge); ours is exact.
  */
-import { procStatCpuMs, startTsxWorker } from './bench-support.ts';
+import { median, procStatCpuMs, startTsxWorker } from './bench-support.ts';
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { createHistogram } from 'node:perf_hooks';
@@ -279,31 +279,20 @@ async function main(): Promise<void> {
   await generator.stop();
 
   // Medians over rounds, of the ratios and of each figure separately.
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   const row = (name: string, runs: Run[], ratios: [number, number]) => {
-    const med = (pick: (r: Run) => number) => median(runs.map(pick));
+    /** One column: the median over rounds of `pick`, to `digits` places, right-aligned in `width`. */
+    const cell = (pick: (r: Run) => number, digits: number, width: number) =>
+      median(runs.map(pick)).toFixed(digits).padStart(width);
     const count = (pick: (r: Run) => number) => runs.reduce((n, r) => n + pick(r), 0);
     return [
       name.padEnd(28),
-      med((r) => r.rps)
-        .toFixed(0)
-        .padStart(8),
-      med((r) => r.p99Ms)
-        .toFixed(2)
-        .padStart(8),
+      cell((r) => r.rps, 0, 8),
+      cell((r) => r.p99Ms, 2, 8),
       ratios[0].toFixed(3).padStart(7),
-      ' ' +
-        med((r) => r.cpuUsPerRequest)
-          .toFixed(1)
-          .padStart(17),
+      ' ' + cell((r) => r.cpuUsPerRequest, 1, 17),
       ratios[1].toFixed(3).padStart(7),
-      ' ' +
-        med((r) => r.redisUsPerRequest)
-          .toFixed(1)
-          .padStart(12),
-      med((r) => r.loadUsPerRequest)
-        .toFixed(1)
-        .padStart(15),
+      ' ' + cell((r) => r.redisUsPerRequest, 1, 12),
+      cell((r) => r.loadUsPerRequest, 1, 15),
       ` ${count((r) => r.non200)} ${count((r) => r.errors)}`,
     ].join(' ');
   };

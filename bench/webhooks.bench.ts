@@ -24,7 +24,7 @@
  * delivery's cost goes.
  * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008).
  */
-import { procStatCpuMs, startTsxWorker } from './bench-support.ts';
+import { median, procStatCpuMs, startTsxWorker } from './bench-support.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -452,7 +452,6 @@ async function main(): Promise<void> {
 
   const p50 = percentile(latencies, 50);
   const p99 = percentile(latencies, 99);
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   console.log('');
   console.log(
     `throughput (one worker process vs plain POSTs, concurrency ${CONCURRENCY}, median of ${ROUNDS} rounds; goal ≥ 0.50):`,
