@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Runner } from 'graphile-worker';
 import type pino from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { buildApp, type AppDeps } from '../app.ts';
+import { buildApp, type AppDeps, type AppParts } from '../app.ts';
 import type { Config } from '../config.ts';
 import type { DomainDeps } from '../domain/deps.ts';
 import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
@@ -119,6 +119,23 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     }
 
     const apps: FastifyInstance[] = [];
+    /** Builds an app of `parts`, closed at shutdown, listening on `at`; returns its URL. */
+    const serve = async (deps: AppDeps, parts: AppParts, at: { host: string; port: number }) => {
+      const app = await buildApp(deps, parts);
+      apps.push(app);
+      cleanups.push(() => app.close());
+      // A copy: fastify writes into its options, and config is frozen.
+      return app.listen({ host: at.host, port: at.port });
+    };
+    const baseDeps: AppDeps = {
+      config,
+      store,
+      services,
+      clock,
+      logger,
+      metrics,
+      adminToken: secrets.adminToken,
+    };
     let url: string | null = null;
     let adminUrl: string | null = null;
     let opsUrl: string | null = null;
@@ -126,11 +143,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     if (config.role === 'worker' && config.opsListen && options.listen !== false) {
       // No API here: only the ops routes (/healthz, /readyz, /metrics), so that the delivery histograms and
       // the job runner's process metrics of worker-only processes can be scraped.
-      appDeps = { config, store, services, clock, logger, metrics, adminToken: secrets.adminToken };
-      const ops = await buildApp(appDeps, { public: false, admin: false });
-      apps.push(ops);
-      cleanups.push(() => ops.close());
-      opsUrl = await ops.listen({ host: config.opsListen.host, port: config.opsListen.port });
+      appDeps = baseDeps;
+      opsUrl = await serve(appDeps, { public: false, admin: false }, config.opsListen);
     }
     if (config.role !== 'worker' && options.listen !== false) {
       // wire-contract §2.3: one limiter per process, shared by its listeners; with REDIS_URL, by every instance.
@@ -145,31 +159,17 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       cleanups.push(() => rateLimiter.close());
       registerRateLimitMetrics(metrics, rateLimiter);
       appDeps = {
-        config,
-        store,
-        services,
-        clock,
-        logger,
-        metrics,
-        adminToken: secrets.adminToken,
+        ...baseDeps,
         rateLimiter,
         // DESIGN §6: ready means the database and, when configured, Redis answer.
         readiness: config.redisUrl
           ? [{ name: 'redis', required: false, check: () => rateLimiter.sharedReachable() }]
           : [],
       };
-      const separateAdmin = config.adminListen !== null;
-      const app = await buildApp(appDeps, { public: true, admin: !separateAdmin });
-      apps.push(app);
-      cleanups.push(() => app.close());
-      url = await app.listen({ host: config.listen.host, port: config.listen.port });
-      adminUrl = separateAdmin ? null : url;
-      if (config.adminListen) {
-        const admin = await buildApp(appDeps, { public: false, admin: true });
-        apps.push(admin);
-        cleanups.push(() => admin.close());
-        adminUrl = await admin.listen({ host: config.adminListen.host, port: config.adminListen.port });
-      }
+      url = await serve(appDeps, { public: true, admin: config.adminListen === null }, config.listen);
+      adminUrl = config.adminListen
+        ? await serve(appDeps, { public: false, admin: true }, config.adminListen)
+        : url;
     }
 
     return {
