@@ -11,14 +11,8 @@
 -- (enable_seqscan = off, which only makes them the last resort) makes the generic plan that plan whatever
 -- the statistics said when it was made, and force_generic_plan keeps it.
 alter function webhook_claim_lanes(text, integer, integer, integer)
-  set plan_cache_mode = force_generic_plan;
-alter function webhook_claim_lanes(text, integer, integer, integer)
-  set enable_seqscan = off;
+  set plan_cache_mode = force_generic_plan set enable_seqscan = off;
 alter function webhook_release_lanes(text[], text[], text)
-  set plan_cache_mode = force_generic_plan;
-alter function webhook_release_lanes(text[], text[], text)
-  set enable_seqscan = off;
+  set plan_cache_mode = force_generic_plan set enable_seqscan = off;
 alter function webhook_settle_lanes(text, integer, jsonb)
-  set plan_cache_mode = force_generic_plan;
-alter function webhook_settle_lanes(text, integer, jsonb)
-  set enable_seqscan = off;
+  set plan_cache_mode = force_generic_plan set enable_seqscan = off;
