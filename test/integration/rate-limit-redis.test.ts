@@ -344,6 +344,51 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('hears unblocks again after a reconnect; closing just as it reconnects leaves no unhandled rejection', async () => {
+    const relay = await startTcpProxy(REDIS_URL!);
+    const store = new RedisRateLimitStore({
+      client: new Redis(relay.url, rateLimitRedisOptions({ retryStrategy: () => 20 })),
+      keyPrefix: freshPrefix(),
+    });
+    // The subscriber is the store's duplicate of its client: caught here to watch its reconnections.
+    let subscriber: Redis | undefined;
+    const duplicate = store.client.duplicate.bind(store.client);
+    store.client.duplicate = (options) => (subscriber = duplicate(options));
+    const heard: string[] = [];
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const subscription = store.subscribeUnblocks((ip) => heard.push(ip));
+    const reconnect = async (onReady: () => void = () => {}) => {
+      const ready = once(subscriber!, 'ready').then(onReady);
+      await relay.down();
+      await relay.up(); // same port: ioredis reconnects by itself
+      await ready;
+    };
+    try {
+      await subscription.subscribed;
+      await reconnect();
+      // Another instance's unblock, published until the subscription is back and hears it.
+      const deadline = Date.now() + 5_000;
+      while ((await client().publish(store.unblockChannel, '198.51.100.7')) === 0) {
+        if (Date.now() > deadline) throw new Error('timed out waiting for the subscription to return');
+      }
+      await until(() => heard.includes('198.51.100.7'), 'the unblock after the reconnect');
+
+      // Closed the moment the connection is back, while its SUBSCRIBE is under way (a shutdown then).
+      const ended = once(subscriber!, 'end');
+      await reconnect(() => subscription.close());
+      await ended;
+      for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(unhandled, [], 'no unhandled rejection');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      subscription.close();
+      store.client.disconnect();
+      await relay.close();
+    }
+  });
+
   it('survives Redis going away mid-run and resumes the shared limit when it is back', async () => {
     // A TCP pass-through in front of Redis: "Redis stopped mid-run" without touching the shared server.
     const relay = await startTcpProxy(REDIS_URL!);

@@ -343,15 +343,31 @@ export class RedisRateLimitStore implements RateLimitStore {
    * Redis is reachable and resubscribes after reconnects. `subscribed` settles once it is active.
    */
   subscribeUnblocks(onUnblock: (ip: string) => void): { subscribed: Promise<void>; close: () => void } {
-    const subscriber = this.client.duplicate({ enableOfflineQueue: true, lazyConnect: false });
+    // Subscribed again on every reconnection by us, not by ioredis' autoResubscribe: that SUBSCRIBE has no
+    // rejection handler, so closing while it was in flight (a shutdown just after a reconnect) was an
+    // unhandled rejection.
+    const subscriber = this.client.duplicate({
+      enableOfflineQueue: true,
+      lazyConnect: false,
+      autoResubscribe: false,
+    });
     subscriber.on('error', () => {}); // the service reports Redis trouble through the main connection
     subscriber.on('message', (channel: string, ip: string) => {
       if (channel === this.unblockChannel) onUnblock(ip);
     });
-    const subscribed = subscriber.subscribe(this.unblockChannel).then(
-      () => undefined,
-      () => undefined, // only fails when closed before Redis was reachable
-    );
+    // Fails only when the connection closes first; a later reconnection subscribes again.
+    const subscribe = () =>
+      subscriber.subscribe(this.unblockChannel).then(
+        () => undefined,
+        () => undefined,
+      );
+    // The first one waits in the offline queue until Redis is reachable.
+    const subscribed = subscribe();
+    let connectedBefore = false;
+    subscriber.on('ready', () => {
+      if (connectedBefore) void subscribe();
+      connectedBefore = true;
+    });
     return { subscribed, close: () => subscriber.disconnect() };
   }
 
