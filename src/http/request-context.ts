@@ -5,8 +5,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Raw body bytes as received (wire-contract §1 signs them); undefined when there was none. */
     rawBody: Buffer | undefined;
-    /** Set when the body was not valid JSON; reported as 400 only after authentication (wire-contract §9). */
-    bodyParseError: boolean;
+    /** Why the body could not be read as JSON, else null; reported as 400 only after authentication (wire-contract §9). */
+    bodyError: string | null;
     /** The authenticated platform; set by the authentication plugin on public routes. */
     caller: Caller | null;
   }

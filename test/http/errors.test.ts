@@ -232,6 +232,40 @@ describe('error bodies', () => {
     );
   });
 
+  test('a body nested deeper than 32 levels → 400 naming it, after authentication, never a 500', async () => {
+    const nested = (depth: number) => `{"amount":"1","note":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+    const tooDeep = ['body: is nested more than 32 levels deep'];
+    // 10,000 levels overflowed the recursive input checks' stack: a 500.
+    for (const depth of [32, 10_000]) {
+      assertBody(await signed('POST', '/probe/echo', { body: nested(depth) }), 400, (body) =>
+        assert.deepEqual(body, { errors: tooDeep }),
+      );
+      assertBody(await admin('POST', '/platforms', nested(depth)), 400, (body) =>
+        assert.deepEqual(body, { errors: tooDeep }),
+      );
+    }
+    assertBody(
+      await rawRequest(probe.url, 'POST', '/probe/echo', {
+        headers: { 'content-type': 'application/json' },
+        body: nested(10_000),
+      }),
+      401,
+      errorBody(),
+    );
+    // The body object itself is a level: 31 arrays inside it are the deepest accepted. Brackets inside
+    // strings (escaped quotes included) are text, not nesting.
+    const deepest = await signed('POST', '/probe/echo', { body: nested(31) });
+    assert.notDeepEqual(deepest.json, { errors: tooDeep }, deepest.text);
+    const text = JSON.stringify({ amount: '1', note: `\\"${'['.repeat(100)}` });
+    const bracketsInText = await signed('POST', '/probe/echo', { body: text });
+    assert.notDeepEqual(bracketsInText.json, { errors: tooDeep }, bracketsInText.text);
+    assert.equal(
+      bracketsInText.status,
+      400,
+      'the note is too long for the echo route, so it reaches validation',
+    );
+  });
+
   test('500 {"error": "Internal Server Error"} with no internals; the detail goes to the log', async () => {
     const res = await signed('GET', '/probe/throw', { headers: { 'x-request-id': 'trace-500-abc' } });
     assertBody(res, 500, errorBody('Internal Server Error'));

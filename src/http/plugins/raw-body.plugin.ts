@@ -9,19 +9,61 @@ import './../request-context.ts';
  */
 export function installRawBodyParser(app: FastifyInstance): void {
   app.decorateRequest('rawBody', undefined);
-  app.decorateRequest('bodyParseError', false);
+  app.decorateRequest('bodyError', null);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     const raw = body as Buffer;
     request.rawBody = raw;
     if (raw.length === 0) return done(null, undefined);
+    if (nestingDepthExceeds(raw, MAX_BODY_DEPTH)) {
+      request.bodyError = `body: is nested more than ${MAX_BODY_DEPTH} levels deep`;
+      return done(null, undefined);
+    }
     try {
       done(null, JSON.parse(raw.toString('utf8')));
     } catch {
-      request.bodyParseError = true;
+      request.bodyError = 'body: is not valid JSON';
       done(null, undefined);
     }
   });
+}
+
+/**
+ * Deepest nesting of objects and arrays a body may have. The vendor's bodies go three levels deep; the
+ * checks that walk a body (NUL characters here, canonical JSON and Unicode checks in onboarding) recurse,
+ * and a body nested thousands of levels deep overflowed their stack (a 500).
+ */
+export const MAX_BODY_DEPTH = 32;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+
+/**
+ * Whether the JSON text nests objects and arrays more than `max` deep, by one pass over its bytes
+ * (brackets inside strings do not count; in UTF-8 a quote or backslash byte is always that character).
+ * Ours, not a library's: it is the bracket count a parser keeps, without building the value.
+ */
+function nestingDepthExceeds(raw: Buffer, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const byte = raw[i]!;
+    if (inString) {
+      if (byte === BACKSLASH) i++;
+      else if (byte === QUOTE) inString = false;
+    } else if (byte === QUOTE) {
+      inString = true;
+    } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
+      if (++depth > max) return true;
+    } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) {
+      depth--;
+    }
+  }
+  return false;
 }
 
 const NUL = '\u0000';
@@ -49,11 +91,11 @@ function nulPath(value: unknown, path: string): string | null {
 
 /**
  * Input checks that no route schema expresses, run after authentication (wire-contract §9): the body is
- * JSON, and no text holds NUL, which PostgreSQL cannot store in `text` (it would fail in the database as
+ * JSON (and not nested absurdly deep), and no text holds NUL, which PostgreSQL cannot store in `text` (it would fail in the database as
  * a 500 instead of a 400 naming the field).
  */
 export function assertParsableInput(request: FastifyRequest): void {
-  if (request.bodyParseError) throw invalid('body: is not valid JSON');
+  if (request.bodyError !== null) throw invalid(request.bodyError);
   for (const [part, value] of [
     ['params', request.params],
     ['query', request.query],
