@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
+import { createAuthenticator } from '../../src/domain/platforms/authenticator.ts';
+import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
@@ -313,6 +315,64 @@ describe('revocation on every instance', () => {
       res = await viaSecond();
     }
     assert401(res, /revoked/);
+  });
+});
+
+describe('revocation racing a cold key load', () => {
+  test('a revocation heard while the key is being read is not undone by that read', async () => {
+    const d = remember(await svc.newPlatform());
+    // An instance whose read of the key is held once its result is in: it read the key before the revocation.
+    let resultIn!: () => void;
+    const read = new Promise<void>((resolve) => (resultIn = resolve));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let held = true;
+    const db = svc.runtime.store.db.withPlugin({
+      transformQuery: (args) => args.node,
+      transformResult: async (args) => {
+        if (held) {
+          resultIn();
+          await gate;
+        }
+        return args.result;
+      },
+    });
+    const cache = new CacheInvalidation(null);
+    const { secrets, config } = svc.runtime;
+    const authenticator = createAuthenticator({
+      db,
+      clock,
+      config,
+      secretKey: secrets.secretKey,
+      jwtPrivateKeyPem: secrets.jwtPrivateKeyPem,
+      cache,
+    });
+    const request = () => {
+      const headers = signedHeaders(d.key, 'GET', '/probe/whoami', undefined, nowS());
+      credentials.add(headers[AUTH_HEADERS.signed]!);
+      return authenticator.authenticate({
+        apiKey: headers[AUTH_HEADERS.apiKey],
+        signature: headers[AUTH_HEADERS.signed],
+        timestamp: headers[AUTH_HEADERS.timestamp],
+        passphrase: headers[AUTH_HEADERS.passphrase],
+        method: 'GET',
+        route: '/probe/whoami',
+        rawBody: undefined,
+      });
+    };
+
+    const inFlight = request();
+    await read;
+    await svc.admin.delete(`/api_keys/${d.key.api_key}`);
+    cache.applyLocally({ type: 'api_key_revoked', api_key: d.key.api_key }); // its NOTIFY arrives
+    // A request after the revocation does not take the read from before it, and what that read found is not
+    // kept (the request that came before the revocation may go through).
+    held = false;
+    const afterRevocation = assert.rejects(request(), /revoked/);
+    release();
+    await inFlight.catch(() => {});
+    await afterRevocation;
+    await assert.rejects(request(), /revoked/);
   });
 });
 

@@ -47,9 +47,21 @@ export function createAuthenticator(deps: DomainDeps) {
   const cache = new Map<string, CachedKey>();
   const loading = new Map<string, Promise<CachedKey | null>>();
 
+  /**
+   * Counts invalidations. A load that started before one read the key as it was then (say, not yet
+   * revoked): its entry is not cached, and requests arriving after the invalidation start a load of their own.
+   */
+  let generation = 0;
   deps.cache.subscribe((event) => {
-    if (event.type === 'api_key_revoked') cache.delete(event.api_key);
-    else if (event.type === 'all') cache.clear();
+    if (event.type === 'api_key_revoked') {
+      generation++;
+      cache.delete(event.api_key);
+      loading.delete(event.api_key);
+    } else if (event.type === 'all') {
+      generation++;
+      cache.clear();
+      loading.clear();
+    }
   });
 
   async function load(apiKey: string): Promise<CachedKey | null> {
@@ -57,6 +69,7 @@ export function createAuthenticator(deps: DomainDeps) {
     if (hit && deps.clock.now() - hit.loadedAt < CACHE_TTL_MS) return hit;
     let pending = loading.get(apiKey);
     if (!pending) {
+      const started = generation;
       pending = (async () => {
         const row = await findApiKey(deps.db, apiKey);
         if (!row) return null;
@@ -69,10 +82,13 @@ export function createAuthenticator(deps: DomainDeps) {
           revoked: row.revoked_at !== null,
           loadedAt: deps.clock.now(),
         };
+        if (started !== generation) return entry;
         if (cache.size >= CACHE_MAX_ENTRIES) cache.delete(cache.keys().next().value!);
         cache.set(apiKey, entry);
         return entry;
-      })().finally(() => loading.delete(apiKey));
+      })().finally(() => {
+        if (loading.get(apiKey) === pending) loading.delete(apiKey);
+      });
       loading.set(apiKey, pending);
     }
     return pending;
