@@ -17,12 +17,11 @@ import type { RateLimiter } from './domain/ratelimit/rate-limiter.ts';
 import type { Services } from './domain/services.ts';
 import type { Clock } from './lib/clock.ts';
 import type { Store } from './store/database.ts';
-import { installErrorHandlers } from './http/error-handler.ts';
+import { installErrorHandlers, sendNotFound } from './http/error-handler.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
-import { firewallPlugin } from './http/plugins/firewall.plugin.ts';
 import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
-import { rateLimitPlugin } from './http/plugins/rate-limit.plugin.ts';
+import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
 import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
@@ -63,7 +62,12 @@ export interface AppParts {
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
 
-const VALID_REQUEST_ID = /^[\w.:-]{1,128}$/;
+/**
+ * wire-contract §3: the caller's X-REQUEST-ID is echoed as sent (onboarding takes any up to 255 characters as
+ * its idempotency key); a longer one is not sent back, the answer gets a new id. Node has already refused
+ * control characters in header values.
+ */
+const MAX_REQUEST_ID_LENGTH = 255;
 
 /** Builds the HTTP application; never listens (entry points do). */
 export async function buildApp(
@@ -71,6 +75,11 @@ export async function buildApp(
   parts: AppParts = { public: true, admin: true },
 ): Promise<FastifyInstance> {
   const { config, services } = deps;
+  // wire-contract §2 and §9: firewall, then rate limit, before anything else a public request meets.
+  const edge: EdgeHook[] = parts.public
+    ? publicEdgeHooks({ networkRules: services.networkRules, rateLimiter: deps.rateLimiter })
+    : [];
+  const isOperatorUrl = (url: string) => parts.admin && /^\/admin(\/|\?|$)/.test(url);
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: config.bodyLimitBytes,
@@ -79,7 +88,9 @@ export async function buildApp(
     requestIdHeader: false,
     genReqId: (req) => {
       const given = req.headers[REQUEST_ID_HEADER];
-      return typeof given === 'string' && VALID_REQUEST_ID.test(given) ? given : randomUUID();
+      return typeof given === 'string' && given.length > 0 && given.length <= MAX_REQUEST_ID_LENGTH
+        ? given
+        : randomUUID();
     },
     return503OnClosing: true,
     // One log line per request, written on completion (below), instead of Fastify's two ("incoming request"
@@ -95,10 +106,12 @@ export async function buildApp(
           ? 'path: a parameter is longer than 500 characters'
           : 'path: is not a valid URL';
       request.log.info({ code: error.code }, 'request URL refused');
-      return reply
-        .code(400)
-        .header(REQUEST_ID_HEADER, request.id)
-        .send({ errors: [problem] });
+      // Refused before routing, so no hook runs, ours included (the request id is set here): a public
+      // request still meets the firewall and is counted.
+      reply.header(REQUEST_ID_HEADER, request.id);
+      runEdgeHooks(isOperatorUrl(request.url) ? [] : edge, request, reply, () => {
+        void reply.code(400).send({ errors: [problem] });
+      });
     },
   });
 
@@ -115,7 +128,8 @@ export async function buildApp(
   );
 
   installRawBodyParser(app);
-  installErrorHandlers(app);
+  // A path no route matches is a public request too (the operator API answers its own, below).
+  installErrorHandlers(app, { notFoundHooks: edge });
   // DESIGN §6 (SIGTERM): server.close() drops only the keep-alive connections idle when it starts; a
   // connection whose request was in flight would stay open for keepAliveTimeout and hold the process past
   // its shutdown deadline. Answers given while closing therefore close their connection.
@@ -171,8 +185,7 @@ export async function buildApp(
 
   if (parts.public) {
     await app.register(async (pub) => {
-      await pub.register(firewallPlugin, { networkRules: services.networkRules });
-      if (deps.rateLimiter) await pub.register(rateLimitPlugin, { limiter: deps.rateLimiter });
+      for (const hook of edge) pub.addHook('onRequest', hook);
       await pub.register(timeRoutes, { clock: deps.clock });
       await pub.register(jwksRoutes, { funding: services.funding });
       await pub.register(async (authed) => {
@@ -192,6 +205,8 @@ export async function buildApp(
       async (admin) => {
         await admin.register(adminAuthPlugin, { adminToken: deps.adminToken });
         await adminRoutes(admin, deps);
+        // Its own, so that an unknown operator path is not taken for a public request (behind the token).
+        admin.setNotFoundHandler(sendNotFound);
       },
       { prefix: '/admin' },
     );

@@ -1,4 +1,10 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type {
+  FastifyError,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  preHandlerHookHandler,
+} from 'fastify';
 import { ALLOW_RETRY_HEADER } from '../contract/responses.ts';
 import {
   DomainError,
@@ -96,7 +102,18 @@ function isTransient(error: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect/i.test(message);
 }
 
-export function installErrorHandlers(app: FastifyInstance): void {
+export function sendNotFound(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.code(404).send({ error: 'Not Found' });
+}
+
+/**
+ * The error handler, and the handler of paths no route matches, run after `notFoundHooks` (the public
+ * API's firewall and rate limit: an unmatched path is refused and counted like any public request).
+ */
+export function installErrorHandlers(
+  app: FastifyInstance,
+  { notFoundHooks = [] }: { notFoundHooks?: preHandlerHookHandler[] } = {},
+): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (error instanceof DomainError) return sendDomainError(reply, error);
     if (error.validation) return reply.code(400).send({ errors: describeValidation(error) });
@@ -121,5 +138,5 @@ export function installErrorHandlers(app: FastifyInstance): void {
     return reply.code(500).send({ error: 'Internal Server Error' });
   });
 
-  app.setNotFoundHandler((_request, reply) => reply.code(404).send({ error: 'Not Found' }));
+  app.setNotFoundHandler({ preHandler: notFoundHooks }, sendNotFound);
 }

@@ -232,6 +232,23 @@ describe('error bodies', () => {
     );
   });
 
+  test('a Content-Type that is no media type is read as JSON too: authentication first, then the body', async () => {
+    for (const type of ['json', '', 'application', 'text/plain']) {
+      const headers = { 'content-type': type };
+      const res = await signed('POST', '/probe/echo', { body: '{"amount":"1"}', headers });
+      assertBody(res, 200, (body) =>
+        assert.deepEqual(body, {
+          message: { platform_code: a.platform.platform_code, body: { amount: '1' } },
+        }),
+      );
+      const unsigned = await rawRequest(probe.url, 'POST', '/probe/echo', {
+        headers,
+        body: '{"amount":"1"}',
+      });
+      assertBody(unsigned, 401, errorBody());
+    }
+  });
+
   test('a body nested deeper than 32 levels → 400 naming it, after authentication, never a 500', async () => {
     const nested = (depth: number) => `{"amount":"1","note":${'['.repeat(depth)}${']'.repeat(depth)}}`;
     const tooDeep = ['body: is nested more than 32 levels deep'];
@@ -372,12 +389,25 @@ describe('X-REQUEST-ID on every response', () => {
     assert.match(String(generated.headers['x-request-id']), UUID_V4);
   });
 
-  test('a new UUIDv4 when absent or unusable, different for each request', async () => {
+  test('any id the caller sends is echoed as sent, up to 255 characters (onboarding keys on it)', async () => {
+    for (const id of ['has spaces in it', 'abc/def', 'YWJj+ZGVm==', '{6f1c}', 'x'.repeat(255)]) {
+      const h = { 'x-request-id': id };
+      for (const res of [
+        await rawRequest(probe.url, 'GET', '/time', { headers: h }),
+        await rawRequest(probe.url, 'GET', '/nope', { headers: h }),
+        await signed('GET', '/probe/whoami', { headers: h }),
+      ]) {
+        assert.equal(res.headers['x-request-id'], id, `${res.status} ${res.text}`);
+      }
+    }
+  });
+
+  test('a new UUIDv4 when absent, empty or longer than 255 characters, different for each request', async () => {
     const ids = new Set<string>();
     const variants: Array<Record<string, string>> = [
       {},
-      { 'x-request-id': 'has spaces in it' },
-      { 'x-request-id': 'x'.repeat(500) },
+      { 'x-request-id': '' },
+      { 'x-request-id': 'x'.repeat(256) },
     ];
     for (const headers of variants) {
       for (const res of [

@@ -87,6 +87,36 @@ describe('firewall and allow-lists (no trusted proxy)', () => {
     );
   });
 
+  test('a path no route matches and a URL the router refuses get the 1020 too, not a map of the routes', async () => {
+    for (const [method, url] of [
+      ['GET', '/nope'],
+      ['PUT', '/time'],
+      ['GET', '/%zz'],
+      ['GET', '/accounts/%zz/details'],
+    ] as const) {
+      assert1020(await probe.app.inject({ method, url, remoteAddress: NOWHERE_IP }));
+    }
+    // From an IP on an allow-list they are answered as before.
+    assert.equal(
+      (await probe.app.inject({ method: 'GET', url: '/nope', remoteAddress: A_IP })).statusCode,
+      404,
+    );
+    assert.equal(
+      (await probe.app.inject({ method: 'GET', url: '/%zz', remoteAddress: A_IP })).statusCode,
+      400,
+    );
+    // The operator API answers its own unknown paths, behind its token.
+    const app = svc.runtime.apps[0]!;
+    for (const url of ['/admin/nope', '/admin/%zz']) {
+      const res = await app.inject({ method: 'GET', url, remoteAddress: NOWHERE_IP });
+      assert.notEqual(res.body, 'error code: 1020', url);
+    }
+    assert.equal(
+      (await app.inject({ method: 'GET', url: '/admin/nope', remoteAddress: NOWHERE_IP })).statusCode,
+      401,
+    );
+  });
+
   test('the operator API and health routes are not behind the public firewall', async () => {
     const health = await svc.runtime.apps[0]!.inject({
       method: 'GET',

@@ -108,6 +108,23 @@ describe('rate limit through the service (memory store, controlled clock)', () =
     assert.equal((await fetch(`${svc.url}/time`)).status, 200);
   });
 
+  it('counts paths no route matches and URLs the router refuses, and refuses them during a block', async () => {
+    clock.advance(20_000);
+    assert.equal(count(await send(`${svc.url}/nope`, 1000), 404), 1000);
+    assert.equal(count(await send(`${svc.url}/%zz`, 999), 400), 999);
+    assert.equal((await fetch(`${svc.url}/time`)).status, 200, 'the 2,000th');
+    assert.equal((await fetch(`${svc.url}/nope`)).status, 429, 'the 2,001st starts the block');
+    for (const path of ['/nope', '/%zz', '/time']) {
+      const refused = await fetch(`${svc.url}${path}`);
+      assert.equal(refused.status, 429, path);
+      assert.deepEqual(await refused.json(), { error: 'Too Many Requests' });
+    }
+    // The operator API, its unknown paths included, is not limited.
+    assert.equal((await fetch(`${svc.url}/admin/nope`, { headers: admin })).status, 404);
+    assert.equal((await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { headers: admin })).status, 200);
+    await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { method: 'DELETE', headers: admin });
+  });
+
   it('validates the operator route: an IP in canonical form, the bearer token', async () => {
     const bad = await fetch(`${svc.url}/admin/rate_limits/not-an-ip`, { headers: admin });
     assert.equal(bad.status, 400);

@@ -10,6 +10,13 @@ import './../request-context.ts';
 export function installRawBodyParser(app: FastifyInstance): void {
   app.decorateRequest('rawBody', undefined);
   app.decorateRequest('bodyError', null);
+  // Every content type is read as JSON, so a Content-Type that is no media type at all ("json", "") is too:
+  // Fastify would refuse it with 415 before authentication, against the order of checks.
+  app.addHook('onRequest', (request, _reply, done) => {
+    const type = request.headers['content-type'];
+    if (type !== undefined && !MEDIA_TYPE.test(type)) request.headers['content-type'] = 'application/json';
+    done();
+  });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     const raw = body as Buffer;
@@ -27,6 +34,9 @@ export function installRawBodyParser(app: FastifyInstance): void {
     }
   });
 }
+
+/** A type/subtype media type, as Fastify tells one (lib/content-type.js): token "/" token, then parameters. */
+const MEDIA_TYPE = /^\s*[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(;|$)/;
 
 /**
  * Deepest nesting of objects and arrays a body may have. The vendor's bodies go three levels deep; the
