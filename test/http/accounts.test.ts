@@ -206,23 +206,39 @@ describe('POST /accounts', () => {
     assert.deepEqual(details.tenants, [tenant]);
     assert.deepEqual(details.financial_advisors, []);
     assert.deepEqual(details.pending_tenant_changes, []);
-    const { timestamp, ...payload } = note as CustomerAccountDetails & { timestamp: number };
-    assert.ok(Number.isInteger(timestamp));
-    assert.deepEqual(payload, details);
+    // wire-contract §5: the payload is the details object itself, nothing added (no `timestamp`).
+    assert.deepEqual(note, details);
   });
 
-  test('idempotent on participant and account label: the same request again creates nothing new', async () => {
+  test('the pair (participant_code, account_label) is submitted once: any second submission → 409', async () => {
     const holder = (await svc.newParticipant(a.platform.platform_code)).participant_code;
     const body = { participant_code: holder, account_label: 'general', type: 'individual', tier: 'lite' };
-    // Concurrent duplicates too: each is accepted, one account results.
+    const pair = new RegExp(`\\(participant_code ${holder}, account_label general\\)`);
+    // vendor POST /accounts: "submitting the same pair a second time returns an error rather than creating a
+    // duplicate". Concurrent duplicates too: exactly one is accepted, the others get the wire 409 body.
     const answers = await Promise.all([0, 1, 2, 3].map(() => a.client.send('POST', '/accounts', { body })));
     assert.deepEqual(
-      answers.map((r) => r.status),
-      [202, 202, 202, 202],
+      answers.map((r) => r.status).sort(),
+      [202, 409, 409, 409],
+      JSON.stringify(answers.map((r) => r.body)),
     );
+    for (const refused of answers.filter((r) => r.status === 409)) {
+      assert.deepEqual(Object.keys(refused.body as object), ['errors']);
+      const errors = (refused.body as { errors: string[] }).errors;
+      assert.equal(errors.length, 1);
+      assert.match(errors[0]!, pair);
+    }
     const note = await createdAccount(a.platform.platform_code, holder, 'general');
-    const again = await a.client.send('POST', '/accounts', { body: { ...body, prefunded: true } });
-    assert.equal(again.status, 202, 'prefunded defaults to true, so this is the same request');
+
+    // Once created: the very same request, and one with other details, are both duplicates naming the account.
+    for (const again of [body, { ...body, prefunded: true }, { ...body, tier: 'gold' }]) {
+      const res = await a.client.send('POST', '/accounts', { body: again });
+      assert.equal(res.status, 409, JSON.stringify(again));
+      assert.deepEqual(Object.keys(res.body as object), ['errors']);
+      const [message] = (res.body as { errors: string[] }).errors;
+      assert.match(message!, pair);
+      assert.match(message!, new RegExp(`already exists: ${note.zrn}$`));
+    }
     const accounts = await svc.runtime.store.db
       .selectFrom('customer_accounts')
       .select('zrn')
@@ -236,11 +252,6 @@ describe('POST /accounts', () => {
       (n) => n.participant_code === holder,
     );
     assert.equal(notes.length, 1);
-
-    // The same pair with different details is not a replay: 409.
-    const changed = await a.client.send('POST', '/accounts', { body: { ...body, tier: 'gold' } });
-    assert.equal(changed.status, 409);
-    assert.match((changed.body as { errors: string[] }).errors[0]!, /already requested/);
   });
 
   test('an account the operator created already → 409', async () => {
@@ -250,7 +261,10 @@ describe('POST /accounts', () => {
       body: { participant_code: holder, account_label: 'general', type: 'individual', tier: 'lite' },
     });
     assert.equal(res.status, 409);
-    assert.match((res.body as { errors: string[] }).errors[0]!, /already exists/);
+    assert.match(
+      (res.body as { errors: string[] }).errors[0]!,
+      new RegExp(`\\(participant_code ${holder}, account_label general\\) already exists: zrn:svc:`),
+    );
   });
 
   test('validation: every bad field is named; participants must be onboarded customers of the caller', async () => {
@@ -336,9 +350,7 @@ describe('GET /accounts/{zrn}/details', () => {
     const details = await new AccountsResource(a.client).details(created.zrn);
     assert.deepEqual(created, details);
     const note = (await accountNotifications(a.platform.platform_code)).find((n) => n.zrn === created.zrn)!;
-    const { timestamp, ...payload } = note as CustomerAccountDetails & { timestamp: number };
-    assert.ok(Number.isInteger(timestamp));
-    assert.deepEqual(payload, details);
+    assert.deepEqual(note, details);
   });
 });
 

@@ -122,6 +122,34 @@ describe('creation', () => {
       ],
     );
   });
+  test('a new reason_code under the same status is recorded without a participant_status_changed', async () => {
+    const res = await create(usCustomer({ kyc: 'fail' }));
+    const code = String(res.body.message.participant_code);
+    await svc.admin.patch(`/participants/${code}`, { status: 'locked', reason_code: 'compliance_issue' });
+    // wire-contract §5: "participant on status change": the status stays locked, so no notification.
+    const reasonOnly = await svc.admin.patch<{ status: string; reason_code: string | null }>(
+      `/participants/${code}`,
+      { status: 'locked', reason_code: 'fraud_review' },
+    );
+    assert.equal(reasonOnly.status, 'locked');
+    assert.equal(reasonOnly.reason_code, 'fraud_review');
+    const stored = await svc.admin.get<{ reason_code: string | null }>(`/participants/${code}`);
+    assert.equal(stored.reason_code, 'fraud_review', 'the new reason is recorded');
+    const cleared = await svc.admin.patch<{ reason_code: string | null }>(`/participants/${code}`, {
+      status: 'locked',
+    });
+    assert.equal(cleared.reason_code, null);
+    await svc.admin.patch(`/participants/${code}`, { status: 'approved' });
+    const payloads = (await participantNotifications(code)).map((n) => n.payload as Record<string, unknown>);
+    assert.deepEqual(
+      payloads.map((p) => [p.participant_status, p.reason_code]),
+      [
+        ['submitted', undefined],
+        ['locked', 'compliance_issue'],
+        ['approved', undefined],
+      ],
+    );
+  });
 });
 
 describe('validation: 400 lists every bad field', () => {

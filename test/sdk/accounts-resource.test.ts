@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
-import { SvcServerError } from '../../src/sdk/errors.ts';
+import { SvcConflictError, SvcServerError } from '../../src/sdk/errors.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
 /**
@@ -62,7 +62,7 @@ test('removeTenant: a 504 after the work was done is recognised by the idempoten
   );
 });
 
-test('create: the same request sent again after an indeterminate answer is accepted again', async () => {
+test('create: the same request sent again after an indeterminate answer gets 409 naming the pair and the zrn', async () => {
   const { platform, client } = await svc.newPlatform();
   const sdk = new AccountsResource(client);
   const holder = (await svc.newParticipant(platform.platform_code)).participant_code;
@@ -76,12 +76,22 @@ test('create: the same request sent again after an indeterminate answer is accep
     sdk.create(body, { headers: { 'X-Simulator-Scenario': 'error_504_after' }, retry: noWait }),
     (error: unknown) => error instanceof SvcServerError && error.status === 504,
   );
-  // POST /accounts is idempotent on (participant_code, account_label): resending is safe.
-  assert.deepEqual(await sdk.create(body), {});
   const requests = await svc.runtime.store.db
     .selectFrom('customer_account_requests')
     .select('zrn')
     .where('participant_code', '=', holder)
     .execute();
   assert.equal(requests.length, 1);
+  // The vendor's idempotence check for POST /accounts: the pair already submitted → 409 naming it.
+  await assert.rejects(sdk.create(body), (error: unknown) => {
+    assert.ok(error instanceof SvcConflictError);
+    assert.match(String(error.errors[0]), new RegExp(`${holder}.*general.*${requests[0]!.zrn}`));
+    return true;
+  });
+  const after = await svc.runtime.store.db
+    .selectFrom('customer_account_requests')
+    .select('zrn')
+    .where('participant_code', '=', holder)
+    .execute();
+  assert.equal(after.length, 1);
 });

@@ -36,7 +36,6 @@ import {
   listEffectiveTenants,
   lockPendingCreationRequest,
   markCreationApplied,
-  type CreationRequestRow,
   type CustomerAccountRow,
   type MembershipRow,
 } from './customer-accounts.repository.ts';
@@ -99,18 +98,23 @@ export async function requirePlatformAccount(
   throw notFound(`account ${zrn} not found`);
 }
 
-/** wire-contract §5: account notification = the GET /accounts/{zrn}/details object. */
+/**
+ * wire-contract §5: the account notification's payload is the GET /accounts/{zrn}/details object, exactly, as
+ * it stands in `trx` (with the change that causes the notification); unlike the trade payload it carries no
+ * `timestamp` of its own. Returns that object.
+ */
 export async function recordAccountNotification(
   trx: Executor,
-  details: CustomerAccountDetails,
-  timestamp: number,
-) {
+  row: CustomerAccountRow,
+): Promise<CustomerAccountDetails> {
+  const details = await accountDetailsOf(trx, row);
   await recordNotification(trx, {
     platformCode: details.platform_code,
     payloadType: 'customer_account_status_changed',
     resourceKey: `account:${details.zrn}`,
-    payload: { ...details, timestamp },
+    payload: details,
   });
+  return details;
 }
 
 /** Why a participant cannot take a (participant, label) pair: it already names another account. */
@@ -190,9 +194,7 @@ export async function insertCustomerAccount(
         effective_at: new Date(timestamp),
       },
     ]);
-    const details = customerAccountDetails(row, []);
-    await recordAccountNotification(trx, details, timestamp);
-    return details;
+    return await recordAccountNotification(trx, row);
   } catch (error) {
     throw uniqueViolationToConflict(
       error,
@@ -201,38 +203,22 @@ export async function insertCustomerAccount(
   }
 }
 
-/** The normalised content of a creation request, compared to tell a replay from a different request. */
-interface CreationContent {
-  region: string;
-  type: string;
-  tier: string | null;
-  prefunded: boolean;
-  tenants: string[];
-  financial_advisors: string[];
-}
-
-function sameContent(a: CreationContent, b: CreationContent): boolean {
-  const sameSet = (x: string[], y: string[]) =>
-    x.length === y.length && [...x].sort().join(',') === [...y].sort().join(',');
-  return (
-    a.region === b.region &&
-    a.type === b.type &&
-    a.tier === b.tier &&
-    a.prefunded === b.prefunded &&
-    sameSet(a.tenants, b.tenants) &&
-    sameSet(a.financial_advisors, b.financial_advisors)
+/**
+ * 409 for a second submission of a (participant_code, account_label) pair (vendor POST /accounts): names the
+ * pair and, when known, the account that has it or is being created for it.
+ */
+function duplicatePair(
+  participantCode: string,
+  accountLabel: string,
+  account?: { zrn: string; pending: boolean },
+): DomainError {
+  const pair = `customer account for (participant_code ${participantCode}, account_label ${accountLabel})`;
+  if (!account) return conflict(`${pair} was already submitted`);
+  return conflict(
+    account.pending
+      ? `${pair} was already submitted and is being created as ${account.zrn}`
+      : `${pair} already exists: ${account.zrn}`,
   );
-}
-
-function contentOf(row: CreationRequestRow): CreationContent {
-  return {
-    region: row.region,
-    type: row.type,
-    tier: row.tier,
-    prefunded: row.prefunded,
-    tenants: row.tenants,
-    financial_advisors: row.financial_advisors,
-  };
 }
 
 export function createCustomerAccountsService(deps: DomainDeps) {
@@ -267,8 +253,11 @@ export function createCustomerAccountsService(deps: DomainDeps) {
 
     /**
      * POST /accounts: accepts a creation (202) that a job applies (vendor: "an asynchronous process").
-     * Idempotent on (participant_code, account_label), the vendor's key: the same request again is accepted
-     * again and creates nothing; different content for the same pair is a conflict (409).
+     * vendor POST /accounts: the pair (participant_code, account_label) is the idempotency check, and
+     * "submitting the same pair a second time returns an error rather than creating a duplicate": any second
+     * submission of a pair that has an account or a pending creation is a duplicate entity (spec 7, 409),
+     * whatever its other fields. The message names the pair and the account's zrn, so that a caller whose
+     * first submission ended in a 502/504 learns from the 409 that it was accepted.
      */
     async requestCreation(platformCode: string, body: CreateCustomerAccountRequest): Promise<void> {
       const holder = body.participant_code;
@@ -293,17 +282,10 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       }
       if (problems.length > 0) throw invalid(...problems);
 
-      const content: CreationContent = {
-        region: body.region ?? 'us',
-        type: body.type,
-        tier: body.tier,
-        prefunded: body.prefunded ?? true,
-        tenants,
-        financial_advisors: advisors,
-      };
+      const region: Region = body.region ?? 'us';
       const acceptedAt = new Date(clock.now());
       const requestId = newUuid();
-      const zrn = makeZrn(content.region as Region, newUuid());
+      const zrn = makeZrn(region, newUuid());
       try {
         await db.transaction().execute(async (trx) => {
           const inserted = await insertCreationRequest(trx, {
@@ -312,23 +294,31 @@ export function createCustomerAccountsService(deps: DomainDeps) {
             platform_code: platformCode,
             participant_code: holder,
             account_label: body.account_label,
-            ...content,
+            region,
+            type: body.type,
+            tier: body.tier,
+            prefunded: body.prefunded ?? true,
+            tenants,
+            financial_advisors: advisors,
             accepted_at: acceptedAt,
           });
           if (!inserted) {
+            // The pair was submitted before (this read sees the committed row that the insert waited for).
             const earlier = await findCreationRequest(trx, platformCode, holder, body.account_label);
-            if (earlier && sameContent(contentOf(earlier), content)) return; // a replay: nothing new
-            throw conflict(
-              `customer account for ${holder} with account_label ${body.account_label} was already requested with different details`,
+            throw duplicatePair(
+              holder,
+              body.account_label,
+              earlier && { zrn: earlier.zrn, pending: earlier.applied_at === null },
             );
           }
           // Claim every (participant, label) pair now, so that a concurrent claim of one of them fails here.
           const claimed = await findMemberships(trx, platformCode, [holder, ...tenants], body.account_label);
           for (const membership of claimed) {
             if (membership.participant_code === holder && membership.role === 'holder') {
-              throw conflict(
-                `customer account for ${holder} with account_label ${body.account_label} already exists`,
-              );
+              throw duplicatePair(holder, body.account_label, {
+                zrn: membership.zrn,
+                pending: membership.effective_at === null,
+              });
             }
             throw membershipConflict(
               membership.participant_code === holder ? 'participant_code' : 'tenants',
@@ -357,7 +347,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       } catch (error) {
         throw uniqueViolationToConflict(
           error,
-          `customer account for ${holder} with account_label ${body.account_label}: a conflicting request was accepted first`,
+          `customer account for (participant_code ${holder}, account_label ${body.account_label}): a conflicting request was accepted first`,
         );
       }
     },
@@ -370,8 +360,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       return db.transaction().execute(async (trx) => {
         const request = await lockPendingCreationRequest(trx, platformCode, requestId);
         if (!request) return null;
-        const now = clock.now();
-        const at = new Date(now);
+        const at = new Date(clock.now());
         const row = await trx
           .insertInto('customer_accounts')
           .values({
@@ -391,9 +380,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
           .executeTakeFirstOrThrow();
         await activateAccountMemberships(trx, platformCode, request.zrn, at);
         await markCreationApplied(trx, request.request_id, at);
-        const details = await accountDetailsOf(trx, row);
-        await recordAccountNotification(trx, details, now);
-        return details;
+        return recordAccountNotification(trx, row);
       });
     },
 

@@ -14,7 +14,6 @@ import {
   type CustomerAccountRow,
 } from './customer-accounts.repository.ts';
 import {
-  accountDetailsOf,
   membershipConflict,
   recordAccountNotification,
   requirePlatformAccount,
@@ -54,8 +53,7 @@ export function createTenantsService(deps: DomainDeps) {
       if (!account) return false;
       const change = await oldestPendingChange(trx, platformCode, zrn);
       if (!change) return false;
-      const now = clock.now();
-      const at = new Date(now);
+      const at = new Date(clock.now());
       if (change.change === 'add') {
         await activateMembership(trx, platformCode, zrn, change.participant_code, at);
       } else {
@@ -63,8 +61,7 @@ export function createTenantsService(deps: DomainDeps) {
       }
       await markChangeApplied(trx, change.change_id, at);
       // wire-contract §5: the account notification, when a tenant change takes effect, commits with it.
-      const details = await accountDetailsOf(trx, account);
-      await recordAccountNotification(trx, details, now);
+      await recordAccountNotification(trx, account);
       return true;
     });
   }

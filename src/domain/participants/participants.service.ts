@@ -337,7 +337,11 @@ export function createParticipantsService(deps: DomainDeps) {
       return participantView(row);
     },
 
-    /** A status change and its participant_status_changed notification commit together. */
+    /**
+     * Sets the status and reason code. wire-contract §5 "participant on status change": a status change and
+     * its participant_status_changed notification commit together; a new reason code under the same status
+     * is recorded without a notification.
+     */
     async setStatus(
       participantCode: string,
       status: ParticipantStatus,
@@ -352,14 +356,16 @@ export function createParticipantsService(deps: DomainDeps) {
           .executeTakeFirst();
         if (!current || current.kind === 'platform')
           throw notFound(`participant ${participantCode} not found`);
-        if (current.status === status && (reasonCode ?? null) === current.reason_code) return current;
+        const reason = reasonCode ?? null;
+        if (current.status === status && reason === current.reason_code) return current;
+        const now = clock.now();
         const updated = await trx
           .updateTable('participants')
-          .set({ status, reason_code: reasonCode ?? null, updated_at: new Date(clock.now()) })
+          .set({ status, reason_code: reason, updated_at: new Date(now) })
           .where('participant_code', '=', participantCode)
           .returningAll()
           .executeTakeFirstOrThrow();
-        await recordParticipantStatus(trx, updated, clock.now());
+        if (updated.status !== current.status) await recordParticipantStatus(trx, updated, now);
         return updated;
       });
       return participantView(row);

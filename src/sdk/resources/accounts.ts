@@ -52,8 +52,10 @@ export class AccountsResource {
 
   /**
    * `POST /accounts`: asks for a customer account; 202 `{}`. The account is created in the background and
-   * announced by a `customer_account_status_changed` webhook carrying its zrn. Idempotent on
-   * (participant_code, account_label): sending the same request again is safe.
+   * announced by a `customer_account_status_changed` webhook carrying its zrn. The pair (participant_code,
+   * account_label) is the idempotence check, as the vendor's: a second submission of a pair gets 409
+   * (`SvcConflictError`) naming the pair and the account's zrn, so after a 502/504 that 409 means the first
+   * submission was accepted.
    *
    * @example
    * await client.accounts.create({ participant_code: 'PAR001', account_label: 'joint', type: 'jtic', tier: 'pro', tenants: ['PAR002'] });
