@@ -42,8 +42,41 @@ const FundAssetForm = Type.String({
 
 // ---- POST /client_auth_token (spec 4.3) ----
 
+/** A non-negative decimal string (the amounts of the vendor's token request). */
+const Amount = Type.String({ pattern: '^(0|[1-9][0-9]*)(\\.[0-9]+)?$', description: 'decimal string' });
+const Text = Type.String({ minLength: 1, maxLength: 200 });
+
+/** The vendor's fee terms of the crypto buy and sell SDKs (custom_fees_and_spreads.crypto_buy/crypto_sell). */
+const SdkFeesAndSpread = Type.Object(
+  {
+    spread_bps: Type.Optional(Amount),
+    fees: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            type: Type.Optional(Type.Enum(['bps', 'notional'] as const)),
+            amount: Type.Optional(Amount),
+            name: Type.Optional(Text),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * The vendor's ClientAuthTokenRequestBody: every field of every SDK variant (ClientAuthTokenFull), so that a
+ * vendor client's request works unchanged. This service serves the Account Funding SDK only; what it uses is
+ * `participant_code`, `permissions`, `reference_id` and `deposit_details.account_label`. The other fields
+ * configure the vendor's other SDK experiences (onboarding, payments, withdrawals, buy and sell) or its SDK
+ * screens; they are type-checked and not used, as each one says. Any other field → 400 "is not allowed".
+ */
 export const ClientAuthTokenBody = Type.Object(
   {
+    // Vendor: "either participant_code or email"; the email alone serves the onboarding SDK, which creates the
+    // participant. Every experience this service serves is for an existing participant, so it is required.
     participant_code: Type.String({ minLength: 6, maxLength: 6, description: 'participant of the platform' }),
     permissions: Type.Array(Type.Enum([...CLIENT_TOKEN_PERMISSIONS]), {
       minItems: 1,
@@ -53,8 +86,55 @@ export const ClientAuthTokenBody = Type.Object(
     reference_id: Type.Optional(Reference),
     deposit_details: Type.Optional(
       Type.Object(
-        { account_label: AccountLabel },
+        {
+          account_label: AccountLabel,
+          // Platform-owned wallet of the vendor's `crypto-deposits` experience: deposits here always go to
+          // this service's own deposit addresses, so not used.
+          external_wallet_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+          // An amount the vendor's SDK screen pre-fills; there is no SDK screen here, so not used.
+          deposit_amount: Type.Optional(Amount),
+          // Vendor: "Only USD is supported".
+          denominated_currency: Type.Optional(Type.Enum(['USD'] as const)),
+        },
         { additionalProperties: false, description: 'the account the deposits fund (default general)' },
+      ),
+    ),
+    // Not used (other SDK experiences): contact details and OTP channel of the onboarding SDK, ...
+    email: Type.Optional(Type.String({ format: 'email', maxLength: 254 })),
+    phone_number: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    otp_verified: Type.Optional(Type.Enum(['email', 'sms'] as const)),
+    // ... the merchant and payment of the Payins SDK, ...
+    merchant_participant_code: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+    payment_details: Type.Optional(
+      Type.Object({ purchase_amount: Amount, denominated_currency: Text }, { additionalProperties: false }),
+    ),
+    // ... the withdrawal of the withdrawal and payout SDKs, ...
+    withdrawal_details: Type.Optional(
+      Type.Object(
+        {
+          quoted_asset: Text,
+          withdrawal_request_amount: Amount,
+          external_account_id: Text,
+          account_label: Type.Optional(AccountLabel),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    // ... the end user's device (the vendor's SDK risk checks), ...
+    client_device_info: Type.Optional(
+      Type.Object(
+        {
+          ip_address: Type.String({ minLength: 1, maxLength: 64 }),
+          location: Type.String({ minLength: 1, maxLength: 16, description: 'ISO 3166-2, e.g. US-IL' }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    // ... and the fee terms of the buy and sell SDKs.
+    custom_fees_and_spreads: Type.Optional(
+      Type.Object(
+        { crypto_buy: Type.Optional(SdkFeesAndSpread), crypto_sell: Type.Optional(SdkFeesAndSpread) },
+        { additionalProperties: false },
       ),
     ),
   },

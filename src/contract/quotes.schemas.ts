@@ -6,7 +6,9 @@ import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
  * Liquidity and convert-and-withdraw quotes (spec 4.6, wire-contract §7), in the vendor's shapes
  * (PostRequestForQuoteBody, GetRequestForQuoteResponse, PostExecuteQuoteBody, PostExecuteQuoteResponse,
  * PostCWRequestForQuoteBody, CWQuoteEntity, PostCWExecuteQuoteBody, PostCWExecuteQuoteResponse).
- * Shared by the routes and the SDK.
+ * Shared by the routes and the SDK. Every field of the vendor's request shapes (query and body) is accepted
+ * with the vendor's type, so that a vendor client's request works unchanged; a field this service has no use
+ * for says so where it is declared. Any other field is refused (400 "is not allowed").
  */
 
 /** Largest number of decimal places of a computed amount; inputs may not carry more. */
@@ -22,6 +24,8 @@ export const SPREAD_PATTERN = '^(0|[1-9][0-9]{0,3})(\\.[0-9]{1,4})?$';
 /** An asset, optionally with its network (`USDC.ETH`); balances are held in the asset without it. */
 export const UNDERLYING_PATTERN = '^[A-Z0-9]{1,12}(\\.[A-Z0-9]{1,12})?$';
 export const CURRENCY_PATTERN = '^[A-Z0-9]{1,12}$';
+/** A non-negative decimal string (fee amounts of the vendor's request shapes). */
+const UNSIGNED_DECIMAL_PATTERN = '^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$';
 
 export const SIDES = ['buy', 'sell'] as const;
 export type Side = (typeof SIDES)[number];
@@ -44,7 +48,8 @@ const AccountLabel = Type.String({
 });
 const Spread = Type.String({ pattern: SPREAD_PATTERN, description: 'spread in basis points' });
 
-const liquidityQuoteFields = {
+/** Fields every RFQ has, liquidity or convert and withdraw. */
+const quoteFields = {
   side: Side,
   underlying: Underlying,
   quoted_currency: QuotedCurrency,
@@ -55,21 +60,115 @@ const liquidityQuoteFields = {
   spread: Type.Optional(Spread),
 };
 
-/** `GET /liquidity/rfq` query and `POST /liquidity/rfq` body; exactly one of quantity and total. */
-export const LiquidityQuoteRequest = Type.Object(liquidityQuoteFields, { additionalProperties: false });
-export type LiquidityQuoteRequest = Static<typeof LiquidityQuoteRequest>;
+/** The vendor's `quote_expiry` windows and their length (honoured: the quote expires after it). */
+export const QUOTE_EXPIRY_WINDOWS_MS = {
+  '5s': 5_000,
+  '30s': 30_000,
+  '1m': 60_000,
+  '5m': 300_000,
+  '10m': 600_000,
+  '15m': 900_000,
+} as const;
+export type QuoteExpiryWindow = keyof typeof QUOTE_EXPIRY_WINDOWS_MS;
 
-/** `GET /convert_withdraw/rfq` query and `POST /convert_withdraw/rfq` body. */
-export const ConvertWithdrawQuoteRequest = Type.Object(
+/**
+ * The vendor's DynamicFeeRequest, type-checked here. This service charges no custom fees (its quotes carry no
+ * fee fields), so the quotes service refuses a non-empty `fees` by name rather than not charge them.
+ */
+const DynamicFee = Type.Object(
   {
-    ...liquidityQuoteFields,
-    withdrawal_address: Type.String({ minLength: 1, maxLength: 200 }),
-    destination_tag: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    no_destination_tag: Type.Optional(Type.Boolean()),
+    name: Type.String({ minLength: 1, maxLength: 100 }),
+    amount: Type.String({ pattern: UNSIGNED_DECIMAL_PATTERN, description: 'decimal string' }),
+    type: Type.Optional(Type.Enum(['notional', 'bps'] as const)),
   },
   { additionalProperties: false },
 );
+
+/** The vendor's payment processor metadata (a PSP's name and payment id); accepted and not used. */
+const PaymentProcessor = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+
+/** `GET /liquidity/rfq` query: every parameter of the vendor's operation. */
+const liquidityQuoteFields = {
+  ...quoteFields,
+  // Vendor: a commission in basis points, mutually exclusive with `spread`, only for platforms with the
+  // commission feature. No platform here has it: type-checked here, refused by name by the quotes service.
+  commission: Type.Optional(
+    Type.String({ pattern: SPREAD_PATTERN, description: 'commission in basis points (not available)' }),
+  ),
+  // Honoured: the quote expires after this window instead of the platform's quote expiry.
+  quote_expiry: Type.Optional(
+    Type.Enum(Object.keys(QUOTE_EXPIRY_WINDOWS_MS) as QuoteExpiryWindow[], {
+      description: 'how long the quote can be executed; default: the platform quote expiry',
+    }),
+  ),
+};
+
+/** `GET /liquidity/rfq` query; exactly one of quantity and total. */
+export const LiquidityQuoteRequest = Type.Object(liquidityQuoteFields, { additionalProperties: false });
+export type LiquidityQuoteRequest = Static<typeof LiquidityQuoteRequest>;
+
+/** `POST /liquidity/rfq` body (the vendor's PostRequestForQuoteBody): the query's fields and the body-only ones. */
+export const LiquidityQuoteBody = Type.Object(
+  {
+    ...liquidityQuoteFields,
+    fees: Type.Optional(Type.Array(DynamicFee, { maxItems: 5 })),
+    payment_processor: Type.Optional(PaymentProcessor),
+    // STANDARD is the only settlement this service (and the vendor) has: honoured by being what happens.
+    settlement_type: Type.Optional(Type.Enum(['STANDARD'] as const)),
+  },
+  { additionalProperties: false },
+);
+export type LiquidityQuoteBody = Static<typeof LiquidityQuoteBody>;
+
+/** `GET /convert_withdraw/rfq` query: every parameter of the vendor's operation. */
+const convertWithdrawQuoteFields = {
+  ...quoteFields,
+  withdrawal_address: Type.String({ minLength: 1, maxLength: 200 }),
+  destination_tag: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  no_destination_tag: Type.Optional(Type.Boolean()),
+  // Honoured: with `total`, total_notional equals the total, the network fee included.
+  fee_inclusive: Type.Optional(Type.Boolean()),
+  // The beneficiary of the withdrawal (travel-rule data for the vendor's compliance checks). This service
+  // sends nothing on-chain and keeps no travel-rule records, so they are type-checked and not used.
+  beneficiary_participant_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  beneficiary_first_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  beneficiary_last_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  beneficiary_business_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+};
+
+/** `GET /convert_withdraw/rfq` query. */
+export const ConvertWithdrawQuoteRequest = Type.Object(convertWithdrawQuoteFields, {
+  additionalProperties: false,
+});
 export type ConvertWithdrawQuoteRequest = Static<typeof ConvertWithdrawQuoteRequest>;
+
+/** `POST /convert_withdraw/rfq` body (the vendor's PostCWRequestForQuoteBody). */
+export const ConvertWithdrawQuoteBody = Type.Object(
+  {
+    ...convertWithdrawQuoteFields,
+    fees: Type.Optional(Type.Array(DynamicFee, { maxItems: 5 })),
+    payment_processor: Type.Optional(PaymentProcessor),
+    // EVM smart-contract call metadata; no chain is connected (DESIGN §1), so it is accepted and not used.
+    contract_execution: Type.Optional(
+      Type.Object(
+        {
+          contract_id: Type.Optional(Type.String({ minLength: 3, maxLength: 200 })),
+          contract_address: Type.Optional(Type.String({ minLength: 3, maxLength: 200 })),
+          payload: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ConvertWithdrawQuoteBody = Static<typeof ConvertWithdrawQuoteBody>;
 
 export const OboParticipant = Type.Object({
   participant_code: Type.String(),
@@ -114,12 +213,48 @@ export type ConvertWithdrawQuote = Static<typeof ConvertWithdrawQuote>;
 export const LiquidityQuoteResponse = Envelope(LiquidityQuote);
 export const ConvertWithdrawQuoteResponse = Envelope(ConvertWithdrawQuote);
 
-/** `POST /liquidity/execute` and `POST /convert_withdraw/execute` body. */
+/**
+ * The vendor's ACH funding details of an execution. This service has no ACH (trades settle on the
+ * participant's balance), so they are type-checked and not used.
+ */
+const FundingDetails = Type.Union([
+  Type.Object(
+    { inbound_reference_id: Type.String({ minLength: 1, maxLength: 200 }) },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      external_account_id: Type.String({ minLength: 1, maxLength: 200 }),
+      description: Type.String({ maxLength: 10 }),
+      bank_fee: Type.String({ pattern: UNSIGNED_DECIMAL_PATTERN, description: 'decimal string' }),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+const executeFields = {
+  quote_id: Type.String({ minLength: 1, maxLength: 100 }),
+  // Vendor: a withdrawal record created before the execution. This service creates the withdrawal request
+  // with the trade (convert and withdraw) and has no other, so the id is type-checked and not used.
+  withdrawal_request_id: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  funding_details: Type.Optional(FundingDetails),
+};
+
+/** `POST /liquidity/execute` body (the vendor's PostExecuteQuoteBody). */
 export const ExecuteQuoteBody = Type.Object(
-  { quote_id: Type.String({ minLength: 1, maxLength: 100 }) },
+  {
+    ...executeFields,
+    // Vendor: force an allocation even when the quote expired. Not honoured: wire-contract §7 makes an
+    // expired quote a 404 and allows at most one trade per quote; type-checked and not used.
+    always_allocate: Type.Optional(Type.Boolean()),
+  },
   { additionalProperties: false },
 );
 export type ExecuteQuoteBody = Static<typeof ExecuteQuoteBody>;
+
+/** `POST /convert_withdraw/execute` body (the vendor's PostCWExecuteQuoteBody). */
+export const ConvertWithdrawExecuteBody = Type.Object(executeFields, { additionalProperties: false });
+export type ConvertWithdrawExecuteBody = Static<typeof ConvertWithdrawExecuteBody>;
 
 const ExecutionStatus = Type.Enum(['Completed'] as const, {
   description: 'the trade was booked (accepted); settlement follows',

@@ -150,16 +150,38 @@ test("another platform's participant is unknown: 400 naming participant_code (wi
   assert.equal(sessions.length, 0);
 });
 
-test('without a price for the asset the quote is refused as transient (503), opening nothing', async () => {
+test('without a price for the asset → 400 naming fund_asset (a configuration gap, not a retryable 503), opening nothing', async () => {
   const fresh = await startTestService();
   try {
     const { platform, client } = await fresh.newPlatform();
     const { code } = await newAccountHolder(fresh, platform.platform_code);
-    const res = await client.send('POST', '/fund/rfq', {
-      body: { participant_code: code, fund_asset: 'SOL.SOL' },
+    const res = await client.send<{ errors: string[] }>('POST', '/fund/rfq', {
+      body: { participant_code: code, fund_asset: 'SOL.SOL', client_fund_id: 'no-price' },
     });
-    assert.equal(res.status, 503);
-    assert.equal(res.headers.get('svc-allow-retry'), 'true');
+    assert.equal(res.status, 400, JSON.stringify(res.body));
+    assert.deepEqual(res.body.errors, ['fund_asset: no SOL/USD price']);
+    assert.equal(res.headers.get('svc-allow-retry'), null);
+    const opened = await fresh.runtime.store.db
+      .selectFrom('funding_sessions')
+      .select('session_id')
+      .where('participant_code', '=', code)
+      .execute();
+    const addresses = await fresh.runtime.store.db
+      .selectFrom('deposit_addresses')
+      .select('address')
+      .where('participant_code', '=', code)
+      .execute();
+    assert.deepEqual([opened.length, addresses.length], [0, 0]);
+
+    // Listed with the request's other problems, like every business check of this route.
+    const both = await client.send<{ errors: string[] }>('POST', '/fund/rfq', {
+      body: { participant_code: 'ZZZZZZ', fund_asset: 'BTC.BTC' },
+    });
+    assert.equal(both.status, 400);
+    assert.deepEqual(both.body.errors, [
+      'participant_code: participant ZZZZZZ not found',
+      'fund_asset: no BTC/USD price',
+    ]);
   } finally {
     await fresh.close();
   }

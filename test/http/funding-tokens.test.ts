@@ -101,7 +101,7 @@ describe('POST /client_auth_token', () => {
         participant_code: 'AB',
         permissions: ['fwc', 'nope'],
         reference_id: 'x'.repeat(51),
-        email: 'a@b.c',
+        email: 'not-an-email',
       },
     });
     assert.equal(res.status, 400);

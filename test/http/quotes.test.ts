@@ -182,11 +182,12 @@ describe('bad requests name every bad field', () => {
 
   test('a query string is checked the same way', async () => {
     const res = await client.send<{ errors: string[] }>('GET', '/liquidity/rfq', {
-      query: { side: 'buy', underlying: 'BTC', quantity: '1.5x', commission: '5' },
+      // `commission` is the vendor's (accepted, a basis-point string); `bonus` is nobody's.
+      query: { side: 'buy', underlying: 'BTC', quantity: '1.5x', commission: '5%', bonus: '5' },
     });
     assert.equal(res.status, 400);
     const fields = res.body.errors.map((e) => e.split(':')[0]).sort();
-    assert.deepEqual(fields, ['commission', 'quantity', 'quoted_currency']);
+    assert.deepEqual(fields, ['bonus', 'commission', 'quantity', 'quoted_currency']);
   });
 
   test('business rules: exactly one of quantity and total, positive amounts, distinct assets, known participant', async () => {

@@ -15,10 +15,10 @@ import {
 } from '../helpers/funding-fixtures.ts';
 
 /**
- * Issue 6 point 6 (wire-contract §5): an SDK funding session with no deposit within the expiry time produces a
- * deposit_fund_complete notification with success:false, reason `deposit session has expired.` and the
- * session's reference. The expiry is configured short and the job worker runs in the service; the tests poll
- * with a deadline instead of sleeping.
+ * Issue 6 point 6 (wire-contract §5, §6): a funding session, opened by an SDK token with `fwc` or by a fund
+ * quote, with no deposit within the expiry time produces a deposit_fund_complete notification with
+ * success:false, reason `deposit session has expired.` and the session's reference. The expiry is configured
+ * short and the job worker runs in the service; the tests poll with a deadline instead of sleeping.
  */
 const EXPIRY_MS = 1_500;
 let svc: TestService;
@@ -90,51 +90,95 @@ test('a token session with no deposit is reported expired, with its reference, o
   assert.equal((await expiryEvents(sessionId)).length, 1);
 });
 
-test('a deposit within the expiry time: the session does not expire', async () => {
+test('a deposit within the expiry time: its session does not expire; an older session without one does', async () => {
   const { code } = await newAccountHolder(svc, platform.platform.platform_code);
-  const address = (await fundQuote(platform.client, { participant_code: code, fund_asset: 'BTC.BTC' }))
-    .deposit_address;
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'BTC.BTC',
+    client_fund_id: 'superseded-quote',
+  });
   const { deposit_intent_id } = await clientToken(platform.client, {
     participant_code: code,
     reference_id: 'paid-in-time',
   });
   const event = await recordDeposit(svc, {
-    deposit_address: address,
+    deposit_address: quote.deposit_address,
     quantity: '0.01',
     transaction_id: txId(),
   });
   assert.equal(event.reference_id, 'paid-in-time');
 
   await eventually(async () => !(await jobPending(deposit_intent_id!)), 'the expiry job to run');
+  await eventually(
+    async () => !(await jobPending(quote.request_id)),
+    "the quote session's expiry job to run",
+  );
   assert.equal((await expiryEvents(deposit_intent_id!)).length, 0);
+  // The deposit carries the most recent session (wire-contract §6), so the quote's session had none.
+  assert.equal((await expiryEvents(quote.request_id)).length, 1);
   const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
   assert.deepEqual(
-    notes.filter((n) => n.payload.participant_code === code).map((n) => n.payload.success),
-    [true],
+    notes
+      .filter((n) => n.payload.participant_code === code)
+      .map((n) => [n.payload.success, n.payload.reference_id]),
+    [
+      [true, 'paid-in-time'],
+      [false, 'superseded-quote'],
+    ],
   );
 });
 
-test('only token sessions with fwc expire: a quote session or a token without fwc schedules nothing', async () => {
+test('a fund quote session expires like a token session: same delay, same job, reference = client_fund_id', async () => {
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code, 'savings');
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    account_label: 'savings',
+    client_fund_id: 'checkout-4711',
+  });
+  const sessionId = quote.request_id;
+  assert.ok(await jobPending(sessionId), 'the expiry job is enqueued with the session');
+  const session = await svc.runtime.store.db
+    .selectFrom('funding_sessions')
+    .select(['opened_at', 'expires_at', 'source'])
+    .where('session_id', '=', sessionId)
+    .executeTakeFirstOrThrow();
+  assert.equal(session.source, 'fund_rfq');
+  assert.equal(session.expires_at!.getTime() - session.opened_at.getTime(), EXPIRY_MS);
+
+  const note = await eventually(async () => {
+    const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
+    return notes.find((n) => n.payload.participant_code === code);
+  }, 'the expiry notification');
+  const payload = note.payload as FundEvent & { reason?: string };
+  assert.equal(payload.success, false);
+  assert.equal(payload.status_reason, 'deposit session has expired.');
+  assert.equal(payload.reason, 'deposit session has expired.');
+  assert.equal(payload.reference_id, 'checkout-4711');
+  assert.equal(payload.account_label, 'savings');
+  assert.equal(payload.fund_asset, 'ETH.ETH');
+  assert.equal(note.resource_key, `fund:${payload.fund_id}`);
+  assertVendorSchema(payload, 'GetFundTransactionsEntity');
+
+  const listed = await platform.client.request<{ message: FundEvent[] }>('GET', '/fund/transactions', {
+    query: { reference_id: 'checkout-4711' },
+  });
+  const { reason: _reason, ...event } = payload;
+  assert.deepEqual(listed.message, [event]);
+
+  await eventually(async () => !(await jobPending(sessionId)), 'the job to finish');
+  assert.equal(await svc.runtime.services.funding.expireSession(sessionId), null);
+  assert.equal((await expiryEvents(sessionId)).length, 1);
+});
+
+test('a token without fwc opens no session and schedules nothing', async () => {
   const { code } = await newAccountHolder(svc, platform.platform.platform_code);
-  const quote = await fundQuote(platform.client, { participant_code: code, fund_asset: 'ETH.ETH' });
-  assert.equal(await jobPending(quote.request_id), false);
   await clientToken(platform.client, { participant_code: code, permissions: ['onboarding'] });
-  const jobs = await svc.runtime.store.db
-    .withSchema('graphile_worker')
-    .selectFrom('jobs' as never)
-    .select('key' as never)
-    .where('task_identifier' as never, '=', 'funding.expire_session' as never)
-    .execute();
   const sessions = await svc.runtime.store.db
     .selectFrom('funding_sessions')
     .select('session_id')
     .where('participant_code', '=', code)
     .execute();
-  assert.deepEqual(
-    sessions.map((s) => s.session_id),
-    [quote.request_id],
-    'the token without fwc opened no session',
-  );
-  assert.ok(!jobs.some((j) => (j as { key: string }).key === jobKey(quote.request_id)));
-  assert.equal(await svc.runtime.services.funding.expireSession(quote.request_id), null);
+  // The expiry job belongs to a session (its key is the session's), so no session means no job.
+  assert.deepEqual(sessions, [], 'the token without fwc opened no session');
 });

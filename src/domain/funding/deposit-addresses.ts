@@ -58,6 +58,21 @@ export function toChecksumAddress(hex40: string): string {
   return out;
 }
 
+const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const UPPER_CASE_BECH32 = /^BC1[02-9AC-HJ-NP-Z]+$/;
+
+/**
+ * The form an address a caller names (a chain indexer's deposit, a filter) is stored in, where the network
+ * does not distinguish letter case: an EVM address (`0x` + 40 hex digits) in any case is the same account, so
+ * it is compared in its EIP-55 form, the form this service issues; a bech32 address is all lower or all upper
+ * case (BIP-173), and is issued in lower case. Anything else (base58 is case-sensitive) is left as sent.
+ */
+export function canonicalDepositAddress(address: string): string {
+  if (EVM_ADDRESS.test(address)) return toChecksumAddress(address.slice(2));
+  if (UPPER_CASE_BECH32.test(address)) return address.toLowerCase();
+  return address;
+}
+
 /** Whether `address` is well-formed for the format (used by tests and to refuse garbage early). */
 export function isValidAddress(format: AddressFormat, address: string): boolean {
   try {

@@ -5,8 +5,8 @@ import { EXPIRE_SESSION_TASK, type FundingService } from './funding.service.ts';
 
 /**
  * Background work of account funding (DESIGN §2 "Workers": session expiry). The job is enqueued in the
- * transaction that opens an SDK funding session, to run when the session expires (wire-contract §5); it is
- * idempotent, so a retry or a second worker reports the expiry at most once.
+ * transaction that opens a funding session (SDK token with `fwc`, or fund quote), to run when the session
+ * expires (wire-contract §5); it is idempotent, so a retry or a second worker reports the expiry at most once.
  */
 export const ExpireSessionJob = Type.Object({ session_id: Type.String({ format: 'uuid' }) });
 export type ExpireSessionJob = Static<typeof ExpireSessionJob>;

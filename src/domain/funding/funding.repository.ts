@@ -124,7 +124,10 @@ export async function setLastFundAsset(trx: Executor, address: string, fundAsset
     .execute();
 }
 
-/** Operator ingestion (not platform-scoped: the chain indexer knows only the address). */
+/**
+ * Operator ingestion (not platform-scoped: the chain indexer knows only the address). `address` is in its
+ * stored form: callers pass what `canonicalDepositAddress` makes of the caller's text.
+ */
 export function findAddress(db: Executor, address: string) {
   return db.selectFrom('deposit_addresses').selectAll().where('address', '=', address).executeTakeFirst();
 }

@@ -26,7 +26,6 @@ import {
   pgErrorCode,
   PG_UNIQUE_VIOLATION,
   unauthenticated,
-  unavailable,
 } from '../errors.ts';
 import { findParticipant } from '../participants/participants.repository.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
@@ -39,7 +38,7 @@ import {
   type ClientTokenClaims,
   type ClientTokenSigner,
 } from './client-token-signer.ts';
-import { depositAddressKey, deriveDepositAddress } from './deposit-addresses.ts';
+import { canonicalDepositAddress, depositAddressKey, deriveDepositAddress } from './deposit-addresses.ts';
 import {
   FUND_ASSETS,
   FUND_NETWORKS,
@@ -52,12 +51,12 @@ import * as repo from './funding.repository.ts';
 /**
  * Account funding (issue 6): SDK tokens (spec 4.3, wire-contract §6), fund quotes with deposit addresses
  * (spec 4.4), deposits recorded as fund events (spec 2.2) with their balance credit and webhook, the funding
- * reference (spec 2.3) and the expiry of SDK sessions without a deposit (wire-contract §5).
+ * reference (spec 2.3) and the expiry of funding sessions without a deposit (wire-contract §5).
  */
 export const EXPIRE_SESSION_TASK = 'funding.expire_session';
 /** wire-contract §6: tokens live one hour. */
 export const CLIENT_TOKEN_LIFETIME_MS = 60 * 60_000;
-/** wire-contract §5: the reason an expired SDK session is reported with. */
+/** wire-contract §5: the reason an expired funding session is reported with. */
 export const SESSION_EXPIRED_REASON = 'deposit session has expired.';
 const DEFAULT_ACCOUNT_LABEL = 'general';
 const BPS = 10_000;
@@ -181,8 +180,8 @@ export function createFundingService(deps: DomainDeps) {
     },
   ) {
     const sessionId = newUuid();
-    const expiresAt =
-      input.source === 'client_auth_token' ? input.openedAt + config.fundingSessionExpiryMs : null;
+    // wire-contract §5, §6: every funding session, from either entry point, expires when no deposit arrives.
+    const expiresAt = input.openedAt + config.fundingSessionExpiryMs;
     await repo.insertSession(trx, {
       session_id: sessionId,
       platform_code: input.platformCode,
@@ -193,18 +192,16 @@ export function createFundingService(deps: DomainDeps) {
       fund_asset: input.fundAsset ?? null,
       token_jti: input.tokenJti ?? null,
       opened_at: new Date(input.openedAt),
-      expires_at: expiresAt === null ? null : new Date(expiresAt),
+      expires_at: new Date(expiresAt),
     });
-    if (expiresAt !== null) {
-      // wire-contract §5: an SDK session with no deposit in the expiry time is reported expired; the job
-      // commits with the session.
-      await enqueueJob(
-        trx,
-        EXPIRE_SESSION_TASK,
-        { session_id: sessionId },
-        { runAt: new Date(expiresAt), jobKey: `funding-expiry:${sessionId}`, maxAttempts: 10 },
-      );
-    }
+    // wire-contract §5: a session with no deposit in the expiry time is reported expired; the job commits
+    // with the session.
+    await enqueueJob(
+      trx,
+      EXPIRE_SESSION_TASK,
+      { session_id: sessionId },
+      { runAt: new Date(expiresAt), jobKey: `funding-expiry:${sessionId}`, maxAttempts: 10 },
+    );
     return sessionId;
   }
 
@@ -293,15 +290,17 @@ export function createFundingService(deps: DomainDeps) {
       const accountLabel = body.account_label ?? DEFAULT_ACCOUNT_LABEL;
       const asset = supportedAssetOrProblem(body.fund_asset);
       const holder = await holderOrProblems(db, platformCode, body.participant_code, accountLabel);
+      const rate = typeof asset === 'string' ? null : await findPrice(db, asset.asset, QUOTED_CURRENCY);
       const problems = [
         ...(Array.isArray(holder) ? holder : []),
         ...(typeof asset === 'string' ? [asset] : []),
+        // The price source is the operator's (DESIGN §1). Without a price there is no rate to quote: a 400
+        // naming the field, as /liquidity/rfq answers, not a 503 that has SDKs retry a configuration gap.
+        ...(typeof asset !== 'string' && rate === null
+          ? [`fund_asset: no ${asset.asset}/${QUOTED_CURRENCY} price`]
+          : []),
       ];
-      if (problems.length > 0 || typeof asset === 'string') throw invalid(...problems);
-
-      const rate = await findPrice(db, asset.asset, QUOTED_CURRENCY);
-      // The price source is the operator's (DESIGN §1); without a price there is no rate to quote yet.
-      if (rate === null) throw unavailable(`no ${asset.asset}/${QUOTED_CURRENCY} price in the price source`);
+      if (problems.length > 0 || typeof asset === 'string' || rate === null) throw invalid(...problems);
       const platform = await findPlatform(db, platformCode);
       const now = clock.now();
       const referenceId = body.client_fund_id ?? '';
@@ -358,7 +357,7 @@ export function createFundingService(deps: DomainDeps) {
         problems.push('reason: is only allowed when success is false');
       const depositTimestamp = input.deposit_timestamp ?? now;
       if (depositTimestamp > now) problems.push('deposit_timestamp: must not be in the future');
-      const address = await repo.findAddress(db, input.deposit_address);
+      const address = await repo.findAddress(db, canonicalDepositAddress(input.deposit_address));
       let asset: ParsedFundAsset | undefined;
       if (address) {
         const network = FUND_NETWORKS[address.network]!;
@@ -499,13 +498,14 @@ export function createFundingService(deps: DomainDeps) {
     },
 
     /**
-     * The job of wire-contract §5: an SDK session with no deposit by its expiry becomes a failed fund event
-     * with reason `deposit session has expired.` and the session's reference. Runs at most once per session.
+     * The job of wire-contract §5: a funding session (SDK token with `fwc`, or fund quote) with no deposit by
+     * its expiry becomes a failed fund event with reason `deposit session has expired.` and the session's
+     * reference (`reference_id`, resp. `client_fund_id`). Runs at most once per session.
      */
     async expireSession(sessionId: string): Promise<FundEvent | null> {
       const found = await repo.findSession(db, sessionId);
-      if (!found || found.source !== 'client_auth_token' || found.expired_at || !found.expires_at)
-        return null;
+      // A fund quote session opened before fund quote sessions expired has no expiry time: never reported.
+      if (!found || found.expired_at || !found.expires_at) return null;
       return db.transaction().execute(async (trx) => {
         await repo.lockParticipantFunding(trx, found.participant_code);
         const session = await repo.lockSession(trx, sessionId);
@@ -547,6 +547,8 @@ export function createFundingService(deps: DomainDeps) {
      * platform's participant, fund event or address → 403 (wire-contract §9, as for a path).
      */
     async listFundTransactions(platformCode: string, query: FundTransactionsQuery) {
+      if (query.deposit_address !== undefined)
+        query = { ...query, deposit_address: canonicalDepositAddress(query.deposit_address) };
       const owners = await Promise.all([
         query.participant_code
           ? findParticipant(db, query.participant_code).then((p) => p?.platform_code)

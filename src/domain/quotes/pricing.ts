@@ -28,6 +28,11 @@ export interface QuoteInput {
   total?: string;
   /** Convert and withdraw: the network fee in the quoted currency, paid on top (buy). */
   networkFeeNotional?: string;
+  /**
+   * Vendor `fee_inclusive` (by total only): the total is the total notional, fees included, so the asset
+   * cost is the total less the fee (buy) or plus it (sell). Otherwise the fee comes on top of the total.
+   */
+  feeInclusive?: boolean;
 }
 
 export interface PricedQuote {
@@ -57,6 +62,7 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
   const price = house(new Exact(input.sourcePrice).times(buy ? spread.plus(1) : new Exact(1).minus(spread)));
   if (!price.gt(0)) return { field: 'quantity', problem: 'the spread leaves no positive price' };
 
+  const fee = new Exact(input.networkFeeNotional ?? 0);
   let quantity: Decimal;
   let assetCost: Decimal;
   if (input.quantity !== undefined) {
@@ -69,6 +75,10 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
     // By total: the participant spends (buy) or receives (sell) exactly the total; the quantity is what
     // that buys (rounded down) or what must be sold for it (rounded up).
     assetCost = new Exact(input.total!);
+    if (input.feeInclusive) {
+      assetCost = buy ? assetCost.minus(fee) : assetCost.plus(fee);
+      if (!assetCost.gt(0)) return { field: 'total', problem: 'does not cover the network fee' };
+    }
     quantity = buy ? down(new Floor(assetCost).div(price)) : up(new Ceil(assetCost).div(price));
     if (!quantity.gt(0)) {
       return {
@@ -77,7 +87,6 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
       };
     }
   }
-  const fee = new Exact(input.networkFeeNotional ?? 0);
   const totalNotional = buy ? assetCost.plus(fee) : assetCost.minus(fee);
   if (!totalNotional.gt(0)) return { field: 'quantity', problem: 'does not cover the network fee' };
   const spreadNotional = assetCost.minus(quantity.times(input.sourcePrice)).abs();

@@ -1,10 +1,11 @@
-import type {
-  ConvertWithdrawExecution,
-  ConvertWithdrawQuote,
-  ConvertWithdrawQuoteRequest,
-  LiquidityExecution,
-  LiquidityQuote,
-  LiquidityQuoteRequest,
+import {
+  QUOTE_EXPIRY_WINDOWS_MS,
+  type ConvertWithdrawExecution,
+  type ConvertWithdrawQuote,
+  type ConvertWithdrawQuoteBody,
+  type LiquidityExecution,
+  type LiquidityQuote,
+  type LiquidityQuoteBody,
 } from '../../contract/quotes.schemas.ts';
 import { Dec, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
@@ -27,8 +28,17 @@ import { claimQuoteForExecution, insertQuote, type QuoteRow } from './quotes.rep
 /** Convert and withdraw: the withdrawal's network fee. No chain is connected (DESIGN §1), so it is zero. */
 const NETWORK_FEE = '0';
 
-type QuoteRequest = LiquidityQuoteRequest &
-  Partial<Pick<ConvertWithdrawQuoteRequest, 'withdrawal_address' | 'destination_tag' | 'no_destination_tag'>>;
+/**
+ * Either kind's request, query or body. Fields of the vendor's shapes that this service does not use (fees,
+ * payment processor, beneficiary, …) are accepted by the contract and not read here; see quotes.schemas.ts.
+ */
+type QuoteRequest = LiquidityQuoteBody &
+  Partial<
+    Pick<
+      ConvertWithdrawQuoteBody,
+      'withdrawal_address' | 'destination_tag' | 'no_destination_tag' | 'fee_inclusive'
+    >
+  >;
 
 export function liquidityQuoteView(row: QuoteRow): LiquidityQuote {
   return {
@@ -95,6 +105,14 @@ export function createQuotesService(deps: DomainDeps) {
       const value = input[field];
       if (value !== undefined && !new Dec(value).gt(0)) errors.push(`${field}: must be greater than 0`);
     }
+    // The vendor's commission and custom fees are features of some platforms; no platform here has them. Money
+    // the platform means to charge is refused by name rather than silently not charged.
+    if (input.commission !== undefined) {
+      errors.push('commission: not available on this service (quotes carry a spread only)');
+    }
+    if ('fees' in input && Array.isArray(input.fees) && input.fees.length > 0) {
+      errors.push('fees: not available on this service (quotes carry no custom fees)');
+    }
     const asset = ledgerAsset(input.underlying);
     if (asset === input.quoted_currency) errors.push('quoted_currency: must differ from the underlying');
     if (kind === 'convert_withdraw') {
@@ -125,12 +143,17 @@ export function createQuotesService(deps: DomainDeps) {
       quantity: input.quantity,
       total: input.total,
       networkFeeNotional: kind === 'convert_withdraw' ? NETWORK_FEE : undefined,
+      feeInclusive: input.fee_inclusive === true,
     });
     if ('problem' in priced) throw invalid(`${priced.field}: ${priced.problem}`);
 
     const platform = await findPlatform(db, platformCode);
-    // wire-contract §7: the platform's own expiry, else the default (30 s).
-    const expiryMs = platform?.quote_expiry_ms ?? config.quoteExpiryMs;
+    // The request's vendor `quote_expiry` window, else (wire-contract §7) the platform's own expiry, else the
+    // default (30 s).
+    const expiryMs =
+      input.quote_expiry !== undefined
+        ? QUOTE_EXPIRY_WINDOWS_MS[input.quote_expiry]
+        : (platform?.quote_expiry_ms ?? config.quoteExpiryMs);
     const now = clock.now();
     return insertQuote(db, {
       quote_id: newUuid(),
@@ -209,14 +232,14 @@ export function createQuotesService(deps: DomainDeps) {
 
   return {
     /** `GET|POST /liquidity/rfq` */
-    async requestLiquidityQuote(platformCode: string, input: LiquidityQuoteRequest): Promise<LiquidityQuote> {
+    async requestLiquidityQuote(platformCode: string, input: LiquidityQuoteBody): Promise<LiquidityQuote> {
       return liquidityQuoteView(await createQuote(platformCode, 'liquidity', input));
     },
 
     /** `GET|POST /convert_withdraw/rfq` */
     async requestConvertWithdrawQuote(
       platformCode: string,
-      input: ConvertWithdrawQuoteRequest,
+      input: ConvertWithdrawQuoteBody,
     ): Promise<ConvertWithdrawQuote> {
       return convertWithdrawQuoteView(await createQuote(platformCode, 'convert_withdraw', input));
     },

@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import {
+  ConvertWithdrawExecuteBody,
   ConvertWithdrawExecutionResponse,
+  ConvertWithdrawQuoteBody,
   ConvertWithdrawQuoteRequest,
   ConvertWithdrawQuoteResponse,
   ExecuteQuoteBody,
   LiquidityExecutionResponse,
+  LiquidityQuoteBody,
   LiquidityQuoteRequest,
   LiquidityQuoteResponse,
 } from '../../contract/quotes.schemas.ts';
@@ -35,13 +38,13 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
     }),
   );
 
-  app.post<{ Body: LiquidityQuoteRequest }>(
+  app.post<{ Body: LiquidityQuoteBody }>(
     '/liquidity/rfq',
     {
       schema: {
         tags: liquidity,
         summary: 'Request a liquidity quote (exactly one of quantity and total)',
-        body: LiquidityQuoteRequest,
+        body: LiquidityQuoteBody,
         response: { 201: LiquidityQuoteResponse, ...publicErrorResponses },
       },
     },
@@ -81,13 +84,13 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
     }),
   );
 
-  app.post<{ Body: ConvertWithdrawQuoteRequest }>(
+  app.post<{ Body: ConvertWithdrawQuoteBody }>(
     '/convert_withdraw/rfq',
     {
       schema: {
         tags: convertWithdraw,
         summary: 'Request a quote to buy an asset and withdraw it to an address',
-        body: ConvertWithdrawQuoteRequest,
+        body: ConvertWithdrawQuoteBody,
         response: { 201: ConvertWithdrawQuoteResponse, ...publicErrorResponses },
       },
     },
@@ -97,13 +100,13 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
       }),
   );
 
-  app.post<{ Body: ExecuteQuoteBody }>(
+  app.post<{ Body: ConvertWithdrawExecuteBody }>(
     '/convert_withdraw/execute',
     {
       schema: {
         tags: convertWithdraw,
         summary: 'Execute a convert-and-withdraw quote: a trade and its withdrawal request',
-        body: ExecuteQuoteBody,
+        body: ConvertWithdrawExecuteBody,
         response: { 200: ConvertWithdrawExecutionResponse, ...publicErrorResponses },
       },
     },

@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { FundEvent } from '../../src/contract/funding.schemas.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import {
+  clientToken,
+  fundQuote,
+  newAccountHolder,
+  notificationsOf,
+  recordDeposit,
+  setPrices,
+  txId,
+} from '../helpers/funding-fixtures.ts';
+
+/**
+ * wire-contract §5, §6: a funding session opened by `POST /fund/rfq` expires exactly like one opened by
+ * `POST /client_auth_token` with `fwc`: after SVC_FUNDING_SESSION_EXPIRY_MS (30 min by default), by the same
+ * job, as a failed fund event `deposit session has expired.` carrying the session's reference, here the
+ * `client_fund_id`. The service runs on a manual clock and no worker: the test runs the job's work itself,
+ * as the worker would at the job's run time (the worker path is covered by
+ * test/integration/funding-session-expiry.test.ts).
+ */
+const MINUTE = 60_000;
+const EXPIRY_MS = 30 * MINUTE;
+const clock = new ManualClock(Date.now());
+let svc: TestService;
+let platform: PlatformFixture;
+before(async () => {
+  svc = await startTestService({ clock });
+  platform = await svc.newPlatform();
+  await setPrices(svc);
+});
+after(() => svc?.close());
+
+async function expiryJob(sessionId: string) {
+  return svc.runtime.store.db
+    .withSchema('graphile_worker')
+    .selectFrom('jobs' as never)
+    .select(['task_identifier' as never, 'run_at' as never])
+    .where('key' as never, '=', `funding-expiry:${sessionId}` as never)
+    .executeTakeFirst() as Promise<{ task_identifier: string; run_at: Date } | undefined>;
+}
+
+async function sessionTimes(sessionId: string) {
+  const row = await svc.runtime.store.db
+    .selectFrom('funding_sessions')
+    .select(['opened_at', 'expires_at'])
+    .where('session_id', '=', sessionId)
+    .executeTakeFirstOrThrow();
+  return { opened: row.opened_at.getTime(), expires: row.expires_at?.getTime() };
+}
+
+test('a fund quote session is scheduled to expire like a token session: same delay, same job', async () => {
+  assert.equal(svc.runtime.config.fundingSessionExpiryMs, EXPIRY_MS, 'the default is 30 min');
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'USDC.ETH',
+    client_fund_id: 'order-1',
+  });
+  clock.advance(1_000);
+  const token = await clientToken(platform.client, { participant_code: code, reference_id: 'widget-1' });
+
+  for (const sessionId of [quote.request_id, token.deposit_intent_id!]) {
+    const { opened, expires } = await sessionTimes(sessionId);
+    assert.equal(expires, opened + EXPIRY_MS, sessionId);
+    const job = await expiryJob(sessionId);
+    assert.ok(job, `expiry job of ${sessionId}`);
+    assert.equal(job.task_identifier, 'funding.expire_session');
+    assert.equal(new Date(job.run_at).getTime(), expires);
+  }
+});
+
+test('with no deposit, the quote session is reported expired with reference_id = client_fund_id, once', async () => {
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const openedAt = clock.now();
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'BTC.BTC',
+    client_fund_id: 'order-2',
+  });
+  clock.advance(EXPIRY_MS);
+
+  const event = await svc.runtime.services.funding.expireSession(quote.request_id);
+  assert.ok(event, 'the session expired');
+  assert.equal(event.success, false);
+  assert.equal(event.status_reason, 'deposit session has expired.');
+  assert.equal(event.reference_id, 'order-2');
+  assert.equal(event.participant_code, code);
+  assert.equal(event.fund_asset, 'BTC.BTC');
+  assert.equal(event.deposit_timestamp, openedAt + EXPIRY_MS);
+  assertVendorSchema(event, 'GetFundTransactionsEntity');
+
+  const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
+  const mine = notes.filter((n) => n.payload.participant_code === code);
+  assert.equal(mine.length, 1);
+  const { reason, ...payload } = mine[0]!.payload as FundEvent & { reason?: string };
+  assert.equal(reason, 'deposit session has expired.');
+  assert.deepEqual(payload, event);
+
+  const listed = await platform.client.request<{ message: FundEvent[] }>('GET', '/fund/transactions', {
+    query: { reference_id: 'order-2' },
+  });
+  assert.deepEqual(listed.message, [event]);
+
+  // The job may run again (a retry, a second worker): the expiry is reported once.
+  assert.equal(await svc.runtime.services.funding.expireSession(quote.request_id), null);
+});
+
+test('a deposit within the expiry time: the quote session does not expire', async () => {
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-3',
+  });
+  clock.advance(EXPIRY_MS - MINUTE);
+  const deposit = await recordDeposit(svc, {
+    deposit_address: quote.deposit_address,
+    quantity: '0.5',
+    transaction_id: txId(),
+  });
+  assert.equal(deposit.reference_id, 'order-3');
+  clock.advance(MINUTE);
+  assert.equal(await svc.runtime.services.funding.expireSession(quote.request_id), null);
+  const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
+  assert.deepEqual(
+    notes.filter((n) => n.payload.participant_code === code).map((n) => n.payload.success),
+    [true],
+  );
+});
