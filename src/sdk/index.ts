@@ -82,10 +82,12 @@ export {
   QuotesResource,
   type ConvertWithdrawExecution,
   type ConvertWithdrawQuote,
+  type ConvertWithdrawQuoteBody,
   type ConvertWithdrawQuoteRequest,
   type Executed,
   type LiquidityExecution,
   type LiquidityQuote,
+  type LiquidityQuoteBody,
   type LiquidityQuoteRequest,
 } from './resources/quotes.ts';
 export {

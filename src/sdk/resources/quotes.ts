@@ -1,9 +1,11 @@
 import type {
   ConvertWithdrawExecution,
   ConvertWithdrawQuote,
+  ConvertWithdrawQuoteBody,
   ConvertWithdrawQuoteRequest,
   LiquidityExecution,
   LiquidityQuote,
+  LiquidityQuoteBody,
   LiquidityQuoteRequest,
 } from '../../contract/quotes.schemas.ts';
 import type { Trade } from '../../contract/trades.schemas.ts';
@@ -14,9 +16,11 @@ import { TradesResource } from './trades.ts';
 export type {
   ConvertWithdrawExecution,
   ConvertWithdrawQuote,
+  ConvertWithdrawQuoteBody,
   ConvertWithdrawQuoteRequest,
   LiquidityExecution,
   LiquidityQuote,
+  LiquidityQuoteBody,
   LiquidityQuoteRequest,
 } from '../../contract/quotes.schemas.ts';
 
@@ -72,7 +76,7 @@ export class QuotesResource {
    * @example
    * const quote = await client.quotes.requestLiquidityQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.5', spread: '25' });
    */
-  requestLiquidityQuote(body: LiquidityQuoteRequest, options: CallOptions = {}): Promise<LiquidityQuote> {
+  requestLiquidityQuote(body: LiquidityQuoteBody, options: CallOptions = {}): Promise<LiquidityQuote> {
     return this.rfq<LiquidityQuote>('POST', '/liquidity/rfq', body, options);
   }
 
@@ -134,7 +138,7 @@ export class QuotesResource {
    * const quote = await client.quotes.requestConvertWithdrawQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.1', withdrawal_address: 'bc1q…' });
    */
   requestConvertWithdrawQuote(
-    body: ConvertWithdrawQuoteRequest,
+    body: ConvertWithdrawQuoteBody,
     options: CallOptions = {},
   ): Promise<ConvertWithdrawQuote> {
     return this.rfq<ConvertWithdrawQuote>('POST', '/convert_withdraw/rfq', body, options);
@@ -180,14 +184,16 @@ export class QuotesResource {
   private async rfq<Q>(
     method: 'GET' | 'POST',
     path: string,
-    params: LiquidityQuoteRequest | ConvertWithdrawQuoteRequest,
+    // A GET's query is the request shape (flat); a POST body may add the body-only fields.
+    params:
+      LiquidityQuoteRequest | ConvertWithdrawQuoteRequest | LiquidityQuoteBody | ConvertWithdrawQuoteBody,
     options: CallOptions,
   ): Promise<Q> {
     const response = await this.client.request<{ message: Q }>(
       method,
       path,
       method === 'GET'
-        ? { ...options, query: params as Record<string, QueryValue> }
+        ? { ...options, query: params as unknown as Record<string, QueryValue> }
         : { ...options, body: params },
     );
     return response.message;
