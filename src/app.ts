@@ -17,7 +17,7 @@ import type { RateLimiter } from './domain/ratelimit/rate-limiter.ts';
 import type { Services } from './domain/services.ts';
 import type { Clock } from './lib/clock.ts';
 import type { Store } from './store/database.ts';
-import { installErrorHandlers, sendNotFound } from './http/error-handler.ts';
+import { installErrorHandlers, sendNotFound, sendUnavailable } from './http/error-handler.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
@@ -92,7 +92,9 @@ export async function buildApp(
         ? given
         : randomUUID();
     },
-    return503OnClosing: true,
+    // Requests that arrive while closing get the wire-contract §3 503 from our hook below; Fastify's own
+    // has another body and no svc-allow-retry or X-REQUEST-ID.
+    return503OnClosing: false,
     // One log line per request, written on completion (below), instead of Fastify's two ("incoming request"
     // and "request completed"): logging was the largest cost the stack adds to a request (bench/foundation).
     disableRequestLogging: true,
@@ -136,6 +138,11 @@ export async function buildApp(
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+  });
+  // A request still arriving when the shutdown started: retryable, elsewhere (its connection closes).
+  app.addHook('onRequest', (_request, reply, done) => {
+    if (!closing) return done();
+    sendUnavailable(reply);
   });
   app.addHook('onSend', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,6 +68,24 @@ function freshConnection(url: string): Promise<'refused' | number> {
   });
 }
 
+/** A raw connection with the start of a request written; `finish` writes the rest and reads the answer. */
+async function startRequest(url: string, head: string): Promise<{ finish(rest: string): Promise<string> }> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await once(socket, 'connect');
+  socket.write(head);
+  let received = '';
+  socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+  const ended = once(socket, 'close');
+  return {
+    async finish(rest) {
+      socket.end(rest);
+      await ended;
+      return received;
+    },
+  };
+}
+
 /** Takes the participant's row lock in a transaction of the test's own and keeps it. */
 async function holdRowLock(code: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: database.url });
@@ -112,6 +132,8 @@ describe('SIGTERM', () => {
       status: 'locked',
     });
     await waitUntilBlockedOnLock(holder);
+    // A request that is still arriving when the shutdown starts (its connection is not idle, so it stays).
+    const late = await startRequest(url, 'GET /time HTTP/1.1\r\nHost: svc\r\n');
 
     const sentAt = Date.now();
     proc.child.kill('SIGTERM');
@@ -122,6 +144,14 @@ describe('SIGTERM', () => {
       'refusal',
     );
     assert.equal(proc.child.exitCode, null, 'the process waits for the request in flight');
+
+    // It is answered the wire-contract §3 503 (retryable, with its request id), on a closing connection.
+    const answer = await late.finish('X-Request-ID: drain-1\r\n\r\n');
+    assert.match(answer, /^HTTP\/1\.1 503 /);
+    assert.match(answer, /\r\nsvc-allow-retry: true\r\n/i);
+    assert.match(answer, /\r\nx-request-id: drain-1\r\n/i);
+    assert.match(answer, /\r\nconnection: close\r\n/i);
+    assert.ok(answer.endsWith('\r\n\r\n{"error":"Service Unavailable"}'), answer);
 
     await holder.query('commit');
     const done = await inFlight;
