@@ -7,6 +7,13 @@ import { Decimal } from 'decimal.js';
 export const Dec = Decimal.clone({ precision: 60, rounding: Decimal.ROUND_HALF_EVEN });
 export type Dec = Decimal;
 
+/**
+ * For sums and differences that must never round: balances and what moves them. 200 significant digits hold
+ * any sum of amounts the API accepts (at most 64 characters each, so ~130 digits from the largest integer
+ * part to the smallest fraction), where `Dec`'s 60 rounded a balance away from the sum of its movements.
+ */
+export const Exact = Decimal.clone({ precision: 200, rounding: Decimal.ROUND_HALF_EVEN });
+
 export const DECIMAL_PATTERN = '^-?(0|[1-9][0-9]*)(\\.[0-9]+)?$';
 const DECIMAL_RE = new RegExp(DECIMAL_PATTERN);
 

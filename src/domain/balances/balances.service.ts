@@ -1,5 +1,5 @@
 import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
-import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
@@ -70,7 +70,7 @@ export async function applyMovements(
       .where('asset', '=', m.asset)
       .forUpdate()
       .executeTakeFirstOrThrow();
-    const next = new Dec(account.balance).plus(m.change);
+    const next = new Exact(account.balance).plus(m.change);
     if (m.requireSufficient && next.isNegative()) {
       throw invalid(
         `insufficient balance: ${m.asset} ${m.accountLabel} has ${toDecimalString(account.balance)}`,

@@ -1,6 +1,6 @@
 import { Decimal } from 'decimal.js';
 import { AMOUNT_DECIMALS, type Side } from '../../contract/quotes.schemas.ts';
-import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { Exact, toDecimalString } from '../../lib/decimal.ts';
 
 /**
  * Quote arithmetic, pure: decimal.js only, never a binary float (wire-contract §3). Every computed amount
@@ -9,9 +9,8 @@ import { Dec, toDecimalString } from '../../lib/decimal.ts';
  * Products are exact (precision 200 exceeds any product of two bounded inputs); quotients are taken with
  * directed rounding so that the final rounding to AMOUNT_DECIMALS is an exact floor or ceiling.
  */
-const Exact = Dec.clone({ precision: 200 });
-const Floor = Dec.clone({ precision: 200, rounding: Decimal.ROUND_FLOOR });
-const Ceil = Dec.clone({ precision: 200, rounding: Decimal.ROUND_CEIL });
+const Floor = Exact.clone({ rounding: Decimal.ROUND_FLOOR });
+const Ceil = Exact.clone({ rounding: Decimal.ROUND_CEIL });
 const BPS = 10_000;
 
 /** The vendor's party amounts are at most 30 characters. */

@@ -1,7 +1,7 @@
 import type { BookTradeBody, ListTradesQuery, TradeState } from '../../contract/trades.schemas.ts';
 import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
-import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Executor, Trx } from '../../store/database.ts';
 import type { TradeSide, TradeSource } from '../../store/tables/trades.tables.ts';
@@ -151,7 +151,7 @@ export async function bookTrade(deps: DomainDeps, trx: Trx, input: NewTrade): Pr
     accountLabel: input.holder.accountLabel,
     asset: pay.asset,
   });
-  const spendable = new Dec(funds.balance).minus(funds.promised);
+  const spendable = new Exact(funds.balance).minus(funds.promised);
   if (spendable.lessThan(pay.amount)) {
     throw invalid(
       `${input.fundsField}: insufficient balance: ${pay.asset} on account ${input.holder.accountLabel} of ` +
