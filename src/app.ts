@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, {
+  LogController,
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
@@ -97,7 +98,7 @@ export async function buildApp(
     return503OnClosing: false,
     // One log line per request, written on completion (below), instead of Fastify's two ("incoming request"
     // and "request completed"): logging was the largest cost the stack adds to a request (bench/foundation).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     // Path parameters longer than this never reach schema validation; ours are at most ~80 characters.
     routerOptions: { maxParamLength: 500 },
     // URLs the router refuses before any route runs (bad percent-encoding, an over-long parameter) get the
