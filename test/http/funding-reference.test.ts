@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { InsertQueryNode, sql } from 'kysely';
+import { createFundingService } from '../../src/domain/funding/funding.service.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
+import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import {
   clientToken,
@@ -156,4 +159,74 @@ test('SDK tokens expire after one hour', async () => {
   await svc.runtime.services.funding.verifyClientToken(token);
   clock.advance(1_000);
   await assert.rejects(svc.runtime.services.funding.verifyClientToken(token), /token: expired/);
+});
+
+test('a session still being opened when a deposit arrives: the deposit waits for it and carries its reference', async () => {
+  const code = await participant();
+  const address = await apiSession(code, 'before');
+  tick();
+  // Another instance's funding service, whose new session is held written but uncommitted.
+  const sessionInserts = new Set<unknown>();
+  let written!: () => void;
+  const sessionWritten = new Promise<void>((resolve) => (written = resolve));
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const db = svc.runtime.store.db.withPlugin({
+    transformQuery: ({ node, queryId }) => {
+      if (InsertQueryNode.is(node) && node.into?.table.identifier.name === 'funding_sessions') {
+        sessionInserts.add(queryId);
+      }
+      return node;
+    },
+    transformResult: async ({ result, queryId }) => {
+      if (sessionInserts.has(queryId)) {
+        written();
+        await gate;
+      }
+      return result;
+    },
+  });
+  const { secrets, config } = svc.runtime;
+  const funding = createFundingService({
+    db,
+    clock,
+    config,
+    secretKey: secrets.secretKey,
+    jwtPrivateKeyPem: secrets.jwtPrivateKeyPem,
+    cache: new CacheInvalidation(null),
+  });
+  const token = funding.issueClientToken(platform.platform.platform_code, {
+    participant_code: code,
+    permissions: ['fwc'],
+    reference_id: 'during',
+  });
+  await sessionWritten;
+
+  const depositDone = recordDeposit(svc, {
+    deposit_address: address,
+    quantity: '10',
+    transaction_id: txId(),
+  });
+  // Either the deposit waits on the participant's funding lock (as it must), or it is recorded without the
+  // session (the race): whichever comes first.
+  let raced = false;
+  const waiting = (async () => {
+    while (!raced) {
+      const { rows } = await sql<{ n: number }>`
+        select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'advisory'`.execute(
+        svc.runtime.store.db,
+      );
+      if (rows[0]!.n > 0) return 'waiting' as const;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return 'stopped' as const;
+  })();
+  const first = await Promise.race([waiting, depositDone.then(() => 'recorded' as const)]);
+  raced = true;
+  release();
+  await token;
+  const event = await depositDone;
+  assert.equal(first, 'waiting', 'the deposit did not wait for the session being opened');
+  assert.equal(event.reference_id, 'during');
 });

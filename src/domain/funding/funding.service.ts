@@ -176,12 +176,17 @@ export function createFundingService(deps: DomainDeps) {
       referenceId: string;
       fundAsset?: string;
       tokenJti?: string;
-      openedAt: number;
     },
   ) {
+    // Deposits take the participant's funding lock too, and look for the most recent session opened at or
+    // before them (wire-contract §6): holding it from before the opening time is read until the commit,
+    // a session is either seen by a deposit, or opened after it. Without it, a deposit recorded while the
+    // session's transaction was still open missed a session opened before it.
+    await repo.lockParticipantFunding(trx, input.participantCode);
+    const openedAt = clock.now();
     const sessionId = newUuid();
     // wire-contract §5, §6: every funding session, from either entry point, expires when no deposit arrives.
-    const expiresAt = input.openedAt + config.fundingSessionExpiryMs;
+    const expiresAt = openedAt + config.fundingSessionExpiryMs;
     await repo.insertSession(trx, {
       session_id: sessionId,
       platform_code: input.platformCode,
@@ -191,7 +196,7 @@ export function createFundingService(deps: DomainDeps) {
       reference_id: input.referenceId,
       fund_asset: input.fundAsset ?? null,
       token_jti: input.tokenJti ?? null,
-      opened_at: new Date(input.openedAt),
+      opened_at: new Date(openedAt),
       expires_at: new Date(expiresAt),
     });
     // wire-contract §5: a session with no deposit in the expiry time is reported expired; the job commits
@@ -252,7 +257,6 @@ export function createFundingService(deps: DomainDeps) {
           source: 'client_auth_token',
           referenceId: body.reference_id ?? '',
           tokenJti: jti,
-          openedAt: issuedAt,
         });
       });
       const token = await (await tokenSigner()).sign(claims);
@@ -320,7 +324,6 @@ export function createFundingService(deps: DomainDeps) {
           source: 'fund_rfq',
           referenceId,
           fundAsset: asset.fundAsset,
-          openedAt: now,
         });
         return { address, sessionId };
       });
