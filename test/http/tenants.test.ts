@@ -452,14 +452,18 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     await runJobs();
   });
 
-  test('remove a participant that is not a tenant (and has no pending add) → 404', async () => {
+  test('remove a participant that is not a tenant (and has no pending add) → 404; another platform’s → 403', async () => {
     const g = await newAccount();
     const stranger = await newMember(g.platform);
-    for (const code of [stranger, 'ZZZZZZ', otherParticipant]) {
+    for (const code of [stranger, 'ZZZZZZ']) {
       const res = await g.platform.client.send('DELETE', tenantsPath(g.zrn, code));
       assert.equal(res.status, 404, code);
       assert.deepEqual(res.body, { error: 'Not Found' });
     }
+    // wire-contract §9: a participant named in the path that belongs to another platform → 403.
+    const foreign = await g.platform.client.send('DELETE', tenantsPath(g.zrn, otherParticipant));
+    assert.equal(foreign.status, 403);
+    assert.equal((foreign.body as { error: unknown }).error, true);
     // With an add pending, the removal is accepted and follows the add.
     await g.accounts.addTenant(g.zrn, stranger);
     assert.equal((await g.platform.client.send('DELETE', tenantsPath(g.zrn, stranger))).status, 202);

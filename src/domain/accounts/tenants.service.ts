@@ -2,8 +2,8 @@ import { newUuid } from '../../lib/ids.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import type { Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
-import { conflict, invalid, notFound } from '../errors.ts';
-import { findPlatformParticipant } from '../participants/participants.repository.ts';
+import { conflict, forbidden, invalid, notFound } from '../errors.ts';
+import { codeOnOtherPlatform, findPlatformParticipant } from '../participants/participants.repository.ts';
 import { ACCOUNT_TASKS } from './accounts.jobs.ts';
 import {
   activateMembership,
@@ -138,6 +138,10 @@ export function createTenantsService(deps: DomainDeps) {
           // A tenant in effect or one whose add is still pending (it is removed after the add, in order).
           const membership = await findMembership(trx, platformCode, tenant, account.account_label);
           if (!membership || membership.zrn !== zrn || membership.role !== 'tenant') {
+            // wire-contract §9: a resource named in the path that belongs to another platform → 403.
+            if (await codeOnOtherPlatform(trx, platformCode, tenant)) {
+              throw forbidden(`tenant: participant ${tenant} belongs to another platform`);
+            }
             throw notFound(`participant ${tenant} is not a tenant of account ${zrn}`);
           }
           const pending = await listPendingChanges(trx, platformCode, zrn);
