@@ -96,7 +96,12 @@ export const NotificationParams = Type.Object({ id: Type.String({ format: 'uuid'
 
 export const RedeliverSinceBody = Type.Object(
   {
-    since: Type.Integer({ minimum: 0, description: 'epoch ms: every notification recorded at or after it' }),
+    // The latest time a JavaScript Date (and so a timestamp here) can hold.
+    since: Type.Integer({
+      minimum: 0,
+      maximum: 8_640_000_000_000_000,
+      description: 'epoch ms: every notification recorded at or after it',
+    }),
     status: Type.Optional(
       Type.Array(Type.String({ maxLength: 20 }), {
         maxItems: 5,

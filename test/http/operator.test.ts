@@ -119,6 +119,19 @@ describe('platforms, keys and allow-lists', () => {
     assert.equal(plain.quote_expiry_ms, svc.runtime.config.quoteExpiryMs);
   });
 
+  test('a deposit fee above the whole deposit (10,000 bps) → 400 naming it', async () => {
+    refused(
+      await call('POST', '/platforms', { name: 'Greedy', deposit_fee_bps: '10000.01' }),
+      400,
+      'deposit_fee_bps',
+    );
+    const whole = ok<{ deposit_fee_bps: string }>(
+      await call('POST', '/platforms', { name: 'All of it', deposit_fee_bps: '10000' }),
+      201,
+    );
+    assert.equal(whole.deposit_fee_bps, '10000');
+  });
+
   test('unknown platform → 404; malformed code → 400 naming it', async () => {
     refused(await call('GET', '/platforms/ZZZZZ9'), 404);
     refused(await call('GET', '/platforms/abc'), 400, 'code');

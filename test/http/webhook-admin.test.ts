@@ -317,6 +317,10 @@ describe('redelivery', () => {
     assert.equal(bad.status, 400);
     assert.match((bad.body.errors as string[])[0]!, /^status\[1\]: "gone" is not a status/);
     assert.equal((await send('POST', `/platforms/${code}/redeliver`, { since: 'yesterday' })).status, 400);
+    // Past any time a timestamp can hold: named, not the database's "a value is out of range".
+    const farFuture = await send('POST', `/platforms/${code}/redeliver`, { since: 1e20 });
+    assert.equal(farFuture.status, 400);
+    assert.match((farFuture.body.errors as string[])[0]!, /^since: /);
     assert.equal((await send('POST', `/platforms/${code}/redeliver`, {})).status, 400);
 
     const result = await svc.admin.post<{ redelivered: number }>(`/platforms/${code}/redeliver`, { since });

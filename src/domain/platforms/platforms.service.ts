@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { parseCidr } from '../../lib/cidr.ts';
-import { isDecimalString, toDecimalString } from '../../lib/decimal.ts';
+import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
 import { newParticipantCode } from '../../lib/ids.ts';
 import { hashPassphrase } from '../../lib/passphrase-hash.ts';
 import { encryptSecret } from '../../lib/secret-box.ts';
 import type { DomainDeps } from '../deps.ts';
 import { invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
 import * as repo from './platforms.repository.ts';
+
+/** A deposit fee is at most the whole deposit. */
+const MAX_BPS = 10_000;
 
 export interface PlatformView {
   platform_code: string;
@@ -72,6 +75,10 @@ export function createPlatformsService(deps: DomainDeps) {
       const allowlist = checkAllowlist(input.ip_allowlist ?? [], 'ip_allowlist');
       if (input.deposit_fee_bps !== undefined && !isDecimalString(input.deposit_fee_bps)) {
         throw invalid('deposit_fee_bps: must be a decimal string');
+      }
+      // A fee above the whole deposit (10,000 bps) is a typo, not a fee.
+      if (input.deposit_fee_bps !== undefined && new Dec(input.deposit_fee_bps).gt(MAX_BPS)) {
+        throw invalid(`deposit_fee_bps: must be at most ${MAX_BPS} (100 % of the deposit)`);
       }
       // Codes are random; a collision (with a platform or a participant) is retried with a new code.
       for (let attempt = 0; ; attempt++) {
