@@ -1,5 +1,13 @@
 import { EventEmitter } from 'node:events';
-import { Logger, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
+import {
+  Logger,
+  parseCronItems,
+  run,
+  type CronItem,
+  type Runner,
+  type TaskList,
+  type WorkerEvents,
+} from 'graphile-worker';
 import type pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
 import { WorkerLiveness } from './worker-liveness.ts';
@@ -11,6 +19,8 @@ import { WorkerLiveness } from './worker-liveness.ts';
 export async function startWorker(options: {
   pool: pg.Pool;
   taskList: TaskList;
+  /** Recurring tasks (graphile-worker cron; no crontab file is read). */
+  cronItems?: CronItem[];
   concurrency: number;
   pollIntervalMs: number;
   logger: FastifyBaseLogger;
@@ -36,6 +46,7 @@ export async function startWorker(options: {
   const runner = await run({
     pgPool: options.pool,
     taskList: options.taskList,
+    parsedCronItems: parseCronItems(options.cronItems ?? []),
     concurrency: options.concurrency,
     pollInterval: options.pollIntervalMs,
     noHandleSignals: true,

@@ -8,7 +8,7 @@ import type { DomainDeps } from '../domain/deps.ts';
 import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
 import { createRateLimiter } from '../domain/ratelimit/rate-limiter.service.ts';
 import { createServices, type Services } from '../domain/services.ts';
-import { buildTaskList } from '../jobs/task-list.ts';
+import { buildTaskList, cronItems } from '../jobs/task-list.ts';
 import { startWorker } from '../jobs/worker-runtime.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { CacheInvalidation } from '../store/cache-invalidation.ts';
@@ -109,6 +109,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       worker = await startWorker({
         pool: store.pool,
         taskList: buildTaskList(services),
+        cronItems,
         concurrency: config.worker.concurrency,
         pollIntervalMs: config.worker.pollIntervalMs,
         logger,

@@ -32,3 +32,26 @@ export async function claimQuoteForExecution(
     .returningAll()
     .executeTakeFirst();
 }
+
+/**
+ * Deletes up to `limit` quotes that expired before `before` without being executed (an executed quote stays
+ * with its trade); returns how many. Batched so that one call holds its locks briefly.
+ */
+export async function deleteUnexecutedQuotesExpiredBefore(
+  db: Executor,
+  before: Date,
+  limit: number,
+): Promise<number> {
+  const result = await db
+    .deleteFrom('quotes')
+    .where('quote_id', 'in', (eb) =>
+      eb
+        .selectFrom('quotes')
+        .select('quote_id')
+        .where('executed_at', 'is', null)
+        .where('expire_at', '<', before)
+        .limit(limit),
+    )
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
+}

@@ -16,7 +16,12 @@ import { findPlatform } from '../platforms/platforms.repository.ts';
 import { findPrice } from '../prices/prices.service.ts';
 import { bookTrade, isUuid, resolveTradingHolder } from '../trades/trades.service.ts';
 import { ledgerAsset, priceQuote } from './pricing.ts';
-import { claimQuoteForExecution, insertQuote, type QuoteRow } from './quotes.repository.ts';
+import {
+  claimQuoteForExecution,
+  deleteUnexecutedQuotesExpiredBefore,
+  insertQuote,
+  type QuoteRow,
+} from './quotes.repository.ts';
 
 /**
  * Liquidity and convert-and-withdraw quotes (spec 4.6, 7.2; wire-contract §7): a quote is priced from the
@@ -27,6 +32,12 @@ import { claimQuoteForExecution, insertQuote, type QuoteRow } from './quotes.rep
 
 /** Convert and withdraw: the withdrawal's network fee. No chain is connected (DESIGN §1), so it is zero. */
 const NETWORK_FEE = '0';
+
+/** The hourly job that purges quotes expired without execution (migration 0010). */
+export const PURGE_QUOTES_TASK = 'quotes.purge_expired';
+/** How long an unexecuted quote is kept after its expiry (for the operator's eyes in the database). */
+export const QUOTE_RETENTION_MS = 24 * 60 * 60_000;
+const PURGE_BATCH = 5_000;
 
 /**
  * Either kind's request, query or body. Fields of the vendor's shapes that this service does not use (fees,
@@ -231,6 +242,20 @@ export function createQuotesService(deps: DomainDeps) {
   }
 
   return {
+    /**
+     * Deletes the quotes that expired more than QUOTE_RETENTION_MS ago without being executed, in batches;
+     * returns how many. Every RFQ writes a quote, so without it the table only grows.
+     */
+    async purgeExpired(): Promise<number> {
+      const before = new Date(clock.now() - QUOTE_RETENTION_MS);
+      let purged = 0;
+      for (;;) {
+        const deleted = await deleteUnexecutedQuotesExpiredBefore(db, before, PURGE_BATCH);
+        purged += deleted;
+        if (deleted < PURGE_BATCH) return purged;
+      }
+    },
+
     /** `GET|POST /liquidity/rfq` */
     async requestLiquidityQuote(platformCode: string, input: LiquidityQuoteBody): Promise<LiquidityQuote> {
       return liquidityQuoteView(await createQuote(platformCode, 'liquidity', input));

@@ -1,0 +1,19 @@
+import type { CronItem, Task, TaskList } from 'graphile-worker';
+import { PURGE_QUOTES_TASK, type createQuotesService } from './quotes.service.ts';
+
+/**
+ * Background work of quotes: the hourly purge of quotes that expired without being executed. It is a
+ * graphile-worker cron item, so it runs once per hour on any number of worker processes (the queue records
+ * each firing), and missed hours are not caught up (the next run purges what they would have).
+ */
+export function quotesTaskList(quotes: ReturnType<typeof createQuotesService>): TaskList {
+  const purge: Task = async (_payload, helpers) => {
+    const purged = await quotes.purgeExpired();
+    if (purged > 0) helpers.logger.info(`${PURGE_QUOTES_TASK}: ${purged} expired quotes purged`);
+  };
+  return { [PURGE_QUOTES_TASK]: purge };
+}
+
+export const quotesCronItems: CronItem[] = [
+  { task: PURGE_QUOTES_TASK, match: '17 * * * *', identifier: PURGE_QUOTES_TASK },
+];
