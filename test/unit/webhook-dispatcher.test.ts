@@ -31,10 +31,13 @@ function harness(overrides: Partial<DispatcherOptions> = {}) {
   const released: string[] = [];
   const working = new Map<string, ReturnType<typeof deferred<void>>>();
   let maxRunning = 0;
+  const clock = { ms: 0 };
   const options: DispatcherOptions = {
     concurrency: 2,
     // Long: anything that happens within a test happens because of a wake-up, not a poll.
     pollIntervalMs: 60_000,
+    maxReadyAgeMs: 12_000,
+    now: () => clock.ms,
     claim: async (limit) => {
       claims.push(limit);
       return due.splice(0, limit);
@@ -55,7 +58,7 @@ function harness(overrides: Partial<DispatcherOptions> = {}) {
     },
     ...overrides,
   };
-  return { due, claims, released, working, options, maxRunning: () => maxRunning };
+  return { due, claims, released, working, options, clock, maxRunning: () => maxRunning };
 }
 
 describe('webhook dispatcher', () => {
@@ -74,6 +77,41 @@ describe('webhook dispatcher', () => {
     const stopped = dispatcher.stop();
     for (const done of h.working.values()) done.resolve();
     await stopped;
+  });
+
+  test('a lane that waited for a slot past maxReadyAgeMs is neither started nor given back', async () => {
+    // Its lease may have run out meanwhile and this very process claimed the lane again (same owner): starting
+    // the stale copy too would work the lane twice at once.
+    const h = harness({ concurrency: 1 });
+    h.due.push(lane(1), lane(2), lane(3));
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.has('trade:1'), 'the first lane under way');
+    h.clock.ms = 12_001; // trade:2 and trade:3 have waited too long
+    h.due.push(lane(2)); // … and trade:2 was claimed again (its lease expired)
+    h.working.get('trade:1')!.resolve();
+    await until(() => h.working.has('trade:2'), 'the fresh claim of trade:2 is worked');
+    assert.equal(h.claims.length, 2, 'the stale lanes made room for a new claim');
+    h.working.get('trade:2')!.resolve();
+    await until(() => h.working.size === 0 && h.claims.length >= 3, 'nothing else to work');
+    await tick();
+    assert.equal(h.working.has('trade:3'), false, 'the stale trade:3 is never started');
+    await dispatcher.stop();
+    assert.deepEqual(h.released, [], 'stale lanes are not released: the release would hit a newer claim');
+  });
+
+  test('stop gives back only the fresh lanes not started', async () => {
+    const h = harness({ concurrency: 1 });
+    h.due.push(lane(1), lane(2));
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.has('trade:1') && h.claims.length >= 1, 'a lane under way, one ready');
+    h.due.push(lane(3));
+    h.clock.ms = 12_001;
+    dispatcher.wake(); // claims trade:3 at 12,001: fresh, while trade:2 (claimed at 0) is stale
+    await until(() => h.claims.length >= 2 && h.due.length === 0, 'trade:3 claimed');
+    const stopped = dispatcher.stop();
+    h.working.get('trade:1')!.resolve();
+    await stopped;
+    assert.deepEqual(h.released, ['trade:3']);
   });
 
   test('a wake-up while a claim is under way is not lost when that claim comes back short', async () => {

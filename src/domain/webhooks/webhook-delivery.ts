@@ -345,6 +345,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     const dispatcher = startDispatcher({
       concurrency: config.worker.concurrency,
       pollIntervalMs: config.worker.pollIntervalMs,
+      // Started later than this, a lane's renewal (leaseHeld) would have less than LEASE_MARGIN_MS to land
+      // before the claim's lease runs out.
+      maxReadyAgeMs: leaseMs - LEASE_MARGIN_MS,
       claim: (limit) => repo.claimLanes(bookkeeping, owner, { limit, leaseMs, perLane: HEADS_PER_LANE }),
       work: workLane,
       release: (lanes) =>

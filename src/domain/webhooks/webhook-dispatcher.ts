@@ -20,6 +20,15 @@ export interface ReadyLane extends ClaimedLane {
 export interface DispatcherOptions {
   concurrency: number;
   pollIntervalMs: number;
+  /**
+   * How long a claimed lane may wait for a slot. One that waited longer is not started but left to expire
+   * and be claimed afresh: its lease may have run out meanwhile, and this process (same owner) may have
+   * claimed it again, so that starting it would work the lane twice at once. `work` renews the lease of a
+   * lane that waited, so this must leave that renewal time to land before the lease expires.
+   */
+  maxReadyAgeMs: number;
+  /** Monotonic ms (performance.now by default; tests move it). */
+  now?: () => number;
   claim(limit: number): Promise<ClaimedLane[]>;
   /** Works a claimed lane and gives it back; resolves when done. Does not reject for a receiver's failure. */
   work(lane: ReadyLane, signal: AbortSignal): Promise<void>;
@@ -46,7 +55,9 @@ const PREFETCH = 8;
 const MIN_IDLE_MS = 5;
 
 export function startDispatcher(options: DispatcherOptions): Dispatcher {
-  const { concurrency } = options;
+  const { concurrency, maxReadyAgeMs } = options;
+  const now = options.now ?? (() => performance.now());
+  const fresh = (lane: ReadyLane) => now() - lane.claimSentAt <= maxReadyAgeMs;
   const ready: ReadyLane[] = [];
   const running = new Set<Promise<void>>();
   const abort = new AbortController();
@@ -59,7 +70,11 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   let idleTimer: NodeJS.Timeout | null = null;
 
   function pump(): void {
-    while (!stopped && running.size < concurrency && ready.length > 0) start(ready.shift()!);
+    while (!stopped && running.size < concurrency && ready.length > 0) {
+      const lane = ready.shift()!;
+      // A stale lane is dropped, not given back: a release would act on whichever claim holds it now.
+      if (fresh(lane)) start(lane);
+    }
     if (!stopped && wanted && !claiming && ready.length < 2 * concurrency) claiming = claimMore();
   }
 
@@ -79,7 +94,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     const wakeupsBefore = wakeups;
     const limit = PREFETCH * concurrency - running.size - ready.length;
     try {
-      const claimSentAt = performance.now();
+      const claimSentAt = now();
       const lanes = await options.claim(limit);
       if (stopped) {
         await options.release(lanes);
@@ -134,7 +149,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       stopped = true;
       if (idleTimer) clearTimeout(idleTimer);
       abort.abort();
-      const unstarted = ready.splice(0);
+      const unstarted = ready.splice(0).filter(fresh);
       await claiming;
       await Promise.all([
         options
