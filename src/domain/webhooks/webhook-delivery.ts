@@ -190,6 +190,20 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     });
     /** Lanes whose last settle is still to be written (awaited at stop). */
     const settling = new Set<Promise<void>>();
+    /** Lanes being worked. */
+    const runs = new Set<LaneRun>();
+
+    /**
+     * An operator redelivered notifications or changed an endpoint: what the lanes in hand were read with may
+     * be out of date (an earlier notification pending again, another URL, secret or subscription). Each lane
+     * being worked stops before its next attempt and is given back, as are those claimed and not started; the
+     * next claims read them afresh. (A NOTIFY takes milliseconds: an attempt already starting goes out.)
+     */
+    function refreshLanes(): void {
+      for (const run of runs) run.changed = true;
+      dispatcher.refresh();
+      logger.info({ lanes: runs.size }, 'webhook lanes read afresh after an operator change');
+    }
 
     // Decrypted secrets by ciphertext: a changed secret is a new ciphertext (fresh IV), so an entry never goes
     // stale; the map is only bounded. Decrypting per delivery was ~4 % of a worker's CPU.
@@ -297,6 +311,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       // wait_ms was measured at the claim; time has passed since.
       const sinceClaim = () => performance.now() - claimed.claimSentAt;
       const { heads } = claimed;
+      runs.add(run);
       try {
         let i = 0;
         let head = heads[0];
@@ -310,6 +325,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             if (signal.aborted) break;
           }
           if (!(await leaseHeld(run))) break;
+          if (run.changed) break;
           const outcome = await attempt(head);
           const newStateToken = randomUUID();
           const again = outcome.status === 'retrying' || outcome.status === 'pending';
@@ -332,6 +348,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           head = next;
         }
       } finally {
+        runs.delete(run);
         if (!run.released) settle(run, null, true);
         const done = run.settled.then(() => {
           if (run.lost)
@@ -361,7 +378,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     });
     listener
       ?.listen(repo.LANES_CHANNEL, {
-        onMessage: () => dispatcher.wake(),
+        onMessage: (payload) => {
+          if (payload === repo.LANES_CHANGED) refreshLanes();
+          dispatcher.wake();
+        },
         // Notifications may have been missed while disconnected: look for work.
         onConnected: () => dispatcher.wake(),
       })

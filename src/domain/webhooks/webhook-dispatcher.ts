@@ -42,6 +42,8 @@ export interface DispatcherOptions {
 export interface Dispatcher {
   /** There may be new due work: claim now if a slot is free. */
   wake(): void;
+  /** Gives back the lanes claimed and not started (an operator changed what they hold), then claims afresh. */
+  refresh(): void;
   /** Stops claiming, aborts attempts under way (recorded as aborted), gives back every lane it holds. */
   stop(): Promise<void>;
 }
@@ -144,6 +146,14 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   return {
     wake,
+    refresh() {
+      const unstarted = ready.splice(0).filter(fresh);
+      if (unstarted.length === 0) return;
+      options
+        .release(unstarted)
+        .catch((err: unknown) => options.onError(err, 'webhook lane release failed'))
+        .finally(wake);
+    },
     async stop() {
       if (stopped) return;
       stopped = true;

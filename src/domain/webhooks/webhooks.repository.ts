@@ -32,7 +32,17 @@ export interface EndpointWrite {
   enabled: boolean;
 }
 
-export function upsertEndpoint(db: Executor, platformCode: string, write: EndpointWrite) {
+/**
+ * Writes the platform's endpoint, and tells the dispatchers (at commit when `db` is a transaction) to read
+ * afresh the lanes they are working, so that no attempt goes out with the old URL, secret or types.
+ */
+export async function upsertEndpoint(db: Executor, platformCode: string, write: EndpointWrite) {
+  const row = await writeEndpoint(db, platformCode, write);
+  await sql`select pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED})`.execute(db);
+  return row;
+}
+
+function writeEndpoint(db: Executor, platformCode: string, write: EndpointWrite) {
   const values: Insertable<WebhookEndpointsTable> = {
     platform_code: platformCode,
     url: write.url,
@@ -181,7 +191,7 @@ export async function redeliver(
       returning platform_code, resource_key
     ), woken as (${wakeLanes(sql`redelivered`)})
     select (select count(*) from redelivered)::int as count, (select count(*) from woken)::int as lanes,
-      pg_notify(${LANES_CHANNEL}, '')
+      pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED})
   `.execute(db);
   return Number(result.rows[0]?.count ?? 0);
 }
@@ -190,6 +200,11 @@ export async function redeliver(
 
 /** The lane functions' name of the NOTIFY channel (migration 0008): a notification or redelivery awaits. */
 export const LANES_CHANNEL = 'svc_webhooks';
+/**
+ * The payload of a NOTIFY on LANES_CHANNEL that says more than "new work": an operator changed notifications
+ * or a webhook endpoint, so the lanes being worked must be read afresh (their order, URL, secret, types).
+ */
+export const LANES_CHANGED = 'changed';
 
 /** One of a lane's undelivered notifications, oldest first, with what is needed to deliver it. */
 export interface LaneHead {
