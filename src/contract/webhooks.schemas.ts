@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { GENERATED_CODE_PATTERN } from './identifiers.ts';
+import { PageParam } from './responses.ts';
 import { WEBHOOK_PAYLOAD_TYPES } from './webhook-headers.ts';
 
 /**
@@ -21,9 +22,19 @@ export type NotificationStatus = (typeof NOTIFICATION_STATUS_VALUES)[number];
 
 export const WebhookPlatformParams = Type.Object({ code: Code });
 
+/**
+ * Longest webhook URL, as stored (the database check of migration 0002). The schema bounds the raw input;
+ * the service also bounds the normalised form it stores, which can be longer (percent-encoding).
+ */
+export const MAX_WEBHOOK_URL_LENGTH = 2048;
+
 export const PutWebhookBody = Type.Object(
   {
-    url: Type.String({ minLength: 1, maxLength: 2048, description: 'absolute http(s) URL' }),
+    url: Type.String({
+      minLength: 1,
+      maxLength: MAX_WEBHOOK_URL_LENGTH,
+      description: `absolute http(s) URL, at most ${MAX_WEBHOOK_URL_LENGTH} characters once normalised (percent-encoded)`,
+    }),
     secret: Type.Optional(
       Type.Union([Type.String({ minLength: 1, maxLength: 1024 }), Type.Null()], {
         description: 'HMAC key (UTF-8). Omitted: keep the stored one; null: deliver unsigned',
@@ -85,7 +96,8 @@ export const NotificationsQuery = Type.Object(
     status: Type.Optional(Type.String({ maxLength: 20 })),
     payload_type: Type.Optional(Type.String({ maxLength: 100 })),
     resource_key: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
-    page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+    // Bounded so that the 400 for a page like 1e300 names `page` rather than failing as an OFFSET.
+    page: Type.Optional(PageParam),
     page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
   },
   { additionalProperties: false },

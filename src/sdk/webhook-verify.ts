@@ -52,7 +52,12 @@ export class WebhookVerificationError extends Error {
 }
 
 export interface VerifyWebhookOptions {
-  /** Maximum |now − timestamp| in ms; default {@link DEFAULT_WEBHOOK_TOLERANCE_MS} (5 min). */
+  /**
+   * Maximum |now − timestamp| in ms; default {@link DEFAULT_WEBHOOK_TOLERANCE_MS} (5 min). `Infinity` turns the
+   * timestamp check off, e.g. to re-verify a stored delivery later; replays are then not refused, so do not
+   * use it for live traffic. NaN, a negative number or a non-number throws (a RangeError or TypeError) rather
+   * than silently skipping the check.
+   */
   toleranceMs?: number;
   /** Current epoch ms; injectable for tests. Default `Date.now`. */
   now?: () => number;
@@ -81,7 +86,10 @@ export interface VerifiedWebhook<TPayload = unknown> {
  * notification id that receivers de-duplicate on. The legacy `x-svc-hook-signature-256` is not
  * accepted on its own: it binds no timestamp, so it cannot stop replays.
  *
- * `rawBody` must be the exact bytes received, before any JSON parsing.
+ * `rawBody` must be the exact bytes received, before any JSON parsing. `headers` may be Node's
+ * `req.headers` or `req.headersDistinct`, a fetch `Headers`, or a plain record; several `webhook-signature`
+ * values (an array) are one list, as Standard Webhooks allows, while a repeated `x-svc-hook-signature` is
+ * refused as `malformed_header`.
  *
  * @example
  * // Fastify: keep the raw body (e.g. addContentTypeParser('application/json', { parseAs: 'string' }, …))
@@ -107,11 +115,13 @@ export function verifyWebhook<TPayload = unknown>(
     // A parsed object cannot be verified: re-serialising it does not give back the signed bytes.
     throw new TypeError('verifyWebhook needs the raw body as a string or Buffer, not a parsed object');
   }
-  const toleranceMs = options.toleranceMs ?? DEFAULT_WEBHOOK_TOLERANCE_MS;
+  const toleranceMs = checkTolerance(options.toleranceMs);
   const now = options.now ?? Date.now;
 
   const svcSignature = singleHeader(headers, HOOK_SIGNATURE_HEADER);
-  const standardSignature = singleHeader(headers, STANDARD_WEBHOOK_SIGNATURE_HEADER);
+  // Node joins a repeated header with ", ", which no hex signature contains: ambiguous, not a forgery.
+  if (svcSignature?.includes(',')) throw repeated(HOOK_SIGNATURE_HEADER);
+  const standardSignature = signatureList(headers, STANDARD_WEBHOOK_SIGNATURE_HEADER);
   if (svcSignature === undefined && standardSignature === undefined) {
     throw new WebhookVerificationError(
       'missing_header',
@@ -183,7 +193,10 @@ export function verifyWebhook<TPayload = unknown>(
   const timestamp = timestampMs as number;
 
   // Checked after the signature so that a forged message reports the forgery, not its age.
-  const skew = now() - timestamp;
+  const nowMs = now();
+  if (!Number.isFinite(nowMs))
+    throw new TypeError(`verifyWebhook: options.now must return epoch ms, got ${String(nowMs)}`);
+  const skew = nowMs - timestamp;
   if (Math.abs(skew) > toleranceMs) {
     throw new WebhookVerificationError(
       'timestamp_out_of_tolerance',
@@ -202,16 +215,44 @@ export function verifyWebhook<TPayload = unknown>(
   return { payloadType, notificationId, timestamp, payload };
 }
 
+/** `toleranceMs` as given, or the default; refused when it would silently turn the check off. */
+function checkTolerance(value: unknown): number {
+  if (value === undefined) return DEFAULT_WEBHOOK_TOLERANCE_MS;
+  if (typeof value !== 'number') {
+    throw new TypeError(`verifyWebhook: options.toleranceMs must be a number of ms, got ${typeof value}`);
+  }
+  // NaN would make every comparison false, i.e. accept any timestamp; Infinity does that on purpose.
+  if (Number.isNaN(value) || value < 0) {
+    throw new RangeError(
+      `verifyWebhook: options.toleranceMs must be a non-negative number of ms (or Infinity for no check), got ${value}`,
+    );
+  }
+  return value;
+}
+
+const repeated = (name: string) =>
+  new WebhookVerificationError('malformed_header', `${name} is repeated`, name);
+
 /** One value or nothing; an empty value counts as absent, a repeated header is refused as ambiguous. */
 function singleHeader(headers: HeaderSource, name: string): string | undefined {
   const value = readHeader(headers, name);
   if (value === undefined) return undefined;
   if (typeof value !== 'string') {
     if (value.length === 0) return undefined;
-    if (value.length > 1) throw new WebhookVerificationError('malformed_header', `${name} is repeated`, name);
+    if (value.length > 1) throw repeated(name);
     return value[0] === '' ? undefined : value[0];
   }
   return value === '' ? undefined : value;
+}
+
+/**
+ * `webhook-signature`, whose value is a space-separated list (Standard Webhooks), so several header values
+ * (Node's `headersDistinct`, hand-built records) are one list: joined with a space. Empty counts as absent.
+ */
+function signatureList(headers: HeaderSource, name: string): string | undefined {
+  const value = readHeader(headers, name);
+  const joined = typeof value === 'string' ? value : value?.filter((v) => v !== '').join(' ');
+  return joined === '' ? undefined : joined;
 }
 
 function requiredHeader(headers: HeaderSource, name: string): string {

@@ -144,6 +144,32 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
     assert.equal((await send('GET', `/platforms/${code}/webhook`)).status, 404);
   });
 
+  test('400 names `url` when its normalised form is longer than 2048 characters (never a 500)', async () => {
+    const code = await newPlatformCode();
+    // Each is at most 2048 characters as sent, but longer once percent-encoded (é → %C3%A9, space → %20),
+    // which is the form stored and bounded by the database.
+    for (const url of [`http://example.com/${'é'.repeat(1000)}`, `http://example.com/${' '.repeat(1500)}x`]) {
+      assert.ok(url.length <= 2048);
+      const r = await send('PUT', `/platforms/${code}/webhook`, { url });
+      assert.equal(r.status, 400, `${url.length} characters → ${JSON.stringify(r.body)}`);
+      assert.deepEqual(r.body.errors, [
+        `url: is ${new URL(url).href.length} characters once normalised (percent-encoded); at most 2048`,
+      ]);
+    }
+    assert.equal((await send('GET', `/platforms/${code}/webhook`)).status, 404);
+
+    // The limit is on the stored form: exactly 2048 once normalised is accepted, one more is not.
+    const base = `https://example.com/${'a'.repeat(2048 - 20 - 6)}`;
+    const longest = `${base}é`;
+    assert.equal(new URL(longest).href.length, 2048);
+    const put = await send('PUT', `/platforms/${code}/webhook`, { url: longest });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    assert.equal((put.body.message as WebhookEndpoint).url, new URL(longest).href);
+    const over = await send('PUT', `/platforms/${code}/webhook`, { url: `${base}aé` });
+    assert.equal(over.status, 400);
+    assert.match((over.body.errors as string[])[0]!, /^url: is 2049 characters once normalised/);
+  });
+
   test('unknown platform → 404; platform without webhook → 404; a bad code → 400', async () => {
     assert.equal((await send('PUT', '/platforms/ZZZZZ9/webhook', { url: RECEIVER })).status, 404);
     assert.equal((await send('GET', '/platforms/ZZZZZ9/webhook')).status, 404);
@@ -258,6 +284,20 @@ describe('GET /admin/platforms/{code}/notifications', () => {
       /^payload_type: unknown payload type "trade.status_changed"/,
     );
     assert.equal((await send('GET', `/platforms/${code}/notifications?page_size=101`)).status, 400);
+    // A page too large for an OFFSET is refused by the schema, naming the field (it was "request: a value
+    // is out of range" from PostgreSQL).
+    for (const query of ['page=1e300', 'page=99999999999999999', 'page=1000001', 'page_size=1e300']) {
+      const r = await send('GET', `/platforms/${code}/notifications?${query}`);
+      assert.equal(r.status, 400, query);
+      const field = query.split('=')[0]!;
+      assert.ok(
+        (r.body.errors as string[]).some((e) => e.startsWith(`${field}: `)),
+        `${query} → ${JSON.stringify(r.body)}`,
+      );
+    }
+    const lastPage = await send('GET', `/platforms/${code}/notifications?page=1000000&page_size=100`);
+    assert.equal(lastPage.status, 200, JSON.stringify(lastPage.body));
+    assert.deepEqual(lastPage.body.message, []);
     assert.equal((await send('GET', '/platforms/ZZZZZ9/notifications')).status, 404);
   });
 });

@@ -41,6 +41,11 @@ interface InFlight {
   controller: Dispatcher.DispatchController | null;
   deadline: number;
   timedOut: boolean;
+  /**
+   * The attempt's result is known (a 2xx or 410 status line arrived) and only the rest of the body is being
+   * read off: cutting it now loses nothing but the connection.
+   */
+  answered: boolean;
 }
 
 /** Longest response body read off (to keep the connection reusable); a longer one closes it. */
@@ -89,9 +94,22 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
     return target;
   }
 
+  /** The exchange is over (body ended or cut, or the request failed): the sweep no longer watches it. */
+  function settle(attempt: InFlight) {
+    inFlight.delete(attempt);
+    if (inFlight.size === 0 && sweeper) {
+      clearInterval(sweeper);
+      sweeper = null;
+    }
+  }
+
   /**
-   * One POST through undici's dispatcher API: resolves with the status once the response has ended (or its
-   * body was cut at MAX_BODY_BYTES), rejects with the network error. The handler API rather than
+   * One POST through undici's dispatcher API. Resolves with the status as soon as the status line of a 2xx
+   * or a 410 arrives: that is the answer (wire-contract §5 "Success = any 2xx within 10 s"), so a receiver
+   * that is slow to finish its body is not retried, which would deliver twice. The rest of that body is
+   * still read off, to keep the connection for reuse, until it ends, passes MAX_BODY_BYTES or the attempt's
+   * deadline (then it is cut and the connection dropped). Any other status resolves once the response has
+   * ended (or its body was cut at MAX_BODY_BYTES); a network error rejects. The handler API rather than
    * `request()`: no response stream and no AbortSignal per attempt, which made the HTTP half of a delivery's
    * CPU (measured: 19 against 51-67 µs per request).
    */
@@ -100,33 +118,47 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
       let status = 0;
       let received = 0;
       let cut = false;
-      agent.dispatch(
-        { ...targetOf(input.url), method: 'POST', body: input.rawBody, headers: input.headers },
-        {
-          onRequestStart(controller) {
-            attempt.controller = controller;
-            if (attempt.timedOut || aborting) controller.abort(new Error('aborted'));
-          },
-          onResponseStart(_controller, statusCode) {
-            status = statusCode;
-          },
-          onResponseData(controller, chunk) {
-            received += chunk.length;
-            if (received > MAX_BODY_BYTES && !cut) {
-              // The status is the answer; a body this long is not read to the end.
-              cut = true;
-              controller.abort(new Error('response body too long'));
-            }
-          },
-          onResponseEnd() {
-            resolve(status);
-          },
-          onResponseError(_controller, error) {
-            if (cut) resolve(status);
-            else reject(error);
-          },
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart(controller) {
+          attempt.controller = controller;
+          if (attempt.timedOut || aborting) controller.abort(new Error('aborted'));
         },
-      );
+        onResponseStart(_controller, statusCode) {
+          status = statusCode;
+          if ((statusCode >= 200 && statusCode < 300) || statusCode === 410) {
+            attempt.answered = true;
+            resolve(statusCode);
+          }
+        },
+        onResponseData(controller, chunk) {
+          received += chunk.length;
+          if (received > MAX_BODY_BYTES && !cut) {
+            // The status is the answer; a body this long is not read to the end.
+            cut = true;
+            controller.abort(new Error('response body too long'));
+          }
+        },
+        onResponseEnd() {
+          settle(attempt);
+          resolve(status);
+        },
+        onResponseError(_controller, error) {
+          settle(attempt);
+          // After an answered status this only drops the connection: the promise is already resolved.
+          if (cut) resolve(status);
+          else reject(error);
+        },
+      };
+      try {
+        agent.dispatch(
+          { ...targetOf(input.url), method: 'POST', body: input.rawBody, headers: input.headers },
+          handler,
+        );
+      } catch (err) {
+        // e.g. the agent is closed: no handler callback will come.
+        settle(attempt);
+        reject(err);
+      }
     });
   }
 
@@ -149,7 +181,14 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
       durationMs: elapsed(),
     });
     if (aborting) return aborted();
-    const attempt: InFlight = { controller: null, deadline: started + timeoutMs, timedOut: false };
+    const attempt: InFlight = {
+      controller: null,
+      deadline: started + timeoutMs,
+      timedOut: false,
+      answered: false,
+    };
+    // Watched by the sweep until the exchange is over (`settle`), which for a 2xx or a 410 may be after
+    // `send` has returned: the rest of the body is bounded by the same deadline.
     inFlight.add(attempt);
     if (!sweeper) {
       sweeper = setInterval(sweep, sweepEveryMs);
@@ -158,7 +197,7 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
     try {
       const statusCode = await exchange(input, attempt);
       const durationMs = elapsed();
-      // Success is a 2xx within the timeout: one that came later, before the sweep caught it, is not.
+      // Success is a 2xx status line within the timeout: one that came later, before the sweep caught it, is not.
       if (durationMs > timeoutMs) return timedOut();
       if (statusCode >= 200 && statusCode < 300) {
         return { outcome: 'delivered', statusCode, error: null, startedAt, durationMs };
@@ -181,12 +220,6 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
         startedAt,
         durationMs: elapsed(),
       };
-    } finally {
-      inFlight.delete(attempt);
-      if (inFlight.size === 0 && sweeper) {
-        clearInterval(sweeper);
-        sweeper = null;
-      }
     }
   }
 
@@ -197,8 +230,13 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
       for (const attempt of inFlight) attempt.controller?.abort(new Error('aborted'));
     },
     async close() {
-      if (sweeper) clearInterval(sweeper);
+      // Bodies still being read after their answer are of no more use: cut them rather than wait for them.
+      for (const attempt of inFlight) {
+        if (attempt.answered) attempt.controller?.abort(new Error('sender closed'));
+      }
       await agent.close();
+      if (sweeper) clearInterval(sweeper);
+      sweeper = null;
     },
   };
 }

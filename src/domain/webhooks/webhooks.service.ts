@@ -1,5 +1,6 @@
 import type { Registry } from 'prom-client';
 import { WEBHOOK_PAYLOAD_TYPES, isWebhookPayloadType } from '../../contract/webhook-headers.ts';
+import { MAX_WEBHOOK_URL_LENGTH } from '../../contract/webhooks.schemas.ts';
 import { encryptSecret } from '../../lib/secret-box.ts';
 import { NOTIFICATION_STATUSES, type NotificationStatus } from '../../store/tables/webhooks.tables.ts';
 import type { DomainDeps } from '../deps.ts';
@@ -90,7 +91,11 @@ const MAX_URL_IN_MESSAGE = 200;
 const quote = (value: string) =>
   JSON.stringify(value.length > MAX_URL_IN_MESSAGE ? `${value.slice(0, MAX_URL_IN_MESSAGE)}…` : value);
 
-/** `url`: absolute http(s), no credentials (they would be shown and logged), no fragment. */
+/**
+ * `url`: absolute http(s), no credentials (they would be shown and logged), no fragment, and at most
+ * MAX_WEBHOOK_URL_LENGTH characters as stored: the normalised `href`, which percent-encoding can make
+ * longer than the input the schema bounded (one `é` becomes `%C3%A9`, a space `%20`).
+ */
 export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | { errors: string[] } {
   let url: URL;
   try {
@@ -105,6 +110,11 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
   if (!url.hostname) errors.push(`${field}: ${quote(raw)} has no host`);
   if (url.username || url.password) errors.push(`${field}: ${quote(raw)} must not contain credentials`);
   if (url.hash) errors.push(`${field}: ${quote(raw)} must not contain a fragment`);
+  if (url.href.length > MAX_WEBHOOK_URL_LENGTH) {
+    errors.push(
+      `${field}: is ${url.href.length} characters once normalised (percent-encoded); at most ${MAX_WEBHOOK_URL_LENGTH}`,
+    );
+  }
   return errors.length ? { errors } : { url: url.href };
 }
 

@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { createWebhookSender, type WebhookSender } from '../../src/domain/webhooks/webhook-sender.ts';
+
+/** Short, so that the deadline is reached quickly; the tests wait on events, never on sleeps. */
+const TIMEOUT_MS = 200;
+
+/** A receiver on port 0 whose every answer is written by the test: `next()` hands over the next request. */
+function startReceiver() {
+  const waiting: Array<(exchange: { req: IncomingMessage; res: ServerResponse }) => void> = [];
+  const arrived: Array<{ req: IncomingMessage; res: ServerResponse }> = [];
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const exchange = { req, res };
+      const take = waiting.shift();
+      if (take) take(exchange);
+      else arrived.push(exchange);
+    });
+  });
+  return {
+    server,
+    async listen() {
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+    },
+    next() {
+      const ready = arrived.shift();
+      if (ready) return Promise.resolve(ready);
+      return new Promise<{ req: IncomingMessage; res: ServerResponse }>((resolve) => waiting.push(resolve));
+    },
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+/** Resolves when the response's connection is gone, and says whether the body had been ended by then. */
+async function connectionGone(res: ServerResponse): Promise<{ ended: boolean }> {
+  if (!res.destroyed) await once(res, 'close');
+  return { ended: res.writableEnded };
+}
+
+describe('webhook sender: success is a 2xx status line within the timeout (wire-contract §5)', () => {
+  const receiver = startReceiver();
+  let url = '';
+  let sender: WebhookSender;
+  const send = () =>
+    sender.send({ url, rawBody: '{"a":1}', headers: { 'content-type': 'application/json' } });
+
+  before(async () => {
+    url = await receiver.listen();
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  test('a 200 whose body is still open at the deadline is delivered once, and the body is cut at the deadline', async () => {
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('ok'); // the rest of the body is never sent by this receiver
+      const result = await sending;
+      assert.equal(result.outcome, 'delivered');
+      assert.equal(result.statusCode, 200);
+      assert.equal(result.error, null);
+      assert.ok(result.durationMs <= TIMEOUT_MS, `durationMs ${result.durationMs}`);
+      // The tail is read off until the attempt's deadline, then the connection is dropped.
+      assert.deepEqual(await connectionGone(res), { ended: false });
+    } finally {
+      await sender.close();
+    }
+  });
+
+  test('a 410 whose body is still open is `gone` at once', async () => {
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(410, { 'content-type': 'text/plain' });
+      res.write('gone');
+      const result = await sending;
+      assert.equal(result.outcome, 'gone');
+      assert.equal(result.statusCode, 410);
+      assert.deepEqual(await connectionGone(res), { ended: false });
+    } finally {
+      await sender.close();
+    }
+  });
+
+  test(
+    'close() cuts a body still being read after its answer rather than waiting for it',
+    { timeout: 5_000 },
+    async () => {
+      sender = createWebhookSender({ timeoutMs: 60_000 });
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(200);
+      res.write('ok');
+      assert.equal((await sending).outcome, 'delivered');
+      await sender.close(); // would wait for the body (up to the 60 s timeout) if it did not cut it
+      assert.deepEqual(await connectionGone(res), { ended: false });
+    },
+  );
+
+  test('a status line that arrives after the timeout is a timeout with no status code', async () => {
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = send();
+      const { res } = await receiver.next();
+      const result = await sending; // this receiver has not answered yet
+      assert.equal(result.outcome, 'failed');
+      assert.equal(result.statusCode, null);
+      assert.equal(result.error, `timeout: no response within ${TIMEOUT_MS} ms`);
+      // The attempt was cut: the receiver's late answer reaches nobody.
+      assert.deepEqual(await connectionGone(res), { ended: false });
+      res.writeHead(200);
+      res.end();
+    } finally {
+      await sender.close();
+    }
+  });
+
+  test('a non-2xx still waits for its body: one still open at the deadline is a timeout', async () => {
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.write('broken');
+      const result = await sending;
+      assert.equal(result.outcome, 'failed');
+      assert.equal(result.statusCode, null);
+      assert.match(result.error ?? '', /^timeout/);
+    } finally {
+      await sender.close();
+    }
+  });
+
+  test('a non-2xx with its body is a failed attempt with the status', async () => {
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.end('later');
+      const result = await sending;
+      assert.deepEqual([result.outcome, result.statusCode, result.error], ['failed', 503, 'HTTP 503']);
+    } finally {
+      await sender.close();
+    }
+  });
+});
