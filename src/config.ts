@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import path from 'node:path';
 import { parseCidr } from './lib/cidr.ts';
 
@@ -52,9 +53,12 @@ export interface Config {
   trustProxy: string[];
   /** Base64 of 32 bytes: encrypts API secrets at rest. Undefined → generated in the data dir. */
   secretKey: string | undefined;
-  /** PKCS#8 PEM of the JWT signing key (EC P-256 or Ed25519). Undefined → generated in the data dir. */
+  /**
+   * PKCS#8 PEM of the JWT signing key (EC P-256 or Ed25519), whatever PEM form it was given in. Undefined →
+   * generated in the data dir.
+   */
   jwtPrivateKey: string | undefined;
-  logLevel: string;
+  logLevel: LogLevel;
   bodyLimitBytes: number;
   shutdownTimeoutMs: number;
   worker: { concurrency: number; pollIntervalMs: number };
@@ -84,22 +88,96 @@ function optional(env: Env, name: string): string | undefined {
 function int(env: Env, name: string, fallback: number, min = 0): number {
   const raw = optional(env, name);
   if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min) throw new ConfigError(`${name}: must be an integer >= ${min}`);
+  if (!/^\d+$/.test(raw) || Number(raw) < min)
+    throw new ConfigError(`${name}: must be an integer >= ${min}, got "${raw}"`);
   return Number(raw);
 }
 
 function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
   const value = str(env, name, fallback);
-  if (!allowed.includes(value as T)) throw new ConfigError(`${name}: must be one of ${allowed.join(', ')}`);
+  if (!allowed.includes(value as T))
+    throw new ConfigError(`${name}: must be one of ${allowed.join(', ')}, got "${value}"`);
   return value as T;
 }
 
+/** A TCP port: 0 (any free port, reported at start) to 65535. */
+function parsePort(name: string, raw: string): number {
+  const port = /^\d{1,5}$/.test(raw) ? Number(raw) : NaN;
+  if (!(port >= 0 && port <= 65535))
+    throw new ConfigError(`${name}: "${raw}" is not a port number (0 to 65535; 0 = any free port)`);
+  return port;
+}
+
+function port(env: Env, name: string, fallback: number): number {
+  const raw = optional(env, name);
+  return raw === undefined ? fallback : parsePort(name, raw);
+}
+
+/** "host:port", or "[ipv6]:port" (an IPv6 address has colons of its own, so it needs the brackets). */
 function listen(env: Env, name: string): Listen | null {
   const raw = optional(env, name);
   if (raw === undefined) return null;
-  const match = /^(.+):(\d+)$/.exec(raw);
-  if (!match) throw new ConfigError(`${name}: must be host:port`);
-  return { host: match[1]!, port: Number(match[2]) };
+  const match = /^\[([0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]:([^:]*)$/.exec(raw) ?? /^([^:[\]]+):([^:]*)$/.exec(raw);
+  if (!match)
+    throw new ConfigError(`${name}: "${raw}" is not host:port (an IPv6 address in brackets: [::1]:9000)`);
+  return { host: match[1]!, port: parsePort(name, match[2]!) };
+}
+
+/** A connection URL with one of `protocols`; its value is never quoted back (it may hold a password). */
+function serviceUrl(
+  env: Env,
+  name: string,
+  protocols: readonly string[],
+  example: string,
+): string | undefined {
+  const raw = optional(env, name);
+  if (raw === undefined) return undefined;
+  let protocol: string;
+  try {
+    protocol = new URL(raw).protocol;
+  } catch {
+    throw new ConfigError(`${name}: not a URL; expected one like ${example}`);
+  }
+  if (!protocols.includes(protocol))
+    throw new ConfigError(
+      `${name}: must be a ${protocols.map((p) => `${p}//`).join(' or ')} URL like ${example}, not ${protocol}//`,
+    );
+  return raw;
+}
+
+/** The listeners of one process must not share an address (the second would fail with EADDRINUSE). */
+function sameAddress(a: Listen, b: Listen): boolean {
+  if (a.port === 0 || a.port !== b.port) return false;
+  const wildcard = (host: string) => host === '0.0.0.0' || host === '::';
+  return a.host === b.host || wildcard(a.host) || wildcard(b.host);
+}
+
+/** pino's levels. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * wire-contract §6: the key that signs Account Funding SDK tokens, from any PEM form node reads (PKCS#8,
+ * SEC1 "EC PRIVATE KEY", …) to the PKCS#8 PEM the signer imports; `source` names where it came from
+ * (SVC_JWT_PRIVATE_KEY or the data-dir file) in the error.
+ */
+export function jwtSigningKeyPem(source: string, pem: string): string {
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(pem);
+  } catch {
+    throw new ConfigError(
+      `${source}: not an unencrypted private key in PEM form (make one with: openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256)`,
+    );
+  }
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  if (!((key.asymmetricKeyType === 'ec' && curve === 'prime256v1') || key.asymmetricKeyType === 'ed25519')) {
+    const kind = key.asymmetricKeyType === 'ec' ? `EC ${curve}` : (key.asymmetricKeyType ?? 'unknown');
+    throw new ConfigError(
+      `${source}: a key of type ${kind} cannot sign tokens; use an EC P-256 or an Ed25519 key`,
+    );
+  }
+  return key.export({ type: 'pkcs8', format: 'pem' }).toString();
 }
 
 /** "5s,30s,2m,1h" → milliseconds. */
@@ -127,20 +205,34 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     throw new ConfigError('SVC_SECRET_KEY: must be base64 of exactly 32 bytes');
   }
   const webhookTimeoutMs = int(env, 'SVC_WEBHOOK_TIMEOUT_MS', 10_000, 1);
+  const publicListen = { host: str(env, 'SVC_HOST', '127.0.0.1'), port: port(env, 'SVC_PORT', 8080) };
+  const adminListen = listen(env, 'SVC_ADMIN_LISTEN');
+  if (adminListen && sameAddress(adminListen, publicListen)) {
+    throw new ConfigError(
+      `SVC_ADMIN_LISTEN: ${adminListen.host}:${adminListen.port} is the public listener's address (SVC_HOST, SVC_PORT); give the operator API a port of its own`,
+    );
+  }
+  const jwtPrivateKey = optional(env, 'SVC_JWT_PRIVATE_KEY');
   const config: Config = {
     env: oneOf(env, 'SVC_ENV', ['cert', 'prod'] as const, 'cert'),
     role: oneOf(env, 'SVC_ROLE', ['api', 'worker', 'all'] as const, 'all'),
-    listen: { host: str(env, 'SVC_HOST', '127.0.0.1'), port: int(env, 'SVC_PORT', 8080) },
-    adminListen: listen(env, 'SVC_ADMIN_LISTEN'),
+    listen: publicListen,
+    adminListen,
     opsListen: listen(env, 'SVC_OPS_LISTEN'),
     adminToken: optional(env, 'SVC_ADMIN_TOKEN'),
     dataDir: path.resolve(str(env, 'SVC_DATA_DIR', './.svc-data')),
-    databaseUrl: optional(env, 'DATABASE_URL'),
-    redisUrl: optional(env, 'REDIS_URL'),
+    databaseUrl: serviceUrl(
+      env,
+      'DATABASE_URL',
+      ['postgres:', 'postgresql:'],
+      'postgres://user:password@host:5432/database',
+    ),
+    redisUrl: serviceUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], 'redis://host:6379'),
     trustProxy,
     secretKey,
-    jwtPrivateKey: optional(env, 'SVC_JWT_PRIVATE_KEY'),
-    logLevel: str(env, 'SVC_LOG_LEVEL', 'info'),
+    jwtPrivateKey:
+      jwtPrivateKey === undefined ? undefined : jwtSigningKeyPem('SVC_JWT_PRIVATE_KEY', jwtPrivateKey),
+    logLevel: oneOf(env, 'SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
     bodyLimitBytes: 1024 * 1024,
     shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1),
     worker: {

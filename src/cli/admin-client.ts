@@ -1,46 +1,71 @@
+import { SvcClient } from '../sdk/client.ts';
+
 /** A small client for the operator API (DESIGN §3), used by the CLI and by tests. */
 export class AdminApiError extends Error {
   constructor(
     readonly status: number,
+    /** The parsed JSON answer, its text when it was not JSON, or undefined when it had no body. */
     readonly body: unknown,
     /** The answer's X-REQUEST-ID, to quote to support. */
     readonly requestId?: string,
   ) {
-    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    const text =
+      body === undefined || body === null || body === ''
+        ? '(empty body)'
+        : typeof body === 'string'
+          ? body
+          : JSON.stringify(body);
     super(`operator API answered ${status}: ${text.length > 300 ? `${text.slice(0, 300)}…` : text}`);
     this.name = 'AdminApiError';
   }
 }
 
+export interface AdminClientOptions {
+  /**
+   * Gives up on a call after this many ms (default: the SDK's 30 000); the call then fails with the SDK's
+   * `SvcConnectionError`, as when no server answers at all.
+   */
+  timeoutMs?: number;
+}
+
 export class AdminClient {
+  /**
+   * The SDK's transport without its request signing (the operator API takes a bearer token): the same
+   * timeout, and the same `SvcConnectionError` for no answer (refused, reset, timed out, bad port).
+   */
+  private readonly http: SvcClient;
+
   constructor(
     readonly baseUrl: string,
     private readonly token: string,
-  ) {}
+    options: AdminClientOptions = {},
+  ) {
+    this.http = new SvcClient({
+      baseUrl,
+      apiKey: '',
+      apiSecret: '',
+      passphrase: '',
+      retry: false,
+      timeoutMs: options.timeoutMs,
+    });
+  }
 
   async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
-    const response = await fetch(new URL(`/admin${path}`, this.baseUrl), {
-      method,
-      headers: {
-        authorization: `Bearer ${this.token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
+    const response = await this.http.send(method, `/admin${path}`, {
+      // The SDK sends a string as it is; every operator body is JSON.
+      body: typeof body === 'string' ? JSON.stringify(body) : body,
+      authenticate: false,
+      headers: { authorization: `Bearer ${this.token}` },
     });
-    const text = await response.text();
-    const requestId = response.headers.get('x-request-id') ?? undefined;
-    let parsed: unknown;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      // Not the operator API (a proxy page, the firewall's text, another service): report it as it came.
-      throw new AdminApiError(response.status, text, requestId);
+    // A body that is not JSON (a proxy page, the firewall's text, another service) arrives as its text.
+    const answer = response.body === '' ? undefined : response.body;
+    if (response.status < 200 || response.status > 299) {
+      throw new AdminApiError(response.status, answer, response.requestId);
     }
-    if (!response.ok) throw new AdminApiError(response.status, parsed, requestId);
-    if (typeof parsed !== 'object' || parsed === null || !('message' in parsed)) {
-      throw new AdminApiError(response.status, parsed ?? '', requestId);
+    if (typeof answer !== 'object' || answer === null || !('message' in answer)) {
+      throw new AdminApiError(response.status, answer, response.requestId);
     }
-    return (parsed as { message: T }).message;
+    return (answer as { message: T }).message;
   }
 
   get<T = unknown>(path: string) {

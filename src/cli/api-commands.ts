@@ -41,6 +41,8 @@ export interface ApiConnection {
   passphrase?: string;
   /** false: send each request once (`--no-retry`). */
   retry?: boolean;
+  /** Gives up on one attempt after this many ms (the SDK's default when undefined). */
+  timeoutMs?: number;
 }
 
 export function apiClient(connection: ApiConnection, extra: Partial<ClientOptions> = {}): SvcPlatform {
@@ -60,6 +62,7 @@ export function apiClient(connection: ApiConnection, extra: Partial<ClientOption
     apiSecret: connection.apiSecret!,
     passphrase: connection.passphrase!,
     ...(connection.retry === false ? { retry: false } : {}),
+    ...(connection.timeoutMs === undefined ? {} : { timeoutMs: connection.timeoutMs }),
     ...extra,
   });
 }

@@ -7,6 +7,25 @@ export type Options = Record<string, string | boolean | string[] | undefined>;
 /** A mistake in the command line (exit code 2). */
 export class UsageError extends Error {}
 
+/** The options a usage line names (`--page N`, `[--failed --reason TEXT]`): what the command reads. */
+export function usageOptions(usage: string): string[] {
+  return [...usage.matchAll(/--([a-z][a-z0-9-]*)/g)].map((match) => match[1]!);
+}
+
+/**
+ * An option the command does not read is refused rather than ignored (`svc platforms list --name x` would
+ * otherwise list every platform as if it had been filtered).
+ */
+export function refuseOtherOptions(given: Options, allowed: Iterable<string>, command: string): void {
+  const known = new Set(allowed);
+  const other = Object.keys(given).filter((name) => given[name] !== undefined && !known.has(name));
+  if (other.length > 0) {
+    throw new UsageError(
+      `${other.map((name) => `--${name}`).join(', ')}: not ${other.length === 1 ? 'an option' : 'options'} of "${command}"; see svc --help`,
+    );
+  }
+}
+
 export function required(options: Options, name: string): string {
   const value = options[name];
   if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);

@@ -3,12 +3,25 @@ import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 import { createClient } from '../sdk/platform.ts';
 
+export interface DemoOptions {
+  env: 'cert' | 'prod';
+  /**
+   * Where the public API is: the platform calls go there, and the output points there. It differs from the
+   * operator client's URL when the operator API has its own listener (SVC_ADMIN_LISTEN); undefined: the
+   * same URL (one listener serves both).
+   */
+  publicUrl?: string;
+  /** The SDK's per-attempt timeout for the platform calls (its default when undefined). */
+  timeoutMs?: number;
+}
+
 /**
  * `svc demo`: a ready-to-call setup on a running server: a platform (open allow-list in cert, else
  * loopback), an API key, two participants (a primary holder and a future tenant), a customer account and
  * prices. Later capabilities extend it.
  */
-export async function runDemo(client: AdminClient, options: { env: 'cert' | 'prod' }) {
+export async function runDemo(client: AdminClient, options: DemoOptions) {
+  const publicUrl = options.publicUrl ?? client.baseUrl;
   const suffix = Date.now().toString(36);
   const platform = await client.post<Platform>('/platforms', {
     name: `Demo platform ${suffix}`,
@@ -44,13 +57,14 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
     amount: '100000',
   });
   // Issue 6: a fund quote for the holder, signed with the new key as a platform would: the deposit address
-  // to show the customer. Best effort: the public API may be on another listener than the operator API.
+  // to show the customer. Best effort: the demo's other steps stand even if the public API does not answer.
   const platformClient = createClient({
-    baseUrl: client.baseUrl,
+    baseUrl: publicUrl,
     apiKey: key.api_key,
     apiSecret: key.api_secret,
     passphrase: key.passphrase,
     retry: false,
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
   });
   const fundQuote = await platformClient.funding
     .requestQuote({
@@ -64,7 +78,8 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
     }))
     .catch((error: Error) => ({ error: `no fund quote: ${error.message}` }));
   return {
-    base_url: client.baseUrl,
+    base_url: publicUrl,
+    admin_url: client.baseUrl,
     platform_code: platform.platform_code,
     api_key: key.api_key,
     api_secret: key.api_secret,
@@ -78,7 +93,7 @@ export async function runDemo(client: AdminClient, options: { env: 'cert' | 'pro
       try_a_quote: `GET /liquidity/rfq?side=buy&underlying=BTC&quoted_currency=USD&quantity=0.01&participant_code=${holder.participant_code}`,
       then: 'POST /liquidity/execute {"quote_id":"<quote_id>"}, then GET /trades?client_trade_id=<quote_id>',
       with_the_cli: [
-        `export SVC_URL=${client.baseUrl} SVC_API_KEY=${key.api_key} SVC_API_SECRET=${key.api_secret} SVC_PASSPHRASE=${key.passphrase}`,
+        `export SVC_URL=${publicUrl}${client.baseUrl === publicUrl ? '' : ` SVC_ADMIN_URL=${client.baseUrl}`} SVC_API_KEY=${key.api_key} SVC_API_SECRET=${key.api_secret} SVC_PASSPHRASE=${key.passphrase}`,
         `svc api quote --side buy --underlying BTC --quoted-currency USD --quantity 0.01 --participant ${holder.participant_code}`,
         'svc api execute <quote_id>',
       ],

@@ -39,7 +39,7 @@ export function reportFailure(error: unknown): FailureReport | undefined {
     // The first objection on the status line, any others one per line below it.
     const [first, ...more] = lines;
     const text = [
-      first === undefined ? head : `${head}: ${first}`,
+      first === undefined ? `${head} (empty body)` : `${head}: ${first}`,
       ...more.map((line) => `  ${line}`),
       ...(requestId ? [`  request id: ${requestId}`] : []),
     ].join('\n');

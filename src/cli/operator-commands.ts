@@ -111,13 +111,14 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     summary: 'set prices used by quotes and fund rates',
     run: (c, p) => {
       if (p.length === 0) throw new UsageError('at least one PAIR=PRICE is required');
-      const pairs = Object.fromEntries(
-        p.map((item) => {
-          const [pair, price] = item.split('=');
-          if (!pair || !price) throw new UsageError(`"${item}" is not PAIR=PRICE`);
-          return [pair, price];
-        }),
-      );
+      const pairs: Record<string, string> = {};
+      for (const item of p) {
+        // Exactly one "=": "BTC/USD=1=2" is a typo, not the price 1.
+        const match = /^([^=\s]+)=([^=\s]+)$/.exec(item);
+        if (!match) throw new UsageError(`"${item}" is not PAIR=PRICE (e.g. BTC/USD=65000.25)`);
+        if (match[1]! in pairs) throw new UsageError(`${match[1]} is given twice`);
+        pairs[match[1]!] = match[2]!;
+      }
       return c.post('/prices', { pairs });
     },
   },
@@ -195,7 +196,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   },
   'webhooks notifications': {
     usage:
-      'svc webhooks notifications PLATFORM [--status pending|retrying|delivered|dead|skipped] [--type PAYLOAD_TYPE] [--resource KEY] [--page N]',
+      'svc webhooks notifications PLATFORM [--status pending|retrying|delivered|dead|skipped] [--type PAYLOAD_TYPE] [--resource KEY] [--page N] [--page-size N]',
     summary:
       "list a platform's notifications with every delivery attempt, newest first (dead letters: --status dead)",
     run: (c, p, o) => {
@@ -205,6 +206,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         ['payload_type', 'type'],
         ['resource_key', 'resource'],
         ['page', 'page'],
+        ['page_size', 'page-size'],
       ] as const) {
         const value = optionalString(o, option);
         if (value !== undefined) query.set(param, value);
@@ -306,6 +308,7 @@ export const OPERATOR_OPTIONS = {
   disabled: { type: 'boolean' },
   resource: { type: 'string' },
   page: { type: 'string' },
+  'page-size': { type: 'string' },
   since: { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },

@@ -1,11 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { ConfigError, loadConfig, type Config, type Listen } from '../config.ts';
 import { AdminClient } from '../cli/admin-client.ts';
 import { API_COMMANDS, API_OPTIONS, apiClient, findApiCommand } from '../cli/api-commands.ts';
+import { refuseOtherOptions, usageOptions, type Options } from '../cli/command-args.ts';
 import { runDemo } from '../cli/demo-command.ts';
-import { reportFailure } from '../cli/error-report.ts';
+import { reportFailure, type FailureReport } from '../cli/error-report.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 
@@ -21,7 +22,8 @@ Service:
   svc webhooks listen --port N --secret S [--host H] [--json]
                                        local webhook receiver: verifies and prints each delivery
 
-Operator commands (talk to a running server; --url, --token or SVC_URL, SVC_ADMIN_TOKEN):
+Operator commands (the operator API of a running server: --admin-url or SVC_ADMIN_URL, else the public
+URL; --token or SVC_ADMIN_TOKEN, else <SVC_DATA_DIR>/admin-token):
 ${Object.values(OPERATOR_COMMANDS)
   .map((c) => `  ${c.usage}\n      ${c.summary}`)
   .join('\n')}
@@ -33,22 +35,90 @@ ${Object.values(API_COMMANDS)
   .join('\n')}
 
 Global options:
-  --json        print the raw JSON result only (errors: one JSON object on stderr)
-  --url URL     API base URL (default http://SVC_HOST:SVC_PORT; operator commands: SVC_ADMIN_LISTEN if set)
-  --token T     operator token (default SVC_ADMIN_TOKEN, else <SVC_DATA_DIR>/admin-token)
-  --no-retry    svc api: send each request once
-  -h, --help    this help
+  --json            print the raw JSON result only (errors: one JSON object on stderr)
+  --url URL         public API base URL (default SVC_URL, else http://SVC_HOST:SVC_PORT)
+  --admin-url URL   operator API base URL (default SVC_ADMIN_URL, else the --url/SVC_URL, else
+                    SVC_ADMIN_LISTEN or http://SVC_HOST:SVC_PORT)
+  --token T         operator token (default SVC_ADMIN_TOKEN, else <SVC_DATA_DIR>/admin-token)
+  --timeout-ms N    give up on a request after N ms (default SVC_REQUEST_TIMEOUT_MS, else 30000)
+  --no-retry        svc api: send each request once
+  -h, --help        this help
 
-Exit codes: 0 ok, 1 the API refused (4xx/5xx), 2 usage error, 3 server unreachable.
+Exit codes: 0 ok, 1 the API refused (4xx/5xx), 2 usage error, 3 server unreachable (refused, timed out).
 `;
+
+/** What the client commands accept besides their own options: where to connect and how long to wait. */
+const OPERATOR_CLIENT_OPTIONS = ['json', 'url', 'admin-url', 'token', 'timeout-ms'];
+const API_CLIENT_OPTIONS = ['json', 'url', 'api-key', 'api-secret', 'passphrase', 'no-retry', 'timeout-ms'];
+const ROLES = ['api', 'worker', 'all'];
+
+/**
+ * Where the client commands connect and how long they wait for an answer. Read here, with the credentials,
+ * because they are the CLI's own settings (the server's are in config); a bad value is a usage error
+ * naming the flag or variable it came from.
+ */
+class Connection {
+  constructor(
+    private readonly config: Readonly<Config>,
+    private readonly values: Options,
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  /** --url, SVC_URL, else the public listener of the local configuration. */
+  get publicUrl(): string {
+    return this.given('url', 'SVC_URL') ?? localUrl(this.config.listen);
+  }
+
+  /**
+   * --admin-url, SVC_ADMIN_URL, else the public URL when one is given (one listener serves both), else the
+   * local configuration's operator listener (SVC_ADMIN_LISTEN, or the public one).
+   */
+  get adminUrl(): string {
+    return (
+      this.given('admin-url', 'SVC_ADMIN_URL') ??
+      this.given('url', 'SVC_URL') ??
+      localUrl(this.config.adminListen ?? this.config.listen)
+    );
+  }
+
+  /** The SDK's per-request timeout, from --timeout-ms or SVC_REQUEST_TIMEOUT_MS; undefined: its default. */
+  get timeoutMs(): number | undefined {
+    const [name, raw] =
+      typeof this.values['timeout-ms'] === 'string'
+        ? ['--timeout-ms', this.values['timeout-ms']]
+        : ['SVC_REQUEST_TIMEOUT_MS', this.env.SVC_REQUEST_TIMEOUT_MS];
+    if (raw === undefined || raw === '') return undefined;
+    if (!/^\d+$/.test(raw) || Number(raw) < 1)
+      throw new UsageError(`${name}: must be a whole number of milliseconds >= 1, got "${raw}"`);
+    return Number(raw);
+  }
+
+  private given(flag: string, variable: string): string | undefined {
+    const fromFlag = this.values[flag];
+    const [name, raw] =
+      typeof fromFlag === 'string' ? [`--${flag}`, fromFlag] : [variable, this.env[variable]];
+    if (raw === undefined || raw === '') return undefined;
+    let protocol: string | undefined;
+    try {
+      protocol = new URL(raw).protocol;
+    } catch {
+      // e.g. a port above 65535
+    }
+    if (protocol !== 'http:' && protocol !== 'https:')
+      throw new UsageError(`${name}: "${raw}" is not a valid http:// or https:// URL`);
+    return raw;
+  }
+}
+
+function localUrl(at: Listen): string {
+  return `http://${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
+}
 
 function adminClient(
   config: Readonly<Config>,
-  url: string | undefined,
+  connection: Connection,
   token: string | undefined,
 ): AdminClient {
-  const listen = config.adminListen ?? config.listen;
-  const base = url ?? process.env.SVC_URL ?? `http://${listen.host}:${listen.port}`;
   const tokenFile = path.join(config.dataDir, 'admin-token');
   const resolved =
     token ??
@@ -58,7 +128,58 @@ function adminClient(
     throw new UsageError(
       'no operator token: pass --token, set SVC_ADMIN_TOKEN, or run where the data dir is',
     );
-  return new AdminClient(base, resolved);
+  return new AdminClient(connection.adminUrl, resolved, { timeoutMs: connection.timeoutMs });
+}
+
+/**
+ * A start (or migration) that failed for a reason outside the command line: the listener's address is
+ * taken, the database refused, … Reported as one line naming the problem; the stack is logged at debug
+ * level (SVC_LOG_LEVEL=debug).
+ */
+class StartupError extends Error {}
+
+/** The setting that placed a listener on `address`/`port`, for the message of a failed listen. */
+function listenerSetting(config: Readonly<Config>, address?: string, port?: number): string {
+  const listeners: Array<[string, Listen | null]> = [
+    ['SVC_ADMIN_LISTEN', config.adminListen],
+    ['SVC_OPS_LISTEN', config.role === 'worker' ? config.opsListen : null],
+    ['SVC_HOST/SVC_PORT', config.role === 'worker' ? null : config.listen],
+  ];
+  const byPort = listeners.find(([, at]) => at && port !== undefined && at.port === port);
+  const byHost = listeners.find(([, at]) => at && at.host === address);
+  return (byPort ?? byHost ?? ['a listener'])[0];
+}
+
+const LISTEN_PROBLEMS: Record<string, string> = {
+  EADDRINUSE: 'the address is already in use (another process, or another of these settings, listens there)',
+  EADDRNOTAVAIL: 'no network interface of this machine has that address',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+};
+
+function startupProblem(error: unknown, config: Readonly<Config>): string {
+  const err = error as NodeJS.ErrnoException & { address?: string; port?: number; hostname?: string };
+  if (err.syscall === 'listen' && err.code) {
+    const where = err.port === undefined ? err.address : `${err.address}:${err.port}`;
+    const problem = LISTEN_PROBLEMS[err.code] ?? err.message;
+    return `${listenerSetting(config, err.address, err.port)}: cannot listen on ${where}: ${problem}`;
+  }
+  if (err.syscall === 'getaddrinfo' && err.hostname) {
+    return `cannot resolve the host name "${err.hostname}" (${err.code})`;
+  }
+  // The start connects to nothing else before it listens (Redis is optional: the limiter falls back).
+  const fromDatabase = err.syscall === 'connect' || 'severity' in (err as object);
+  return `${config.databaseUrl && fromDatabase ? 'DATABASE_URL: ' : ''}${oneLine(error)}`;
+}
+
+/** An error's message on one line; an AggregateError (e.g. both of localhost's addresses refused) has none. */
+function oneLine(error: unknown): string {
+  const err = error as { message?: string; code?: string; errors?: unknown[] };
+  const message =
+    err.message ||
+    (Array.isArray(err.errors) ? err.errors.map((inner) => oneLine(inner)).join('; ') : '') ||
+    err.code ||
+    String(error);
+  return message.replace(/\s*\n\s*/g, ' ');
 }
 
 /**
@@ -75,20 +196,40 @@ async function serverModules() {
   return { createLogger, openDatabase, startRuntime, createStore, migrate };
 }
 
+/** Runs a start-up step; a failure becomes a one-line StartupError, its stack logged at debug level. */
+async function starting<T>(
+  what: string,
+  config: Readonly<Config>,
+  logger: { debug(obj: object, msg: string): void },
+  step: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    logger.debug({ err: error }, `${what} failed`);
+    throw new StartupError(`${what} failed: ${startupProblem(error, config)}`);
+  }
+}
+
 async function serve(config: Readonly<Config>): Promise<void> {
   const { createLogger, startRuntime } = await serverModules();
   const logger = createLogger(config.logLevel);
-  const runtime = await startRuntime(config, { logger });
+  const runtime = await starting('svc serve', config, logger, () => startRuntime(config, { logger }));
   const lines = [`svc-platform ${config.env} (${config.role})`];
   if (runtime.url) lines.push(`  public API   ${runtime.url}`, `  docs         ${runtime.url}/docs`);
-  if (runtime.adminUrl) lines.push(`  operator API ${runtime.adminUrl}/admin`);
-  lines.push(`  admin token  ${runtime.secrets.adminToken}`);
+  if (runtime.adminUrl) {
+    lines.push(`  operator API ${runtime.adminUrl}/admin`);
+    // README Operations: tokens stay out of the logs. The quick start's token, generated by the service and
+    // kept in its data dir, is shown so that it can be used; one the operator set is not repeated.
+    const generated = runtime.secrets.fromDataDir.includes('SVC_ADMIN_TOKEN');
+    lines.push(`  admin token  ${generated ? runtime.secrets.adminToken : '(from SVC_ADMIN_TOKEN)'}`);
+  }
   lines.push(
     `  database     ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL in ${config.dataDir}`}`,
   );
   if (runtime.opsUrl) lines.push(`  metrics      ${runtime.opsUrl}/metrics`);
   if (runtime.worker) lines.push('  worker       running');
-  process.stdout.write(lines.join('\n') + '\n');
 
   // DESIGN §6: on SIGTERM stop accepting, finish in-flight requests and jobs, exit within the timeout.
   let stopping = false;
@@ -110,6 +251,8 @@ async function serve(config: Readonly<Config>): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   // A closed terminal: stop the same way, so the embedded PostgreSQL is not left running.
   process.on('SIGHUP', () => stop('SIGHUP'));
+  // Last: whoever waits for the banner (a supervisor, a test) may signal the process as soon as it shows.
+  process.stdout.write(lines.join('\n') + '\n');
 }
 
 /** `svc webhooks listen`: a local verifying receiver (issue 4 point 6); runs until SIGINT or SIGTERM. */
@@ -133,15 +276,17 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
 async function migrateOnly(config: Readonly<Config>): Promise<void> {
   const { createLogger, openDatabase, createStore, migrate } = await serverModules();
   const logger = createLogger(config.logLevel);
-  const { url, embedded } = await openDatabase(config, logger);
-  const store = createStore(url, { max: 2 });
-  try {
-    const applied = await migrate(store.pool, (msg) => logger.info(msg));
-    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
-  } finally {
-    await store.close();
-    await embedded?.stop();
-  }
+  const applied = await starting('svc migrate', config, logger, async () => {
+    const { url, embedded } = await openDatabase(config, logger);
+    const store = createStore(url, { max: 2 });
+    try {
+      return await migrate(store.pool, (msg) => logger.info(msg));
+    } finally {
+      await store.close();
+      await embedded?.stop();
+    }
+  });
+  process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
 }
 
 /**
@@ -171,7 +316,9 @@ export async function main(argv: string[]): Promise<number> {
     ...API_OPTIONS,
     json: { type: 'boolean' },
     url: { type: 'string' },
+    'admin-url': { type: 'string' },
     token: { type: 'string' },
+    'timeout-ms': { type: 'string' },
     role: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   } as const;
@@ -189,15 +336,17 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return positionals.length === 0 && !values.help ? EXIT.usage : EXIT.ok;
   }
-  const env = values.role ? { ...process.env, SVC_ROLE: values.role } : process.env;
-  const config = loadConfig(env);
   const [first, second] = positionals;
   if (first === 'serve') {
-    await serve(config);
+    refuseOtherOptions(values, ['role'], 'svc serve');
+    if (values.role !== undefined && !ROLES.includes(values.role))
+      throw new UsageError(`--role: must be one of ${ROLES.join(', ')}, got "${values.role}"`);
+    await serve(loadConfig(values.role ? { ...process.env, SVC_ROLE: values.role } : process.env));
     return -1; // keeps running
   }
   if (first === 'migrate') {
-    await migrateOnly(config);
+    refuseOtherOptions(values, [], 'svc migrate');
+    await migrateOnly(loadConfig());
     return EXIT.ok;
   }
   const print = (result: unknown) =>
@@ -205,67 +354,83 @@ export async function main(argv: string[]): Promise<number> {
       values.json ? JSON.stringify(result) + '\n' : JSON.stringify(result, null, 2) + '\n',
     );
   if (first === 'demo') {
-    print(await runDemo(adminClient(config, values.url, values.token), { env: config.env }));
+    refuseOtherOptions(values, OPERATOR_CLIENT_OPTIONS, 'svc demo');
+    const config = loadConfig();
+    const connection = new Connection(config, values);
+    const admin = adminClient(config, connection, values.token);
+    print(
+      await runDemo(admin, {
+        env: config.env,
+        publicUrl: connection.publicUrl,
+        timeoutMs: connection.timeoutMs,
+      }),
+    );
     return EXIT.ok;
   }
   if (first === 'webhooks' && second === 'listen') {
+    refuseOtherOptions(values, ['port', 'secret', 'host', 'json'], 'svc webhooks listen');
     await listenForWebhooks(values);
     return -1; // keeps running
   }
   if (first === 'api') {
-    // Credentials come from the command line or the environment, read here only (src/cli reads no env).
     const { command, positionals: rest } = findApiCommand(positionals.slice(1));
+    const name = `svc api ${positionals.slice(1, positionals.length - rest.length).join(' ')}`;
+    refuseOtherOptions(values, [...API_CLIENT_OPTIONS, ...usageOptions(command.usage)], name);
+    const connection = new Connection(loadConfig(), values);
+    // Credentials come from the command line or the environment, read here only (src/cli reads no env).
     const client = apiClient({
-      baseUrl: values.url ?? process.env.SVC_URL ?? `http://${config.listen.host}:${config.listen.port}`,
+      baseUrl: connection.publicUrl,
       apiKey: values['api-key'] ?? process.env.SVC_API_KEY,
       apiSecret: values['api-secret'] ?? process.env.SVC_API_SECRET,
       passphrase: values.passphrase ?? process.env.SVC_PASSPHRASE,
       retry: values['no-retry'] !== true,
+      timeoutMs: connection.timeoutMs,
     });
     print(await command.run(client, rest, values));
     return EXIT.ok;
   }
   const command = OPERATOR_COMMANDS[`${first} ${second}`];
   if (!command) throw new UsageError(`unknown command "${positionals.join(' ')}"; see svc --help`);
-  print(await command.run(adminClient(config, values.url, values.token), positionals.slice(2), values));
+  refuseOtherOptions(
+    values,
+    [...OPERATOR_CLIENT_OPTIONS, ...usageOptions(command.usage)],
+    `svc ${first} ${second}`,
+  );
+  const config = loadConfig();
+  const client = adminClient(config, new Connection(config, values), values.token);
+  print(await command.run(client, positionals.slice(2), values));
   return EXIT.ok;
 }
 
-/** fetch failures that mean no server answered at that address (exit 3), as opposed to a refusal (exit 1). */
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ETIMEDOUT',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_SOCKET',
-]);
-
-/** Runs a command and maps failures to readable messages and exit codes; -1 means "still serving". */
+/**
+ * Runs a command and maps failures to readable messages (one JSON object with --json) and exit codes; -1
+ * means "still serving".
+ */
 export async function runCli(argv: string[]): Promise<number> {
+  const fail = (exitCode: number, text: string, json: FailureReport['json']) => {
+    process.stderr.write((argv.includes('--json') ? JSON.stringify({ error: json }) : text) + '\n');
+    return exitCode;
+  };
+  const failure = (message: string): FailureReport['json'] => ({
+    status: null,
+    request_id: null,
+    errors: [message],
+    body: null,
+  });
   try {
     return await main(argv);
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (error instanceof UsageError || error instanceof ConfigError || code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`error: ${(error as Error).message}\n`);
-      return EXIT.usage;
+      const message = (error as Error).message;
+      return fail(EXIT.usage, `error: ${message}`, failure(message));
     }
-    // An API's refusal, or no answer through the SDK: status, the server's errors, the request id.
+    if (error instanceof StartupError)
+      return fail(EXIT.failed, `error: ${error.message}`, failure(error.message));
+    // An API's refusal, or no answer (refused, reset, timed out, bad port): status, errors, request id.
     const report = reportFailure(error);
-    if (report) {
-      process.stderr.write(
-        (argv.includes('--json') ? JSON.stringify({ error: report.json }) : report.text) + '\n',
-      );
-      return report.exitCode;
-    }
-    if (UNREACHABLE_CODES.has((error as { cause?: { code?: string } }).cause?.code ?? '')) {
-      process.stderr.write(`error: server unreachable (${(error as Error).message})\n`);
-      return EXIT.unreachable;
-    }
+    if (report) return fail(report.exitCode, report.text, report.json);
+    // Anything else is a bug: its stack is what a report of it needs.
     process.stderr.write(`error: ${(error as Error).stack ?? String(error)}\n`);
     return EXIT.failed;
   }

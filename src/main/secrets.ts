@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import path from 'node:path';
-import type { Config } from '../config.ts';
+import { jwtSigningKeyPem, type Config } from '../config.ts';
 
 /**
  * The three server secrets: the operator token, the key that encrypts API secrets at rest, and the JWT
@@ -38,12 +38,17 @@ export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSe
   const secretKey =
     config.secretKey ??
     (await fromDir('SVC_SECRET_KEY', 'secret-key', () => randomBytes(32).toString('base64')));
+  // Config has already normalised SVC_JWT_PRIVATE_KEY to PKCS#8; a key file put in the data dir by hand is
+  // checked and normalised the same way.
   const jwtPrivateKeyPem =
     config.jwtPrivateKey ??
-    (await fromDir('SVC_JWT_PRIVATE_KEY', 'jwt-private-key.pem', () =>
-      generateKeyPairSync('ec', { namedCurve: 'P-256' })
-        .privateKey.export({ type: 'pkcs8', format: 'pem' })
-        .toString(),
-    ));
+    jwtSigningKeyPem(
+      path.join(config.dataDir, 'jwt-private-key.pem'),
+      await fromDir('SVC_JWT_PRIVATE_KEY', 'jwt-private-key.pem', () =>
+        generateKeyPairSync('ec', { namedCurve: 'P-256' })
+          .privateKey.export({ type: 'pkcs8', format: 'pem' })
+          .toString(),
+      ),
+    );
   return { adminToken, secretKey: Buffer.from(secretKey, 'base64'), jwtPrivateKeyPem, fromDataDir };
 }

@@ -1,0 +1,269 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createTcpServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { WebhookNotification } from '../../src/contract/webhooks.schemas.ts';
+import { freePort } from '../../src/store/embedded-postgres.ts';
+import { runCli } from '../helpers/service-process.ts';
+import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+
+/**
+ * Where the CLI connects and what it says when that goes wrong: the operator API on its own listener
+ * (`--admin-url`/`SVC_ADMIN_URL`), answers with no body, servers that never answer (`--timeout-ms`), no
+ * server at all, and command lines the CLI refuses before it sends anything (README "CLI": exit codes
+ * 1 refused, 2 usage, 3 no server answered; one JSON object on stderr with --json).
+ */
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-cli-connection-'));
+const base = { SVC_DATA_DIR: tmp, SVC_LOG_LEVEL: 'warn', SVC_ADMIN_URL: undefined };
+after(() => rmSync(tmp, { recursive: true, force: true }));
+
+const STACK_FRAME = /^\s+at .+[:(]/m;
+
+/** The one JSON error object of --json on stderr. */
+function jsonError(stderr: string): { status: number | null; errors: string[]; body: unknown } {
+  const lines = stderr.trim().split('\n');
+  assert.equal(lines.length, 1, stderr);
+  return (JSON.parse(lines[0]!) as { error: { status: number | null; errors: string[]; body: unknown } })
+    .error;
+}
+
+/** A local server for the failure cases, on a free port; `close` also ends the connections it holds. */
+async function listen(
+  server: Server | ReturnType<typeof createHttpServer>,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('the operator API on its own listener (SVC_ADMIN_LISTEN)', () => {
+  let svc: TestService;
+  let adminUrl: string;
+  before(async () => {
+    svc = await startTestService({ env: { SVC_ADMIN_LISTEN: '127.0.0.1:0' } });
+    adminUrl = svc.runtime.adminUrl!;
+    assert.notEqual(adminUrl, svc.url);
+  });
+  after(() => svc?.close());
+
+  test('operator commands go to --admin-url / SVC_ADMIN_URL; the public URL serves no /admin', async () => {
+    const viaEnv = await runCli(['platforms', 'list', '--json'], {
+      ...base,
+      SVC_URL: svc.url,
+      SVC_ADMIN_URL: adminUrl,
+      SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    assert.equal(viaEnv.code, 0, viaEnv.stderr);
+    const viaFlag = await runCli(
+      ['platforms', 'list', '--url', svc.url, '--admin-url', adminUrl, '--token', TEST_ADMIN_TOKEN],
+      base,
+    );
+    assert.equal(viaFlag.code, 0, viaFlag.stderr);
+    // Unset, the operator URL is the public one (one listener serves both by default): here, refused.
+    const unset = await runCli(['platforms', 'list', '--json'], {
+      ...base,
+      SVC_URL: svc.url,
+      SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    assert.equal(unset.code, 1, unset.stderr);
+    assert.ok([403, 404].includes(jsonError(unset.stderr).status!), unset.stderr);
+  });
+
+  test('svc demo makes its public calls on, and points at, the public URL', async () => {
+    const result = await runCli(['demo', '--json'], {
+      ...base,
+      SVC_URL: svc.url,
+      SVC_ADMIN_URL: adminUrl,
+      SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    assert.equal(result.code, 0, result.stderr);
+    const demo = JSON.parse(result.stdout) as {
+      base_url: string;
+      admin_url: string;
+      api_key: string;
+      api_secret: string;
+      passphrase: string;
+      fund_quote: { deposit_address?: string; error?: string };
+      trading: { with_the_cli: string[] };
+    };
+    assert.equal(demo.base_url, svc.url);
+    assert.equal(demo.admin_url, adminUrl);
+    // The fund quote is a signed public call: it worked.
+    assert.ok(demo.fund_quote.deposit_address, JSON.stringify(demo.fund_quote));
+    assert.ok(
+      demo.trading.with_the_cli[0]!.startsWith(`export SVC_URL=${svc.url} SVC_ADMIN_URL=${adminUrl} `),
+      demo.trading.with_the_cli[0],
+    );
+    // The printed credentials and URL work for `svc api`.
+    const time = await runCli(['api', 'time', '--json'], {
+      ...base,
+      SVC_URL: demo.base_url,
+      SVC_API_KEY: demo.api_key,
+      SVC_API_SECRET: demo.api_secret,
+      SVC_PASSPHRASE: demo.passphrase,
+    });
+    assert.equal(time.code, 0, time.stderr);
+  });
+});
+
+describe('a live server: command lines refused before anything is sent', () => {
+  let svc: TestService;
+  let env: Record<string, string | undefined>;
+  before(async () => {
+    svc = await startTestService();
+    env = { ...base, SVC_URL: svc.url, SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN };
+  });
+  after(() => svc?.close());
+
+  test('prices set refuses a malformed PAIR=PRICE (exit 2) and sets nothing', async () => {
+    const cases = await Promise.all([
+      runCli(['prices', 'set', 'BTC/USD=1=2'], env),
+      runCli(['prices', 'set', 'ETH/USD=3000', '=5'], env),
+      runCli(['prices', 'set', 'ETH/USD=3000', 'ETH/USD=3100'], env),
+    ]);
+    assert.deepEqual(
+      cases.map((c) => c.code),
+      [2, 2, 2],
+      cases.map((c) => c.stderr).join('\n'),
+    );
+    assert.equal(cases[0]!.stderr, 'error: "BTC/USD=1=2" is not PAIR=PRICE (e.g. BTC/USD=65000.25)\n');
+    assert.match(cases[1]!.stderr, /"=5" is not PAIR=PRICE/);
+    assert.match(cases[2]!.stderr, /ETH\/USD is given twice/);
+    const prices = await runCli(['prices', 'list', '--json'], env);
+    assert.deepEqual(JSON.parse(prices.stdout), []);
+  });
+
+  test('an option the command does not take is a usage error naming it (it used to be ignored)', async () => {
+    const cases = await Promise.all([
+      runCli(['platforms', 'list', '--name', 'x'], env),
+      runCli(['api', 'time', '--token', 'x'], env),
+      runCli(['migrate', '--role', 'api'], env),
+      runCli(['serve', '--url', svc.url], env),
+      runCli(['platforms', 'list', '--name', 'x', '--json'], env),
+    ]);
+    assert.deepEqual(
+      cases.map((c) => c.code),
+      [2, 2, 2, 2, 2],
+      cases.map((c) => c.stderr).join('\n'),
+    );
+    assert.equal(cases[0]!.stderr, 'error: --name: not an option of "svc platforms list"; see svc --help\n');
+    assert.match(cases[1]!.stderr, /^error: --token: not an option of "svc api time"/);
+    assert.match(cases[2]!.stderr, /--role: not an option of "svc migrate"/);
+    assert.match(cases[3]!.stderr, /--url: not an option of "svc serve"/);
+    assert.deepEqual(jsonError(cases[4]!.stderr).errors, [
+      '--name: not an option of "svc platforms list"; see svc --help',
+    ]);
+  });
+
+  test('webhooks notifications --page-size is passed on', async () => {
+    const { platform } = await svc.newPlatform();
+    const code = platform.platform_code;
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/hooks', secret: 's3cret' });
+    const participant = (await svc.newParticipant(code)).participant_code;
+    await svc.admin.patch(`/participants/${participant}`, { status: 'locked' });
+    await svc.admin.patch(`/participants/${participant}`, { status: 'approved' });
+    const list = async (...extra: string[]) => {
+      const result = await runCli(['webhooks', 'notifications', code, '--json', ...extra], env);
+      assert.equal(result.code, 0, result.stderr);
+      return JSON.parse(result.stdout) as WebhookNotification[];
+    };
+    assert.ok((await list()).length >= 2);
+    assert.equal((await list('--page-size', '1')).length, 1);
+  });
+});
+
+describe('no usable answer', () => {
+  let emptyUrl: string;
+  let silentUrl: string;
+  const servers: Array<{ close(): Promise<void> }> = [];
+  before(async () => {
+    // Answers 502 with no body, as a proxy with no upstream does.
+    const empty = await listen(createHttpServer((_req, res) => res.writeHead(502).end()));
+    // Accepts connections and never answers.
+    const silent = await listen(createTcpServer((socket) => socket.on('data', () => {})));
+    servers.push(empty, silent);
+    [emptyUrl, silentUrl] = [empty.url, silent.url];
+  });
+  after(() => Promise.all(servers.map((server) => server.close())));
+
+  test('a refusal with an empty body: exit 1, the status, no TypeError or stack; JSON under --json', async () => {
+    const [text, json] = await Promise.all([
+      runCli(['platforms', 'list', '--url', emptyUrl, '--token', 'x'], base),
+      runCli(['platforms', 'list', '--url', emptyUrl, '--token', 'x', '--json'], base),
+    ]);
+    assert.equal(text.code, 1, text.stderr);
+    assert.equal(text.stderr, 'error: the operator API answered 502 (empty body)\n');
+    assert.equal(json.code, 1, json.stderr);
+    assert.deepEqual(jsonError(json.stderr), { status: 502, request_id: null, errors: [], body: null });
+  });
+
+  test('a server that never answers: the request times out (--timeout-ms, SVC_REQUEST_TIMEOUT_MS), exit 3', async () => {
+    const [operator, api, apiJson] = await Promise.all([
+      runCli(['platforms', 'list', '--url', silentUrl, '--token', 'x', '--timeout-ms', '200'], base),
+      runCli(['api', 'time', '--no-retry'], {
+        ...base,
+        SVC_URL: silentUrl,
+        SVC_REQUEST_TIMEOUT_MS: '200',
+        SVC_API_KEY: 'k',
+        SVC_API_SECRET: 's',
+        SVC_PASSPHRASE: 'p',
+      }),
+      runCli(['demo', '--json', '--url', silentUrl, '--token', 'x', '--timeout-ms', '200'], base),
+    ]);
+    assert.equal(operator.code, 3, operator.stderr);
+    assert.equal(operator.stderr, 'error: server unreachable (GET /admin/platforms: timed out)\n');
+    assert.equal(api.code, 3, api.stderr);
+    assert.equal(api.stderr, 'error: server unreachable (GET /time: timed out)\n');
+    assert.equal(apiJson.code, 3, apiJson.stderr);
+    assert.deepEqual(jsonError(apiJson.stderr).errors, ['POST /admin/platforms: timed out']);
+  });
+
+  test('no server, or a port fetch refuses: exit 3 with one line (JSON under --json)', async () => {
+    const port = await freePort();
+    const [refused, refusedJson, badPort] = await Promise.all([
+      runCli(['platforms', 'list', '--url', `http://127.0.0.1:${port}`, '--token', 'x'], base),
+      runCli(['platforms', 'list', '--url', `http://127.0.0.1:${port}`, '--token', 'x', '--json'], base),
+      runCli(['platforms', 'list', '--url', 'http://127.0.0.1:6000', '--token', 'x'], base),
+    ]);
+    for (const result of [refused, refusedJson, badPort]) {
+      assert.equal(result.code, 3, result.stderr);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.doesNotMatch(result.stderr, STACK_FRAME);
+    }
+    assert.match(refused.stderr, /^error: server unreachable \(GET \/admin\/platforms: .*ECONNREFUSED/);
+    assert.match(jsonError(refusedJson.stderr).errors[0]!, /ECONNREFUSED/);
+    assert.match(badPort.stderr, /^error: server unreachable \(.*bad port/);
+  });
+
+  test('a URL or timeout that cannot be used is a usage error naming where it came from', async () => {
+    const cases = await Promise.all([
+      runCli(['platforms', 'list', '--url', 'http://127.0.0.1:99999', '--token', 'x'], base),
+      runCli(['platforms', 'list', '--token', 'x'], { ...base, SVC_ADMIN_URL: 'ftp://host' }),
+      runCli(['platforms', 'list', '--token', 'x', '--timeout-ms', 'soon'], base),
+      runCli(['api', 'time'], { ...base, SVC_REQUEST_TIMEOUT_MS: '0' }),
+    ]);
+    assert.deepEqual(
+      cases.map((c) => c.code),
+      [2, 2, 2, 2],
+      cases.map((c) => c.stderr).join('\n'),
+    );
+    assert.match(cases[0]!.stderr, /^error: --url: "http:\/\/127\.0\.0\.1:99999" is not a valid http/);
+    assert.match(cases[1]!.stderr, /^error: SVC_ADMIN_URL: "ftp:\/\/host" is not a valid http/);
+    assert.match(cases[2]!.stderr, /^error: --timeout-ms: must be a whole number of milliseconds/);
+    assert.match(cases[3]!.stderr, /^error: SVC_REQUEST_TIMEOUT_MS: must be a whole number/);
+  });
+});

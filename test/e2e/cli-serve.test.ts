@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { AdminClient } from '../../src/cli/admin-client.ts';
+import type { IssuedApiKey, Participant, Platform } from '../../src/contract/admin.schemas.ts';
+import { createClient } from '../../src/sdk/platform.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
+
+/**
+ * `svc serve` as an operator runs it: what its start banner shows of the admin token (README Operations:
+ * tokens never reach the logs, except the quick start's generated one), a SEC1 signing key that works, and
+ * start-up failures reported as one line naming the setting or the problem, with no stack.
+ */
+let database: TestDatabase;
+const dataDirs: string[] = [];
+const processes: CliProcess[] = [];
+
+before(async () => {
+  database = await createTestDatabase();
+});
+after(async () => {
+  for (const proc of processes) proc.kill();
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
+  await database?.drop();
+});
+
+function env(overrides: Record<string, string> = {}): Record<string, string> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-cli-serve-'));
+  dataDirs.push(dataDir);
+  return {
+    SVC_DATA_DIR: dataDir,
+    DATABASE_URL: database.url,
+    SVC_PORT: '0',
+    SVC_LOG_LEVEL: 'warn',
+    SVC_WORKER_POLL_INTERVAL_MS: '100',
+    ...overrides,
+  };
+}
+
+/** Starts `svc serve` and waits for its banner (written at once, when the process is ready). */
+async function serve(args: string[], vars: Record<string, string>): Promise<CliProcess> {
+  const proc = startCli(['serve', ...args], vars);
+  processes.push(proc);
+  await proc.waitFor(/^ {2}database .+$/m, 60_000);
+  return proc;
+}
+
+async function stop(proc: CliProcess): Promise<void> {
+  proc.child.kill('SIGTERM');
+  const { code, signal } = await proc.exited;
+  assert.equal(code, 0, `${signal} ${proc.stderr()}`);
+}
+
+const STACK_FRAME = /^\s+at .+[:(]/m;
+
+describe('the admin token in the start banner', () => {
+  test('one from SVC_ADMIN_TOKEN is never printed: the banner says where it came from', async () => {
+    const token = `op-${randomBytes(12).toString('hex')}`;
+    const proc = await serve(['--role', 'api'], env({ SVC_ADMIN_TOKEN: token }));
+    assert.match(proc.stdout(), /^ {2}admin token {2}\(from SVC_ADMIN_TOKEN\)$/m);
+    await stop(proc);
+    assert.ok(!proc.stdout().includes(token), proc.stdout());
+    assert.ok(!proc.stderr().includes(token), proc.stderr());
+  });
+
+  test('a generated one is printed (the quick start uses it), and is the one kept in the data dir', async () => {
+    const vars = env({ SVC_ROLE: 'api' });
+    const proc = await serve([], vars);
+    const printed = /^ {2}admin token {2}(\S+)$/m.exec(proc.stdout())?.[1];
+    assert.equal(printed, readFileSync(path.join(vars.SVC_DATA_DIR!, 'admin-token'), 'utf8').trim());
+    await stop(proc);
+  });
+
+  test('a worker, which has no operator API, prints no admin token at all', async () => {
+    for (const vars of [env({ SVC_ADMIN_TOKEN: `op-${randomBytes(12).toString('hex')}` }), env()]) {
+      const proc = await serve(['--role', 'worker'], vars);
+      await proc.waitFor(/^ {2}worker {7}running$/m);
+      await stop(proc);
+      assert.doesNotMatch(proc.stdout(), /admin token/);
+      const token =
+        vars.SVC_ADMIN_TOKEN ?? readFileSync(path.join(vars.SVC_DATA_DIR!, 'admin-token'), 'utf8').trim();
+      assert.ok(!proc.stdout().includes(token) && !proc.stderr().includes(token), proc.stdout());
+    }
+  });
+});
+
+test('a SEC1 ("BEGIN EC PRIVATE KEY") signing key works: /.well-known/jwks.json and token calls answer', async () => {
+  const privateKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  const sec1 = privateKey.export({ type: 'sec1', format: 'pem' }).toString();
+  assert.match(sec1, /^-----BEGIN EC PRIVATE KEY-----/);
+  const token = `op-${randomBytes(12).toString('hex')}`;
+  const proc = await serve(['--role', 'api'], env({ SVC_ADMIN_TOKEN: token, SVC_JWT_PRIVATE_KEY: sec1 }));
+  const url = /^ {2}public API +(\S+)$/m.exec(proc.stdout())![1]!;
+  const admin = new AdminClient(url, token);
+  const platform = await admin.post<Platform>('/platforms', { name: 'SEC1', ip_allowlist: [] });
+  const key = await admin.post<IssuedApiKey>(`/platforms/${platform.platform_code}/api_keys`);
+  const participant = await admin.post<Participant>('/participants', {
+    platform_code: platform.platform_code,
+    email: 'sec1@example.com',
+    first_name: 'Sec',
+    last_name: 'One',
+  });
+  const client = createClient({
+    baseUrl: url,
+    apiKey: key.api_key,
+    apiSecret: key.api_secret,
+    passphrase: key.passphrase,
+    retry: false,
+  });
+
+  const jwks = await client.funding.signingKeys();
+  const expected = createPublicKey(privateKey).export({ format: 'jwk' });
+  assert.deepEqual(
+    jwks.keys.map((k) => [k.alg, k.x, k.y]),
+    [['ES256', expected.x, expected.y]],
+  );
+  const issued = await client.funding.createClientToken({
+    participant_code: participant.participant_code,
+    permissions: ['fwc'],
+  });
+  assert.match(issued.token, /^eyJ[\w-]+\.[\w-]+\.[\w-]+$/, 'a JWT was issued');
+  await stop(proc);
+  assert.doesNotMatch(proc.stdout() + proc.stderr(), /PKCS#8|statusCode":500/);
+});
+
+describe('start-up failures: one line naming the problem, no stack', () => {
+  test('a bad setting stops the start before anything runs (exit 2), naming the setting', async () => {
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ SVC_PORT: '99999' }, /^error: SVC_PORT: "99999" is not a port number/],
+      [{ SVC_ADMIN_LISTEN: '127.0.0.1:99999' }, /^error: SVC_ADMIN_LISTEN: "99999" is not a port number/],
+      [{ SVC_LOG_LEVEL: 'verbose' }, /^error: SVC_LOG_LEVEL: must be one of fatal, error, warn, info/],
+      [{ SVC_JWT_PRIVATE_KEY: 'garbage' }, /^error: SVC_JWT_PRIVATE_KEY: not an unencrypted private key/],
+      [{ DATABASE_URL: 'notaurl' }, /^error: DATABASE_URL: not a URL/],
+      [
+        { SVC_PORT: '18480', SVC_ADMIN_LISTEN: '127.0.0.1:18480' },
+        /^error: SVC_ADMIN_LISTEN: 127\.0\.0\.1:18480 is the public listener's address/,
+      ],
+      [{ SVC_ADMIN_LISTEN: '::1:18483' }, /^error: SVC_ADMIN_LISTEN: "::1:18483" is not host:port/],
+    ];
+    const results = await Promise.all(cases.map(([vars]) => runCli(['serve'], env(vars))));
+    results.forEach((result, i) => {
+      const [vars, pattern] = cases[i]!;
+      assert.equal(result.code, 2, `${JSON.stringify(vars)}: ${result.stderr}`);
+      assert.match(result.stderr, pattern);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.doesNotMatch(result.stderr, STACK_FRAME);
+    });
+  });
+
+  test('--role names the option, not SVC_ROLE', async () => {
+    const result = await runCli(['serve', '--role', 'bogus'], env());
+    assert.equal(result.code, 2);
+    assert.equal(result.stderr, 'error: --role: must be one of api, worker, all, got "bogus"\n');
+  });
+
+  describe('a listener whose address is taken (exit 1), naming its setting', () => {
+    let holder: Server;
+    let port: number;
+    before(async () => {
+      holder = createServer();
+      await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+      port = (holder.address() as AddressInfo).port;
+    });
+    after(() => new Promise<void>((resolve) => holder.close(() => resolve())));
+
+    test('the public listener (SVC_HOST/SVC_PORT) and the operator one (SVC_ADMIN_LISTEN)', async () => {
+      const [pub, admin] = await Promise.all([
+        runCli(['serve', '--role', 'api'], env({ SVC_PORT: String(port) })),
+        runCli(['serve', '--role', 'api'], env({ SVC_ADMIN_LISTEN: `127.0.0.1:${port}` })),
+      ]);
+      for (const [result, setting] of [
+        [pub, 'SVC_HOST/SVC_PORT'],
+        [admin, 'SVC_ADMIN_LISTEN'],
+      ] as const) {
+        assert.equal(result.code, 1, result.stderr);
+        // Node's own warnings (deprecations) may share stderr; the failure is one line of its own.
+        const lines = result.stderr.split('\n').filter((line) => line.startsWith('error'));
+        assert.deepEqual(lines, [
+          `error: svc serve failed: ${setting}: cannot listen on 127.0.0.1:${port}: the address is already in use (another process, or another of these settings, listens there)`,
+        ]);
+        assert.doesNotMatch(result.stderr, STACK_FRAME);
+      }
+    });
+  });
+});

@@ -1,0 +1,141 @@
+import assert from 'node:assert/strict';
+import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { ConfigError, jwtSigningKeyPem, loadConfig } from '../../src/config.ts';
+
+/**
+ * README "Configuration": every setting is validated by loadConfig, and a bad value stops the start with a
+ * ConfigError naming the setting, before anything (migrations, listeners) has run.
+ */
+function refused(env: Record<string, string>, pattern: RegExp): void {
+  assert.throws(
+    () => loadConfig({ SVC_DATA_DIR: '/tmp/unused', ...env }),
+    (error: unknown) => {
+      assert.ok(error instanceof ConfigError, `a ConfigError, not ${String(error)}`);
+      assert.match(error.message, pattern);
+      return true;
+    },
+  );
+}
+
+describe('ports and listeners', () => {
+  test('a port above 65535 is refused, naming the setting', () => {
+    refused({ SVC_PORT: '99999' }, /^SVC_PORT: "99999" is not a port number/);
+    refused({ SVC_ADMIN_LISTEN: '127.0.0.1:99999' }, /^SVC_ADMIN_LISTEN: "99999" is not a port number/);
+    refused({ SVC_OPS_LISTEN: '0.0.0.0:65536' }, /^SVC_OPS_LISTEN: /);
+    refused({ SVC_PORT: '-1' }, /^SVC_PORT: /);
+  });
+
+  test('0 (any free port) and 65535 are ports', () => {
+    assert.equal(loadConfig({ SVC_PORT: '0' }).listen.port, 0);
+    assert.deepEqual(loadConfig({ SVC_ADMIN_LISTEN: '127.0.0.1:65535' }).adminListen, {
+      host: '127.0.0.1',
+      port: 65535,
+    });
+  });
+
+  test('an IPv6 host is written in brackets, and read without them', () => {
+    assert.deepEqual(loadConfig({ SVC_ADMIN_LISTEN: '[::1]:18483' }).adminListen, {
+      host: '::1',
+      port: 18483,
+    });
+    assert.deepEqual(loadConfig({ SVC_OPS_LISTEN: '[::]:9090' }).opsListen, { host: '::', port: 9090 });
+    refused({ SVC_ADMIN_LISTEN: '::1:18483' }, /^SVC_ADMIN_LISTEN: "::1:18483" is not host:port .*\[::1\]/);
+    refused({ SVC_ADMIN_LISTEN: 'localhost' }, /^SVC_ADMIN_LISTEN: /);
+    refused({ SVC_ADMIN_LISTEN: '[::1]:' }, /^SVC_ADMIN_LISTEN: /);
+  });
+
+  test("the operator listener cannot take the public listener's address", () => {
+    refused(
+      { SVC_PORT: '18480', SVC_ADMIN_LISTEN: '127.0.0.1:18480' },
+      /^SVC_ADMIN_LISTEN: 127\.0\.0\.1:18480 is the public listener's address/,
+    );
+    refused(
+      { SVC_HOST: '0.0.0.0', SVC_PORT: '18480', SVC_ADMIN_LISTEN: '10.0.0.1:18480' },
+      /^SVC_ADMIN_LISTEN:/,
+    );
+    // Another port, or "any free port" on both, is fine.
+    assert.ok(loadConfig({ SVC_PORT: '18480', SVC_ADMIN_LISTEN: '127.0.0.1:18481' }).adminListen);
+    assert.ok(loadConfig({ SVC_PORT: '0', SVC_ADMIN_LISTEN: '127.0.0.1:0' }).adminListen);
+  });
+});
+
+describe('log level and URLs', () => {
+  test("the log level is one of pino's", () => {
+    refused({ SVC_LOG_LEVEL: 'verbose' }, /^SVC_LOG_LEVEL: must be one of fatal, error, warn, info, debug/);
+    assert.equal(loadConfig({ SVC_LOG_LEVEL: 'silent' }).logLevel, 'silent');
+    assert.equal(loadConfig({}).logLevel, 'info');
+  });
+
+  test('DATABASE_URL and REDIS_URL must be URLs of their kind; the value (a password) is not repeated', () => {
+    refused({ DATABASE_URL: 'notaurl' }, /^DATABASE_URL: not a URL; expected one like postgres:\/\//);
+    refused(
+      { DATABASE_URL: 'mysql://u:hunter2@db/x' },
+      /^DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL/,
+    );
+    refused({ REDIS_URL: 'localhost:6379' }, /^REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/);
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: 'mysql://u:hunter2@db/x' }),
+      (e: Error) => !/hunter2/.test(e.message),
+    );
+    const config = loadConfig({
+      DATABASE_URL: 'postgresql://u:p@db:5432/x',
+      REDIS_URL: 'rediss://cache:6380',
+    });
+    assert.equal(config.databaseUrl, 'postgresql://u:p@db:5432/x');
+    assert.equal(config.redisUrl, 'rediss://cache:6380');
+  });
+});
+
+describe('SVC_JWT_PRIVATE_KEY', () => {
+  const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+
+  test('a SEC1 ("EC PRIVATE KEY") key is taken and normalised to PKCS#8, the form the signer imports', () => {
+    const sec1 = ec.export({ type: 'sec1', format: 'pem' }).toString();
+    assert.match(sec1, /BEGIN EC PRIVATE KEY/);
+    const pem = loadConfig({ SVC_JWT_PRIVATE_KEY: sec1 }).jwtPrivateKey!;
+    assert.match(pem, /^-----BEGIN PRIVATE KEY-----\n/);
+    assert.equal(pem, ec.export({ type: 'pkcs8', format: 'pem' }).toString());
+  });
+
+  test('PKCS#8 EC P-256 and Ed25519 keys are taken as they are', () => {
+    for (const key of [ec, generateKeyPairSync('ed25519').privateKey]) {
+      const pkcs8 = key.export({ type: 'pkcs8', format: 'pem' }).toString();
+      assert.equal(loadConfig({ SVC_JWT_PRIVATE_KEY: pkcs8 }).jwtPrivateKey, pkcs8);
+    }
+  });
+
+  test('something else is refused, naming the setting', () => {
+    refused(
+      { SVC_JWT_PRIVATE_KEY: 'garbage' },
+      /^SVC_JWT_PRIVATE_KEY: not an unencrypted private key in PEM form/,
+    );
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 })
+      .privateKey.export({ type: 'pkcs1', format: 'pem' })
+      .toString();
+    refused(
+      { SVC_JWT_PRIVATE_KEY: rsa },
+      /^SVC_JWT_PRIVATE_KEY: a key of type rsa cannot sign tokens; use an EC P-256/,
+    );
+    const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' })
+      .privateKey.export({ type: 'sec1', format: 'pem' })
+      .toString();
+    refused(
+      { SVC_JWT_PRIVATE_KEY: p384 },
+      /^SVC_JWT_PRIVATE_KEY: a key of type EC secp384r1 cannot sign tokens/,
+    );
+    const publicKey = createPrivateKey(ec.export({ type: 'pkcs8', format: 'pem' }))
+      .export({ type: 'pkcs8', format: 'pem' })
+      .toString()
+      .replace(/PRIVATE/g, 'PUBLIC');
+    refused({ SVC_JWT_PRIVATE_KEY: publicKey }, /^SVC_JWT_PRIVATE_KEY: /);
+  });
+
+  test('the error names where a key came from (the data-dir file is checked the same way)', () => {
+    assert.throws(
+      () => jwtSigningKeyPem('/data/jwt-private-key.pem', 'x'),
+      (error: unknown) =>
+        error instanceof ConfigError && error.message.startsWith('/data/jwt-private-key.pem: '),
+    );
+  });
+});
