@@ -85,11 +85,21 @@ function optional(env: Env, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
-function int(env: Env, name: string, fallback: number, min = 0): number {
+/** The longest delay a Node timer keeps (a longer one fires at once, with a warning). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/**
+ * The longest webhook retry delay: with +20 % jitter it must still fit the lane functions' integer
+ * milliseconds (about 497 h); a longer one failed every record of the attempt.
+ */
+export const MAX_RETRY_DELAY_MS = Math.floor(MAX_TIMER_MS / 1.2);
+
+function int(env: Env, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = optional(env, name);
   if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min)
-    throw new ConfigError(`${name}: must be an integer >= ${min}, got "${raw}"`);
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+    throw new ConfigError(`${name}: must be an integer ${range}, got "${raw}"`);
+  }
   return Number(raw);
 }
 
@@ -181,12 +191,15 @@ export function jwtSigningKeyPem(source: string, pem: string): string {
 }
 
 /** "5s,30s,2m,1h" → milliseconds. */
-export function parseDurationList(name: string, raw: string): number[] {
+export function parseDurationList(name: string, raw: string, maxMs = Number.MAX_SAFE_INTEGER): number[] {
   const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   return raw.split(',').map((part) => {
     const match = /^(\d+)(ms|s|m|h)$/.exec(part.trim());
     if (!match) throw new ConfigError(`${name}: "${part}" is not a duration like 250ms, 5s, 2m or 1h`);
-    return Number(match[1]) * units[match[2]!]!;
+    const ms = Number(match[1]) * units[match[2]!]!;
+    if (ms > maxMs)
+      throw new ConfigError(`${name}: "${part}" is longer than the longest allowed, ${maxMs} ms`);
+    return ms;
   });
 }
 
@@ -204,7 +217,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (secretKey !== undefined && Buffer.from(secretKey, 'base64').length !== 32) {
     throw new ConfigError('SVC_SECRET_KEY: must be base64 of exactly 32 bytes');
   }
-  const webhookTimeoutMs = int(env, 'SVC_WEBHOOK_TIMEOUT_MS', 10_000, 1);
+  const webhookTimeoutMs = int(env, 'SVC_WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000);
   const publicListen = { host: str(env, 'SVC_HOST', '127.0.0.1'), port: port(env, 'SVC_PORT', 8080) };
   const adminListen = listen(env, 'SVC_ADMIN_LISTEN');
   if (adminListen && sameAddress(adminListen, publicListen)) {
@@ -234,25 +247,26 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       jwtPrivateKey === undefined ? undefined : jwtSigningKeyPem('SVC_JWT_PRIVATE_KEY', jwtPrivateKey),
     logLevel: oneOf(env, 'SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
     bodyLimitBytes: 1024 * 1024,
-    shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1),
+    shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1, MAX_TIMER_MS),
     worker: {
       concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 10, 1),
-      pollIntervalMs: int(env, 'SVC_WORKER_POLL_INTERVAL_MS', 2_000, 10),
+      pollIntervalMs: int(env, 'SVC_WORKER_POLL_INTERVAL_MS', 2_000, 10, MAX_TIMER_MS),
     },
     rateLimit: {
       limit: int(env, 'SVC_RATE_LIMIT', 2_000, 1),
-      windowMs: int(env, 'SVC_RATE_LIMIT_WINDOW_MS', 10_000, 1),
-      blockMs: int(env, 'SVC_RATE_LIMIT_BLOCK_MS', 10_000, 1),
+      windowMs: int(env, 'SVC_RATE_LIMIT_WINDOW_MS', 10_000, 1, MAX_TIMER_MS),
+      blockMs: int(env, 'SVC_RATE_LIMIT_BLOCK_MS', 10_000, 1, MAX_TIMER_MS),
       redisKeyPrefix: str(env, 'SVC_RATE_LIMIT_REDIS_PREFIX', 'svc:rl:'),
-      redisTimeoutMs: int(env, 'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS', 1_000, 1),
+      redisTimeoutMs: int(env, 'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS', 1_000, 1, MAX_TIMER_MS),
     },
     webhooks: {
       timeoutMs: webhookTimeoutMs,
       fastRetries: int(env, 'SVC_WEBHOOK_FAST_RETRIES', 4),
-      fastRetryDelayMs: int(env, 'SVC_WEBHOOK_FAST_RETRY_DELAY_MS', 250),
+      fastRetryDelayMs: int(env, 'SVC_WEBHOOK_FAST_RETRY_DELAY_MS', 250, 0, MAX_RETRY_DELAY_MS),
       retryScheduleMs: parseDurationList(
         'SVC_WEBHOOK_RETRY_SCHEDULE',
         str(env, 'SVC_WEBHOOK_RETRY_SCHEDULE', DEFAULT_WEBHOOK_SCHEDULE),
+        MAX_RETRY_DELAY_MS,
       ),
       jitter: 0.2,
     },

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { ConfigError, jwtSigningKeyPem, loadConfig } from '../../src/config.ts';
+import { ConfigError, jwtSigningKeyPem, loadConfig, MAX_RETRY_DELAY_MS } from '../../src/config.ts';
 
 /**
  * README "Configuration": every setting is validated by loadConfig, and a bad value stops the start with a
@@ -137,5 +137,39 @@ describe('SVC_JWT_PRIVATE_KEY', () => {
       (error: unknown) =>
         error instanceof ConfigError && error.message.startsWith('/data/jwt-private-key.pem: '),
     );
+  });
+});
+
+describe('durations that timers and the lane functions can hold', () => {
+  test('a webhook retry delay longer than ~497 h is refused (with jitter it overflowed every record)', () => {
+    refused({ SVC_WEBHOOK_RETRY_SCHEDULE: '5s,720h' }, /^SVC_WEBHOOK_RETRY_SCHEDULE: "720h" is longer than/);
+    refused(
+      { SVC_WEBHOOK_FAST_RETRY_DELAY_MS: String(MAX_RETRY_DELAY_MS + 1) },
+      /^SVC_WEBHOOK_FAST_RETRY_DELAY_MS: /,
+    );
+    assert.deepEqual(loadConfig({ SVC_WEBHOOK_RETRY_SCHEDULE: '5s,497h' }).webhooks.retryScheduleMs, [
+      5_000,
+      497 * 3_600_000,
+    ]);
+  });
+
+  test('timer settings above 2^31 - 1 ms (a timer then fires at once) are refused, naming the setting', () => {
+    for (const name of [
+      'SVC_SHUTDOWN_TIMEOUT_MS',
+      'SVC_RATE_LIMIT_WINDOW_MS',
+      'SVC_RATE_LIMIT_BLOCK_MS',
+      'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS',
+      'SVC_WORKER_POLL_INTERVAL_MS',
+    ]) {
+      refused(
+        { [name]: String(2 ** 31) },
+        new RegExp(`^${name}: must be an integer from \\d+ to 2147483647`),
+      );
+    }
+    refused(
+      { SVC_WEBHOOK_TIMEOUT_MS: '600001' },
+      /^SVC_WEBHOOK_TIMEOUT_MS: must be an integer from 1 to 600000/,
+    );
+    assert.equal(loadConfig({ SVC_SHUTDOWN_TIMEOUT_MS: String(2 ** 31 - 1) }).shutdownTimeoutMs, 2 ** 31 - 1);
   });
 });
