@@ -106,7 +106,12 @@ async function startReplyHoldingRelay(redisUrl: string) {
   const target = new URL(redisUrl);
   const sockets = new Set<Socket>();
   let held: Array<[Socket, Buffer]> | null = null;
+  let cut = false;
   const server = createServer((downstream) => {
+    if (cut) {
+      downstream.destroy();
+      return;
+    }
     const upstream = connect(Number(target.port || 6379), target.hostname);
     sockets.add(downstream).add(upstream);
     downstream.pipe(upstream);
@@ -127,6 +132,15 @@ async function startReplyHoldingRelay(redisUrl: string) {
       const chunks = held ?? [];
       held = null;
       for (const [downstream, chunk] of chunks) downstream.write(chunk);
+    },
+    /** Drops every connection and refuses new ones until `resume`: Redis "goes away". */
+    cut: () => {
+      cut = true;
+      for (const socket of sockets) socket.destroy();
+      sockets.clear();
+    },
+    resume: () => {
+      cut = false;
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();
@@ -337,7 +351,9 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.match(metrics, /^svc_rate_limit_fallbacks_total 1$/m);
       assert.match(metrics, /^svc_rate_limit_refused_total 100$/m);
       assert.equal((await limiter.inspect(ip)).blocked, true, 'the operator sees the memory state');
-      await limiter.unblock(ip); // does not throw either
+      // The block Redis may hold for every instance could not be lifted: a retryable 503, not "lifted";
+      // this instance's memory is cleared all the same.
+      await assert.rejects(limiter.unblock(ip), /could not be lifted in Redis/);
       assert.equal((await limiter.check(ip)).allowed, true);
     } finally {
       await limiter.close();
@@ -389,6 +405,105 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('in fallback, one request at a time asks a Redis that may be back; the others are decided from memory', async () => {
+    // A Redis that is slow rather than down stays "ready": every request asking it would wait for the timeout.
+    const relay = await startReplyHoldingRelay(REDIS_URL!);
+    const clock = new ManualClock();
+    const limiter = await createRateLimiter({
+      redisUrl: relay.url,
+      clock,
+      keyPrefix: freshPrefix(),
+      redisOptions: { commandTimeout: 300 },
+    });
+    try {
+      const ip = '203.0.113.60';
+      assert.equal((await limiter.check(ip)).allowed, true, 'decided by Redis');
+      relay.hold();
+      assert.equal((await limiter.check(ip)).allowed, true, 'decided from memory after the timeout');
+      assert.equal(limiter.fallbackActive, true);
+      clock.advance(1_000); // the back-off has passed: Redis may be asked again
+      const decisions = Array.from({ length: 50 }, () => limiter.check(ip));
+      const waiting = decisions.filter((d) => d instanceof Promise);
+      assert.equal(waiting.length, 1, 'one probe; 49 decided at once from memory');
+      relay.release();
+      assert.equal((await waiting[0]!).allowed, true);
+      assert.equal(limiter.fallbackActive, false, 'the probe got through: the shared limit is back');
+    } finally {
+      relay.release();
+      await limiter.close();
+      await relay.close();
+    }
+  });
+
+  it('an unblock is not lost: not by an instance that was disconnected, nor to a refusal under way', async () => {
+    const policy = { limit: 5 };
+    const prefix = freshPrefix();
+    const ip = '203.0.113.61';
+    const a = new RateLimiterService({
+      shared: new RedisRateLimitStore({ client: client(), keyPrefix: prefix, policy }),
+      sweepIntervalMs: false,
+    });
+    // Instance B's commands go through a relay that can cut them or hold their replies; its subscriber is
+    // direct, so that an unblock can reach it while a reply is held.
+    const relay = await startReplyHoldingRelay(REDIS_URL!);
+    const bClient = new Redis(
+      relay.url,
+      rateLimitRedisOptions({ retryStrategy: () => 20, commandTimeout: 10_000 }),
+    );
+    bClient.duplicate = (options) => new Redis(REDIS_URL!, { ...rateLimitRedisOptions(), ...options });
+    const bStore = new RedisRateLimitStore({ client: bClient, keyPrefix: prefix, policy });
+    let heard = 0;
+    const subscribe = bStore.subscribeUnblocks.bind(bStore);
+    bStore.subscribeUnblocks = (onUnblock, onResubscribed) =>
+      subscribe((unblocked) => {
+        heard++;
+        onUnblock(unblocked);
+      }, onResubscribed);
+    const b = new RateLimiterService({ shared: bStore, sweepIntervalMs: false });
+    const monitor = await monitorScripts(prefix);
+    try {
+      await bClient.connect();
+      await Promise.all([a.unblockSubscription, b.unblockSubscription]);
+
+      // 1. B blocks the IP (and caches the block), loses Redis, and misses A's unblock meanwhile.
+      assert.equal(accepted(await hit(b, ip, 6)), 5);
+      assert.equal(b.cachedBlocks, 1);
+      const closed = once(bClient, 'close');
+      relay.cut();
+      await closed;
+      await a.unblock(ip);
+      const ready = once(bClient, 'ready');
+      relay.resume();
+      await ready;
+      assert.equal((await b.check(ip)).allowed, true, 'the cached block was dropped on reconnecting');
+
+      // 2. A refusal Redis gave B before A lifted the block is answered, but not cached after the unblock.
+      assert.equal(accepted(await hit(a, ip, 6)), 4, 'blocked again (by A, so B has nothing cached)');
+      const before = await monitor.seen();
+      relay.hold();
+      const underWay = b.check(ip);
+      // Redis has run B's script (its reply is held) before A lifts the block.
+      const deadline = Date.now() + 5_000;
+      while ((await monitor.seen()).calls === before.calls) {
+        if (Date.now() > deadline) throw new Error("timed out waiting for B's script to reach Redis");
+      }
+      const heardBefore = heard;
+      await a.unblock(ip);
+      await until(() => heard > heardBefore, "B to hear A's unblock");
+      relay.release();
+      assert.equal((await underWay).allowed, false, 'Redis refused it before the unblock');
+      assert.equal(b.cachedBlocks, 0, 'and that refusal is not cached past the unblock');
+      assert.equal((await b.check(ip)).allowed, true);
+    } finally {
+      relay.release();
+      monitor.close();
+      await a.close();
+      await b.close();
+      bClient.disconnect();
+      await relay.close();
+    }
+  });
+
   it('survives Redis going away mid-run and resumes the shared limit when it is back', async () => {
     // A TCP pass-through in front of Redis: "Redis stopped mid-run" without touching the shared server.
     const relay = await startTcpProxy(REDIS_URL!);
@@ -421,8 +536,11 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       const ready = once(client, 'ready');
       await relay.up(); // same port: ioredis reconnects by itself
       await ready;
-      assert.equal(accepted(await hit(limiter, ip, 5)), 5);
+      // The first request asks Redis (those arriving meanwhile are decided from memory); once it answers,
+      // the shared limit is back for all.
+      assert.equal(accepted(await hit(limiter, ip, 1)), 1);
       assert.equal(limiter.fallbackActive, false, 'the shared store is back');
+      assert.equal(accepted(await hit(limiter, ip, 4)), 4);
       assert.equal(await redis!.llen(log), 8, 'new requests are counted in Redis again');
       assert.equal(logger.warns.length, 1);
       assert.deepEqual(logger.infos, ['rate limit: Redis is back, the shared limit applies again']);

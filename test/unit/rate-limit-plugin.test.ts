@@ -136,6 +136,20 @@ describe('rate-limit plugin', () => {
     await app.close();
   });
 
+  it('a link-local IPv6 peer with its zone ("fe80::1%eth0") is counted, canonically, with its zone; never a 500', async () => {
+    const { limiter } = memoryLimiter();
+    const app = await buildTestApp(limiter);
+    const from = (remoteAddress: string) =>
+      app.inject({ url: '/time', headers: { ...signed, 'x-forwarded-for': remoteAddress } });
+    assert.equal((await from('FE80:0::1%eth0')).statusCode, 200);
+    assert.equal((await from('fe80::1%eth0')).statusCode, 200);
+    assert.equal((await from('fe80::1%eth1')).statusCode, 200);
+    assert.equal((await limiter.inspect('fe80::1%eth0')).count, 2);
+    assert.equal((await limiter.inspect('fe80::1%eth1')).count, 1, 'another interface, another peer');
+    assert.equal((await limiter.unblock('fe80::1%eth0')).count, 0, 'the operator view takes it too');
+    await app.close();
+  });
+
   it('waits for a limiter that answers asynchronously (the Redis path)', async () => {
     let calls = 0;
     const limiter = {

@@ -39,7 +39,11 @@ export function registerRateLimitMetrics(registry: Registry, limiter: RateLimite
     'Times this instance fell back from Redis to the in-memory limiter',
     'fallbacks',
   );
-  counter('svc_rate_limit_store_errors_total', 'Redis rate-limit commands that failed', 'sharedErrors');
+  counter(
+    'svc_rate_limit_store_errors_total',
+    'Requests (and operator calls) that Redis failed to decide, decided from memory instead',
+    'sharedErrors',
+  );
   gauge(
     'svc_rate_limit_fallback_active',
     '1 while this instance limits from memory because Redis is unavailable',

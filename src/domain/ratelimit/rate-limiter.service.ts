@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import { systemClock, type Clock } from '../../lib/clock.ts';
-import { invalid } from '../errors.ts';
+import { invalid, unavailable } from '../errors.ts';
 import { MemoryRateLimitStore } from './memory-rate-limit.store.ts';
 import { RedisRateLimitStore, rateLimitRedisOptions } from './redis-rate-limit.store.ts';
 import {
@@ -74,11 +74,18 @@ export class RateLimiterService implements RateLimiter {
   private readonly blockedUntil = new Map<string, number>();
   private inFallback = false;
   private retrySharedAt = 0;
+  /** In fallback, one request at a time asks Redis whether it is back; the others are decided from memory. */
+  private probing = false;
+  /** Counts the unblocks heard: a refusal Redis gave before an unblock must not be cached after it. */
+  private unblocks = 0;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly closeSubscription: () => void;
   private readonly onSharedError = (): void => {};
   private readonly onSharedReady = (): void => {
     this.retrySharedAt = 0;
+    // Unblocks published while this instance was disconnected were not heard: the cached blocks may have
+    // been lifted. Redis holds the blocks; the next request of a blocked IP caches its block again.
+    this.blockedUntil.clear();
   };
 
   constructor(options: RateLimiterServiceOptions = {}) {
@@ -94,7 +101,10 @@ export class RateLimiterService implements RateLimiter {
       // Without an error listener ioredis prints every connection error; failures are reported
       // once, by fallBack. On 'ready' (reconnected) the next request tries Redis again.
       this.shared.client.on('error', this.onSharedError).on('ready', this.onSharedReady);
-      const subscription = this.shared.subscribeUnblocks((ip) => this.forget(ip));
+      const subscription = this.shared.subscribeUnblocks(
+        (ip) => this.forget(ip),
+        () => this.blockedUntil.clear(),
+      );
       this.unblockSubscription = subscription.subscribed;
       this.closeSubscription = subscription.close;
     } else {
@@ -138,14 +148,24 @@ export class RateLimiterService implements RateLimiter {
       this.blockedUntil.delete(ip);
     }
     const shared = this.shared;
-    if (shared === undefined || !this.sharedUsable(now)) {
+    if (shared === undefined) {
       done(this.record(ip, now, this.memory.hit(ip)));
       return;
     }
+    const probe = this.inFallback;
+    if (probe && !this.mayProbe(now)) {
+      done(this.record(ip, now, this.memory.hit(ip)));
+      return;
+    }
+    if (probe) this.probing = true;
+    const unblocksBefore = this.unblocks;
     shared.decide(ip, (err, decision) => {
+      if (probe) this.probing = false;
       if (decision !== undefined) {
         if (this.inFallback) this.resume();
-        done(this.record(ip, now, decision));
+        // Decided before an operator lifted this (or any) block: answered, not cached.
+        if (this.unblocks !== unblocksBefore) done(this.count(decision));
+        else done(this.record(ip, now, decision));
       } else {
         this.fallBack(err);
         done(this.record(ip, now, this.memory.hit(ip)));
@@ -167,7 +187,7 @@ export class RateLimiterService implements RateLimiter {
   /** Operator view, from the store that is limiting right now. */
   async inspect(address: string): Promise<RateLimitState> {
     const ip = operatorKey(address);
-    if (this.shared !== undefined && this.sharedUsable(this.clock.now())) {
+    if (this.shared !== undefined && (!this.inFallback || this.mayProbe(this.clock.now()))) {
       try {
         const state = await this.shared.inspect(ip);
         if (this.inFallback) this.resume();
@@ -180,9 +200,10 @@ export class RateLimiterService implements RateLimiter {
   }
 
   /**
-   * Lifts the IP's block and clears its log, here and (through Redis pub/sub) on every instance.
-   * While Redis is unreachable only the in-memory state can be lifted; a block held in Redis then
-   * ends by itself at most `blockMs` later. Returns the state afterwards.
+   * Lifts the IP's block and clears its log, here and (through Redis pub/sub) on every instance. When
+   * Redis cannot be reached the block held there stays in force for every instance: that is a retryable
+   * 503, not a "lifted" the other instances would contradict (this instance's memory is cleared all the
+   * same). Returns the state afterwards.
    */
   async unblock(address: string): Promise<RateLimitState> {
     const ip = operatorKey(address);
@@ -192,6 +213,7 @@ export class RateLimiterService implements RateLimiter {
         await this.shared.unblock(ip);
       } catch (err) {
         this.fallBack(err);
+        throw unavailable('the block could not be lifted in Redis; retry when it is reachable');
       }
     }
     return this.inspect(ip);
@@ -224,23 +246,32 @@ export class RateLimiterService implements RateLimiter {
     }
   }
 
-  private sharedUsable(now: number): boolean {
-    // In fallback, try Redis again only once it is connected and the back-off has passed.
-    return !this.inFallback || (now >= this.retrySharedAt && this.shared!.ready);
+  /**
+   * In fallback, whether Redis may be asked again: it is connected, the back-off has passed, and no other
+   * request is already asking. A Redis that is slow rather than down stays "ready": without the single
+   * probe, every request after the back-off would wait for the command timeout.
+   */
+  private mayProbe(now: number): boolean {
+    return !this.probing && now >= this.retrySharedAt && this.shared!.ready;
   }
 
-  private record(ip: string, now: number, decision: RateLimitDecision): RateLimitDecision {
+  private count(decision: RateLimitDecision): RateLimitDecision {
     if (!decision.allowed) {
       this.stats.refused++;
       if (decision.blockStarted) this.stats.blocksStarted++;
-      // Relative to our clock at send time, so Redis-vs-instance clock skew does not matter and the
-      // cache never outlasts the block held in the store.
-      this.blockedUntil.set(ip, now + decision.retryAfterMs);
     }
     return decision;
   }
 
+  private record(ip: string, now: number, decision: RateLimitDecision): RateLimitDecision {
+    // Relative to our clock at send time, so Redis-vs-instance clock skew does not matter and the cache
+    // never outlasts the block held in the store.
+    if (!this.count(decision).allowed) this.blockedUntil.set(ip, now + decision.retryAfterMs);
+    return decision;
+  }
+
   private forget(ip: string): void {
+    this.unblocks++;
     this.blockedUntil.delete(ip);
     this.memory.unblock(ip);
   }

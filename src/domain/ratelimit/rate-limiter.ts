@@ -127,6 +127,10 @@ export function rateLimitKey(ip: string): string {
   if (!ip.includes(':')) return ip;
   if (ip.startsWith('::ffff:') && isIPv4(ip.slice(7))) return ip.slice(7);
   if (!isIPv6(ip)) return ip;
+  // A link-local peer comes with its zone ("fe80::1%eth0"), which a URL cannot hold: the address is
+  // canonicalised without it, and the zone (another interface may be another host) kept.
+  const zoneAt = ip.indexOf('%');
+  if (zoneAt !== -1) return `${rateLimitKey(ip.slice(0, zoneAt))}${ip.slice(zoneAt)}`;
   const canonical = new URL(`http://[${ip}]/`).hostname.slice(1, -1); // WHATWG URL: RFC 5952 form
   const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical);
   if (!mapped) return canonical;

@@ -342,7 +342,11 @@ export class RedisRateLimitStore implements RateLimitStore {
    * "blocked until". Uses a second connection (subscriber mode) that queues the subscription until
    * Redis is reachable and resubscribes after reconnects. `subscribed` settles once it is active.
    */
-  subscribeUnblocks(onUnblock: (ip: string) => void): { subscribed: Promise<void>; close: () => void } {
+  subscribeUnblocks(
+    onUnblock: (ip: string) => void,
+    /** Subscribed again after a disconnection: unblocks published meanwhile were missed. */
+    onResubscribed: () => void = () => {},
+  ): { subscribed: Promise<void>; close: () => void } {
     // Subscribed again on every reconnection by us, not by ioredis' autoResubscribe: that SUBSCRIBE has no
     // rejection handler, so closing while it was in flight (a shutdown just after a reconnect) was an
     // unhandled rejection.
@@ -365,7 +369,7 @@ export class RedisRateLimitStore implements RateLimitStore {
     const subscribed = subscribe();
     let connectedBefore = false;
     subscriber.on('ready', () => {
-      if (connectedBefore) void subscribe();
+      if (connectedBefore) void subscribe().then(onResubscribed);
       connectedBefore = true;
     });
     return { subscribed, close: () => subscriber.disconnect() };
