@@ -5,6 +5,7 @@ import type { Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
 import { invalid } from '../errors.ts';
 import { findParticipant } from '../participants/participants.repository.ts';
+import { lockSpendableBalance } from '../trades/trades.repository.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 
 /**
@@ -26,6 +27,8 @@ export interface MovementInput {
   movementType: string;
   /** Refuse a debit that would take the balance below zero. */
   requireSufficient?: boolean;
+  /** The request field an insufficient balance is reported against ("amount: insufficient balance…"). */
+  sufficiencyField?: string;
 }
 
 export interface AppliedMovement {
@@ -72,8 +75,9 @@ export async function applyMovements(
       .executeTakeFirstOrThrow();
     const next = new Exact(account.balance).plus(m.change);
     if (m.requireSufficient && next.isNegative()) {
+      const field = m.sufficiencyField ? `${m.sufficiencyField}: ` : '';
       throw invalid(
-        `insufficient balance: ${m.asset} ${m.accountLabel} has ${toDecimalString(account.balance)}`,
+        `${field}insufficient balance: ${m.asset} ${m.accountLabel} has ${toDecimalString(account.balance)}`,
       );
     }
     const timestamp = new Date(run.timestamp);
@@ -145,8 +149,26 @@ export function createBalancesService(deps: DomainDeps) {
       const amount = new Dec(input.amount);
       if (amount.isZero()) throw invalid('amount: must not be zero');
       const runId = newUuid();
-      const [applied] = await deps.db.transaction().execute((trx) =>
-        applyMovements(trx, { runId, runType: 'operator_adjustment', timestamp: deps.clock.now() }, [
+      const [applied] = await deps.db.transaction().execute(async (trx) => {
+        const accountType = input.account_type ?? 'available';
+        if (amount.isNegative() && accountType === 'available') {
+          // Unsettled trades pay from the available balance at settlement (wire-contract §7): a debit may
+          // take only what they have not promised, or they could never settle.
+          const { balance, promised } = await lockSpendableBalance(trx, {
+            platformCode: participant.platform_code,
+            participantCode: participant.participant_code,
+            accountLabel: input.account_label,
+            asset: input.asset,
+          });
+          const free = new Exact(balance).minus(promised);
+          if (free.plus(amount).isNegative()) {
+            throw invalid(
+              `amount: insufficient balance: ${input.asset} ${input.account_label} has ` +
+                `${toDecimalString(balance)}, of which ${toDecimalString(promised)} is promised to unsettled trades`,
+            );
+          }
+        }
+        return applyMovements(trx, { runId, runType: 'operator_adjustment', timestamp: deps.clock.now() }, [
           {
             platformCode: participant.platform_code,
             participantCode: participant.participant_code,
@@ -156,9 +178,10 @@ export function createBalancesService(deps: DomainDeps) {
             change: input.amount,
             movementType: amount.isNegative() ? 'withdrawal' : 'deposit',
             requireSufficient: true,
+            sufficiencyField: 'amount',
           },
-        ]),
-      );
+        ]);
+      });
       return {
         participant_code: participant.participant_code,
         account_group: participant.platform_code,

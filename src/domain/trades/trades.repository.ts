@@ -137,12 +137,10 @@ export async function listPlatformTrades(
     query = query.where('trades.account_label', '=', filters.accountLabel);
   if (filters.partyCode !== undefined) {
     const code = filters.partyCode;
+    // Vendor: "at least one of the counterparties to a trade in the `parties` array": the owner and the
+    // counterparty. A tenant that made the trade is its `trader`, not a party.
     query = query.where((eb) =>
-      eb.or([
-        eb('trades.owner_participant_code', '=', code),
-        eb('trades.participant_code', '=', code),
-        eb('trades.counterparty_code', '=', code),
-      ]),
+      eb.or([eb('trades.owner_participant_code', '=', code), eb('trades.counterparty_code', '=', code)]),
     );
   }
   if (filters.after !== undefined) query = query.where('trades.transaction_at', '>', new Date(filters.after));

@@ -10,7 +10,7 @@ import { applyMovements, type MovementInput } from '../balances/balances.service
 import type { DomainDeps } from '../deps.ts';
 import { conflict, forbidden, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
-import { ledgerAsset, notionalAt } from '../quotes/pricing.ts';
+import { ledgerAsset, MAX_AMOUNT_LENGTH, notionalAt } from '../quotes/pricing.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 import { adminTradeView, tradeNotification, tradeView } from './trade-view.ts';
 import {
@@ -242,6 +242,8 @@ function settlementMovements(row: TradeWithWithdrawal): MovementInput[] {
       asset: row.pay_asset,
       change: new Dec(row.pay_amount).negated().toFixed(),
       requireSufficient: true,
+      // The operator's advance names the trade that cannot settle.
+      sufficiencyField: 'trade_id',
     },
     { ...base, asset: row.receive_asset, change: new Dec(row.receive_amount).toFixed() },
   ].sort((a, b) => (a.asset < b.asset ? -1 : a.asset > b.asset ? 1 : 0));
@@ -281,6 +283,7 @@ async function advanceLocked(
           change: new Dec(row.receive_amount).negated().toFixed(),
           movementType: 'withdrawal_confirmed',
           requireSufficient: true,
+          sufficiencyField: 'trade_id',
         },
       ]);
       await markWithdrawalSettled(trx, row.withdrawal_request_id, at);
@@ -425,6 +428,15 @@ export function createTradesService(deps: DomainDeps) {
       }
       const totalNotional = notionalAt(body.side, body.quantity, body.price);
       if (!new Dec(totalNotional).gt(0)) throw invalid('quantity: too small at this price');
+      // The vendor's party amounts are at most 30 characters, as a quote's are.
+      if (toDecimalString(body.quantity).length > MAX_AMOUNT_LENGTH) {
+        throw invalid(`quantity: too large: a trade's amounts are at most ${MAX_AMOUNT_LENGTH} characters`);
+      }
+      if (totalNotional.length > MAX_AMOUNT_LENGTH) {
+        throw invalid(
+          `price: too large for this quantity: the notional ${totalNotional} is more than ${MAX_AMOUNT_LENGTH} characters`,
+        );
+      }
       const row = await db.transaction().execute(async (trx) => {
         const holder = await resolveTradingHolder(
           trx,

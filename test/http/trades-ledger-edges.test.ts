@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
+import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+import { executeLiquidity, fund, liquidityQuote, setPrices } from '../helpers/trades-fixtures.ts';
+
+/**
+ * Edges of trades and the ledger, found by review: an operator debit must leave what unsettled trades have
+ * promised, `party_code` matches the parties only, and an operator-booked trade keeps the vendor's amount
+ * limits. Settlement is far away (an hour), so the trades here stay unsettled.
+ */
+let svc: TestService;
+before(async () => {
+  svc = await startTestService({
+    env: { SVC_SETTLEMENT_ACTIVE_AFTER_MS: '3600000', SVC_SETTLEMENT_TERMINATE_AFTER_MS: '3600000' },
+  });
+  await setPrices(svc, { 'BTC/USD': '50' });
+});
+after(() => svc?.close());
+
+async function debit(participant: string, amount: string, label = 'general') {
+  const res = await fetch(new URL('/admin/balances', svc.runtime.adminUrl ?? svc.url), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ participant_code: participant, account_label: label, asset: 'USD', amount }),
+  });
+  return {
+    status: res.status,
+    body: (await res.json()) as { errors?: string[]; message?: { balance: string } },
+  };
+}
+
+test('an operator debit cannot take what unsettled trades have promised; the 400 names amount', async () => {
+  const { platform, client } = await svc.newPlatform();
+  const holder = (await svc.newParticipant(platform.platform_code)).participant_code;
+  await fund(svc, holder, 'USD', '100');
+  const quote = await liquidityQuote(client, {
+    side: 'buy',
+    underlying: 'BTC',
+    quoted_currency: 'USD',
+    quantity: '1',
+    participant_code: holder,
+  });
+  await executeLiquidity(client, quote.quote_id); // promises 50 USD until it settles
+
+  const refused = await debit(holder, '-80');
+  assert.equal(refused.status, 400);
+  assert.match(
+    refused.body.errors![0]!,
+    /^amount: insufficient balance: USD general has 100, of which 50 is promised/,
+  );
+  const overdrawn = await debit(holder, '-101');
+  assert.equal(overdrawn.status, 400);
+  assert.match(overdrawn.body.errors![0]!, /^amount: /);
+  const allowed = await debit(holder, '-50');
+  assert.equal(allowed.status, 200);
+  assert.equal(allowed.body.message!.balance, '50', 'what is left is exactly what the trade needs');
+});
+
+test("party_code matches a trade's parties (holder, counterparty), not the tenant that made it", async () => {
+  const { platform, client } = await svc.newPlatform();
+  const code = platform.platform_code;
+  const holder = (await svc.newParticipant(code)).participant_code;
+  const tenant = (await svc.newParticipant(code)).participant_code;
+  const { zrn } = await svc.newCustomerAccount(code, holder, 'joint');
+  await new AccountsResource(client).addTenant(zrn, tenant);
+  await svc.runtime.services.tenants.applyPending(code, zrn);
+  await fund(svc, holder, 'USD', '100', 'joint');
+  const quote = await liquidityQuote(client, {
+    side: 'buy',
+    underlying: 'BTC',
+    quoted_currency: 'USD',
+    quantity: '1',
+    participant_code: tenant,
+    account_label: 'joint',
+  });
+  const { trade_id: tradeId } = await executeLiquidity(client, quote.quote_id);
+  const byParty = async (partyCode: string) =>
+    (
+      await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
+        query: { party_code: partyCode },
+      })
+    ).body.message.map((t) => t.trade_id);
+  assert.deepEqual(await byParty(holder), [tradeId]);
+  assert.deepEqual(await byParty(tenant), [], 'the tenant is the trader, not a party');
+});
+
+test("an operator-booked trade keeps the vendor's 30-character amounts: 400 naming the field", async () => {
+  const { platform } = await svc.newPlatform();
+  const code = platform.platform_code;
+  const participant = (await svc.newParticipant(code)).participant_code;
+  const book = (quantity: string, price: string) =>
+    fetch(new URL('/admin/trades', svc.runtime.adminUrl ?? svc.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        platform_code: code,
+        participant_code: participant,
+        side: 'buy',
+        underlying: 'BTC',
+        quoted_currency: 'USD',
+        quantity,
+        price,
+      }),
+    }).then(async (res) => ({ status: res.status, body: (await res.json()) as { errors?: string[] } }));
+  const longQuantity = await book('123456789012.123456789012345678', '1');
+  assert.equal(longQuantity.status, 400);
+  assert.match(longQuantity.body.errors![0]!, /^quantity: too large/);
+  const longNotional = await book('123456789012.12345678', '123456789012.12345678');
+  assert.equal(longNotional.status, 400);
+  assert.match(longNotional.body.errors![0]!, /^price: too large for this quantity/);
+  await fund(svc, participant, 'USD', '100');
+  const booked = await book('2', '50');
+  assert.equal(booked.status, 201, JSON.stringify(booked.body));
+});
