@@ -7,10 +7,13 @@ import { loadConfig } from '../../src/config.ts';
 import { AdminClient } from '../../src/cli/admin-client.ts';
 import type { IssuedApiKey, Participant, Platform } from '../../src/contract/admin.schemas.ts';
 import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
+import type { DomainDeps } from '../../src/domain/deps.ts';
 import type { Clock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import { startRuntime, type Runtime } from '../../src/main/runtime.ts';
 import { SvcClient } from '../../src/sdk/client.ts';
+import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
+import type { Db } from '../../src/store/database.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -30,6 +33,11 @@ export interface TestService {
     participantCode: string,
     label?: string,
   ): Promise<CustomerAccountDetails>;
+  /**
+   * What a domain service of another instance of this service would be built with (same configuration and
+   * secrets), on `db` and `clock`, with a cache-invalidation bus of its own that the test drives.
+   */
+  domainDeps(options: { db: Db; clock: Clock }): DomainDeps;
   close(): Promise<void>;
 }
 
@@ -110,6 +118,16 @@ export async function startTestService(
         participant_code: participantCode,
         account_label: label,
       });
+    },
+    domainDeps({ db, clock }) {
+      return {
+        db,
+        clock,
+        config: runtime.config,
+        secretKey: runtime.secrets.secretKey,
+        jwtPrivateKeyPem: runtime.secrets.jwtPrivateKeyPem,
+        cache: new CacheInvalidation(null),
+      };
     },
     async close() {
       await runtime.close();

@@ -4,10 +4,10 @@ import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
 import { createAuthenticator } from '../../src/domain/platforms/authenticator.ts';
-import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
+import { holdingQueries } from '../helpers/held-queries.ts';
 import { startInstance } from '../helpers/instance.ts';
 import {
   rawRequest,
@@ -322,31 +322,9 @@ describe('revocation racing a cold key load', () => {
   test('a revocation heard while the key is being read is not undone by that read', async () => {
     const d = remember(await svc.newPlatform());
     // An instance whose read of the key is held once its result is in: it read the key before the revocation.
-    let resultIn!: () => void;
-    const read = new Promise<void>((resolve) => (resultIn = resolve));
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let held = true;
-    const db = svc.runtime.store.db.withPlugin({
-      transformQuery: (args) => args.node,
-      transformResult: async (args) => {
-        if (held) {
-          resultIn();
-          await gate;
-        }
-        return args.result;
-      },
-    });
-    const cache = new CacheInvalidation(null);
-    const { secrets, config } = svc.runtime;
-    const authenticator = createAuthenticator({
-      db,
-      clock,
-      config,
-      secretKey: secrets.secretKey,
-      jwtPrivateKeyPem: secrets.jwtPrivateKeyPem,
-      cache,
-    });
+    const reads = holdingQueries(svc.runtime.store.db, () => true);
+    const deps = svc.domainDeps({ db: reads.db, clock });
+    const authenticator = createAuthenticator(deps);
     const request = () => {
       const headers = signedHeaders(d.key, 'GET', '/probe/whoami', undefined, nowS());
       credentials.add(headers[AUTH_HEADERS.signed]!);
@@ -362,14 +340,14 @@ describe('revocation racing a cold key load', () => {
     };
 
     const inFlight = request();
-    await read;
+    await reads.reached;
     await svc.admin.delete(`/api_keys/${d.key.api_key}`);
-    cache.applyLocally({ type: 'api_key_revoked', api_key: d.key.api_key }); // its NOTIFY arrives
+    deps.cache.applyLocally({ type: 'api_key_revoked', api_key: d.key.api_key }); // its NOTIFY arrives
     // A request after the revocation does not take the read from before it, and what that read found is not
     // kept (the request that came before the revocation may go through).
-    held = false;
+    reads.stopHolding();
     const afterRevocation = assert.rejects(request(), /revoked/);
-    release();
+    reads.release();
     await inFlight.catch(() => {});
     await afterRevocation;
     await assert.rejects(request(), /revoked/);

@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { InsertQueryNode, sql } from 'kysely';
 import { createFundingService } from '../../src/domain/funding/funding.service.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
+import { holdingQueries } from '../helpers/held-queries.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import {
   clientToken,
@@ -166,41 +166,17 @@ test('a session still being opened when a deposit arrives: the deposit waits for
   const address = await apiSession(code, 'before');
   tick();
   // Another instance's funding service, whose new session is held written but uncommitted.
-  const sessionInserts = new Set<unknown>();
-  let written!: () => void;
-  const sessionWritten = new Promise<void>((resolve) => (written = resolve));
-  let release!: () => void;
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  const db = svc.runtime.store.db.withPlugin({
-    transformQuery: ({ node, queryId }) => {
-      if (InsertQueryNode.is(node) && node.into?.table.identifier.name === 'funding_sessions') {
-        sessionInserts.add(queryId);
-      }
-      return node;
-    },
-    transformResult: async ({ result, queryId }) => {
-      if (sessionInserts.has(queryId)) {
-        written();
-        await gate;
-      }
-      return result;
-    },
-  });
-  const { secrets, config } = svc.runtime;
-  const funding = createFundingService({
-    db,
-    clock,
-    config,
-    secretKey: secrets.secretKey,
-    jwtPrivateKeyPem: secrets.jwtPrivateKeyPem,
-    cache: new CacheInvalidation(null),
-  });
+  const inserts = holdingQueries(
+    svc.runtime.store.db,
+    (node) => InsertQueryNode.is(node) && node.into?.table.identifier.name === 'funding_sessions',
+  );
+  const funding = createFundingService(svc.domainDeps({ db: inserts.db, clock }));
   const token = funding.issueClientToken(platform.platform.platform_code, {
     participant_code: code,
     permissions: ['fwc'],
     reference_id: 'during',
   });
-  await sessionWritten;
+  await inserts.reached;
 
   const depositDone = recordDeposit(svc, {
     deposit_address: address,
@@ -224,7 +200,7 @@ test('a session still being opened when a deposit arrives: the deposit waits for
   })();
   const first = await Promise.race([waiting, depositDone.then(() => 'recorded' as const)]);
   raced = true;
-  release();
+  inserts.release();
   await token;
   const event = await depositDone;
   assert.equal(first, 'waiting', 'the deposit did not wait for the session being opened');
