@@ -53,6 +53,29 @@ async function expiryEvents(sessionId: string) {
     .execute();
 }
 
+/**
+ * The participant's `deposit session has expired.` notification, once the worker has recorded it: a failed
+ * fund event with the session's reference and account, in the vendor's shape.
+ */
+async function expiryNotification(
+  code: string,
+  session: { reference_id: string; account_label: string },
+): Promise<FundEvent & { reason?: string }> {
+  const note = await eventually(async () => {
+    const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
+    return notes.find((n) => n.payload.participant_code === code);
+  }, 'the expiry notification');
+  const payload = note.payload as FundEvent & { reason?: string };
+  assert.equal(payload.success, false);
+  assert.equal(payload.status_reason, 'deposit session has expired.');
+  assert.equal(payload.reason, 'deposit session has expired.');
+  assert.equal(payload.reference_id, session.reference_id);
+  assert.equal(payload.account_label, session.account_label);
+  assert.equal(note.resource_key, `fund:${payload.fund_id}`);
+  assertVendorSchema(payload, 'GetFundTransactionsEntity');
+  return payload;
+}
+
 test('a token session with no deposit is reported expired, with its reference, once', async () => {
   const { code } = await newAccountHolder(svc, platform.platform.platform_code, 'trading');
   const { deposit_intent_id } = await clientToken(platform.client, {
@@ -63,19 +86,11 @@ test('a token session with no deposit is reported expired, with its reference, o
   const sessionId = deposit_intent_id!;
   assert.ok(await jobPending(sessionId), 'the expiry job is enqueued with the session');
 
-  const note = await eventually(async () => {
-    const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
-    return notes.find((n) => n.payload.participant_code === code);
-  }, 'the expiry notification');
-  const payload = note.payload as FundEvent & { reason?: string };
-  assert.equal(payload.success, false);
-  assert.equal(payload.status_reason, 'deposit session has expired.');
-  assert.equal(payload.reason, 'deposit session has expired.');
-  assert.equal(payload.reference_id, 'widget-session-77');
-  assert.equal(payload.account_label, 'trading');
+  const payload = await expiryNotification(code, {
+    reference_id: 'widget-session-77',
+    account_label: 'trading',
+  });
   assert.equal(payload.is_first_deposit, false);
-  assert.equal(note.resource_key, `fund:${payload.fund_id}`);
-  assertVendorSchema(payload, 'GetFundTransactionsEntity');
 
   // Spec 2.2: a fund event delivered as a webhook is also returned by GET /fund/transactions.
   const listed = await platform.client.request<{ message: FundEvent[] }>('GET', '/fund/transactions', {
@@ -146,19 +161,8 @@ test('a fund quote session expires like a token session: same delay, same job, r
   assert.equal(session.source, 'fund_rfq');
   assert.equal(session.expires_at!.getTime() - session.opened_at.getTime(), EXPIRY_MS);
 
-  const note = await eventually(async () => {
-    const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
-    return notes.find((n) => n.payload.participant_code === code);
-  }, 'the expiry notification');
-  const payload = note.payload as FundEvent & { reason?: string };
-  assert.equal(payload.success, false);
-  assert.equal(payload.status_reason, 'deposit session has expired.');
-  assert.equal(payload.reason, 'deposit session has expired.');
-  assert.equal(payload.reference_id, 'checkout-4711');
-  assert.equal(payload.account_label, 'savings');
+  const payload = await expiryNotification(code, { reference_id: 'checkout-4711', account_label: 'savings' });
   assert.equal(payload.fund_asset, 'ETH.ETH');
-  assert.equal(note.resource_key, `fund:${payload.fund_id}`);
-  assertVendorSchema(payload, 'GetFundTransactionsEntity');
 
   const listed = await platform.client.request<{ message: FundEvent[] }>('GET', '/fund/transactions', {
     query: { reference_id: 'checkout-4711' },
