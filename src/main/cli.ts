@@ -215,6 +215,12 @@ async function starting<T>(
 async function serve(config: Readonly<Config>): Promise<void> {
   const { createLogger, startRuntime } = await serverModules();
   const logger = createLogger(config.logLevel);
+  // A rejection nobody handles would end the process, and with role `all` the API with it. graphile-worker
+  // completes and fails jobs without awaiting them, so a database that drops while a job runs rejects there:
+  // logged, and the job, left locked, runs again (jobs are at least once and idempotent).
+  process.on('unhandledRejection', (reason) => {
+    logger.error({ err: reason }, 'unhandled promise rejection; the process carries on');
+  });
   const runtime = await starting('svc serve', config, logger, () => startRuntime(config, { logger }));
   const lines = [`svc-platform ${config.env} (${config.role})`];
   if (runtime.url) lines.push(`  public API   ${runtime.url}`, `  docs         ${runtime.url}/docs`);
@@ -233,7 +239,7 @@ async function serve(config: Readonly<Config>): Promise<void> {
 
   // DESIGN §6: on SIGTERM stop accepting, finish in-flight requests and jobs, exit within the timeout.
   let stopping = false;
-  const stop = (signal: string) => {
+  const stop = (signal: string, exitCode: number = EXIT.ok) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
@@ -243,10 +249,16 @@ async function serve(config: Readonly<Config>): Promise<void> {
     }, config.shutdownTimeoutMs);
     force.unref();
     runtime.close().then(
-      () => process.exit(EXIT.ok),
+      () => process.exit(exitCode),
       () => process.exit(EXIT.failed),
     );
   };
+  // The job runner ending on its own (a fatal error of the queue) would leave the process up with nothing
+  // doing its background work: it stops, failed, for its supervisor to start it again.
+  runtime.worker?.promise.catch((err: unknown) => {
+    logger.error({ err }, 'the job runner failed; shutting down');
+    stop('job runner failed', EXIT.failed);
+  });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   // A closed terminal: stop the same way, so the embedded PostgreSQL is not left running.
