@@ -21,8 +21,16 @@ export interface WebhookMetrics {
 
 /** Scrapes closer together than this share one database read. */
 const STATS_CACHE_MS = 1_000;
+/**
+ * How long a scrape waits for the queue numbers before it shows the last ones read: /metrics must answer
+ * (with the rate-limit fallback and the process metrics) while the database is away or hung.
+ */
+const STATS_WAIT_MS = 1_000;
 
-export function createWebhookMetrics(db: Db): WebhookMetrics {
+export function createWebhookMetrics(
+  db: Db,
+  { statsCacheMs = STATS_CACHE_MS }: { statsCacheMs?: number } = {},
+): WebhookMetrics {
   const latency = new Histogram({
     name: 'svc_webhook_delivery_latency_seconds',
     help: 'Time from a notification being committed to its successful delivery',
@@ -48,17 +56,29 @@ export function createWebhookMetrics(db: Db): WebhookMetrics {
     registers: [],
   });
 
-  let cached: { at: number; stats: Promise<QueueStats> } | null = null;
-  const stats = () => {
-    const now = Date.now();
-    if (!cached || now - cached.at > STATS_CACHE_MS) {
-      cached = { at: now, stats: queueStats(db) };
-      // A failed read is not cached: the next scrape tries again.
-      cached.stats.catch(() => {
-        cached = null;
-      });
+  /** The last numbers read, and when. */
+  let last: { stats: QueueStats; at: number } | null = null;
+  /** One read at a time: a hung database does not collect a read per scrape (and a connection each). */
+  let reading: Promise<void> | null = null;
+  const refresh = () =>
+    (reading ??= queueStats(db)
+      .then(
+        (stats) => {
+          last = { stats, at: Date.now() };
+        },
+        () => {}, // the database is away: the last numbers stay, and their age shows it
+      )
+      .finally(() => {
+        reading = null;
+      }));
+  const stats = async () => {
+    if (!last || Date.now() - last.at > statsCacheMs) {
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, STATS_WAIT_MS)));
+      await Promise.race([refresh(), waited]);
+      clearTimeout(timer);
     }
-    return cached.stats;
+    return last;
   };
   const gauge = (name: string, help: string, read: (s: QueueStats) => number) =>
     new Gauge({
@@ -66,7 +86,8 @@ export function createWebhookMetrics(db: Db): WebhookMetrics {
       help,
       registers: [],
       async collect() {
-        this.set(read(await stats()));
+        const current = await stats();
+        if (current) this.set(read(current.stats));
       },
     });
   const queue = [
@@ -82,6 +103,15 @@ export function createWebhookMetrics(db: Db): WebhookMetrics {
       'Age of the oldest notification not yet delivered (pending or retrying); 0 when none',
       (s) => s.oldestPendingAgeSeconds,
     ),
+    new Gauge({
+      name: 'svc_webhook_queue_stats_age_seconds',
+      help: 'Age of the webhook queue numbers above (they are kept while the database cannot be read); -1 before the first read',
+      registers: [],
+      async collect() {
+        const current = await stats();
+        this.set(current ? (Date.now() - current.at) / 1000 : -1);
+      },
+    }),
   ];
 
   return {
