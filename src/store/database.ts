@@ -1,4 +1,12 @@
-import { Kysely, PostgresDialect, type Transaction } from 'kysely';
+import {
+  Kysely,
+  PostgresDialect,
+  type PostgresCursor,
+  type PostgresPool,
+  type PostgresPoolClient,
+  type PostgresQueryResult,
+  type Transaction,
+} from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
 
@@ -11,8 +19,40 @@ export type Executor = Db | Trx;
 // below 2^53. numeric stays a string for decimal arithmetic.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
+/**
+ * A PostgreSQL that stops answering without closing its connections (a network partition, a failover, a
+ * hung host) must cost a request a bounded wait and a 503, not a hang. Three bounds:
+ *
+ * - Getting a connection (a new one, or a free one of a full pool) waits at most CONNECT_TIMEOUT_MS; pg-pool
+ *   then fails with "timeout exceeded when trying to connect", which the error handler answers with a
+ *   retryable 503. Long enough for a TLS handshake to a remote server, short against a client's patience.
+ * - TCP keepalive, probing after KEEPALIVE_IDLE_MS of silence, lets the kernel declare a connection dead
+ *   whose peer vanished while no statement was waiting (idle in the pool, or a statement in progress).
+ * - A statement sent through Kysely (every statement of the API, the domain services and their jobs,
+ *   including the quote purge's batches) that gets no answer within STATEMENT_ANSWER_TIMEOUT_MS fails, and
+ *   its connection is ended, so that the pool does not hand that connection out again.
+ *
+ * The last bound is ours, on the client, rather than PostgreSQL's statement_timeout: that one is enforced by
+ * the server, and a server that does not answer does not enforce anything. It is not pg's query_timeout
+ * either, for two reasons. That option applies to every user of the pool, and the pool is also what the
+ * migrations (an index build, the wait for another instance's migrations under the advisory lock) and
+ * graphile-worker's own machinery run on: legitimately long statements that must not be cut; they use
+ * `pool` directly, and keep only the connect bound and keepalive. And when query_timeout fires, pg leaves the
+ * unanswered statement active on the connection and the pool takes it back as healthy, so the next statement
+ * there queues behind one that will never complete.
+ *
+ * 30 s is far beyond any statement of ours on a healthy server (API statements take milliseconds; each purge
+ * batch deletes at most 5,000 rows), so the bound only ever cuts a server that is gone. No caller needs
+ * another value, so it is not an option.
+ */
+const CONNECT_TIMEOUT_MS = 5_000;
+const KEEPALIVE_IDLE_MS = 10_000;
+const STATEMENT_ANSWER_TIMEOUT_MS = 30_000;
+
 export interface Store {
+  /** The pool itself: no bound on statements (migrations, the job queue). */
   pool: pg.Pool;
+  /** Statements bounded by STATEMENT_ANSWER_TIMEOUT_MS. */
   db: Db;
   close(): Promise<void>;
 }
@@ -23,12 +63,17 @@ export function createStore(databaseUrl: string, options: { max?: number } = {})
     max: options.max ?? 20,
     // A dropped server connection must not crash the process; the pool replaces it.
     idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
   });
   // A server that drops connections must not crash the process: idle and checked-out client errors are
   // reported by the query that hits them, and the pool replaces the client.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: answeringWithin(pool, STATEMENT_ANSWER_TIMEOUT_MS) }),
+  });
   return {
     pool,
     db,
@@ -36,7 +81,63 @@ export function createStore(databaseUrl: string, options: { max?: number } = {})
       await db.destroy();
       // Kysely adopts the pool only on its first query; a process that used the pool alone (svc migrate)
       // would otherwise keep idle connections, and itself, alive for idleTimeoutMillis.
-      if (!pool.ended) await pool.end();
+      if (!pool.ending) await pool.end();
     },
   };
+}
+
+/**
+ * `pool` as Kysely sees it, with every statement bounded: one that gets no answer within `timeoutMs` ends
+ * its connection, and the pool discards that connection when Kysely releases it. The statement fails with a
+ * message that starts as pg's own for a lost connection ("Connection terminated"), which the error handler
+ * answers with a retryable 503.
+ */
+function answeringWithin(pool: pg.Pool, timeoutMs: number): PostgresPool {
+  return {
+    connect: async () => new BoundedClient(await pool.connect(), timeoutMs),
+    end: async () => {
+      if (!pool.ending) await pool.end();
+    },
+  };
+}
+
+class BoundedClient implements PostgresPoolClient {
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly timeoutMs: number,
+  ) {}
+
+  query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
+  query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
+  query<R>(
+    sqlOrCursor: string | PostgresCursor<R>,
+    parameters: ReadonlyArray<unknown> = [],
+  ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
+    // Kysely passes a cursor only to stream, which needs a cursor class in the dialect's config: none is.
+    if (typeof sqlOrCursor !== 'string') throw new Error('streaming is not configured');
+    return this.bounded<R>(sqlOrCursor, parameters);
+  }
+
+  release(): void {
+    this.client.release();
+  }
+
+  private async bounded<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> {
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      // With a statement in progress, end() closes the socket at once rather than saying goodbye.
+      this.client.end().catch(() => {});
+    }, this.timeoutMs);
+    try {
+      return (await this.client.query<R & pg.QueryResultRow>(sql, [...parameters])) as PostgresQueryResult<R>;
+    } catch (error) {
+      if (!timedOut) throw error;
+      throw new Error(`Connection terminated: PostgreSQL did not answer within ${this.timeoutMs} ms`, {
+        cause: error,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }

@@ -6,6 +6,27 @@ export interface ChannelHandlers {
   onConnected?(): void;
 }
 
+export interface PgListenerOptions {
+  /** How often the connection is checked with a `select 1`. */
+  heartbeatIntervalMs?: number;
+  /**
+   * A heartbeat, LISTEN or UNLISTEN not answered within this, or a connection not established within it,
+   * counts as a lost connection.
+   */
+  heartbeatTimeoutMs?: number;
+}
+
+/**
+ * The defaults notice a connection that went silent within 10 s. A heartbeat is one trivial statement every
+ * 5 s per process; a server too loaded to answer `select 1` within 5 s costs at worst a needless
+ * reconnection (its owners drop their caches and look for work).
+ */
+const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+const DEFAULT_HEARTBEAT_TIMEOUT_MS = 5_000;
+const RECONNECT_DELAY_MS = 1_000;
+/** TCP keepalive lets the kernel notice a vanished peer too, between heartbeats. */
+const KEEPALIVE_IDLE_MS = 10_000;
+
 /**
  * LISTEN on PostgreSQL channels on one connection of its own per process, reconnecting after a second
  * when the connection drops. Notifications sent while it was down are lost, so each channel's
@@ -13,14 +34,31 @@ export interface ChannelHandlers {
  * caches, looks for work). pg's Client already does LISTEN; what it lacks, and this adds, is staying
  * subscribed across reconnects, and several owners (cache invalidation, the webhook dispatcher) sharing
  * one connection rather than holding one each.
+ *
+ * A connection can also go silent without closing (a network partition, a failover that leaves it
+ * half-open, a hung host): pg then reports nothing, and notifications (an API key revocation, a webhook
+ * wake-up) would be lost until the process restarts. So the connection is checked with a heartbeat, and one
+ * whose heartbeat goes unanswered is dropped and replaced like a closed one.
  */
 export class PgListener {
+  /** The connection, once it listens on every channel. */
   private client: pg.Client | null = null;
+  /** The connection being established. */
+  private connecting: pg.Client | null = null;
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
   private readonly channels = new Map<string, ChannelHandlers>();
+  private readonly heartbeatIntervalMs: number;
+  private readonly heartbeatTimeoutMs: number;
 
-  constructor(private readonly databaseUrl: string) {}
+  constructor(
+    private readonly databaseUrl: string,
+    options: PgListenerOptions = {},
+  ) {
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+    this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
+  }
 
   /** Listens on `channel` from now on (at once if connected, else from the next connection). */
   async listen(channel: string, handlers: ChannelHandlers): Promise<void> {
@@ -29,7 +67,7 @@ export class PgListener {
     const client = this.client;
     if (!client) return;
     try {
-      await client.query(`listen ${pg.escapeIdentifier(channel)}`);
+      await this.answered(client, `listen ${pg.escapeIdentifier(channel)}`);
       handlers.onConnected?.();
     } catch {
       this.reconnect(client);
@@ -39,43 +77,110 @@ export class PgListener {
   /** Stops listening on `channel`; the connection stays for the others. */
   async unlisten(channel: string): Promise<void> {
     if (!this.channels.delete(channel)) return;
-    await this.client?.query(`unlisten ${pg.escapeIdentifier(channel)}`).catch(() => {});
+    const client = this.client;
+    if (!client) return;
+    await this.answered(client, `unlisten ${pg.escapeIdentifier(channel)}`).catch(() =>
+      this.reconnect(client),
+    );
   }
 
   async start(): Promise<void> {
     if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl });
+    const client = new pg.Client({
+      connectionString: this.databaseUrl,
+      // Names the connection in pg_stat_activity.
+      application_name: 'svc-platform listener',
+      connectionTimeoutMillis: this.heartbeatTimeoutMs,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    });
+    this.connecting = client;
     client.on('notification', (msg) => this.channels.get(msg.channel)?.onMessage(msg.payload ?? ''));
     client.on('error', () => this.reconnect(client));
     client.on('end', () => this.reconnect(client));
     try {
       await client.connect();
       for (const channel of this.channels.keys())
-        await client.query(`listen ${pg.escapeIdentifier(channel)}`);
+        await this.answered(client, `listen ${pg.escapeIdentifier(channel)}`);
+      if (this.connecting !== client) return; // stopped meanwhile
+      this.connecting = null;
       this.client = client;
       for (const handlers of this.channels.values()) handlers.onConnected?.();
+      this.scheduleHeartbeat(client);
     } catch {
       this.reconnect(client);
     }
   }
 
+  /** Runs `statement` on `client`; rejects when it fails or gets no answer within the heartbeat timeout. */
+  private async answered(client: pg.Client, statement: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`no answer within ${this.heartbeatTimeoutMs} ms`)),
+        this.heartbeatTimeoutMs,
+      );
+    });
+    try {
+      await Promise.race([client.query(statement), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private scheduleHeartbeat(client: pg.Client): void {
+    this.heartbeatTimer = setTimeout(() => {
+      this.heartbeatTimer = null;
+      if (this.client !== client) return;
+      this.answered(client, 'select 1').then(
+        () => {
+          if (this.client === client && !this.heartbeatTimer) this.scheduleHeartbeat(client);
+        },
+        () => this.reconnect(client),
+      );
+    }, this.heartbeatIntervalMs);
+    this.heartbeatTimer.unref();
+  }
+
+  /** Drops `client`, if it is still the one in use or being established, and connects again after a delay. */
   private reconnect(client: pg.Client): void {
-    if (this.stopped || this.reconnectTimer) return;
-    if (this.client === client) this.client = null;
-    client.end().catch(() => {});
+    // A connection already dropped reports its end later; and stop() ends the connection itself.
+    if (this.stopped || (client !== this.client && client !== this.connecting)) return;
+    this.client = null;
+    this.connecting = null;
+    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    this.heartbeatTimer = null;
+    void this.end(client);
     for (const handlers of this.channels.values()) handlers.onConnected?.();
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       void this.start();
-    }, 1000);
+    }, RECONNECT_DELAY_MS);
     this.reconnectTimer.unref();
+  }
+
+  /**
+   * Ends `client`. A graceful end waits for the server to close its side, which a silent server never does:
+   * after the heartbeat timeout the socket is closed regardless.
+   */
+  private async end(client: pg.Client): Promise<void> {
+    const cut = setTimeout(() => client.connection.stream.destroy(), this.heartbeatTimeoutMs);
+    try {
+      await client.end();
+    } catch {
+      // Already failed: nothing left to end.
+    } finally {
+      clearTimeout(cut);
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
-    const client = this.client;
+    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    const clients = [this.client, this.connecting];
     this.client = null;
-    if (client) await client.end().catch(() => {});
+    this.connecting = null;
+    for (const client of clients) if (client) await this.end(client);
   }
 }

@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PgListener } from '../../src/store/pg-listener.ts';
 import { createTestDatabaseWithClient, type TestDatabaseWithClient } from '../helpers/database.ts';
+import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
  * The process's one LISTEN connection (cache invalidation and webhook wake-ups share it): every channel is
  * heard on it, each channel's owner is told after every (re)connection, and a dropped connection comes back
- * listening on every channel.
+ * listening on every channel, as does one that went silent without closing.
  */
 let testDb: TestDatabaseWithClient;
 before(async () => {
@@ -26,13 +27,26 @@ function channelLog() {
   };
 }
 
-/** Backends of the test database whose last statement was a LISTEN or UNLISTEN: the listener's. */
+/** Backends of the test database that are a listener's (it names its connection). */
 async function listenerBackends(): Promise<number[]> {
   const r = await testDb.client.query<{ pid: number }>(
     `select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()
-       and (query ilike 'listen %' or query ilike 'unlisten %')`,
+       and application_name = 'svc-platform listener'`,
   );
   return r.rows.map((row) => row.pid);
+}
+
+/** Fails unless `work` settles within `ms`: a hang becomes a failure rather than a stuck test. */
+async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no result within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, hang]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 test('two channels on one connection; after the connection is killed, both are listened again', async () => {
@@ -80,6 +94,69 @@ test('two channels on one connection; after the connection is killed, both are l
     assert.deepEqual(a.log.messages, ['one', 'three'], 'a no longer heard');
     await assert.rejects(listener.listen('svc_test_b', b.handlers), /already listening/);
   } finally {
+    await listener.stop();
+  }
+});
+
+test('a connection that goes silent without closing is noticed by the heartbeat and replaced', async () => {
+  // A black hole between the listener and the server, as in a partition or a failover that leaves the
+  // connection half-open: no error and no end reach the client, only silence.
+  const proxy = await startTcpProxy(testDb.database.url);
+  const listener = new PgListener(proxy.url, { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 500 });
+  const a = channelLog();
+  const b = channelLog();
+  const notify = (payload: string) =>
+    testDb.client.query(`select pg_notify('svc_test_c', $1), pg_notify('svc_test_d', $1)`, [payload]);
+  try {
+    await listener.listen('svc_test_c', a.handlers);
+    await listener.start();
+    await listener.listen('svc_test_d', b.handlers);
+    await notify('before');
+    await waitFor(() => a.log.messages.includes('before') && b.log.messages.includes('before'), 'heard');
+
+    const told = [a.log.connected, b.log.connected] as const;
+    proxy.freeze();
+    // Each owner is told the connection is lost (it may miss notifications): nothing else would tell it.
+    await waitFor(
+      () => a.log.connected > told[0] && b.log.connected > told[1],
+      'the silent connection noticed',
+      10_000,
+    );
+
+    // The frozen connection stays silent for good; a new one listens on both channels again. Until it
+    // does, notifications are lost, so each attempt sends one.
+    proxy.thaw();
+    let attempt = 0;
+    await waitFor(
+      async () => {
+        const payload = `after ${++attempt}`;
+        await notify(payload);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return a.log.messages.includes(payload) && b.log.messages.includes(payload);
+      },
+      'both channels heard on a new connection',
+      15_000,
+    );
+  } finally {
+    await proxy.close(); // first: it cuts a frozen connection that would hold stop() up if it failed
+    await listener.stop();
+  }
+});
+
+test('stop() does not wait for the goodbye of a server that went silent', async () => {
+  const proxy = await startTcpProxy(testDb.database.url);
+  // No heartbeat in flight: stop() finds the silent connection idle and must not end it gracefully only.
+  const listener = new PgListener(proxy.url, { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 500 });
+  const e = channelLog();
+  try {
+    await listener.listen('svc_test_e', e.handlers);
+    await listener.start();
+    await testDb.client.query(`select pg_notify('svc_test_e', 'connected')`);
+    await waitFor(() => e.log.messages.includes('connected'), 'listening through the proxy');
+    proxy.freeze();
+    await within(listener.stop(), 10_000, 'stop() with a silent connection');
+  } finally {
+    await proxy.close();
     await listener.stop();
   }
 });

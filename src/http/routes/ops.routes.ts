@@ -14,6 +14,27 @@ export interface ReadinessCheck {
   required?: boolean;
 }
 
+/**
+ * A database that does not answer `select 1` within this is not ready. A server that stopped answering
+ * without closing its connections would otherwise hold the probe for the store's statement bound (30 s,
+ * store/database.ts), past a load balancer's probe timeout (typically 2 to 5 s), which then sees no answer
+ * rather than a 503. A healthy database answers in milliseconds, a saturated pool within this or not at all.
+ */
+const READINESS_TIMEOUT_MS = 2_000;
+
+/** Whether `work` succeeds within `timeoutMs` (a statement given up on is ended by the store's bound). */
+async function answersWithin(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  try {
+    return await Promise.race([work.then(() => true).catch(() => false), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** DESIGN §6: liveness, readiness (database and, when configured, Redis) and Prometheus metrics. */
 export async function opsRoutes(
   app: FastifyInstance,
@@ -23,10 +44,7 @@ export async function opsRoutes(
 
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     const checks: Record<string, boolean> = {};
-    checks.database = await sql`select 1`
-      .execute(options.db)
-      .then(() => true)
-      .catch(() => false);
+    checks.database = await answersWithin(sql`select 1`.execute(options.db), READINESS_TIMEOUT_MS);
     let ready = checks.database;
     let degraded = false;
     for (const extra of options.readiness) {
