@@ -158,7 +158,9 @@ export class SvcClient {
     options: RequestOptions = {},
     hooks?: RecoveryHooks<T>,
   ): Promise<T> {
-    const retry = options.retry ?? this.options.retry;
+    // A call's retry options refine the client's (say, allowRequote for one call): they do not drop its
+    // injected sleep or clock, nor its limits.
+    const retry = options.retry ? { ...this.options.retry, ...options.retry } : this.options.retry;
     return sendWithRetries<T>({ method, path, hooks, retry, send: () => this.send(method, path, options) });
   }
 }

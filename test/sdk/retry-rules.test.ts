@@ -191,6 +191,14 @@ describe('spec 7.1.1: a GET is resent on a network error, 502, 503 and 504', () 
     assert.deepEqual(slept, [300, 600, 1200]);
   });
 
+  test("a call's retry options refine the client's: its injected sleep and random still apply", async () => {
+    const { client, sends, slept } = rehearse({ 'GET /trades': ['error_503'] });
+    const trades = await client.trades.list({}, { retry: { maxRetries: 1 } });
+    assert.ok(Array.isArray(trades));
+    assert.deepEqual(sends, ['GET /trades [error_503] → 503', 'GET /trades → 200']);
+    assert.deepEqual(slept, [300], "the client's sleep (a real one would have waited, unseen)");
+  });
+
   test('GET whose answer is lost on the wire: resent', async () => {
     const { client, sends } = rehearse({}, {}, proxy.url);
     const lostBefore = proxy.lost();
