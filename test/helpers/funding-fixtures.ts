@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { FundEvent, FundQuote } from '../../src/contract/funding.schemas.ts';
 import type { SvcClient } from '../../src/sdk/client.ts';
-import { TEST_ADMIN_TOKEN, type TestService } from './test-service.ts';
+import type { TestService } from './test-service.ts';
 
 /** Shared set-up of the funding tests (issue 6): prices, participants with accounts, quotes and deposits. */
 export const TEST_PRICES = {
@@ -67,12 +67,8 @@ export function recordDeposit(svc: TestService, body: DepositInput): Promise<Fun
 
 /** POST /admin/deposits answered as is (status and body), for refusals. */
 export async function postDeposit(svc: TestService, body: unknown) {
-  const response = await fetch(new URL('/admin/deposits', svc.runtime.adminUrl ?? svc.url), {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  const response = await svc.operatorCall('POST', '/deposits', body);
+  return { status: response.status, body: response.json as Record<string, unknown> };
 }
 
 export async function notificationsOf(svc: TestService, platformCode: string, payloadType: string) {

@@ -15,6 +15,7 @@ import { SvcClient } from '../../src/sdk/client.ts';
 import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
 import type { Db } from '../../src/store/database.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import { rawRequest, type RawResponse } from './probe-app.ts';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';
 export const LOOPBACK = ['127.0.0.1/32', '::1/128'];
@@ -38,6 +39,11 @@ export interface TestService {
    * secrets), on `db` and `clock`, with a cache-invalidation bus of its own that the test drives.
    */
   domainDeps(options: { db: Db; clock: Clock }): DomainDeps;
+  /**
+   * One operator API call answered as is, whatever its status (`admin` throws on a refusal): for tests of
+   * the refusals. `path` is below /admin; `body` is sent as JSON.
+   */
+  operatorCall(method: string, path: string, body?: unknown): Promise<RawResponse>;
   close(): Promise<void>;
 }
 
@@ -128,6 +134,15 @@ export async function startTestService(
         jwtPrivateKeyPem: runtime.secrets.jwtPrivateKeyPem,
         cache: new CacheInvalidation(null),
       };
+    },
+    operatorCall(method, path, body) {
+      return rawRequest(runtime.adminUrl ?? url, method, `/admin${path}`, {
+        headers: {
+          authorization: `Bearer ${TEST_ADMIN_TOKEN}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
     },
     async close() {
       await runtime.close();

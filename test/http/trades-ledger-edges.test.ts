@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
-import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { executeLiquidity, fund, liquidityQuote, setPrices } from '../helpers/trades-fixtures.ts';
 
 /**
@@ -19,15 +19,13 @@ before(async () => {
 after(() => svc?.close());
 
 async function debit(participant: string, amount: string, label = 'general') {
-  const res = await fetch(new URL('/admin/balances', svc.runtime.adminUrl ?? svc.url), {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ participant_code: participant, account_label: label, asset: 'USD', amount }),
+  const res = await svc.operatorCall('POST', '/balances', {
+    participant_code: participant,
+    account_label: label,
+    asset: 'USD',
+    amount,
   });
-  return {
-    status: res.status,
-    body: (await res.json()) as { errors?: string[]; message?: { balance: string } },
-  };
+  return { status: res.status, body: res.json as { errors?: string[]; message?: { balance: string } } };
 }
 
 test('an operator debit cannot take what unsettled trades have promised; the 400 names amount', async () => {
@@ -89,20 +87,18 @@ test("an operator-booked trade keeps the vendor's 30-character amounts: 400 nami
   const { platform } = await svc.newPlatform();
   const code = platform.platform_code;
   const participant = (await svc.newParticipant(code)).participant_code;
-  const book = (quantity: string, price: string) =>
-    fetch(new URL('/admin/trades', svc.runtime.adminUrl ?? svc.url), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        platform_code: code,
-        participant_code: participant,
-        side: 'buy',
-        underlying: 'BTC',
-        quoted_currency: 'USD',
-        quantity,
-        price,
-      }),
-    }).then(async (res) => ({ status: res.status, body: (await res.json()) as { errors?: string[] } }));
+  const book = async (quantity: string, price: string) => {
+    const res = await svc.operatorCall('POST', '/trades', {
+      platform_code: code,
+      participant_code: participant,
+      side: 'buy',
+      underlying: 'BTC',
+      quoted_currency: 'USD',
+      quantity,
+      price,
+    });
+    return { status: res.status, body: res.json as { errors?: string[] } };
+  };
   const longQuantity = await book('123456789012.123456789012345678', '1');
   assert.equal(longQuantity.status, 400);
   assert.match(longQuantity.body.errors![0]!, /^quantity: too large/);
