@@ -99,11 +99,7 @@ function isTransient(error: unknown): boolean {
   const code = pgErrorCode(error);
   if (code && (TRANSIENT_PG_CODES.has(code) || TRANSIENT_NET_CODES.has(code))) return true;
   const message = error instanceof Error ? error.message : '';
-  // "Client was closed": a transaction's rollback on a connection the store's statement bound ended
-  // (store/database.ts) replaces the statement's own error.
-  return /Connection terminated|timeout exceeded when trying to connect|Client was closed and is not queryable/i.test(
-    message,
-  );
+  return /Connection terminated|timeout exceeded when trying to connect/i.test(message);
 }
 
 export function sendNotFound(_request: FastifyRequest, reply: FastifyReply): FastifyReply {

@@ -102,6 +102,9 @@ function answeringWithin(pool: pg.Pool, timeoutMs: number): PostgresPool {
 }
 
 class BoundedClient implements PostgresPoolClient {
+  /** A statement got no answer and the connection was ended: what follows on it (a rollback) fails alike. */
+  private ended = false;
+
   constructor(
     private readonly client: pg.PoolClient,
     private readonly timeoutMs: number,
@@ -119,13 +122,22 @@ class BoundedClient implements PostgresPoolClient {
   }
 
   release(): void {
-    this.client.release();
+    // An ended connection is discarded by the pool, not handed out again.
+    this.client.release(this.ended ? this.unanswered() : undefined);
+  }
+
+  private unanswered(cause?: unknown): Error {
+    return new Error(`Connection terminated: PostgreSQL did not answer within ${this.timeoutMs} ms`, {
+      cause,
+    });
   }
 
   private async bounded<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> {
+    if (this.ended) throw this.unanswered();
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
+      this.ended = true;
       // With a statement in progress, end() closes the socket at once rather than saying goodbye.
       this.client.end().catch(() => {});
     }, this.timeoutMs);
@@ -133,9 +145,7 @@ class BoundedClient implements PostgresPoolClient {
       return (await this.client.query<R & pg.QueryResultRow>(sql, [...parameters])) as PostgresQueryResult<R>;
     } catch (error) {
       if (!timedOut) throw error;
-      throw new Error(`Connection terminated: PostgreSQL did not answer within ${this.timeoutMs} ms`, {
-        cause: error,
-      });
+      throw this.unanswered(error);
     } finally {
       clearTimeout(timer);
     }

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { within } from '../lib/within.ts';
 
 export interface ChannelHandlers {
   onMessage(payload: string): void;
@@ -114,18 +115,7 @@ export class PgListener {
 
   /** Runs `statement` on `client`; rejects when it fails or gets no answer within the heartbeat timeout. */
   private async answered(client: pg.Client, statement: string): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no answer within ${this.heartbeatTimeoutMs} ms`)),
-        this.heartbeatTimeoutMs,
-      );
-    });
-    try {
-      await Promise.race([client.query(statement), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await within(client.query(statement), this.heartbeatTimeoutMs);
   }
 
   private scheduleHeartbeat(client: pg.Client): void {

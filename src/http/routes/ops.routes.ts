@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { sql } from 'kysely';
+import { within } from '../../lib/within.ts';
 import type { Db } from '../../store/database.ts';
 
 export interface ReadinessCheck {
@@ -22,19 +23,6 @@ export interface ReadinessCheck {
  */
 const READINESS_TIMEOUT_MS = 2_000;
 
-/** Whether `work` succeeds within `timeoutMs` (a statement given up on is ended by the store's bound). */
-async function answersWithin(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
-  });
-  try {
-    return await Promise.race([work.then(() => true).catch(() => false), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** DESIGN §6: liveness, readiness (database and, when configured, Redis) and Prometheus metrics. */
 export async function opsRoutes(
   app: FastifyInstance,
@@ -44,7 +32,10 @@ export async function opsRoutes(
 
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     const checks: Record<string, boolean> = {};
-    checks.database = await answersWithin(sql`select 1`.execute(options.db), READINESS_TIMEOUT_MS);
+    checks.database = await within(sql`select 1`.execute(options.db), READINESS_TIMEOUT_MS).then(
+      () => true,
+      () => false,
+    );
     let ready = checks.database;
     let degraded = false;
     for (const extra of options.readiness) {
