@@ -37,7 +37,6 @@ test('the queue gauges keep their last numbers, and say how old they are, while 
     .values({ platform_code: 'MTR001', url: 'http://127.0.0.1:9/hooks', enabled: true })
     .execute();
   await record(direct.db, 'MTR001', 'trade:1');
-  await direct.close();
 
   const registry = new Registry();
   // Read at every scrape (no 1 s cache), so that the test needs no waiting.
@@ -54,7 +53,9 @@ test('the queue gauges keep their last numbers, and say how old they are, while 
   assert.ok(value(during, 'svc_webhook_queue_stats_age_seconds') >= freshAge, 'and its age');
 
   await proxy.up();
-  await record(store.db, 'MTR001', 'trade:2');
+  // Written on the direct connection: the proxied pool may still hold a connection the outage killed.
+  await record(direct.db, 'MTR001', 'trade:2');
+  await direct.close();
   const after = await registry.metrics();
   assert.equal(value(after, 'svc_webhook_pending'), 2, 'read again once the database is back');
 });
