@@ -194,15 +194,21 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     const runs = new Set<LaneRun>();
 
     /**
-     * An operator redelivered notifications or changed an endpoint: what the lanes in hand were read with may
-     * be out of date (an earlier notification pending again, another URL, secret or subscription). Each lane
-     * being worked stops before its next attempt and is given back, as are those claimed and not started; the
-     * next claims read them afresh. (A NOTIFY takes milliseconds: an attempt already starting goes out.)
+     * An operator redelivered a platform's notifications or changed its endpoint: what its lanes in hand were
+     * read with may be out of date (an earlier notification pending again, another URL, secret or
+     * subscription). Each of them being worked stops before its next attempt and is given back, as are those
+     * claimed and not started; the next claims read them afresh. Other platforms' lanes go on. (A NOTIFY takes
+     * milliseconds: an attempt already starting goes out.)
      */
-    function refreshLanes(): void {
-      for (const run of runs) run.changed = true;
-      dispatcher.refresh();
-      logger.info({ lanes: runs.size }, 'webhook lanes read afresh after an operator change');
+    function refreshLanes(platformCode: string): void {
+      let lanes = 0;
+      for (const run of runs) {
+        if (run.lane.platformCode !== platformCode) continue;
+        run.changed = true;
+        lanes++;
+      }
+      dispatcher.refresh((lane) => lane.lane.platformCode === platformCode);
+      logger.info({ platformCode, lanes }, 'webhook lanes read afresh after an operator change');
     }
 
     // Decrypted secrets by ciphertext: a changed secret is a new ciphertext (fresh IV), so an entry never goes
@@ -379,7 +385,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     listener
       ?.listen(repo.LANES_CHANNEL, {
         onMessage: (payload) => {
-          if (payload === repo.LANES_CHANGED) refreshLanes();
+          const changed = repo.changedPlatform(payload);
+          if (changed !== null) refreshLanes(changed);
           dispatcher.wake();
         },
         // Notifications may have been missed while disconnected: look for work.

@@ -42,8 +42,11 @@ export interface DispatcherOptions {
 export interface Dispatcher {
   /** There may be new due work: claim now if a slot is free. */
   wake(): void;
-  /** Gives back the lanes claimed and not started (an operator changed what they hold), then claims afresh. */
-  refresh(): void;
+  /**
+   * Gives back the lanes claimed and not started that `concerns` picks (an operator changed what they hold),
+   * then claims afresh.
+   */
+  refresh(concerns: (lane: ReadyLane) => boolean): void;
   /** Stops claiming, aborts attempts under way (recorded as aborted), gives back every lane it holds. */
   stop(): Promise<void>;
 }
@@ -146,8 +149,11 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   return {
     wake,
-    refresh() {
-      const unstarted = ready.splice(0).filter(fresh);
+    refresh(concerns) {
+      const held = ready.splice(0);
+      ready.push(...held.filter((lane) => !concerns(lane)));
+      // A stale one is dropped, as in pump.
+      const unstarted = held.filter((lane) => concerns(lane) && fresh(lane));
       if (unstarted.length === 0) return;
       options
         .release(unstarted)

@@ -38,7 +38,7 @@ export interface EndpointWrite {
  */
 export async function upsertEndpoint(db: Executor, platformCode: string, write: EndpointWrite) {
   const row = await writeEndpoint(db, platformCode, write);
-  await sql`select pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED})`.execute(db);
+  await sql`select pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + platformCode})`.execute(db);
   return row;
 }
 
@@ -191,7 +191,7 @@ export async function redeliver(
       returning platform_code, resource_key
     ), woken as (${wakeLanes(sql`redelivered`)})
     select (select count(*) from redelivered)::int as count, (select count(*) from woken)::int as lanes,
-      pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED})
+      pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + where.platformCode})
   `.execute(db);
   return Number(result.rows[0]?.count ?? 0);
 }
@@ -201,10 +201,16 @@ export async function redeliver(
 /** The lane functions' name of the NOTIFY channel (migration 0008): a notification or redelivery awaits. */
 export const LANES_CHANNEL = 'svc_webhooks';
 /**
- * The payload of a NOTIFY on LANES_CHANNEL that says more than "new work": an operator changed notifications
- * or a webhook endpoint, so the lanes being worked must be read afresh (their order, URL, secret, types).
+ * The payload of a NOTIFY on LANES_CHANNEL that says more than "new work": an operator changed one platform's
+ * notifications or webhook endpoint, so that platform's lanes being worked must be read afresh (their order,
+ * URL, secret, types). `changed:<platform code>`.
  */
-export const LANES_CHANGED = 'changed';
+const LANES_CHANGED_PREFIX = 'changed:';
+
+/** The platform whose lanes a LANES_CHANNEL payload says changed, or null (plain "new work"). */
+export function changedPlatform(payload: string): string | null {
+  return payload.startsWith(LANES_CHANGED_PREFIX) ? payload.slice(LANES_CHANGED_PREFIX.length) : null;
+}
 
 /** One of a lane's undelivered notifications, oldest first, with what is needed to deliver it. */
 export interface LaneHead {
