@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { DECIMAL_PATTERN } from '../lib/decimal.ts';
+import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
 import { GENERATED_CODE_PATTERN, REGIONS } from './identifiers.ts';
 
@@ -9,7 +9,7 @@ const Code = Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-char
 // keeps PostgreSQL's numeric limits out of reach (a 200,000-digit amount failed there as a 500).
 const Decimal = Type.String({ pattern: DECIMAL_PATTERN, maxLength: 64, description: 'decimal string' });
 const NonNegativeDecimal = Type.String({
-  pattern: '^(0|[1-9][0-9]*)(\\.[0-9]+)?$',
+  pattern: NON_NEGATIVE_DECIMAL_PATTERN,
   maxLength: 64,
   description: 'non-negative decimal string',
 });

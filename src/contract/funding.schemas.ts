@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { DECIMAL_PATTERN } from '../lib/decimal.ts';
+import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
 import { Envelope, EpochMsParam, PagedEnvelope, PageParam } from './responses.ts';
 
@@ -43,7 +43,7 @@ const FundAssetForm = Type.String({
 // ---- POST /client_auth_token (spec 4.3) ----
 
 /** A non-negative decimal string (the amounts of the vendor's token request). */
-const Amount = Type.String({ pattern: '^(0|[1-9][0-9]*)(\\.[0-9]+)?$', description: 'decimal string' });
+const Amount = Type.String({ pattern: NON_NEGATIVE_DECIMAL_PATTERN, description: 'decimal string' });
 const Text = Type.String({ minLength: 1, maxLength: 200 });
 
 /** The vendor's fee terms of the crypto buy and sell SDKs (custom_fees_and_spreads.crypto_buy/crypto_sell). */

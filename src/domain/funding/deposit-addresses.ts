@@ -82,7 +82,7 @@ export function isValidAddress(format: AddressFormat, address: string): boolean 
         return prefix === 'bc' && words[0] === 0 && bech32.fromWords(words.slice(1)).length === 20;
       }
       case 'evm':
-        return /^0x[0-9a-fA-F]{40}$/.test(address) && toChecksumAddress(address.slice(2)) === address;
+        return EVM_ADDRESS.test(address) && toChecksumAddress(address.slice(2)) === address;
       case 'solana':
         return base58.decode(address).length === 32;
     }

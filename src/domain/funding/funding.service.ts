@@ -294,16 +294,15 @@ export function createFundingService(deps: DomainDeps) {
       const accountLabel = body.account_label ?? DEFAULT_ACCOUNT_LABEL;
       const asset = supportedAssetOrProblem(body.fund_asset);
       const holder = await holderOrProblems(db, platformCode, body.participant_code, accountLabel);
-      const rate = typeof asset === 'string' ? null : await findPrice(db, asset.asset, QUOTED_CURRENCY);
-      const problems = [
-        ...(Array.isArray(holder) ? holder : []),
-        ...(typeof asset === 'string' ? [asset] : []),
+      const problems = Array.isArray(holder) ? [...holder] : [];
+      let rate: string | null = null;
+      if (typeof asset === 'string') problems.push(asset);
+      else {
+        rate = await findPrice(db, asset.asset, QUOTED_CURRENCY);
         // The price source is the operator's (DESIGN §1). Without a price there is no rate to quote: a 400
         // naming the field, as /liquidity/rfq answers, not a 503 that has SDKs retry a configuration gap.
-        ...(typeof asset !== 'string' && rate === null
-          ? [`fund_asset: no ${asset.asset}/${QUOTED_CURRENCY} price`]
-          : []),
-      ];
+        if (rate === null) problems.push(`fund_asset: no ${asset.asset}/${QUOTED_CURRENCY} price`);
+      }
       if (problems.length > 0 || typeof asset === 'string' || rate === null) throw invalid(...problems);
       const platform = await findPlatform(db, platformCode);
       const now = clock.now();

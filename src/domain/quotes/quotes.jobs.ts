@@ -1,12 +1,12 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
-import { PURGE_QUOTES_TASK, type createQuotesService } from './quotes.service.ts';
+import { PURGE_QUOTES_TASK, type QuotesService } from './quotes.service.ts';
 
 /**
  * Background work of quotes: the hourly purge of quotes that expired without being executed. It is a
  * graphile-worker cron item, so it runs once per hour on any number of worker processes (the queue records
  * each firing), and missed hours are not caught up (the next run purges what they would have).
  */
-export function quotesTaskList(quotes: ReturnType<typeof createQuotesService>): TaskList {
+export function quotesTaskList(quotes: QuotesService): TaskList {
   const purge: Task = async (_payload, helpers) => {
     const purged = await quotes.purgeExpired();
     if (purged > 0) helpers.logger.info(`${PURGE_QUOTES_TASK}: ${purged} expired quotes purged`);

@@ -121,7 +121,7 @@ export function createQuotesService(deps: DomainDeps) {
     if (input.commission !== undefined) {
       errors.push('commission: not available on this service (quotes carry a spread only)');
     }
-    if ('fees' in input && Array.isArray(input.fees) && input.fees.length > 0) {
+    if (input.fees?.length) {
       errors.push('fees: not available on this service (quotes carry no custom fees)');
     }
     const asset = ledgerAsset(input.underlying);

@@ -148,12 +148,8 @@ export class RateLimiterService implements RateLimiter {
       this.blockedUntil.delete(ip);
     }
     const shared = this.shared;
-    if (shared === undefined) {
-      done(this.record(ip, now, this.memory.hit(ip)));
-      return;
-    }
     const probe = this.inFallback;
-    if (probe && !this.mayProbe(now)) {
+    if (shared === undefined || (probe && !this.mayProbe(now))) {
       done(this.record(ip, now, this.memory.hit(ip)));
       return;
     }

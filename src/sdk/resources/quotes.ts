@@ -184,9 +184,8 @@ export class QuotesResource {
   private async rfq<Q>(
     method: 'GET' | 'POST',
     path: string,
-    // A GET's query is the request shape (flat); a POST body may add the body-only fields.
-    params:
-      LiquidityQuoteRequest | ConvertWithdrawQuoteRequest | LiquidityQuoteBody | ConvertWithdrawQuoteBody,
+    // A GET's query is the request shape, which the body shape extends with its body-only fields.
+    params: LiquidityQuoteBody | ConvertWithdrawQuoteBody,
     options: CallOptions,
   ): Promise<Q> {
     const response = await this.client.request<{ message: Q }>(
