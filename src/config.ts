@@ -162,6 +162,9 @@ function sameAddress(a: Listen, b: Listen): boolean {
   return a.host === b.host || wildcard(a.host) || wildcard(b.host);
 }
 
+/** What a process runs (SVC_ROLE, `svc serve --role`). */
+export const ROLES = ['api', 'worker', 'all'] as const;
+
 /** pino's levels. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -228,7 +231,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   const jwtPrivateKey = optional(env, 'SVC_JWT_PRIVATE_KEY');
   const config: Config = {
     env: oneOf(env, 'SVC_ENV', ['cert', 'prod'] as const, 'cert'),
-    role: oneOf(env, 'SVC_ROLE', ['api', 'worker', 'all'] as const, 'all'),
+    role: oneOf(env, 'SVC_ROLE', ROLES, 'all'),
     listen: publicListen,
     adminListen,
     opsListen: listen(env, 'SVC_OPS_LISTEN'),

@@ -62,7 +62,7 @@ export function apiClient(connection: ApiConnection, extra: Partial<ClientOption
     apiSecret: connection.apiSecret!,
     passphrase: connection.passphrase!,
     ...(connection.retry === false ? { retry: false } : {}),
-    ...(connection.timeoutMs === undefined ? {} : { timeoutMs: connection.timeoutMs }),
+    timeoutMs: connection.timeoutMs,
     ...extra,
   });
 }

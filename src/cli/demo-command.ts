@@ -64,7 +64,7 @@ export async function runDemo(client: AdminClient, options: DemoOptions) {
     apiSecret: key.api_secret,
     passphrase: key.passphrase,
     retry: false,
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    timeoutMs: options.timeoutMs,
   });
   const fundQuote = await platformClient.funding
     .requestQuote({

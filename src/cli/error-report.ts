@@ -23,13 +23,18 @@ export function errorLines(body: unknown): string[] {
   return [JSON.stringify(body)];
 }
 
+/** The --json report of a failure that got no answer from a server (a usage error, no server, …). */
+export function failureJson(message: string): FailureReport['json'] {
+  return { status: null, request_id: null, errors: [message], body: null };
+}
+
 /** A report for an error from the SDK or the operator client; undefined for anything else (a bug: rethrow). */
 export function reportFailure(error: unknown): FailureReport | undefined {
   if (error instanceof SvcConnectionError) {
     return {
       exitCode: 3,
       text: `error: server unreachable (${error.message})`,
-      json: { status: null, request_id: null, errors: [error.message], body: null },
+      json: failureJson(error.message),
     };
   }
   if (error instanceof SvcError || error instanceof AdminApiError) {

@@ -1,17 +1,19 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Config, type Listen } from '../config.ts';
+import { ConfigError, loadConfig, ROLES, type Config, type Listen } from '../config.ts';
 import { AdminClient } from '../cli/admin-client.ts';
 import { API_COMMANDS, API_OPTIONS, apiClient, findApiCommand } from '../cli/api-commands.ts';
 import { refuseOtherOptions, usageOptions, type Options } from '../cli/command-args.ts';
 import { runDemo } from '../cli/demo-command.ts';
-import { reportFailure, type FailureReport } from '../cli/error-report.ts';
+import { failureJson, reportFailure, type FailureReport } from '../cli/error-report.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 
 /** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
 const EXIT = { ok: 0, failed: 1, usage: 2, unreachable: 3 } as const;
+/** The signals `svc serve` stops on; SIGHUP (a closed terminal) too, so the embedded PostgreSQL is not left running. */
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 const HELP = `svc: svc-platform service, operator and platform CLI
 
@@ -50,7 +52,6 @@ Exit codes: 0 ok, 1 the API refused (4xx/5xx), 2 usage error, 3 server unreachab
 /** What the client commands accept besides their own options: where to connect and how long to wait. */
 const OPERATOR_CLIENT_OPTIONS = ['json', 'url', 'admin-url', 'token', 'timeout-ms'];
 const API_CLIENT_OPTIONS = ['json', 'url', 'api-key', 'api-secret', 'passphrase', 'no-retry', 'timeout-ms'];
-const ROLES = ['api', 'worker', 'all'];
 
 /**
  * Where the client commands connect and how long they wait for an answer. Read here, with the credentials,
@@ -234,9 +235,9 @@ async function serve(config: Readonly<Config>): Promise<void> {
   const early = (signal: string) => {
     signalled ??= signal;
   };
-  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, early);
+  for (const signal of STOP_SIGNALS) process.on(signal, early);
   const runtime = await starting('svc serve', config, logger, () => startRuntime(config, { logger }));
-  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.off(signal, early);
+  for (const signal of STOP_SIGNALS) process.off(signal, early);
   const lines = [`svc-platform ${config.env} (${config.role})`];
   if (runtime.url) lines.push(`  public API   ${runtime.url}`, `  docs         ${runtime.url}/docs`);
   if (runtime.adminUrl) {
@@ -274,10 +275,7 @@ async function serve(config: Readonly<Config>): Promise<void> {
     logger.error({ err }, 'the job runner failed; shutting down');
     stop('job runner failed', EXIT.failed);
   });
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
-  // A closed terminal: stop the same way, so the embedded PostgreSQL is not left running.
-  process.on('SIGHUP', () => stop('SIGHUP'));
+  for (const signal of STOP_SIGNALS) process.on(signal, () => stop(signal));
   if (signalled) {
     stop(signalled);
     return;
@@ -370,7 +368,7 @@ export async function main(argv: string[]): Promise<number> {
   const [first, second] = positionals;
   if (first === 'serve') {
     refuseOtherOptions(values, ['role'], 'svc serve');
-    if (values.role !== undefined && !ROLES.includes(values.role))
+    if (values.role !== undefined && !(ROLES as readonly string[]).includes(values.role))
       throw new UsageError(`--role: must be one of ${ROLES.join(', ')}, got "${values.role}"`);
     await serve(loadConfig(values.role ? { ...process.env, SVC_ROLE: values.role } : process.env));
     return -1; // keeps running
@@ -442,22 +440,16 @@ export async function runCli(argv: string[]): Promise<number> {
     process.stderr.write((argv.includes('--json') ? JSON.stringify({ error: json }) : text) + '\n');
     return exitCode;
   };
-  const failure = (message: string): FailureReport['json'] => ({
-    status: null,
-    request_id: null,
-    errors: [message],
-    body: null,
-  });
   try {
     return await main(argv);
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (error instanceof UsageError || error instanceof ConfigError || code?.startsWith('ERR_PARSE_ARGS')) {
       const message = (error as Error).message;
-      return fail(EXIT.usage, `error: ${message}`, failure(message));
+      return fail(EXIT.usage, `error: ${message}`, failureJson(message));
     }
     if (error instanceof StartupError)
-      return fail(EXIT.failed, `error: ${error.message}`, failure(error.message));
+      return fail(EXIT.failed, `error: ${error.message}`, failureJson(error.message));
     // An API's refusal, or no answer (refused, reset, timed out, bad port): status, errors, request id.
     const report = reportFailure(error);
     if (report) return fail(report.exitCode, report.text, report.json);

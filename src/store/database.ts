@@ -46,7 +46,7 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
  * another value, so it is not an option.
  */
 const CONNECT_TIMEOUT_MS = 5_000;
-const KEEPALIVE_IDLE_MS = 10_000;
+export const KEEPALIVE_IDLE_MS = 10_000;
 const STATEMENT_ANSWER_TIMEOUT_MS = 30_000;
 
 export interface Store {

@@ -1,5 +1,7 @@
 import pg from 'pg';
 import { within } from '../lib/within.ts';
+// TCP keepalive (the store's setting) lets the kernel notice a vanished peer too, between heartbeats.
+import { KEEPALIVE_IDLE_MS } from './database.ts';
 
 export interface ChannelHandlers {
   onMessage(payload: string): void;
@@ -25,8 +27,6 @@ export interface PgListenerOptions {
 const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
 const DEFAULT_HEARTBEAT_TIMEOUT_MS = 5_000;
 const RECONNECT_DELAY_MS = 1_000;
-/** TCP keepalive lets the kernel notice a vanished peer too, between heartbeats. */
-const KEEPALIVE_IDLE_MS = 10_000;
 
 /**
  * LISTEN on PostgreSQL channels on one connection of its own per process, reconnecting after a second

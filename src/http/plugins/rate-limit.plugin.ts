@@ -33,18 +33,10 @@ export function rateLimitHook(limiter: Pick<RateLimiter, 'decide'>): onRequestHo
 }
 
 /**
- * Per-IP rate limit (spec part 8, wire-contract §2.3) for the scope that registers it.
- *
- * Register it inside the public-routes scope, after the firewall and before authentication
- * (wire-contract §9: firewall → rate limit → authentication), so that the operator API, /healthz,
- * /readyz and /metrics, which live outside that scope, are not counted. Fastify runs a scope's
- * onRequest hooks in the order they were added, so registration order is the order of the checks:
- *
- *   app.register(async (pub) => {
- *     await pub.register(firewallPlugin, …);
- *     await pub.register(rateLimitPlugin, { limiter });
- *     await pub.register(authenticationPlugin, …); // or a nested scope holding it and the routes
- *   });
+ * Per-IP rate limit (spec part 8, wire-contract §2.3) for the scope that registers it, on its own: for a
+ * scope that needs the limit and nothing else in front of it (the limiter's tests and benchmark). The app
+ * itself puts the hook in front of its public routes, after the firewall, with publicEdgeHooks
+ * (public-edge.ts), which also guard the answers given outside any route.
  *
  * Like the other network plugins it applies to the registering scope (skip-override, see
  * plugin-scope.ts): a plain plugin's hook would cover only routes registered inside the plugin and
