@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
-import { claimLanes, nextLaneDueInMs, releaseLanes } from '../../src/domain/webhooks/webhooks.repository.ts';
+import {
+  claimLanes,
+  listAttempts,
+  nextLaneDueInMs,
+  releaseLanes,
+  settleLanes,
+} from '../../src/domain/webhooks/webhooks.repository.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record } from '../helpers/webhook-receiver.ts';
 
@@ -195,4 +201,61 @@ test('the next due time: null with no lane at all (not "due now"), else the earl
     .catch((err: unknown) => {
       if (err !== rollback) throw err;
     });
+});
+
+test('every attempt is listed in order: those recorded before migration 0011, the earlier ones kept with the notification, the latest', async () => {
+  const code = await newPlatformWithWebhook();
+  const id = await record(db(), code, 'trade:attempts');
+  // Two attempts recorded by a version before 0011, as rows of their own.
+  await sql`insert into webhook_attempts_before_0011
+      (notification_id, attempt_number, started_at, duration_ms, status_code, error, outcome, worker)
+    values (${id}, 1, now() - interval '2 minutes', 5, 500, 'HTTP 500', 'failed', 'old:1'),
+           (${id}, 2, now() - interval '1 minute', 6, 502, 'HTTP 502', 'failed', 'old:1')`.execute(db());
+  await sql`update webhook_notifications set attempt_count = 2, status = 'retrying'
+    where notification_id = ${id}`.execute(db());
+
+  const attemptOnce = async (outcome: 'failed' | 'delivered', statusCode: number) => {
+    const [claimed] = mine(code, await claim('worker-attempts'));
+    const head = claimed!.heads[0]!;
+    assert.equal(head.notification_id, id);
+    const [settled] = await settleLanes(db(), 'worker-attempts', LEASE_MS, [
+      {
+        lane: claimed!.lane,
+        renew: false,
+        release: true,
+        result: {
+          head,
+          newStateToken: crypto.randomUUID(),
+          record: {
+            attempt: { startedAt: new Date(), durationMs: 7, statusCode, error: null, outcome },
+            status: outcome === 'delivered' ? 'delivered' : 'retrying',
+            statusReason: null,
+            roundAttempts: 0,
+            nextAttemptInMs: outcome === 'delivered' ? null : 0,
+          },
+        },
+      },
+    ]);
+    assert.equal(settled!.applied, true);
+  };
+  await attemptOnce('failed', 503);
+  await attemptOnce('delivered', 204);
+
+  const listed = await listAttempts(db(), [id]);
+  assert.deepEqual(
+    listed.map((a) => [a.attempt_number, a.status_code, a.outcome, a.worker]),
+    [
+      [1, 500, 'failed', 'old:1'],
+      [2, 502, 'failed', 'old:1'],
+      [3, 503, 'failed', 'worker-attempts'],
+      [4, 204, 'delivered', 'worker-attempts'],
+    ],
+  );
+  assert.ok(listed.every((a) => a.started_at instanceof Date && a.duration_ms >= 0));
+  // The latest attempt is on the row; the one before it joined earlier_attempts; no new attempt rows.
+  const row = await sql<{ earlier: number; legacy: number }>`
+    select jsonb_array_length(earlier_attempts) as earlier,
+      (select count(*)::int from webhook_attempts_before_0011 where notification_id = ${id}) as legacy
+    from webhook_notifications where notification_id = ${id}`.execute(db());
+  assert.deepEqual(row.rows[0], { earlier: 1, legacy: 2 });
 });

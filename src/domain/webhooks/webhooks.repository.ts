@@ -138,7 +138,7 @@ export function listAttempts(db: Executor, notificationIds: string[]) {
     .selectAll()
     .where('notification_id', 'in', notificationIds)
     .orderBy('notification_id')
-    .orderBy('attempt_id')
+    .orderBy('attempt_number')
     .execute();
 }
 

@@ -1,4 +1,4 @@
-import type { ColumnType, Generated } from 'kysely';
+import type { ColumnType } from 'kysely';
 import type { CreatedAt, UpdatedAt } from './foundation.tables.ts';
 
 /**
@@ -39,10 +39,17 @@ export interface WebhookNotificationDeliveryColumns {
   last_attempt_at: NullableTimestamp;
   delivered_at: NullableTimestamp;
   dead_at: NullableTimestamp;
+  // Migration 0011: the latest attempt, and the earlier ones (read through the webhook_attempts view).
+  last_attempt_duration_ms: ColumnType<number | null, never, number | null>;
+  last_attempt_status_code: ColumnType<number | null, never, number | null>;
+  last_attempt_error: ColumnType<string | null, never, string | null>;
+  last_attempt_outcome: ColumnType<AttemptOutcome | null, never, AttemptOutcome | null>;
+  last_attempt_worker: ColumnType<string | null, never, string | null>;
+  earlier_attempts: ColumnType<unknown, never, unknown>;
 }
 
+/** Migration 0011: a view of every attempt (the latest on the notification row, the earlier ones with it). */
 export interface WebhookAttemptsTable {
-  attempt_id: Generated<number>;
   notification_id: string;
   attempt_number: number;
   started_at: Timestamp;
