@@ -27,7 +27,7 @@
 import { median, procStatCpuMs, startTsxWorker } from './bench-support.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -179,9 +179,12 @@ function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  // BENCH_WORKER_LOG, a file path: the worker's log lines (SVC_LOG_LEVEL warn) are appended to it.
+  const logFile = process.env.BENCH_WORKER_LOG;
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
+      if (logFile) appendFileSync(logFile, chunk);
       out += chunk.toString();
       if (out.includes('worker       running')) resolve(child);
     });

@@ -135,3 +135,38 @@ describe('statement batcher in flight', () => {
     assert.deepEqual(batches, [['a'], ['b', 'c', 'd']]);
   });
 });
+
+describe('statement batcher spacing', () => {
+  test('with minGapMs, calls made soon after a batch wait out the gap and go together; a full batch does not wait', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    let clock = 1_000;
+    const batches: string[][] = [];
+    const batcher = createBatcher({
+      maxSize: 3,
+      minGapMs: 5,
+      now: () => clock,
+      key: (item: string) => item,
+      run: async (items: string[]) => {
+        batches.push(items);
+        return items;
+      },
+    });
+    const turn = () => new Promise((r) => setImmediate(r));
+    // Nothing was sent for a while: the first call goes at once.
+    await batcher.call('a');
+    assert.deepEqual(batches, [['a']]);
+    // Within the gap: held, across turns, until it has passed.
+    const held = [batcher.call('b')];
+    await turn();
+    held.push(batcher.call('c'));
+    await turn();
+    assert.deepEqual(batches, [['a']], 'nothing is sent within the gap');
+    clock += 5;
+    t.mock.timers.tick(5);
+    await Promise.all(held);
+    assert.deepEqual(batches, [['a'], ['b', 'c']]);
+    // maxSize calls waiting: sent without waiting for the gap.
+    await Promise.all(['d', 'e', 'f'].map((i) => batcher.call(i)));
+    assert.deepEqual(batches, [['a'], ['b', 'c'], ['d', 'e', 'f']]);
+  });
+});

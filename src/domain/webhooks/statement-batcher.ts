@@ -7,7 +7,9 @@
  *
  * - Calls are collected until the end of the current turn (`setImmediate`), so a lone call is not delayed.
  * - At most `maxInFlight` batches run at once; calls made meanwhile wait for one to finish and then go
- *   together (group commit): the busier the lanes, the larger the batches, with no timer to tune.
+ *   together (group commit): the busier the lanes, the larger the batches.
+ * - `minGapMs` spaces the batches further, for callers that need no answer soon: each statement's fixed
+ *   cost (a round trip, a transaction, the executor's start per statement) is then shared by more items.
  * - A batch never holds two items with the same key (one lane, one notification): they would update the
  *   same row twice in one statement. The later one waits for the next batch.
  * - If a batch statement fails, its items are retried one by one, so one item's failure (or a deadlock
@@ -21,6 +23,10 @@ export function createBatcher<I, O>(options: {
   maxSize: number;
   /** Batches running at once; more calls wait and are sent together. Default: no limit. */
   maxInFlight?: number;
+  /** Least time between the starts of two batches, unless maxSize calls are waiting. Default 0. */
+  minGapMs?: number;
+  /** Monotonic ms (performance.now by default; tests move it). */
+  now?: () => number;
   key: (item: I) => string;
   run: (items: I[]) => Promise<O[]>;
 }): Batcher<I, O> {
@@ -29,6 +35,10 @@ export function createBatcher<I, O>(options: {
   let scheduled = false;
   let inFlight = 0;
   const maxInFlight = options.maxInFlight ?? Infinity;
+  const minGapMs = options.minGapMs ?? 0;
+  const now = options.now ?? (() => performance.now());
+  let lastStart = -Infinity;
+  let gapTimer: NodeJS.Timeout | null = null;
 
   const schedule = () => {
     if (scheduled) return;
@@ -52,6 +62,15 @@ export function createBatcher<I, O>(options: {
   function flush(): void {
     scheduled = false;
     if (inFlight >= maxInFlight) return; // the running batch's end flushes again
+    const wait = lastStart + minGapMs - now();
+    if (wait > 0 && queue.length < options.maxSize) {
+      gapTimer ??= setTimeout(() => {
+        gapTimer = null;
+        flush();
+      }, wait);
+      return;
+    }
+    lastStart = now();
     const batch: Pending[] = [];
     const rest: Pending[] = [];
     const keys = new Set<string>();
