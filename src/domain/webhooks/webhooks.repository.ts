@@ -425,7 +425,8 @@ export async function queueStats(db: Executor): Promise<QueueStats> {
       (select count(*) from webhook_notifications where status = 'retrying')::int as retrying,
       (select count(*) from webhook_notifications where status = 'dead')::int as dead,
       (select extract(epoch from (now() - created_at))::float8
-         from webhook_notifications where status in ('pending', 'retrying') order by seq limit 1) as oldest_age
+         from webhook_notifications where status in ('pending', 'retrying') order by created_at limit 1)
+        as oldest_age
   `.execute(db);
   const row = result.rows[0]!;
   return {

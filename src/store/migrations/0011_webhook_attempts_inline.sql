@@ -49,6 +49,24 @@ create view webhook_attempts as
   from webhook_notifications n
   where n.last_attempt_outcome is not null;
 
+-- The index through which the lane functions find a lane's oldest undelivered notifications, in the "C"
+-- collation, which their lookups ask for and no other index of the table has; and the one on seq that the
+-- oldest-pending gauge used, now on created_at. These functions keep one generic plan per statement and
+-- connection (0009), made at the first call: on a new database, whose statistics say the table is empty,
+-- every index that can give a platform's or a resource's notifications in seq order cost the same as this
+-- one, and the plan could read them through the index on the platform alone, or on seq alone, for the
+-- connection's life. Once the table had grown, each lookup read every notification of the platform or every
+-- undelivered one: a bench run fell from 10,000 deliveries a second to a few hundred, leases expired, and
+-- notifications went out again. Now this index is the only one that can take both keys or give seq order
+-- after them, so it is the plan whatever the statistics say (test/integration/webhook-lane-plans.test.ts).
+drop index webhook_notifications_undelivered;
+create index webhook_notifications_undelivered
+  on webhook_notifications (platform_code collate "C", resource_key collate "C", seq)
+  where status in ('pending', 'retrying');
+drop index webhook_notifications_open_seq;
+create index webhook_notifications_open_created
+  on webhook_notifications (created_at) where status in ('pending', 'retrying');
+
 -- One settle item (see webhook_settle_lanes), so that the JSON input is parsed once.
 create type webhook_settle_item as (
   idx integer, platform_code text, resource_key text, renew boolean, release boolean,
@@ -88,12 +106,12 @@ begin
   if v_ctids is null then
     return;
   end if;
-  -- Planned on every call (EXECUTE), see the note at the end of this file.
-  return query execute $q$
+  return query
     with claimed as (
       update webhook_lanes l
-      set owner = $1, claimed_at = clock_timestamp(), due_at = clock_timestamp() + $2 * interval '1 millisecond'
-      where l.ctid = any ($3)
+      set owner = p_owner, claimed_at = clock_timestamp(),
+          due_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+      where l.ctid = any (v_ctids)
       returning l.platform_code, l.resource_key
     )
     select c.platform_code, c.resource_key, n.notification_id, n.seq, n.payload_type, n.payload, n.created_at,
@@ -105,14 +123,14 @@ begin
     from claimed c
     left join lateral (
       select * from webhook_notifications w
-      where w.platform_code = c.platform_code and w.resource_key = c.resource_key
+      -- In the undelivered index's collation, which no other index of the table has (see below).
+      where w.platform_code collate "C" = c.platform_code and w.resource_key collate "C" = c.resource_key
         and w.status in ('pending', 'retrying')
       order by w.seq
-      limit $4
+      limit p_per_lane
     ) n on true
     left join webhook_endpoints e on e.platform_code = c.platform_code
-    order by c.platform_code, c.resource_key, n.seq
-  $q$ using p_owner, p_lease_ms, v_ctids, p_per_lane;
+    order by c.platform_code, c.resource_key, n.seq;
 end;
 $$;
 
@@ -155,28 +173,26 @@ begin
   if cardinality(v_locked) = 0 then
     return;
   end if;
-  -- Planned on every call (EXECUTE), see the note at the end of this file.
-  execute $q$
-    with heads as (
-      select l.ctid as lane, h.next_attempt_at
-      from webhook_lanes l
-      left join lateral (
-        select n.next_attempt_at from webhook_notifications n
-        where n.platform_code = l.platform_code and n.resource_key = l.resource_key
-          and n.status in ('pending', 'retrying')
-        order by n.seq
-        limit 1
-      ) h on true
-      where l.ctid = any ($1)
-    ), due as (
-      update webhook_lanes l set owner = null, claimed_at = null, due_at = h.next_attempt_at
-      from heads h
-      where l.ctid = any (array(select h.lane from heads h where h.next_attempt_at is not null))
-        and l.ctid = h.lane
-    )
-    delete from webhook_lanes l
-    where l.ctid = any (array(select h.lane from heads h where h.next_attempt_at is null))
-  $q$ using v_locked;
+  with heads as (
+    select l.ctid as lane, h.next_attempt_at
+    from webhook_lanes l
+    left join lateral (
+      select n.next_attempt_at from webhook_notifications n
+      -- In the undelivered index's collation (see below).
+      where n.platform_code collate "C" = l.platform_code and n.resource_key collate "C" = l.resource_key
+        and n.status in ('pending', 'retrying')
+      order by n.seq
+      limit 1
+    ) h on true
+    where l.ctid = any (v_locked)
+  ), due as (
+    update webhook_lanes l set owner = null, claimed_at = null, due_at = h.next_attempt_at
+    from heads h
+    where l.ctid = any (array(select h.lane from heads h where h.next_attempt_at is not null))
+      and l.ctid = h.lane
+  )
+  delete from webhook_lanes l
+  where l.ctid = any (array(select h.lane from heads h where h.next_attempt_at is null));
 end;
 $$;
 
@@ -264,12 +280,3 @@ begin
 end;
 $$;
 
--- Why the two statements that find lanes' oldest notifications are planned on every call, when the rest of
--- these functions keep the generic plans 0009 chose: the notifications have four indexes that lead with the
--- platform or with seq, and a plan made while the table was empty (a new database, whose statistics say so)
--- could pick any of them, since on an empty table all cost the same. The plan is then kept for the
--- connection's life, and once the table has grown, each lane's lookup read every undelivered notification
--- (by seq) or every notification of the platform: a bench run slowed from 10,000 deliveries a second to a
--- few hundred, with leases expiring and notifications delivered again. Planned with the table as it is at
--- each call, the lookup goes through the undelivered index, which has both lane keys
--- (test/integration/webhook-lane-plans.test.ts).
