@@ -359,9 +359,9 @@ export interface SettledItem {
 
 /**
  * Records attempts' results, extends the lanes' leases and gives back the lanes marked `release`, for one
- * owner, in one round trip (webhook_settle_lanes, migration 0008). The attempt row is written in any case,
- * since the request was made; the notification's state changes only if its state token is still the one
- * the attempt started from.
+ * owner, in one round trip (webhook_settle_lanes, migrations 0008 and 0011). The attempt is recorded (on its
+ * notification's row) in any case, since the request was made; the notification's state changes only if its
+ * state token is still the one the attempt started from.
  */
 export async function settleLanes(
   db: Executor,
