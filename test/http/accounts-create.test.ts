@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Logger, runOnce } from 'graphile-worker';
 import { sql } from 'kysely';
-import pg from 'pg';
 import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
-import { accountsTaskList } from '../../src/domain/accounts/accounts.jobs.ts';
+import { accountsJobRunner } from '../helpers/accounts-jobs.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 
 /**
@@ -13,32 +11,21 @@ import { startTestService, type PlatformFixture, type TestService } from '../hel
  * likes; the job is then run by a separate graphile-worker pass, as in tenants.test.ts.
  */
 let svc: TestService;
-let pool: pg.Pool;
+let accountsJobs: ReturnType<typeof accountsJobRunner>;
 let a: PlatformFixture;
 
 before(async () => {
   svc = await startTestService();
-  pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
-  pool.on('error', () => {});
+  accountsJobs = accountsJobRunner(svc);
   a = await svc.newPlatform();
 });
 after(async () => {
-  await pool?.end();
+  await accountsJobs?.close();
   await svc?.close();
 });
 
-const silentLogger = new Logger(() => () => {});
-
 /** A worker that starts now, runs every queued accounts job to completion, and stops. */
-async function runJobs(): Promise<void> {
-  await runOnce({
-    pgPool: pool,
-    taskList: accountsTaskList(svc.runtime.services),
-    concurrency: 2,
-    noHandleSignals: true,
-    logger: silentLogger,
-  });
-}
+const runJobs = () => accountsJobs.run();
 
 const post = (body: Record<string, unknown>) => a.client.send('POST', '/accounts', { body });
 const errorsOf = (res: { body: unknown }) => (res.body as { errors: string[] }).errors;

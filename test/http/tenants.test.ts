@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { runOnce } from 'graphile-worker';
 import { sql } from 'kysely';
-import pg from 'pg';
 import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
-import { accountsTaskList } from '../../src/domain/accounts/accounts.jobs.ts';
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
 import { assertOtherPlatformForbidden } from '../helpers/ownership.ts';
+import { accountsJobRunner } from '../helpers/accounts-jobs.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
 
@@ -16,30 +14,19 @@ import { assertVendorSchema } from '../helpers/vendor-schema.ts';
  * by a separate graphile-worker pass (`runJobs`), as a worker process started later would.
  */
 let svc: TestService;
-let pool: pg.Pool;
+let accountsJobs: ReturnType<typeof accountsJobRunner>;
 
 before(async () => {
   svc = await startTestService();
-  pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
-  pool.on('error', () => {});
+  accountsJobs = accountsJobRunner(svc);
 });
 after(async () => {
-  await pool?.end();
+  await accountsJobs?.close();
   await svc?.close();
 });
 
 /** A worker that starts now, runs every queued accounts job to completion, and stops. */
-async function runJobs(): Promise<void> {
-  await runOnce({
-    pgPool: pool,
-    taskList: accountsTaskList(svc.runtime.services),
-    concurrency: 2,
-    noHandleSignals: true,
-    logger: silentLogger,
-  });
-}
-const { Logger } = await import('graphile-worker');
-const silentLogger = new Logger(() => () => {});
+const runJobs = () => accountsJobs.run();
 
 async function accountJobs(zrn: string): Promise<number> {
   const result = await sql<{ n: number }>`

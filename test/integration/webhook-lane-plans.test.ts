@@ -6,7 +6,8 @@ import { createTestDatabaseWithClient, type TestDatabaseWithClient } from '../he
 /**
  * The lane functions keep one plan per statement and connection (migration 0009). Those plans are made on
  * the first call, which on a new database is when the tables are nearly empty; they must still find rows
- * through keys and indexes once the tables have grown, never by reading a whole table per batch. The plans
+ * through keys and indexes once the tables have grown, never by reading a whole table per batch, nor a
+ * lane's notifications through an index wider than the lane (migration 0011). The plans
  * are read with auto_explain (shipped with PostgreSQL), sent to this connection as notices.
  */
 let testDb: TestDatabaseWithClient;

@@ -28,8 +28,9 @@ import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
  * 2. they are attempted oldest first; a failed attempt whose retry is near (the fast retries) is retried in
  *    place, holding the lane; a later retry, or the end of what was claimed, gives the lane back;
  * 3. each result is recorded (the attempt, the new state, the lease renewed if due) in the background, one
- *    statement for the results of all lanes at most every SETTLE_GAP_MS, while the lane goes on to its next notification:
- *    a delivery waits for the receiver, not for the bookkeeping. A lane's records are written in order;
+ *    statement for the results of all lanes at most every SETTLE_GAP_MS, while the lane goes on to its next
+ *    notification: a delivery waits for the receiver, not for the bookkeeping. A lane's records are written
+ *    in order;
  * 4. giving the lane back (webhook_release_lanes) waits for its records, then deletes the lane row if it
  *    is empty or leaves it due when its head is.
  *

@@ -1,0 +1,27 @@
+import { Logger, runOnce } from 'graphile-worker';
+import pg from 'pg';
+import { accountsTaskList } from '../../src/domain/accounts/accounts.jobs.ts';
+import type { TestService } from './test-service.ts';
+
+/**
+ * The accounts jobs of a test service started without its worker (SVC_ROLE=api, as startTestService does),
+ * run on demand: `run` is a graphile-worker pass that runs every queued job to completion and stops, as a
+ * worker process started later would. Between passes, what is accepted and what is in effect can be told
+ * apart.
+ */
+export function accountsJobRunner(svc: TestService): { run(): Promise<void>; close(): Promise<void> } {
+  const pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
+  pool.on('error', () => {});
+  const logger = new Logger(() => () => {});
+  return {
+    run: () =>
+      runOnce({
+        pgPool: pool,
+        taskList: accountsTaskList(svc.runtime.services),
+        concurrency: 2,
+        noHandleSignals: true,
+        logger,
+      }),
+    close: () => pool.end(),
+  };
+}
