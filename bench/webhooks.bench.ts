@@ -7,7 +7,7 @@
  *      Goal: p99 ≤ 250 ms.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node --import tsx bench/webhooks.bench.ts
- *   (without DATABASE_URL an embedded PostgreSQL is started)
+ *   (without DATABASE_URL an embedded PostgreSQL is started; BENCH_CONCURRENCY sets C, 10 by default)
  *
  * The receiver (answers 204, records first arrivals) and the plain POST loop each run on a worker thread, so
  * neither shares an event loop with the producer; the delivery worker is its own process, started once and
@@ -44,7 +44,7 @@ import { createStore, type Db } from '../src/store/database.ts';
 import { startEmbeddedPostgres } from '../src/store/embedded-postgres.ts';
 import { createTestDatabase } from '../test/helpers/database.ts';
 
-const CONCURRENCY = 10;
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 const BACKLOG = 10_000;
 /** Rounds of (both shapes, then the plain loop again); the ratios' median is the result. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);

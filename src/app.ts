@@ -7,6 +7,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
+import proxyAddr from '@fastify/proxy-addr';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
@@ -18,7 +19,12 @@ import type { RateLimiter } from './domain/ratelimit/rate-limiter.ts';
 import type { Services } from './domain/services.ts';
 import type { Clock } from './lib/clock.ts';
 import type { Store } from './store/database.ts';
-import { installErrorHandlers, sendNotFound, sendUnavailable } from './http/error-handler.ts';
+import {
+  answerClientError,
+  installErrorHandlers,
+  sendNotFound,
+  sendUnavailable,
+} from './http/error-handler.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
@@ -57,6 +63,8 @@ export interface AppParts {
   public: boolean;
   /** The operator API under /admin. */
   admin: boolean;
+  /** /healthz, /readyz and /metrics (default: served). */
+  ops?: boolean;
 }
 
 // ajv-formats is CommonJS; its default export arrives wrapped under native ESM.
@@ -81,12 +89,16 @@ export async function buildApp(
     ? publicEdgeHooks({ networkRules: services.networkRules, rateLimiter: deps.rateLimiter })
     : [];
   const isOperatorUrl = (url: string) => parts.admin && /^\/admin(\/|\?|$)/.test(url);
+  // wire-contract §2.4: X-Forwarded-For is believed only from configured proxies. Compiled once, with the
+  // library Fastify itself uses, for Fastify and for the requests it refuses before routing, which it builds
+  // without trustProxy (their `ip` would be the proxy's, below).
+  const trusted = config.trustProxy.length > 0 ? proxyAddr.compile(config.trustProxy) : null;
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: config.bodyLimitBytes,
-    // wire-contract §2.4: X-Forwarded-For is believed only from configured proxies.
-    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
+    trustProxy: trusted ?? false,
     requestIdHeader: false,
+    clientErrorHandler: answerClientError,
     genReqId: (req) => {
       const given = req.headers[REQUEST_ID_HEADER];
       return typeof given === 'string' && given.length > 0 && given.length <= MAX_REQUEST_ID_LENGTH
@@ -112,6 +124,7 @@ export async function buildApp(
       // Refused before routing, so no hook runs, ours included (the request id is set here): a public
       // request still meets the firewall and is counted.
       reply.header(REQUEST_ID_HEADER, request.id);
+      if (trusted) Object.defineProperty(request, 'ip', { value: proxyAddr(request.raw, trusted) });
       runEdgeHooks(isOperatorUrl(request.url) ? [] : edge, request, reply, () => {
         void reply.code(400).send({ errors: [problem] });
       });
@@ -131,8 +144,6 @@ export async function buildApp(
   );
 
   installRawBodyParser(app);
-  // A path no route matches is a public request too (the operator API answers its own, below).
-  installErrorHandlers(app, { notFoundHooks: edge });
   // DESIGN §6 (SIGTERM): server.close() drops only the keep-alive connections idle when it starts; a
   // connection whose request was in flight would stay open for keepAliveTimeout and hold the process past
   // its shutdown deadline. Answers given while closing therefore close their connection.
@@ -145,6 +156,9 @@ export async function buildApp(
     if (!closing) return done();
     sendUnavailable(reply);
   });
+  // A path no route matches is a public request too (the operator API answers its own, below); its
+  // firewall and rate limit run after the hook above, so a request arriving while closing gets the 503.
+  installErrorHandlers(app, { notFoundHooks: edge, isPublic: (url) => !isOperatorUrl(url) });
   app.addHook('onSend', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
     if (closing) reply.header('connection', 'close');
@@ -185,11 +199,13 @@ export async function buildApp(
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
-  await app.register(opsRoutes, {
-    db: deps.store.db,
-    registry: deps.metrics,
-    readiness: deps.readiness ?? [],
-  });
+  if (parts.ops !== false) {
+    await app.register(opsRoutes, {
+      db: deps.store.db,
+      registry: deps.metrics,
+      readiness: deps.readiness ?? [],
+    });
+  }
 
   if (parts.public) {
     await app.register(async (pub) => {

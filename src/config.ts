@@ -22,6 +22,11 @@ export interface WebhookConfig {
   /** Exponential schedule after the fast retries, in ms; then dead-lettered. */
   retryScheduleMs: number[];
   jitter: number;
+  /**
+   * Delivered and skipped notifications are purged this long after they were recorded (null: kept for
+   * ever). Dead and undelivered ones are always kept (wire-contract §5: dead letters stay redeliverable).
+   */
+  retentionMs: number | null;
 }
 
 export interface RateLimitConfig {
@@ -49,6 +54,11 @@ export interface Config {
   adminToken: string | undefined;
   dataDir: string;
   databaseUrl: string | undefined;
+  /**
+   * Connections of the process's main pool (the API, the jobs, the domain services). A worker process also
+   * opens DELIVERY_POOL_SIZE (4) for webhook bookkeeping, and every process one for LISTEN.
+   */
+  databasePoolMax: number;
   redisUrl: string | undefined;
   trustProxy: string[];
   /** Base64 of 32 bytes: encrypts API secrets at rest. Undefined → generated in the data dir. */
@@ -101,6 +111,11 @@ function int(env: Env, name: string, fallback: number, min = 0, max = Number.MAX
     throw new ConfigError(`${name}: must be an integer ${range}, got "${raw}"`);
   }
   return Number(raw);
+}
+
+/** SVC_WEBHOOK_RETENTION_DAYS: 0 keeps notifications for ever. */
+function retentionMs(days: number): number | null {
+  return days === 0 ? null : days * 24 * 60 * 60_000;
 }
 
 function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
@@ -160,6 +175,18 @@ function sameAddress(a: Listen, b: Listen): boolean {
   if (a.port === 0 || a.port !== b.port) return false;
   const wildcard = (host: string) => host === '0.0.0.0' || host === '::';
   return a.host === b.host || wildcard(a.host) || wildcard(b.host);
+}
+
+/** A listener's address and how a message names it. */
+type Taken = [Listen | null, string];
+
+/** Refuses a listener set at the address of one before it: each gets a port of its own. */
+function requireOwnPort(name: string, own: Listen | null, serves: string, before: Taken[]): void {
+  for (const [other, whose] of before) {
+    if (own && other && sameAddress(own, other)) {
+      throw new ConfigError(`${name}: ${own.host}:${own.port} is ${whose}; give ${serves} a port of its own`);
+    }
+  }
 }
 
 /** What a process runs (SVC_ROLE, `svc serve --role`). */
@@ -223,18 +250,20 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   const webhookTimeoutMs = int(env, 'SVC_WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000);
   const publicListen = { host: str(env, 'SVC_HOST', '127.0.0.1'), port: port(env, 'SVC_PORT', 8080) };
   const adminListen = listen(env, 'SVC_ADMIN_LISTEN');
-  if (adminListen && sameAddress(adminListen, publicListen)) {
-    throw new ConfigError(
-      `SVC_ADMIN_LISTEN: ${adminListen.host}:${adminListen.port} is the public listener's address (SVC_HOST, SVC_PORT); give the operator API a port of its own`,
-    );
-  }
+  const opsListen = listen(env, 'SVC_OPS_LISTEN');
+  const publicAddress: Taken = [publicListen, "the public listener's address (SVC_HOST, SVC_PORT)"];
+  requireOwnPort('SVC_ADMIN_LISTEN', adminListen, 'the operator API', [publicAddress]);
+  requireOwnPort('SVC_OPS_LISTEN', opsListen, 'the probes and metrics', [
+    publicAddress,
+    [adminListen, "the operator API's address (SVC_ADMIN_LISTEN)"],
+  ]);
   const jwtPrivateKey = optional(env, 'SVC_JWT_PRIVATE_KEY');
   const config: Config = {
     env: oneOf(env, 'SVC_ENV', ['cert', 'prod'] as const, 'cert'),
     role: oneOf(env, 'SVC_ROLE', ROLES, 'all'),
     listen: publicListen,
     adminListen,
-    opsListen: listen(env, 'SVC_OPS_LISTEN'),
+    opsListen,
     adminToken: optional(env, 'SVC_ADMIN_TOKEN'),
     dataDir: path.resolve(str(env, 'SVC_DATA_DIR', './.svc-data')),
     databaseUrl: serviceUrl(
@@ -243,6 +272,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       ['postgres:', 'postgresql:'],
       'postgres://user:password@host:5432/database',
     ),
+    databasePoolMax: int(env, 'SVC_DB_POOL_MAX', 20, 2),
     redisUrl: serviceUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], 'redis://host:6379'),
     trustProxy,
     secretKey,
@@ -272,6 +302,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
         MAX_RETRY_DELAY_MS,
       ),
       jitter: 0.2,
+      retentionMs: retentionMs(int(env, 'SVC_WEBHOOK_RETENTION_DAYS', 30, 0, 36_500)),
     },
     quoteExpiryMs: int(env, 'SVC_QUOTE_EXPIRY_MS', 30_000, 1),
     settlement: {
@@ -280,6 +311,14 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     fundingSessionExpiryMs: int(env, 'SVC_FUNDING_SESSION_EXPIRY_MS', 30 * 60_000, 1),
   };
+  // The job runner's jobs take their connections from the main pool (and the runner one for its LISTEN):
+  // a smaller pool would leave jobs waiting for a connection until they time out.
+  const neededByJobs = config.worker.concurrency + 2;
+  if (config.role !== 'api' && config.databasePoolMax < neededByJobs) {
+    throw new ConfigError(
+      `SVC_DB_POOL_MAX: ${config.databasePoolMax} is too small for role ${config.role}: at least SVC_WORKER_CONCURRENCY + 2 (${neededByJobs})`,
+    );
+  }
   return deepFreeze(config);
 }
 

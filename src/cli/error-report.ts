@@ -9,7 +9,30 @@ import { AdminApiError } from './admin-client.ts';
 export interface FailureReport {
   exitCode: 1 | 3;
   text: string;
-  json: { status: number | null; request_id: string | null; errors: string[]; body: unknown };
+  json: {
+    status: number | null;
+    request_id: string | null;
+    errors: string[];
+    body: unknown;
+    /** The request may have been carried out: no answer said, and the SDK's check could not tell. */
+    outcome_unknown?: true;
+  };
+}
+
+/**
+ * spec 7.1.2: a write that got no answer (or a 502/504) and whose idempotence check failed too may or may
+ * not have been carried out. Said so, rather than only "unreachable", so that nobody repeats it blindly.
+ */
+const OUTCOME_UNKNOWN =
+  '  outcome unknown: the request may have been carried out; look (e.g. svc api trades) before repeating it';
+
+function withOutcome(error: SvcError | AdminApiError, report: FailureReport): FailureReport {
+  if (!(error instanceof SvcError) || error.checkError === undefined) return report;
+  return {
+    ...report,
+    text: `${report.text}\n${OUTCOME_UNKNOWN}`,
+    json: { ...report.json, outcome_unknown: true },
+  };
 }
 
 /** The lines that say what the server objected to, from any of the wire-contract §3 error bodies. */
@@ -31,11 +54,11 @@ export function failureJson(message: string): FailureReport['json'] {
 /** A report for an error from the SDK or the operator client; undefined for anything else (a bug: rethrow). */
 export function reportFailure(error: unknown): FailureReport | undefined {
   if (error instanceof SvcConnectionError) {
-    return {
+    return withOutcome(error, {
       exitCode: 3,
       text: `error: server unreachable (${error.message})`,
       json: failureJson(error.message),
-    };
+    });
   }
   if (error instanceof SvcError || error instanceof AdminApiError) {
     const requestId = (error as { requestId?: string }).requestId;
@@ -48,11 +71,11 @@ export function reportFailure(error: unknown): FailureReport | undefined {
       ...more.map((line) => `  ${line}`),
       ...(requestId ? [`  request id: ${requestId}`] : []),
     ].join('\n');
-    return {
+    return withOutcome(error, {
       exitCode: 1,
       text,
       json: { status: error.status, request_id: requestId ?? null, errors: lines, body: error.body ?? null },
-    };
+    });
   }
   return undefined;
 }

@@ -116,6 +116,7 @@ export const RedeliverSinceBody = Type.Object(
     }),
     status: Type.Optional(
       Type.Array(Type.String({ maxLength: 20 }), {
+        minItems: 1,
         maxItems: 5,
         description: 'only notifications in these states (default: every state)',
       }),

@@ -1,11 +1,8 @@
-import type {
-  FastifyError,
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  preHandlerHookHandler,
-} from 'fastify';
-import { ALLOW_RETRY_HEADER } from '../contract/responses.ts';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/responses.ts';
 import {
   DomainError,
   pgErrorCode,
@@ -13,6 +10,7 @@ import {
   PG_LOCK_NOT_AVAILABLE,
   PG_SERIALIZATION_FAILURE,
 } from '../domain/errors.ts';
+import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
 
 /**
  * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail
@@ -102,18 +100,56 @@ function isTransient(error: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect/i.test(message);
 }
 
+/**
+ * A request Node's HTTP parser refuses (a malformed request line or header, headers over the size limit, a
+ * request that took too long to arrive) never reaches Fastify; it gets the wire-contract §3 error body and
+ * an X-REQUEST-ID like every other answer, then the connection is closed. In place of Fastify's default
+ * (`clientErrorHandler`), which answers another body and no request id.
+ */
+export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  // A reset connection has nobody to answer (https://nodejs.org/api/http.html#event-clienterror).
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, problem] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'request: not received in time']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'request: headers too large']
+        : [400, 'request: malformed HTTP request'];
+  const body = JSON.stringify({ errors: [problem] });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${randomUUID()}\r\n` +
+        `connection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
+}
+
 export function sendNotFound(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
   return reply.code(404).send({ error: 'Not Found' });
 }
 
 /**
- * The error handler, and the handler of paths no route matches, run after `notFoundHooks` (the public
- * API's firewall and rate limit: an unmatched path is refused and counted like any public request).
+ * The error handler, and the handler of paths no route matches, after `notFoundHooks` (the public API's
+ * firewall and rate limit: an unmatched path is refused and counted like any public request) for the paths
+ * `isPublic` says are the public API's. Those run as onRequest hooks, before the body is read: a blocked IP
+ * posting a body too large to an unknown path gets its 429, not a 413 that the limiter never saw.
  */
 export function installErrorHandlers(
   app: FastifyInstance,
-  { notFoundHooks = [] }: { notFoundHooks?: preHandlerHookHandler[] } = {},
+  {
+    notFoundHooks = [],
+    isPublic = () => true,
+  }: { notFoundHooks?: EdgeHook[]; isPublic?: (url: string) => boolean } = {},
 ): void {
+  if (notFoundHooks.length > 0) {
+    app.addHook('onRequest', (request, reply, done) => {
+      if (!request.is404 || !isPublic(request.url)) return done();
+      // A hook that answers ends the request there (Fastify's "respond from a hook"): done is not called.
+      runEdgeHooks(notFoundHooks, request, reply, () => done());
+    });
+  }
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (error instanceof DomainError) return sendDomainError(reply, error);
     if (error.validation) return reply.code(400).send({ errors: describeValidation(error) });
@@ -138,5 +174,5 @@ export function installErrorHandlers(
     return reply.code(500).send({ error: 'Internal Server Error' });
   });
 
-  app.setNotFoundHandler({ preHandler: notFoundHooks }, sendNotFound);
+  app.setNotFoundHandler(sendNotFound);
 }

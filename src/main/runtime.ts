@@ -59,16 +59,21 @@ export async function openDatabase(
   return { url: embedded.url, embedded };
 }
 
+/** The share of SVC_SHUTDOWN_TIMEOUT_MS (from the start of the shutdown) that in-flight webhook attempts get. */
+const SHUTDOWN_DRAIN_SHARE = 2 / 3;
+
 export async function startRuntime(config: Readonly<Config>, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
   const { url: databaseUrl, embedded } = await openDatabase(config, logger);
-  const store = createStore(databaseUrl);
+  const store = createStore(databaseUrl, { max: config.databasePoolMax });
   // One LISTEN connection per process, for every channel (cache invalidation; webhook wake-ups in workers).
   const listener = new PgListener(databaseUrl);
   const cache = new CacheInvalidation(listener);
   const cleanups: Array<() => Promise<unknown>> = [];
+  let closingSince = 0;
   const closeAll = async () => {
+    closingSince = performance.now();
     for (const cleanup of cleanups.reverse())
       await cleanup().catch((err) => logger.error({ err }, 'shutdown step failed'));
   };
@@ -102,8 +107,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
 
     let worker: Runner | null = null;
     if (config.role !== 'api') {
-      // Webhook delivery's dispatcher (issue 4) runs beside the job runner: it stops taking work first and
-      // closes its connections after the runner has stopped (cleanups run in reverse order).
+      // Webhook delivery's dispatcher (issue 4) runs beside the job runner: both stop taking work at once, and
+      // the dispatcher closes its connections after the runner has stopped (cleanups run in reverse order).
       const webhookWorker = services.webhooks.delivery.startWorkerSide(logger, { databaseUrl, listener });
       cleanups.push(() => webhookWorker.close());
       worker = await startWorker({
@@ -115,8 +120,21 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         logger,
       });
       const running = worker;
-      cleanups.push(() => running.stop());
-      cleanups.push(() => webhookWorker.stopIntake());
+      // Webhook attempts under way may finish until SHUTDOWN_DRAIN_SHARE of the shutdown time has passed; the
+      // jobs under way are waited for meanwhile, not after; the rest of the time is for the attempts' records,
+      // the connections and an embedded PostgreSQL.
+      // Settled, not all: the connections close (next cleanup) only once both have stopped, even if one failed.
+      cleanups.push(() =>
+        Promise.allSettled([
+          webhookWorker.stopIntake({
+            drainMs: Math.max(
+              0,
+              closingSince + config.shutdownTimeoutMs * SHUTDOWN_DRAIN_SHARE - performance.now(),
+            ),
+          }),
+          running.stop(),
+        ]),
+      );
     }
 
     const apps: FastifyInstance[] = [];
@@ -167,10 +185,16 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
           ? [{ name: 'redis', required: false, check: () => rateLimiter.sharedReachable() }]
           : [],
       };
-      url = await serve(appDeps, { public: true, admin: config.adminListen === null }, config.listen);
+      // With SVC_OPS_LISTEN, the probes and the metrics are served there only, off the public listener
+      // (where anyone could read the metrics and call /readyz, which costs a database statement).
+      const ops = config.opsListen === null;
+      url = await serve(appDeps, { public: true, admin: config.adminListen === null, ops }, config.listen);
       adminUrl = config.adminListen
-        ? await serve(appDeps, { public: false, admin: true }, config.adminListen)
+        ? await serve(appDeps, { public: false, admin: true, ops }, config.adminListen)
         : url;
+      if (config.opsListen) {
+        opsUrl = await serve(appDeps, { public: false, admin: false }, config.opsListen);
+      }
     }
 
     return {

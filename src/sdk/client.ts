@@ -106,6 +106,9 @@ export class SvcClient {
         headers,
         body,
         signal: AbortSignal.timeout(this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+        // A redirect is not followed: fetch would send the API key, passphrase and signature on to wherever
+        // it points (it strips only Authorization and Cookie), and turn a POST into a GET. It is an error.
+        redirect: 'manual',
       });
       // Inside the try: a connection cut while the body streams in is "no response" too.
       text = await response.text();
@@ -113,7 +116,12 @@ export class SvcClient {
       throw new SvcConnectionError(`${method} ${target}: ${describeFetchError(error)}`, error);
     }
     let parsed: unknown = text;
-    if ((response.headers.get('content-type') ?? '').includes('json') && text) {
+    if (response.status >= 300 && response.status < 400) {
+      const location = response.headers.get('location') ?? '(no location)';
+      parsed = {
+        error: `redirected to ${location}; the SDK does not follow redirects, which would send the credentials there: check baseUrl`,
+      };
+    } else if ((response.headers.get('content-type') ?? '').includes('json') && text) {
       try {
         parsed = JSON.parse(text);
       } catch {
@@ -158,11 +166,23 @@ export class SvcClient {
     options: RequestOptions = {},
     hooks?: RecoveryHooks<T>,
   ): Promise<T> {
-    // A call's retry options refine the client's (say, allowRequote for one call): they do not drop its
-    // injected sleep or clock, nor its limits.
-    const retry = options.retry ? { ...this.options.retry, ...options.retry } : this.options.retry;
+    const retry = mergeRetry(this.options.retry, options.retry);
     return sendWithRetries<T>({ method, path, hooks, retry, send: () => this.send(method, path, options) });
   }
+}
+
+/**
+ * A call's retry options with the client's: the call's `false` turns retries off for it; its options refine
+ * the client's (say, allowRequote for one call) without dropping the client's injected sleep or clock, nor
+ * its limits; and a client made with `false` stays without resends unless the call sets maxRetries itself.
+ */
+function mergeRetry(
+  client: RetryOptions | false | undefined,
+  call: RetryOptions | false | undefined,
+): RetryOptions | false | undefined {
+  if (call === false || call === undefined) return call ?? client;
+  if (client === false) return { maxRetries: 0, ...call };
+  return { ...client, ...call };
 }
 
 /** undici hides the useful part (ECONNREFUSED, ENOTFOUND, a timeout) in `cause`. */

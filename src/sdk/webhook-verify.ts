@@ -156,9 +156,10 @@ export function verifyWebhook<TPayload = unknown>(
       STANDARD_WEBHOOK_TIMESTAMP_HEADER,
     );
     const expected = standardWebhookSignature(secret, id, seconds, rawBody);
-    // Standard Webhooks: several space-separated `v1,<sig>` entries may be sent (key rotation); one match is enough.
+    // Standard Webhooks: several space-separated `v1,<sig>` entries may be sent (key rotation); one match is
+    // enough. A header sent more than once arrives joined with ", " (Node's req.headers): that separator too.
     const matched = standardSignature
-      .split(' ')
+      .split(/,?\s+/)
       .some((entry) => entry.startsWith('v1,') && signaturesEqual(entry.slice(3), expected));
     if (!matched) {
       throw new WebhookVerificationError(

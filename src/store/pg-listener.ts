@@ -7,6 +7,11 @@ export interface ChannelHandlers {
   onMessage(payload: string): void;
   /** After every (re)connection: notifications sent while disconnected are lost. */
   onConnected?(): void;
+  /**
+   * Once the connection is listening again after it was lost (not at the first connection, nor at each
+   * failed attempt in between): what was read while the notifications were missed may be out of date.
+   */
+  onReconnected?(): void;
 }
 
 export interface PgListenerOptions {
@@ -47,6 +52,8 @@ export class PgListener {
   /** The connection being established. */
   private connecting: pg.Client | null = null;
   private stopped = false;
+  /** A connection has listened before: the next one to succeed is a reconnection. */
+  private listenedBefore = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private readonly channels = new Map<string, ChannelHandlers>();
@@ -106,7 +113,12 @@ export class PgListener {
       if (this.connecting !== client) return; // stopped meanwhile
       this.connecting = null;
       this.client = client;
-      for (const handlers of this.channels.values()) handlers.onConnected?.();
+      const reconnected = this.listenedBefore;
+      this.listenedBefore = true;
+      for (const handlers of this.channels.values()) {
+        handlers.onConnected?.();
+        if (reconnected) handlers.onReconnected?.();
+      }
       this.scheduleHeartbeat(client);
     } catch {
       this.reconnect(client);

@@ -162,25 +162,75 @@ test('three worker processes share the lanes and never make overlapping attempts
   );
 });
 
-test('SIGTERM during a hanging delivery: the worker exits within 10 s, the attempt is recorded as aborted, not failed', async () => {
+/**
+ * A worker process of its own (those of earlier tests stopped, so that none takes this delivery), one
+ * notification for a new platform whose webhook is `url`, and the worker's first attempt of it under way.
+ */
+async function aloneWorkerAttempting(
+  receiver: TestReceiver,
+  resourceKey: string,
+  env: Record<string, string>,
+) {
+  const { platform } = await svc.newPlatform();
+  const code = platform.platform_code;
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });
+  await Promise.all(workers.splice(0).map(stopWorkerProcess));
+  const worker = await startReadyWorker(serviceEnv(svc, env));
+  workers.push(worker);
+  const id = await record(db(), code, resourceKey);
+  await waitFor(() => receiver.deliveries.length > 0, 'the attempt', 30_000);
+  return { worker, id };
+}
+
+test('SIGTERM during a delivery: the attempt under way finishes and is recorded as delivered, then the worker exits', async () => {
+  let answer!: () => void;
+  const answered = new Promise<void>((resolve) => (answer = resolve));
+  const slow = await startWebhookReceiver(async () => {
+    await answered;
+    return 204;
+  });
+  try {
+    const { worker, id } = await aloneWorkerAttempting(slow, 'trade:DRAIN', {
+      SVC_SHUTDOWN_TIMEOUT_MS: '10000',
+      SVC_LOG_LEVEL: 'info',
+    });
+    worker.child.kill('SIGTERM');
+    // The receiver answers only once the worker has stopped taking work: the attempt is drained, not cut.
+    await waitFor(() => worker.output().includes('webhook delivery stopping'), 'the worker stopping');
+    answer();
+    const exit = await worker.exited;
+    assert.equal(exit.code, 0, `clean exit, got ${JSON.stringify(exit)}`);
+    const state = await sql<{ status: string; outcome: string; status_code: number }>`
+      select n.status, a.outcome, a.status_code
+      from webhook_notifications n join webhook_attempts a using (notification_id)
+      where n.notification_id = ${id}::uuid`.execute(db());
+    assert.deepEqual(
+      state.rows,
+      [{ status: 'delivered', outcome: 'delivered', status_code: 204 }],
+      `worker output:\n${worker.output()}`,
+    );
+    assert.equal(slow.deliveries.length, 1, 'sent once: nothing left to send again after the restart');
+  } finally {
+    answer();
+    await slow.close();
+  }
+});
+
+test('SIGTERM during a hanging delivery: the attempt may finish for 2/3 of the shutdown time, then is cut short and recorded as aborted, not failed', async () => {
   const hanging = await startWebhookReceiver(() => 'hang');
   try {
-    const { platform } = await svc.newPlatform();
-    const code = platform.platform_code;
-    await svc.admin.put(`/platforms/${code}/webhook`, { url: hanging.url });
     // The production timeout (10 s) is longer than the shutdown allows, so the attempt is cut short.
-    // Alone: no worker of an earlier test may take this delivery.
-    await Promise.all(workers.splice(0).map(stopWorkerProcess));
-    const worker = await startReadyWorker(serviceEnv(svc, { SVC_WEBHOOK_TIMEOUT_MS: '10000' }));
-    workers.push(worker);
-    const id = await record(db(), code, 'trade:SIGTERM');
-    await waitFor(() => hanging.deliveries.length > 0, 'the hanging attempt', 30_000);
+    const { worker, id } = await aloneWorkerAttempting(hanging, 'trade:SIGTERM', {
+      SVC_WEBHOOK_TIMEOUT_MS: '10000',
+      SVC_SHUTDOWN_TIMEOUT_MS: '6000',
+    });
     const stoppedAt = Date.now();
     worker.child.kill('SIGTERM');
     const exit = await worker.exited;
     const tookMs = Date.now() - stoppedAt;
+    // Exit 0: within SVC_SHUTDOWN_TIMEOUT_MS (a shutdown that overran it would have exited 1).
     assert.equal(exit.code, 0, `clean exit, got ${JSON.stringify(exit)}`);
-    assert.ok(tookMs < 10_000, `exited in ${tookMs} ms`);
+    assert.ok(tookMs >= 4_000, `the attempt was given 4 s to finish; exited after ${tookMs} ms`);
     const state = await sql<{ status: string; round_attempts: number; outcome: string; error: string }>`
       select n.status, n.round_attempts, a.outcome, a.error
       from webhook_notifications n join webhook_attempts a using (notification_id)

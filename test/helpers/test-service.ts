@@ -78,6 +78,8 @@ export async function startTestService(
       .toString(),
     SVC_LOG_LEVEL: 'silent',
     SVC_WORKER_POLL_INTERVAL_MS: '100',
+    // Closing lets webhook attempts under way finish for 2/3 of this: a test's close waits 1 s at most.
+    SVC_SHUTDOWN_TIMEOUT_MS: '1500',
     ...options.env,
   });
   const runtime = await startRuntime(config, {

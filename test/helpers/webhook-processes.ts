@@ -36,6 +36,8 @@ export function serviceEnv(svc: TestService, extra: Record<string, string> = {})
     SVC_WORKER_POLL_INTERVAL_MS: '200',
     // Light processes: the test database server is shared by every test file running at the same time.
     SVC_WORKER_CONCURRENCY: '4',
+    // A stopping worker lets its attempts finish for 2/3 of this: a test's stop waits 2 s at most.
+    SVC_SHUTDOWN_TIMEOUT_MS: '3000',
     ...extra,
   };
   // A child of `node --test` would otherwise believe it is a test file itself.

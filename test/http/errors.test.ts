@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
@@ -211,6 +212,44 @@ describe('error bodies', () => {
     const exact = '{"amount":"1","note":"' + 'x'.repeat(1024 * 1024 - 24) + '"}';
     assert.equal(Buffer.byteLength(exact), 1024 * 1024);
     assertBody(await signed('POST', '/probe/echo', { body: exact }), 400, errorsBody);
+  });
+
+  test('a request the HTTP parser refuses gets the 400 or 431 body with an X-REQUEST-ID, then the connection closes', async () => {
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const { hostname, port } = new URL(svc.url);
+        const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(request));
+        let answer = '';
+        socket.on('data', (chunk) => (answer += String(chunk)));
+        socket.on('close', () => resolve(answer));
+        socket.on('error', reject);
+      });
+    const cases = [
+      // Unescaped UTF-8 in the request target, a NUL in a header, a Content-Length that is no number.
+      [
+        'GET /participants/jos\u00e9@x.com HTTP/1.1\r\nhost: x\r\n\r\n',
+        400,
+        'request: malformed HTTP request',
+      ],
+      ['GET /time HTTP/1.1\r\nhost: x\r\nx-a: a\u0000b\r\n\r\n', 400, 'request: malformed HTTP request'],
+      [
+        'POST /time HTTP/1.1\r\nhost: x\r\ncontent-length: abc\r\n\r\n',
+        400,
+        'request: malformed HTTP request',
+      ],
+      [
+        `GET /time HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`,
+        431,
+        'request: headers too large',
+      ],
+    ] as const;
+    for (const [request, status, problem] of cases) {
+      const answer = await raw(request);
+      const [head = '', body] = answer.split('\r\n\r\n');
+      assert.match(head, new RegExp(`^HTTP/1.1 ${status} `), answer.slice(0, 80));
+      assert.match(head, /\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
+      assert.deepEqual(JSON.parse(body ?? ''), { errors: [problem] });
+    }
   });
 
   test('malformed JSON → 400 after authentication; unsigned → 401 first', async () => {

@@ -96,6 +96,18 @@ describe('firewall and allow-lists (no trusted proxy)', () => {
     ] as const) {
       assert1020(await probe.app.inject({ method, url, remoteAddress: NOWHERE_IP }));
     }
+    // Refused before its body is read: a body too large (413) or not JSON (400) changes nothing.
+    for (const payload of ['x'.repeat(1024 * 1024 + 1), '{not json']) {
+      assert1020(
+        await probe.app.inject({
+          method: 'POST',
+          url: '/nope',
+          remoteAddress: NOWHERE_IP,
+          headers: { 'content-type': 'application/json' },
+          payload,
+        }),
+      );
+    }
     // From an IP on an allow-list they are answered as before.
     assert.equal(
       (await probe.app.inject({ method: 'GET', url: '/nope', remoteAddress: A_IP })).statusCode,
@@ -221,6 +233,20 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
     assert1020(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: `${A_IP}, ${NOWHERE_IP}` }));
     assertAllowListRefusal(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: B_IP }));
     assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: b.key, forwardedFor: B_IP })), B_IP);
+  });
+
+  test('a URL the router refuses meets the firewall as its client, not as the proxy', async () => {
+    const refused = (forwardedFor: string) =>
+      probe.app.inject({
+        method: 'GET',
+        url: '/%zz',
+        remoteAddress: PROXY_IP,
+        headers: { 'x-forwarded-for': forwardedFor },
+      });
+    const allowed = await refused(A_IP);
+    assert.equal(allowed.statusCode, 400, allowed.body);
+    assert.deepEqual(allowed.json(), { errors: ['path: is not a valid URL'] });
+    assert1020(await refused(NOWHERE_IP));
   });
 
   test('a trusted proxy without X-Forwarded-For is itself the source (on no list → 1020)', async () => {

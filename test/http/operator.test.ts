@@ -353,6 +353,11 @@ describe('prices and balances', () => {
     assert.ok(listed.some((p) => p.pair === 'BTC/USD' && p.price === '65000.25'));
     refused(await call('POST', '/prices', { pairs: { 'BTC/USD': '-1' } }), 400, 'pairs.BTC/USD');
     refused(await call('POST', '/prices', { pairs: { 'BTC/USD': 65000 } }), 400, 'pairs.BTC/USD');
+    // Finer than the 18 places quotes and trades carry: it could only be quoted rounded away.
+    const fine = await call('POST', '/prices', { pairs: { 'TINY/USD': '0.0000000000000000001' } });
+    refused(fine, 400, 'pairs.TINY/USD');
+    assert.match(fine.text, /at most 18 decimal places/);
+    ok(await call('POST', '/prices', { pairs: { 'TINY/USD': '0.000000000000000001' } }));
   });
 
   test('balances: credits and debits in exact decimal; no debit below zero', async () => {

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import Fastify from 'fastify';
+import { Registry } from 'prom-client';
+import { opsRoutes, type ReadinessCheck } from '../../src/http/routes/ops.routes.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
@@ -180,5 +183,59 @@ describe('structured logs', () => {
       .map((line) => JSON.parse(line) as Record<string, unknown>)
       .filter((l) => typeof l.reqId === 'string' && /^[0-9a-f-]{36}$/.test(l.reqId));
     assert.ok(generated.length >= 1, 'a generated request id is logged too');
+  });
+});
+
+describe('GET /readyz under a flood of probes', () => {
+  test('probes arriving while a check runs share it; a probe after it checks again', async () => {
+    const app = Fastify();
+    let checks = 0;
+    let finish!: () => void;
+    const gate = new Promise<void>((resolve) => (finish = resolve));
+    const slow: ReadinessCheck = {
+      name: 'slow',
+      check: async () => {
+        checks++;
+        await gate;
+        return true;
+      },
+    };
+    await app.register(opsRoutes, { db: svc.runtime.store.db, registry: new Registry(), readiness: [slow] });
+    try {
+      const probes = Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/readyz' }));
+      await eventually(async () => (checks >= 1 ? true : undefined), 5_000, 'the first check');
+      finish();
+      const answers = await Promise.all(probes);
+      assert.deepEqual(new Set(answers.map((a) => a.statusCode)), new Set([200]));
+      assert.equal(checks, 1, 'one check for twenty concurrent probes');
+      assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+      assert.equal(checks, 2, 'a later probe is not answered from the earlier check');
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('SVC_OPS_LISTEN in role api', () => {
+  test('the probes and metrics are served there only, not on the public listener', async () => {
+    const separate = await startTestService({ env: { SVC_OPS_LISTEN: '127.0.0.1:0' } });
+    try {
+      await separate.newPlatform(); // loopback on an allow-list: what the public listener answers is its own
+      const opsUrl = separate.runtime.opsUrl;
+      assert.ok(opsUrl, 'an ops listener');
+      const metrics = await fetch(`${opsUrl}/metrics`);
+      assert.equal(metrics.status, 200);
+      assert.match(await metrics.text(), /^svc_webhook_pending /m);
+      assert.equal((await fetch(`${opsUrl}/readyz`)).status, 200);
+      assert.equal((await fetch(`${opsUrl}/healthz`)).status, 200);
+      for (const path of ['/metrics', '/readyz', '/healthz']) {
+        const res = await fetch(`${separate.url}${path}`);
+        assert.equal(res.status, 404, path);
+      }
+      // The API itself is where it was.
+      assert.equal((await fetch(`${separate.url}/time`)).status, 200);
+    } finally {
+      await separate.close();
+    }
   });
 });

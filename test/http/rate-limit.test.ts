@@ -119,6 +119,13 @@ describe('rate limit through the service (memory store, controlled clock)', () =
       assert.equal(refused.status, 429, path);
       assert.deepEqual(await refused.json(), { error: 'Too Many Requests' });
     }
+    // Refused before the body is read: a body too large for any route is still the block's 429.
+    const posted = await fetch(`${svc.url}/nope`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: 'x'.repeat(1024 * 1024 + 1),
+    });
+    assert.equal(posted.status, 429);
     // The operator API, its unknown paths included, is not limited.
     assert.equal((await fetch(`${svc.url}/admin/nope`, { headers: admin })).status, 404);
     assert.equal((await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { headers: admin })).status, 200);

@@ -491,6 +491,50 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     await runJobs();
   });
 
+  test('a participant with balances of its own under the label cannot become a tenant there → 409 (they would be out of reach)', async () => {
+    const platform = await svc.newPlatform();
+    const target = await newAccount(platform, 'general');
+    const funded = await newMember(platform);
+    const credit = (amount: string) =>
+      svc.admin.post('/balances', {
+        participant_code: funded,
+        account_label: 'general',
+        asset: 'USD',
+        amount,
+      });
+    await credit('100');
+    const add = await target.platform.client.send('POST', tenantsPath(target.zrn), {
+      body: { participant_code: funded },
+    });
+    assert.equal(add.status, 409);
+    assert.match(
+      errorsOf(add)[0]!,
+      new RegExp(
+        `^participant_code: participant ${funded} holds balances of its own under account_label general`,
+      ),
+    );
+    // Nor as one of the tenants a new account is created with.
+    const holder = await newMember(platform);
+    const created = await platform.client.send('POST', '/accounts', {
+      body: {
+        participant_code: holder,
+        account_label: 'general',
+        type: 'jtic',
+        tier: 'pro',
+        tenants: [funded],
+      },
+    });
+    assert.equal(created.status, 409, JSON.stringify(created.body));
+    assert.match(errorsOf(created)[0]!, new RegExp(`^tenants: participant ${funded} holds balances`));
+    // Once they are gone (moved out, here debited), it can.
+    await credit('-100');
+    const again = await target.platform.client.send('POST', tenantsPath(target.zrn), {
+      body: { participant_code: funded },
+    });
+    assert.equal(again.status, 202, JSON.stringify(again.body));
+    await runJobs();
+  });
+
   test('every route that names an account refuses another platform with 403 (spec 5.4)', async () => {
     const g = await newAccount();
     const tenant = await newMember(g.platform);

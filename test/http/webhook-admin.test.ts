@@ -120,6 +120,9 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
       ],
       [{ url: 'https://user:pw@example.com/hook' }, /^url: .* must not contain credentials/],
       [{ url: 'https://example.com/hook#frag' }, /^url: .* must not contain a fragment/],
+      [{ url: 'https://example.com/hook#' }, /^url: .* must not contain a fragment/],
+      [{ url: 'http:///hooks' }, /^url: "http:\/\/\/hooks" has no host/],
+      [{ url: 'http://example.com:0/hook' }, /^url: .* names port 0/],
       [{ url: '/relative/path' }, /^url: "\/relative\/path" is not an absolute URL/],
       [{ url: RECEIVER, payload_types: [] }, /^payload_types: must name at least one type/],
       [
@@ -362,6 +365,10 @@ describe('redelivery', () => {
     assert.equal(farFuture.status, 400);
     assert.match((farFuture.body.errors as string[])[0]!, /^since: /);
     assert.equal((await send('POST', `/platforms/${code}/redeliver`, {})).status, 400);
+    // An empty list of states would match nothing and answer a silent {"redelivered": 0}.
+    const none = await send('POST', `/platforms/${code}/redeliver`, { since, status: [] });
+    assert.equal(none.status, 400);
+    assert.match(JSON.stringify(none.body), /status/);
 
     const result = await svc.admin.post<{ redelivered: number }>(`/platforms/${code}/redeliver`, { since });
     assert.deepEqual(result, { redelivered: 3 });

@@ -17,12 +17,13 @@ before(async () => {
 after(() => testDb?.close());
 
 function channelLog() {
-  const log = { messages: [] as string[], connected: 0 };
+  const log = { messages: [] as string[], connected: 0, reconnected: 0 };
   return {
     log,
     handlers: {
       onMessage: (payload: string) => log.messages.push(payload),
       onConnected: () => log.connected++,
+      onReconnected: () => log.reconnected++,
     },
   };
 }
@@ -59,6 +60,11 @@ test('two channels on one connection; after the connection is killed, both are l
     await listener.listen('svc_test_b', b.handlers); // after start: listened at once
     assert.equal(a.log.connected, 1);
     assert.equal(b.log.connected, 1);
+    assert.deepEqual(
+      [a.log.reconnected, b.log.reconnected],
+      [0, 0],
+      'the first connection is no reconnection',
+    );
     assert.equal((await listenerBackends()).length, 1, 'one connection for both channels');
 
     await testDb.client.query(`select pg_notify('svc_test_a', 'one'), pg_notify('svc_test_b', 'two')`);
@@ -74,6 +80,7 @@ test('two channels on one connection; after the connection is killed, both are l
       'told of the drop and the reconnection',
     );
     await waitFor(async () => (await listenerBackends()).length === 1, 'listening again', 10_000);
+    await waitFor(() => a.log.reconnected === 1 && b.log.reconnected === 1, 'told of the reconnection, once');
     await testDb.client.query(`select pg_notify('svc_test_a', 'three'), pg_notify('svc_test_b', 'four')`);
     await waitFor(
       () => a.log.messages.length === 2 && b.log.messages.length === 2,

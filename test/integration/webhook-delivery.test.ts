@@ -299,4 +299,30 @@ describe('metrics (issue 4 point 8)', () => {
     assert.match(text, /svc_webhook_attempts_total\{outcome="failed"\} [1-9]\d*/);
     assert.match(text, /svc_webhook_attempt_duration_seconds_count\{outcome="delivered"\} [1-9]\d*/);
   });
+
+  test("an operator's redelivery of an old notification counts its latency from the redelivery, not from the commit", async () => {
+    const code = await platformWithWebhook();
+    const id = await record(db(), code, 'trade:metrics-redelivered');
+    await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'the delivery');
+    // As if it had been recorded and delivered two days ago.
+    await sql`update webhook_notifications set created_at = now() - interval '2 days'
+      where notification_id = ${id}::uuid`.execute(db());
+    const latency = async () => {
+      const text = await (await fetch(`${svc.url}/metrics`)).text();
+      const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+      return {
+        sum: read('svc_webhook_delivery_latency_seconds_sum'),
+        count: read('svc_webhook_delivery_latency_seconds_count'),
+      };
+    };
+    const before = await latency();
+    await svc.admin.post(`/notifications/${id}/redeliver`);
+    await waitFor(async () => deliveriesOf(id).length === 2, 'the redelivery');
+    const after = await waitFor(async () => {
+      const now = await latency();
+      return now.count > before.count ? now : null;
+    }, 'the redelivery in the latency histogram');
+    // Two days would be 172,800 s; every delivery observed meanwhile took seconds at most.
+    assert.ok(after.sum - before.sum < 600, `latency sum grew by ${after.sum - before.sum} s`);
+  });
 });

@@ -115,3 +115,22 @@ test('plans made while the tables were nearly empty still use keys and indexes o
     await client.end();
   }
 });
+
+test('the claim answers created_at as before 0012 (a worker of the version before reads it by name), and round_started_at', async () => {
+  await record(1, 'columns');
+  await testDb.client.query(
+    `update webhook_notifications set created_at = now() - interval '2 days', redelivered_at = now()
+     where resource_key = 'trade:columns-1'`,
+  );
+  // The oldest due lane, so that it is the one claimed whatever the test before left.
+  await testDb.client.query(
+    `update webhook_lanes set due_at = now() - interval '1 day' where resource_key = 'trade:columns-1'`,
+  );
+  const { rows } = await testDb.client.query<{ created_at: Date; round_started_at: Date }>(
+    `select created_at, round_started_at from webhook_claim_lanes('columns', 1, 17000, 20)
+     where resource_key = 'trade:columns-1'`,
+  );
+  assert.equal(rows.length, 1);
+  assert.ok(Date.now() - rows[0]!.created_at.getTime() > 24 * 3600_000, 'created_at: the commit');
+  assert.ok(Date.now() - rows[0]!.round_started_at.getTime() < 3600_000, 'round_started_at: the redelivery');
+});

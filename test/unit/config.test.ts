@@ -153,6 +153,37 @@ describe('durations that timers and the lane functions can hold', () => {
     ]);
   });
 
+  test('SVC_OPS_LISTEN needs a port of its own', () => {
+    refused(
+      { SVC_PORT: '8080', SVC_OPS_LISTEN: '0.0.0.0:8080' },
+      /^SVC_OPS_LISTEN: 0.0.0.0:8080 is the public listener's/,
+    );
+    refused(
+      { SVC_ADMIN_LISTEN: '127.0.0.1:9000', SVC_OPS_LISTEN: '127.0.0.1:9000' },
+      /^SVC_OPS_LISTEN: 127.0.0.1:9000 is the operator API's/,
+    );
+    assert.deepEqual(loadConfig({ SVC_OPS_LISTEN: '127.0.0.1:9090' }).opsListen, {
+      host: '127.0.0.1',
+      port: 9090,
+    });
+  });
+
+  test('SVC_DB_POOL_MAX sizes the main pool: 20 by default, at least 2', () => {
+    assert.equal(loadConfig({}).databasePoolMax, 20);
+    assert.equal(loadConfig({ SVC_DB_POOL_MAX: '15' }).databasePoolMax, 15);
+    refused({ SVC_DB_POOL_MAX: '1' }, /^SVC_DB_POOL_MAX: must be an integer >= 2, got "1"/);
+    // A process that runs jobs needs a connection per job, and one for the runner's LISTEN.
+    assert.equal(loadConfig({ SVC_ROLE: 'api', SVC_DB_POOL_MAX: '2' }).databasePoolMax, 2);
+    refused(
+      { SVC_ROLE: 'worker', SVC_DB_POOL_MAX: '11' },
+      /^SVC_DB_POOL_MAX: 11 is too small for role worker: at least SVC_WORKER_CONCURRENCY \+ 2 \(12\)/,
+    );
+    assert.equal(
+      loadConfig({ SVC_ROLE: 'all', SVC_DB_POOL_MAX: '6', SVC_WORKER_CONCURRENCY: '4' }).databasePoolMax,
+      6,
+    );
+  });
+
   test('timer settings above 2^31 - 1 ms (a timer then fires at once) are refused, naming the setting', () => {
     for (const name of [
       'SVC_SHUTDOWN_TIMEOUT_MS',

@@ -120,6 +120,21 @@ describe('verifyWebhook: several signatures', () => {
     }
   });
 
+  test('webhook-signature values joined with ", " (a repeated header as Node joins it) verify with ours first or last', () => {
+    for (const joined of [
+      `${STANDARD_SIGNATURE}, ${OTHER_SIGNATURE}`,
+      `${OTHER_SIGNATURE}, ${STANDARD_SIGNATURE}`,
+    ]) {
+      const event = verifyWebhook(
+        BODY,
+        { ...standardOnly, [STANDARD_WEBHOOK_SIGNATURE_HEADER]: joined },
+        SECRET,
+        { now: at(TS_MS) },
+      );
+      assert.equal(event.notificationId, ID, joined);
+    }
+  });
+
   test('an array with no matching signature is invalid_signature; an empty one is missing', () => {
     rejects(
       () =>

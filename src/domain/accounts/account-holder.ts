@@ -34,6 +34,8 @@ interface ActingRow {
   member_zrn: string | null;
   member_effective_at: Date | null;
   member_holder: string | null;
+  /** The account holder's status, when the actor is a member of someone's account. */
+  member_holder_status: string | null;
   own_zrn: string | null;
   removed_from: string | null;
 }
@@ -60,6 +62,11 @@ async function lookUp(
     .leftJoin('customer_accounts as held', (join) =>
       join.onRef('held.zrn', '=', 'm.zrn').onRef('held.platform_code', '=', 'p.platform_code'),
     )
+    .leftJoin('participants as holder', (join) =>
+      join
+        .onRef('holder.participant_code', '=', 'held.participant_code')
+        .onRef('holder.platform_code', '=', 'p.platform_code'),
+    )
     .leftJoin('customer_accounts as own', (join) =>
       join
         .onRef('own.participant_code', '=', 'p.participant_code')
@@ -74,6 +81,7 @@ async function lookUp(
       'm.zrn as member_zrn',
       'm.effective_at as member_effective_at',
       'held.participant_code as member_holder',
+      'holder.status as member_holder_status',
       'own.zrn as own_zrn',
       eb
         .selectFrom('tenant_changes as tc')
@@ -113,7 +121,9 @@ function decide(row: ActingRow, accountLabel: string): AccountHolder {
 /**
  * Whose account a request acts on. The named participant must be an approved customer of the calling
  * platform (400 naming `field` otherwise: wire-contract §9, a participant named in the body that is not the
- * caller's is unknown); a former tenant with nothing else under the label gets 403.
+ * caller's is unknown), and so must the holder of the account a tenant acts on: a tenant has the holder's
+ * permissions, no more, so a locked or closed customer's account is not moved through its tenants either. A
+ * former tenant with nothing else under the label gets 403.
  */
 export async function resolveAccountHolder(
   db: Executor,
@@ -129,7 +139,13 @@ export async function resolveAccountHolder(
   if (row.status !== 'approved') {
     throw invalid(`${field}: participant ${participantCode} is not approved (status ${row.status})`);
   }
-  return decide(row, accountLabel);
+  const holder = decide(row, accountLabel);
+  if (holder.role === 'tenant' && row.member_holder_status !== 'approved') {
+    throw invalid(
+      `${field}: the holder ${holder.ownerParticipantCode} of account ${holder.zrn} is not approved (status ${row.member_holder_status})`,
+    );
+  }
+  return holder;
 }
 
 /**

@@ -51,3 +51,27 @@ export function listBalanceAccounts(
     .limit(limit)
     .execute();
 }
+
+/**
+ * Of `participantCodes`, those holding a non-zero balance under `label` on the platform: funds of their own
+ * under that label, which requests naming them with it would no longer reach once they act for someone
+ * else's account (a tenant).
+ */
+export async function withBalancesUnder(
+  db: Executor,
+  platformCode: string,
+  participantCodes: string[],
+  label: string,
+): Promise<string[]> {
+  if (participantCodes.length === 0) return [];
+  const rows = await db
+    .selectFrom('balance_accounts')
+    .select('participant_code')
+    .distinct()
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', 'in', participantCodes)
+    .where('account_label', '=', label)
+    .where('balance', '<>', '0')
+    .execute();
+  return rows.map((r) => r.participant_code);
+}

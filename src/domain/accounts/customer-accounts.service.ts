@@ -24,7 +24,11 @@ import { findParticipant, findPlatformParticipant } from '../participants/partic
 import { recordNotification } from '../webhooks/outbox.ts';
 import { findActingAccount, resolveAccountHolder } from './account-holder.ts';
 import { ACCOUNT_TASKS } from './accounts.jobs.ts';
-import { countBalanceAccounts, listBalanceAccounts } from './balance-accounts.repository.ts';
+import {
+  countBalanceAccounts,
+  listBalanceAccounts,
+  withBalancesUnder,
+} from './balance-accounts.repository.ts';
 import {
   accountExists,
   activateAccountMemberships,
@@ -40,6 +44,7 @@ import {
   type MembershipRow,
 } from './customer-accounts.repository.ts';
 import { listPendingChanges, type TenantChangeRow } from './tenants.repository.ts';
+import { pageFields, pageOf } from '../paging.ts';
 
 export type { CustomerAccountDetails } from '../../contract/accounts.schemas.ts';
 
@@ -115,6 +120,25 @@ export async function recordAccountNotification(
     payload: details,
   });
   return details;
+}
+
+/**
+ * A participant with balances of its own under the label cannot become a tenant there: naming it with the
+ * label would act for the holder's account, and its own funds would be out of reach (and, once the tenancy
+ * ended, refused with the former tenant's 403).
+ */
+export async function refuseTenantsWithOwnBalances(
+  trx: Executor,
+  platformCode: string,
+  field: string,
+  participantCodes: string[],
+  accountLabel: string,
+): Promise<void> {
+  const holding = await withBalancesUnder(trx, platformCode, participantCodes, accountLabel);
+  if (holding.length === 0) return;
+  throw conflict(
+    `${field}: participant ${holding.join(', ')} holds balances of its own under account_label ${accountLabel}; as a tenant under that label it could not reach them`,
+  );
 }
 
 /** Why a participant cannot take a (participant, label) pair: it already names another account. */
@@ -326,6 +350,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
               body.account_label,
             );
           }
+          await refuseTenantsWithOwnBalances(trx, platformCode, 'tenants', tenants, body.account_label);
           await insertMemberships(
             trx,
             [
@@ -415,8 +440,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       platformCode: string,
       query: ListAccountsQuery,
     ): Promise<{ accounts: BalanceAccount[]; page: number; totalPages: number }> {
-      const page = query.page ?? 1;
-      const pageSize = query.page_size ?? 50;
+      const page = pageOf(query);
       let owner = query.account_owner;
       if (owner !== undefined) {
         // spec 5.4: the listed resource is that participant's accounts; another platform's → 403.
@@ -439,8 +463,10 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       };
       const [count, rows] = await Promise.all([
         countBalanceAccounts(db, filter),
-        listBalanceAccounts(db, filter, (page - 1) * pageSize, pageSize),
+        listBalanceAccounts(db, filter, page.offset, page.limit),
       ]);
+      // The vendor's account listing carries no page_size or count.
+      const { page: current, total_pages: totalPages } = pageFields(page, count);
       return {
         accounts: rows.map((r) => ({
           asset: r.asset,
@@ -452,8 +478,8 @@ export function createCustomerAccountsService(deps: DomainDeps) {
           account_id: r.account_id,
           last_update: r.updated_at.getTime(),
         })),
-        page,
-        totalPages: Math.ceil(count / pageSize),
+        page: current,
+        totalPages,
       };
     },
   };

@@ -16,6 +16,7 @@ import {
 import {
   membershipConflict,
   recordAccountNotification,
+  refuseTenantsWithOwnBalances,
   requirePlatformAccount,
   uniqueViolationToConflict,
 } from './customer-accounts.service.ts';
@@ -97,6 +98,13 @@ export function createTenantsService(deps: DomainDeps) {
             );
           }
           if (membership) throw membershipConflict('participant_code', membership, account.account_label);
+          await refuseTenantsWithOwnBalances(
+            trx,
+            platformCode,
+            'participant_code',
+            [participantCode],
+            account.account_label,
+          );
           // The membership's primary key and tenant_changes_one_pending refuse a concurrent duplicate.
           await insertMemberships(trx, [
             {

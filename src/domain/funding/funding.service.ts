@@ -47,6 +47,7 @@ import {
   type ParsedFundAsset,
 } from './fund-assets.ts';
 import * as repo from './funding.repository.ts';
+import { pageFields, pageOf } from '../paging.ts';
 
 /**
  * Account funding (issue 6): SDK tokens (spec 4.3, wire-contract §6), fund quotes with deposit addresses
@@ -176,6 +177,8 @@ export function createFundingService(deps: DomainDeps) {
       referenceId: string;
       fundAsset?: string;
       tokenJti?: string;
+      /** A fund quote's rate and expiry (epoch ms): honoured for the deposits it funds until then. */
+      quote?: { rate: string; expiresAt: number };
     },
   ) {
     // Deposits take the participant's funding lock too, and look for the most recent session opened at or
@@ -198,6 +201,8 @@ export function createFundingService(deps: DomainDeps) {
       token_jti: input.tokenJti ?? null,
       opened_at: new Date(openedAt),
       expires_at: new Date(expiresAt),
+      quoted_rate: input.quote?.rate ?? null,
+      quote_expires_at: input.quote ? new Date(input.quote.expiresAt) : null,
     });
     // wire-contract §5: a session with no deposit in the expiry time is reported expired; the job commits
     // with the session.
@@ -305,7 +310,7 @@ export function createFundingService(deps: DomainDeps) {
       }
       if (problems.length > 0 || typeof asset === 'string' || rate === null) throw invalid(...problems);
       const platform = await findPlatform(db, platformCode);
-      const now = clock.now();
+      const expiryTimestamp = clock.now() + (platform?.quote_expiry_ms ?? config.quoteExpiryMs);
       const referenceId = body.client_fund_id ?? '';
       const { address, sessionId } = await db.transaction().execute(async (trx) => {
         const address = await depositAddressFor(
@@ -323,6 +328,7 @@ export function createFundingService(deps: DomainDeps) {
           source: 'fund_rfq',
           referenceId,
           fundAsset: asset.fundAsset,
+          quote: { rate: toDecimalString(rate), expiresAt: expiryTimestamp },
         });
         return { address, sessionId };
       });
@@ -332,7 +338,7 @@ export function createFundingService(deps: DomainDeps) {
         fund_asset: asset.fundAsset,
         rate: toDecimalString(rate),
         quoted_currency: QUOTED_CURRENCY,
-        expiry_timestamp: now + (platform?.quote_expiry_ms ?? config.quoteExpiryMs),
+        expiry_timestamp: expiryTimestamp,
         deposit_address: address,
         ...(body.account_label !== undefined ? { account_label: body.account_label } : {}),
         // The vendor's type for this one is a number; the fee terms of a fund event are decimal strings.
@@ -395,12 +401,6 @@ export function createFundingService(deps: DomainDeps) {
           const replayed = await replay(trx);
           if (replayed) return replayed;
 
-          const rate = await findPrice(trx, asset.asset, QUOTED_CURRENCY);
-          if (rate === null)
-            throw conflict(
-              `no ${asset.asset}/${QUOTED_CURRENCY} price in the price source: set one and retry`,
-            );
-
           // Whose balance the deposit funds: the holder, or the primary holder when a tenant funded it
           // (issue 5). When the participant may no longer act for the account (not approved, a former tenant)
           // the deposit is recorded as failed and credits nothing, for the operator to resolve.
@@ -430,6 +430,21 @@ export function createFundingService(deps: DomainDeps) {
           );
           // Taken with the row lock the expiry job takes, so a session is never both funded and expired.
           const session = latest ? await repo.lockSession(trx, latest.session_id) : undefined;
+          // The rate a fund quote promised, for a deposit it funds in its asset and label by its expiry;
+          // otherwise the price source's rate now.
+          const honoured =
+            session?.quoted_rate != null &&
+            session.quote_expires_at !== null &&
+            session.fund_asset === asset.fundAsset &&
+            session.account_label === address.account_label &&
+            depositTimestamp <= session.quote_expires_at.getTime()
+              ? session.quoted_rate
+              : null;
+          const rate = honoured ?? (await findPrice(trx, asset.asset, QUOTED_CURRENCY));
+          if (rate === null)
+            throw conflict(
+              `no ${asset.asset}/${QUOTED_CURRENCY} price in the price source: set one and retry`,
+            );
 
           const quantity = new Dec(input.quantity);
           const notional = quantity.times(rate);
@@ -561,20 +576,10 @@ export function createFundingService(deps: DomainDeps) {
       if (owners.some((owner) => owner !== undefined && owner !== platformCode)) {
         throw forbidden('the named resource belongs to another platform');
       }
-      const page = query.page ?? 1;
-      const pageSize = query.page_size ?? 50;
+      const page = pageOf(query);
       const { page: _p, page_size: _s, ...filters } = query;
-      const { rows, count } = await repo.listFundEvents(db, platformCode, filters, {
-        limit: pageSize,
-        offset: (page - 1) * pageSize,
-      });
-      return {
-        message: rows.map(fundEventView),
-        page,
-        page_size: pageSize,
-        total_pages: Math.ceil(count / pageSize),
-        count,
-      };
+      const { rows, count } = await repo.listFundEvents(db, platformCode, filters, page);
+      return { message: rows.map(fundEventView), ...pageFields(page, count) };
     },
   };
 }

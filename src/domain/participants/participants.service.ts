@@ -30,6 +30,7 @@ import {
   lockOnboardingKey,
   ONBOARDING_LOCK,
 } from './participants.repository.ts';
+import { pageFields, pageOf } from '../paging.ts';
 
 export type ParticipantStatus = (typeof PARTICIPANT_STATUS_VALUES)[number];
 
@@ -164,7 +165,6 @@ export interface CreateCustomerResult {
  * retryable 503 (lock_not_available; wire-contract §9: a duplicate in flight may wait, or get a retryable answer).
  */
 const ONBOARDING_LOCK_TIMEOUT = '5s';
-const DEFAULT_PAGE_SIZE = 50;
 
 export function createParticipantsService(deps: DomainDeps) {
   const { db, clock } = deps;
@@ -271,8 +271,7 @@ export function createParticipantsService(deps: DomainDeps) {
      * platform's participant is refused with 403, as a path naming it would be (wire-contract §9).
      */
     async list(platformCode: string, query: ListParticipantsQuery): Promise<ListParticipantsResponse> {
-      const page = query.page ?? 1;
-      const pageSize = query.page_size ?? DEFAULT_PAGE_SIZE;
+      const page = pageOf(query);
       const today = new Date(clock.now());
       const filters = {
         participantCode: query.participant_code,
@@ -286,10 +285,7 @@ export function createParticipantsService(deps: DomainDeps) {
         // Every customer created here is an individual.
         matchesNothing: query.entity_type !== undefined && query.entity_type !== 'individual',
       };
-      const { rows, total } = await listPlatformCustomers(db, platformCode, filters, {
-        limit: pageSize,
-        offset: (page - 1) * pageSize,
-      });
+      const { rows, total } = await listPlatformCustomers(db, platformCode, filters, page);
       if (total === 0) {
         const foreign =
           (filters.participantCode !== undefined &&
@@ -312,10 +308,7 @@ export function createParticipantsService(deps: DomainDeps) {
           limits: [],
           updated_at: row.updated_at.getTime(),
         })),
-        page,
-        page_size: pageSize,
-        total_pages: Math.ceil(total / pageSize),
-        count: total,
+        ...pageFields(page, total),
       };
     },
 

@@ -1,3 +1,4 @@
+import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import type { Executor } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
 import { invalid } from '../errors.ts';
@@ -33,6 +34,9 @@ export function createPricesService(deps: DomainDeps) {
         if (!match) errors.push(`${field}: pair must look like "BTC/USD"`);
         if (typeof price !== 'string' || !isDecimalString(price) || !new Dec(price).gt(0)) {
           errors.push(`${field}: price must be a positive decimal string`);
+        } else if (new Dec(price).decimalPlaces() > AMOUNT_DECIMALS) {
+          // Quotes and trades carry AMOUNT_DECIMALS places: a finer price could only be quoted rounded away.
+          errors.push(`${field}: price must have at most ${AMOUNT_DECIMALS} decimal places`);
         }
         return { underlying: match?.[1] ?? '', quoted_currency: match?.[2] ?? '', price };
       });

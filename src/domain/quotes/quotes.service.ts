@@ -11,7 +11,7 @@ import { Dec, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { QuoteKind } from '../../store/tables/trades.tables.ts';
 import type { DomainDeps } from '../deps.ts';
-import { DomainError, invalid, notFound } from '../errors.ts';
+import { DomainError, forbidden, invalid, notFound } from '../errors.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { findPrice } from '../prices/prices.service.ts';
 import { bookTrade, isUuid, resolveTradingHolder } from '../trades/trades.service.ts';
@@ -135,16 +135,22 @@ export function createQuotesService(deps: DomainDeps) {
       }
     }
     let holder;
+    // wire-contract §9: the input's faults (400) are reported before a refusal of who acts (a former tenant's 403).
+    let refusal: unknown;
     try {
       holder = await resolveTradingHolder(db, platformCode, input.participant_code, input.account_label);
     } catch (error) {
-      if (!(error instanceof DomainError) || error.code !== 'invalid') throw error;
-      errors.push(...error.messages);
+      if (!(error instanceof DomainError)) throw error;
+      if (error.code === 'invalid') errors.push(...error.messages);
+      else if (error.code === 'forbidden') refusal = error;
+      else throw error;
     }
     const sourcePrice = await findPrice(db, asset, input.quoted_currency);
     // Issue 7: a pair without a price cannot be quoted.
     if (sourcePrice === null) errors.push(`underlying: no price for ${asset}/${input.quoted_currency}`);
-    if (errors.length || !holder || sourcePrice === null) throw invalid(...errors);
+    if (errors.length) throw invalid(...errors);
+    if (refusal) throw refusal;
+    if (!holder || sourcePrice === null) throw invalid(...errors);
 
     const spreadBps = toDecimalString(input.spread ?? '0');
     const priced = priceQuote({
@@ -202,6 +208,16 @@ export function createQuotesService(deps: DomainDeps) {
     return db.transaction().execute(async (trx) => {
       const quote = await claimQuoteForExecution(trx, platformCode, kind, quoteId, new Date(clock.now()));
       if (!quote) throw notFound();
+      // A quote can be executed for minutes: whoever it was for must still be allowed to trade on that
+      // account now (a tenant since removed, a participant since locked or closed, a holder since locked),
+      // with the same 400 or 403 that a new quote would get. A refusal rolls the claim back.
+      const now = await resolveTradingHolder(trx, platformCode, quote.participant_code, quote.account_label);
+      // The owner, not the zrn: a customer account opened since under the same label is the same balances.
+      if (now.ownerParticipantCode !== quote.owner_participant_code) {
+        throw forbidden(
+          `participant ${quote.participant_code} no longer acts for the account the quote was made for`,
+        );
+      }
       const trade = await bookTrade(deps, trx, {
         platformCode,
         holder: {

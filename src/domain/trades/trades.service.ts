@@ -26,6 +26,7 @@ import {
   type TradeFilters,
   type TradeWithWithdrawal,
 } from './trades.repository.ts';
+import { pageFields, pageOf } from '../paging.ts';
 
 /**
  * Trades: booking (from an executed quote or by the operator), the settlement state machine
@@ -340,8 +341,7 @@ export function createTradesService(deps: DomainDeps) {
 
     /** `GET /trades` with the vendor's filters, newest first. */
     async list(platformCode: string, query: ListTradesQuery) {
-      const page = query.page ?? 1;
-      const pageSize = query.page_size ?? TRADES_DEFAULT_PAGE_SIZE;
+      const page = pageOf(query, TRADES_DEFAULT_PAGE_SIZE);
       // Fields that are null on all our trades, or that hold the platform's own code: a filter on them
       // either keeps every trade or none.
       const matchesNothing =
@@ -362,7 +362,7 @@ export function createTradesService(deps: DomainDeps) {
         ? fromSettlement[query.settlement_state]
         : undefined;
       if (query.trade_state && settlementTradeState && query.trade_state !== settlementTradeState) {
-        return { rows: [], page, pageSize, count: 0 };
+        return { rows: [], ...pageFields(page, 0) };
       }
       const bounds = {
         gt: timestampBound(query['transaction_timestamp[gt]'], 'gt'),
@@ -383,11 +383,8 @@ export function createTradesService(deps: DomainDeps) {
         atOrBefore: bounds.lte ?? undefined,
         matchesNothing: matchesNothing || Object.values(bounds).includes(null),
       };
-      const { rows, count } = await listPlatformTrades(db, platformCode, filters, {
-        limit: pageSize,
-        offset: (page - 1) * pageSize,
-      });
-      return { rows: rows.map(tradeView), page, pageSize, count };
+      const { rows, count } = await listPlatformTrades(db, platformCode, filters, page);
+      return { rows: rows.map(tradeView), ...pageFields(page, count) };
     },
 
     /** `POST /admin/trades/{trade_id}/advance`: the next state now (DESIGN §3). */

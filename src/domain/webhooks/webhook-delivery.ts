@@ -82,14 +82,14 @@ export interface WebhookDelivery {
   /**
    * Starts this process's dispatcher. Given the database URL, it does its bookkeeping on connections of its
    * own (asynchronous commit), else on `db`; given the process's LISTEN connection, it is woken by new work
-   * (NOTIFY), else it polls. `stopIntake` stops claiming, aborts the attempts under way (recorded as aborted,
-   * due again at once) and gives back every lane held; `close` also releases the HTTP and database
-   * connections.
+   * (NOTIFY), else it polls. `stopIntake` stops claiming and starting attempts, lets the attempts under way
+   * finish for up to `drainMs` (default 0), cuts short those still running then (recorded as aborted, due
+   * again at once), and gives back every lane held; `close` also releases the HTTP and database connections.
    */
   startWorkerSide(
     logger: LaneLogger,
     options?: { databaseUrl?: string; listener?: PgListener },
-  ): { stopIntake(): Promise<void>; close(): Promise<void> };
+  ): { stopIntake(options?: { drainMs?: number }): Promise<void>; close(): Promise<void> };
 }
 
 /** A lane being worked: what the records of its attempts tell about its lease and its state. */
@@ -203,21 +203,60 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     const runs = new Set<LaneRun>();
 
     /**
-     * An operator redelivered a platform's notifications or changed its endpoint: what its lanes in hand were
-     * read with may be out of date (an earlier notification pending again, another URL, secret or
-     * subscription). Each of them being worked stops before its next attempt and is given back, as are those
-     * claimed and not started; the next claims read them afresh. Other platforms' lanes go on. (A NOTIFY takes
-     * milliseconds: an attempt already starting goes out.)
+     * An operator redelivered a platform's notifications or changed its endpoint (null: any platform may
+     * have): what its lanes in hand were read with may be out of date (an earlier notification pending again,
+     * another URL, secret or subscription). Each of them being worked stops before its next attempt and is
+     * given back, as are those claimed and not started; the next claims read them afresh. Other platforms'
+     * lanes go on. (A NOTIFY takes milliseconds: an attempt already starting goes out.)
      */
-    function refreshLanes(platformCode: string): void {
+    function refreshLanes(platformCode: string | null): void {
+      noteChange(platformCode);
+      const concerns = (lane: Lane) => platformCode === null || lane.platformCode === platformCode;
       let lanes = 0;
       for (const run of runs) {
-        if (run.lane.platformCode !== platformCode) continue;
+        if (!concerns(run.lane)) continue;
         run.changed = true;
         lanes++;
       }
-      dispatcher.refresh((lane) => lane.lane.platformCode === platformCode);
-      logger.info({ platformCode, lanes }, 'webhook lanes read afresh after an operator change');
+      dispatcher.refresh((ready) => concerns(ready.lane));
+      if (platformCode !== null)
+        logger.info({ platformCode, lanes }, 'webhook lanes read afresh after an operator change');
+      else if (lanes > 0)
+        logger.info({ lanes }, 'webhook lanes read afresh after the wake-up connection was restored');
+    }
+
+    // The same for the lanes of a claim whose answer is still on its way when the NOTIFY arrives: they are
+    // neither being worked nor ready yet. Changes are counted; a claim notes the count when it is sent, and
+    // its lanes of a platform changed since (or of every platform, after the LISTEN connection was lost and
+    // NOTIFYs may have been missed) are given back instead of worked, to be claimed and read afresh.
+    let changes = 0;
+    let everyPlatformChangedAt = 0;
+    const platformChangedAt = new Map<string, number>();
+    function noteChange(platformCode: string | null): void {
+      changes++;
+      if (platformCode === null) everyPlatformChangedAt = changes;
+      else platformChangedAt.set(platformCode, changes);
+    }
+    const changedSince = (mark: number, lane: Lane) =>
+      everyPlatformChangedAt > mark || (platformChangedAt.get(lane.platformCode) ?? 0) > mark;
+
+    async function claimFresh(limit: number): Promise<repo.ClaimedLane[]> {
+      const mark = changes;
+      const claimed = await repo.claimLanes(bookkeeping, owner, { limit, leaseMs, perLane: HEADS_PER_LANE });
+      if (changes === mark) return claimed;
+      const fresh: repo.ClaimedLane[] = [];
+      const stale: Lane[] = [];
+      for (const c of claimed) {
+        if (changedSince(mark, c.lane)) stale.push(c.lane);
+        else fresh.push(c);
+      }
+      // Given back, due at once; if that fails, they are claimed afresh when their lease expires.
+      if (stale.length > 0) {
+        await repo
+          .releaseLanes(bookkeeping, owner, stale)
+          .catch((err: unknown) => logger.error({ err }, 'webhook lane release failed'));
+      }
+      return fresh;
     }
 
     // Decrypted secrets by ciphertext: a changed secret is a new ciphertext (fresh IV), so an entry never goes
@@ -251,7 +290,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             if (settled.applied) {
               const { status } = result.record;
               if (status === 'delivered')
-                metrics.observeDelivered((Date.now() - result.head.created_at.getTime()) / 1000);
+                metrics.observeDelivered((Date.now() - result.head.round_started_at.getTime()) / 1000);
               if (status === 'dead') metrics.deadLettered();
             } else {
               run.changed = true;
@@ -340,7 +379,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             if (signal.aborted) break;
           }
           if (!(await leaseHeld(run))) break;
-          if (run.changed) break;
+          // The renewal may have taken a while: the worker may be stopping, or the lane changed, meanwhile.
+          if (signal.aborted || run.changed) break;
           const outcome = await attempt(head);
           const newStateToken = randomUUID();
           const again = outcome.status === 'retrying' || outcome.status === 'pending';
@@ -380,7 +420,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       // Started later than this, a lane's renewal (leaseHeld) would have less than LEASE_MARGIN_MS to land
       // before the claim's lease runs out.
       maxReadyAgeMs: leaseMs - LEASE_MARGIN_MS,
-      claim: (limit) => repo.claimLanes(bookkeeping, owner, { limit, leaseMs, perLane: HEADS_PER_LANE }),
+      claim: claimFresh,
       work: workLane,
       release: (lanes) =>
         repo.releaseLanes(
@@ -400,17 +440,29 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         },
         // Notifications may have been missed while disconnected: look for work.
         onConnected: () => dispatcher.wake(),
+        // And an operator's change may have been missed: the lanes in hand are read afresh.
+        onReconnected: () => refreshLanes(null),
       })
       .catch((err: unknown) => logger.error({ err }, 'webhook wake-ups not listened for; polling only'));
 
     let stopped: Promise<void> | null = null;
-    const stopIntake = () =>
+    const stopIntake = ({ drainMs = 0 }: { drainMs?: number } = {}) =>
       (stopped ??= (async () => {
         await listener?.unlisten(repo.LANES_CHANNEL);
-        // The dispatcher stops claiming and its lanes stop at once; the attempts under way are cut short.
+        // The dispatcher stops claiming and its lanes stop before their next attempt. The attempts under way
+        // may finish within drainMs (DESIGN §6: a stopping instance finishes its in-flight work), so that a
+        // restart does not send again what a receiver is answering; those still running then are cut short.
         const lanesStopped = dispatcher.stop();
-        sender.abortAll();
-        await lanesStopped;
+        logger.info(
+          { lanes: runs.size, drainMs },
+          'webhook delivery stopping; attempts under way may finish',
+        );
+        const cut = setTimeout(() => sender.abortAll(), drainMs);
+        try {
+          await lanesStopped;
+        } finally {
+          clearTimeout(cut);
+        }
         await Promise.all(settling);
       })());
     return {

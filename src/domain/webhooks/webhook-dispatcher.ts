@@ -47,7 +47,10 @@ export interface Dispatcher {
    * then claims afresh.
    */
   refresh(concerns: (lane: ReadyLane) => boolean): void;
-  /** Stops claiming, aborts attempts under way (recorded as aborted), gives back every lane it holds. */
+  /**
+   * Stops claiming, signals the lanes being worked to stop before their next attempt, gives back the lanes
+   * not started, and resolves once every lane has stopped.
+   */
   stop(): Promise<void>;
 }
 

@@ -12,7 +12,7 @@ import { queueStats, type QueueStats } from './webhooks.repository.ts';
  * figures are counted by the process that makes the attempts (role worker or all).
  */
 export interface WebhookMetrics {
-  /** Commit (the notification's `created_at`) to its successful delivery. */
+  /** Commit (the notification's `created_at`), or an operator's redelivery, to its successful delivery. */
   observeDelivered(latencySeconds: number): void;
   observeAttempt(outcome: AttemptOutcome, durationSeconds: number): void;
   deadLettered(): void;
@@ -34,7 +34,7 @@ export function createWebhookMetrics(
 ): WebhookMetrics {
   const latency = new Histogram({
     name: 'svc_webhook_delivery_latency_seconds',
-    help: 'Time from a notification being committed to its successful delivery',
+    help: 'Time from a notification being committed (or redelivered by an operator) to its successful delivery',
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600],
     registers: [],
   });

@@ -186,7 +186,7 @@ export async function redeliver(
     with redelivered as (
       update webhook_notifications
       set status = 'pending', status_reason = null, round_attempts = 0, next_attempt_at = now(),
-          dead_at = null, state_token = gen_random_uuid()
+          dead_at = null, state_token = gen_random_uuid(), redelivered_at = now()
       where ${sql.join(conditions, sql` and `)}
       returning platform_code, resource_key
     ), woken as (${wakeLanes(sql`redelivered`)})
@@ -230,6 +230,8 @@ export interface LaneHead {
   secret_ciphertext: Buffer | null;
   /** Why this platform does not get it (webhook_skip_reason), or null. */
   skip_reason: string | null;
+  /** When its current round began: its commit, or the operator's latest redelivery (migration 0012). */
+  round_started_at: Date;
 }
 
 export interface ClaimedLane {
@@ -334,7 +336,7 @@ export interface AttemptRecord {
 
 /** The result of one attempt (or skip) of a lane's notification, to be recorded. */
 export interface AttemptResultRecord {
-  head: Pick<LaneHead, 'notification_id' | 'state_token' | 'created_at'>;
+  head: Pick<LaneHead, 'notification_id' | 'state_token' | 'round_started_at'>;
   /** The state token the notification gets if the record applies (chosen by the caller, so it can go on). */
   newStateToken: string;
   record: AttemptRecord;
@@ -434,5 +436,68 @@ export async function queueStats(db: Executor): Promise<QueueStats> {
     retrying: Number(row.retrying),
     dead: Number(row.dead),
     oldestPendingAgeSeconds: Math.max(0, Number(row.oldest_age ?? 0)),
+  };
+}
+
+// --- retention ------------------------------------------------------------------------------------------
+
+export interface PurgeBatch {
+  purged: number;
+  /** The last seq looked at (where the next batch starts); `afterSeq` when there was nothing after it. */
+  lastSeq: number;
+  /** How many notifications the batch looked at (fewer than asked: the end of the table). */
+  scanned: number;
+  /** The batch reached notifications recorded at or after `before`: the purge is done. */
+  reachedNewer: boolean;
+}
+
+/**
+ * One batch of the retention purge: the `batch` oldest notifications after `afterSeq` in commit order (seq's
+ * unique index, which follows created_at but for transactions that ran long), of which those recorded and
+ * delivered (if they were) before `before`, and delivered or skipped, are deleted, with their attempts kept
+ * from before 0011. Dead and undelivered ones stay. A notification being changed (an operator's redelivery)
+ * is skipped, not waited for: the next run takes it if it still qualifies.
+ */
+export async function purgeFinishedNotifications(
+  db: Executor,
+  before: Date,
+  afterSeq: number,
+  batch: number,
+): Promise<PurgeBatch> {
+  const { rows } = await sql<{
+    purged: number;
+    last_seq: number | null;
+    scanned: number;
+    newer: boolean | null;
+  }>`
+    with scanned as (
+      select notification_id, seq, created_at < ${before} as old
+      from webhook_notifications
+      where seq > ${afterSeq}::bigint
+      order by seq
+      limit ${batch}
+    ), purgeable as (
+      select n.notification_id
+      from webhook_notifications n
+      join scanned s using (notification_id)
+      -- One redelivered since is kept for the retention after its latest redelivery or delivery.
+      where s.old and n.status in ('delivered', 'skipped')
+        and greatest(n.created_at, n.delivered_at, n.redelivered_at) < ${before}
+      for update of n skip locked
+    ), attempts as (
+      delete from webhook_attempts_before_0011 a using purgeable p where a.notification_id = p.notification_id
+    ), purged as (
+      delete from webhook_notifications n using purgeable p
+      where n.notification_id = p.notification_id
+      returning 1
+    )
+    select (select count(*) from purged) as purged, (select max(seq) from scanned) as last_seq,
+      (select count(*) from scanned) as scanned, (select bool_or(not old) from scanned) as newer`.execute(db);
+  const row = rows[0]!;
+  return {
+    purged: row.purged,
+    lastSeq: row.last_seq ?? afterSeq,
+    scanned: row.scanned,
+    reachedNewer: row.newer === true,
   };
 }

@@ -9,6 +9,7 @@ import { findPlatform } from '../platforms/platforms.repository.ts';
 import { createWebhookDelivery } from './webhook-delivery.ts';
 import { createWebhookMetrics } from './webhooks.metrics.ts';
 import * as repo from './webhooks.repository.ts';
+import { pageFields, pageOf } from '../paging.ts';
 
 /**
  * Operator control of webhooks (DESIGN §3, issue 4 point 2): per platform one URL, an optional secret
@@ -85,7 +86,6 @@ export interface RedeliverSinceInput {
   status?: string[];
 }
 
-const DEFAULT_PAGE_SIZE = 50;
 const MAX_URL_IN_MESSAGE = 200;
 
 const quote = (value: string) =>
@@ -107,9 +107,13 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     errors.push(`${field}: ${quote(raw)} must use http or https, not ${url.protocol.replace(/:$/, '')}`);
   }
-  if (!url.hostname) errors.push(`${field}: ${quote(raw)} has no host`);
+  // "http:///path" parses with the path's first segment as the host: not what was meant.
+  if (!url.hostname || !/^[a-z][a-z0-9+.-]*:\/\/[^/]/i.test(raw))
+    errors.push(`${field}: ${quote(raw)} has no host`);
+  if (url.port === '0') errors.push(`${field}: ${quote(raw)} names port 0, where nothing can listen`);
   if (url.username || url.password) errors.push(`${field}: ${quote(raw)} must not contain credentials`);
-  if (url.hash) errors.push(`${field}: ${quote(raw)} must not contain a fragment`);
+  // An empty fragment ("…/hooks#") leaves url.hash empty but stays in href.
+  if (url.hash || url.href.includes('#')) errors.push(`${field}: ${quote(raw)} must not contain a fragment`);
   if (url.href.length > MAX_WEBHOOK_URL_LENGTH) {
     errors.push(
       `${field}: is ${url.href.length} characters once normalised (percent-encoded); at most ${MAX_WEBHOOK_URL_LENGTH}`,
@@ -140,6 +144,11 @@ function checkStatus(value: string, field: string): string[] {
 }
 
 const ms = (date: Date | null) => (date ? date.getTime() : null);
+
+/** The hourly job that purges delivered and skipped notifications past their retention. */
+export const PURGE_NOTIFICATIONS_TASK = 'webhooks.purge_finished';
+/** Notifications looked at per purge statement (each its own transaction, so locks stay short). */
+const PURGE_BATCH = 5_000;
 
 export function createWebhooksService(deps: DomainDeps) {
   const { db } = deps;
@@ -292,19 +301,12 @@ export function createWebhooksService(deps: DomainDeps) {
         payloadType: query.payload_type,
         resourceKey: query.resource_key,
       };
-      const page = query.page ?? 1;
-      const pageSize = query.page_size ?? DEFAULT_PAGE_SIZE;
+      const page = pageOf(query);
       const [count, rows] = await Promise.all([
         repo.countNotifications(db, filter),
-        repo.listNotifications(db, filter, { limit: pageSize, offset: (page - 1) * pageSize }),
+        repo.listNotifications(db, filter, page),
       ]);
-      return {
-        items: await withAttempts(rows),
-        page,
-        page_size: pageSize,
-        total_pages: Math.ceil(count / pageSize),
-        count,
-      };
+      return { items: await withAttempts(rows), ...pageFields(page, count) };
     },
 
     getNotification,
@@ -335,6 +337,28 @@ export function createWebhooksService(deps: DomainDeps) {
         payloadTypes: endpoint.payload_types,
       });
       return { redelivered };
+    },
+
+    /**
+     * Deletes the delivered and skipped notifications recorded more than SVC_WEBHOOK_RETENTION_DAYS ago,
+     * oldest first, in batches of `batch`; dead and undelivered ones stay. Stops between two batches once
+     * `signal` is aborted (the worker is stopping: the next run goes on). Returns how many it deleted.
+     */
+    async purgeFinished({
+      batch = PURGE_BATCH,
+      signal,
+    }: { batch?: number; signal?: AbortSignal } = {}): Promise<number> {
+      const { retentionMs } = deps.config.webhooks;
+      if (retentionMs === null) return 0;
+      const before = new Date(deps.clock.now() - retentionMs);
+      let purged = 0;
+      let afterSeq = 0;
+      for (;;) {
+        const step = await repo.purgeFinishedNotifications(db, before, afterSeq, batch);
+        purged += step.purged;
+        if (step.reachedNewer || step.scanned < batch || signal?.aborted) return purged;
+        afterSeq = step.lastSeq;
+      }
     },
   };
 }

@@ -23,6 +23,12 @@ export interface ReadinessCheck {
  */
 const READINESS_TIMEOUT_MS = 2_000;
 
+interface Readiness {
+  ready: boolean;
+  status: 'ready' | 'degraded' | 'not ready';
+  checks: Record<string, boolean>;
+}
+
 /** DESIGN §6: liveness, readiness (database and, when configured, Redis) and Prometheus metrics. */
 export async function opsRoutes(
   app: FastifyInstance,
@@ -30,7 +36,20 @@ export async function opsRoutes(
 ) {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
 
+  // Probes that arrive while a check runs share it. /readyz is public and behind no limiter (load balancers
+  // call it from their own addresses), and each check costs a database statement and a Redis round trip:
+  // a flood of concurrent probes is one check at a time, not one each. (An answer is never reused after its
+  // check: a probe right after an outage begins must see it.)
+  let running: Promise<Readiness> | null = null;
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    running ??= checkReadiness().finally(() => {
+      running = null;
+    });
+    const { ready, status, checks } = await running;
+    return reply.code(ready ? 200 : 503).send({ status, checks });
+  });
+
+  async function checkReadiness(): Promise<Readiness> {
     const checks: Record<string, boolean> = {};
     checks.database = await within(sql`select 1`.execute(options.db), READINESS_TIMEOUT_MS).then(
       () => true,
@@ -44,9 +63,8 @@ export async function opsRoutes(
       if (!ok && extra.required !== false) ready = false;
       if (!ok && extra.required === false) degraded = true;
     }
-    const status = !ready ? 'not ready' : degraded ? 'degraded' : 'ready';
-    return reply.code(ready ? 200 : 503).send({ status, checks });
-  });
+    return { ready, status: !ready ? 'not ready' : degraded ? 'degraded' : 'ready', checks };
+  }
 
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
     return reply.type(options.registry.contentType).send(await options.registry.metrics());

@@ -19,11 +19,8 @@ export async function tradesRoutes(app: FastifyInstance, { trades }: { trades: T
       },
     },
     async (request) => {
-      const { rows, page, pageSize, count } = await trades.list(
-        callerOf(request).platformCode,
-        request.query,
-      );
-      return { message: rows, page, page_size: pageSize, total_pages: Math.ceil(count / pageSize), count };
+      const { rows, ...paging } = await trades.list(callerOf(request).platformCode, request.query);
+      return { message: rows, ...paging };
     },
   );
 

@@ -14,6 +14,7 @@ export type {
   ListAccountsResponse,
   PendingTenantChange,
 } from '../../contract/accounts.schemas.ts';
+import { pathSegment } from '../path-segment.ts';
 
 /** The body of a 202: the request was accepted, the change is applied later (spec 3.2). */
 export type AcceptedResponse = Record<string, never>;
@@ -22,7 +23,7 @@ type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
 /** A zrn in a path: `:` is sent as `%3A`, which the service accepts and signs as sent (wire-contract §1). */
 function accountPath(zrn: string, rest: string): string {
-  return `/accounts/${encodeURIComponent(zrn)}${rest}`;
+  return `/accounts/${pathSegment(zrn, 'zrn')}${rest}`;
 }
 
 /**
@@ -124,7 +125,7 @@ export class AccountsResource {
   removeTenant(zrn: string, tenant: string, options: CallOptions = {}): Promise<AcceptedResponse> {
     return this.client.request<AcceptedResponse>(
       'DELETE',
-      accountPath(zrn, `/tenants/${encodeURIComponent(tenant)}`),
+      accountPath(zrn, `/tenants/${pathSegment(tenant, 'tenant')}`),
       options,
       {
         idempotenceCheck: async () => {

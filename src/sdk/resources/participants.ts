@@ -26,6 +26,7 @@ import {
   DATA_USED_WITH_DIFFERENT_REQUEST_ID,
   EMAIL_ALREADY_EXISTS,
 } from '../../contract/participants.schemas.ts';
+import { pathSegment } from '../path-segment.ts';
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
@@ -162,7 +163,7 @@ export class ParticipantsResource {
   async getByEmail(email: string, options: CallOptions = {}): Promise<ParticipantByEmail> {
     const response = await this.client.request<{ message: ParticipantByEmail }>(
       'GET',
-      `/participants/${encodeURIComponent(email)}`,
+      `/participants/${pathSegment(email, 'email')}`,
       options,
     );
     return response.message;

@@ -13,6 +13,7 @@ export type {
   TradeState,
   TradeStatusNotification,
 } from '../../contract/trades.schemas.ts';
+import { pathSegment } from '../path-segment.ts';
 export { TRADE_NOTIFICATION_OMITTED_FIELDS, TRADE_STATES } from '../../contract/trades.schemas.ts';
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
@@ -66,7 +67,7 @@ export class TradesResource {
   async get(tradeId: string, options: CallOptions = {}): Promise<Trade> {
     const response = await this.client.request<{ message: Trade }>(
       'GET',
-      `/trades/${encodeURIComponent(tradeId)}`,
+      `/trades/${pathSegment(tradeId, 'tradeId')}`,
       options,
     );
     return response.message;

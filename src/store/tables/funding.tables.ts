@@ -40,6 +40,9 @@ export interface FundingSessionsTable {
   opened_at: ColumnType<Date, Date | string, never>;
   expires_at: ColumnType<Date | null, Date | string | null | undefined, never>;
   expired_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** Fund quote sessions (migration 0013): the rate quoted, honoured for deposits made by quote_expires_at. */
+  quoted_rate: ColumnType<string | null, string | null | undefined, never>;
+  quote_expires_at: ColumnType<Date | null, Date | null | undefined, never>;
 }
 
 export type FundEventKind = 'deposit' | 'session_expired';

@@ -1,0 +1,12 @@
+/**
+ * A value sent as one segment of a request path (a zrn, a trade id, an email, a participant code),
+ * percent-encoded. `.` and `..` (and an empty value) are refused: `encodeURIComponent` leaves dots alone and
+ * the URL parser would then drop or climb the segment, so the request would go to another route than the
+ * one named, signed for a target it no longer has.
+ */
+export function pathSegment(value: string, name: string): string {
+  if (value === '' || value === '.' || value === '..') {
+    throw new TypeError(`${name}: ${JSON.stringify(value)} cannot be sent as a path segment`);
+  }
+  return encodeURIComponent(value);
+}

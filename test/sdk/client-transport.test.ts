@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { createClient, SvcError, SvcServerError } from 'svc-platform/sdk';
+
+/**
+ * The SDK's transport against real local HTTP servers: a redirect is an error, never followed with the
+ * credentials; a call's `retry: false` means one send, and a client's `false` is not undone by a call's
+ * other options.
+ */
+interface Recorder {
+  url: string;
+  requests: Array<{ method: string; url: string; headers: IncomingHttpHeaders }>;
+  server: Server;
+}
+
+async function serve(answer: (res: import('node:http').ServerResponse) => void): Promise<Recorder> {
+  const requests: Recorder['requests'] = [];
+  const server = createServer((req, res) => {
+    requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    req.resume();
+    req.on('end', () => answer(res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, server };
+}
+
+let elsewhere: Recorder;
+let redirecting: Recorder;
+let unavailable: Recorder;
+before(async () => {
+  elsewhere = await serve((res) =>
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"message":{}}'),
+  );
+  redirecting = await serve((res) => res.writeHead(307, { location: `${elsewhere.url}/stolen` }).end());
+  unavailable = await serve((res) =>
+    res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"Service Unavailable"}'),
+  );
+});
+after(async () => {
+  for (const r of [elsewhere, redirecting, unavailable])
+    await new Promise((resolve) => r?.server.close(resolve));
+});
+
+const credentials = { apiKey: 'key-1', apiSecret: 'c2VjcmV0', passphrase: 'PASSPHRASE-SECRET' };
+const noWaiting = { sleep: async () => {} };
+
+test('a redirect is an error naming where it pointed; the credentials are not sent on', async () => {
+  const client = createClient({ baseUrl: redirecting.url, ...credentials, retry: noWaiting });
+  const error = await client.http
+    .request('POST', '/client_auth_token', { body: { participant_code: 'ABC123', permissions: ['fwc'] } })
+    .then(
+      () => assert.fail('expected an error'),
+      (e: unknown) => e,
+    );
+  assert.ok(error instanceof SvcError, String(error));
+  assert.equal(error.status, 307);
+  assert.match(error.message, new RegExp(`redirected to ${elsewhere.url}/stolen`));
+  assert.equal(redirecting.requests.length, 1, 'sent once, not resent');
+  assert.equal(elsewhere.requests.length, 0, 'nothing reached where the redirect pointed');
+});
+
+test("a call's retry: false is one send, whatever the client's retry options", async () => {
+  const client = createClient({ baseUrl: unavailable.url, ...credentials, retry: noWaiting });
+  const before = unavailable.requests.length;
+  await assert.rejects(client.http.request('GET', '/trades', { retry: false }), SvcServerError);
+  assert.equal(unavailable.requests.length - before, 1);
+  // Without it, a 503 on a GET is resent (spec 7.1): 1 + 3.
+  await assert.rejects(client.http.request('GET', '/trades'), SvcServerError);
+  assert.equal(unavailable.requests.length - before, 5);
+});
+
+test('a client made with retry: false stays without resends when a call sets other retry options', async () => {
+  const client = createClient({ baseUrl: unavailable.url, ...credentials, retry: false });
+  const before = unavailable.requests.length;
+  await assert.rejects(
+    client.http.request('GET', '/trades', { retry: { allowRequote: true, ...noWaiting } }),
+    SvcServerError,
+  );
+  assert.equal(unavailable.requests.length - before, 1);
+  // A call that asks for resends itself gets them.
+  await assert.rejects(
+    client.http.request('GET', '/trades', { retry: { maxRetries: 2, ...noWaiting } }),
+    SvcServerError,
+  );
+  assert.equal(unavailable.requests.length - before, 4);
+});
+
+test('an id of "." or ".." is refused before sending: the URL parser would send it to another route', async () => {
+  const client = createClient({ baseUrl: unavailable.url, ...credentials, retry: false });
+  const before = unavailable.requests.length;
+  for (const id of ['.', '..', '']) {
+    await assert.rejects(
+      client.trades.get(id),
+      (e: unknown) => e instanceof TypeError && /tradeId/.test(String(e)),
+    );
+    await assert.rejects(
+      client.accounts.details(id),
+      (e: unknown) => e instanceof TypeError && /zrn/.test(String(e)),
+    );
+    await assert.rejects(
+      client.participants.getByEmail(id),
+      (e: unknown) => e instanceof TypeError && /email/.test(String(e)),
+    );
+  }
+  assert.equal(unavailable.requests.length, before, 'nothing was sent');
+});
