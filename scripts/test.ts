@@ -8,7 +8,8 @@ import { startEmbeddedPostgres } from '../src/store/embedded-postgres.ts';
  * `npm test`: runs every test file with node's test runner. Without DATABASE_URL it first starts an
  * embedded PostgreSQL (the same zero-setup path as `npm start`), so the suite runs on a fresh machine.
  * Without REDIS_URL the Redis-backed tests skip and say why.
- * Arguments narrow the run: `npm test -- test/http` runs the files under test/http.
+ * Arguments narrow the run: `npm test -- test/http` runs the files under test/http. SVC_TEST_CONCURRENCY
+ * (2) sets how many files run at once, SVC_TEST_TIMEOUT_MS (600000) how long one file may take.
  */
 function testFiles(roots: string[]): string[] {
   const files: string[] = [];
@@ -43,9 +44,21 @@ async function main(): Promise<number> {
   }
   if (!env.REDIS_URL) process.stdout.write('REDIS_URL not set: Redis-backed tests will be skipped\n');
   const concurrency = env.SVC_TEST_CONCURRENCY ?? '2';
+  // A hang must fail the run, not use up CI's time: --test-force-exit ends a file whose tests are done
+  // but whose handles are still open (a leaked connection once kept a file, and CI, waiting for good),
+  // and --test-timeout bounds each test and, on Node 20, each file as a whole.
+  const timeoutMs = env.SVC_TEST_TIMEOUT_MS ?? '600000';
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...files],
+    [
+      '--import',
+      'tsx',
+      '--test',
+      `--test-concurrency=${concurrency}`,
+      '--test-force-exit',
+      `--test-timeout=${timeoutMs}`,
+      ...files,
+    ],
     {
       env,
       stdio: 'inherit',

@@ -18,6 +18,7 @@ import {
   rateLimitRedisOptions,
 } from '../../src/domain/ratelimit/redis-rate-limit.store.ts';
 import type { RateLimitDecision, RateLimitLogger } from '../../src/domain/ratelimit/rate-limiter.ts';
+import { startRedisMonitor } from '../helpers/redis-monitor.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 
 const REDIS_URL = process.env.REDIS_URL;
@@ -73,11 +74,9 @@ class CapturingLogger implements RateLimitLogger {
 
 /** Counts, via MONITOR, the rate-limit script calls Redis runs for one key prefix and the requests they decide. */
 async function monitorScripts(prefix: string) {
-  await client().ping(); // connected first: a connection still starting up confuses ioredis' MONITOR
-  const monitor = await client().monitor();
   const seen = { calls: 0, decisions: 0 };
   let marker = '';
-  monitor.on('monitor', (_time: string, args: string[]) => {
+  const monitor = await startRedisMonitor(REDIS_URL!, (args) => {
     // EVALSHA sha|script 0 prefix limit window block now ip…: one IP per request decided.
     const [command] = args;
     if ((command === 'evalsha' || command === 'eval') && args[3] === prefix) {
@@ -94,7 +93,7 @@ async function monitorScripts(prefix: string) {
       await until(() => marker === token, 'MONITOR to catch up');
       return { ...seen };
     },
-    close: () => monitor.disconnect(),
+    close: () => monitor.close(),
   };
 }
 
