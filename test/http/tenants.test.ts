@@ -6,6 +6,7 @@ import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
 import { assertOtherPlatformForbidden } from '../helpers/ownership.ts';
 import { accountsJobRunner } from '../helpers/accounts-jobs.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { executeLiquidity, liquidityQuote, setPrices } from '../helpers/trades-fixtures.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
 
 /**
@@ -533,6 +534,64 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     });
     assert.equal(again.status, 202, JSON.stringify(again.body));
     await runJobs();
+  });
+
+  test('an add that is pending while its participant comes to hold balances of its own under the label is refused when applied, and so is a removal after it', async () => {
+    const platform = await svc.newPlatform();
+    const target = await newAccount(platform, 'general');
+    const member = await newMember(platform);
+    const client = target.platform.client;
+    const added = await client.send('POST', tenantsPath(target.zrn), { body: { participant_code: member } });
+    assert.equal(added.status, 202, JSON.stringify(added.body));
+    const removed = await client.send('DELETE', tenantsPath(target.zrn, member));
+    assert.equal(removed.status, 202, JSON.stringify(removed.body));
+    // Until the add takes effect, the participant named with the label acts for itself: this lands on its own.
+    await svc.admin.post('/balances', {
+      participant_code: member,
+      account_label: 'general',
+      asset: 'USD',
+      amount: '100',
+    });
+    const notesBefore = (await accountNotifications(target.zrn)).length;
+
+    await runJobs();
+    const details = await target.accounts.details(target.zrn);
+    assert.deepEqual(details.tenants, [], 'the add did not take effect');
+    assert.deepEqual(details.pending_tenant_changes, [], 'both changes are settled');
+    // Each settled change is told as an applied one would be (spec 4.2: confirm by the account webhook).
+    const notes = await accountNotifications(target.zrn);
+    assert.equal(notes.length, notesBefore + 2);
+    assert.deepEqual(notes.at(-1)!.tenants, []);
+    const settled = await svc.runtime.store.db
+      .selectFrom('tenant_changes')
+      .select(['change', 'applied_at', 'refused_reason'])
+      .where('zrn', '=', target.zrn)
+      .orderBy('seq')
+      .execute();
+    assert.deepEqual(
+      settled.map((c) => [c.change, c.applied_at !== null]),
+      [
+        ['add', true],
+        ['remove', true],
+      ],
+    );
+    assert.match(
+      settled[0]!.refused_reason!,
+      new RegExp(`participant ${member} came to hold balances of its own`),
+    );
+    assert.match(settled[1]!.refused_reason!, /its addition was refused/);
+    // Not a former tenant: its own funds under the label stay in reach (a tenancy would have hidden them,
+    // and the removal after it would have made the participant's requests 403).
+    await setPrices(svc, { 'ETH/USD': '3000' });
+    const quote = await liquidityQuote(platform.client, {
+      participant_code: member,
+      account_label: 'general',
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      quantity: '0.01',
+    });
+    await executeLiquidity(platform.client, quote.quote_id);
   });
 
   test('every route that names an account refuses another platform with 403 (spec 5.4)', async () => {

@@ -91,6 +91,7 @@ async function lookUp(
         .where('tc.account_label', '=', accountLabel)
         .where('tc.change', '=', 'remove')
         .where('tc.applied_at', 'is not', null)
+        .where('tc.refused_reason', 'is', null)
         .orderBy('tc.seq', 'desc')
         .limit(1)
         .as('removed_from'),

@@ -33,3 +33,12 @@ export function oldestPendingChange(trx: Trx, platformCode: string, zrn: string)
 export async function markChangeApplied(trx: Trx, changeId: string, at: Date): Promise<void> {
   await trx.updateTable('tenant_changes').set({ applied_at: at }).where('change_id', '=', changeId).execute();
 }
+
+/** Settles the change without it taking effect (migration 0014). */
+export async function markChangeRefused(trx: Trx, changeId: string, at: Date, reason: string): Promise<void> {
+  await trx
+    .updateTable('tenant_changes')
+    .set({ applied_at: at, refused_reason: reason })
+    .where('change_id', '=', changeId)
+    .execute();
+}

@@ -5,6 +5,7 @@ import type { DomainDeps } from '../deps.ts';
 import { conflict, forbidden, invalid, notFound } from '../errors.ts';
 import { codeOnOtherPlatform, findPlatformParticipant } from '../participants/participants.repository.ts';
 import { ACCOUNT_TASKS } from './accounts.jobs.ts';
+import { withBalancesUnder } from './balance-accounts.repository.ts';
 import {
   activateMembership,
   deleteTenantMembership,
@@ -24,13 +25,16 @@ import {
   insertTenantChange,
   listPendingChanges,
   markChangeApplied,
+  markChangeRefused,
   oldestPendingChange,
+  type TenantChangeRow,
 } from './tenants.repository.ts';
 
 /**
  * Tenants of customer accounts (spec 2.1, 3.2, 4.1, 4.2). Adding and removing are accepted synchronously,
  * where every fact is known (validation, ownership, existence, business rules), and applied by a job: the
- * 202 means accepted, not in effect (spec 3.2). Acceptances and applications of one account serialise on a
+ * 202 means accepted, not in effect (spec 3.2). The job refuses the one change whose rule can stop holding
+ * meanwhile (see `refusal`). Acceptances and applications of one account serialise on a
  * lock of the account row, so changes take effect in acceptance order (tenant_changes.seq).
  */
 export function createTenantsService(deps: DomainDeps) {
@@ -55,16 +59,45 @@ export function createTenantsService(deps: DomainDeps) {
       const change = await oldestPendingChange(trx, platformCode, zrn);
       if (!change) return false;
       const at = new Date(clock.now());
-      if (change.change === 'add') {
-        await activateMembership(trx, platformCode, zrn, change.participant_code, at);
+      const refused = await refusal(trx, change);
+      if (refused !== null) {
+        // Settled without taking effect; a refused add leaves no tenancy, pending or not.
+        if (change.change === 'add')
+          await deleteTenantMembership(trx, platformCode, zrn, change.participant_code);
+        await markChangeRefused(trx, change.change_id, at, refused);
       } else {
-        await deleteTenantMembership(trx, platformCode, zrn, change.participant_code);
+        if (change.change === 'add') {
+          await activateMembership(trx, platformCode, zrn, change.participant_code, at);
+        } else {
+          await deleteTenantMembership(trx, platformCode, zrn, change.participant_code);
+        }
+        await markChangeApplied(trx, change.change_id, at);
       }
-      await markChangeApplied(trx, change.change_id, at);
-      // wire-contract §5: the account notification, when a tenant change takes effect, commits with it.
+      // wire-contract §5: the account notification, when a tenant change is settled, commits with it (spec
+      // 4.2: platforms confirm the tenant set by it, so they learn of a refusal the same way).
       await recordAccountNotification(trx, account);
       return true;
     });
+  }
+
+  /**
+   * Why an accepted change cannot take effect, or null. An add whose participant came to hold balances of its
+   * own under the label while the add was pending (until it takes effect, requests naming the participant
+   * with the label act for the participant itself): as a tenant it could not reach them, which is why such an
+   * add is refused when requested (409). A removal that followed a refused add: there is no tenancy to end.
+   */
+  async function refusal(trx: Trx, change: TenantChangeRow): Promise<string | null> {
+    const { platform_code: platformCode, participant_code: participant, account_label: label } = change;
+    if (change.change === 'add') {
+      const holding = await withBalancesUnder(trx, platformCode, [participant], label);
+      return holding.length === 0
+        ? null
+        : `participant ${participant} came to hold balances of its own under account_label ${label} while its addition was pending; as a tenant under that label it could not reach them`;
+    }
+    const membership = await findMembership(trx, platformCode, participant, label);
+    return membership?.zrn === change.zrn && membership.role === 'tenant'
+      ? null
+      : `participant ${participant} is not a tenant of account ${change.zrn}: its addition was refused`;
   }
 
   return {

@@ -42,7 +42,9 @@ export interface TenantChangesTable {
   account_label: string;
   change: TenantChangeKind;
   accepted_at: ColumnType<Date, Date | string, never>;
+  /** When the change was settled: it took effect, or it was refused (refused_reason, migration 0014). */
   applied_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  refused_reason: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Also the column 0003 adds to customer_accounts (see foundation.tables.ts for the rest of it). */
