@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import { applyMovements } from '../../src/domain/balances/balances.service.ts';
+import { lockParticipantFunding } from '../../src/domain/funding/funding.repository.ts';
 import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
 import { assertOtherPlatformForbidden } from '../helpers/ownership.ts';
@@ -592,6 +595,108 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
       quantity: '0.01',
     });
     await executeLiquidity(platform.client, quote.quote_id);
+  });
+
+  test('a tenant an account is created with is left out if it came to hold balances of its own under the label meanwhile', async () => {
+    const platform = await svc.newPlatform();
+    const holder = await newMember(platform);
+    const [kept, funded] = [await newMember(platform), await newMember(platform)];
+    const created = await platform.client.send('POST', '/accounts', {
+      body: {
+        participant_code: holder,
+        account_label: 'shared',
+        type: 'jtic',
+        tier: 'pro',
+        tenants: [kept, funded],
+      },
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    await svc.admin.post('/balances', {
+      participant_code: funded,
+      account_label: 'shared',
+      asset: 'USD',
+      amount: '100',
+    });
+
+    await runJobs();
+    const accounts = new AccountsResource(platform.client);
+    const listed = await svc.runtime.store.db
+      .selectFrom('customer_accounts')
+      .select('zrn')
+      .where('participant_code', '=', holder)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual((await accounts.details(listed.zrn)).tenants, [kept]);
+    const refused = await svc.runtime.store.db
+      .selectFrom('tenant_changes')
+      .select(['participant_code', 'change', 'refused_reason'])
+      .where('zrn', '=', listed.zrn)
+      .execute();
+    assert.equal(refused.length, 1);
+    assert.equal(refused[0]!.participant_code, funded);
+    assert.match(
+      refused[0]!.refused_reason!,
+      new RegExp(`participant ${funded} came to hold balances of its own`),
+    );
+    // Its own funds stay in reach; the other tenant acts for the account.
+    await setPrices(svc, { 'ETH/USD': '3000' });
+    const BUY = { side: 'buy', underlying: 'ETH', quoted_currency: 'USD', quantity: '0.01' };
+    const own = await liquidityQuote(platform.client, {
+      ...BUY,
+      participant_code: funded,
+      account_label: 'shared',
+    });
+    await executeLiquidity(platform.client, own.quote_id);
+  });
+
+  test('a deposit in flight while a pending add is applied is waited for: the add is refused, not applied over it', async () => {
+    const f = await newAccount();
+    const member = await newMember(f.platform);
+    const platformCode = f.platform.platform.platform_code;
+    await f.accounts.addTenant(f.zrn, member);
+    const db = svc.runtime.store.db;
+    // What recordDeposit does for a participant that acts for itself: the funding lock first, then the credit;
+    // its transaction is held open until released.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let credited!: () => void;
+    const creditMade = new Promise<void>((resolve) => (credited = resolve));
+    const deposit = db.transaction().execute(async (trx) => {
+      await lockParticipantFunding(trx, member);
+      await applyMovements(trx, { runId: randomUUID(), runType: 'deposit', timestamp: Date.now() }, [
+        {
+          platformCode,
+          participantCode: member,
+          accountLabel: 'general',
+          asset: 'USD',
+          change: '100',
+          movementType: 'deposit',
+        },
+      ]);
+      credited();
+      await released;
+    });
+    await creditMade;
+    const applying = svc.runtime.services.tenants.applyPending(platformCode, f.zrn);
+    // The job either finishes (it did not wait for the deposit) or is seen waiting for the funding lock.
+    const waiting = async () => {
+      for (;;) {
+        const { rows } = await sql<{ n: number }>`
+          select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`.execute(db);
+        if (rows[0]!.n > 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    };
+    await Promise.race([applying, waiting()]);
+    release();
+    await Promise.all([deposit, applying]);
+    assert.deepEqual((await f.accounts.details(f.zrn)).tenants, [], 'the add was refused');
+    const own = await db
+      .selectFrom('balance_accounts')
+      .select('balance')
+      .where('participant_code', '=', member)
+      .where('account_label', '=', 'general')
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(own.balance), 100);
   });
 
   test('every route that names an account refuses another platform with 403 (spec 5.4)', async () => {

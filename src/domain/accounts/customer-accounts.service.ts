@@ -21,6 +21,7 @@ import {
   type DomainError,
 } from '../errors.ts';
 import { findParticipant, findPlatformParticipant } from '../participants/participants.repository.ts';
+import { lockParticipantFunding } from '../funding/funding.repository.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 import { findActingAccount, resolveAccountHolder } from './account-holder.ts';
 import { ACCOUNT_TASKS } from './accounts.jobs.ts';
@@ -32,6 +33,7 @@ import {
 import {
   accountExists,
   activateAccountMemberships,
+  deleteTenantMembership,
   findCreationRequest,
   findMemberships,
   findPlatformAccount,
@@ -43,7 +45,7 @@ import {
   type CustomerAccountRow,
   type MembershipRow,
 } from './customer-accounts.repository.ts';
-import { listPendingChanges, type TenantChangeRow } from './tenants.repository.ts';
+import { insertTenantChange, listPendingChanges, type TenantChangeRow } from './tenants.repository.ts';
 import { pageFields, pageOf } from '../paging.ts';
 
 export type { CustomerAccountDetails } from '../../contract/accounts.schemas.ts';
@@ -139,6 +141,27 @@ export async function refuseTenantsWithOwnBalances(
   throw conflict(
     `${field}: participant ${holding.join(', ')} holds balances of its own under account_label ${accountLabel}; as a tenant under that label it could not reach them`,
   );
+}
+
+/**
+ * Of the participants whose pending tenancy under the label is about to take effect, those that came to hold
+ * balances of their own there meanwhile (until then, named with the label, they act for themselves). Their
+ * deposits are held off until the caller's transaction ends (the funding lock a deposit takes first), so one
+ * in flight is either seen here or, committed after, credits the account it then acts for.
+ */
+export async function holdingOwnBalancesNow(
+  trx: Trx,
+  platformCode: string,
+  participantCodes: string[],
+  accountLabel: string,
+): Promise<string[]> {
+  for (const code of [...participantCodes].sort()) await lockParticipantFunding(trx, code);
+  return withBalancesUnder(trx, platformCode, participantCodes, accountLabel);
+}
+
+/** Why a pending tenancy is settled without taking effect (tenant_changes.refused_reason, migration 0014). */
+export function ownBalancesRefusal(participantCode: string, accountLabel: string): string {
+  return `participant ${participantCode} came to hold balances of its own under account_label ${accountLabel} while it was to become a tenant; as a tenant under that label it could not reach them`;
 }
 
 /** Why a participant cannot take a (participant, label) pair: it already names another account. */
@@ -403,6 +426,28 @@ export function createCustomerAccountsService(deps: DomainDeps) {
           })
           .returningAll()
           .executeTakeFirstOrThrow();
+        // As for a tenant added later (tenants.service.ts): a tenant that came to hold balances of its own
+        // under the label since the request is left out, its refusal recorded as a settled add.
+        const refused = await holdingOwnBalancesNow(
+          trx,
+          platformCode,
+          request.tenants,
+          request.account_label,
+        );
+        for (const tenant of refused) {
+          await deleteTenantMembership(trx, platformCode, request.zrn, tenant);
+          await insertTenantChange(trx, {
+            change_id: newUuid(),
+            zrn: request.zrn,
+            platform_code: platformCode,
+            participant_code: tenant,
+            account_label: request.account_label,
+            change: 'add',
+            accepted_at: request.accepted_at,
+            applied_at: at,
+            refused_reason: ownBalancesRefusal(tenant, request.account_label),
+          });
+        }
         await activateAccountMemberships(trx, platformCode, request.zrn, at);
         await markCreationApplied(trx, request.request_id, at);
         return recordAccountNotification(trx, row);

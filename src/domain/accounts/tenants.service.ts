@@ -5,7 +5,6 @@ import type { DomainDeps } from '../deps.ts';
 import { conflict, forbidden, invalid, notFound } from '../errors.ts';
 import { codeOnOtherPlatform, findPlatformParticipant } from '../participants/participants.repository.ts';
 import { ACCOUNT_TASKS } from './accounts.jobs.ts';
-import { withBalancesUnder } from './balance-accounts.repository.ts';
 import {
   activateMembership,
   deleteTenantMembership,
@@ -15,7 +14,9 @@ import {
   type CustomerAccountRow,
 } from './customer-accounts.repository.ts';
 import {
+  holdingOwnBalancesNow,
   membershipConflict,
+  ownBalancesRefusal,
   recordAccountNotification,
   refuseTenantsWithOwnBalances,
   requirePlatformAccount,
@@ -89,10 +90,8 @@ export function createTenantsService(deps: DomainDeps) {
   async function refusal(trx: Trx, change: TenantChangeRow): Promise<string | null> {
     const { platform_code: platformCode, participant_code: participant, account_label: label } = change;
     if (change.change === 'add') {
-      const holding = await withBalancesUnder(trx, platformCode, [participant], label);
-      return holding.length === 0
-        ? null
-        : `participant ${participant} came to hold balances of its own under account_label ${label} while its addition was pending; as a tenant under that label it could not reach them`;
+      const holding = await holdingOwnBalancesNow(trx, platformCode, [participant], label);
+      return holding.length === 0 ? null : ownBalancesRefusal(participant, label);
     }
     const membership = await findMembership(trx, platformCode, participant, label);
     return membership?.zrn === change.zrn && membership.role === 'tenant'
