@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, sql, type PostgresPool } from 'kysely';
 import pg from 'pg';
 import { createWebhookDelivery } from '../../src/domain/webhooks/webhook-delivery.ts';
 import { createWebhookMetrics } from '../../src/domain/webhooks/webhooks.metrics.ts';
+import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
 import { systemClock } from '../../src/lib/clock.ts';
 import type { Db } from '../../src/store/database.ts';
 import { PgListener } from '../../src/store/pg-listener.ts';
@@ -26,6 +27,9 @@ let worker: { close(): Promise<void> };
 const refreshed: string[] = [];
 /** While set, a claim that found lanes answers only once it resolves. */
 let held: Promise<void> | null = null;
+/** While set, a release of claimed lanes answers only once it resolves (and `releasing` is called). */
+let heldRelease: Promise<void> | null = null;
+let releasing: (() => void) | null = null;
 
 before(async () => {
   svc = await startTestService(); // role api: the dispatcher below is the only one delivering
@@ -41,6 +45,10 @@ before(async () => {
         query: async (text: string, values: unknown[]) => {
           const result = await query(text, values);
           if (held && text.includes('webhook_claim_lanes') && result.rows.length > 0) await held;
+          if (heldRelease && text.includes('webhook_release_lanes')) {
+            releasing?.();
+            await heldRelease;
+          }
           return result;
         },
       });
@@ -140,5 +148,63 @@ test('an earlier notification redelivered while a claim of its lane is on its wa
     assert.deepEqual(arrivals(), ['first', 'first', 'second']);
   } finally {
     release();
+  }
+});
+
+test('a second platform changed while the stale lanes of a claim are being given back: its lane is read afresh too', async () => {
+  const [a, b] = [
+    (await svc.newPlatform()).platform.platform_code,
+    (await svc.newPlatform()).platform.platform_code,
+  ];
+  for (const code of [a, b])
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: oldReceiver.url, secret: 'old-secret-0123' });
+  const releaseClaim = holdClaims();
+  let letReleaseGo!: () => void;
+  heldRelease = new Promise<void>((resolve) => (letReleaseGo = resolve));
+  const releaseReached = new Promise<void>((resolve) => (releasing = resolve));
+  try {
+    // One transaction, one NOTIFY: both lanes come in the same claim.
+    const ids = await db()
+      .transaction()
+      .execute(async (trx) => [
+        await recordNotification(trx, {
+          platformCode: a,
+          payloadType: 'trade_status_changed',
+          resourceKey: 'trade:RACE-A',
+          payload: { n: 1 },
+        }),
+        await recordNotification(trx, {
+          platformCode: b,
+          payloadType: 'trade_status_changed',
+          resourceKey: 'trade:RACE-B',
+          payload: { n: 1 },
+        }),
+      ]);
+    await waitFor(
+      async () => (await laneClaimed(a)) && (await laneClaimed(b)),
+      'one claim of both, answer held',
+    );
+    // A changes while the claim is on its way: its lane is stale and given back (that release is held) ...
+    const seenA = refreshesOf(a);
+    await svc.admin.put(`/platforms/${a}/webhook`, { url: newReceiver.url, secret: 'new-secret-4567' });
+    await waitFor(() => refreshesOf(a) > seenA, 'the dispatcher seeing the change of A');
+    releaseClaim();
+    await releaseReached;
+    // ... and B changes while it is being given back.
+    const seenB = refreshesOf(b);
+    await svc.admin.put(`/platforms/${b}/webhook`, { url: newReceiver.url, secret: 'new-secret-4567' });
+    await waitFor(() => refreshesOf(b) > seenB, 'the dispatcher seeing the change of B');
+    heldRelease = null;
+    letReleaseGo();
+    const to = (receiver: TestReceiver, id: string) =>
+      receiver.deliveries.filter((d) => d.notificationId === id).length;
+    for (const id of ids) {
+      await waitFor(() => to(newReceiver, id) + to(oldReceiver, id) > 0, 'the delivery');
+      assert.deepEqual({ old: to(oldReceiver, id), new: to(newReceiver, id) }, { old: 0, new: 1 });
+    }
+  } finally {
+    heldRelease = null;
+    letReleaseGo();
+    releaseClaim();
   }
 });

@@ -241,20 +241,25 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       everyPlatformChangedAt > mark || (platformChangedAt.get(lane.platformCode) ?? 0) > mark;
 
     async function claimFresh(limit: number): Promise<repo.ClaimedLane[]> {
-      const mark = changes;
-      const claimed = await repo.claimLanes(bookkeeping, owner, { limit, leaseMs, perLane: HEADS_PER_LANE });
-      if (changes === mark) return claimed;
-      const fresh: repo.ClaimedLane[] = [];
-      const stale: Lane[] = [];
-      for (const c of claimed) {
-        if (changedSince(mark, c.lane)) stale.push(c.lane);
-        else fresh.push(c);
-      }
-      // Given back, due at once; if that fails, they are claimed afresh when their lease expires.
-      if (stale.length > 0) {
-        await repo
-          .releaseLanes(bookkeeping, owner, stale)
-          .catch((err: unknown) => logger.error({ err }, 'webhook lane release failed'));
+      let mark = changes;
+      let fresh = await repo.claimLanes(bookkeeping, owner, { limit, leaseMs, perLane: HEADS_PER_LANE });
+      // Until the lanes kept are handed over, a change reaches them only here: one that arrives while the
+      // stale ones are being given back is looked at again.
+      while (changes !== mark) {
+        const kept: repo.ClaimedLane[] = [];
+        const stale: Lane[] = [];
+        for (const c of fresh) {
+          if (changedSince(mark, c.lane)) stale.push(c.lane);
+          else kept.push(c);
+        }
+        fresh = kept;
+        mark = changes;
+        // Given back, due at once; if that fails, they are claimed afresh when their lease expires.
+        if (stale.length > 0) {
+          await repo
+            .releaseLanes(bookkeeping, owner, stale)
+            .catch((err: unknown) => logger.error({ err }, 'webhook lane release failed'));
+        }
       }
       return fresh;
     }
@@ -448,22 +453,25 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     let stopped: Promise<void> | null = null;
     const stopIntake = ({ drainMs = 0 }: { drainMs?: number } = {}) =>
       (stopped ??= (async () => {
-        await listener?.unlisten(repo.LANES_CHANNEL);
-        // The dispatcher stops claiming and its lanes stop before their next attempt. The attempts under way
-        // may finish within drainMs (DESIGN §6: a stopping instance finishes its in-flight work), so that a
-        // restart does not send again what a receiver is answering; those still running then are cut short.
+        // The dispatcher stops claiming and its lanes stop before their next attempt, at once. The attempts
+        // under way may finish within drainMs (DESIGN §6: a stopping instance finishes its in-flight work),
+        // so that a restart does not send again what a receiver is answering; those still running then are
+        // cut short.
         const lanesStopped = dispatcher.stop();
         logger.info(
           { lanes: runs.size, drainMs },
           'webhook delivery stopping; attempts under way may finish',
         );
         const cut = setTimeout(() => sender.abortAll(), drainMs);
+        // Meanwhile, not first: a LISTEN connection gone silent answers only at its heartbeat timeout, and
+        // the dispatcher would go on claiming and starting attempts until then.
+        const unlistened = listener?.unlisten(repo.LANES_CHANNEL);
         try {
           await lanesStopped;
         } finally {
           clearTimeout(cut);
         }
-        await Promise.all(settling);
+        await Promise.all([...settling, unlistened]);
       })());
     return {
       stopIntake,

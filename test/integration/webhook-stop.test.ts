@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createWebhookDelivery } from '../../src/domain/webhooks/webhook-delivery.ts';
+import { createWebhookMetrics } from '../../src/domain/webhooks/webhooks.metrics.ts';
+import { systemClock } from '../../src/lib/clock.ts';
+import { PgListener } from '../../src/store/pg-listener.ts';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+
+/**
+ * A worker asked to stop claims nothing more and starts no attempt, even while its LISTEN connection has gone
+ * silent (half-open: giving up the channel then waits for the listener's heartbeat timeout).
+ */
+let svc: TestService;
+let proxy: TcpProxy;
+let receiver: TestReceiver;
+before(async () => {
+  svc = await startTestService(); // role api: the worker below is the only one delivering
+  proxy = await startTcpProxy(svc.database.url);
+  receiver = await startWebhookReceiver();
+});
+after(async () => {
+  await proxy?.close();
+  await receiver?.close();
+  await svc?.close();
+});
+
+test('stopIntake with a silent LISTEN connection: nothing recorded after the stop is attempted', async () => {
+  const listener = new PgListener(proxy.url);
+  await listener.start();
+  const db = svc.runtime.store.db;
+  // Polling often: a dispatcher still running after the stop would find the late notification at once.
+  const config = { ...svc.runtime.config, worker: { ...svc.runtime.config.worker, pollIntervalMs: 20 } };
+  const delivery = createWebhookDelivery({
+    db,
+    config,
+    secretKey: svc.runtime.secrets.secretKey,
+    clock: systemClock,
+    metrics: createWebhookMetrics(db),
+  });
+  const quiet = { info: () => {}, warn: () => {}, error: () => {} };
+  const worker = delivery.startWorkerSide(quiet, { listener });
+  try {
+    const code = (await svc.newPlatform()).platform.platform_code;
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });
+    const warm = await record(db, code, 'trade:STOP-WARM');
+    await waitFor(() => receiver.deliveries.some((d) => d.notificationId === warm), 'a first delivery');
+    proxy.freeze(); // the LISTEN connection goes silent
+    const stopping = worker.stopIntake({ drainMs: 1_000 });
+    const late = await record(db, code, 'trade:STOP-LATE');
+    await stopping;
+    assert.equal(receiver.deliveries.filter((d) => d.notificationId === late).length, 0);
+    const rows = await db
+      .selectFrom('webhook_notifications')
+      .select(['status', 'attempt_count'])
+      .where('notification_id', '=', late)
+      .execute();
+    assert.deepEqual(rows, [{ status: 'pending', attempt_count: 0 }]);
+  } finally {
+    proxy.thaw();
+    await worker.close();
+    await listener.stop();
+  }
+});
