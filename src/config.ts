@@ -251,16 +251,20 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   const publicListen = { host: str(env, 'SVC_HOST', '127.0.0.1'), port: port(env, 'SVC_PORT', 8080) };
   const adminListen = listen(env, 'SVC_ADMIN_LISTEN');
   const opsListen = listen(env, 'SVC_OPS_LISTEN');
-  const publicAddress: Taken = [publicListen, "the public listener's address (SVC_HOST, SVC_PORT)"];
-  requireOwnPort('SVC_ADMIN_LISTEN', adminListen, 'the operator API', [publicAddress]);
-  requireOwnPort('SVC_OPS_LISTEN', opsListen, 'the probes and metrics', [
-    publicAddress,
-    [adminListen, "the operator API's address (SVC_ADMIN_LISTEN)"],
-  ]);
+  const role = oneOf(env, 'SVC_ROLE', ROLES, 'all');
+  // Role worker opens none of the API's listeners (only the ops one, if set): nothing to clash with.
+  if (role !== 'worker') {
+    const publicAddress: Taken = [publicListen, "the public listener's address (SVC_HOST, SVC_PORT)"];
+    requireOwnPort('SVC_ADMIN_LISTEN', adminListen, 'the operator API', [publicAddress]);
+    requireOwnPort('SVC_OPS_LISTEN', opsListen, 'the probes and metrics', [
+      publicAddress,
+      [adminListen, "the operator API's address (SVC_ADMIN_LISTEN)"],
+    ]);
+  }
   const jwtPrivateKey = optional(env, 'SVC_JWT_PRIVATE_KEY');
   const config: Config = {
     env: oneOf(env, 'SVC_ENV', ['cert', 'prod'] as const, 'cert'),
-    role: oneOf(env, 'SVC_ROLE', ROLES, 'all'),
+    role,
     listen: publicListen,
     adminListen,
     opsListen,

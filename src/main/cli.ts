@@ -141,10 +141,12 @@ class StartupError extends Error {}
 
 /** The setting that placed a listener on `address`/`port`, for the message of a failed listen. */
 function listenerSetting(config: Readonly<Config>, address?: string, port?: number): string {
+  // What the role opens: the ops listener in every role (when set), the API's two only outside role worker.
+  const api = config.role !== 'worker';
   const listeners: Array<[string, Listen | null]> = [
-    ['SVC_ADMIN_LISTEN', config.adminListen],
-    ['SVC_OPS_LISTEN', config.role === 'worker' ? config.opsListen : null],
-    ['SVC_HOST/SVC_PORT', config.role === 'worker' ? null : config.listen],
+    ['SVC_OPS_LISTEN', config.opsListen],
+    ['SVC_ADMIN_LISTEN', api ? config.adminListen : null],
+    ['SVC_HOST/SVC_PORT', api ? config.listen : null],
   ];
   const byPort = listeners.find(([, at]) => at && port !== undefined && at.port === port);
   const byHost = listeners.find(([, at]) => at && at.host === address);

@@ -168,14 +168,16 @@ describe('start-up failures: one line naming the problem, no stack', () => {
     });
     after(() => new Promise<void>((resolve) => holder.close(() => resolve())));
 
-    test('the public listener (SVC_HOST/SVC_PORT) and the operator one (SVC_ADMIN_LISTEN)', async () => {
-      const [pub, admin] = await Promise.all([
+    test('the public listener (SVC_HOST/SVC_PORT), the operator one (SVC_ADMIN_LISTEN) and the ops one (SVC_OPS_LISTEN)', async () => {
+      const [pub, admin, ops] = await Promise.all([
         runCli(['serve', '--role', 'api'], env({ SVC_PORT: String(port) })),
         runCli(['serve', '--role', 'api'], env({ SVC_ADMIN_LISTEN: `127.0.0.1:${port}` })),
+        runCli(['serve', '--role', 'api'], env({ SVC_OPS_LISTEN: `127.0.0.1:${port}` })),
       ]);
       for (const [result, setting] of [
         [pub, 'SVC_HOST/SVC_PORT'],
         [admin, 'SVC_ADMIN_LISTEN'],
+        [ops, 'SVC_OPS_LISTEN'],
       ] as const) {
         assert.equal(result.code, 1, result.stderr);
         // Node's own warnings (deprecations) may share stderr; the failure is one line of its own.

@@ -166,6 +166,16 @@ describe('durations that timers and the lane functions can hold', () => {
       host: '127.0.0.1',
       port: 9090,
     });
+    // A worker opens neither the public nor the operator listener: its ops port may be theirs (one env file
+    // for every role, workers exposing metrics on :8080).
+    const worker = loadConfig({
+      SVC_ROLE: 'worker',
+      SVC_HOST: '0.0.0.0',
+      SVC_PORT: '8080',
+      SVC_ADMIN_LISTEN: '127.0.0.1:9000',
+      SVC_OPS_LISTEN: '0.0.0.0:8080',
+    });
+    assert.deepEqual(worker.opsListen, { host: '0.0.0.0', port: 8080 });
   });
 
   test('SVC_DB_POOL_MAX sizes the main pool: 20 by default, at least 2', () => {
