@@ -22,6 +22,7 @@ import type { Store } from './store/database.ts';
 import {
   answerClientError,
   installErrorHandlers,
+  sendError,
   sendNotFound,
   sendUnavailable,
 } from './http/error-handler.ts';
@@ -125,9 +126,13 @@ export async function buildApp(
       // request still meets the firewall and is counted.
       reply.header(REQUEST_ID_HEADER, request.id);
       if (trusted) Object.defineProperty(request, 'ip', { value: proxyAddr(request.raw, trusted) });
-      runEdgeHooks(isOperatorUrl(request.url) ? [] : edge, request, reply, () => {
-        void reply.code(400).send({ errors: [problem] });
-      });
+      runEdgeHooks(
+        isOperatorUrl(request.url) ? [] : edge,
+        request,
+        reply,
+        () => void reply.code(400).send({ errors: [problem] }),
+        (err) => void sendError(err as FastifyError, request, reply),
+      );
     },
   });
 

@@ -116,7 +116,10 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex):
         ? [431, 'request: headers too large']
         : [400, 'request: malformed HTTP request'];
   const body = JSON.stringify({ errors: [problem] });
-  if (socket.writable) {
+  // As Node's own handler: not when a response on this connection has begun (a firewall's 1020 answered
+  // before the body was read, then the body turned out malformed): a second one would be read as part of it.
+  const answering = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !answering?.headersSent) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${randomUUID()}\r\n` +
@@ -150,29 +153,35 @@ export function installErrorHandlers(
       runEdgeHooks(notFoundHooks, request, reply, () => done());
     });
   }
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    if (error instanceof DomainError) return sendDomainError(reply, error);
-    if (error.validation) return reply.code(400).send({ errors: describeValidation(error) });
-    // Fastify's own 4xx errors (FST_ERR_CTP_BODY_TOO_LARGE is the 413).
-    if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-      if (error.statusCode === 404) return reply.code(404).send({ error: 'Not Found' });
-      if (error.statusCode === 413) return reply.code(413).send({ errors: ['body too large'] });
-      return reply.code(400).send({ errors: [`request: ${error.message}`] });
-    }
-    // PostgreSQL class 22 (data exception: out of range, not representable, bad encoding) means an input
-    // that validation let through; it is the caller's, so 400, not 500. Routes should name the field in
-    // their schemas; this is the safety net. The detail (which may quote the value) goes to the log only.
-    if (pgErrorCode(error)?.startsWith('22')) {
-      request.log.warn({ err: error }, 'input refused by the database');
-      return reply.code(400).send({ errors: ['request: a value is out of range or cannot be stored'] });
-    }
-    if (isTransient(error)) {
-      request.log.warn({ err: error }, 'transient failure');
-      return sendUnavailable(reply);
-    }
-    request.log.error({ err: error }, 'unhandled error');
-    return reply.code(500).send({ error: 'Internal Server Error' });
-  });
-
+  app.setErrorHandler(sendError);
   app.setNotFoundHandler(sendNotFound);
+}
+
+/**
+ * The error handler, also called directly where Fastify would use its own: the answers to URLs its router
+ * refuses are made on a context of its own, created before ours is installed, whose default handler would
+ * answer a failed edge hook (a database gone while the firewall reloads) with a 500 naming the cause.
+ */
+export function sendError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (error instanceof DomainError) return sendDomainError(reply, error);
+  if (error.validation) return reply.code(400).send({ errors: describeValidation(error) });
+  // Fastify's own 4xx errors (FST_ERR_CTP_BODY_TOO_LARGE is the 413).
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+    if (error.statusCode === 404) return reply.code(404).send({ error: 'Not Found' });
+    if (error.statusCode === 413) return reply.code(413).send({ errors: ['body too large'] });
+    return reply.code(400).send({ errors: [`request: ${error.message}`] });
+  }
+  // PostgreSQL class 22 (data exception: out of range, not representable, bad encoding) means an input
+  // that validation let through; it is the caller's, so 400, not 500. Routes should name the field in
+  // their schemas; this is the safety net. The detail (which may quote the value) goes to the log only.
+  if (pgErrorCode(error)?.startsWith('22')) {
+    request.log.warn({ err: error }, 'input refused by the database');
+    return reply.code(400).send({ errors: ['request: a value is out of range or cannot be stored'] });
+  }
+  if (isTransient(error)) {
+    request.log.warn({ err: error }, 'transient failure');
+    return sendUnavailable(reply);
+  }
+  request.log.error({ err: error }, 'unhandled error');
+  return reply.code(500).send({ error: 'Internal Server Error' });
 }

@@ -23,18 +23,19 @@ export function publicEdgeHooks(deps: { networkRules: NetworkRules; rateLimiter?
 /**
  * Runs `hooks` as Fastify runs onRequest hooks, for answers given where Fastify runs none (its
  * `frameworkErrors`): in order, each to its end (a callback or a promise), stopping at the first that
- * answers; then `next`.
+ * answers; then `next`. A hook's error goes to `onError` (by default the reply's context's error handler).
  */
 export function runEdgeHooks(
   hooks: EdgeHook[],
   request: FastifyRequest,
   reply: FastifyReply,
   next: () => void,
+  onError: (err: unknown) => void = (err) => void reply.send(err),
 ): void {
   let i = 0;
   const step = (err?: unknown): void => {
     if (err !== undefined && err !== null) {
-      void reply.send(err);
+      onError(err);
       return;
     }
     if (reply.sent) return;
