@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
-import { fundQuote, newAccountHolder, recordDeposit, setPrices, txId } from '../helpers/funding-fixtures.ts';
+import {
+  clientToken,
+  fundQuote,
+  newAccountHolder,
+  recordDeposit,
+  setPrices,
+  txId,
+} from '../helpers/funding-fixtures.ts';
 
 /**
  * POST /fund/rfq answers "the rate by which a subsequent on-chain deposit will be honored" (the vendor's
@@ -57,7 +64,7 @@ test("a deposit within the quote's expiry is credited at the quoted rate; one af
   assert.equal(await depositRate(later.deposit_address, '0.5'), '61000', 'past the expiry: the price now');
 });
 
-test("a deposit in another asset or under another label than the quote's is priced now", async () => {
+test('each quote holds for its own asset and label; a deposit in an asset no quote was made for is priced now', async () => {
   await setBtc('65000.25');
   const { code: customer } = await newAccountHolder(svc, code);
   await svc.newCustomerAccount(code, customer, 'savings');
@@ -70,10 +77,21 @@ test("a deposit in another asset or under another label than the quote's is pric
   const btcGeneral = await fundQuote(platform.client, { participant_code: customer, fund_asset: 'BTC.BTC' });
   await setBtc('60000');
   clock.advance(1_000);
-  // The most recent session (wire-contract §6) is the BTC quote on "general": a deposit to the "savings"
-  // address is not what it quoted.
-  assert.equal(await depositRate(btcSavings.deposit_address, '1'), '60000');
-  // USDC on the ETH address: not the asset the latest quote was for.
-  assert.equal(await depositRate(eth.deposit_address, '10', 'USDC.ETH'), '1');
+  // Each quote holds for its own asset and label, though sessions were opened after it.
+  assert.equal(await depositRate(btcSavings.deposit_address, '1'), '65000.25');
   assert.equal(await depositRate(btcGeneral.deposit_address, '1'), '65000.25');
+  // USDC on the ETH address: no quote was made for it.
+  assert.equal(await depositRate(eth.deposit_address, '10', 'USDC.ETH'), '1');
+});
+
+test('a quote is honoured even when another session was opened after it: a quote for another asset, an SDK token', async () => {
+  await setBtc('65000.25');
+  const { code: customer } = await newAccountHolder(svc, code);
+  const btc = await fundQuote(platform.client, { participant_code: customer, fund_asset: 'BTC.BTC' });
+  await fundQuote(platform.client, { participant_code: customer, fund_asset: 'ETH.ETH' });
+  await clientToken(platform.client, { participant_code: customer });
+  await setBtc('60000');
+  clock.advance(1_000);
+  assert.ok(clock.now() <= btc.expiry_timestamp);
+  assert.equal(await depositRate(btc.deposit_address, '1'), '65000.25');
 });

@@ -67,6 +67,34 @@ export function findLatestSession(db: Executor, platformCode: string, participan
     .executeTakeFirst();
 }
 
+/**
+ * The newest fund quote of the participant for this asset and label whose rate still holds at `at` (opened
+ * by then, not expired then), whatever sessions were opened since: its rate is what a deposit of that asset
+ * to that label's address is credited at (migration 0013).
+ */
+export function findHonouredFundQuote(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+  fundAsset: string,
+  at: Date,
+) {
+  return db
+    .selectFrom('funding_sessions')
+    .select(['session_id', 'quoted_rate'])
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .where('opened_at', '<=', at)
+    .where('account_label', '=', accountLabel)
+    .where('fund_asset', '=', fundAsset)
+    .where('quote_expires_at', '>=', at)
+    .orderBy('opened_at', 'desc')
+    .orderBy('seq', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
 export async function markSessionExpired(trx: Executor, sessionId: string, at: Date) {
   await trx
     .updateTable('funding_sessions')

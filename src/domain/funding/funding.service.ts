@@ -430,17 +430,18 @@ export function createFundingService(deps: DomainDeps) {
           );
           // Taken with the row lock the expiry job takes, so a session is never both funded and expired.
           const session = latest ? await repo.lockSession(trx, latest.session_id) : undefined;
-          // The rate a fund quote promised, for a deposit it funds in its asset and label by its expiry;
-          // otherwise the price source's rate now.
-          const honoured =
-            session?.quoted_rate != null &&
-            session.quote_expires_at !== null &&
-            session.fund_asset === asset.fundAsset &&
-            session.account_label === address.account_label &&
-            depositTimestamp <= session.quote_expires_at.getTime()
-              ? session.quoted_rate
-              : null;
-          const rate = honoured ?? (await findPrice(trx, asset.asset, QUOTED_CURRENCY));
+          // The rate a fund quote promised for a deposit in its asset and label by its expiry, even if other
+          // sessions were opened since (a quote for another asset, an SDK token); otherwise the price
+          // source's rate now.
+          const quote = await repo.findHonouredFundQuote(
+            trx,
+            address.platform_code,
+            address.participant_code,
+            address.account_label,
+            asset.fundAsset,
+            new Date(depositTimestamp),
+          );
+          const rate = quote?.quoted_rate ?? (await findPrice(trx, asset.asset, QUOTED_CURRENCY));
           if (rate === null)
             throw conflict(
               `no ${asset.asset}/${QUOTED_CURRENCY} price in the price source: set one and retry`,
