@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
+import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
 import { Envelope, EpochMsParam, PagedEnvelope, PageParam } from './responses.ts';
 
@@ -33,7 +33,6 @@ export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
 /** wire-contract §6: the platform's reference, at most 50 characters. */
 const Reference = Type.String({ maxLength: 50 });
 const AccountLabel = Type.String({ minLength: 1, maxLength: 40 });
-const Decimal = Type.String({ pattern: DECIMAL_PATTERN, description: 'decimal string' });
 /** `<ASSET>.<NETWORK>`; whether it is supported is checked by the service, which lists the supported ones. */
 const FundAssetForm = Type.String({
   pattern: '^[A-Z0-9]{1,12}\\.[A-Z0-9]{1,12}$',
@@ -267,10 +266,16 @@ export const FundTransactionsResponse = PagedEnvelope(FundEvent);
 
 // ---- POST /admin/deposits (operator ingestion, where a chain indexer would call) ----
 
+/** What a chain can deposit: at most 30 integer digits and 18 decimal places (ETH's wei, the finest). */
+const DepositQuantity = Type.String({
+  pattern: '^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$',
+  description: 'positive decimal string, at most 18 decimal places',
+});
+
 export const RecordDepositBody = Type.Object(
   {
     deposit_address: Type.String({ minLength: 1, maxLength: 128 }),
-    quantity: Decimal,
+    quantity: DepositQuantity,
     transaction_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     source_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     fund_asset: Type.Optional(FundAssetForm),

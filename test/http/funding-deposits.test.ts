@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS } from '../../src/cli/operator-commands.ts';
-import { Dec } from '../../src/lib/decimal.ts';
+import { Dec, Exact } from '../../src/lib/decimal.ts';
 import type { FundEvent } from '../../src/contract/funding.schemas.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
@@ -174,6 +174,21 @@ test("the platform's deposit fee is charged: fee fields filled and the credit is
   assert.equal(await usdBalance(svc, code), notional.minus(fee).toFixed());
 });
 
+test('notional = quantity × rate to the last digit, for the largest and finest quantity at an 18-decimal rate', async () => {
+  const rate = '3200.123456789012345678';
+  const quantity = `${'9'.repeat(30)}.${'9'.repeat(18)}`;
+  await svc.admin.post('/prices', { pairs: { 'ETH/USD': rate } });
+  try {
+    const { address } = await addressOf(feePlatform, 'ETH.ETH'); // quoted at `rate`
+    const event = await recordDeposit(svc, { deposit_address: address, quantity, transaction_id: txId() });
+    const notional = new Exact(quantity).times(rate);
+    assert.equal(event.notional, notional.toFixed());
+    assert.equal(event.deposit_fee_notional, notional.times(25).dividedBy(10_000).toFixed());
+  } finally {
+    await svc.admin.post('/prices', { pairs: { 'ETH/USD': TEST_PRICES['ETH/USD'] } });
+  }
+});
+
 test('the same transaction_id twice records one event (also when reported concurrently)', async () => {
   const { code, address } = await addressOf(owner, 'SOL.SOL');
   const tx = txId();
@@ -305,6 +320,9 @@ test('every bad field gets a 400 naming it', async () => {
     [{ deposit_address: address, quantity: 5 }, ['quantity']],
     [{ deposit_address: address, quantity: '0' }, ['quantity']],
     [{ deposit_address: address, quantity: '-1' }, ['quantity']],
+    // Finer than any chain's unit, or beyond any supply.
+    [{ deposit_address: address, quantity: `0.${'1'.repeat(19)}` }, ['quantity']],
+    [{ deposit_address: address, quantity: '1'.repeat(31) }, ['quantity']],
     [{ deposit_address: address, quantity: '1', success: 'no' }, ['success']],
     [{ deposit_address: address, quantity: '1', success: false }, ['reason']],
     [{ deposit_address: address, quantity: '1', reason: 'why' }, ['reason']],

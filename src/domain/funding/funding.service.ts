@@ -10,7 +10,7 @@ import {
   type Jwks,
   type RecordDepositBody,
 } from '../../contract/funding.schemas.ts';
-import { Dec, toDecimalString } from '../../lib/decimal.ts';
+import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Executor, Trx } from '../../store/database.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
@@ -447,11 +447,13 @@ export function createFundingService(deps: DomainDeps) {
               `no ${asset.asset}/${QUOTED_CURRENCY} price in the price source: set one and retry`,
             );
 
-          const quantity = new Dec(input.quantity);
+          // Exact: notional = quantity × rate to the last digit (wire-contract §9), which Dec's 60 significant
+          // digits do not hold for an 18-decimal quantity at an 18-decimal rate.
+          const quantity = new Exact(input.quantity);
           const notional = quantity.times(rate);
           const feeBps = await platformFeeBps(trx, address.platform_code);
           const charged = credited && feeBps.gt(0);
-          const feeNotional = charged ? Dec.min(notional.times(feeBps).dividedBy(BPS), notional) : null;
+          const feeNotional = charged ? Exact.min(notional.times(feeBps).dividedBy(BPS), notional) : null;
           const isFirstDeposit =
             credited &&
             !(await repo.hasSuccessfulDeposit(trx, address.platform_code, address.participant_code));
