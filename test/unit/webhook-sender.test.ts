@@ -159,3 +159,22 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
     }
   });
 });
+
+describe('webhook sender: stopping', () => {
+  test('abortAll ends an attempt still connecting (a host that drops SYNs) as aborted, and close does not wait for it', async () => {
+    let connecting!: () => void;
+    const connectCalled = new Promise<void>((resolve) => (connecting = resolve));
+    // A connector that never answers: what a receiver's host that drops SYNs looks like until the timeout.
+    const sender = createWebhookSender({ timeoutMs: 60_000, connect: () => connecting() });
+    const sending = sender.send({ url: 'http://192.0.2.1/hooks', rawBody: '{}', headers: {} });
+    await connectCalled;
+    sender.abortAll();
+    // With the attempt ended at once, this bound only matters if it is not (it would wait the full minute).
+    const bound = (ms: number) =>
+      new Promise<'still pending'>((resolve) => setTimeout(() => resolve('still pending'), ms).unref());
+    const result = await Promise.race([sending, bound(5_000)]);
+    assert.notEqual(result, 'still pending');
+    assert.equal((result as Awaited<typeof sending>).outcome, 'aborted');
+    assert.equal(await Promise.race([sender.close().then(() => 'closed' as const), bound(5_000)]), 'closed');
+  });
+});

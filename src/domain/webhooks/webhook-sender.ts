@@ -39,6 +39,11 @@ const MAX_ERROR_LENGTH = 300;
 interface InFlight {
   /** undici's abort for this request, once it has started (see `exchange`). */
   controller: Dispatcher.DispatchController | null;
+  /**
+   * Ends the attempt while there is no controller yet (still connecting: a receiver's host that drops SYNs
+   * holds it there until the connect timeout); the request is aborted when it starts.
+   */
+  cancel: ((reason: Error) => void) | null;
   deadline: number;
   timedOut: boolean;
   /**
@@ -51,13 +56,18 @@ interface InFlight {
 /** Longest response body read off (to keep the connection reusable); a longer one closes it. */
 const MAX_BODY_BYTES = 64 * 1024;
 
-export function createWebhookSender(options: { timeoutMs: number; now?: () => number }): WebhookSender {
+export function createWebhookSender(options: {
+  timeoutMs: number;
+  now?: () => number;
+  /** TESTS ONLY: how connections are made (undici's connector), e.g. one that never answers. */
+  connect?: Agent.Options['connect'];
+}): WebhookSender {
   const now = options.now ?? Date.now;
   const { timeoutMs } = options;
   // One keep-alive pool for all receivers: a busy receiver gets its connections reused rather than a TCP
   // (and TLS) handshake per delivery. Every phase is bounded by the attempt timeout as well.
   const agent = new Agent({
-    connect: { timeout: timeoutMs },
+    connect: options.connect ?? { timeout: timeoutMs },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
     keepAliveTimeout: 4_000,
@@ -115,6 +125,10 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
    */
   function exchange(input: SendInput, attempt: InFlight): Promise<number> {
     return new Promise((resolve, reject) => {
+      attempt.cancel = (reason) => {
+        settle(attempt);
+        reject(reason);
+      };
       let status = 0;
       let received = 0;
       let cut = false;
@@ -183,6 +197,7 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
     if (aborting) return aborted();
     const attempt: InFlight = {
       controller: null,
+      cancel: null,
       deadline: started + timeoutMs,
       timedOut: false,
       answered: false,
@@ -227,14 +242,19 @@ export function createWebhookSender(options: { timeoutMs: number; now?: () => nu
     send,
     abortAll() {
       aborting = true;
-      for (const attempt of inFlight) attempt.controller?.abort(new Error('aborted'));
+      for (const attempt of inFlight) {
+        if (attempt.controller) attempt.controller.abort(new Error('aborted'));
+        else attempt.cancel?.(new Error('aborted'));
+      }
     },
     async close() {
       // Bodies still being read after their answer are of no more use: cut them rather than wait for them.
       for (const attempt of inFlight) {
         if (attempt.answered) attempt.controller?.abort(new Error('sender closed'));
       }
-      await agent.close();
+      // After abortAll, connections still being made are dropped rather than waited for (up to the timeout).
+      if (aborting) await agent.destroy();
+      else await agent.close();
       if (sweeper) clearInterval(sweeper);
       sweeper = null;
     },
