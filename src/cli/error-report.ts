@@ -20,14 +20,15 @@ export interface FailureReport {
 }
 
 /**
- * spec 7.1.2: a write that got no answer (or a 502/504) and whose idempotence check failed too may or may
- * not have been carried out. Said so, rather than only "unreachable", so that nobody repeats it blindly.
+ * spec 7.1.2: a write that got no answer (or a 502/504) may or may not have been carried out, unless an
+ * idempotence check showed it was not (the SDK's `outcomeUnknown`: none ran, retries were off, or the check
+ * failed too). Said so, rather than only "unreachable", so that nobody repeats it blindly.
  */
 const OUTCOME_UNKNOWN =
   '  outcome unknown: the request may have been carried out; look (e.g. svc api trades) before repeating it';
 
 function withOutcome(error: SvcError | AdminApiError, report: FailureReport): FailureReport {
-  if (!(error instanceof SvcError) || error.checkError === undefined) return report;
+  if (!(error instanceof SvcError) || !error.outcomeUnknown) return report;
   return {
     ...report,
     text: `${report.text}\n${OUTCOME_UNKNOWN}`,

@@ -8,6 +8,12 @@ export class SvcError extends Error {
    * too (spec 7.1.2): whether the work happened is unknown; look again before repeating the call.
    */
   checkError?: unknown;
+  /**
+   * Set on a write (not GET) that ended with a 502/504 or no response and that no idempotence check showed
+   * was not carried out (none ran, or retries were off): it may have been carried out; look before repeating.
+   * Always set when `checkError` is.
+   */
+  outcomeUnknown?: true;
 
   constructor(
     message: string,

@@ -40,10 +40,6 @@ function errorFor(response: RawResponse): SvcError {
   return errorForStatus(response.status, response.requestId, response.body);
 }
 
-function fail(response: RawResponse): never {
-  throw errorFor(response);
-}
-
 /**
  * Runs an idempotence check. If the check itself fails, the outcome of the call is still unknown: the
  * caller gets the indeterminate answer's error (a 502/504 or no response, which says "look before you
@@ -59,6 +55,7 @@ async function runCheck<T>(
   } catch (checkError) {
     const error = original();
     error.checkError = checkError;
+    error.outcomeUnknown = true;
     throw error;
   }
 }
@@ -79,10 +76,13 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
     const outcome: RequestOutcome = response
       ? { kind: 'response', status: response.status, headers: response.headers, body: response.body }
       : { kind: 'network-error', error: networkError };
-    const finish = (): T => {
-      if (!response) throw networkError!;
-      if (response.status >= 200 && response.status < 300) return response.body as T;
-      return fail(response);
+    /** `checked`: an idempotence check has just shown the call was not carried out. */
+    const finish = (checked = false): T => {
+      if (response && response.status >= 200 && response.status < 300) return response.body as T;
+      const error = response ? errorFor(response) : networkError!;
+      const indeterminate = !response || response.status === 502 || response.status === 504;
+      if (indeterminate && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;
+      throw error;
     };
     if (plan.retry === false && response) return finish();
     const action = decideRetry(
@@ -102,7 +102,8 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
           ? await runCheck(plan.hooks.idempotenceCheck, () => (response ? errorFor(response) : networkError!))
           : undefined;
         if (done !== undefined) return done;
-        if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck) return finish();
+        if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck)
+          return finish(plan.hooks?.idempotenceCheck !== undefined);
         await options.sleep(action.delayMs);
         continue;
       }

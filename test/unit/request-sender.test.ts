@@ -4,6 +4,7 @@ import {
   SvcConflictError,
   SvcConnectionError,
   SvcInvalidRequestError,
+  SvcError,
   SvcNotFoundError,
   SvcServerError,
 } from '../../src/sdk/errors.ts';
@@ -132,7 +133,7 @@ describe('request sender applies the spec 7 table', () => {
     const s = script([502]);
     await assert.rejects(
       sendWithRetries({ method: 'POST', path: '/fund/rfq', send: s.send, retry: clock().retry }),
-      SvcServerError,
+      (e: unknown) => e instanceof SvcServerError && e.outcomeUnknown === true,
     );
     assert.equal(s.calls.length, 1);
   });
@@ -190,6 +191,25 @@ describe('request sender applies the spec 7 table', () => {
     assert.equal(s.calls.length, 1);
   });
 
+  test('a write left with a 502/504 or no answer and no check run is of unknown outcome; a read, or a 500, is not', async () => {
+    const outcome = async (method: string, answer: number | 'network', retry: false | undefined) => {
+      const s = script([answer]);
+      const error = await sendWithRetries({
+        method,
+        path: '/liquidity/execute',
+        send: s.send,
+        retry: retry ?? clock().retry,
+      }).catch((e: unknown) => e as SvcError);
+      return (error as SvcError).outcomeUnknown;
+    };
+    // retry: false (the CLI's --no-retry): no check runs.
+    assert.equal(await outcome('POST', 504, false), true);
+    assert.equal(await outcome('POST', 502, false), true);
+    assert.equal(await outcome('GET', 504, false), undefined);
+    assert.equal(await outcome('POST', 500, false), undefined);
+    assert.equal(await outcome('POST', 400, undefined), undefined);
+  });
+
   test('POST execute without a response: the check runs (found → returned, nothing resent)', async () => {
     const s = script(['network']);
     const trade = { found: 't1' };
@@ -208,7 +228,7 @@ describe('request sender applies the spec 7 table', () => {
     const s = script(['network']);
     await assert.rejects(
       sendWithRetries({ method: 'POST', path: '/fund/rfq', send: s.send, retry: clock().retry }),
-      SvcConnectionError,
+      (e: unknown) => e instanceof SvcConnectionError && e.outcomeUnknown === true,
     );
     assert.equal(s.calls.length, 1);
   });
@@ -225,7 +245,8 @@ describe('request sender applies the spec 7 table', () => {
         retry: c.retry,
         hooks: { idempotenceCheck: async () => (checks++, undefined) },
       }),
-      (e: unknown) => e instanceof SvcServerError && e.status === 504,
+      // The last check showed the work was not carried out: the outcome is known.
+      (e: unknown) => e instanceof SvcServerError && e.status === 504 && e.outcomeUnknown === undefined,
     );
     assert.equal(s.calls.length, 4);
     assert.equal(checks, 4);
@@ -312,7 +333,11 @@ describe('request sender applies the spec 7 table', () => {
           },
         },
       }),
-      (e: unknown) => e instanceof SvcServerError && e.status === 502 && e.checkError === lookup,
+      (e: unknown) =>
+        e instanceof SvcServerError &&
+        e.status === 502 &&
+        e.checkError === lookup &&
+        e.outcomeUnknown === true,
     );
     assert.equal(s.calls.length, 1);
   });
