@@ -241,7 +241,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     .map((s) => s.trim())
     .filter(Boolean);
   for (const cidr of trustProxy) {
-    if (!parseCidr(cidr)) throw new ConfigError(`SVC_TRUST_PROXY: "${cidr}" is not a CIDR`);
+    const parsed = parseCidr(cidr);
+    if (!parsed) throw new ConfigError(`SVC_TRUST_PROXY: "${cidr}" is not a CIDR`);
+    // Every address a proxy: any client could name the address the firewall and the rate limit see.
+    if (parsed.prefix === 0)
+      throw new ConfigError(
+        `SVC_TRUST_PROXY: "${cidr}" trusts every address, so any client could choose the IP the firewall and rate limit see; list the proxies' own addresses`,
+      );
   }
   const secretKey = optional(env, 'SVC_SECRET_KEY');
   if (secretKey !== undefined && Buffer.from(secretKey, 'base64').length !== 32) {

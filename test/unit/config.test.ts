@@ -18,6 +18,18 @@ function refused(env: Record<string, string>, pattern: RegExp): void {
   );
 }
 
+describe('trusted proxies', () => {
+  test('SVC_TRUST_PROXY takes CIDRs, but not one that trusts every address', () => {
+    assert.deepEqual(loadConfig({ SVC_TRUST_PROXY: '10.0.0.0/8, fd00::/8' }).trustProxy, [
+      '10.0.0.0/8',
+      'fd00::/8',
+    ]);
+    refused({ SVC_TRUST_PROXY: '10.0.0.0/33' }, /^SVC_TRUST_PROXY: "10.0.0.0\/33" is not a CIDR/);
+    for (const everyone of ['0.0.0.0/0', '::/0'])
+      refused({ SVC_TRUST_PROXY: `10.0.0.0/8,${everyone}` }, /^SVC_TRUST_PROXY: ".*" trusts every address/);
+  });
+});
+
 describe('ports and listeners', () => {
   test('a port above 65535 is refused, naming the setting', () => {
     refused({ SVC_PORT: '99999' }, /^SVC_PORT: "99999" is not a port number/);
