@@ -11,7 +11,10 @@ import type { TestService } from './test-service.ts';
  */
 export function accountsJobRunner(svc: TestService): { run(): Promise<void>; close(): Promise<void> } {
   const pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
+  // As the service's own pool (src/store/database.ts): a dropped connection is the pool's to replace. Both
+  // handlers, or graphile-worker warns on every pass.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const logger = new Logger(() => () => {});
   return {
     run: () =>
