@@ -69,6 +69,16 @@ async function newMember(platform: PlatformFixture, status?: string): Promise<st
   return (await svc.newParticipant(platform.platform.platform_code, { status })).participant_code;
 }
 
+/** An operator credit to the participant's own balance under `label` (a negative amount debits it). */
+async function creditOwn(participantCode: string, label: string, amount = '100'): Promise<void> {
+  await svc.admin.post('/balances', {
+    participant_code: participantCode,
+    account_label: label,
+    asset: 'USD',
+    amount,
+  });
+}
+
 function tenantsPath(zrn: string, tenant?: string): string {
   return `/accounts/${zrn}/tenants${tenant ? `/${tenant}` : ''}`;
 }
@@ -499,13 +509,7 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     const platform = await svc.newPlatform();
     const target = await newAccount(platform, 'general');
     const funded = await newMember(platform);
-    const credit = (amount: string) =>
-      svc.admin.post('/balances', {
-        participant_code: funded,
-        account_label: 'general',
-        asset: 'USD',
-        amount,
-      });
+    const credit = (amount: string) => creditOwn(funded, 'general', amount);
     await credit('100');
     const add = await target.platform.client.send('POST', tenantsPath(target.zrn), {
       body: { participant_code: funded },
@@ -549,12 +553,7 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     const removed = await client.send('DELETE', tenantsPath(target.zrn, member));
     assert.equal(removed.status, 202, JSON.stringify(removed.body));
     // Until the add takes effect, the participant named with the label acts for itself: this lands on its own.
-    await svc.admin.post('/balances', {
-      participant_code: member,
-      account_label: 'general',
-      asset: 'USD',
-      amount: '100',
-    });
+    await creditOwn(member, 'general');
     const notesBefore = (await accountNotifications(target.zrn)).length;
 
     await runJobs();
@@ -611,12 +610,7 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
       },
     });
     assert.equal(created.status, 202, JSON.stringify(created.body));
-    await svc.admin.post('/balances', {
-      participant_code: funded,
-      account_label: 'shared',
-      asset: 'USD',
-      amount: '100',
-    });
+    await creditOwn(funded, 'shared');
 
     await runJobs();
     const accounts = new AccountsResource(platform.client);

@@ -53,18 +53,20 @@ export function lockSession(trx: Trx, sessionId: string) {
     .executeTakeFirst();
 }
 
-/** wire-contract §6: the participant's most recent session opened at or before `at`, from either entry point. */
-export function findLatestSession(db: Executor, platformCode: string, participantCode: string, at: Date) {
+/** The participant's sessions opened at or before `at`, newest first (the index funding_sessions_recent). */
+function sessionsOpenedBy(db: Executor, platformCode: string, participantCode: string, at: Date) {
   return db
     .selectFrom('funding_sessions')
-    .selectAll()
     .where('platform_code', '=', platformCode)
     .where('participant_code', '=', participantCode)
     .where('opened_at', '<=', at)
     .orderBy('opened_at', 'desc')
-    .orderBy('seq', 'desc')
-    .limit(1)
-    .executeTakeFirst();
+    .orderBy('seq', 'desc');
+}
+
+/** wire-contract §6: the participant's most recent session opened at or before `at`, from either entry point. */
+export function findLatestSession(db: Executor, platformCode: string, participantCode: string, at: Date) {
+  return sessionsOpenedBy(db, platformCode, participantCode, at).selectAll().limit(1).executeTakeFirst();
 }
 
 /**
@@ -80,17 +82,11 @@ export function findHonouredFundQuote(
   fundAsset: string,
   at: Date,
 ) {
-  return db
-    .selectFrom('funding_sessions')
+  return sessionsOpenedBy(db, platformCode, participantCode, at)
     .select(['session_id', 'quoted_rate'])
-    .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
-    .where('opened_at', '<=', at)
     .where('account_label', '=', accountLabel)
     .where('fund_asset', '=', fundAsset)
     .where('quote_expires_at', '>=', at)
-    .orderBy('opened_at', 'desc')
-    .orderBy('seq', 'desc')
     .limit(1)
     .executeTakeFirst();
 }
