@@ -325,4 +325,26 @@ describe('metrics (issue 4 point 8)', () => {
     // Two days would be 172,800 s; every delivery observed meanwhile took seconds at most.
     assert.ok(after.sum - before.sum < 600, `latency sum grew by ${after.sum - before.sum} s`);
   });
+
+  test('a notification redelivered by an operator is as old, for the oldest-pending gauge, as its redelivery', async () => {
+    const code = await platformWithWebhook();
+    const id = await record(db(), code, 'trade:metrics-redelivered-pending');
+    await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'the delivery');
+    // Recorded two days ago, redelivered a minute ago, and not attempted again yet.
+    await sql`update webhook_notifications set created_at = now() - interval '2 days',
+      redelivered_at = now() - interval '1 minute', status = 'pending',
+      next_attempt_at = now() + interval '1 hour' where notification_id = ${id}::uuid`.execute(db());
+    const pending = await sql<{ n: number }>`select count(*)::int as n from webhook_notifications
+      where status = 'pending'`.execute(db());
+    // Scrapes within a second share one read: wait for one made after the update (it counts this one).
+    const oldest = await waitFor(async () => {
+      const text = await (await fetch(`${svc.url}/metrics`)).text();
+      const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+      return read('svc_webhook_pending') === pending.rows[0]!.n
+        ? read('svc_webhook_oldest_pending_age_seconds')
+        : null;
+    }, 'the gauge to count the redelivered notification');
+    // The other notifications left pending by the tests above are hours old at most; two days is 172,800 s.
+    assert.ok(oldest < 86_400, `oldest pending age ${oldest} s`);
+  });
 });

@@ -104,7 +104,7 @@ test('plans made while the tables were nearly empty still use keys and indexes o
     // A lane's oldest notifications are found through both of its keys (the undelivered index): an index on
     // the platform alone, or on seq alone, reads every notification of the platform, or every undelivered one.
     const wideIndex = lanePlans.filter((p) =>
-      /Index Scan using webhook_notifications_(platform|open_created|resource) /.test(p),
+      /Index Scan using webhook_notifications_(platform|open_since|resource) /.test(p),
     );
     assert.deepEqual(wideIndex, [], "no statement finds a lane's notifications through a wider index");
     assert.ok(

@@ -411,7 +411,10 @@ export interface QueueStats {
   pending: number;
   retrying: number;
   dead: number;
-  /** Seconds since the oldest undelivered (pending or retrying) notification was recorded; 0 when none. */
+  /**
+   * Seconds since the oldest undelivered (pending or retrying) notification was recorded, or redelivered by
+   * an operator if it was since (migration 0015); 0 when none.
+   */
   oldestPendingAgeSeconds: number;
 }
 
@@ -426,8 +429,9 @@ export async function queueStats(db: Executor): Promise<QueueStats> {
       (select count(*) from webhook_notifications where status = 'pending')::int as pending,
       (select count(*) from webhook_notifications where status = 'retrying')::int as retrying,
       (select count(*) from webhook_notifications where status = 'dead')::int as dead,
-      (select extract(epoch from (now() - created_at))::float8
-         from webhook_notifications where status in ('pending', 'retrying') order by created_at limit 1)
+      (select extract(epoch from (now() - greatest(created_at, redelivered_at)))::float8
+         from webhook_notifications where status in ('pending', 'retrying')
+         order by greatest(created_at, redelivered_at) limit 1)
         as oldest_age
   `.execute(db);
   const row = result.rows[0]!;
