@@ -76,10 +76,12 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
     const outcome: RequestOutcome = response
       ? { kind: 'response', status: response.status, headers: response.headers, body: response.body }
       : { kind: 'network-error', error: networkError };
+    /** What this attempt ended with, as the error to throw. */
+    const failure = (): SvcError => (response ? errorFor(response) : networkError!);
     /** `checked`: an idempotence check has just shown the call was not carried out. */
     const finish = (checked = false): T => {
       if (response && response.status >= 200 && response.status < 300) return response.body as T;
-      const error = response ? errorFor(response) : networkError!;
+      const error = failure();
       const indeterminate = !response || response.status === 502 || response.status === 504;
       if (indeterminate && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;
       throw error;
@@ -99,7 +101,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       case 'check-then-retry':
       case 'check-then-return': {
         const done = plan.hooks?.idempotenceCheck
-          ? await runCheck(plan.hooks.idempotenceCheck, () => (response ? errorFor(response) : networkError!))
+          ? await runCheck(plan.hooks.idempotenceCheck, failure)
           : undefined;
         if (done !== undefined) return done;
         if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck)

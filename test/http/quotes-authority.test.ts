@@ -34,6 +34,11 @@ async function jointAccount() {
   return { holder, tenant, zrn, accounts };
 }
 
+/** A quote by `participant` on the account labelled "joint". */
+function jointQuote(participant: string) {
+  return liquidityQuote(platform.client, { ...BUY, participant_code: participant, account_label: 'joint' });
+}
+
 async function execute(quoteId: string) {
   return platform.client.send<{ message?: unknown; errors?: string[] }>('POST', '/liquidity/execute', {
     body: { quote_id: quoteId },
@@ -42,11 +47,7 @@ async function execute(quoteId: string) {
 
 test("a tenant's quote is refused at execution once the tenant has been removed: 403, no trade, the quote left as it was", async () => {
   const { tenant, zrn, accounts } = await jointAccount();
-  const quote = await liquidityQuote(platform.client, {
-    ...BUY,
-    participant_code: tenant,
-    account_label: 'joint',
-  });
+  const quote = await jointQuote(tenant);
   await accounts.removeTenant(zrn, tenant);
   await svc.runtime.services.tenants.applyPending(code, zrn);
 
@@ -76,11 +77,7 @@ test('a quote is refused at execution once its participant is no longer approved
 
 test("a locked holder's account is not traded through its tenant, neither by a new quote nor by one made before", async () => {
   const { holder, tenant, zrn } = await jointAccount();
-  const before = await liquidityQuote(platform.client, {
-    ...BUY,
-    participant_code: tenant,
-    account_label: 'joint',
-  });
+  const before = await jointQuote(tenant);
   assert.equal(
     (await svc.operatorCall('PATCH', `/participants/${holder}`, { status: 'locked' })).status,
     200,

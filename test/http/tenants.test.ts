@@ -69,6 +69,27 @@ async function newMember(platform: PlatformFixture, status?: string): Promise<st
   return (await svc.newParticipant(platform.platform.platform_code, { status })).participant_code;
 }
 
+/**
+ * The participant, named with `label`, trades with its own funds there (100 USD from creditOwn cover it): a
+ * quote and its execution, each refused if the participant acted for someone else's account or was refused.
+ */
+async function tradeOwnFunds(
+  platform: PlatformFixture,
+  participantCode: string,
+  label: string,
+): Promise<void> {
+  await setPrices(svc, { 'ETH/USD': '3000' });
+  const quote = await liquidityQuote(platform.client, {
+    side: 'buy',
+    underlying: 'ETH',
+    quoted_currency: 'USD',
+    quantity: '0.01',
+    participant_code: participantCode,
+    account_label: label,
+  });
+  await executeLiquidity(platform.client, quote.quote_id);
+}
+
 /** An operator credit to the participant's own balance under `label` (a negative amount debits it). */
 async function creditOwn(participantCode: string, label: string, amount = '100'): Promise<void> {
   await svc.admin.post('/balances', {
@@ -584,16 +605,7 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     assert.match(settled[1]!.refused_reason!, /its addition was refused/);
     // Not a former tenant: its own funds under the label stay in reach (a tenancy would have hidden them,
     // and the removal after it would have made the participant's requests 403).
-    await setPrices(svc, { 'ETH/USD': '3000' });
-    const quote = await liquidityQuote(platform.client, {
-      participant_code: member,
-      account_label: 'general',
-      side: 'buy',
-      underlying: 'ETH',
-      quoted_currency: 'USD',
-      quantity: '0.01',
-    });
-    await executeLiquidity(platform.client, quote.quote_id);
+    await tradeOwnFunds(platform, member, 'general');
   });
 
   test('a tenant an account is created with is left out if it came to hold balances of its own under the label meanwhile', async () => {
@@ -632,14 +644,7 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
       new RegExp(`participant ${funded} came to hold balances of its own`),
     );
     // Its own funds stay in reach; the other tenant acts for the account.
-    await setPrices(svc, { 'ETH/USD': '3000' });
-    const BUY = { side: 'buy', underlying: 'ETH', quoted_currency: 'USD', quantity: '0.01' };
-    const own = await liquidityQuote(platform.client, {
-      ...BUY,
-      participant_code: funded,
-      account_label: 'shared',
-    });
-    await executeLiquidity(platform.client, own.quote_id);
+    await tradeOwnFunds(platform, funded, 'shared');
   });
 
   test('a deposit in flight while a pending add is applied is waited for: the add is refused, not applied over it', async () => {
