@@ -76,10 +76,12 @@ test('more than one batch is purged in one run', async () => {
   assert.equal((await quoteIds()).size, 1);
 });
 
-test('the purge is an hourly cron item of the worker, and its task is in the task list', () => {
+test('the purge is an hourly cron item of the worker, run serially, and its task is in the task list', () => {
   const item = cronItems.find((c) => c.task === PURGE_QUOTES_TASK);
   assert.ok(item, 'no cron item for the purge');
   assert.equal(item.match, '17 * * * *');
+  // In a queue of its own: a run that outlasts the hour is not joined by the next one.
+  assert.equal(item.options?.queueName, PURGE_QUOTES_TASK);
   assert.equal(parseCronItems(cronItems).length, cronItems.length);
   const tasks = buildTaskList(svc.runtime.appDeps!.services);
   for (const c of cronItems) assert.equal(typeof tasks[c.task], 'function', c.task);

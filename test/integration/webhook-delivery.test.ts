@@ -260,6 +260,41 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
   });
 });
 
+describe('a notification skipped at its turn', () => {
+  test('is kept for the retention from its skip, not its commit, so that it can still be redelivered', async () => {
+    // A notification pending for weeks (its receiver down), whose webhook the operator then disables: its next
+    // attempt skips it. The purge must measure it from then (migration 0016), or it is gone within the hour.
+    let answer!: (status: number) => void;
+    const held = new Promise<number>((resolve) => (answer = resolve));
+    const slow = await startWebhookReceiver(() => held);
+    try {
+      const code = await platformWithWebhook({ url: slow.url });
+      const id = await record(db(), code, 'trade:skipped-late');
+      await waitFor(() => slow.deliveries.length > 0, 'the attempt under way');
+      await sql`update webhook_notifications set created_at = now() - interval '40 days'
+        where notification_id = ${id}::uuid`.execute(db());
+      await svc.admin.put(`/platforms/${code}/webhook`, { url: slow.url, enabled: false });
+      answer(503);
+      await waitFor(
+        async () => (await notificationState(db(), id))?.status === 'skipped',
+        'skipped at its next turn',
+      );
+      assert.equal((await notificationState(db(), id))?.status_reason, 'webhook disabled');
+
+      await svc.runtime.services.webhooks.purgeFinished();
+      const view = await svc.admin.get<WebhookNotification>(`/notifications/${id}`);
+      assert.equal(view.status, 'skipped');
+      // And so the documented way back still works once the webhook is enabled again.
+      await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });
+      await svc.admin.post(`/notifications/${id}/redeliver`);
+      await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'redelivered');
+    } finally {
+      answer(503);
+      await slow.close();
+    }
+  });
+});
+
 describe('metrics (issue 4 point 8)', () => {
   test('/metrics shows pending, retrying and dead counts, the oldest pending age and the delivery latency histogram', async () => {
     const code = await platformWithWebhook();

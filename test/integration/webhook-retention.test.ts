@@ -24,11 +24,12 @@ before(async () => {
 });
 after(() => svc?.close());
 
-/** A notification of `code` in `status`, recorded `daysAgo` days ago. */
+/** A notification of `code` in `status`, recorded `daysAgo` days ago (and skipped then, if skipped). */
 async function notification(status: string, daysAgo: number): Promise<string> {
   const id = await record(db(), code, `trade:${status}-${daysAgo}-${Math.random()}`);
   await sql`update webhook_notifications
-    set status = ${status}, created_at = now() - ${daysAgo} * interval '1 day'
+    set status = ${status}, created_at = now() - ${daysAgo} * interval '1 day',
+      skipped_at = case when ${status} = 'skipped' then now() - ${daysAgo} * interval '1 day' end
     where notification_id = ${id}::uuid`.execute(db());
   return id;
 }
@@ -144,10 +145,12 @@ test('with retention off nothing is purged', async () => {
   }
 });
 
-test('the purge is an hourly cron item of the worker, and its task is in the task list', () => {
+test('the purge is an hourly cron item of the worker, run serially, and its task is in the task list', () => {
   const item = cronItems.find((c) => c.task === PURGE_NOTIFICATIONS_TASK);
   assert.ok(item, 'no cron item for the purge');
   assert.equal(item.match, '41 * * * *');
+  // In a queue of its own: a run that outlasts the hour is not joined by the next one.
+  assert.equal(item.options?.queueName, PURGE_NOTIFICATIONS_TASK);
   assert.equal(parseCronItems(cronItems).length, cronItems.length);
   const tasks = buildTaskList(svc.runtime.services);
   assert.equal(typeof tasks[PURGE_NOTIFICATIONS_TASK], 'function');

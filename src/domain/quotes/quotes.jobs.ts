@@ -15,5 +15,11 @@ export function quotesTaskList(quotes: QuotesService): TaskList {
 }
 
 export const quotesCronItems: CronItem[] = [
-  { task: PURGE_QUOTES_TASK, match: '17 * * * *', identifier: PURGE_QUOTES_TASK },
+  {
+    task: PURGE_QUOTES_TASK,
+    match: '17 * * * *',
+    identifier: PURGE_QUOTES_TASK,
+    // Serially, as the notifications' purge: a run still going an hour later is not joined by the next.
+    options: { queueName: PURGE_QUOTES_TASK },
+  },
 ];

@@ -56,11 +56,12 @@ export async function recordNotification(trx: Executor, input: NotificationInput
       select e.enabled, e.payload_types from webhook_endpoints e where e.platform_code = ${input.platformCode}
     ), inserted as (
       insert into webhook_notifications
-        (notification_id, platform_code, payload_type, resource_key, payload, status, status_reason)
+        (notification_id, platform_code, payload_type, resource_key, payload, status, status_reason, skipped_at)
       select ${notificationId}::uuid, ${input.platformCode}, ${input.payloadType}, ${input.resourceKey},
         ${JSON.stringify(input.payload)}::jsonb,
         case when skip.reason is null then 'pending' else 'skipped' end,
-        skip.reason
+        skip.reason,
+        case when skip.reason is null then null else now() end
       from (select 1) one
       left join endpoint e on true
       cross join lateral (

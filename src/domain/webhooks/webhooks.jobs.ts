@@ -16,5 +16,12 @@ export function webhooksTaskList(webhooks: WebhooksService): TaskList {
 }
 
 export const webhooksCronItems: CronItem[] = [
-  { task: PURGE_NOTIFICATIONS_TASK, match: '41 * * * *', identifier: PURGE_NOTIFICATIONS_TASK },
+  {
+    task: PURGE_NOTIFICATIONS_TASK,
+    match: '41 * * * *',
+    identifier: PURGE_NOTIFICATIONS_TASK,
+    // Serially: a run still going an hour later (a large backlog) is not joined by the next one, which would
+    // walk the same rows and wait on the same locks.
+    options: { queueName: PURGE_NOTIFICATIONS_TASK },
+  },
 ];

@@ -457,8 +457,8 @@ export interface PurgeBatch {
 
 /**
  * One batch of the retention purge: the `batch` oldest notifications after `afterSeq` in commit order (seq's
- * unique index, which follows created_at but for transactions that ran long), of which those recorded and
- * delivered (if they were) before `before`, and delivered or skipped, are deleted, with their attempts kept
+ * unique index, which follows created_at but for transactions that ran long), of which those recorded, and
+ * delivered or skipped, before `before` (and not redelivered since) are deleted, with their attempts kept
  * from before 0011. Dead and undelivered ones stay. A notification being changed (an operator's redelivery)
  * is skipped, not waited for: the next run takes it if it still qualifies.
  */
@@ -484,9 +484,10 @@ export async function purgeFinishedNotifications(
       select n.notification_id
       from webhook_notifications n
       join scanned s using (notification_id)
-      -- One redelivered since is kept for the retention after its latest redelivery or delivery.
+      -- One redelivered since is kept for the retention after its latest redelivery, delivery or skip
+      -- (migration 0016: one skipped at its turn after weeks pending stays redeliverable for the retention).
       where s.old and n.status in ('delivered', 'skipped')
-        and greatest(n.created_at, n.delivered_at, n.redelivered_at) < ${before}
+        and greatest(n.created_at, n.delivered_at, n.redelivered_at, n.skipped_at) < ${before}
       for update of n skip locked
     ), attempts as (
       delete from webhook_attempts_before_0011 a using purgeable p where a.notification_id = p.notification_id

@@ -340,8 +340,8 @@ export function createWebhooksService(deps: DomainDeps) {
     },
 
     /**
-     * Deletes the delivered and skipped notifications recorded more than SVC_WEBHOOK_RETENTION_DAYS ago,
-     * oldest first, in batches of `batch`; dead and undelivered ones stay. Stops between two batches once
+     * Deletes the notifications delivered or skipped (and recorded) more than SVC_WEBHOOK_RETENTION_DAYS
+     * ago, oldest first, in batches of `batch`; dead and undelivered ones stay. Stops between two batches once
      * `signal` is aborted (the worker is stopping: the next run goes on). Returns how many it deleted.
      */
     async purgeFinished({

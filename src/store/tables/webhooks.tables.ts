@@ -41,6 +41,8 @@ export interface WebhookNotificationDeliveryColumns {
   dead_at: NullableTimestamp;
   /** Migration 0012: the operator's latest redelivery, null if none. */
   redelivered_at: NullableTimestamp;
+  /** Migration 0016: when it was skipped (recorded so, or at its turn); null if it was not, or before 0016. */
+  skipped_at: NullableTimestamp;
   // Migration 0011: the latest attempt, and the earlier ones (read through the webhook_attempts view).
   last_attempt_duration_ms: ColumnType<number | null, never, number | null>;
   last_attempt_status_code: ColumnType<number | null, never, number | null>;
