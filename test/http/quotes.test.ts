@@ -253,6 +253,26 @@ describe('execution', () => {
     assert.equal(await balanceOf(svc, customer, 'BTC'), '0');
   });
 
+  test('a quote_id sent upper-case executes, and spec 7.2 finds its trade with the id as sent', async () => {
+    // A UUID is case-insensitive and some platforms store them upper-case (SQL Server): the look-up after a
+    // lost answer must find the trade with the id the platform has, or it reads "expired" and trades again.
+    const quote = await liquidityQuote(client, {
+      ...ACCOUNT_ACTIONS,
+      quantity: '0.1',
+      participant_code: customer,
+    });
+    const upper = quote.quote_id.toUpperCase();
+    const execution = await executeLiquidity(client, upper);
+    for (const id of [upper, quote.quote_id]) {
+      const found = await tradesByClientTradeId(client, id);
+      assert.deepEqual(
+        found.map((t) => [t.trade_id, t.client_trade_id]),
+        [[execution.trade_id, quote.quote_id]],
+        id,
+      );
+    }
+  });
+
   test('insufficient balance → 400; funds promised to unsettled trades count; the quote stays executable', async () => {
     const poor = (await svc.newParticipant(platformCode)).participant_code;
     await fund(svc, poor, 'USD', '100');

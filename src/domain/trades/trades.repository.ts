@@ -107,7 +107,8 @@ export async function lockSpendableBalance(
 }
 
 export interface TradeFilters {
-  clientTradeId?: string;
+  /** Any of these (the value asked for, and its canonical form: see clientTradeIdsFor). */
+  clientTradeIds?: string[];
   tradeState?: TradeState;
   accountLabel?: string;
   partyCode?: string;
@@ -130,8 +131,8 @@ export async function listPlatformTrades(
 ): Promise<{ rows: TradeWithWithdrawal[]; count: number }> {
   if (filters.matchesNothing) return { rows: [], count: 0 };
   let query = selectTrades(db).where('trades.platform_code', '=', platformCode);
-  if (filters.clientTradeId !== undefined)
-    query = query.where('trades.client_trade_id', '=', filters.clientTradeId);
+  if (filters.clientTradeIds !== undefined)
+    query = query.where('trades.client_trade_id', 'in', filters.clientTradeIds);
   if (filters.tradeState !== undefined) query = query.where('trades.trade_state', '=', filters.tradeState);
   if (filters.accountLabel !== undefined)
     query = query.where('trades.account_label', '=', filters.accountLabel);

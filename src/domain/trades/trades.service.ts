@@ -49,6 +49,19 @@ export const DEFAULT_ACCOUNT_LABEL = 'general';
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (value: string) => UUID_RE.test(value);
 
+/**
+ * What a client_trade_id filter matches: the value itself and, for a UUID, its canonical lower-case form. An
+ * executed quote's trade carries the quote_id as its client_trade_id in that form (wire-contract §7, spec
+ * 7.2), while execute takes the quote_id in any case (a UUID is case-insensitive, and some platforms store
+ * them upper-case): a platform looking its trade up with the id as it sent it must find it, or spec 7.2's
+ * recovery reads "expired" and quotes and trades again.
+ */
+function clientTradeIdsFor(value: string | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  const canonical = isUuid(value) ? value.toLowerCase() : value;
+  return canonical === value ? [value] : [value, canonical];
+}
+
 export interface SettleJobPayload {
   trade_id: string;
   /** The state the job moves the trade out of; if it has moved on already, the job does nothing. */
@@ -372,7 +385,7 @@ export function createTradesService(deps: DomainDeps) {
         lte: timestampBound(query['transaction_timestamp[lte]'], 'lte'),
       };
       const filters: TradeFilters = {
-        clientTradeId: query.client_trade_id,
+        clientTradeIds: clientTradeIdsFor(query.client_trade_id),
         tradeState: query.trade_state ?? settlementTradeState,
         accountLabel: query.account_label,
         partyCode: query.party_code,
