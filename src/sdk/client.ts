@@ -45,6 +45,11 @@ export interface RequestOptions {
   retry?: RetryOptions | false;
   /** false: send no X-SCX-* headers (`GET /time` and `GET /.well-known/jwks.json` need none). Default true. */
   authenticate?: boolean;
+  /**
+   * true: no `X-Simulator-Scenario`, neither this call's nor the client's (`ClientOptions.headers`): an
+   * idempotence check or recovery look-up must see the real state (see {@link lookupOptions}).
+   */
+  withoutScenario?: boolean;
 }
 
 export interface SvcResponse<T = unknown> {
@@ -98,6 +103,10 @@ export class SvcClient {
       ...this.options.headers,
       ...options.headers,
     };
+    if (options.withoutScenario) {
+      for (const name of Object.keys(headers))
+        if (name.toLowerCase() === SIMULATOR_SCENARIO_HEADER) delete headers[name];
+    }
     let response: Response;
     let text: string;
     try {
@@ -195,16 +204,11 @@ function describeFetchError(error: unknown): string {
 
 /**
  * The per-call options an idempotence check or recovery look-up runs with: the caller's retry options
- * (so an injected sleep or clock applies), its headers minus `X-Simulator-Scenario` (a rehearsed failure
- * is for the call itself; the check must see the real state).
+ * (so an injected sleep or clock applies) and headers, without `X-Simulator-Scenario`, the call's or the
+ * client's (a rehearsed failure is for the call itself; the check must see the real state).
  */
 export function lookupOptions(
   options: Pick<RequestOptions, 'headers' | 'retry'>,
-): Pick<RequestOptions, 'headers' | 'retry'> {
-  const headers = options.headers
-    ? Object.fromEntries(
-        Object.entries(options.headers).filter(([name]) => name.toLowerCase() !== SIMULATOR_SCENARIO_HEADER),
-      )
-    : undefined;
-  return { retry: options.retry, headers };
+): Pick<RequestOptions, 'headers' | 'retry' | 'withoutScenario'> {
+  return { retry: options.retry, headers: options.headers, withoutScenario: true };
 }

@@ -335,6 +335,33 @@ describe('spec 7.1.2, 7.2: a POST answered 502/504 runs the idempotence check, a
     });
   }
 
+  test('a client-wide X-Simulator-Scenario rehearses the execute, not its check: the check finds the trade', async () => {
+    // ClientOptions.headers is where the SDK's docs suggest a cert run puts the header.
+    const seen: string[] = [];
+    const client = createClient({
+      baseUrl: svc.url,
+      apiKey: key.api_key,
+      apiSecret: key.api_secret,
+      passphrase: key.passphrase,
+      now: () => clock.now(),
+      headers: { 'X-Simulator-Scenario': 'error_504_after' },
+      retry: { sleep: async () => {}, random: () => 0.5 },
+      fetch: async (input, init) => {
+        const scenario = (init?.headers as Record<string, string>)['X-Simulator-Scenario'];
+        const response = await fetch(input, init);
+        seen.push(
+          `${routeOf(init?.method ?? 'GET', new URL(String(input)).pathname)} [${scenario ?? ''}] → ${response.status}`,
+        );
+        return response;
+      },
+    });
+    const quoteId = await quote(rehearse().client, '/liquidity/execute');
+    const result = await client.quotes.executeLiquidityQuote(quoteId);
+    assert.equal(result.outcome, 'found');
+    assert.deepEqual(seen, ['POST /liquidity/execute [error_504_after] → 504', 'GET /trades [] → 200']);
+    assert.deepEqual(await tradeIdsOfQuote(quoteId), [result.trade_id]);
+  });
+
   test('execute failing 502 every time: checked after each attempt, gives up after maxRetries, no trade', async () => {
     const path = '/liquidity/execute';
     const { client, sends, slept } = rehearse({
