@@ -134,6 +134,27 @@ describe('liquidity quotes', () => {
     assert.equal(quote.expire_ts, clock.now() + 5_000);
   });
 
+  test('HEAD does not make a quote: the GET RFQs have no HEAD route', async () => {
+    const quotes = async () =>
+      Number(
+        (
+          await svc.runtime.store.db
+            .selectFrom('quotes')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    const before = await quotes();
+    for (const [path, query] of [
+      ['/liquidity/rfq', { ...ACCOUNT_ACTIONS, quantity: '1' }],
+      ['/convert_withdraw/rfq', { ...ACCOUNT_ACTIONS, quantity: '1', withdrawal_address: 'bc1qexample' }],
+    ] as const) {
+      const res = await client.send('HEAD', path, { query });
+      assert.equal(res.status, 404, `HEAD ${path}`);
+    }
+    assert.equal(await quotes(), before);
+  });
+
   test('a pair without a price → 400 naming the field', async () => {
     const res = await client.send('GET', '/liquidity/rfq', {
       query: { side: 'buy', underlying: 'DOGE', quoted_currency: 'USD', quantity: '1' },

@@ -26,6 +26,9 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
   app.get<{ Querystring: LiquidityQuoteRequest }>(
     '/liquidity/rfq',
     {
+      // A quote is made (and stored) by this GET, as the vendor's is: no automatic HEAD route, which would
+      // run the handler and store a quote for every HEAD (a monitoring probe, a link checker).
+      exposeHeadRoute: false,
       schema: {
         tags: liquidity,
         summary: 'Request a liquidity quote (exactly one of quantity and total)',
@@ -72,6 +75,9 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
   app.get<{ Querystring: ConvertWithdrawQuoteRequest }>(
     '/convert_withdraw/rfq',
     {
+      // A quote is made (and stored) by this GET, as the vendor's is: no automatic HEAD route, which would
+      // run the handler and store a quote for every HEAD (a monitoring probe, a link checker).
+      exposeHeadRoute: false,
       schema: {
         tags: convertWithdraw,
         summary: 'Request a quote to buy an asset and withdraw it to an address',
