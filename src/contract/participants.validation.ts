@@ -151,20 +151,30 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
   if (body.citizenship_code === 'US' && text('tax_id') !== undefined && !US_TAX_ID.test(text('tax_id')!)) {
     errors.push(error('/tax_id', 'must be a 9-digit SSN or ITIN, e.g. 000-00-0000'));
   }
-  collectLoneSurrogates(body, '', errors);
+  collectUnhashable(body, '', errors);
   return errors;
 }
 
-/** A string with a lone UTF-16 surrogate has no canonical JSON form (RFC 8785), so spec 7.3 could not hash it. */
-function collectLoneSurrogates(value: unknown, path: string, errors: FieldError[]): void {
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * What has no canonical JSON form (RFC 8785), so that spec 7.3 could not hash the body: a string, or an
+ * object's key (in `metadata`, which takes any object), with a lone UTF-16 surrogate, and a number JSON.parse
+ * made infinite (`1e400`).
+ */
+function collectUnhashable(value: unknown, path: string, errors: FieldError[]): void {
   if (typeof value === 'string') {
-    if (/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(value)) {
-      errors.push(error(path, 'must be well-formed Unicode text'));
-    }
+    if (LONE_SURROGATE.test(value)) errors.push(error(path, 'must be well-formed Unicode text'));
+  } else if (typeof value === 'number') {
+    if (!Number.isFinite(value)) errors.push(error(path, 'must be a number within the range of a double'));
   } else if (Array.isArray(value)) {
-    value.forEach((item, i) => collectLoneSurrogates(item, `${path}/${i}`, errors));
+    value.forEach((item, i) => collectUnhashable(item, `${path}/${i}`, errors));
   } else if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) collectLoneSurrogates(item, `${path}/${key}`, errors);
+    for (const [key, item] of Object.entries(value)) {
+      if (LONE_SURROGATE.test(key))
+        errors.push(error(path, 'has a key that is not well-formed Unicode text'));
+      else collectUnhashable(item, `${path}/${key}`, errors);
+    }
   }
 }
 

@@ -279,6 +279,19 @@ describe('validation: 400 lists every bad field', () => {
     }
   });
 
+  test('metadata that has no canonical JSON form (spec 7.3 hashes the body) is a 400 naming it, not a 500', async () => {
+    const before = await countParticipants();
+    // As sent on the wire: JSON escapes a lone surrogate, and JSON.parse makes 1e400 Infinity.
+    const body = JSON.stringify(usCustomer()).replace(/}$/, ',"metadata":{"k\\ud800":1,"big":1e400}}');
+    const res = await create(body);
+    assert.equal(res.status, 400, JSON.stringify(res.body));
+    assert.deepEqual(res.body.errors, [
+      'metadata: has a key that is not well-formed Unicode text',
+      'metadata.big: must be a number within the range of a double',
+    ]);
+    assert.equal(await countParticipants(), before);
+  });
+
   test('X-REQUEST-ID longer than 255 characters is a 400 naming the header', async () => {
     const res = await create(usCustomer(), { 'X-REQUEST-ID': 'r'.repeat(256) });
     assert.equal(res.status, 400);
