@@ -359,6 +359,40 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('hears unblocks when Redis was unreachable as it started, once Redis is back', async () => {
+    // An instance started during a Redis outage: its first SUBSCRIBE must wait for Redis, not be dropped at
+    // the first failed connection attempt (the limiter's connection fails commands fast), or every unblock
+    // of its process's life goes unheard and it keeps refusing an IP the operator let go.
+    const relay = await startTcpProxy(REDIS_URL!);
+    await relay.down();
+    const store = new RedisRateLimitStore({
+      client: new Redis(relay.url, rateLimitRedisOptions({ retryStrategy: () => 20 })),
+      keyPrefix: freshPrefix(),
+    });
+    let subscriber: Redis | undefined;
+    const duplicate = store.client.duplicate.bind(store.client);
+    store.client.duplicate = (options) => (subscriber = duplicate(options));
+    const heard: string[] = [];
+    const subscription = store.subscribeUnblocks((ip) => heard.push(ip));
+    try {
+      // Its connection attempts fail meanwhile (the relay refuses them); then Redis is reachable.
+      // (Not events.once: the failed attempt's 'error' event would reject it.)
+      await new Promise((resolve) => subscriber!.once('reconnecting', resolve));
+      await relay.up();
+      await subscription.subscribed;
+      const deadline = Date.now() + 5_000;
+      while ((await client().publish(store.unblockChannel, '198.51.100.8')) === 0) {
+        if (Date.now() > deadline) throw new Error('timed out: nobody subscribed to the unblocks');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await until(() => heard.includes('198.51.100.8'), 'the unblock');
+    } finally {
+      subscription.close();
+      store.client.disconnect();
+      await relay.close();
+    }
+  });
+
   it('hears unblocks again after a reconnect; closing just as it reconnects leaves no unhandled rejection', async () => {
     const relay = await startTcpProxy(REDIS_URL!);
     const store = new RedisRateLimitStore({

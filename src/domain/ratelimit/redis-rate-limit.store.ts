@@ -340,7 +340,8 @@ export class RedisRateLimitStore implements RateLimitStore {
   /**
    * Calls `onUnblock(ip)` whenever any instance lifts a block, so this instance drops its cached
    * "blocked until". Uses a second connection (subscriber mode) that queues the subscription until
-   * Redis is reachable and resubscribes after reconnects. `subscribed` settles once it is active.
+   * Redis is reachable (however long that takes) and resubscribes after reconnects. `subscribed` settles
+   * once it is active, or once it is closed before that.
    */
   subscribeUnblocks(
     onUnblock: (ip: string) => void,
@@ -352,6 +353,9 @@ export class RedisRateLimitStore implements RateLimitStore {
     // unhandled rejection.
     const subscriber = this.client.duplicate({
       enableOfflineQueue: true,
+      // The limiter's connection fails a command at the first failed connection attempt (maxRetriesPerRequest
+      // 0); here the SUBSCRIBE must wait for Redis, or an instance started during an outage never subscribed.
+      maxRetriesPerRequest: null,
       lazyConnect: false,
       autoResubscribe: false,
     });
