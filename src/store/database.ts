@@ -15,6 +15,16 @@ export type Trx = Transaction<Database>;
 /** A query executor: the pool-backed Db or an open transaction. Repositories accept either. */
 export type Executor = Db | Trx;
 
+/**
+ * Runs `work` in one snapshot of the database: a read-only REPEATABLE READ transaction. For reads that must
+ * agree with each other, such as a page and its total, or an account's tenants and its pending tenant
+ * changes: as separate statements (each READ COMMITTED statement its own snapshot), or statements sent at
+ * once on two pooled connections, they can straddle a commit and show a state that never was.
+ */
+export function inOneSnapshot<T>(db: Db, work: (trx: Trx) => Promise<T>): Promise<T> {
+  return db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(work);
+}
+
 // int8 (bigserial, count(*)) as a JS number: our int8 values (counts, sequence positions, epoch ms) stay far
 // below 2^53. numeric stays a string for decimal arithmetic.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));

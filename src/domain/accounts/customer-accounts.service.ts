@@ -9,7 +9,7 @@ import { makeZrn, type Region } from '../../contract/identifiers.ts';
 import { toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
-import type { Executor, Trx } from '../../store/database.ts';
+import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
 import {
   conflict,
@@ -464,16 +464,21 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       zrn: string,
       participantCode?: string,
     ): Promise<CustomerAccountDetails> {
-      const row = await requirePlatformAccount(db, platformCode, zrn);
-      if (participantCode !== undefined) {
-        const holder = await resolveAccountHolder(db, platformCode, participantCode, row.account_label);
-        if (holder.zrn !== zrn) {
-          throw forbidden(
-            `participant ${participantCode} is neither the holder nor a tenant of account ${zrn}`,
-          );
+      // One snapshot: a tenant change the job applies meanwhile moves from the pending list to the tenants,
+      // and read on either side of its commit it would be in neither list (or both), which a platform
+      // confirming the change (spec 4.2), and the SDK's idempotence check, read as refused.
+      return inOneSnapshot(db, async (trx) => {
+        const row = await requirePlatformAccount(trx, platformCode, zrn);
+        if (participantCode !== undefined) {
+          const holder = await resolveAccountHolder(trx, platformCode, participantCode, row.account_label);
+          if (holder.zrn !== zrn) {
+            throw forbidden(
+              `participant ${participantCode} is neither the holder nor a tenant of account ${zrn}`,
+            );
+          }
         }
-      }
-      return accountDetailsOf(db, row);
+        return accountDetailsOf(trx, row);
+      });
     },
 
     /**
@@ -506,10 +511,12 @@ export function createCustomerAccountsService(deps: DomainDeps) {
         accountType: query.account_type,
         asset: query.asset,
       };
-      const [count, rows] = await Promise.all([
-        countBalanceAccounts(db, filter),
-        listBalanceAccounts(db, filter, page.offset, page.limit),
-      ]);
+      const [count, rows] = await inOneSnapshot(db, (trx) =>
+        Promise.all([
+          countBalanceAccounts(trx, filter),
+          listBalanceAccounts(trx, filter, page.offset, page.limit),
+        ]),
+      );
       // The vendor's account listing carries no page_size or count.
       const { page: current, total_pages: totalPages } = pageFields(page, count);
       return {

@@ -12,7 +12,7 @@ import {
 } from '../../contract/funding.schemas.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
-import type { Executor, Trx } from '../../store/database.ts';
+import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import { resolveAccountHolder, type AccountHolder } from '../accounts/account-holder.ts';
 import { applyMovements } from '../balances/balances.service.ts';
@@ -581,7 +581,9 @@ export function createFundingService(deps: DomainDeps) {
       }
       const page = pageOf(query);
       const { page: _p, page_size: _s, ...filters } = query;
-      const { rows, count } = await repo.listFundEvents(db, platformCode, filters, page);
+      const { rows, count } = await inOneSnapshot(db, (trx) =>
+        repo.listFundEvents(trx, platformCode, filters, page),
+      );
       return { message: rows.map(fundEventView), ...pageFields(page, count) };
     },
   };

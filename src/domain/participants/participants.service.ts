@@ -13,7 +13,7 @@ import {
   type PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { newParticipantCode } from '../../lib/ids.ts';
-import type { Executor, Trx } from '../../store/database.ts';
+import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
 import { conflict, forbidden, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
@@ -285,7 +285,9 @@ export function createParticipantsService(deps: DomainDeps) {
         // Every customer created here is an individual.
         matchesNothing: query.entity_type !== undefined && query.entity_type !== 'individual',
       };
-      const { rows, total } = await listPlatformCustomers(db, platformCode, filters, page);
+      const { rows, total } = await inOneSnapshot(db, (trx) =>
+        listPlatformCustomers(trx, platformCode, filters, page),
+      );
       if (total === 0) {
         const foreign =
           (filters.participantCode !== undefined &&

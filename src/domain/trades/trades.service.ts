@@ -3,7 +3,7 @@ import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
-import type { Executor, Trx } from '../../store/database.ts';
+import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import type { TradeSide, TradeSource } from '../../store/tables/trades.tables.ts';
 import { resolveAccountHolder, type AccountHolder } from '../accounts/account-holder.ts';
 import { applyMovements, type MovementInput } from '../balances/balances.service.ts';
@@ -396,7 +396,9 @@ export function createTradesService(deps: DomainDeps) {
         atOrBefore: bounds.lte ?? undefined,
         matchesNothing: matchesNothing || Object.values(bounds).includes(null),
       };
-      const { rows, count } = await listPlatformTrades(db, platformCode, filters, page);
+      const { rows, count } = await inOneSnapshot(db, (trx) =>
+        listPlatformTrades(trx, platformCode, filters, page),
+      );
       return { rows: rows.map(tradeView), ...pageFields(page, count) };
     },
 

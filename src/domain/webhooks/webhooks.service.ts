@@ -10,6 +10,7 @@ import { createWebhookDelivery } from './webhook-delivery.ts';
 import { createWebhookMetrics } from './webhooks.metrics.ts';
 import * as repo from './webhooks.repository.ts';
 import { pageFields, pageOf } from '../paging.ts';
+import { inOneSnapshot } from '../../store/database.ts';
 
 /**
  * Operator control of webhooks (DESIGN §3, issue 4 point 2): per platform one URL, an optional secret
@@ -302,10 +303,9 @@ export function createWebhooksService(deps: DomainDeps) {
         resourceKey: query.resource_key,
       };
       const page = pageOf(query);
-      const [count, rows] = await Promise.all([
-        repo.countNotifications(db, filter),
-        repo.listNotifications(db, filter, page),
-      ]);
+      const [count, rows] = await inOneSnapshot(db, (trx) =>
+        Promise.all([repo.countNotifications(trx, filter), repo.listNotifications(trx, filter, page)]),
+      );
       return { items: await withAttempts(rows), ...pageFields(page, count) };
     },
 
