@@ -1,6 +1,6 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import path from 'node:path';
-import { parseCidr } from './lib/cidr.ts';
+import { coversEveryAddress, parseCidr } from './lib/cidr.ts';
 
 /**
  * The only reader of process.env. Every variable is listed, with its default, in .env.example.
@@ -244,7 +244,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     const parsed = parseCidr(cidr);
     if (!parsed) throw new ConfigError(`SVC_TRUST_PROXY: "${cidr}" is not a CIDR`);
     // Every address a proxy: any client could name the address the firewall and the rate limit see.
-    if (parsed.prefix === 0)
+    if (coversEveryAddress(parsed))
       throw new ConfigError(
         `SVC_TRUST_PROXY: "${cidr}" trusts every address, so any client could choose the IP the firewall and rate limit see; list the proxies' own addresses`,
       );

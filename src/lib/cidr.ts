@@ -12,6 +12,22 @@ export function parseCidr(text: string): { address: string; prefix: number; fami
   return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
 }
 
+const IPV4_MAPPED = new BlockList();
+IPV4_MAPPED.addSubnet('::ffff:0:0', 96, 'ipv6');
+
+/**
+ * Whether a CIDR takes in every address of a family: `/0`, or an IPv4-mapped IPv6 range of `/96`
+ * (`::ffff:0.0.0.0/96`), which proxy-addr, like this module, reads as every IPv4 address.
+ */
+export function coversEveryAddress(cidr: {
+  address: string;
+  prefix: number;
+  family: 'ipv4' | 'ipv6';
+}): boolean {
+  if (cidr.prefix === 0) return true;
+  return cidr.family === 'ipv6' && cidr.prefix === 96 && IPV4_MAPPED.check(cidr.address, 'ipv6');
+}
+
 /**
  * A set of CIDRs to test addresses against, on node's built-in BlockList (maintained, exact for v4 and v6).
  * IPv4-mapped IPv6 peers ("::ffff:1.2.3.4") are matched as their IPv4 address.

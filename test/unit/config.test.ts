@@ -20,12 +20,13 @@ function refused(env: Record<string, string>, pattern: RegExp): void {
 
 describe('trusted proxies', () => {
   test('SVC_TRUST_PROXY takes CIDRs, but not one that trusts every address', () => {
-    assert.deepEqual(loadConfig({ SVC_TRUST_PROXY: '10.0.0.0/8, fd00::/8' }).trustProxy, [
-      '10.0.0.0/8',
-      'fd00::/8',
-    ]);
+    assert.deepEqual(
+      loadConfig({ SVC_TRUST_PROXY: '10.0.0.0/8, fd00::/8, ::ffff:10.0.0.0/104' }).trustProxy,
+      ['10.0.0.0/8', 'fd00::/8', '::ffff:10.0.0.0/104'],
+    );
     refused({ SVC_TRUST_PROXY: '10.0.0.0/33' }, /^SVC_TRUST_PROXY: "10.0.0.0\/33" is not a CIDR/);
-    for (const everyone of ['0.0.0.0/0', '::/0'])
+    // ::ffff:0.0.0.0/96 is every IPv4 address written as IPv6 (proxy-addr trusts every IPv4 peer with it).
+    for (const everyone of ['0.0.0.0/0', '::/0', '::ffff:0.0.0.0/96', '::ffff:0:0/96'])
       refused({ SVC_TRUST_PROXY: `10.0.0.0/8,${everyone}` }, /^SVC_TRUST_PROXY: ".*" trusts every address/);
   });
 });
