@@ -141,6 +141,16 @@ describe('rate limit through the service (memory store, controlled clock)', () =
     assert.equal(((await v6.json()) as { message: { ip: string } }).message.ip, '2001:db8::1');
     const mapped = await fetch(`${svc.url}/admin/rate_limits/::ffff:127.0.0.1`, { headers: admin });
     assert.equal(((await mapped.json()) as { message: { ip: string } }).message.ip, '127.0.0.1');
+    // A mapped address with a zone is keyed "127.0.0.1%x" (no address itself): GET and DELETE agree on it,
+    // and the DELETE, which lifts the block before answering, does not answer 400 after doing so.
+    for (const method of ['GET', 'DELETE']) {
+      const zoned = await fetch(`${svc.url}/admin/rate_limits/::ffff:127.0.0.1%25x`, {
+        method,
+        headers: admin,
+      });
+      assert.equal(zoned.status, 200, method);
+      assert.equal(((await zoned.json()) as { message: { ip: string } }).message.ip, '127.0.0.1%x', method);
+    }
   });
 });
 

@@ -181,8 +181,12 @@ export class RateLimiterService implements RateLimiter {
   }
 
   /** Operator view, from the store that is limiting right now. */
-  async inspect(address: string): Promise<RateLimitState> {
-    const ip = operatorKey(address);
+  inspect(address: string): Promise<RateLimitState> {
+    return this.inspectKey(operatorKey(address));
+  }
+
+  /** `inspect` of a canonical key (which need not be an address itself: a zone stays on it). */
+  private async inspectKey(ip: string): Promise<RateLimitState> {
     if (this.shared !== undefined && (!this.inFallback || this.mayProbe(this.clock.now()))) {
       try {
         const state = await this.shared.inspect(ip);
@@ -212,7 +216,9 @@ export class RateLimiterService implements RateLimiter {
         throw unavailable('the block could not be lifted in Redis; retry when it is reachable');
       }
     }
-    return this.inspect(ip);
+    // The key, not validated again as an address: "::ffff:1.2.3.4%x" is keyed "1.2.3.4%x", which is not one,
+    // and a 400 now would report a refusal after the block was lifted.
+    return this.inspectKey(ip);
   }
 
   /** For /readyz (DESIGN §6): whether the shared store answers; true when there is none. */
