@@ -31,6 +31,7 @@ import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
 import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
+import { acceptingBooleansInAnyCase } from './http/query-booleans.ts';
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
 import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
@@ -144,9 +145,11 @@ export async function buildApp(
   const textAjv = addFormats(
     new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false }),
   );
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema),
-  );
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart === 'body') return bodyAjv.compile(schema);
+    const validate = textAjv.compile(schema);
+    return httpPart === 'querystring' ? acceptingBooleansInAnyCase(schema, validate) : validate;
+  });
 
   installRawBodyParser(app);
   // DESIGN §6 (SIGTERM): server.close() drops only the keep-alive connections idle when it starts; a

@@ -520,6 +520,25 @@ describe('convert and withdraw', () => {
       200,
     );
     assert.equal(business.withdrawal_address, EVM_ADDRESS);
+    // Query-string booleans as vendor clients print them (Python's requests sends False): any letter case.
+    for (const [fee, tag] of [
+      ['True', 'False'],
+      ['FALSE', 'false'],
+    ]) {
+      await ok(
+        'GET',
+        '/convert_withdraw/rfq',
+        {
+          query: { ...base, total: '100', fee_inclusive: fee, no_destination_tag: tag },
+        },
+        200,
+      );
+    }
+    const notBoolean = await client.send('GET', '/convert_withdraw/rfq', {
+      query: { ...base, quantity: '1', no_destination_tag: 'yes' },
+    });
+    assert.equal(notBoolean.status, 400);
+    assert.deepEqual(notBoolean.body, { errors: ['no_destination_tag: must be boolean'] });
   });
 
   test('POST /convert_withdraw/rfq with every documented field → 201, and POST /convert_withdraw/execute with every field → 200', async () => {
