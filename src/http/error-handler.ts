@@ -97,7 +97,9 @@ function isTransient(error: unknown): boolean {
   const code = pgErrorCode(error);
   if (code && (TRANSIENT_PG_CODES.has(code) || TRANSIENT_NET_CODES.has(code))) return true;
   const message = error instanceof Error ? error.message : '';
-  return /Connection terminated|timeout exceeded when trying to connect/i.test(message);
+  // pg's words for a connection lost (mid-statement; while connecting; between the statements of a
+  // transaction, e.g. one snapshot's reads, which then say it "is not queryable").
+  return /Connection terminated|timeout exceeded when trying to connect|is not queryable/i.test(message);
 }
 
 /**

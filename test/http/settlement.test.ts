@@ -193,6 +193,28 @@ describe('operator booking', () => {
       found.body.message.map((t) => t.trade_id),
       [booked.trade_id],
     );
+    // A booked trade's client_trade_id matches exactly, even a UUID: only a quote's trade is also found by
+    // its quote_id in any letter case (spec 7.2).
+    const uuidId = crypto.randomUUID();
+    const second = await svc.admin.post<AdminTrade>('/trades', {
+      platform_code: platformCode,
+      participant_code: holder,
+      side: 'sell',
+      underlying: 'BTC',
+      quoted_currency: 'USD',
+      quantity: '0.1',
+      price: '48000.5',
+      net_settlement: true,
+      client_trade_id: uuidId,
+    });
+    const byId = async (id: string) =>
+      (
+        await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
+          query: { client_trade_id: id },
+        })
+      ).body.message.map((t) => t.trade_id);
+    assert.deepEqual(await byId(uuidId), [second.trade_id]);
+    assert.deepEqual(await byId(uuidId.toUpperCase()), []);
   });
 
   test('a regular booked trade does notify; a duplicate client_trade_id → 409; bad fields → 400', async () => {

@@ -107,8 +107,9 @@ export async function lockSpendableBalance(
 }
 
 export interface TradeFilters {
-  /** Any of these (the value asked for, and its canonical form: see clientTradeIdsFor). */
-  clientTradeIds?: string[];
+  clientTradeId?: string;
+  /** With clientTradeId: also the trade of this quote (see quoteOfClientTradeId). */
+  orQuoteId?: string;
   tradeState?: TradeState;
   accountLabel?: string;
   partyCode?: string;
@@ -131,8 +132,14 @@ export async function listPlatformTrades(
 ): Promise<{ rows: TradeWithWithdrawal[]; count: number }> {
   if (filters.matchesNothing) return { rows: [], count: 0 };
   let query = selectTrades(db).where('trades.platform_code', '=', platformCode);
-  if (filters.clientTradeIds !== undefined)
-    query = query.where('trades.client_trade_id', 'in', filters.clientTradeIds);
+  const { clientTradeId, orQuoteId } = filters;
+  if (clientTradeId !== undefined) {
+    query = query.where((eb) =>
+      orQuoteId === undefined
+        ? eb('trades.client_trade_id', '=', clientTradeId)
+        : eb.or([eb('trades.client_trade_id', '=', clientTradeId), eb('trades.quote_id', '=', orQuoteId)]),
+    );
+  }
   if (filters.tradeState !== undefined) query = query.where('trades.trade_state', '=', filters.tradeState);
   if (filters.accountLabel !== undefined)
     query = query.where('trades.account_label', '=', filters.accountLabel);

@@ -50,16 +50,15 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 export const isUuid = (value: string) => UUID_RE.test(value);
 
 /**
- * What a client_trade_id filter matches: the value itself and, for a UUID, its canonical lower-case form. An
- * executed quote's trade carries the quote_id as its client_trade_id in that form (wire-contract §7, spec
- * 7.2), while execute takes the quote_id in any case (a UUID is case-insensitive, and some platforms store
- * them upper-case): a platform looking its trade up with the id as it sent it must find it, or spec 7.2's
- * recovery reads "expired" and quotes and trades again.
+ * The quote whose trade a client_trade_id filter also matches: the value, when it is a UUID. An executed
+ * quote's trade carries the quote_id as its client_trade_id in its canonical lower-case form (wire-contract
+ * §7, spec 7.2), while execute takes the quote_id in any case (a UUID is case-insensitive, and some platforms
+ * store them upper-case): a platform looking its trade up with the id as it sent it must find it, or spec
+ * 7.2's recovery reads "expired" and quotes and trades again. Only a quote's trade is matched so; any other
+ * trade's client_trade_id (an operator's) still matches exactly.
  */
-function clientTradeIdsFor(value: string | undefined): string[] | undefined {
-  if (value === undefined) return undefined;
-  const canonical = isUuid(value) ? value.toLowerCase() : value;
-  return canonical === value ? [value] : [value, canonical];
+function quoteOfClientTradeId(value: string | undefined): string | undefined {
+  return value !== undefined && isUuid(value) ? value : undefined;
 }
 
 export interface SettleJobPayload {
@@ -385,7 +384,8 @@ export function createTradesService(deps: DomainDeps) {
         lte: timestampBound(query['transaction_timestamp[lte]'], 'lte'),
       };
       const filters: TradeFilters = {
-        clientTradeIds: clientTradeIdsFor(query.client_trade_id),
+        clientTradeId: query.client_trade_id,
+        orQuoteId: quoteOfClientTradeId(query.client_trade_id),
         tradeState: query.trade_state ?? settlementTradeState,
         accountLabel: query.account_label,
         partyCode: query.party_code,
