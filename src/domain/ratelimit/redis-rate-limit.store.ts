@@ -356,6 +356,8 @@ export class RedisRateLimitStore implements RateLimitStore {
       // The limiter's connection fails a command at the first failed connection attempt (maxRetriesPerRequest
       // 0); here the SUBSCRIBE must wait for Redis, or an instance started during an outage never subscribed.
       maxRetriesPerRequest: null,
+      // Nor is it cut short after the limiter's command timeout while it waits.
+      commandTimeout: undefined,
       lazyConnect: false,
       autoResubscribe: false,
     });
