@@ -293,12 +293,17 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
   const port = typeof values.port === 'string' ? Number(values.port) : NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new UsageError('--port N is required (0 = any free port)');
-  const listener = await startWebhookListener({
-    port,
-    host: typeof values.host === 'string' ? values.host : undefined,
-    secret,
-    json: values.json === true,
-  });
+  const host = typeof values.host === 'string' ? values.host : undefined;
+  const listener = await startWebhookListener({ port, host, secret, json: values.json === true }).catch(
+    (error: NodeJS.ErrnoException & { address?: string; port?: number }) => {
+      if (error.syscall !== 'listen' || !error.code) throw error;
+      const problem =
+        error.code === 'EADDRINUSE'
+          ? 'the address is already in use (another process listens there)'
+          : (LISTEN_PROBLEMS[error.code] ?? error.message);
+      throw new StartupError(`--host/--port: cannot listen on ${error.address}:${error.port}: ${problem}`);
+    },
+  );
   const stop = () => void listener.close().then(() => process.exit(EXIT.ok));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

@@ -8,6 +8,7 @@ import { Webhook } from 'standardwebhooks';
 import { standardWebhooksSecret } from '../../src/contract/webhook-signature.ts';
 import type { WebhookNotification } from '../../src/contract/webhooks.schemas.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { runCli } from '../helpers/service-process.ts';
 import { serviceEnv } from '../helpers/webhook-processes.ts';
 import { notificationState, record, waitFor } from '../helpers/webhook-receiver.ts';
 
@@ -168,4 +169,15 @@ test('the standardwebhooks npm package verifies real deliveries with whsec_ + ba
     server.closeAllConnections();
     await new Promise((r) => server.close(r));
   }
+});
+
+test('a listener whose port is taken says so on one line, with exit code 1, and no stack trace', async () => {
+  const taken = await startListener(SECRET);
+  const port = new URL(taken.url).port;
+  const { code, stderr } = await runCli(['webhooks', 'listen', '--port', port, '--secret', SECRET], {});
+  assert.equal(code, 1);
+  assert.equal(
+    stderr.trim(),
+    `error: --host/--port: cannot listen on 127.0.0.1:${port}: the address is already in use (another process listens there)`,
+  );
 });
