@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { jwtSigningKeyPem, type Config } from '../config.ts';
+import { ConfigError, jwtSigningKeyPem, type Config } from '../config.ts';
 
 /**
  * The three server secrets: the operator token, the key that encrypts API secrets at rest, and the JWT
@@ -20,7 +20,11 @@ export interface ServerSecrets {
 async function readOrCreate(file: string, make: () => string): Promise<string> {
   if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
   const value = make();
-  await writeFile(file, value + '\n', { mode: 0o600 });
+  // Written whole or not at all (a crash mid-write would leave a truncated key that the next start reads):
+  // to a file of its own, then renamed over the name.
+  const partial = `${file}.${process.pid}.tmp`;
+  await writeFile(partial, value + '\n', { mode: 0o600 });
+  await rename(partial, file);
   return value;
 }
 
@@ -32,12 +36,22 @@ export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSe
     fromDataDir.push(name);
     return readOrCreate(path.join(config.dataDir, file), make);
   };
+  // A file put in the data dir by hand (or damaged) is checked as the setting it stands for would be: a bad
+  // one stops the start, naming the file, rather than failing every request that needs it.
   const adminToken =
     config.adminToken ??
     (await fromDir('SVC_ADMIN_TOKEN', 'admin-token', () => randomBytes(24).toString('base64url')));
+  if (adminToken.length === 0)
+    throw new ConfigError(
+      `${path.join(config.dataDir, 'admin-token')}: is empty (remove it to have one made)`,
+    );
   const secretKey =
     config.secretKey ??
     (await fromDir('SVC_SECRET_KEY', 'secret-key', () => randomBytes(32).toString('base64')));
+  if (Buffer.from(secretKey, 'base64').length !== 32)
+    throw new ConfigError(
+      `${path.join(config.dataDir, 'secret-key')}: must be base64 of exactly 32 bytes (it encrypts the API secrets stored: restore the one they were made with)`,
+    );
   // Config has already normalised SVC_JWT_PRIVATE_KEY to PKCS#8; a key file put in the data dir by hand is
   // checked and normalised the same way.
   const jwtPrivateKeyPem =

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { loadConfig } from '../../src/config.ts';
+import { ConfigError, loadConfig } from '../../src/config.ts';
 import { verifyPassphrase } from '../../src/lib/passphrase-hash.ts';
 import { decryptSecret } from '../../src/lib/secret-box.ts';
 import { resolveSecrets } from '../../src/main/secrets.ts';
@@ -105,4 +105,24 @@ test('the encryption key comes from config (SVC_SECRET_KEY), else is generated o
   const again = await resolveSecrets(loadConfig({ SVC_DATA_DIR: dataDir }));
   assert.deepEqual(again.secretKey, generated.secretKey);
   assert.throws(() => loadConfig({ SVC_SECRET_KEY: randomBytes(16).toString('base64') }), /32 bytes/);
+});
+
+test('a damaged or hand-made secret file in the data dir stops the start, naming the file', async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-secrets-bad-'));
+  const config = loadConfig({ SVC_DATA_DIR: dataDir });
+  writeFileSync(path.join(dataDir, 'secret-key'), 'not-a-key\n');
+  await assert.rejects(
+    resolveSecrets(config),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.message.startsWith(`${path.join(dataDir, 'secret-key')}: must be base64 of exactly 32 bytes`),
+  );
+  writeFileSync(path.join(dataDir, 'secret-key'), randomBytes(32).toString('base64'));
+  writeFileSync(path.join(dataDir, 'admin-token'), '\n');
+  await assert.rejects(
+    resolveSecrets(config),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.message === `${path.join(dataDir, 'admin-token')}: is empty (remove it to have one made)`,
+  );
 });
