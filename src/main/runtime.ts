@@ -6,6 +6,7 @@ import { buildApp, type AppDeps, type AppParts } from '../app.ts';
 import type { Config } from '../config.ts';
 import type { DomainDeps } from '../domain/deps.ts';
 import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
+import { registerJobMetrics } from '../jobs/job-metrics.ts';
 import { createRateLimiter } from '../domain/ratelimit/rate-limiter.service.ts';
 import { createServices, type Services } from '../domain/services.ts';
 import { buildTaskList, cronItems } from '../jobs/task-list.ts';
@@ -104,6 +105,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const metrics = new Registry();
     collectDefaultMetrics({ register: metrics });
     services.webhooks.registerMetrics(metrics);
+    registerJobMetrics(metrics, store.db);
 
     let worker: Runner | null = null;
     if (config.role !== 'api') {

@@ -2,8 +2,10 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import Fastify from 'fastify';
+import { sql } from 'kysely';
 import { Registry } from 'prom-client';
 import { opsRoutes, type ReadinessCheck } from '../../src/http/routes/ops.routes.ts';
+import { enqueueJob } from '../../src/jobs/enqueue.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
@@ -110,6 +112,33 @@ describe('GET /metrics', () => {
     // Raw paths never become labels (bounded cardinality).
     assert.equal(after.includes('QQQ999'), false);
     assert.equal(after.includes('abc123'), false);
+  });
+
+  test('the job queue by task and state: ready, scheduled, running, failed (this instance runs no worker)', async () => {
+    const db = svc.runtime.store.db;
+    const task = 'ops.metrics_probe';
+    await enqueueJob(db, task, {});
+    await enqueueJob(db, task, {}, { runAt: new Date(Date.now() + 3_600_000) });
+    await enqueueJob(db, task, {}, { jobKey: 'ops-metrics-running' });
+    await enqueueJob(db, task, {}, { jobKey: 'ops-metrics-failed', maxAttempts: 1 });
+    await sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'ops-test'
+      where key = 'ops-metrics-running'`.execute(db);
+    await sql`update graphile_worker._private_jobs set attempts = 1
+      where key = 'ops-metrics-failed'`.execute(db);
+    // Scrapes a second apart share one read: wait for one that has these jobs.
+    const text = await eventually(
+      async () => {
+        const body = (await rawRequest(svc.url, 'GET', '/metrics')).text;
+        return body.includes(`task="${task}"`) ? body : undefined;
+      },
+      10_000,
+      'the jobs in /metrics',
+    );
+    assert.match(text, /^# TYPE svc_jobs gauge$/m);
+    for (const state of ['ready', 'scheduled', 'running', 'failed'])
+      assert.equal(sample(text, 'svc_jobs', `task="${task}",state="${state}"`), 1, state);
+    await sql`delete from graphile_worker._private_jobs where task_id =
+      (select id from graphile_worker._private_tasks where identifier = ${task})`.execute(db);
   });
 });
 

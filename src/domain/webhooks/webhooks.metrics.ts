@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { within } from '../../lib/within.ts';
+import { createScrapeCache } from '../../lib/scrape-cache.ts';
 import type { Db } from '../../store/database.ts';
 import type { AttemptOutcome } from '../../store/tables/webhooks.tables.ts';
 import { queueStats, type QueueStats } from './webhooks.repository.ts';
@@ -20,12 +20,9 @@ export interface WebhookMetrics {
   register(registry: Registry): void;
 }
 
-/** Scrapes closer together than this share one database read. */
+/** Scrapes closer together than this share one database read (lib/scrape-cache.ts). */
 const STATS_CACHE_MS = 1_000;
-/**
- * How long a scrape waits for the queue numbers before it shows the last ones read: /metrics must answer
- * (with the rate-limit fallback and the process metrics) while the database is away or hung.
- */
+/** How long a scrape waits for the queue numbers before it shows the last ones read. */
 const STATS_WAIT_MS = 1_000;
 
 export function createWebhookMetrics(
@@ -57,35 +54,15 @@ export function createWebhookMetrics(
     registers: [],
   });
 
-  /** The last numbers read, and when. */
-  let last: { stats: QueueStats; at: number } | null = null;
-  /** One read at a time: a hung database does not collect a read per scrape (and a connection each). */
-  let reading: Promise<void> | null = null;
-  const refresh = () =>
-    (reading ??= queueStats(db)
-      .then(
-        (stats) => {
-          last = { stats, at: Date.now() };
-        },
-        () => {}, // the database is away: the last numbers stay, and their age shows it
-      )
-      .finally(() => {
-        reading = null;
-      }));
-  const stats = async () => {
-    if (!last || Date.now() - last.at > statsCacheMs) {
-      await within(refresh(), STATS_WAIT_MS).catch(() => {}); // past the wait: the last numbers read
-    }
-    return last;
-  };
+  const stats = createScrapeCache(() => queueStats(db), { cacheMs: statsCacheMs, waitMs: STATS_WAIT_MS });
   const gauge = (name: string, help: string, read: (s: QueueStats) => number) =>
     new Gauge({
       name,
       help,
       registers: [],
       async collect() {
-        const current = await stats();
-        if (current) this.set(read(current.stats));
+        const current = await stats.latest();
+        if (current) this.set(read(current.value));
       },
     });
   const queue = [
@@ -106,7 +83,7 @@ export function createWebhookMetrics(
       help: 'Age of the webhook queue numbers above (they are kept while the database cannot be read); -1 before the first read',
       registers: [],
       async collect() {
-        const current = await stats();
+        const current = await stats.latest();
         this.set(current ? (Date.now() - current.at) / 1000 : -1);
       },
     }),
