@@ -98,9 +98,43 @@ export async function startEmbeddedPostgres(
     log(`initialising embedded PostgreSQL in ${databaseDir}`);
     await server.initialise();
   }
+  await stopLeftOverCluster(databaseDir, log);
   await server.start();
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   return { url, stop: () => server.stop() };
+}
+
+/**
+ * A cluster an earlier svc left running on this data dir (it was killed, or its shutdown ran out of time):
+ * the postmaster outlives it and holds the data dir's lock, so every later start failed until someone
+ * killed it by hand. One whose parent is no longer a node process is stopped (a fast shutdown) before the
+ * start; one that is still a node process's child belongs to another svc running on this data dir and is
+ * left alone (the start then fails, saying so). Linux only (it reads /proc); elsewhere the start fails as
+ * before.
+ */
+async function stopLeftOverCluster(databaseDir: string, log: (msg: string) => void): Promise<void> {
+  const lock = await readFile(path.join(databaseDir, 'postmaster.pid'), 'utf8').catch(() => null);
+  const pid = Number(lock?.split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  // Not running (a stale lock file, which PostgreSQL clears itself), or no /proc.
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return;
+  // "pid (comm) state ppid …", where comm may hold spaces and parentheses.
+  const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  const parent = await readFile(`/proc/${ppid}/comm`, 'utf8').then(
+    (text) => text.trim(),
+    () => '',
+  );
+  if (comm !== 'postgres' || parent === 'node') return;
+  log(`stopping the embedded PostgreSQL (pid ${pid}) an earlier svc left running in ${databaseDir}`);
+  process.kill(pid, 'SIGINT');
+  const deadline = Date.now() + 30_000;
+  while (existsSync(`/proc/${pid}`)) {
+    if (Date.now() > deadline)
+      throw new Error(`the embedded PostgreSQL (pid ${pid}) left running in ${databaseDir} did not stop`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 async function readOrCreate(file: string, make: () => string): Promise<string> {

@@ -131,6 +131,30 @@ describe('quick start on an embedded PostgreSQL', () => {
     assert.equal((await stop(again)).code, 0, again.stderr());
   });
 
+  test('a svc killed outright leaves its embedded PostgreSQL running; the next start stops that and starts', async () => {
+    const killed = serve({ SVC_DATA_DIR: dataDir });
+    await banner(killed);
+    killed.child.kill('SIGKILL');
+    await killed.exited;
+    const lock = path.join(dataDir, 'pg', 'postmaster.pid');
+    const orphan = Number(readFileSync(lock, 'utf8').split('\n')[0]);
+    try {
+      assert.ok(existsSync(`/proc/${orphan}`), 'the cluster outlived its svc');
+      const again = serve({ SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'info' });
+      await banner(again);
+      assert.match(
+        again.stdout(),
+        /stopping the embedded PostgreSQL \(pid \d+\) an earlier svc left running/,
+      );
+      assert.equal(existsSync(`/proc/${orphan}`), false);
+      assert.equal((await stop(again)).code, 0, again.stderr());
+      assert.equal(existsSync(lock), false);
+    } finally {
+      // Failed: not left running after the run.
+      if (existsSync(`/proc/${orphan}`)) process.kill(orphan, 'SIGINT');
+    }
+  });
+
   test('svc migrate with no DATABASE_URL uses the same embedded database (already migrated at start)', async () => {
     const result = await runCli(['migrate'], { SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'warn' }, 120_000);
     assert.equal(result.code, 0, result.stderr);
