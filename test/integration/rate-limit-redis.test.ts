@@ -73,6 +73,27 @@ class CapturingLogger implements RateLimitLogger {
 }
 
 /** Counts, via MONITOR, the rate-limit script calls Redis runs for one key prefix and the requests they decide. */
+/**
+ * A store whose Redis connections go to `url` (a relay the test can cut), retrying every 20 ms, with its
+ * unblock subscriber (the store's duplicate of its client) caught to watch its reconnections.
+ */
+function storeBehind(url: string) {
+  const store = new RedisRateLimitStore({
+    client: new Redis(url, rateLimitRedisOptions({ retryStrategy: () => 20 })),
+    keyPrefix: freshPrefix(),
+  });
+  let subscriber: Redis | undefined;
+  const duplicate = store.client.duplicate.bind(store.client);
+  store.client.duplicate = (options) => (subscriber = duplicate(options));
+  return {
+    store,
+    subscriber: () => {
+      if (!subscriber) throw new Error('the store has not subscribed yet');
+      return subscriber;
+    },
+  };
+}
+
 async function monitorScripts(prefix: string) {
   const seen = { calls: 0, decisions: 0 };
   let marker = '';
@@ -365,19 +386,13 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     // of its process's life goes unheard and it keeps refusing an IP the operator let go.
     const relay = await startTcpProxy(REDIS_URL!);
     await relay.down();
-    const store = new RedisRateLimitStore({
-      client: new Redis(relay.url, rateLimitRedisOptions({ retryStrategy: () => 20 })),
-      keyPrefix: freshPrefix(),
-    });
-    let subscriber: Redis | undefined;
-    const duplicate = store.client.duplicate.bind(store.client);
-    store.client.duplicate = (options) => (subscriber = duplicate(options));
+    const { store, subscriber } = storeBehind(relay.url);
     const heard: string[] = [];
     const subscription = store.subscribeUnblocks((ip) => heard.push(ip));
     try {
       // Its connection attempts fail meanwhile (the relay refuses them); then Redis is reachable.
       // (Not events.once: the failed attempt's 'error' event would reject it.)
-      await new Promise((resolve) => subscriber!.once('reconnecting', resolve));
+      await new Promise((resolve) => subscriber().once('reconnecting', resolve));
       await relay.up();
       await subscription.subscribed;
       const deadline = Date.now() + 5_000;
@@ -395,21 +410,14 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
 
   it('hears unblocks again after a reconnect; closing just as it reconnects leaves no unhandled rejection', async () => {
     const relay = await startTcpProxy(REDIS_URL!);
-    const store = new RedisRateLimitStore({
-      client: new Redis(relay.url, rateLimitRedisOptions({ retryStrategy: () => 20 })),
-      keyPrefix: freshPrefix(),
-    });
-    // The subscriber is the store's duplicate of its client: caught here to watch its reconnections.
-    let subscriber: Redis | undefined;
-    const duplicate = store.client.duplicate.bind(store.client);
-    store.client.duplicate = (options) => (subscriber = duplicate(options));
+    const { store, subscriber } = storeBehind(relay.url);
     const heard: string[] = [];
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     const subscription = store.subscribeUnblocks((ip) => heard.push(ip));
     const reconnect = async (onReady: () => void = () => {}) => {
-      const ready = once(subscriber!, 'ready').then(onReady);
+      const ready = once(subscriber(), 'ready').then(onReady);
       await relay.down();
       await relay.up(); // same port: ioredis reconnects by itself
       await ready;
@@ -425,7 +433,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       await until(() => heard.includes('198.51.100.7'), 'the unblock after the reconnect');
 
       // Closed the moment the connection is back, while its SUBSCRIBE is under way (a shutdown then).
-      const ended = once(subscriber!, 'end');
+      const ended = once(subscriber(), 'end');
       await reconnect(() => subscription.close());
       await ended;
       for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
