@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { parseArgs } from 'node:util';
@@ -218,6 +219,38 @@ test('the same transaction_id twice records one event (also when reported concur
   const changed = await postDeposit(svc, { deposit_address: address, quantity: '4', transaction_id: tx });
   assert.equal(changed.status, 409);
   assert.match((changed.body.errors as string[])[0]!, /^transaction_id: /);
+});
+
+test('a hex transaction hash (Bitcoin, EVM) is one transaction in any letter case; a Solana signature is not', async () => {
+  const eth = await addressOf(owner, 'ETH.ETH');
+  const hash = `0x${randomBytes(32).toString('hex').toUpperCase()}`;
+  const first = await postDeposit(svc, { deposit_address: eth.address, quantity: '1', transaction_id: hash });
+  assert.equal(first.status, 201);
+  assert.equal((first.body.message as FundEvent).transaction_id, hash.toLowerCase());
+  // An indexer retrying with the hash in lower case (and the address too): the same deposit, credited once.
+  const again = await postDeposit(svc, {
+    deposit_address: eth.address.toLowerCase(),
+    quantity: '1',
+    transaction_id: hash.toLowerCase(),
+  });
+  assert.equal(again.status, 200);
+  assert.deepEqual(again.body.message, first.body.message);
+  assert.equal(await usdBalance(svc, eth.code), new Dec(TEST_PRICES['ETH/USD']).toFixed());
+
+  // base58 is case-sensitive: two signatures that differ in case are two transactions.
+  const sol = await addressOf(owner, 'SOL.SOL');
+  const signature = `5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnb${randomBytes(4).toString('hex')}`;
+  const upper = await postDeposit(svc, {
+    deposit_address: sol.address,
+    quantity: '1',
+    transaction_id: signature,
+  });
+  const lower = await postDeposit(svc, {
+    deposit_address: sol.address,
+    quantity: '1',
+    transaction_id: signature.toLowerCase(),
+  });
+  assert.deepEqual([upper.status, lower.status], [201, 201]);
 });
 
 test('a replay that does not name the asset is a replay even after the address was quoted for another asset', async () => {

@@ -73,6 +73,23 @@ export function canonicalDepositAddress(address: string): string {
   return address;
 }
 
+/** A transaction hash in hex: Bitcoin's txid, an EVM transaction hash (`0x` first). */
+const HEX_TRANSACTION_ID = /^(0x)?[0-9a-fA-F]+$/;
+/** The networks whose transaction ids are hex, where letter case makes no difference. */
+const HEX_ID_NETWORKS = new Set(['BTC', 'ETH']);
+
+/**
+ * The form a deposit's transaction id is stored and compared in: on a network whose transaction ids are hex
+ * (Bitcoin, EVM), a hex id in lower case, so that an indexer retrying with the hash in another case finds
+ * the deposit recorded instead of crediting it again. Anything else (a Solana signature is base58, which is
+ * case-sensitive; an operator's own id) is left as sent.
+ */
+export function canonicalTransactionId(network: string, transactionId: string): string {
+  return HEX_ID_NETWORKS.has(network) && HEX_TRANSACTION_ID.test(transactionId)
+    ? transactionId.toLowerCase()
+    : transactionId;
+}
+
 /** Whether `address` is well-formed for the format (used by tests and to refuse garbage early). */
 export function isValidAddress(format: AddressFormat, address: string): boolean {
   try {

@@ -38,7 +38,12 @@ import {
   type ClientTokenClaims,
   type ClientTokenSigner,
 } from './client-token-signer.ts';
-import { canonicalDepositAddress, depositAddressKey, deriveDepositAddress } from './deposit-addresses.ts';
+import {
+  canonicalDepositAddress,
+  canonicalTransactionId,
+  depositAddressKey,
+  deriveDepositAddress,
+} from './deposit-addresses.ts';
 import {
   FUND_ASSETS,
   FUND_NETWORKS,
@@ -379,7 +384,10 @@ export function createFundingService(deps: DomainDeps) {
       if (problems.length > 0) throw invalid(...problems);
       if (!address || !asset) throw notFound('deposit_address: not a deposit address of this service');
 
-      const transactionId = input.transaction_id ?? randomBytes(32).toString('hex');
+      const transactionId =
+        input.transaction_id === undefined
+          ? randomBytes(32).toString('hex')
+          : canonicalTransactionId(address.network, input.transaction_id);
       const replay = async (executor: Executor) => {
         const existing = await repo.findDepositByTransaction(executor, address.address, transactionId);
         if (!existing) return null;
