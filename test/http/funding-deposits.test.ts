@@ -253,6 +253,25 @@ test('a hex transaction hash (Bitcoin, EVM) is one transaction in any letter cas
   assert.deepEqual([upper.status, lower.status], [201, 201]);
 });
 
+test('a report of success after a report of failure for one transaction is a conflict, not a replay', async () => {
+  const { code, address } = await addressOf(owner, 'SOL.SOL');
+  const tx = txId();
+  const failed = { deposit_address: address, quantity: '2', transaction_id: tx, success: false };
+  const first = await postDeposit(svc, { ...failed, reason: 'pending confirmations' });
+  assert.equal(first.status, 201);
+  // The same failure again is a replay.
+  const again = await postDeposit(svc, { ...failed, reason: 'pending confirmations' });
+  assert.equal(again.status, 200);
+  assert.deepEqual(again.body.message, first.body.message);
+  // Success for it now: answered as a conflict that says why, not 200 with the failed event (nothing credited).
+  const flipped = await postDeposit(svc, { deposit_address: address, quantity: '2', transaction_id: tx });
+  assert.equal(flipped.status, 409);
+  assert.deepEqual(flipped.body.errors, [
+    `transaction_id: ${tx} is already recorded for this address as failed (pending confirmations)`,
+  ]);
+  assert.equal(await usdBalance(svc, code), undefined, 'nothing credited');
+});
+
 test('a replay that does not name the asset is a replay even after the address was quoted for another asset', async () => {
   const holder = await newAccountHolder(svc, owner.platform.platform_code);
   const usdc = await fundQuote(owner.client, { participant_code: holder.code, fund_asset: 'USDC.ETH' });

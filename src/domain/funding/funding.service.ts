@@ -393,6 +393,12 @@ export function createFundingService(deps: DomainDeps) {
         if (!existing) return null;
         // The same report again (an indexer retrying) replays; other data under the same id is a conflict.
         // (An asset the report did not name was inferred, and the inference may have moved on since.)
+        // A report of success after one of failure (or the reverse) is not a replay either (migration 0018;
+        // not known for deposits recorded before it).
+        if (existing.reported_success !== null && existing.reported_success !== success)
+          throw conflict(
+            `transaction_id: ${transactionId} is already recorded for this address as ${existing.reported_success ? 'successful' : `failed (${existing.status_reason})`}`,
+          );
         const same =
           new Dec(existing.quantity).equals(input.quantity) &&
           (input.fund_asset === undefined || existing.fund_asset === input.fund_asset);
@@ -482,6 +488,7 @@ export function createFundingService(deps: DomainDeps) {
             quantity: quantity.toFixed(),
             notional: notional.toFixed(),
             success: credited,
+            reported_success: success,
             status_reason: statusReason,
             fund_timestamp: new Date(now),
             deposit_timestamp: new Date(depositTimestamp),

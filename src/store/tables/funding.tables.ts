@@ -64,6 +64,8 @@ export interface FundEventsTable {
   quantity: Numeric;
   notional: Numeric;
   success: boolean;
+  /** Migration 0018: the deposit report's own `success` (null: not a deposit, or recorded before 0018). */
+  reported_success: ColumnType<boolean | null, boolean | null | undefined, never>;
   status_reason: string;
   fund_timestamp: Timestamp;
   deposit_timestamp: Timestamp;
