@@ -133,6 +133,14 @@ test('every bad field gets a 400 naming it', async () => {
   });
   assert.equal(both.status, 400);
   assert.equal(both.body.errors.length, 2, JSON.stringify(both.body));
+
+  // A reference that could not be stored as sent (a lone surrogate would become U+FFFD, so the deposit's
+  // reference_id would not match what was echoed here) is refused, naming it.
+  const surrogate = await owner.client.send<{ errors: string[] }>('POST', '/fund/rfq', {
+    body: '{"participant_code":"ZZZZZZ","fund_asset":"BTC.BTC","client_fund_id":"x\\ud800y"}',
+  });
+  assert.equal(surrogate.status, 400);
+  assert.deepEqual(surrogate.body.errors, ['client_fund_id: must be well-formed Unicode text']);
 });
 
 test("another platform's participant is unknown: 400 naming participant_code (wire-contract §9), and no session or address", async () => {

@@ -77,22 +77,49 @@ function nestingDepthExceeds(raw: Buffer, max: number): boolean {
 }
 
 const NUL = '\u0000';
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** The first place in a JSON value where a string (key or value) holds NUL, as "<path>", or null. */
-function nulPath(value: unknown, path: string): string | null {
-  if (typeof value === 'string') return value.includes(NUL) ? path : null;
+type TextProblem = 'nul' | 'surrogate';
+
+/**
+ * Why a string cannot be stored as sent, or null: PostgreSQL refuses NUL in `text` (a 500 in the database
+ * instead of a 400 naming the field), and a lone UTF-16 surrogate (JSON's `"\ud800"`) has no UTF-8 form, so
+ * it would be stored as U+FFFD: a reference echoed as sent would then not match what was recorded.
+ */
+function textProblem(text: string): TextProblem | null {
+  if (text.includes(NUL)) return 'nul';
+  if (LONE_SURROGATE.test(text)) return 'surrogate';
+  return null;
+}
+
+const VALUE_PROBLEMS: Record<TextProblem, string> = {
+  nul: 'must not contain the NUL character (\\u0000)',
+  surrogate: 'must be well-formed Unicode text',
+};
+/** A key that cannot be stored is named by where it is, not by itself. */
+const KEY_PROBLEMS: Record<TextProblem, string> = {
+  nul: 'has a key with the NUL character (\\u0000)',
+  surrogate: 'has a key that is not well-formed Unicode text',
+};
+
+/** The first place in a JSON value where a string (key or value) cannot be stored, as "<path>: <problem>". */
+function unstorableText(value: unknown, path: string, part: string): string | null {
+  if (typeof value === 'string') {
+    const problem = textProblem(value);
+    return problem && `${path || part}: ${VALUE_PROBLEMS[problem]}`;
+  }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = nulPath(value[i], `${path}[${i}]`);
+      const found = unstorableText(value[i], `${path}[${i}]`, part);
       if (found !== null) return found;
     }
     return null;
   }
   if (value !== null && typeof value === 'object') {
     for (const [key, inner] of Object.entries(value)) {
-      const name = path ? `${path}.${key}` : key;
-      if (key.includes(NUL)) return name;
-      const found = nulPath(inner, name);
+      const keyProblem = textProblem(key);
+      if (keyProblem) return `${path || part}: ${KEY_PROBLEMS[keyProblem]}`;
+      const found = unstorableText(inner, path ? `${path}.${key}` : key, part);
       if (found !== null) return found;
     }
   }
@@ -101,8 +128,8 @@ function nulPath(value: unknown, path: string): string | null {
 
 /**
  * Input checks that no route schema expresses, run after authentication (wire-contract §9): the body is
- * JSON (and not nested absurdly deep), and no text holds NUL, which PostgreSQL cannot store in `text` (it would fail in the database as
- * a 500 instead of a 400 naming the field).
+ * JSON (and not nested absurdly deep), and every text (a value or a key, in the path, the query or the body)
+ * can be stored as sent: no NUL, no lone surrogate (see textProblem).
  */
 export function assertParsableInput(request: FastifyRequest): void {
   if (request.bodyError !== null) throw invalid(request.bodyError);
@@ -111,7 +138,7 @@ export function assertParsableInput(request: FastifyRequest): void {
     ['query', request.query],
     ['body', request.body],
   ] as const) {
-    const path = nulPath(value, '');
-    if (path !== null) throw invalid(`${path || part}: must not contain the NUL character (\\u0000)`);
+    const problem = unstorableText(value, '', part);
+    if (problem !== null) throw invalid(problem);
   }
 }
