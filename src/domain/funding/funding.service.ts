@@ -273,12 +273,16 @@ export function createFundingService(deps: DomainDeps) {
       return sessionId ? { token, deposit_intent_id: sessionId } : { token };
     },
 
-    /** POST /revoke_auth_token: idempotent; a token of another platform → 403, not ours → 400. */
+    /**
+     * POST /revoke_auth_token: idempotent. A token that is not this service's, or is another platform's, is
+     * unknown (400): wire-contract §9 treats what the body names and is not the caller's as unknown, which
+     * also tells the caller nothing about another platform's tokens.
+     */
     async revokeClientToken(platformCode: string, token: string): Promise<void> {
       const claims = await (await tokenSigner()).verifySignature(token);
       const row = claims ? await repo.findClientToken(db, claims.jti) : undefined;
-      if (!claims || !row) throw invalid('token: is not a token issued by this service');
-      if (row.platform_code !== platformCode) throw forbidden('token: was issued to another platform');
+      if (!claims || !row || row.platform_code !== platformCode)
+        throw invalid('token: is not a token issued by this service');
       await repo.revokeClientToken(db, platformCode, row.jti, new Date(clock.now()));
     },
 
