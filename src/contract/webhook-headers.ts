@@ -50,6 +50,15 @@ export function isWebhookPayloadType(value: unknown): value is WebhookPayloadTyp
 export type HeaderSource =
   Headers | Readonly<Record<string, string | readonly string[] | number | undefined>>;
 
+function isFetchHeaders(headers: HeaderSource): headers is Headers {
+  const candidate = headers as { get?: unknown; has?: unknown; forEach?: unknown };
+  return (
+    typeof candidate.get === 'function' &&
+    typeof candidate.has === 'function' &&
+    typeof candidate.forEach === 'function'
+  );
+}
+
 /**
  * Reads one header by name, case-insensitively, from either header shape. Returns `undefined` when
  * absent, the value when present once, and every value when a Node record carries an array (the
@@ -57,9 +66,9 @@ export type HeaderSource =
  */
 export function readHeader(headers: HeaderSource, name: string): string | readonly string[] | undefined {
   const lower = name.toLowerCase();
-  if (typeof Headers !== 'undefined' && headers instanceof Headers) {
-    return headers.get(lower) ?? undefined;
-  }
+  // Any fetch Headers, told by its shape: the undici package's class (and a polyfill's) is not the global one,
+  // and read as a record it had no keys, so a valid delivery was refused as missing its signature.
+  if (isFetchHeaders(headers)) return headers.get(lower) ?? undefined;
   const record = headers as Readonly<Record<string, string | readonly string[] | number | undefined>>;
   // Node lower-cases incoming header names, but hand-built records may not be.
   let value = record[lower];

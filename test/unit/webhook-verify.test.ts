@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { Headers as UndiciHeaders } from 'undici';
 import { connect, type AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import {
@@ -154,6 +155,13 @@ describe('verifyWebhook: several signatures', () => {
         }),
       'missing_header',
     );
+  });
+
+  test("the undici package's Headers (another class than the global one) is read as fetch Headers", () => {
+    const verified = verifyWebhook(BODY, new UndiciHeaders(Object.entries(headers)), SECRET, {
+      now: at(TS_MS),
+    });
+    assert.equal(verified.payloadType, 'trade_status_changed');
   });
 
   test('a repeated x-svc-hook-signature is malformed, in every header shape', () => {
