@@ -51,6 +51,15 @@ export class AdminClient {
   }
 
   async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    return (await this.answer<{ message: T }>(method, path, body)).message;
+  }
+
+  /** The whole answer of a paged list: its `message`, and `page`, `page_size`, `total_pages`, `count`. */
+  private async answer<A extends { message: unknown }>(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<A> {
     const response = await this.http.send(method, `/admin${path}`, {
       // The SDK sends a string as it is; every operator body is JSON.
       body: typeof body === 'string' ? JSON.stringify(body) : body,
@@ -65,11 +74,16 @@ export class AdminClient {
     if (typeof answer !== 'object' || answer === null || !('message' in answer)) {
       throw new AdminApiError(response.status, answer, response.requestId);
     }
-    return (answer as { message: T }).message;
+    return answer as A;
   }
 
   get<T = unknown>(path: string) {
     return this.request<T>('GET', path);
+  }
+  /** A paged list: its items under `key`, with where the page is (wire-contract §3 `page`, `total_pages`). */
+  async getPage<T = unknown>(path: string, key: string) {
+    const { message, ...paging } = await this.answer<{ message: T[] }>('GET', path);
+    return { [key]: message, ...paging };
   }
   post<T = unknown>(path: string, body: unknown = {}) {
     return this.request<T>('POST', path, body);

@@ -173,6 +173,8 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     run: (c, p, o) => {
       if (o.secret !== undefined && o['no-secret'] === true)
         throw new UsageError('--secret and --no-secret exclude each other');
+      if (o['all-types'] === true && o.types !== undefined)
+        throw new UsageError('--types and --all-types exclude each other');
       return c.put<WebhookEndpoint>(
         `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/webhook`,
         {
@@ -212,8 +214,10 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         if (value !== undefined) query.set(param, value);
       }
       const suffix = query.size ? `?${query}` : '';
-      return c.get<WebhookNotification[]>(
+      // With the page it is, and how many there are: whether more (dead letters) lie beyond it.
+      return c.getPage<WebhookNotification>(
         `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/notifications${suffix}`,
+        'notifications',
       );
     },
   },
@@ -236,6 +240,12 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     summary: 'deliver again every notification of a platform recorded since a time',
     run: (c, p, o) => {
       const raw = required(o, 'since');
+      // Four or eight digits are an ISO 8601 year or basic date as much as epoch ms (2026 ms after 1970,
+      // which would redeliver everything): refused rather than guessed.
+      if (/^(\d{4}|\d{8})$/.test(raw))
+        throw new UsageError(
+          `--since: "${raw}" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)`,
+        );
       const since = /^\d+$/.test(raw) ? Number(raw) : Date.parse(raw);
       if (!Number.isSafeInteger(since))
         throw new UsageError(`--since: "${raw}" is neither epoch ms nor an ISO 8601 time`);

@@ -179,10 +179,23 @@ describe('a live server: command lines refused before anything is sent', () => {
     const list = async (...extra: string[]) => {
       const result = await runCli(['webhooks', 'notifications', code, '--json', ...extra], env);
       assert.equal(result.code, 0, result.stderr);
-      return JSON.parse(result.stdout) as WebhookNotification[];
+      return JSON.parse(result.stdout) as {
+        notifications: WebhookNotification[];
+        page: number;
+        page_size: number;
+        total_pages: number;
+        count: number;
+      };
     };
-    assert.ok((await list()).length >= 2);
-    assert.equal((await list('--page-size', '1')).length, 1);
+    const all = await list();
+    assert.ok(all.notifications.length >= 2);
+    // With where the page is, so the operator sees there is more.
+    const first = await list('--page-size', '1');
+    assert.equal(first.notifications.length, 1);
+    assert.deepEqual(
+      [first.page, first.page_size, first.total_pages, first.count],
+      [1, 1, all.count, all.count],
+    );
   });
 });
 

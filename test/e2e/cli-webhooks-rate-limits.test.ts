@@ -48,9 +48,9 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
 
   const participant = (await svc.newParticipant(code)).participant_code;
   await svcJson('participants', 'set-status', participant, 'locked');
-  const listed = await svcJson<Array<{ notification_id: string; payload_type: string; payload: object }>>(
-    ...['webhooks', 'notifications', code, '--type', 'participant_status_changed'],
-  );
+  const { notifications: listed } = await svcJson<{
+    notifications: Array<{ notification_id: string; payload_type: string; payload: object }>;
+  }>(...['webhooks', 'notifications', code, '--type', 'participant_status_changed']);
   assert.ok(listed.length >= 1);
   const mine = listed.find(
     (n) => (n.payload as { participant_code?: string }).participant_code === participant,
@@ -70,6 +70,24 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
   assert.equal(redelivered.notification_id, mine.notification_id);
   const since = await svcJson<{ redelivered: number }>('webhooks', 'redeliver-since', code, '--since', '0');
   assert.ok(since.redelivered >= 1);
+
+  // Usage errors (exit 2), sent nowhere: flags that exclude each other, and a time that could be either.
+  for (const [args, error] of [
+    [
+      ['webhooks', 'set', code, 'http://127.0.0.1:9/hooks', '--types', 'trade_status_changed', '--all-types'],
+      '--types and --all-types exclude each other',
+    ],
+    [
+      ['webhooks', 'redeliver-since', code, '--since', '2026'],
+      '--since: "2026" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)',
+    ],
+  ] as const) {
+    const refused = await runCli([...args], env);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.equal(refused.stderr.trim(), `error: ${error}`);
+  }
+  const unchanged = await svcJson<{ payload_types: string[] }>('webhooks', 'show', code);
+  assert.deepEqual(unchanged.payload_types, ['participant_status_changed']);
 });
 
 test('rate-limits show / unblock: a blocked IP is seen and let through again', async () => {
