@@ -54,12 +54,11 @@ export class AdminClient {
     return (await this.answer<{ message: T }>(method, path, body)).message;
   }
 
-  /** The whole answer of a paged list: its `message`, and `page`, `page_size`, `total_pages`, `count`. */
-  private async answer<A extends { message: unknown }>(
-    method: string,
-    path: string,
-    body?: unknown,
-  ): Promise<A> {
+  /**
+   * One call, answered with its whole body: `message`, and for a paged list `page`, `page_size`,
+   * `total_pages` and `count`. Every call goes through here.
+   */
+  async answer<A extends { message: unknown }>(method: string, path: string, body?: unknown): Promise<A> {
     const response = await this.http.send(method, `/admin${path}`, {
       // The SDK sends a string as it is; every operator body is JSON.
       body: typeof body === 'string' ? JSON.stringify(body) : body,

@@ -21,14 +21,18 @@ let svc: TestService;
 class RecordingAdminClient extends AdminClient {
   readonly routes: string[] = [];
   readonly params = new Map<string, string>();
-  override async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+  override async answer<A extends { message: unknown }>(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<A> {
     const route = path
       .split('?', 1)[0]!
       .split('/')
       .map((segment) => this.params.get(decodeURIComponent(segment)) ?? segment)
       .join('/');
     this.routes.push(`${method} /admin${route}`);
-    return super.request<T>(method, path, body);
+    return super.answer<A>(method, path, body);
   }
 }
 
@@ -91,7 +95,9 @@ test('the operator commands call every /admin route of the OpenAPI document', as
   admin.params.set('127.0.0.1', '{ip}');
   await svcCommand('rate-limits show 127.0.0.1');
   await svcCommand('rate-limits unblock 127.0.0.1');
-  const [notification] = await svcCommand<WebhookNotification[]>(
+  const {
+    notifications: [notification],
+  } = await svcCommand<{ notifications: WebhookNotification[] }>(
     `webhooks notifications ${platform.platform_code}`,
   );
   assert.ok(notification, 'the changes above were recorded as notifications');
