@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { parseCidr } from '../../lib/cidr.ts';
 import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
-import { newParticipantCode } from '../../lib/ids.ts';
+import { newParticipantCode, newPassphrase } from '../../lib/ids.ts';
 import { hashPassphrase } from '../../lib/passphrase-hash.ts';
 import { encryptSecret } from '../../lib/secret-box.ts';
 import type { DomainDeps } from '../deps.ts';
@@ -149,7 +149,7 @@ export function createPlatformsService(deps: DomainDeps) {
       await requirePlatform(platformCode);
       const apiKey = randomBytes(16).toString('hex');
       const apiSecret = randomBytes(32).toString('base64');
-      const passphrase = randomBytes(18).toString('base64url');
+      const passphrase = newPassphrase();
       const row = await db
         .insertInto('api_keys')
         .values({
