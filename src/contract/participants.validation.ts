@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { TObject, TSchema } from 'typebox';
+import { hasLoneSurrogate } from '../lib/unicode.ts';
 import {
   CITIZENSHIP_CODES,
   CUSTOMER_BODY_VARIANTS,
@@ -155,8 +156,6 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
   return errors;
 }
 
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
 /**
  * What has no canonical JSON form (RFC 8785), so that spec 7.3 could not hash the body: a string, or an
  * object's key (in `metadata`, which takes any object), with a lone UTF-16 surrogate, and a number JSON.parse
@@ -164,15 +163,14 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  */
 function collectUnhashable(value: unknown, path: string, errors: FieldError[]): void {
   if (typeof value === 'string') {
-    if (LONE_SURROGATE.test(value)) errors.push(error(path, 'must be well-formed Unicode text'));
+    if (hasLoneSurrogate(value)) errors.push(error(path, 'must be well-formed Unicode text'));
   } else if (typeof value === 'number') {
     if (!Number.isFinite(value)) errors.push(error(path, 'must be a number within the range of a double'));
   } else if (Array.isArray(value)) {
     value.forEach((item, i) => collectUnhashable(item, `${path}/${i}`, errors));
   } else if (value !== null && typeof value === 'object') {
     for (const [key, item] of Object.entries(value)) {
-      if (LONE_SURROGATE.test(key))
-        errors.push(error(path, 'has a key that is not well-formed Unicode text'));
+      if (hasLoneSurrogate(key)) errors.push(error(path, 'has a key that is not well-formed Unicode text'));
       else collectUnhashable(item, `${path}/${key}`, errors);
     }
   }

@@ -1,8 +1,8 @@
-import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { ConfigError, jwtSigningKeyPem, type Config } from '../config.ts';
+import { readOrCreate } from '../lib/data-dir-file.ts';
 
 /**
  * The three server secrets: the operator token, the key that encrypts API secrets at rest, and the JWT
@@ -15,17 +15,6 @@ export interface ServerSecrets {
   jwtPrivateKeyPem: string;
   /** Names of the secrets that came from the data dir rather than config. */
   fromDataDir: string[];
-}
-
-async function readOrCreate(file: string, make: () => string): Promise<string> {
-  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
-  const value = make();
-  // Written whole or not at all (a crash mid-write would leave a truncated key that the next start reads):
-  // to a file of its own, then renamed over the name.
-  const partial = `${file}.${process.pid}.tmp`;
-  await writeFile(partial, value + '\n', { mode: 0o600 });
-  await rename(partial, file);
-  return value;
 }
 
 export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSecrets> {

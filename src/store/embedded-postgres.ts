@@ -1,8 +1,9 @@
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { readOrCreate } from '../lib/data-dir-file.ts';
 
 /**
  * The zero-setup default (DESIGN §5): real PostgreSQL binaries from the npm registry, started by this
@@ -117,11 +118,11 @@ async function stopLeftOverCluster(databaseDir: string, log: (msg: string) => vo
   const pid = Number(lock?.split('\n')[0]);
   if (!Number.isInteger(pid) || pid <= 0) return;
   // Not running (a stale lock file, which PostgreSQL clears itself), or no /proc.
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
-  if (stat === null) return;
+  const procStat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (procStat === null) return;
   // "pid (comm) state ppid …", where comm may hold spaces and parentheses.
-  const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  const comm = procStat.slice(procStat.indexOf('(') + 1, procStat.lastIndexOf(')'));
+  const ppid = Number(procStat.slice(procStat.lastIndexOf(')') + 2).split(' ')[1]);
   const parent = await readFile(`/proc/${ppid}/comm`, 'utf8').then(
     (text) => text.trim(),
     () => '',
@@ -135,13 +136,6 @@ async function stopLeftOverCluster(databaseDir: string, log: (msg: string) => vo
       throw new Error(`the embedded PostgreSQL (pid ${pid}) left running in ${databaseDir} did not stop`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}
-
-async function readOrCreate(file: string, make: () => string): Promise<string> {
-  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
-  const value = make();
-  await writeFile(file, value + '\n', { mode: 0o600 });
-  return value;
 }
 
 export function freePort(): Promise<number> {

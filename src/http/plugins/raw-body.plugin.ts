@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid } from '../../domain/errors.ts';
+import { hasLoneSurrogate } from '../../lib/unicode.ts';
 import './../request-context.ts';
 
 /**
@@ -77,7 +78,6 @@ function nestingDepthExceeds(raw: Buffer, max: number): boolean {
 }
 
 const NUL = '\u0000';
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 type TextProblem = 'nul' | 'surrogate';
 
@@ -88,7 +88,7 @@ type TextProblem = 'nul' | 'surrogate';
  */
 function textProblem(text: string): TextProblem | null {
   if (text.includes(NUL)) return 'nul';
-  if (LONE_SURROGATE.test(text)) return 'surrogate';
+  if (hasLoneSurrogate(text)) return 'surrogate';
   return null;
 }
 
