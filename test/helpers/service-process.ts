@@ -33,11 +33,20 @@ export function childEnv(overrides: Record<string, string | undefined>): NodeJS.
   return env;
 }
 
-export function startCli(args: string[], env: Record<string, string | undefined>): CliProcess {
+/**
+ * `processGroup`: the process leads a process group of its own, as a command started in a terminal does, so a
+ * test can signal the whole group as the terminal's Ctrl-C does (`process.kill(-child.pid, 'SIGINT')`).
+ */
+export function startCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  { processGroup = false }: { processGroup?: boolean } = {},
+): CliProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', ...args], {
     cwd: PROJECT_ROOT,
     env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: processGroup,
   });
   let out = '';
   let err = '';
