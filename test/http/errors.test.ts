@@ -271,6 +271,19 @@ describe('error bodies', () => {
     );
   });
 
+  test('a body that starts with a UTF-8 byte order mark is read as the JSON after it, signed as sent', async () => {
+    const res = await signed('POST', '/probe/echo', { body: '\uFEFF{"amount":"1"}' });
+    assertBody(res, 200, (body) =>
+      assert.deepEqual(body, {
+        message: { platform_code: a.platform.platform_code, body: { amount: '1' } },
+      }),
+    );
+    // Only a leading one: elsewhere it is not JSON whitespace.
+    assertBody(await signed('POST', '/probe/echo', { body: '{"amount":"1"}\uFEFF' }), 400, (body) =>
+      assert.deepEqual(body, { errors: ['body: is not valid JSON'] }),
+    );
+  });
+
   test('a Content-Type that is no media type is read as JSON too: authentication first, then the body', async () => {
     for (const type of ['json', '', 'application', 'text/plain']) {
       const headers = { 'content-type': type };

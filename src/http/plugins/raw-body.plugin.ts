@@ -28,13 +28,18 @@ export function installRawBodyParser(app: FastifyInstance): void {
       return done(null, undefined);
     }
     try {
-      done(null, JSON.parse(raw.toString('utf8')));
+      const text = raw.toString('utf8');
+      // A byte order mark before the JSON (RFC 8259 §8.1 lets a parser ignore it; Fastify's own parser
+      // does) is not part of the value. The signature still covers the bytes as sent.
+      done(null, JSON.parse(text.charCodeAt(0) === BYTE_ORDER_MARK ? text.slice(1) : text));
     } catch {
       request.bodyError = 'body: is not valid JSON';
       done(null, undefined);
     }
   });
 }
+
+const BYTE_ORDER_MARK = 0xfeff;
 
 /** A type/subtype media type, as Fastify tells one (lib/content-type.js): token "/" token, then parameters. */
 const MEDIA_TYPE = /^\s*[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(;|$)/;
