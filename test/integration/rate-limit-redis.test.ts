@@ -569,6 +569,8 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       const closed = once(client, 'close');
       await relay.down();
       await closed;
+      // Before any request meets the outage, as /readyz shows it.
+      assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m, 'idle, Redis down');
       assert.equal(accepted(await hit(limiter, ip, 10)), 10, 'served, from memory');
       assert.equal(limiter.fallbackActive, true);
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m);

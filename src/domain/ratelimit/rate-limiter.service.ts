@@ -52,6 +52,9 @@ export interface RateLimiterStats {
  * - resumption: when ioredis reconnects (or `retrySharedAfterMs` after a failed command) the next
  *   request tries Redis again and, if it answers, the shared limit is back.
  */
+/** ioredis connection states in which a command fails at once (the limiter's client queues none). */
+const CONNECTION_DOWN = new Set(['close', 'reconnecting', 'end']);
+
 export class RateLimiterService implements RateLimiter {
   readonly policy: RateLimitPolicy;
   readonly memory: MemoryRateLimitStore;
@@ -119,9 +122,12 @@ export class RateLimiterService implements RateLimiter {
     }
   }
 
-  /** true while requests are limited by this instance's memory because Redis failed. */
+  /**
+   * true while requests are limited by this instance's memory because Redis failed, or would be because its
+   * connection is down: an idle instance (no request has met the outage yet) shows it as /readyz does.
+   */
   get fallbackActive(): boolean {
-    return this.inFallback;
+    return this.inFallback || (this.shared !== undefined && CONNECTION_DOWN.has(this.shared.client.status));
   }
 
   /** Number of "blocked until" entries cached on this instance. */
