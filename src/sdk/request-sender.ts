@@ -78,7 +78,11 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       : { kind: 'network-error', error: networkError };
     /** What this attempt ended with, as the error to throw. */
     const failure = (): SvcError => (response ? errorFor(response) : networkError!);
-    /** `checked`: an idempotence check has just shown the call was not carried out. */
+    /**
+     * `checked`: an idempotence check has just shown the call was not carried out. Only an answer ends the
+     * server's work: after a timeout or a lost answer the check may run before the request is done, so an
+     * empty check proves nothing then and the outcome stays unknown.
+     */
     const finish = (checked = false): T => {
       if (response && response.status >= 200 && response.status < 300) return response.body as T;
       const error = failure();
@@ -105,7 +109,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
           : undefined;
         if (done !== undefined) return done;
         if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck)
-          return finish(plan.hooks?.idempotenceCheck !== undefined);
+          return finish(plan.hooks?.idempotenceCheck !== undefined && response !== undefined);
         await options.sleep(action.delayMs);
         continue;
       }

@@ -253,6 +253,27 @@ describe('request sender applies the spec 7 table', () => {
     assert.deepEqual(c.slept, [300, 600, 1200]);
   });
 
+  test('a last attempt with no answer stays of unknown outcome after an empty check: the server may still be at it', async () => {
+    // A timeout or a lost answer: the check right after can run before the server has finished the request
+    // (review: an execute held 8 s by a row lock, `--timeout-ms 1000`, booked its trade after an empty check).
+    for (const retry of [false, undefined] as const) {
+      const s = script(retry === false ? ['network'] : ['network', 'network', 'network', 'network']);
+      let checks = 0;
+      await assert.rejects(
+        sendWithRetries({
+          method: 'POST',
+          path: '/liquidity/execute',
+          send: s.send,
+          retry: retry ?? clock().retry,
+          hooks: { idempotenceCheck: async () => (checks++, undefined) },
+        }),
+        (e: unknown) => e instanceof SvcConnectionError && e.outcomeUnknown === true,
+        `retry ${String(retry)}`,
+      );
+      assert.ok(checks >= 1, 'the check still ran: it finds work that is done');
+    }
+  });
+
   test('budget spent on an indeterminate answer: the last check still finds the work', async () => {
     const s = script([504, 504]);
     let checks = 0;
