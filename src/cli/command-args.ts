@@ -7,6 +7,34 @@ export type Options = Record<string, string | boolean | string[] | undefined>;
 /** A mistake in the command line (exit code 2). */
 export class UsageError extends Error {}
 
+/**
+ * How many arguments a usage line takes after the command's `name` (`svc keys revoke API_KEY`: 1), Infinity
+ * when the last repeats (`PLATFORM [CIDR...]`, `PAIR=PRICE...`): the words before its first option.
+ */
+export function argumentLimit(usage: string, name: string): number {
+  if (!usage.startsWith(name)) throw new Error(`usage "${usage}" is not of "${name}"`);
+  let count = 0;
+  for (const word of usage.slice(name.length).split(/\s+/).filter(Boolean)) {
+    if (word.startsWith('--') || word.startsWith('[--') || word.startsWith('(')) break;
+    if (word.includes('...')) return Infinity;
+    count++;
+  }
+  return count;
+}
+
+/**
+ * Arguments beyond those the usage line takes are refused rather than ignored: `svc keys revoke K1 K2`
+ * revoked K1 only, and said nothing of K2.
+ */
+export function refuseExtraArguments(args: string[], usage: string, name: string): void {
+  const extra = args.slice(argumentLimit(usage, name));
+  if (extra.length > 0) {
+    throw new UsageError(
+      `${extra.map((arg) => JSON.stringify(arg)).join(', ')}: ${extra.length === 1 ? 'an argument' : 'arguments'} "${name}" does not take; usage: ${usage}`,
+    );
+  }
+}
+
 /** The options a usage line names (`--page N`, `[--failed --reason TEXT]`): what the command reads. */
 export function usageOptions(usage: string): string[] {
   return [...usage.matchAll(/--([a-z][a-z0-9-]*)/g)].map((match) => match[1]!);

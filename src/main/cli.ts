@@ -4,11 +4,12 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, ROLES, type Config, type Listen } from '../config.ts';
 import { AdminClient } from '../cli/admin-client.ts';
 import { API_COMMANDS, API_OPTIONS, apiClient, findApiCommand } from '../cli/api-commands.ts';
-import { refuseOtherOptions, usageOptions, type Options } from '../cli/command-args.ts';
+import { refuseExtraArguments, refuseOtherOptions, usageOptions, type Options } from '../cli/command-args.ts';
 import { runDemo } from '../cli/demo-command.ts';
 import { failureJson, reportFailure, type FailureReport } from '../cli/error-report.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
+import { SvcArgumentError } from '../sdk/errors.ts';
 
 /** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
 const EXIT = { ok: 0, failed: 1, usage: 2, unreachable: 3 } as const;
@@ -375,6 +376,7 @@ export async function main(argv: string[]): Promise<number> {
   const [first, second] = positionals;
   if (first === 'serve') {
     refuseOtherOptions(values, ['role'], 'svc serve');
+    refuseExtraArguments(positionals.slice(1), 'svc serve', 'svc serve');
     if (values.role !== undefined && !(ROLES as readonly string[]).includes(values.role))
       throw new UsageError(`--role: must be one of ${ROLES.join(', ')}, got "${values.role}"`);
     await serve(loadConfig(values.role ? { ...process.env, SVC_ROLE: values.role } : process.env));
@@ -382,6 +384,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (first === 'migrate') {
     refuseOtherOptions(values, [], 'svc migrate');
+    refuseExtraArguments(positionals.slice(1), 'svc migrate', 'svc migrate');
     await migrateOnly(loadConfig());
     return EXIT.ok;
   }
@@ -391,6 +394,7 @@ export async function main(argv: string[]): Promise<number> {
     );
   if (first === 'demo') {
     refuseOtherOptions(values, OPERATOR_CLIENT_OPTIONS, 'svc demo');
+    refuseExtraArguments(positionals.slice(1), 'svc demo', 'svc demo');
     const config = loadConfig();
     const connection = new Connection(config, values);
     const admin = adminClient(config, connection, values.token);
@@ -405,6 +409,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (first === 'webhooks' && second === 'listen') {
     refuseOtherOptions(values, ['port', 'secret', 'host', 'json'], 'svc webhooks listen');
+    refuseExtraArguments(positionals.slice(2), 'svc webhooks listen', 'svc webhooks listen');
     await listenForWebhooks(values);
     return -1; // keeps running
   }
@@ -412,6 +417,7 @@ export async function main(argv: string[]): Promise<number> {
     const { command, positionals: rest } = findApiCommand(positionals.slice(1));
     const name = `svc api ${positionals.slice(1, positionals.length - rest.length).join(' ')}`;
     refuseOtherOptions(values, [...API_CLIENT_OPTIONS, ...usageOptions(command.usage)], name);
+    refuseExtraArguments(rest, command.usage, name);
     const connection = new Connection(loadConfig(), values);
     // Credentials come from the command line or the environment, read here only (src/cli reads no env).
     const client = apiClient({
@@ -432,6 +438,7 @@ export async function main(argv: string[]): Promise<number> {
     [...OPERATOR_CLIENT_OPTIONS, ...usageOptions(command.usage)],
     `svc ${first} ${second}`,
   );
+  refuseExtraArguments(positionals.slice(2), command.usage, `svc ${first} ${second}`);
   const config = loadConfig();
   const client = adminClient(config, new Connection(config, values), values.token);
   print(await command.run(client, positionals.slice(2), values));
@@ -451,7 +458,13 @@ export async function runCli(argv: string[]): Promise<number> {
     return await main(argv);
   } catch (error) {
     const code = (error as { code?: string }).code;
-    if (error instanceof UsageError || error instanceof ConfigError || code?.startsWith('ERR_PARSE_ARGS')) {
+    // An SvcArgumentError is a command-line argument the SDK cannot send (`svc api trade ..`).
+    if (
+      error instanceof UsageError ||
+      error instanceof ConfigError ||
+      error instanceof SvcArgumentError ||
+      code?.startsWith('ERR_PARSE_ARGS')
+    ) {
       const message = (error as Error).message;
       return fail(EXIT.usage, `error: ${message}`, failureJson(message));
     }

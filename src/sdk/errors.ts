@@ -10,7 +10,8 @@ export class SvcError extends Error {
   checkError?: unknown;
   /**
    * Set on a write (not GET) that ended with a 502/504 or no response and that no idempotence check showed
-   * was not carried out (none ran, or retries were off): it may have been carried out; look before repeating.
+   * was not carried out (none ran, retries were off, or the last attempt got no answer, so the server may
+   * still have been at it when the check ran): it may have been carried out; look before repeating.
    * Always set when `checkError` is.
    */
   outcomeUnknown?: true;
@@ -52,6 +53,18 @@ export class SvcRateLimitError extends SvcError {}
  * with no idempotence check) means the outcome is unknown: look before repeating the call.
  */
 export class SvcServerError extends SvcError {}
+/**
+ * An argument of a call that cannot be sent as given (`.` or `..` as a trade id, a zrn, an email: a path
+ * segment the URL would drop or climb); thrown before any request. A TypeError, as it was before it had a
+ * class of its own.
+ */
+export class SvcArgumentError extends TypeError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SvcArgumentError';
+  }
+}
+
 /** No HTTP answer at all (connection refused, reset, timed out). */
 export class SvcConnectionError extends SvcError {
   constructor(message: string, cause: unknown) {

@@ -1,3 +1,5 @@
+import { SvcArgumentError } from './errors.ts';
+
 /**
  * A value sent as one segment of a request path (a zrn, a trade id, an email, a participant code),
  * percent-encoded. `.` and `..` (and an empty value) are refused: `encodeURIComponent` leaves dots alone and
@@ -6,7 +8,7 @@
  */
 export function pathSegment(value: string, name: string): string {
   if (value === '' || value === '.' || value === '..') {
-    throw new TypeError(`${name}: ${JSON.stringify(value)} cannot be sent as a path segment`);
+    throw new SvcArgumentError(`${name}: ${JSON.stringify(value)} cannot be sent as a path segment`);
   }
   return encodeURIComponent(value);
 }

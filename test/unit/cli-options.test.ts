@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { API_COMMANDS, API_OPTIONS } from '../../src/cli/api-commands.ts';
-import { refuseOtherOptions, UsageError, usageOptions } from '../../src/cli/command-args.ts';
+import { argumentLimit, refuseOtherOptions, UsageError, usageOptions } from '../../src/cli/command-args.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS } from '../../src/cli/operator-commands.ts';
+import { runCli } from '../../src/main/cli.ts';
 
 /**
  * A command takes the options its usage line names (and the connection options); any other is refused. So
@@ -37,4 +38,95 @@ test('every option the parser knows is taken by some command', () => {
   for (const option of ['api-key', 'api-secret', 'passphrase', 'no-retry', 'port', 'host']) named.add(option);
   const unused = Object.keys({ ...OPERATOR_OPTIONS, ...API_OPTIONS }).filter((option) => !named.has(option));
   assert.deepEqual(unused, []);
+});
+
+test('argumentLimit reads how many arguments a usage line takes', () => {
+  assert.equal(argumentLimit('svc keys revoke API_KEY', 'svc keys revoke'), 1);
+  assert.equal(argumentLimit('svc platforms list', 'svc platforms list'), 0);
+  assert.equal(
+    argumentLimit('svc webhooks set PLATFORM URL [--secret S | --no-secret]', 'svc webhooks set'),
+    2,
+  );
+  assert.equal(argumentLimit('svc allowlist set PLATFORM [CIDR...]', 'svc allowlist set'), Infinity);
+  assert.equal(
+    argumentLimit('svc prices set PAIR=PRICE... (e.g. BTC/USD=65000.25)', 'svc prices set'),
+    Infinity,
+  );
+  // An option's value is not an argument; nor is a repeated option.
+  assert.equal(
+    argumentLimit('svc platforms create --name NAME [--allow CIDR]...', 'svc platforms create'),
+    0,
+  );
+});
+
+test('every command has a usage line that starts with its name (its arguments are counted from there)', () => {
+  for (const [name, command] of Object.entries(OPERATOR_COMMANDS))
+    assert.doesNotThrow(() => argumentLimit(command.usage, `svc ${name}`), name);
+  for (const [name, command] of Object.entries(API_COMMANDS))
+    assert.doesNotThrow(() => argumentLimit(command.usage, `svc api ${name}`), name);
+});
+
+/** Runs the CLI in this process: its exit code and what it wrote to stderr. */
+async function cli(args: string[]): Promise<{ code: number; stderr: string }> {
+  let stderr = '';
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  }) as typeof process.stderr.write;
+  try {
+    return { code: await runCli(args), stderr };
+  } finally {
+    process.stderr.write = write;
+  }
+}
+
+test('arguments a command does not take are refused (exit 2), not ignored: nothing is sent', async () => {
+  // `svc keys revoke K1 K2` revoked K1 only and exited 0, K2 left live. The URL has no server: a refusal
+  // before any request is the only way to exit 2.
+  const offline = ['--url', 'http://127.0.0.1:9', '--token', 't'];
+  for (const args of [
+    ['keys', 'revoke', 'K1', 'K2', ...offline],
+    ['platforms', 'list', 'extra', ...offline],
+    [
+      'api',
+      'trade',
+      'a',
+      'b',
+      '--api-key',
+      'k',
+      '--api-secret',
+      's',
+      '--passphrase',
+      'p',
+      '--url',
+      'http://127.0.0.1:9',
+    ],
+    ['migrate', 'now'],
+  ]) {
+    const { code, stderr } = await cli(args);
+    assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
+    assert.match(stderr, /does not take; usage: svc /);
+  }
+  const { code, stderr } = await cli(['keys', 'revoke', 'K1', 'K2', '--json', ...offline]);
+  assert.equal(code, 2);
+  assert.deepEqual(JSON.parse(stderr).error.errors, [
+    '"K2": an argument "svc keys revoke" does not take; usage: svc keys revoke API_KEY',
+  ]);
+});
+
+test('a path argument the SDK cannot send (`.`, `..`) is a usage error (exit 2), not a stack trace', async () => {
+  const credentials = [
+    '--api-key',
+    'k',
+    '--api-secret',
+    's',
+    '--passphrase',
+    'p',
+    '--url',
+    'http://127.0.0.1:9',
+  ];
+  const { code, stderr } = await cli(['api', 'trade', '..', ...credentials]);
+  assert.equal(code, 2, stderr);
+  assert.equal(stderr, 'error: tradeId: ".." cannot be sent as a path segment\n');
 });
