@@ -106,7 +106,8 @@ export async function startEmbeddedPostgres(
   // A process.exit that does not wait for the shutdown (svc's shutdown timeout) stops the cluster too: it is
   // no longer in our process group, so nothing else would (a SIGKILL still leaves it: see stopLeftOverCluster).
   const stopOnExit = () => {
-    if (postmaster && postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');
+    if (postmaster && postmaster.exitCode === null && postmaster.signalCode === null)
+      postmaster.kill('SIGINT');
   };
   process.on('exit', stopOnExit);
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;

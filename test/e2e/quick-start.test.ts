@@ -131,7 +131,10 @@ describe('quick start on an embedded PostgreSQL', () => {
     assert.ok(exited, 'svc did not exit within 20 s of SIGINT');
     assert.equal(exited.code, 0, proc.stderr());
     // SVC_LOG_LEVEL warn: any log line is a warning or an error.
-    const logged = proc.stdout().split('\n').filter((line) => line.startsWith('{'));
+    const logged = proc
+      .stdout()
+      .split('\n')
+      .filter((line) => line.startsWith('{'));
     assert.deepEqual(logged, [], `svc logged during its shutdown (${exited.at - sent} ms)`);
     assert.equal(
       existsSync(path.join(dataDir, 'pg', 'postmaster.pid')),
