@@ -91,6 +91,24 @@ test('a tenant opens funding sessions and gets a deposit address; its deposits f
     .where('fund_id', '=', byTenant.fund_id)
     .executeTakeFirstOrThrow();
   assert.equal(row.owner_participant_code, holder);
+
+  // An operator's credit and debit naming the tenant with the label move the holder's account too: the credit
+  // went to a row of the tenant's own under the label, which no request of the platform could reach.
+  const adjust = (amount: string) =>
+    svc.operatorCall('POST', '/balances', {
+      participant_code: tenant,
+      account_label: 'joint',
+      asset: 'USD',
+      amount,
+    });
+  const credited = await adjust('5');
+  assert.equal(credited.status, 200, credited.text);
+  const { message } = credited.json as { message: { participant_code: string; balance: string } };
+  assert.equal(message.participant_code, holder, 'the account moved is the holder’s');
+  assert.equal(message.balance, '155');
+  assert.equal((await adjust('-2.5')).status, 200);
+  assert.equal(await usdBalance(svc, holder, 'joint'), '152.5');
+  assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
 });
 
 test('once removed, the former tenant is refused (403) and a deposit to its old address credits nothing', async () => {
@@ -120,4 +138,15 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
   assert.equal(late.success, false);
   assert.match(late.status_reason, /no longer a tenant/);
   assert.equal(await usdBalance(svc, holder, 'joint'), before);
+
+  // The operator's adjustment naming the former tenant with the label is refused too, naming why.
+  const adjusted = await svc.operatorCall('POST', '/balances', {
+    participant_code: tenant,
+    account_label: 'joint',
+    asset: 'USD',
+    amount: '1',
+  });
+  assert.equal(adjusted.status, 400, adjusted.text);
+  assert.match(adjusted.text, /participant_code: participant \w+ is no longer a tenant of account/);
+  assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
 });

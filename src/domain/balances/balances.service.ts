@@ -2,8 +2,10 @@ import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Trx } from '../../store/database.ts';
+import { findActingAccount } from '../accounts/account-holder.ts';
 import type { DomainDeps } from '../deps.ts';
-import { invalid } from '../errors.ts';
+import { DomainError, invalid } from '../errors.ts';
+import { lockParticipantFunding } from '../funding/funding.repository.ts';
 import { findParticipant } from '../participants/participants.repository.ts';
 import { lockSpendableBalance } from '../trades/trades.repository.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
@@ -133,7 +135,12 @@ export async function applyMovements(
 
 export function createBalancesService(deps: DomainDeps) {
   return {
-    /** Operator credit or debit (DESIGN §3); a debit below zero is refused. */
+    /**
+     * Operator credit or debit (DESIGN §3); a debit below zero is refused. Like every request that names a
+     * participant with an account label, it moves the account that pair names: a tenant's is its holder's
+     * (issue 5). It credited the tenant's own row under the label instead, which no request of the platform
+     * could reach, and which the tenancy had been refused for.
+     */
     async adjust(input: {
       platform_code?: string;
       participant_code: string;
@@ -149,14 +156,28 @@ export function createBalancesService(deps: DomainDeps) {
       const amount = new Dec(input.amount);
       if (amount.isZero()) throw invalid('amount: must not be zero');
       const runId = newUuid();
-      const [applied] = await deps.db.transaction().execute(async (trx) => {
+      const [applied, ownerCode] = await deps.db.transaction().execute(async (trx) => {
+        // First, as a deposit does: a tenancy about to take effect checks the participant's own balances
+        // under this same lock (holdingOwnBalancesNow), so it either sees this movement or is seen by it.
+        await lockParticipantFunding(trx, participant.participant_code);
+        const account = await findActingAccount(
+          trx,
+          participant.platform_code,
+          participant.participant_code,
+          input.account_label,
+        ).catch((err: unknown) => {
+          // A former tenant: what it names is no account any more (403 on the platform's side).
+          if (err instanceof DomainError) throw invalid(`participant_code: ${err.message}`);
+          throw err;
+        });
+        const owner = account?.ownerParticipantCode ?? participant.participant_code;
         const accountType = input.account_type ?? 'available';
         if (amount.isNegative() && accountType === 'available') {
           // Unsettled trades pay from the available balance at settlement (wire-contract §7): a debit may
           // take only what they have not promised, or they could never settle.
           const { balance, promised } = await lockSpendableBalance(trx, {
             platformCode: participant.platform_code,
-            participantCode: participant.participant_code,
+            participantCode: owner,
             accountLabel: input.account_label,
             asset: input.asset,
           });
@@ -168,22 +189,27 @@ export function createBalancesService(deps: DomainDeps) {
             );
           }
         }
-        return applyMovements(trx, { runId, runType: 'operator_adjustment', timestamp: deps.clock.now() }, [
-          {
-            platformCode: participant.platform_code,
-            participantCode: participant.participant_code,
-            accountLabel: input.account_label,
-            accountType: input.account_type,
-            asset: input.asset,
-            change: input.amount,
-            movementType: amount.isNegative() ? 'withdrawal' : 'deposit',
-            requireSufficient: true,
-            sufficiencyField: 'amount',
-          },
-        ]);
+        const movements = await applyMovements(
+          trx,
+          { runId, runType: 'operator_adjustment', timestamp: deps.clock.now() },
+          [
+            {
+              platformCode: participant.platform_code,
+              participantCode: owner,
+              accountLabel: input.account_label,
+              accountType: input.account_type,
+              asset: input.asset,
+              change: input.amount,
+              movementType: amount.isNegative() ? 'withdrawal' : 'deposit',
+              requireSufficient: true,
+              sufficiencyField: 'amount',
+            },
+          ],
+        );
+        return [movements[0], owner] as const;
       });
       return {
-        participant_code: participant.participant_code,
+        participant_code: ownerCode,
         account_group: participant.platform_code,
         account_label: input.account_label,
         account_type: input.account_type ?? 'available',
