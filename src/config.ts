@@ -321,15 +321,22 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     fundingSessionExpiryMs: int(env, 'SVC_FUNDING_SESSION_EXPIRY_MS', 30 * 60_000, 1),
   };
-  // The job runner's jobs take their connections from the main pool (and the runner one for its LISTEN):
-  // a smaller pool would leave jobs waiting for a connection until they time out.
+  return deepFreeze(config);
+}
+
+/**
+ * The settings `svc serve` needs beyond what loadConfig checks, for the role it serves: the job runner's jobs
+ * take their connections from the main pool (and the runner one for its LISTEN), so a smaller pool would
+ * leave jobs waiting for a connection until they time out. Not part of loadConfig: the other commands (svc
+ * migrate, the clients) run no jobs, and an environment sized for `--role api` made them refuse to run.
+ */
+export function checkServing(config: Readonly<Config>): void {
   const neededByJobs = config.worker.concurrency + 2;
   if (config.role !== 'api' && config.databasePoolMax < neededByJobs) {
     throw new ConfigError(
       `SVC_DB_POOL_MAX: ${config.databasePoolMax} is too small for role ${config.role}: at least SVC_WORKER_CONCURRENCY + 2 (${neededByJobs})`,
     );
   }
-  return deepFreeze(config);
 }
 
 function deepFreeze<T>(value: T): Readonly<T> {

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, ROLES, type Config, type Listen } from '../config.ts';
+import { checkServing, ConfigError, loadConfig, ROLES, type Config, type Listen } from '../config.ts';
 import { AdminClient } from '../cli/admin-client.ts';
 import { API_COMMANDS, API_OPTIONS, apiClient, findApiCommand } from '../cli/api-commands.ts';
 import { refuseExtraArguments, refuseOtherOptions, usageOptions, type Options } from '../cli/command-args.ts';
@@ -223,6 +223,7 @@ async function starting<T>(
 }
 
 async function serve(config: Readonly<Config>): Promise<void> {
+  checkServing(config);
   const { createLogger, startRuntime } = await serverModules();
   const logger = createLogger(config.logLevel);
   // A rejection nobody handles would end the process, and with role `all` the API with it. graphile-worker

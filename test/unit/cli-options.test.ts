@@ -130,3 +130,18 @@ test('a path argument the SDK cannot send (`.`, `..`) is a usage error (exit 2),
   assert.equal(code, 2, stderr);
   assert.equal(stderr, 'error: tradeId: ".." cannot be sent as a path segment\n');
 });
+
+test('a pool sized for --role api does not stop the commands that run no jobs (svc migrate, the clients)', async () => {
+  // The shared environment of a deployment whose API instances run with a small pool.
+  process.env.SVC_DB_POOL_MAX = '8';
+  try {
+    const { code, stderr } = await cli(['prices', 'list', '--url', 'http://127.0.0.1:9', '--token', 't']);
+    // No server there: exit 3 (unreachable), not 2 for the pool.
+    assert.equal(code, 3, stderr);
+    const serving = await cli(['serve']);
+    assert.equal(serving.code, 2, 'svc serve (role all) still refuses it');
+    assert.match(serving.stderr, /SVC_DB_POOL_MAX: 8 is too small for role all/);
+  } finally {
+    delete process.env.SVC_DB_POOL_MAX;
+  }
+});

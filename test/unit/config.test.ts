@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { ConfigError, jwtSigningKeyPem, loadConfig, MAX_RETRY_DELAY_MS } from '../../src/config.ts';
+import {
+  checkServing,
+  ConfigError,
+  jwtSigningKeyPem,
+  loadConfig,
+  MAX_RETRY_DELAY_MS,
+} from '../../src/config.ts';
 
 /**
  * README "Configuration": every setting is validated by loadConfig, and a bad value stops the start with a
@@ -195,16 +201,20 @@ describe('durations that timers and the lane functions can hold', () => {
     assert.equal(loadConfig({}).databasePoolMax, 20);
     assert.equal(loadConfig({ SVC_DB_POOL_MAX: '15' }).databasePoolMax, 15);
     refused({ SVC_DB_POOL_MAX: '1' }, /^SVC_DB_POOL_MAX: must be an integer >= 2, got "1"/);
-    // A process that runs jobs needs a connection per job, and one for the runner's LISTEN.
-    assert.equal(loadConfig({ SVC_ROLE: 'api', SVC_DB_POOL_MAX: '2' }).databasePoolMax, 2);
-    refused(
-      { SVC_ROLE: 'worker', SVC_DB_POOL_MAX: '11' },
-      /^SVC_DB_POOL_MAX: 11 is too small for role worker: at least SVC_WORKER_CONCURRENCY \+ 2 \(12\)/,
+    // A process that runs jobs needs a connection per job, and one for the runner's LISTEN: `svc serve`
+    // checks it for the role it serves (checkServing); the other commands run no jobs.
+    const serving = (env: Record<string, string>) => () => checkServing(loadConfig(env));
+    assert.doesNotThrow(serving({ SVC_ROLE: 'api', SVC_DB_POOL_MAX: '2' }));
+    assert.throws(
+      serving({ SVC_ROLE: 'worker', SVC_DB_POOL_MAX: '11' }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        /^SVC_DB_POOL_MAX: 11 is too small for role worker: at least SVC_WORKER_CONCURRENCY \+ 2 \(12\)/.test(
+          error.message,
+        ),
     );
-    assert.equal(
-      loadConfig({ SVC_ROLE: 'all', SVC_DB_POOL_MAX: '6', SVC_WORKER_CONCURRENCY: '4' }).databasePoolMax,
-      6,
-    );
+    assert.doesNotThrow(serving({ SVC_ROLE: 'all', SVC_DB_POOL_MAX: '6', SVC_WORKER_CONCURRENCY: '4' }));
+    assert.equal(loadConfig({ SVC_DB_POOL_MAX: '8' }).databasePoolMax, 8, 'read by every command');
   });
 
   test('timer settings above 2^31 - 1 ms (a timer then fires at once) are refused, naming the setting', () => {
