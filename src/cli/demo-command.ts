@@ -1,10 +1,9 @@
 import type { IssuedApiKey, Participant, Platform } from '../contract/admin.schemas.ts';
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
-import type { AdminClient } from './admin-client.ts';
+import { AdminApiError, type AdminClient } from './admin-client.ts';
 import { createClient } from '../sdk/platform.ts';
 
 export interface DemoOptions {
-  env: 'cert' | 'prod';
   /**
    * Where the public API is: the platform calls go there, and the output points there. It differs from the
    * operator client's URL when the operator API has its own listener (SVC_ADMIN_LISTEN); undefined: the
@@ -16,17 +15,34 @@ export interface DemoOptions {
 }
 
 /**
+ * The demo's platform: with an open allow-list where the server takes one (cert), so that the demo can be
+ * called from anywhere, else (a prod server refuses an empty list with a 400 naming it) loopback. The server's
+ * answer decides, not the CLI's own SVC_ENV: run from a shell without it, the demo failed against prod.
+ */
+async function createDemoPlatform(client: AdminClient, name: string): Promise<Platform> {
+  try {
+    return await client.post<Platform>('/platforms', { name, ip_allowlist: [] });
+  } catch (error) {
+    const errors = (error as AdminApiError).body as { errors?: unknown } | undefined;
+    const allowListRefused =
+      error instanceof AdminApiError &&
+      error.status === 400 &&
+      Array.isArray(errors?.errors) &&
+      errors.errors.some((e) => String(e).startsWith('ip_allowlist: '));
+    if (!allowListRefused) throw error;
+    return client.post<Platform>('/platforms', { name, ip_allowlist: ['127.0.0.1/32', '::1/128'] });
+  }
+}
+
+/**
  * `svc demo`: a ready-to-call setup on a running server: a platform (open allow-list in cert, else
  * loopback), an API key, two participants (a primary holder and a future tenant), a customer account and
  * prices. Later capabilities extend it.
  */
-export async function runDemo(client: AdminClient, options: DemoOptions) {
+export async function runDemo(client: AdminClient, options: DemoOptions = {}) {
   const publicUrl = options.publicUrl ?? client.baseUrl;
   const suffix = Date.now().toString(36);
-  const platform = await client.post<Platform>('/platforms', {
-    name: `Demo platform ${suffix}`,
-    ip_allowlist: options.env === 'cert' ? [] : ['127.0.0.1/32', '::1/128'],
-  });
+  const platform = await createDemoPlatform(client, `Demo platform ${suffix}`);
   const key = await client.post<IssuedApiKey>(`/platforms/${platform.platform_code}/api_keys`);
   const holder = await client.post<Participant>('/participants', {
     platform_code: platform.platform_code,

@@ -401,7 +401,6 @@ export async function main(argv: string[]): Promise<number> {
     const admin = adminClient(config, connection, values.token);
     print(
       await runDemo(admin, {
-        env: config.env,
         publicUrl: connection.publicUrl,
         timeoutMs: connection.timeoutMs,
       }),

@@ -59,7 +59,9 @@ test('quote, deposit, then the fund event through listTransactions', async () =>
 });
 
 test('svc demo shows a fund quote with a deposit address and the command to fund it', async () => {
-  const demo = await runDemo(svc.admin, { env: 'cert' });
+  const demo = await runDemo(svc.admin);
+  const platform = await svc.admin.get<{ ip_allowlist: string[] }>(`/platforms/${demo.platform_code}`);
+  assert.deepEqual(platform.ip_allowlist, [], 'open in cert');
   const quote = demo.fund_quote as {
     deposit_address?: string;
     try_a_deposit?: string;
@@ -68,4 +70,16 @@ test('svc demo shows a fund quote with a deposit address and the command to fund
   assert.ok(quote.deposit_address && isValidAddress('evm', quote.deposit_address), JSON.stringify(quote));
   assert.match(quote.reference_id ?? '', /^demo-/);
   assert.match(quote.try_a_deposit ?? '', /^svc deposits record 0x[0-9a-fA-F]{40} 100/);
+});
+
+test('svc demo against a prod server gives its platform a loopback allow-list (the server decides, not the CLI)', async () => {
+  const prod = await startTestService({ env: { SVC_ENV: 'prod' } });
+  try {
+    const demo = await runDemo(prod.admin);
+    const platform = await prod.admin.get<{ ip_allowlist: string[] }>(`/platforms/${demo.platform_code}`);
+    assert.deepEqual(platform.ip_allowlist, ['127.0.0.1/32', '::1/128']);
+    assert.match(String((demo.fund_quote as { deposit_address?: string }).deposit_address), /^0x/);
+  } finally {
+    await prod.close();
+  }
 });
