@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
-import { Envelope, EpochMsParam, PagedEnvelope, PageParam } from './responses.ts';
+import { Envelope, EpochMsFilterParam, EpochMsParam, PagedEnvelope, PageParam } from './responses.ts';
 
 /**
  * Account funding on the wire (spec 2.2, 2.3, 4.3–4.5; wire-contract §6), with the vendor's field names and
@@ -245,10 +245,10 @@ export const FundTransactionsQuery = Type.Object(
     reference_id: Type.Optional(Reference),
     deposit_intent_id: Type.Optional(Type.String({ format: 'uuid' })),
     success: Type.Optional(Type.Boolean()),
-    deposit_timestamp_gte: Type.Optional(EpochMsParam),
-    deposit_timestamp_gt: Type.Optional(EpochMsParam),
-    deposit_timestamp_lt: Type.Optional(EpochMsParam),
-    deposit_timestamp_lte: Type.Optional(EpochMsParam),
+    deposit_timestamp_gte: Type.Optional(EpochMsFilterParam),
+    deposit_timestamp_gt: Type.Optional(EpochMsFilterParam),
+    deposit_timestamp_lt: Type.Optional(EpochMsFilterParam),
+    deposit_timestamp_lte: Type.Optional(EpochMsFilterParam),
     page: Type.Optional(PageParam),
     // wire-contract §9: page_size over the route's maximum → 400.
     page_size: Type.Optional(

@@ -42,6 +42,16 @@ export const publicErrorResponses = {
 /** Bounded so that page × page_size stays a valid OFFSET (a page of 1e20 failed in PostgreSQL as a 500). */
 export const PageParam = Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 });
 
+/**
+ * Epoch milliseconds in a range filter, where the vendor types them `number`: a fraction is taken too (a client
+ * that computes `time.time() * 1000` sends one), and bounds the range exactly.
+ */
+export const EpochMsFilterParam = Type.Number({
+  minimum: 0,
+  maximum: 253_402_300_799_999,
+  description: 'epoch milliseconds (a fraction is allowed)',
+});
+
 /** Epoch milliseconds in query filters: bounded to what a timestamptz can hold (year 9999). */
 export const EpochMsParam = Type.Integer({
   minimum: 0,

@@ -132,11 +132,15 @@ export const TRADES_DEFAULT_PAGE_SIZE = 50;
 
 /**
  * `GET /trades` filters (the vendor's list). The vendor accepts `transaction_timestamp[…]` in
- * milliseconds or nanoseconds; a value above 10^14 is read as nanoseconds.
+ * milliseconds or nanoseconds (a `number`, so with a fraction too); a value above 10^14 is read as
+ * nanoseconds.
  */
 const TimestampFilter = Type.Optional(
-  // An integer as text: nanoseconds pass 2^53, so they are read exactly (BigInt), never as a float.
-  Type.String({ pattern: '^[0-9]{1,20}$', description: 'epoch milliseconds or nanoseconds' }),
+  // A number as text: nanoseconds pass 2^53, so they are read exactly (BigInt), never as a float.
+  Type.String({
+    pattern: '^[0-9]{1,20}(\\.[0-9]{1,20})?$',
+    description: 'epoch milliseconds or nanoseconds',
+  }),
 );
 export const ListTradesQuery = Type.Object(
   {

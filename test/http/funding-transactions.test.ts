@@ -143,6 +143,12 @@ test('filters: deposit_timestamp_gte, _gt, _lt, _lte', async () => {
   assert.deepEqual(seconds(await list({ deposit_timestamp_lt: at(2) })), [1, 0]);
   assert.deepEqual(seconds(await list({ deposit_timestamp_lte: at(2) })), [2, 1, 0]);
   assert.deepEqual(seconds(await list({ deposit_timestamp_gt: at(1), deposit_timestamp_lt: at(4) })), [3, 2]);
+  // With a fraction of a millisecond (the vendor types these filters a number): exact bounds.
+  assert.deepEqual(seconds(await list({ deposit_timestamp_gte: at(2) - 0.5 })), [5, 4, 3, 2]);
+  assert.deepEqual(seconds(await list({ deposit_timestamp_gte: at(2) + 0.5 })), [5, 4, 3]);
+  assert.deepEqual(seconds(await list({ deposit_timestamp_gt: at(2) - 0.5 })), [5, 4, 3, 2]);
+  assert.deepEqual(seconds(await list({ deposit_timestamp_lt: at(2) + 0.5 })), [2, 1, 0]);
+  assert.deepEqual(seconds(await list({ deposit_timestamp_lte: at(2) - 0.5 })), [1, 0]);
 });
 
 test('filter deposit_intent_id: the events of one SDK session', async () => {

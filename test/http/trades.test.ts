@@ -161,6 +161,18 @@ test('transaction_timestamp ranges, in milliseconds or nanoseconds', async () =>
     [made[2]!.tradeId],
   );
   assert.deepEqual(await ids({ 'transaction_timestamp[e]': half }), []);
+  // Milliseconds with a fraction (the vendor types the filter a number: `time.time() * 1000` in Python).
+  const fraction = `${at(2)}.25`;
+  assert.deepEqual(await ids({ 'transaction_timestamp[gte]': fraction }), [
+    made[4]!.tradeId,
+    made[3]!.tradeId,
+  ]);
+  assert.deepEqual(
+    await ids({ 'transaction_timestamp[lte]': fraction, 'transaction_timestamp[gt]': `${at(1)}.999` }),
+    [made[2]!.tradeId],
+  );
+  assert.deepEqual(await ids({ 'transaction_timestamp[e]': fraction }), []);
+  assert.deepEqual(await ids({ 'transaction_timestamp[e]': `${at(2)}.000` }), [made[2]!.tradeId]);
 });
 
 test('a bad filter → 400 naming it; page_size above 100 → 400', async () => {

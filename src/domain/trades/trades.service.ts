@@ -321,19 +321,21 @@ const NS_PER_MS = 1_000_000n;
 const NANOSECONDS_FROM = 10n ** 14n;
 
 /**
- * `transaction_timestamp[op]` as a bound on our millisecond timestamps, exactly: for nanoseconds, "after
- * X ns" is "after floor(X / 10^6) ms", "at or after X ns" is "at or after ceil(X / 10^6) ms", and so on.
- * `undefined` for no bound; `null` for a bound no trade can meet (equal to a non-whole millisecond).
+ * `transaction_timestamp[op]` as a bound on our millisecond timestamps, exactly: for a value that is not a
+ * whole millisecond (nanoseconds, or a fraction), "after X" is "after floor(X ms)", "at or after X" is "at or
+ * after ceil(X ms)", and so on. `undefined` for no bound; `null` for a bound no trade can meet (equal to a
+ * non-whole millisecond).
  */
 function timestampBound(
   value: string | undefined,
   op: 'gt' | 'gte' | 'e' | 'lt' | 'lte',
 ): number | null | undefined {
   if (value === undefined) return undefined;
-  const given = BigInt(value);
-  if (given < NANOSECONDS_FROM) return Number(given);
-  const floor = given / NS_PER_MS;
-  const whole = given % NS_PER_MS === 0n;
+  const [integer = '0', fraction = ''] = value.split('.');
+  const given = BigInt(integer);
+  const nanoseconds = given >= NANOSECONDS_FROM;
+  const floor = nanoseconds ? given / NS_PER_MS : given;
+  const whole = (!nanoseconds || given % NS_PER_MS === 0n) && !/[1-9]/.test(fraction);
   if (op === 'e') return whole ? Number(floor) : null;
   return Number(op === 'gt' || op === 'lte' || whole ? floor : floor + 1n);
 }
