@@ -15,7 +15,11 @@ import { systemClock, type Clock } from '../lib/clock.ts';
 import { CacheInvalidation } from '../store/cache-invalidation.ts';
 import { PgListener } from '../store/pg-listener.ts';
 import { createStore, type Store } from '../store/database.ts';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from '../store/embedded-postgres.ts';
+import {
+  startEmbeddedPostgres,
+  type EmbeddedDatabase,
+  type EmbeddedOptions,
+} from '../store/embedded-postgres.ts';
 import { migrate } from '../store/migrate.ts';
 import { createLogger } from './logger.ts';
 import { resolveSecrets, type ServerSecrets } from './secrets.ts';
@@ -53,9 +57,10 @@ export interface RuntimeOptions {
 export async function openDatabase(
   config: Readonly<Config>,
   logger: pino.Logger,
+  options: EmbeddedOptions = {},
 ): Promise<{ url: string; embedded: EmbeddedDatabase | null }> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: null };
-  const embedded = await startEmbeddedPostgres(config.dataDir, (msg) => logger.info(msg));
+  const embedded = await startEmbeddedPostgres(config.dataDir, (msg) => logger.info(msg), options);
   logger.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started');
   return { url: embedded.url, embedded };
 }
@@ -66,7 +71,8 @@ const SHUTDOWN_DRAIN_SHARE = 2 / 3;
 export async function startRuntime(config: Readonly<Config>, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
-  const { url: databaseUrl, embedded } = await openDatabase(config, logger);
+  // The runtime stops the cluster itself, last, on every signal (the entry point's shutdown).
+  const { url: databaseUrl, embedded } = await openDatabase(config, logger, { ownProcessGroup: true });
   const store = createStore(databaseUrl, { max: config.databasePoolMax });
   // One LISTEN connection per process, for every channel (cache invalidation; webhook wake-ups in workers).
   const listener = new PgListener(databaseUrl);

@@ -73,9 +73,19 @@ async function ensureReachableByClusterUser(dataDir: string): Promise<void> {
   }
 }
 
+export interface EmbeddedOptions {
+  /**
+   * Runs the cluster in a process group of its own (spawningInOwnProcessGroup), for a process that stops it
+   * itself on every signal (`svc serve`). Otherwise it is in the caller's group, and a Ctrl-C in the terminal
+   * stops it with the caller (svc migrate, the test runner, the benches: none of them stops it on a signal).
+   */
+  ownProcessGroup?: boolean;
+}
+
 export async function startEmbeddedPostgres(
   dataDir: string,
   log: (msg: string) => void = () => {},
+  { ownProcessGroup = false }: EmbeddedOptions = {},
 ): Promise<EmbeddedDatabase> {
   const databaseDir = path.join(dataDir, 'pg');
   await mkdir(dataDir, { recursive: true });
@@ -102,6 +112,11 @@ export async function startEmbeddedPostgres(
     await server.initialise();
   }
   await stopLeftOverCluster(databaseDir, log);
+  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+  if (!ownProcessGroup) {
+    await server.start();
+    return { url, stop: () => server.stop() };
+  }
   const [postmaster] = await spawningInOwnProcessGroup(() => server.start());
   // A process.exit that does not wait for the shutdown (svc's shutdown timeout) stops the cluster too: it is
   // no longer in our process group, so nothing else would (a SIGKILL still leaves it: see stopLeftOverCluster).
@@ -110,7 +125,6 @@ export async function startEmbeddedPostgres(
       postmaster.kill('SIGINT');
   };
   process.on('exit', stopOnExit);
-  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   return {
     url,
     stop: async () => {

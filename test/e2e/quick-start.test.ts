@@ -6,7 +6,14 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
-import { childEnv, PROJECT_ROOT, runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
+import {
+  childEnv,
+  eventually,
+  PROJECT_ROOT,
+  runCli,
+  startCli,
+  type CliProcess,
+} from '../helpers/service-process.ts';
 
 /**
  * Issue 2 "Quick start": `svc serve` (what `npm start` runs) with no DATABASE_URL and no Redis starts its own
@@ -179,6 +186,32 @@ describe('quick start on an embedded PostgreSQL', () => {
     } finally {
       // Failed: not left running after the run.
       if (existsSync(`/proc/${orphan}`)) process.kill(orphan, 'SIGINT');
+    }
+  });
+
+  test('Ctrl-C on svc migrate stops its embedded PostgreSQL too (only svc serve runs it in a group of its own)', async () => {
+    // svc migrate installs no signal handler: the cluster must get the terminal's SIGINT with it, or it is
+    // left running with no parent (and `npm test`'s, on a fresh temporary data dir, forever).
+    const proc = startCli(
+      ['migrate'],
+      { SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'info' },
+      { processGroup: true },
+    );
+    processes.push(proc);
+    await proc.waitFor(/embedded PostgreSQL started/, 120_000);
+    const postmaster = Number(
+      readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0],
+    );
+    process.kill(-proc.child.pid!, 'SIGINT');
+    await proc.exited;
+    try {
+      await eventually(
+        async () => !existsSync(`/proc/${postmaster}`) || undefined,
+        20_000,
+        'the cluster to stop',
+      );
+    } finally {
+      if (existsSync(`/proc/${postmaster}`)) process.kill(postmaster, 'SIGINT');
     }
   });
 
