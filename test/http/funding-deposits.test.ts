@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS } from '../../src/cli/operator-commands.ts';
 import { Dec, Exact } from '../../src/lib/decimal.ts';
+import { listMigrations } from '../../src/store/migrate.ts';
 import type { FundEvent } from '../../src/contract/funding.schemas.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
@@ -251,6 +252,88 @@ test('a hex transaction hash (Bitcoin, EVM) is one transaction in any letter cas
     transaction_id: signature.toLowerCase(),
   });
   assert.deepEqual([upper.status, lower.status], [201, 201]);
+});
+
+test('a transaction hash is one transaction whatever its prefix: 0x on EVM, none on Bitcoin', async () => {
+  // `0xab…`, `ab…` and `0XAB…` were three deposits of one transaction, each credited.
+  const eth = await addressOf(owner, 'ETH.ETH');
+  const digits = randomBytes(32).toString('hex');
+  const first = await postDeposit(svc, {
+    deposit_address: eth.address,
+    quantity: '1',
+    transaction_id: `0X${digits.toUpperCase()}`,
+  });
+  assert.equal(first.status, 201);
+  assert.equal((first.body.message as FundEvent).transaction_id, `0x${digits}`);
+  for (const written of [digits.toUpperCase(), `0x${digits}`, digits]) {
+    const again = await postDeposit(svc, {
+      deposit_address: eth.address,
+      quantity: '1',
+      transaction_id: written,
+    });
+    assert.equal(again.status, 200, written);
+  }
+  assert.equal(await usdBalance(svc, eth.code), new Dec(TEST_PRICES['ETH/USD']).toFixed(), 'credited once');
+
+  const btc = await addressOf(owner, 'BTC.BTC');
+  const txid = randomBytes(32).toString('hex');
+  const mined = await postDeposit(svc, {
+    deposit_address: btc.address,
+    quantity: '1',
+    transaction_id: `0x${txid}`,
+  });
+  assert.equal((mined.body.message as FundEvent).transaction_id, txid, 'a txid has no prefix');
+  const replay = await postDeposit(svc, {
+    deposit_address: btc.address,
+    quantity: '1',
+    transaction_id: txid,
+  });
+  assert.equal(replay.status, 200);
+});
+
+test('migration 0019 brings recorded hashes to that form, and leaves the pairs already credited twice', async () => {
+  const eth = await addressOf(owner, 'ETH.ETH');
+  const btc = await addressOf(owner, 'BTC.BTC');
+  const [a, b, c, d] = Array.from({ length: 4 }, () => randomBytes(32).toString('hex'));
+  const record = async (address: string, transactionId: string) =>
+    (
+      (await postDeposit(svc, { deposit_address: address, quantity: '1', transaction_id: transactionId }))
+        .body.message as FundEvent
+    ).fund_id;
+  const ids = {
+    ethBare: await record(eth.address, a!),
+    btcPrefixed: await record(btc.address, b!),
+    twiceFirst: await record(eth.address, c!),
+    twiceSecond: await record(eth.address, d!),
+  };
+  // As recorded before 0019 (0017 lower-cased `0x…` and bare ids, and left `0X…` alone).
+  const setId = (fundId: string, transactionId: string) =>
+    sql`update fund_events set transaction_id = ${transactionId} where fund_id = ${fundId}`.execute(
+      svc.runtime.store.db,
+    );
+  await setId(ids.ethBare, a!);
+  await setId(ids.btcPrefixed, `0X${b!.toUpperCase()}`);
+  await setId(ids.twiceSecond, `0X${c!.toUpperCase()}`); // the same transaction as twiceFirst's `0x${c}`
+
+  const migration = (await listMigrations()).find((m) => m.version === '0019')!;
+  const client = await svc.runtime.store.pool.connect();
+  try {
+    await client.query(migration.sql);
+  } finally {
+    client.release();
+  }
+  const stored = async (fundId: string) =>
+    (
+      await svc.runtime.store.db
+        .selectFrom('fund_events')
+        .select('transaction_id')
+        .where('fund_id', '=', fundId)
+        .executeTakeFirstOrThrow()
+    ).transaction_id;
+  assert.equal(await stored(ids.ethBare), `0x${a}`);
+  assert.equal(await stored(ids.btcPrefixed), b);
+  assert.equal(await stored(ids.twiceFirst), `0x${c}`);
+  assert.equal(await stored(ids.twiceSecond), `0X${c!.toUpperCase()}`, 'left for the operator');
 });
 
 test('a report of success after a report of failure for one transaction is a conflict, not a replay', async () => {

@@ -73,21 +73,27 @@ export function canonicalDepositAddress(address: string): string {
   return address;
 }
 
-/** A transaction hash in hex: Bitcoin's txid, an EVM transaction hash (`0x` first). */
-const HEX_TRANSACTION_ID = /^(0x)?[0-9a-fA-F]+$/;
+/** A transaction id in hex, with or without a `0x` (or `0X`) prefix. */
+const HEX_TRANSACTION_ID = /^(0[xX])?([0-9a-fA-F]+)$/;
+/** Digits of a transaction hash (32 bytes): Bitcoin's txid, an EVM transaction hash. */
+const HASH_DIGITS = 64;
 /** The networks whose transaction ids are hex, where letter case makes no difference. */
 const HEX_ID_NETWORKS = new Set(['BTC', 'ETH']);
 
 /**
- * The form a deposit's transaction id is stored and compared in: on a network whose transaction ids are hex
- * (Bitcoin, EVM), a hex id in lower case, so that an indexer retrying with the hash in another case finds
- * the deposit recorded instead of crediting it again. Anything else (a Solana signature is base58, which is
- * case-sensitive; an operator's own id) is left as sent.
+ * The form a deposit's transaction id is stored and compared in, so that an indexer retrying with the hash
+ * written another way finds the deposit recorded instead of crediting it again (migrations 0017, 0019). On a
+ * network whose transaction ids are hex (Bitcoin, EVM), a hex id is in lower case, and a hash (64 digits) is
+ * written as the network does, whatever prefix it came with: `0x` first on EVM, none on Bitcoin (`0xab…`,
+ * `AB…` and `0XAB…` were three deposits). A shorter hex id (an operator's own) keeps its prefix, `0X` as
+ * `0x`. Anything else (a Solana signature is base58, which is case-sensitive) is left as sent.
  */
 export function canonicalTransactionId(network: string, transactionId: string): string {
-  return HEX_ID_NETWORKS.has(network) && HEX_TRANSACTION_ID.test(transactionId)
-    ? transactionId.toLowerCase()
-    : transactionId;
+  const hex = HEX_ID_NETWORKS.has(network) ? HEX_TRANSACTION_ID.exec(transactionId) : null;
+  if (!hex) return transactionId;
+  const digits = hex[2]!.toLowerCase();
+  if (digits.length === HASH_DIGITS) return network === 'ETH' ? `0x${digits}` : digits;
+  return hex[1] ? `0x${digits}` : digits;
 }
 
 /** Whether `address` is well-formed for the format (used by tests and to refuse garbage early). */
