@@ -66,6 +66,18 @@ test('every command has a usage line that starts with its name (its arguments ar
     assert.doesNotThrow(() => argumentLimit(command.usage, `svc api ${name}`), name);
 });
 
+/** `svc api` credentials and a URL where no server listens: a command that sends anything exits 3. */
+const PLATFORM_OFFLINE = [
+  '--api-key',
+  'k',
+  '--api-secret',
+  's',
+  '--passphrase',
+  'p',
+  '--url',
+  'http://127.0.0.1:9',
+];
+
 /** Runs the CLI in this process: its exit code and what it wrote to stderr. */
 async function cli(args: string[]): Promise<{ code: number; stderr: string }> {
   let stderr = '';
@@ -88,20 +100,7 @@ test('arguments a command does not take are refused (exit 2), not ignored: nothi
   for (const args of [
     ['keys', 'revoke', 'K1', 'K2', ...offline],
     ['platforms', 'list', 'extra', ...offline],
-    [
-      'api',
-      'trade',
-      'a',
-      'b',
-      '--api-key',
-      'k',
-      '--api-secret',
-      's',
-      '--passphrase',
-      'p',
-      '--url',
-      'http://127.0.0.1:9',
-    ],
+    ['api', 'trade', 'a', 'b', ...PLATFORM_OFFLINE],
     ['migrate', 'now'],
   ]) {
     const { code, stderr } = await cli(args);
@@ -116,17 +115,7 @@ test('arguments a command does not take are refused (exit 2), not ignored: nothi
 });
 
 test('a path argument the SDK cannot send (`.`, `..`) is a usage error (exit 2), not a stack trace', async () => {
-  const credentials = [
-    '--api-key',
-    'k',
-    '--api-secret',
-    's',
-    '--passphrase',
-    'p',
-    '--url',
-    'http://127.0.0.1:9',
-  ];
-  const { code, stderr } = await cli(['api', 'trade', '..', ...credentials]);
+  const { code, stderr } = await cli(['api', 'trade', '..', ...PLATFORM_OFFLINE]);
   assert.equal(code, 2, stderr);
   assert.equal(stderr, 'error: tradeId: ".." cannot be sent as a path segment\n');
 });
