@@ -608,6 +608,99 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     await tradeOwnFunds(platform, member, 'general');
   });
 
+  test('an add while the participant’s removal is pending → 409 that says to add it again once the removal is in effect', async () => {
+    // It said "already a tenant" (or "already pending") of a tenancy the queue was about to end.
+    const platform = await svc.newPlatform();
+    const target = await newAccount(platform, 'general');
+    const member = await newMember(platform);
+    const client = target.platform.client;
+    const add = () => client.send('POST', tenantsPath(target.zrn), { body: { participant_code: member } });
+    assert.equal((await add()).status, 202);
+    assert.equal((await client.send('DELETE', tenantsPath(target.zrn, member))).status, 202);
+    const pending = await add();
+    assert.equal(pending.status, 409);
+    assert.equal(
+      errorsOf(pending)[0],
+      `adding participant ${member} to account ${target.zrn} is already pending, and its removal is pending: add it again once the removal has taken effect`,
+    );
+    await runJobs();
+    assert.equal((await add()).status, 202);
+    await runJobs();
+    assert.equal((await client.send('DELETE', tenantsPath(target.zrn, member))).status, 202);
+    const inEffect = await add();
+    assert.equal(inEffect.status, 409);
+    assert.match(
+      errorsOf(inEffect)[0]!,
+      /is already a tenant of account .*, and its removal is pending: add it again/,
+    );
+    await runJobs();
+    assert.deepEqual((await target.accounts.details(target.zrn)).tenants, []);
+  });
+
+  test('a removal queued after a refused add is refused even when a new add of the participant is pending behind it', async () => {
+    // The job settles one change per transaction. Between the add's refusal and the removal's turn (a crash
+    // in between, or only the time between two transactions) the platform may add the participant again;
+    // the removal took that pending tenancy for one to end, deleted it, and the new add was then marked
+    // applied with no tenancy: announced, never in effect, and the participant refused (403) as a former
+    // tenant.
+    const platform = await svc.newPlatform();
+    const target = await newAccount(platform, 'general');
+    const member = await newMember(platform);
+    const client = target.platform.client;
+    assert.equal(
+      (await client.send('POST', tenantsPath(target.zrn), { body: { participant_code: member } })).status,
+      202,
+    );
+    assert.equal((await client.send('DELETE', tenantsPath(target.zrn, member))).status, 202);
+    await creditOwn(member, 'general');
+    // The add's refusal commits; the removal's transaction fails (the worker dies there).
+    await svc.runtime.store.pool.query(`
+      create function test_fail_removal() returns trigger language plpgsql as $$
+      begin
+        if new.change = 'remove' and new.zrn = '${target.zrn}' then raise exception 'worker died'; end if;
+        return new;
+      end $$;
+      create trigger test_fail_removal before update on tenant_changes
+        for each row execute function test_fail_removal();`);
+    try {
+      await runJobs();
+    } finally {
+      await svc.runtime.store.pool.query(`drop trigger test_fail_removal on tenant_changes;
+        drop function test_fail_removal();`);
+    }
+    assert.deepEqual(
+      (await target.accounts.details(target.zrn)).pending_tenant_changes.map((c) => c.change),
+      ['remove'],
+      'the add is settled (refused), the removal is not',
+    );
+    // Its own funds moved out, the participant is added again: accepted behind the removal.
+    await creditOwn(member, 'general', '-100');
+    assert.equal(
+      (await client.send('POST', tenantsPath(target.zrn), { body: { participant_code: member } })).status,
+      202,
+    );
+
+    await runJobs();
+    const details = await target.accounts.details(target.zrn);
+    assert.deepEqual(details.tenants, [member], 'the new add took effect');
+    assert.deepEqual(details.pending_tenant_changes, []);
+    const settled = await svc.runtime.store.db
+      .selectFrom('tenant_changes')
+      .select(['change', 'refused_reason'])
+      .where('zrn', '=', target.zrn)
+      .orderBy('seq')
+      .execute();
+    assert.deepEqual(
+      settled.map((c) => [c.change, c.refused_reason === null]),
+      [
+        ['add', false],
+        ['remove', false],
+        ['add', true],
+      ],
+    );
+    assert.deepEqual((await accountNotifications(target.zrn)).at(-1)!.tenants, [member]);
+  });
+
   test('a tenant an account is created with is left out if it came to hold balances of its own under the label meanwhile', async () => {
     const platform = await svc.newPlatform();
     const holder = await newMember(platform);

@@ -86,6 +86,8 @@ export function createTenantsService(deps: DomainDeps) {
    * own under the label while the add was pending (until it takes effect, requests naming the participant
    * with the label act for the participant itself): as a tenant it could not reach them, which is why such an
    * add is refused when requested (409). A removal that followed a refused add: there is no tenancy to end.
+   * Only a tenancy in effect is one: the pending one of a later add of the participant (accepted once the
+   * refused add was settled, behind this removal) is that add's to apply, not this removal's to end.
    */
   async function refusal(trx: Trx, change: TenantChangeRow): Promise<string | null> {
     const { platform_code: platformCode, participant_code: participant, account_label: label } = change;
@@ -94,7 +96,7 @@ export function createTenantsService(deps: DomainDeps) {
       return holding.length === 0 ? null : ownBalancesRefusal(participant, label);
     }
     const membership = await findMembership(trx, platformCode, participant, label);
-    return membership?.zrn === change.zrn && membership.role === 'tenant'
+    return membership?.zrn === change.zrn && membership.role === 'tenant' && membership.effective_at
       ? null
       : `participant ${participant} is not a tenant of account ${change.zrn}: its addition was refused`;
   }
@@ -123,10 +125,18 @@ export function createTenantsService(deps: DomainDeps) {
           }
           const membership = await findMembership(trx, platformCode, participantCode, account.account_label);
           if (membership?.zrn === zrn && membership.role === 'tenant') {
+            // One change of a participant at a time: with its removal queued, the add must wait until that has
+            // taken effect, and the answer says so rather than describe a tenancy that is about to end.
+            const removing = (await listPendingChanges(trx, platformCode, zrn)).some(
+              (c) => c.participant_code === participantCode && c.change === 'remove',
+            );
+            const state = membership.effective_at
+              ? `participant ${participantCode} is already a tenant of account ${zrn}`
+              : `adding participant ${participantCode} to account ${zrn} is already pending`;
             throw conflict(
-              membership.effective_at
-                ? `participant ${participantCode} is already a tenant of account ${zrn}`
-                : `adding participant ${participantCode} to account ${zrn} is already pending`,
+              removing
+                ? `${state}, and its removal is pending: add it again once the removal has taken effect`
+                : state,
             );
           }
           if (membership) throw membershipConflict('participant_code', membership, account.account_label);
