@@ -545,6 +545,46 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('a block decided from memory during an outage holds to its end when Redis comes back', async () => {
+    // Redis never heard of it: the reconnect dropped every cached block, this one too, and the IP was served
+    // at once, long before the Retry-After it had been given.
+    const relay = await startTcpProxy(REDIS_URL!);
+    const clock = new ManualClock();
+    const limiter = await createRateLimiter({
+      redisUrl: relay.url,
+      keyPrefix: freshPrefix(),
+      clock,
+      policy: { limit: 5, windowMs: 3_000, blockMs: 4_000 },
+      redisOptions: { retryStrategy: () => 20, commandTimeout: 10_000 },
+    });
+    const client = limiter.shared!.client;
+    const ip = '203.0.113.56';
+    try {
+      assert.equal(accepted(await hit(limiter, ip, 1)), 1, 'counted in Redis');
+      const closed = once(client, 'close');
+      await relay.down();
+      await closed;
+      // Memory counts from nothing: five accepted, the sixth starts a block of 4 s.
+      const during = [];
+      for (let i = 0; i < 6; i++) during.push(await limiter.check(ip));
+      assert.equal(accepted(during), 5);
+      assert.equal(during[5]!.retryAfterMs, 4_000);
+
+      const ready = once(client, 'ready');
+      await relay.up();
+      await ready;
+      clock.advance(1_000);
+      const after = await limiter.check(ip);
+      assert.equal(after.allowed, false, 'still blocked after Redis is back');
+      assert.equal(after.retryAfterMs, 3_000);
+      clock.advance(3_000);
+      assert.equal((await limiter.check(ip)).allowed, true, 'lifted at its end, and decided by Redis again');
+    } finally {
+      await limiter.close();
+      await relay.close();
+    }
+  });
+
   it('survives Redis going away mid-run and resumes the shared limit when it is back', async () => {
     // A TCP pass-through in front of Redis: "Redis stopped mid-run" without touching the shared server.
     const relay = await startTcpProxy(REDIS_URL!);

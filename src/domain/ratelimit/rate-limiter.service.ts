@@ -73,8 +73,11 @@ export class RateLimiterService implements RateLimiter {
   private readonly logger: RateLimitLogger;
   private readonly retrySharedAfterMs: number;
   private readonly ownsSharedClient: boolean;
-  /** ip → end of its block on *this* instance's clock. */
-  private readonly blockedUntil = new Map<string, number>();
+  /**
+   * ip → end of its block on *this* instance's clock, and whether the block was decided here, from memory
+   * (Redis never heard of it), or by Redis.
+   */
+  private readonly blockedUntil = new Map<string, { until: number; fromMemory: boolean }>();
   private inFallback = false;
   private retrySharedAt = 0;
   /** In fallback, one request at a time asks Redis whether it is back; the others are decided from memory. */
@@ -86,9 +89,7 @@ export class RateLimiterService implements RateLimiter {
   private readonly onSharedError = (): void => {};
   private readonly onSharedReady = (): void => {
     this.retrySharedAt = 0;
-    // Unblocks published while this instance was disconnected were not heard: the cached blocks may have
-    // been lifted. Redis holds the blocks; the next request of a blocked IP caches its block again.
-    this.blockedUntil.clear();
+    this.dropSharedBlocks();
   };
 
   constructor(options: RateLimiterServiceOptions = {}) {
@@ -106,7 +107,7 @@ export class RateLimiterService implements RateLimiter {
       this.shared.client.on('error', this.onSharedError).on('ready', this.onSharedReady);
       const subscription = this.shared.subscribeUnblocks(
         (ip) => this.forget(ip),
-        () => this.blockedUntil.clear(),
+        () => this.dropSharedBlocks(),
       );
       this.unblockSubscription = subscription.subscribed;
       this.closeSubscription = subscription.close;
@@ -143,7 +144,7 @@ export class RateLimiterService implements RateLimiter {
   decide(address: string, done: (decision: RateLimitDecision) => void): void {
     const ip = rateLimitKey(address);
     const now = this.clock.now();
-    const until = this.blockedUntil.get(ip);
+    const until = this.blockedUntil.get(ip)?.until;
     if (until !== undefined) {
       if (now < until) {
         this.stats.refused++;
@@ -156,7 +157,7 @@ export class RateLimiterService implements RateLimiter {
     const shared = this.shared;
     const probe = this.inFallback;
     if (shared === undefined || (probe && !this.mayProbe(now))) {
-      done(this.record(ip, now, this.memory.hit(ip)));
+      done(this.record(ip, now, this.memory.hit(ip), true));
       return;
     }
     if (probe) this.probing = true;
@@ -170,7 +171,7 @@ export class RateLimiterService implements RateLimiter {
         else done(this.record(ip, now, decision));
       } else {
         this.fallBack(err);
-        done(this.record(ip, now, this.memory.hit(ip)));
+        done(this.record(ip, now, this.memory.hit(ip), true));
       }
     });
   }
@@ -240,7 +241,7 @@ export class RateLimiterService implements RateLimiter {
   sweep(): void {
     this.memory.sweep();
     const now = this.clock.now();
-    for (const [ip, until] of this.blockedUntil) {
+    for (const [ip, { until }] of this.blockedUntil) {
       if (now >= until) this.blockedUntil.delete(ip);
     }
   }
@@ -271,11 +272,28 @@ export class RateLimiterService implements RateLimiter {
     return decision;
   }
 
-  private record(ip: string, now: number, decision: RateLimitDecision): RateLimitDecision {
+  private record(
+    ip: string,
+    now: number,
+    decision: RateLimitDecision,
+    fromMemory = false,
+  ): RateLimitDecision {
     // Relative to our clock at send time, so Redis-vs-instance clock skew does not matter and the cache
     // never outlasts the block held in the store.
-    if (!this.count(decision).allowed) this.blockedUntil.set(ip, now + decision.retryAfterMs);
+    if (!this.count(decision).allowed)
+      this.blockedUntil.set(ip, { until: now + decision.retryAfterMs, fromMemory });
     return decision;
+  }
+
+  /**
+   * Redis is back, or its unblock channel was subscribed again: unblocks published meanwhile were not heard,
+   * so the cached blocks Redis decided may have been lifted; Redis holds them, and the next request of a
+   * blocked IP caches its block again. The blocks this instance decided from memory during the outage are
+   * kept to their end: Redis never heard of them, and dropping them lifted each at once, well before the
+   * Retry-After it had announced (review).
+   */
+  private dropSharedBlocks(): void {
+    for (const [ip, block] of this.blockedUntil) if (!block.fromMemory) this.blockedUntil.delete(ip);
   }
 
   private forget(ip: string): void {
