@@ -2,6 +2,7 @@ import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
 import { GENERATED_CODE_PATTERN, REGIONS } from './identifiers.ts';
+import { AccountLabel } from './responses.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
 const Code = Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' });
@@ -111,7 +112,7 @@ export const CreateCustomerAccountBody = Type.Object(
     platform_code: Code,
     participant_code: Code,
     region: Type.Optional(Type.Union(REGIONS.map((r) => Type.Literal(r)))),
-    account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    account_label: Type.Optional(AccountLabel),
   },
   { additionalProperties: false },
 );
@@ -131,7 +132,7 @@ export const Price = Type.Object({ pair: Type.String(), price: Type.String(), up
 export const AdjustBalanceBody = Type.Object(
   {
     participant_code: Code,
-    account_label: Type.String({ minLength: 1, maxLength: 100 }),
+    account_label: AccountLabel,
     asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$' }),
     amount: Decimal,
     account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),

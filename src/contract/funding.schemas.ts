@@ -1,7 +1,14 @@
 import { Type, type Static } from 'typebox';
 import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
-import { Envelope, EpochMsFilterParam, EpochMsParam, PagedEnvelope, PageParam } from './responses.ts';
+import {
+  AccountLabel,
+  Envelope,
+  EpochMsFilterParam,
+  EpochMsParam,
+  PagedEnvelope,
+  PageParam,
+} from './responses.ts';
 
 /**
  * Account funding on the wire (spec 2.2, 2.3, 4.3–4.5; wire-contract §6), with the vendor's field names and
@@ -32,7 +39,6 @@ export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
 
 /** wire-contract §6: the platform's reference, at most 50 characters. */
 const Reference = Type.String({ maxLength: 50 });
-const AccountLabel = Type.String({ minLength: 1, maxLength: 40 });
 /** `<ASSET>.<NETWORK>`; whether it is supported is checked by the service, which lists the supported ones. */
 const FundAssetForm = Type.String({
   pattern: '^[A-Z0-9]{1,12}\\.[A-Z0-9]{1,12}$',

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Envelope } from './responses.ts';
+import { AccountLabel, Envelope } from './responses.ts';
 import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
 
 /**
@@ -41,9 +41,8 @@ const ParticipantCode = Type.String({
   pattern: PARTICIPANT_CODE_PATTERN,
   description: 'the participant the quote is for; default: the platform itself',
 });
-const AccountLabel = Type.String({
-  minLength: 1,
-  maxLength: 100,
+const QuoteAccountLabel = Type.String({
+  ...AccountLabel,
   description: "the account that funds the trade; default 'general'",
 });
 const Spread = Type.String({ pattern: SPREAD_PATTERN, description: 'spread in basis points' });
@@ -56,7 +55,7 @@ const quoteFields = {
   quantity: Type.Optional(Amount),
   total: Type.Optional(Amount),
   participant_code: Type.Optional(ParticipantCode),
-  account_label: Type.Optional(AccountLabel),
+  account_label: Type.Optional(QuoteAccountLabel),
   spread: Type.Optional(Spread),
 };
 

@@ -16,6 +16,15 @@ export const PagedEnvelope = <T extends TSchema>(item: T) =>
     count: Type.Integer({ minimum: 0 }),
   });
 
+/**
+ * An account label where one is named for an account to hold or move balances (quotes, trades, funding,
+ * customer accounts, the operator's balances and trades): at most 40 characters, the vendor's bound on a
+ * trade party's `account_label` (TradeResponseEntity) and a fund quote's (PostFundRfqBody). A longer one,
+ * taken at 100 before, made trades whose objects (and `trade_status_changed` payloads) broke the vendor's
+ * schema. Filters keep a looser bound: a longer one only matches nothing.
+ */
+export const AccountLabel = Type.String({ minLength: 1, maxLength: 40 });
+
 export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });
 
 export const Error400 = Type.Object({ errors: Type.Array(Type.String()) });

@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from 'typebox';
-import { Envelope, PagedEnvelope, PageParam } from './responses.ts';
+import { AccountLabel, Envelope, PagedEnvelope, PageParam } from './responses.ts';
 import { GENERATED_CODE_PATTERN } from './identifiers.ts';
 import { AMOUNT_PATTERN, CURRENCY_PATTERN, SIDES, UNDERLYING_PATTERN } from './quotes.schemas.ts';
 
@@ -178,7 +178,7 @@ export const BookTradeBody = Type.Object(
   {
     platform_code: Type.String({ pattern: GENERATED_CODE_PATTERN }),
     participant_code: Type.String({ pattern: GENERATED_CODE_PATTERN }),
-    account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    account_label: Type.Optional(AccountLabel),
     side: Type.Enum(SIDES),
     underlying: Type.String({ pattern: UNDERLYING_PATTERN }),
     quoted_currency: Type.String({ pattern: CURRENCY_PATTERN }),

@@ -192,7 +192,8 @@ const ADMIN_TABLE: Row[] = [
     path: '/customer_accounts',
     valid: validCustomerAccount,
     field: 'account_label',
-    values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL, HUGE],
+    // At most 40 characters: the vendor's bound on a trade party's account_label.
+    values: [...STRING_FIELD_BAD, 'x'.repeat(41), NUL, HUGE],
   },
   {
     method: 'POST',
@@ -249,7 +250,7 @@ const ADMIN_TABLE: Row[] = [
     path: '/balances',
     valid: validAdjustment,
     field: 'account_label',
-    values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL],
+    values: [...STRING_FIELD_BAD, 'x'.repeat(41), NUL],
   },
   {
     method: 'POST',

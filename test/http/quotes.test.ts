@@ -201,6 +201,19 @@ describe('bad requests name every bad field', () => {
     assert.deepEqual(fields, ['extra', 'quantity', 'side', 'spread', 'underlying']);
   });
 
+  test('an account label of more than 40 characters → 400: the trade would break the vendor’s trade schema', async () => {
+    const body = { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01' };
+    const long = await client.send<{ errors: string[] }>('POST', '/liquidity/rfq', {
+      body: { ...body, account_label: 'l'.repeat(41) },
+    });
+    assert.equal(long.status, 400);
+    assert.match(long.body.errors.join(), /^account_label: /);
+    const fits = await client.send('POST', '/liquidity/rfq', {
+      body: { ...body, account_label: 'l'.repeat(40) },
+    });
+    assert.equal(fits.status, 201, JSON.stringify(fits.body));
+  });
+
   test('a query string is checked the same way', async () => {
     const res = await client.send<{ errors: string[] }>('GET', '/liquidity/rfq', {
       // `commission` is the vendor's (accepted, a basis-point string); `bonus` is nobody's.
