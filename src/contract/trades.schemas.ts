@@ -149,6 +149,11 @@ export const ListTradesQuery = Type.Object(
     settlement_state: Type.Optional(Type.Enum(['null', ...SETTLEMENT_STATES] as const)),
     account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
     party_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    // Named by the vendor's description of this list ("optional filters: participant_code, asset,
+    // underlying, …") though not among its parameters: a client written from the prose sends them.
+    participant_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    underlying: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
     platform_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
     omit_platform_code: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
     reporting_party: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),

@@ -118,7 +118,7 @@ test('lists newest first and pages with page, page_size, total_pages and count',
   assert.deepEqual((await other.send<Page>('GET', '/trades')).body.message, []);
 });
 
-test('filters: client_trade_id, trade_state, settlement_state, account_label, party_code, platform_code', async () => {
+test('filters: client_trade_id, trade_state, settlement_state, account_label, party_code, platform_code, participant_code, asset, underlying', async () => {
   const ids = async (query: Record<string, string | number>) =>
     (await list(query)).message.map((t) => t.trade_id);
   assert.deepEqual(await ids({ client_trade_id: made[3]!.quoteId }), [made[3]!.tradeId]);
@@ -131,6 +131,14 @@ test('filters: client_trade_id, trade_state, settlement_state, account_label, pa
   assert.deepEqual(await ids({ account_label: 'savings' }), [made[4]!.tradeId]);
   assert.deepEqual(await ids({ party_code: bob }), [made[3]!.tradeId]);
   assert.equal((await ids({ party_code: alice })).length, 4);
+  // participant_code, asset and underlying: named by the vendor's description of the list (they were a 400).
+  assert.deepEqual(await ids({ participant_code: bob }), [made[3]!.tradeId]);
+  assert.deepEqual(await ids({ participant_code: bob, party_code: alice }), []);
+  assert.equal((await ids({ underlying: 'BTC' })).length, 5);
+  assert.deepEqual(await ids({ underlying: 'ETH' }), []);
+  assert.equal((await ids({ asset: 'USD' })).length, 5);
+  assert.equal((await ids({ asset: 'BTC', participant_code: alice })).length, 4);
+  assert.deepEqual(await ids({ asset: 'EUR' }), []);
   assert.equal((await ids({ platform_code: platformCode })).length, 5);
   assert.deepEqual(await ids({ platform_code: 'ABCDEF' }), []);
   assert.deepEqual(await ids({ market_identifier_code: 'XNAS' }), []);

@@ -112,7 +112,11 @@ export interface TradeFilters {
   orQuoteId?: string;
   tradeState?: TradeState;
   accountLabel?: string;
-  partyCode?: string;
+  /** A participant that is a party (owner or counterparty); every code given must be one. */
+  partyCodes?: string[];
+  underlying?: string;
+  /** An asset the trade exchanges: its underlying or its quoted currency. */
+  asset?: string;
   /** Epoch ms bounds on transaction_timestamp. */
   after?: number;
   atOrAfter?: number;
@@ -143,12 +147,18 @@ export async function listPlatformTrades(
   if (filters.tradeState !== undefined) query = query.where('trades.trade_state', '=', filters.tradeState);
   if (filters.accountLabel !== undefined)
     query = query.where('trades.account_label', '=', filters.accountLabel);
-  if (filters.partyCode !== undefined) {
-    const code = filters.partyCode;
+  for (const code of filters.partyCodes ?? []) {
     // Vendor: "at least one of the counterparties to a trade in the `parties` array": the owner and the
     // counterparty. A tenant that made the trade is its `trader`, not a party.
     query = query.where((eb) =>
       eb.or([eb('trades.owner_participant_code', '=', code), eb('trades.counterparty_code', '=', code)]),
+    );
+  }
+  if (filters.underlying !== undefined) query = query.where('trades.underlying', '=', filters.underlying);
+  const { asset } = filters;
+  if (asset !== undefined) {
+    query = query.where((eb) =>
+      eb.or([eb('trades.underlying', '=', asset), eb('trades.quoted_currency', '=', asset)]),
     );
   }
   if (filters.after !== undefined) query = query.where('trades.transaction_at', '>', new Date(filters.after));

@@ -390,7 +390,10 @@ export function createTradesService(deps: DomainDeps) {
         orQuoteId: quoteOfClientTradeId(query.client_trade_id),
         tradeState: query.trade_state ?? settlementTradeState,
         accountLabel: query.account_label,
-        partyCode: query.party_code,
+        // participant_code, named by the vendor's prose, is a party as party_code is.
+        partyCodes: [query.party_code, query.participant_code].filter((c) => c !== undefined),
+        underlying: query.underlying,
+        asset: query.asset,
         after: bounds.gt ?? undefined,
         atOrAfter: bounds.gte ?? undefined,
         at: bounds.e ?? undefined,
