@@ -1,8 +1,10 @@
 import type { CronItem, TaskList } from 'graphile-worker';
 import type { Services } from '../domain/services.ts';
 import { tradesTaskList } from '../domain/trades/trades.jobs.ts';
-import { accountsTaskList } from '../domain/accounts/accounts.jobs.ts';
+import { SETTLE_TASK } from '../domain/trades/trades.service.ts';
+import { ACCOUNT_TASKS, accountsTaskList } from '../domain/accounts/accounts.jobs.ts';
 import { fundingTaskList } from '../domain/funding/funding.jobs.ts';
+import { EXPIRE_SESSION_TASK } from '../domain/funding/funding.service.ts';
 import { quotesCronItems, quotesTaskList } from '../domain/quotes/quotes.jobs.ts';
 import { webhooksCronItems, webhooksTaskList } from '../domain/webhooks/webhooks.jobs.ts';
 
@@ -16,6 +18,16 @@ export function buildTaskList(services: Services): TaskList {
     ...webhooksTaskList(services.webhooks),
   };
 }
+
+/**
+ * The tasks that are always enqueued with a job key (one pending job per trade, account or session): a job of
+ * theirs without a key was superseded by a newer one of its key (see WorkerLiveness.reap).
+ */
+export const keyedTasks: readonly string[] = [
+  SETTLE_TASK,
+  ACCOUNT_TASKS.applyTenantChanges,
+  EXPIRE_SESSION_TASK,
+];
 
 /** Recurring tasks (each in the task list above), run by graphile-worker's cron on the worker processes. */
 export const cronItems: CronItem[] = [...quotesCronItems, ...webhooksCronItems];

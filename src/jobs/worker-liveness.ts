@@ -4,8 +4,10 @@ import type pg from 'pg';
 /**
  * Frees jobs held by dead worker processes. graphile-worker leaves a job locked for 4 hours when its
  * process dies mid-job; that would stall a tenant change, a settlement or a webhook lane for hours.
- * Each process heartbeats its graphile worker ids; every process periodically unlocks (with the
- * library's own `force_unlock_workers`) the jobs of ids that are locked, not heartbeating and not ours.
+ * Each process heartbeats the ids it locks jobs with (its worker pool's); every process periodically
+ * unlocks (with the library's own `force_unlock_workers`) the jobs of ids that are locked, not heartbeating
+ * and not ours. Each periodic run waits for the one before: a database that stops answering would otherwise
+ * pile a statement a period onto the pool.
  */
 export interface WorkerLivenessOptions {
   pool: pg.Pool;
@@ -15,6 +17,8 @@ export interface WorkerLivenessOptions {
   staleMs?: number;
   /** How often to look for jobs of dead workers. */
   reapMs?: number;
+  /** Tasks always enqueued with a job key: a job of theirs without one was superseded (see reap). */
+  keyedTasks?: readonly string[];
   onError?: (error: unknown) => void;
 }
 
@@ -45,7 +49,14 @@ export class WorkerLiveness {
 
   start(): void {
     const every = (ms: number, fn: () => Promise<unknown>) => {
-      const timer = setInterval(() => void fn().catch(this.report), ms);
+      let running = false;
+      const timer = setInterval(() => {
+        if (running) return;
+        running = true;
+        void fn()
+          .catch(this.report)
+          .finally(() => (running = false));
+      }, ms);
       timer.unref();
       this.timers.push(timer);
     };
@@ -75,7 +86,13 @@ export class WorkerLiveness {
     );
   }
 
-  /** Unlocks jobs of workers that are neither ours nor heartbeating; returns the ids it freed. */
+  /**
+   * Unlocks jobs of workers that are neither ours nor heartbeating; returns the ids it freed. Also drops what
+   * dead processes leave that nothing else would: their heartbeat rows, and jobs superseded while they ran
+   * them (add_job, replacing a keyed job that is running, takes the key off it and sets its attempts to the
+   * maximum, so that it is never retried; unlocked after its process died, it stayed for good, counted as
+   * failed with no error).
+   */
   async reap(): Promise<string[]> {
     const { rows } = await this.options.pool.query<{ locked_by: string }>(
       `select distinct j.locked_by
@@ -92,6 +109,21 @@ export class WorkerLiveness {
       await this.options.pool.query('select graphile_worker.force_unlock_workers($1::text[])', [dead]);
       await this.options.pool.query('delete from worker_heartbeats where worker_id = any($1)', [dead]);
     }
+    if (this.options.keyedTasks?.length) {
+      await this.options.pool.query(
+        `delete from graphile_worker._private_jobs j
+          using graphile_worker._private_tasks t
+          where t.id = j.task_id and t.identifier = any($1::text[])
+            and j.key is null and j.locked_at is null and j.attempts >= j.max_attempts and j.last_error is null`,
+        [this.options.keyedTasks],
+      );
+    }
+    // Heartbeats of processes gone for ten times the stale age.
+    await this.options.pool.query(
+      `delete from worker_heartbeats
+        where not (worker_id = any($1::text[])) and seen_at < now() - make_interval(secs => $2::double precision * 10 / 1000)`,
+      [[...this.ids], this.staleMs],
+    );
     return dead;
   }
 

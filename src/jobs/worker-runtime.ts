@@ -21,6 +21,8 @@ export async function startWorker(options: {
   taskList: TaskList;
   /** Recurring tasks (graphile-worker cron; no crontab file is read). */
   cronItems?: CronItem[];
+  /** Tasks always enqueued with a job key (task-list.ts `keyedTasks`). */
+  keyedTasks?: readonly string[];
   concurrency: number;
   pollIntervalMs: number;
   logger: FastifyBaseLogger;
@@ -38,11 +40,15 @@ export async function startWorker(options: {
   // Heartbeats for this process's worker ids, and the release of jobs held by dead processes.
   const liveness = new WorkerLiveness({
     pool: options.pool,
+    keyedTasks: options.keyedTasks,
     onError: (err) => log.warn({ err }, 'worker liveness check failed'),
   });
   const events: WorkerEvents = new EventEmitter();
-  events.on('worker:create', ({ worker }) => liveness.add(worker.workerId));
-  events.on('worker:stop', ({ worker }) => liveness.remove(worker.workerId));
+  // The id jobs are locked with (`locked_by`) is the worker pool's, not its workers' (graphile-worker 0.17):
+  // heartbeating the workers' ids left every running job looking like a dead process's, and every process's
+  // reaper unlocked it, so a job running longer than a reap period was started again beside itself.
+  events.on('pool:create', ({ workerPool }) => liveness.add(workerPool.id));
+  events.on('pool:release', ({ workerPool }) => liveness.remove(workerPool.id));
   const runner = await run({
     pgPool: options.pool,
     taskList: options.taskList,

@@ -9,7 +9,7 @@ import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics
 import { registerJobMetrics } from '../jobs/job-metrics.ts';
 import { createRateLimiter } from '../domain/ratelimit/rate-limiter.service.ts';
 import { createServices, type Services } from '../domain/services.ts';
-import { buildTaskList, cronItems } from '../jobs/task-list.ts';
+import { buildTaskList, cronItems, keyedTasks } from '../jobs/task-list.ts';
 import { startWorker } from '../jobs/worker-runtime.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { CacheInvalidation } from '../store/cache-invalidation.ts';
@@ -123,6 +123,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         pool: store.pool,
         taskList: buildTaskList(services),
         cronItems,
+        keyedTasks,
         concurrency: config.worker.concurrency,
         pollIntervalMs: config.worker.pollIntervalMs,
         logger,

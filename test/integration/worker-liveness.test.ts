@@ -6,6 +6,7 @@ import { startWorker } from '../../src/jobs/worker-runtime.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import { createStore, type Store } from '../../src/store/database.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { eventually } from '../helpers/service-process.ts';
 
 let database: TestDatabase;
 let store: Store;
@@ -79,4 +80,69 @@ test('a job locked by a live worker (fresh heartbeat) is left alone', async () =
   );
   assert.deepEqual(await reaper.reap(), ['worker-alive']);
   assert.equal(await lockedBy('liveness_busy'), null);
+});
+
+test("a job a live process is running is not unlocked by another process's reaper (jobs are locked by the pool's id)", async () => {
+  // graphile-worker locks jobs with its worker pool's id; the process heartbeated its workers' ids instead,
+  // so every reaper took a running job for a dead process's and unlocked it: a job running longer than a
+  // reap period was started again beside itself.
+  await enqueueJob(store.db, 'liveness_long', { n: 3 });
+  let runs = 0;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let finished!: () => void;
+  const done = new Promise<void>((resolve) => (finished = resolve));
+  const runner = await startWorker({
+    pool: store.pool,
+    taskList: {
+      liveness_long: async () => {
+        runs++;
+        await released;
+        finished();
+      },
+    },
+    concurrency: 1,
+    pollIntervalMs: 50,
+    logger: createLogger('silent'),
+  });
+  try {
+    const holder = await eventually(async () => {
+      const id = await lockedBy('liveness_long');
+      if (id === null) return undefined;
+      const { rowCount } = await store.pool.query('select 1 from worker_heartbeats where worker_id = $1', [
+        id,
+      ]);
+      return rowCount ? id : undefined;
+    });
+    const otherProcess = new WorkerLiveness({ pool: store.pool });
+    assert.deepEqual(await otherProcess.reap(), [], `${holder} is alive`);
+    assert.equal(await lockedBy('liveness_long'), holder);
+    release();
+    await done;
+    assert.equal(runs, 1);
+  } finally {
+    release();
+    await runner.stop();
+  }
+});
+
+test('the reaper drops what dead processes leave: superseded keyed jobs and old heartbeats', async () => {
+  // A keyed job replaced while it ran (add_job takes its key off and sets its attempts to the maximum) and
+  // whose process then died: unlocked, it was never run nor deleted, counted as failed with no error.
+  await enqueueJob(store.db, 'liveness_keyed', { step: 1 }, { jobKey: 'liveness:k' });
+  await lockAs('liveness_keyed', 'worker-died-mid-job');
+  await enqueueJob(store.db, 'liveness_keyed', { step: 2 }, { jobKey: 'liveness:k' });
+  await store.pool.query(
+    `insert into worker_heartbeats (worker_id, hostname, pid, seen_at)
+     values ('pool-long-gone', 'h', 1, now() - interval '1 hour')`,
+  );
+  const reaper = new WorkerLiveness({ pool: store.pool, keyedTasks: ['liveness_keyed'] });
+  assert.deepEqual(await reaper.reap(), ['worker-died-mid-job']);
+  const { rows } = await store.pool.query<{ key: string | null; payload: { step: number } }>(
+    `select j.key, j.payload from graphile_worker._private_jobs j
+       join graphile_worker._private_tasks t on t.id = j.task_id where t.identifier = 'liveness_keyed'`,
+  );
+  assert.deepEqual(rows, [{ key: 'liveness:k', payload: { step: 2 } }], 'the newer job of the key is left');
+  const gone = await store.pool.query("select 1 from worker_heartbeats where worker_id = 'pool-long-gone'");
+  assert.equal(gone.rowCount, 0);
 });
