@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sql } from 'kysely';
+import { createStore } from '../../src/store/database.ts';
 import { startTestService } from '../helpers/test-service.ts';
 
 /** README "Deployment": SVC_DB_POOL_MAX bounds the connections of a process's main pool. */
@@ -17,6 +18,26 @@ test('SVC_DB_POOL_MAX bounds the main pool: more statements at once than connect
     assert.ok(pids.size <= 3, `${pids.size} connections`);
     assert.ok(pool.totalCount <= 3, `${pool.totalCount} connections in the pool`);
   } finally {
+    await svc.close();
+  }
+});
+
+test("every connection ends a transaction left idle for a minute, and keeps the URL's own server settings", async () => {
+  // A backend whose client vanished mid-transaction held its row locks for the server's TCP keepalive (2 h).
+  const svc = await startTestService();
+  const url = new URL(svc.database.url);
+  url.searchParams.set('options', '-c application_name=from-the-url');
+  const store = createStore(url.toString(), { max: 1 });
+  try {
+    const settings = await sql<{ idle: string; app: string }>`
+      select current_setting('idle_in_transaction_session_timeout') as idle,
+             current_setting('application_name') as app`.execute(store.db);
+    assert.deepEqual(settings.rows[0], { idle: '1min', app: 'from-the-url' });
+    const own = await sql<{ idle: string }>`
+      select current_setting('idle_in_transaction_session_timeout') as idle`.execute(svc.runtime.store.db);
+    assert.equal(own.rows[0]!.idle, '1min', "the service's own pool");
+  } finally {
+    await store.close();
     await svc.close();
   }
 });

@@ -6,7 +6,7 @@ import { webhookDeliveryHeaders } from '../../contract/webhook-signature.ts';
 import type { WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
-import { createStore, type Db, type Store } from '../../store/database.ts';
+import { createStore, withSessionSettings, type Db, type Store } from '../../store/database.ts';
 import type { PgListener } from '../../store/pg-listener.ts';
 import { laneKey, type Lane } from './delivery-lane.ts';
 import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
@@ -175,10 +175,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     // The notifications themselves are written by the domain's own, synchronous, transactions.
     let store: Store | null = null;
     if (databaseUrl) {
-      const url = new URL(databaseUrl);
-      url.searchParams.set('options', '-c synchronous_commit=off');
       // Few connections: the lanes' statements are batched, so only a few are ever in flight at once.
-      store = createStore(url.toString(), { max: DELIVERY_POOL_SIZE });
+      store = createStore(withSessionSettings(databaseUrl, { synchronous_commit: 'off' }), {
+        max: DELIVERY_POOL_SIZE,
+      });
     }
     const bookkeeping: Db = store?.db ?? db;
     const sender = createWebhookSender({ timeoutMs: settings.timeoutMs, now: clock.now });
