@@ -275,6 +275,21 @@ test('a transaction hash is one transaction whatever its prefix: 0x on EVM, none
   }
   assert.equal(await usdBalance(svc, eth.code), new Dec(TEST_PRICES['ETH/USD']).toFixed(), 'credited once');
 
+  // A deposit recorded without a transaction id gets one in that form too: reported again with it, a replay.
+  const generated = await postDeposit(svc, { deposit_address: eth.address, quantity: '2' });
+  assert.equal(generated.status, 201);
+  const generatedId = (generated.body.message as FundEvent).transaction_id;
+  assert.match(generatedId, /^0x[0-9a-f]{64}$/);
+  for (const written of [generatedId, generatedId.slice(2)]) {
+    const again = await postDeposit(svc, {
+      deposit_address: eth.address,
+      quantity: '2',
+      transaction_id: written,
+    });
+    assert.equal(again.status, 200, written);
+  }
+  assert.equal(await usdBalance(svc, eth.code), new Dec(TEST_PRICES['ETH/USD']).times(3).toFixed());
+
   const btc = await addressOf(owner, 'BTC.BTC');
   const txid = randomBytes(32).toString('hex');
   const mined = await postDeposit(svc, {

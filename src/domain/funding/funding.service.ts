@@ -388,10 +388,12 @@ export function createFundingService(deps: DomainDeps) {
       if (problems.length > 0) throw invalid(...problems);
       if (!address || !asset) throw notFound('deposit_address: not a deposit address of this service');
 
-      const transactionId =
-        input.transaction_id === undefined
-          ? randomBytes(32).toString('hex')
-          : canonicalTransactionId(address.network, input.transaction_id);
+      // A generated id is written as the network writes a hash too, so that a report of it again (with the
+      // id this answer gives) finds the deposit.
+      const transactionId = canonicalTransactionId(
+        address.network,
+        input.transaction_id ?? randomBytes(32).toString('hex'),
+      );
       const replay = async (executor: Executor) => {
         const existing = await repo.findDepositByTransaction(executor, address.address, transactionId);
         if (!existing) return null;
