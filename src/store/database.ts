@@ -68,28 +68,27 @@ export interface Store {
 }
 
 /**
- * Settings every connection of a store starts with, after those the URL gives. A backend whose client
- * vanished in a transaction (a partition that never delivers the connection's end) holds its row locks until
- * the server's TCP keepalive gives up, two hours by default: the settlements, tenant changes and deposits of
- * those rows waited as long (review: trades left unsettled after a frozen connection). Our transactions are
- * never idle for more than a few milliseconds, so a minute only ends such a backend.
+ * Settings every connection of a store is given when it is made. A backend whose client vanished in a
+ * transaction (a partition that never delivers the connection's end) holds its row locks until the server's
+ * TCP keepalive gives up, two hours by default: the settlements, tenant changes and deposits of those rows
+ * waited as long (review: trades left unsettled after a frozen connection). Our transactions are never idle
+ * for more than a few milliseconds, so a minute only ends such a backend.
+ *
+ * Set by a statement on each new connection, not in the startup packet (`options=-c …`): a pooler in front of
+ * PostgreSQL (PgBouncer) refuses an `options` parameter, and every connection failed (review).
  */
-const SESSION_SETTINGS = { idle_in_transaction_session_timeout: '60s' };
+const SESSION_SETTINGS: Readonly<Record<string, string>> = { idle_in_transaction_session_timeout: '60s' };
 
-/** `databaseUrl` with `settings` added to the server settings its `options` parameter gives (`-c name=value`). */
-export function withSessionSettings(databaseUrl: string, settings: Record<string, string>): string {
-  const url = new URL(databaseUrl);
-  const given = url.searchParams.get('options');
-  const added = Object.entries(settings)
-    .map(([name, value]) => `-c ${name}=${value}`)
-    .join(' ');
-  url.searchParams.set('options', given ? `${given} ${added}` : added);
-  return url.toString();
-}
-
-export function createStore(databaseUrl: string, options: { max?: number } = {}): Store {
+export function createStore(
+  databaseUrl: string,
+  options: {
+    max?: number;
+    /** More settings for this store's connections (e.g. the webhook bookkeeping's synchronous_commit). */
+    sessionSettings?: Readonly<Record<string, string>>;
+  } = {},
+): Store {
   const pool = new pg.Pool({
-    connectionString: withSessionSettings(databaseUrl, SESSION_SETTINGS),
+    connectionString: databaseUrl,
     max: options.max ?? 20,
     // A dropped server connection must not crash the process; the pool replaces it.
     idleTimeoutMillis: 30_000,
@@ -100,7 +99,14 @@ export function createStore(databaseUrl: string, options: { max?: number } = {})
   // A server that drops connections must not crash the process: idle and checked-out client errors are
   // reported by the query that hits them, and the pool replaces the client.
   pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
+  const settings = Object.entries({ ...SESSION_SETTINGS, ...options.sessionSettings });
+  const apply = `select ${settings.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ')}`;
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    // Queued ahead of whatever the connection was made for (a client runs its statements in order). A
+    // setting the server refuses leaves the connection as it was: the settings are a safeguard.
+    client.query(apply, settings.flat()).catch(() => {});
+  });
   const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: answeringWithin(pool, STATEMENT_ANSWER_TIMEOUT_MS) }),
   });

@@ -33,6 +33,24 @@ test("every connection ends a transaction left idle for a minute, and keeps the 
       select current_setting('idle_in_transaction_session_timeout') as idle,
              current_setting('application_name') as app`.execute(store.db);
     assert.deepEqual(settings.rows[0], { idle: '1min', app: 'from-the-url' });
+    // Nothing added to the startup packet: a pooler (PgBouncer) refuses an `options` it does not know.
+    assert.equal(store.pool.options.connectionString, url.toString());
+    const bookkeeping = createStore(svc.database.url, {
+      max: 1,
+      sessionSettings: { synchronous_commit: 'off' },
+    });
+    try {
+      const commit = await sql<{ sync: string; idle: string }>`
+        select current_setting('synchronous_commit') as sync,
+               current_setting('idle_in_transaction_session_timeout') as idle`.execute(bookkeeping.db);
+      assert.deepEqual(
+        commit.rows[0],
+        { sync: 'off', idle: '1min' },
+        "a store's own settings, and the shared one",
+      );
+    } finally {
+      await bookkeeping.close();
+    }
     const own = await sql<{ idle: string }>`
       select current_setting('idle_in_transaction_session_timeout') as idle`.execute(svc.runtime.store.db);
     assert.equal(own.rows[0]!.idle, '1min', "the service's own pool");

@@ -6,7 +6,7 @@ import { webhookDeliveryHeaders } from '../../contract/webhook-signature.ts';
 import type { WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
-import { createStore, withSessionSettings, type Db, type Store } from '../../store/database.ts';
+import { createStore, type Db, type Store } from '../../store/database.ts';
 import type { PgListener } from '../../store/pg-listener.ts';
 import { laneKey, type Lane } from './delivery-lane.ts';
 import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
@@ -176,8 +176,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     let store: Store | null = null;
     if (databaseUrl) {
       // Few connections: the lanes' statements are batched, so only a few are ever in flight at once.
-      store = createStore(withSessionSettings(databaseUrl, { synchronous_commit: 'off' }), {
+      store = createStore(databaseUrl, {
         max: DELIVERY_POOL_SIZE,
+        sessionSettings: { synchronous_commit: 'off' },
       });
     }
     const bookkeeping: Db = store?.db ?? db;
