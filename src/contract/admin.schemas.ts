@@ -132,7 +132,9 @@ export const Price = Type.Object({ pair: Type.String(), price: Type.String(), up
 export const AdjustBalanceBody = Type.Object(
   {
     participant_code: Code,
-    account_label: AccountLabel,
+    // Up to 100, the bound before labels of new accounts, quotes and trades were limited to 40 (AccountLabel):
+    // balances recorded under a longer label stay within the operator's reach.
+    account_label: Type.String({ minLength: 1, maxLength: 100 }),
     asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$' }),
     amount: Decimal,
     account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),

@@ -21,7 +21,8 @@ export const PagedEnvelope = <T extends TSchema>(item: T) =>
  * customer accounts, the operator's balances and trades): at most 40 characters, the vendor's bound on a
  * trade party's `account_label` (TradeResponseEntity) and a fund quote's (PostFundRfqBody). A longer one,
  * taken at 100 before, made trades whose objects (and `trade_status_changed` payloads) broke the vendor's
- * schema. Filters keep a looser bound: a longer one only matches nothing.
+ * schema. Filters keep a looser bound (a longer one only matches nothing), and so does the operator's balance
+ * adjustment, so that balances recorded under a longer label before stay within reach.
  */
 export const AccountLabel = Type.String({ minLength: 1, maxLength: 40 });
 

@@ -250,7 +250,7 @@ const ADMIN_TABLE: Row[] = [
     path: '/balances',
     valid: validAdjustment,
     field: 'account_label',
-    values: [...STRING_FIELD_BAD, 'x'.repeat(41), NUL],
+    values: [...STRING_FIELD_BAD, 'x'.repeat(101), NUL],
   },
   {
     method: 'POST',
