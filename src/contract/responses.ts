@@ -56,11 +56,14 @@ export const PageParam = Type.Integer({ minimum: 1, maximum: 1_000_000, default:
  * Epoch milliseconds in a range filter, where the vendor types them `number`: a fraction is taken too (a client
  * that computes `time.time() * 1000` sends one), and bounds the range exactly.
  */
-export const EpochMsFilterParam = Type.Number({
-  minimum: 0,
-  maximum: 253_402_300_799_999,
-  description: 'epoch milliseconds (a fraction is allowed)',
-});
+export const EpochMsFilterParam = Type.Union(
+  [
+    // As text first (every query value is), so that its fraction is read exactly, never as a double.
+    Type.String({ pattern: '^[0-9]{1,15}(\\.[0-9]{1,20})?$' }),
+    Type.Number({ minimum: 0, maximum: 253_402_300_799_999 }),
+  ],
+  { description: 'epoch milliseconds (a fraction is allowed)' },
+);
 
 /** Epoch milliseconds in query filters: bounded to what a timestamptz can hold (year 9999). */
 export const EpochMsParam = Type.Integer({

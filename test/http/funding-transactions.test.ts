@@ -149,6 +149,16 @@ test('filters: deposit_timestamp_gte, _gt, _lt, _lte', async () => {
   assert.deepEqual(seconds(await list({ deposit_timestamp_gt: at(2) - 0.5 })), [5, 4, 3, 2]);
   assert.deepEqual(seconds(await list({ deposit_timestamp_lt: at(2) + 0.5 })), [2, 1, 0]);
   assert.deepEqual(seconds(await list({ deposit_timestamp_lte: at(2) - 0.5 })), [1, 0]);
+  // Read as written, not as a double (near 1.7e12 a double cannot tell T.0001 from T).
+  assert.deepEqual(seconds(await list({ deposit_timestamp_gte: `${at(2)}.0001` })), [5, 4, 3]);
+  assert.deepEqual(seconds(await list({ deposit_timestamp_lt: `${at(2)}.0001` })), [2, 1, 0]);
+  for (const tooLate of ['999999999999999', '9999999999999999']) {
+    const refused = await owner.client.send<{ errors: string[] }>('GET', '/fund/transactions', {
+      query: { deposit_timestamp_gte: tooLate },
+    });
+    assert.equal(refused.status, 400, tooLate);
+    assert.match(refused.body.errors.join(), /^deposit_timestamp_gte: /);
+  }
 });
 
 test('filter deposit_intent_id: the events of one SDK session', async () => {

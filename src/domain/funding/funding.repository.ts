@@ -206,6 +206,7 @@ export interface FundEventFilters {
   reference_id?: string;
   deposit_intent_id?: string;
   success?: boolean;
+  /** Whole epoch ms (the service makes a bound with a fraction whole, exactly). */
   deposit_timestamp_gte?: number;
   deposit_timestamp_gt?: number;
   deposit_timestamp_lt?: number;
@@ -230,18 +231,14 @@ export async function listFundEvents(
   if (filters.deposit_intent_id !== undefined)
     query = query.where('session_id', '=', filters.deposit_intent_id);
   if (filters.success !== undefined) query = query.where('success', '=', filters.success);
-  // A bound with a fraction of a millisecond (new Date() would truncate it) is made whole the exact way:
-  // "at or after 1.5" is "at or after 2", "after 1.5" is "after 1", and so on.
-  const bound = (value: number, op: 'gt' | 'gte' | 'lt' | 'lte') =>
-    new Date(op === 'gt' || op === 'lte' ? Math.floor(value) : Math.ceil(value));
   if (filters.deposit_timestamp_gte !== undefined)
-    query = query.where('deposit_timestamp', '>=', bound(filters.deposit_timestamp_gte, 'gte'));
+    query = query.where('deposit_timestamp', '>=', new Date(filters.deposit_timestamp_gte));
   if (filters.deposit_timestamp_gt !== undefined)
-    query = query.where('deposit_timestamp', '>', bound(filters.deposit_timestamp_gt, 'gt'));
+    query = query.where('deposit_timestamp', '>', new Date(filters.deposit_timestamp_gt));
   if (filters.deposit_timestamp_lt !== undefined)
-    query = query.where('deposit_timestamp', '<', bound(filters.deposit_timestamp_lt, 'lt'));
+    query = query.where('deposit_timestamp', '<', new Date(filters.deposit_timestamp_lt));
   if (filters.deposit_timestamp_lte !== undefined)
-    query = query.where('deposit_timestamp', '<=', bound(filters.deposit_timestamp_lte, 'lte'));
+    query = query.where('deposit_timestamp', '<=', new Date(filters.deposit_timestamp_lte));
 
   const [rows, total] = await Promise.all([
     query

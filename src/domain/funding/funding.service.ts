@@ -11,6 +11,7 @@ import {
   type RecordDepositBody,
 } from '../../contract/funding.schemas.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
+import { splitDecimal, wholeBound, type RangeOp } from '../../lib/range-bound.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
@@ -601,7 +602,14 @@ export function createFundingService(deps: DomainDeps) {
         throw forbidden('the named resource belongs to another platform');
       }
       const page = pageOf(query);
-      const { page: _p, page_size: _s, ...filters } = query;
+      const { page: _p, page_size: _s, ...given } = query;
+      const filters: repo.FundEventFilters = {
+        ...given,
+        deposit_timestamp_gte: depositTimestampBound(given, 'gte'),
+        deposit_timestamp_gt: depositTimestampBound(given, 'gt'),
+        deposit_timestamp_lt: depositTimestampBound(given, 'lt'),
+        deposit_timestamp_lte: depositTimestampBound(given, 'lte'),
+      };
       const { rows, count } = await inOneSnapshot(db, (trx) =>
         repo.listFundEvents(trx, platformCode, filters, page),
       );
@@ -609,5 +617,20 @@ export function createFundingService(deps: DomainDeps) {
     },
   };
 }
+
+/**
+ * A `deposit_timestamp_*` filter as a bound on whole epoch ms, exactly (lib/range-bound.ts); the filters are
+ * given as text, or as a number by a caller of the service.
+ */
+function depositTimestampBound(query: FundTransactionsQuery, op: RangeOp): number | undefined {
+  const field = `deposit_timestamp_${op}` as const;
+  const value = query[field];
+  if (value === undefined) return undefined;
+  const { integer, fractional } = splitDecimal(String(value));
+  // What a timestamptz can hold and JavaScript can print (year 9999), as for every epoch-ms parameter.
+  if (integer > MAX_EPOCH_MS) throw invalid(`${field}: must be at most ${MAX_EPOCH_MS}`);
+  return Number(wholeBound(integer, !fractional, op));
+}
+const MAX_EPOCH_MS = 253_402_300_799_999n;
 
 export type FundingService = ReturnType<typeof createFundingService>;

@@ -2,6 +2,7 @@ import type { BookTradeBody, ListTradesQuery, TradeState } from '../../contract/
 import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
+import { splitDecimal, wholeBound } from '../../lib/range-bound.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import type { TradeSide, TradeSource } from '../../store/tables/trades.tables.ts';
@@ -331,13 +332,12 @@ function timestampBound(
   op: 'gt' | 'gte' | 'e' | 'lt' | 'lte',
 ): number | null | undefined {
   if (value === undefined) return undefined;
-  const [integer = '0', fraction = ''] = value.split('.');
-  const given = BigInt(integer);
+  const { integer: given, fractional } = splitDecimal(value);
   const nanoseconds = given >= NANOSECONDS_FROM;
   const floor = nanoseconds ? given / NS_PER_MS : given;
-  const whole = (!nanoseconds || given % NS_PER_MS === 0n) && !/[1-9]/.test(fraction);
+  const whole = (!nanoseconds || given % NS_PER_MS === 0n) && !fractional;
   if (op === 'e') return whole ? Number(floor) : null;
-  return Number(op === 'gt' || op === 'lte' || whole ? floor : floor + 1n);
+  return Number(wholeBound(floor, whole, op));
 }
 
 export function createTradesService(deps: DomainDeps) {
