@@ -75,7 +75,9 @@ function reword(errors: ErrorObject[]): FieldError[] {
     // A union (metadata) reports each branch; one line says what is accepted.
     if (unions.has(e.instancePath) && e.keyword !== 'anyOf') continue;
     if (e.keyword === 'anyOf') {
-      out.push(error(e.instancePath, 'must be a JSON object or a string', 'anyOf'));
+      out.push(
+        error(e.instancePath, 'must be a JSON object or a string of at most 10000 characters', 'anyOf'),
+      );
     } else if (
       EPOCH_MS.has(field) &&
       e.instancePath === `/${field}` &&
@@ -130,13 +132,27 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
   if (isRealDate(issued) && isRealDate(expires) && expires <= issued) {
     errors.push(error('/id_expiration_date', 'must be after id_issuing_date'));
   }
-  // vendor: "must be from no longer than one (1) year in the past or one (1) day in the future".
-  for (const name of WINDOWED_TIMESTAMP_FIELDS) {
-    const at = body[name];
+  // vendor: "must be from no longer than one (1) year in the past or one (1) day in the future", for the
+  // body's timestamps and each signed agreement's.
+  const windowed: Array<[path: string, at: unknown]> = WINDOWED_TIMESTAMP_FIELDS.map((name) => [
+    `/${name}`,
+    body[name],
+  ]);
+  const agreements = body.signed_agreements;
+  if (Array.isArray(agreements)) {
+    agreements.forEach((agreement: unknown, i) => {
+      if (agreement !== null && typeof agreement === 'object')
+        windowed.push([
+          `/signed_agreements/${i}/signed_timestamp`,
+          (agreement as Record<string, unknown>).signed_timestamp,
+        ]);
+    });
+  }
+  for (const [path, at] of windowed) {
     // Values that are not epoch ms at all are reported by the schema, once.
     if (typeof at !== 'number' || !Number.isInteger(at) || at < 1e12 || at > 9_999_999_999_999) continue;
     if (at < now - 365 * DAY_MS || at > now + DAY_MS) {
-      errors.push(error(`/${name}`, 'must be within the last year and at most one day ahead'));
+      errors.push(error(path, 'must be within the last year and at most one day ahead'));
     }
   }
   // vendor: "PO Box addresses are not accepted".

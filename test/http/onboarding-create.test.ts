@@ -226,6 +226,10 @@ describe('validation: 400 lists every bad field', () => {
         date_of_birth: '2999-01-01',
         kyc_timestamp: now - 400 * 86_400_000,
         sanction_screening_timestamp: now + 2 * 86_400_000,
+        // Each signed agreement's time too (the vendor's rule is on signed_agreements[].signed_timestamp).
+        signed_agreements: [
+          { type: 'zhllc_user_agreement_v1', region: 'us', signed_timestamp: now - 3 * 365 * 86_400_000 },
+        ],
         address_one: 'PO Box 123',
         tax_id: '12345',
         id_number_type: 'us_passport',
@@ -241,6 +245,7 @@ describe('validation: 400 lists every bad field', () => {
         'date_of_birth: must be in the past',
         'kyc_timestamp: must be within the last year and at most one day ahead',
         'sanction_screening_timestamp: must be within the last year and at most one day ahead',
+        'signed_agreements[0].signed_timestamp: must be within the last year and at most one day ahead',
         'address_one: PO Box addresses are not accepted',
         'tax_id: must be a 9-digit SSN or ITIN, e.g. 000-00-0000',
         'id_issuing_authority: is required when id_number is given',
@@ -248,6 +253,14 @@ describe('validation: 400 lists every bad field', () => {
         'id_expiration_date: is required when id_number_type is us_passport',
       ]),
     );
+  });
+
+  test('metadata as a string over 10,000 characters → 400 that says so', async () => {
+    const res = await create(usCustomer({ metadata: 'm'.repeat(10_001) }));
+    assert.equal(res.status, 400);
+    assert.deepEqual(res.body.errors, [
+      'metadata: must be a JSON object or a string of at most 10000 characters',
+    ]);
   });
 
   test('US citizens need a tax_id; other citizens need an ID document', async () => {
