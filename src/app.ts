@@ -76,9 +76,12 @@ const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormat
 /**
  * wire-contract §3: the caller's X-REQUEST-ID is echoed as sent (onboarding takes any up to 255 characters as
  * its idempotency key); a longer one is not sent back, the answer gets a new id. Node has already refused
- * control characters in header values.
+ * control characters in header values. One with bytes beyond ASCII is not echoed either: Node writes the
+ * header block as UTF-8 when a string body follows it, so those bytes went back encoded twice (review: `é`
+ * came back as `Ã©`); the answer gets a new id. (Onboarding reads the header itself, whatever is echoed.)
  */
 const MAX_REQUEST_ID_LENGTH = 255;
+const ECHOABLE_REQUEST_ID = /^[\x20-\x7e]+$/;
 
 /** Builds the HTTP application; never listens (entry points do). */
 export async function buildApp(
@@ -103,7 +106,10 @@ export async function buildApp(
     clientErrorHandler: answerClientError,
     genReqId: (req) => {
       const given = req.headers[REQUEST_ID_HEADER];
-      return typeof given === 'string' && given.length > 0 && given.length <= MAX_REQUEST_ID_LENGTH
+      return typeof given === 'string' &&
+        given.length > 0 &&
+        given.length <= MAX_REQUEST_ID_LENGTH &&
+        ECHOABLE_REQUEST_ID.test(given)
         ? given
         : randomUUID();
     },

@@ -428,6 +428,27 @@ describe('X-REQUEST-ID on every response', () => {
     for (const res of responses) assert.equal(res.headers['x-request-id'], id, `${res.status} ${res.text}`);
   });
 
+  test('one with bytes beyond ASCII is not echoed garbled: the answer gets a new id', async () => {
+    // Node writes the header block as UTF-8 before a string body: `req-é` came back as `req-Ã©`.
+    const answer = await new Promise<Buffer>((resolve, reject) => {
+      const { hostname, port } = new URL(svc.url);
+      const chunks: Buffer[] = [];
+      const socket = connect({ host: hostname, port: Number(port) }, () =>
+        socket.end(
+          Buffer.from(
+            'GET /time HTTP/1.1\r\nhost: x\r\nx-request-id: req-\u00e9\r\nconnection: close\r\n\r\n',
+          ),
+        ),
+      );
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('close', () => resolve(Buffer.concat(chunks)));
+      socket.on('error', reject);
+    });
+    const head = answer.toString('latin1').split('\r\n\r\n')[0]!;
+    assert.match(head, /^HTTP\/1.1 200 /);
+    assert.match(head, /\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
+  });
+
   test('echoed on the firewall’s 1020', async () => {
     const res = await probe.app.inject({
       method: 'GET',
