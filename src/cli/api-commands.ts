@@ -85,8 +85,8 @@ function pageOptions(options: Options): { page?: number; page_size?: number } {
   return { page: optionalInteger(options, 'page'), page_size: optionalInteger(options, 'page-size') };
 }
 
-/** `--file body.json` (or `--file -` for standard input) parsed as JSON. */
-function readJsonFile(options: Options): unknown {
+/** `--file body.json` (or `--file -` for standard input): a JSON object. */
+function readJsonFile(options: Options): object {
   const file = required(options, 'file');
   let text: string;
   try {
@@ -94,11 +94,18 @@ function readJsonFile(options: Options): unknown {
   } catch (error) {
     throw new UsageError(`--file ${file}: ${(error as Error).message}`);
   }
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = JSON.parse(text);
   } catch (error) {
     throw new UsageError(`--file ${file}: not JSON (${(error as Error).message})`);
   }
+  // `null` crashed the SDK, and a JSON string was sent as the raw body (then "not valid JSON").
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new UsageError(
+      `--file ${file}: must hold a JSON object, not ${body === null ? 'null' : Array.isArray(body) ? 'an array' : typeof body}`,
+    );
+  return body;
 }
 
 function quoteRequest(options: Options): LiquidityQuoteRequest {

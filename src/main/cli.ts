@@ -9,6 +9,7 @@ import { runDemo } from '../cli/demo-command.ts';
 import { failureJson, reportFailure, type FailureReport } from '../cli/error-report.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
+import { MAX_TIMEOUT_MS } from '../sdk/client.ts';
 import { SvcArgumentError } from '../sdk/errors.ts';
 
 /** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
@@ -90,8 +91,10 @@ class Connection {
         ? ['--timeout-ms', this.values['timeout-ms']]
         : ['SVC_REQUEST_TIMEOUT_MS', this.env.SVC_REQUEST_TIMEOUT_MS];
     if (raw === undefined || raw === '') return undefined;
-    if (!/^\d+$/.test(raw) || Number(raw) < 1)
-      throw new UsageError(`${name}: must be a whole number of milliseconds >= 1, got "${raw}"`);
+    if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_TIMEOUT_MS)
+      throw new UsageError(
+        `${name}: must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}, got "${raw}"`,
+      );
     return Number(raw);
   }
 
@@ -370,9 +373,15 @@ export async function main(argv: string[]): Promise<number> {
     allowPositionals: true,
     options,
   });
-  if (values.help || positionals.length === 0) {
+  if (values.help) {
     process.stdout.write(HELP);
-    return positionals.length === 0 && !values.help ? EXIT.usage : EXIT.ok;
+    return EXIT.ok;
+  }
+  // With --json, every error is one JSON object; without, the help text says what there is to run.
+  if (positionals.length === 0) {
+    if (values.json) throw new UsageError('no command given; see svc --help');
+    process.stdout.write(HELP);
+    return EXIT.usage;
   }
   const [first, second] = positionals;
   if (first === 'serve') {
@@ -482,6 +491,14 @@ export async function runCli(argv: string[]): Promise<number> {
 const isEntry =
   process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
 if (isEntry) {
+  // A reader that went away (`svc api trades | head -1`) ends the output, not in failure: without this, the
+  // write's EPIPE was an uncaught error with a stack and exit 1 ("the API refused"), and `svc webhooks listen`
+  // died at its next delivery. Any other failure to write (a full disk) says so on one line.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(EXIT.ok);
+    process.stderr.write(`error: cannot write the output: ${error.message}\n`);
+    process.exit(EXIT.failed);
+  });
   void runCli(process.argv.slice(2)).then((code) => {
     if (code >= 0) process.exitCode = code;
   });

@@ -33,6 +33,11 @@ export interface ClientOptions extends ClientCredentials {
 
 /** Default time one attempt may take before it is abandoned as "no response". */
 export const DEFAULT_TIMEOUT_MS = 30_000;
+/**
+ * The longest timeout a timer can hold (2^31 - 1 ms, about 24.8 days): a longer one fires at once, and every
+ * attempt "timed out" after 1 ms, a write perhaps carried out meanwhile.
+ */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
 
 export type QueryValue = string | number | boolean | undefined | null;
 
@@ -73,6 +78,14 @@ export class SvcClient {
   private readonly now: () => number;
 
   constructor(readonly options: ClientOptions) {
+    const { timeoutMs } = options;
+    if (
+      timeoutMs !== undefined &&
+      !(Number.isInteger(timeoutMs) && timeoutMs >= 1 && timeoutMs <= MAX_TIMEOUT_MS)
+    )
+      throw new RangeError(
+        `timeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}, got ${timeoutMs}`,
+      );
     this.fetchImpl = options.fetch ?? fetch;
     this.now = options.now ?? Date.now;
   }

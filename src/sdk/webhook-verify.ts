@@ -106,14 +106,25 @@ export interface VerifiedWebhook<TPayload = unknown> {
  * });
  */
 export function verifyWebhook<TPayload = unknown>(
-  rawBody: string | Buffer,
+  rawBody: string | Uint8Array | ArrayBuffer,
   headers: HeaderSource,
   secret: string,
   options: VerifyWebhookOptions = {},
 ): VerifiedWebhook<TPayload> {
-  if (typeof rawBody !== 'string' && !(rawBody instanceof Uint8Array)) {
+  // The bytes as a fetch Request gives them (`await request.arrayBuffer()`) are taken too.
+  const body =
+    typeof rawBody === 'string'
+      ? rawBody
+      : rawBody instanceof ArrayBuffer
+        ? Buffer.from(rawBody)
+        : rawBody instanceof Uint8Array
+          ? Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength)
+          : null;
+  if (body === null) {
     // A parsed object cannot be verified: re-serialising it does not give back the signed bytes.
-    throw new TypeError('verifyWebhook needs the raw body as a string or Buffer, not a parsed object');
+    throw new TypeError(
+      'verifyWebhook needs the raw body (a string, Buffer, Uint8Array or ArrayBuffer), not a parsed object',
+    );
   }
   const toleranceMs = checkTolerance(options.toleranceMs);
   const now = options.now ?? Date.now;
@@ -136,7 +147,7 @@ export function verifyWebhook<TPayload = unknown>(
 
   if (svcSignature !== undefined) {
     const ms = parseTimestamp(requiredHeader(headers, HOOK_TIMESTAMP_HEADER), HOOK_TIMESTAMP_HEADER);
-    const expected = svcHookSignature(secret, rawBody, ms);
+    const expected = svcHookSignature(secret, body, ms);
     // wire-contract §5: lower-case hex; upper-case is accepted since hex case carries no meaning.
     if (!signaturesEqual(svcSignature.toLowerCase(), expected)) {
       throw new WebhookVerificationError(
@@ -155,7 +166,7 @@ export function verifyWebhook<TPayload = unknown>(
       requiredHeader(headers, STANDARD_WEBHOOK_TIMESTAMP_HEADER),
       STANDARD_WEBHOOK_TIMESTAMP_HEADER,
     );
-    const expected = standardWebhookSignature(secret, id, seconds, rawBody);
+    const expected = standardWebhookSignature(secret, id, seconds, body);
     // Standard Webhooks: several space-separated `v1,<sig>` entries may be sent (key rotation); one match is
     // enough. A header sent more than once arrives joined with ", " (Node's req.headers): that separator too.
     const matched = standardSignature
@@ -207,9 +218,7 @@ export function verifyWebhook<TPayload = unknown>(
 
   let payload: TPayload;
   try {
-    payload = JSON.parse(
-      typeof rawBody === 'string' ? rawBody : Buffer.from(rawBody).toString('utf8'),
-    ) as TPayload;
+    payload = JSON.parse(typeof body === 'string' ? body : body.toString('utf8')) as TPayload;
   } catch {
     throw new WebhookVerificationError('invalid_payload', 'body is not valid JSON');
   }

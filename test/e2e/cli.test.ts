@@ -306,6 +306,86 @@ describe('exit codes', () => {
     assert.equal(result.code, 0);
     assert.match(result.stdout, /Exit codes: 0 ok, 1 the API refused/);
   });
+
+  test('a reader that went away (`| head -1`) ends the output: exit 0, no stack trace', async () => {
+    // The write's EPIPE was an uncaught error: a stack on stderr and exit 1, read as "the API refused".
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', '--help'], {
+      cwd: PROJECT_ROOT,
+      env: childEnv(env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    assert.equal(stderr, '');
+    assert.equal(code, 0);
+  });
+
+  test('with --json, no command is one JSON error (exit 2), not the help text', async () => {
+    const result = await runCli(['--json'], env);
+    assert.equal(result.code, 2);
+    assert.equal(result.stdout, '');
+    assert.match(JSON.parse(result.stderr).error.errors[0], /^no command given/);
+  });
+
+  test('a timeout beyond what a timer holds (2^31 - 1 ms) is refused, not turned into 1 ms', async () => {
+    const result = await runCli(
+      [
+        'platforms',
+        'list',
+        '--url',
+        'http://127.0.0.1:9',
+        '--token',
+        't',
+        '--timeout-ms',
+        '3000000000',
+        '--json',
+      ],
+      env,
+    );
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(
+      JSON.parse(result.stderr).error.errors[0],
+      /^--timeout-ms: must be a whole number of milliseconds from 1 to 2147483647/,
+    );
+  });
+
+  test('customers create --file with JSON that is no object → usage error naming it, nothing sent', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-cli-file-'));
+    for (const [content, what] of [
+      ['null', 'null'],
+      ['"x"', 'string'],
+      ['[]', 'an array'],
+    ] as const) {
+      const file = path.join(dir, 'body.json');
+      writeFileSync(file, content);
+      const result = await runCli(
+        [
+          'api',
+          'customers',
+          'create',
+          '--file',
+          file,
+          '--api-key',
+          'k',
+          '--api-secret',
+          's',
+          '--passphrase',
+          'p',
+          '--url',
+          'http://127.0.0.1:9',
+          '--json',
+        ],
+        env,
+      );
+      assert.equal(result.code, 2, result.stderr);
+      assert.equal(
+        JSON.parse(result.stderr).error.errors[0],
+        `--file ${file}: must hold a JSON object, not ${what}`,
+      );
+    }
+  });
 });
 
 describe('svc demo', () => {

@@ -106,3 +106,11 @@ test('an id of "." or ".." is refused before sending: the URL parser would send 
   }
   assert.equal(unavailable.requests.length, before, 'nothing was sent');
 });
+
+test('a timeoutMs beyond what a timer holds (2^31 - 1 ms) is refused when the client is made', () => {
+  // Node fires such a timer at once: every attempt "timed out" after 1 ms, a write perhaps carried out.
+  for (const timeoutMs of [2 ** 31, 3e9, 0, 1.5]) {
+    assert.throws(() => createClient({ baseUrl: unavailable.url, ...credentials, timeoutMs }), RangeError);
+  }
+  assert.doesNotThrow(() => createClient({ baseUrl: unavailable.url, ...credentials, timeoutMs: 2 ** 31 - 1 }));
+});

@@ -301,6 +301,17 @@ describe('verifyWebhook', () => {
     rejects(() => verifyWebhook(body, delivery({ body }), SECRET, { now: at(TS_MS) }), 'invalid_payload');
   });
 
+  test('the raw bytes as a fetch Request gives them (ArrayBuffer) or as a Uint8Array view verify too', () => {
+    const bytes = new TextEncoder().encode(BODY);
+    // A view into a larger buffer: only its own bytes are the body.
+    const padded = new Uint8Array(bytes.length + 8);
+    padded.set(bytes, 4);
+    for (const body of [bytes.buffer, bytes, padded.subarray(4, 4 + bytes.length)]) {
+      const event = verifyWebhook(body, delivery(), SECRET, { now: at(TS_MS) });
+      assert.equal(event.notificationId, delivery()['x-svc-hook-notification-id']);
+    }
+  });
+
   test('a parsed object is refused: its re-serialisation is not the signed bytes', () => {
     assert.throws(
       () => verifyWebhook(JSON.parse(BODY) as unknown as string, delivery(), SECRET, { now: at(TS_MS) }),
