@@ -101,6 +101,16 @@ export async function buildApp(
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: config.bodyLimitBytes,
+    // A request must arrive whole within this (Node answers 408 and closes): Fastify's default, 0, turns Node's
+    // own bound off, and a client sending its body a byte at a time held a connection for good, unauthenticated
+    // (authentication needs the whole body; review: 1,500 such connections from one IP). Node tracks it only
+    // when the server is created with it (so in `http` too), and looks for overdue requests every
+    // connectionsCheckingInterval.
+    requestTimeout: config.requestTimeoutMs,
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(config.requestTimeoutMs / 2))),
+    },
     trustProxy: trusted ?? false,
     requestIdHeader: false,
     clientErrorHandler: answerClientError,

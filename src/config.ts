@@ -70,6 +70,8 @@ export interface Config {
   jwtPrivateKey: string | undefined;
   logLevel: LogLevel;
   bodyLimitBytes: number;
+  /** Time a client has to send a whole request (headers and body) before it gets a 408 and is disconnected. */
+  requestTimeoutMs: number;
   shutdownTimeoutMs: number;
   worker: { concurrency: number; pollIntervalMs: number };
   rateLimit: RateLimitConfig;
@@ -290,6 +292,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       jwtPrivateKey === undefined ? undefined : jwtSigningKeyPem('SVC_JWT_PRIVATE_KEY', jwtPrivateKey),
     logLevel: oneOf(env, 'SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
     bodyLimitBytes: 1024 * 1024,
+    requestTimeoutMs: int(env, 'SVC_HTTP_REQUEST_TIMEOUT_MS', 30_000, 1, MAX_TIMER_MS),
     shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1, MAX_TIMER_MS),
     worker: {
       concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 10, 1),

@@ -517,3 +517,31 @@ describe('X-REQUEST-ID on the rate limiter’s 429', () => {
     }
   });
 });
+
+describe('a request that does not arrive whole in time', () => {
+  test('a body sent a byte at a time gets 408 and the connection is closed (SVC_HTTP_REQUEST_TIMEOUT_MS)', async () => {
+    // It held the connection for good, unauthenticated: authentication waits for the whole body.
+    const slow = await startTestService({ env: { SVC_HTTP_REQUEST_TIMEOUT_MS: '300' } });
+    try {
+      // A platform allowing loopback: the firewall lets the request through, to wait for its body.
+      await slow.newPlatform();
+      const answer = await new Promise<string>((resolve, reject) => {
+        const { hostname, port } = new URL(slow.url);
+        const socket = connect({ host: hostname, port: Number(port) }, () =>
+          socket.write(
+            'POST /liquidity/rfq HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{',
+          ),
+        );
+        let received = '';
+        socket.on('data', (chunk) => (received += String(chunk)));
+        socket.on('close', () => resolve(received));
+        socket.on('error', reject);
+        // Far beyond the bound and its check interval, on a busy machine too.
+        setTimeout(() => socket.destroy(new Error('still open after 20 s')), 20_000).unref();
+      });
+      assert.match(answer, /^HTTP\/1.1 408 /);
+    } finally {
+      await slow.close();
+    }
+  });
+});
