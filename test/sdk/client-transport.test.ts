@@ -112,5 +112,7 @@ test('a timeoutMs beyond what a timer holds (2^31 - 1 ms) is refused when the cl
   for (const timeoutMs of [2 ** 31, 3e9, 0, 1.5]) {
     assert.throws(() => createClient({ baseUrl: unavailable.url, ...credentials, timeoutMs }), RangeError);
   }
-  assert.doesNotThrow(() => createClient({ baseUrl: unavailable.url, ...credentials, timeoutMs: 2 ** 31 - 1 }));
+  assert.doesNotThrow(() =>
+    createClient({ baseUrl: unavailable.url, ...credentials, timeoutMs: 2 ** 31 - 1 }),
+  );
 });
