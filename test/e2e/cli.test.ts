@@ -9,7 +9,13 @@ import { after, before, describe, test } from 'node:test';
 import { signRequest } from '../../src/contract/request-signature.ts';
 import { freePort } from '../../src/store/embedded-postgres.ts';
 import { SvcClient } from '../../src/sdk/client.ts';
-import { childEnv, PROJECT_ROOT, runCli } from '../helpers/service-process.ts';
+import {
+  childEnv,
+  OPERATOR_OFFLINE_ARGS,
+  PLATFORM_OFFLINE_ARGS,
+  PROJECT_ROOT,
+  runCli,
+} from '../helpers/service-process.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
 
 /**
@@ -331,17 +337,7 @@ describe('exit codes', () => {
 
   test('a timeout beyond what a timer holds (2^31 - 1 ms) is refused, not turned into 1 ms', async () => {
     const result = await runCli(
-      [
-        'platforms',
-        'list',
-        '--url',
-        'http://127.0.0.1:9',
-        '--token',
-        't',
-        '--timeout-ms',
-        '3000000000',
-        '--json',
-      ],
+      ['platforms', 'list', ...OPERATOR_OFFLINE_ARGS, '--timeout-ms', '3000000000', '--json'],
       env,
     );
     assert.equal(result.code, 2, result.stderr);
@@ -361,22 +357,7 @@ describe('exit codes', () => {
       const file = path.join(dir, 'body.json');
       writeFileSync(file, content);
       const result = await runCli(
-        [
-          'api',
-          'customers',
-          'create',
-          '--file',
-          file,
-          '--api-key',
-          'k',
-          '--api-secret',
-          's',
-          '--passphrase',
-          'p',
-          '--url',
-          'http://127.0.0.1:9',
-          '--json',
-        ],
+        ['api', 'customers', 'create', '--file', file, ...PLATFORM_OFFLINE_ARGS, '--json'],
         env,
       );
       assert.equal(result.code, 2, result.stderr);

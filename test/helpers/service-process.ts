@@ -7,6 +7,20 @@ import path from 'node:path';
  */
 export const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
 
+/** An operator's token and a URL where no server listens: a command that sends anything exits 3. */
+export const OPERATOR_OFFLINE_ARGS = ['--url', 'http://127.0.0.1:9', '--token', 't'];
+/** `svc api` credentials and a URL where no server listens. */
+export const PLATFORM_OFFLINE_ARGS = [
+  '--api-key',
+  'k',
+  '--api-secret',
+  's',
+  '--passphrase',
+  'p',
+  '--url',
+  'http://127.0.0.1:9',
+];
+
 export interface CliProcess {
   child: ChildProcess;
   stdout(): string;

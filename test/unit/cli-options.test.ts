@@ -4,6 +4,7 @@ import { API_COMMANDS, API_OPTIONS } from '../../src/cli/api-commands.ts';
 import { argumentLimit, refuseOtherOptions, UsageError, usageOptions } from '../../src/cli/command-args.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS } from '../../src/cli/operator-commands.ts';
 import { runCli } from '../../src/main/cli.ts';
+import { OPERATOR_OFFLINE_ARGS, PLATFORM_OFFLINE_ARGS } from '../helpers/service-process.ts';
 
 /**
  * A command takes the options its usage line names (and the connection options); any other is refused. So
@@ -66,18 +67,6 @@ test('every command has a usage line that starts with its name (its arguments ar
     assert.doesNotThrow(() => argumentLimit(command.usage, `svc api ${name}`), name);
 });
 
-/** `svc api` credentials and a URL where no server listens: a command that sends anything exits 3. */
-const PLATFORM_OFFLINE = [
-  '--api-key',
-  'k',
-  '--api-secret',
-  's',
-  '--passphrase',
-  'p',
-  '--url',
-  'http://127.0.0.1:9',
-];
-
 /** Runs the CLI in this process: its exit code and what it wrote to stderr. */
 async function cli(args: string[]): Promise<{ code: number; stderr: string }> {
   let stderr = '';
@@ -96,11 +85,11 @@ async function cli(args: string[]): Promise<{ code: number; stderr: string }> {
 test('arguments a command does not take are refused (exit 2), not ignored: nothing is sent', async () => {
   // `svc keys revoke K1 K2` revoked K1 only and exited 0, K2 left live. The URL has no server: a refusal
   // before any request is the only way to exit 2.
-  const offline = ['--url', 'http://127.0.0.1:9', '--token', 't'];
+  const offline = OPERATOR_OFFLINE_ARGS;
   for (const args of [
     ['keys', 'revoke', 'K1', 'K2', ...offline],
     ['platforms', 'list', 'extra', ...offline],
-    ['api', 'trade', 'a', 'b', ...PLATFORM_OFFLINE],
+    ['api', 'trade', 'a', 'b', ...PLATFORM_OFFLINE_ARGS],
     ['migrate', 'now'],
   ]) {
     const { code, stderr } = await cli(args);
@@ -115,7 +104,7 @@ test('arguments a command does not take are refused (exit 2), not ignored: nothi
 });
 
 test('a path argument the SDK cannot send (`.`, `..`) is a usage error (exit 2), not a stack trace', async () => {
-  const { code, stderr } = await cli(['api', 'trade', '..', ...PLATFORM_OFFLINE]);
+  const { code, stderr } = await cli(['api', 'trade', '..', ...PLATFORM_OFFLINE_ARGS]);
   assert.equal(code, 2, stderr);
   assert.equal(stderr, 'error: tradeId: ".." cannot be sent as a path segment\n');
 });
@@ -124,7 +113,7 @@ test('a pool sized for --role api does not stop the commands that run no jobs (s
   // The shared environment of a deployment whose API instances run with a small pool.
   process.env.SVC_DB_POOL_MAX = '8';
   try {
-    const { code, stderr } = await cli(['prices', 'list', '--url', 'http://127.0.0.1:9', '--token', 't']);
+    const { code, stderr } = await cli(['prices', 'list', ...OPERATOR_OFFLINE_ARGS]);
     // No server there: exit 3 (unreachable), not 2 for the pool.
     assert.equal(code, 3, stderr);
     const serving = await cli(['serve']);
