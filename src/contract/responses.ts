@@ -52,6 +52,9 @@ export const publicErrorResponses = {
 /** Bounded so that page × page_size stays a valid OFFSET (a page of 1e20 failed in PostgreSQL as a 500). */
 export const PageParam = Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 });
 
+/** The latest epoch ms a parameter may name: what a timestamptz holds and JavaScript prints (year 9999). */
+export const MAX_EPOCH_MS = 253_402_300_799_999;
+
 /**
  * Epoch milliseconds in a range filter, where the vendor types them `number`: a fraction is taken too (a client
  * that computes `time.time() * 1000` sends one), and bounds the range exactly.
@@ -60,7 +63,7 @@ export const EpochMsFilterParam = Type.Union(
   [
     // As text first (every query value is), so that its fraction is read exactly, never as a double.
     Type.String({ pattern: '^[0-9]{1,15}(\\.[0-9]{1,20})?$' }),
-    Type.Number({ minimum: 0, maximum: 253_402_300_799_999 }),
+    Type.Number({ minimum: 0, maximum: MAX_EPOCH_MS }),
   ],
   { description: 'epoch milliseconds (a fraction is allowed)' },
 );
@@ -68,7 +71,7 @@ export const EpochMsFilterParam = Type.Union(
 /** Epoch milliseconds in query filters: bounded to what a timestamptz can hold (year 9999). */
 export const EpochMsParam = Type.Integer({
   minimum: 0,
-  maximum: 253_402_300_799_999,
+  maximum: MAX_EPOCH_MS,
   description: 'epoch milliseconds',
 });
 

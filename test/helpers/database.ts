@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.ts';
-import { createStore } from '../../src/store/database.ts';
+import { createStore, type Store } from '../../src/store/database.ts';
 import { listMigrations, migrate } from '../../src/store/migrate.ts';
 
 /**
@@ -110,6 +110,26 @@ export async function createTestDatabaseWithClient(): Promise<TestDatabaseWithCl
     client,
     close: async () => {
       await client.end();
+      await database.drop();
+    },
+  };
+}
+
+export interface TestStore {
+  /** A store of the service's own kind on a fresh database. */
+  store: Store;
+  /** Closes the store and drops the database. */
+  close(): Promise<void>;
+}
+
+/** A fresh database with a store on it (a test file's `before`; `close` in its `after`). */
+export async function createTestStore(options: { max?: number } = {}): Promise<TestStore> {
+  const database = await createTestDatabase();
+  const store = createStore(database.url, options);
+  return {
+    store,
+    close: async () => {
+      await store.close();
       await database.drop();
     },
   };

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { enqueueJob } from '../../src/jobs/enqueue.ts';
-import { createStore, type Store } from '../../src/store/database.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import type { Store } from '../../src/store/database.ts';
+import { createTestStore, type TestStore } from '../helpers/database.ts';
 
 /**
  * A keyed job replaces the pending one of its key, also when a worker locks that one in the middle of
@@ -10,16 +10,13 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
  * updates only an unlocked job). That interleaving is made certain here by a trigger that locks the job of
  * the key right after the first of the two, as a worker's fetch committing at that moment would.
  */
-let database: TestDatabase;
+let testStore: TestStore | undefined;
 let store: Store;
 before(async () => {
-  database = await createTestDatabase();
-  store = createStore(database.url);
+  testStore = await createTestStore();
+  store = testStore.store;
 });
-after(async () => {
-  await store?.close();
-  await database?.drop();
-});
+after(() => testStore?.close());
 
 const KEY = 'trade-settle:race';
 

@@ -3,24 +3,21 @@ import { after, before, test } from 'node:test';
 import Fastify from 'fastify';
 import { sql } from 'kysely';
 import { installErrorHandlers } from '../../src/http/error-handler.ts';
-import { createStore, inOneSnapshot, type Store } from '../../src/store/database.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { inOneSnapshot, type Store } from '../../src/store/database.ts';
+import { createTestStore, type TestStore } from '../helpers/database.ts';
 
 /**
  * A read in one snapshot keeps its connection across statements: when PostgreSQL ends that backend between
  * two of them (a restart, a failover, idle_in_transaction_session_timeout), the next one fails with pg's
  * "… is not queryable", which must be the retryable 503 a lost connection is everywhere else, not a 500.
  */
-let database: TestDatabase;
+let testStore: TestStore | undefined;
 let store: Store;
 before(async () => {
-  database = await createTestDatabase();
-  store = createStore(database.url, { max: 4 });
+  testStore = await createTestStore({ max: 4 });
+  store = testStore.store;
 });
-after(async () => {
-  await store?.close();
-  await database?.drop();
-});
+after(() => testStore?.close());
 
 test('a snapshot whose connection is ended between its statements answers 503, retryable', async () => {
   const app = Fastify();

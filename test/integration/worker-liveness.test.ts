@@ -4,20 +4,17 @@ import { enqueueJob } from '../../src/jobs/enqueue.ts';
 import { WorkerLiveness } from '../../src/jobs/worker-liveness.ts';
 import { startWorker } from '../../src/jobs/worker-runtime.ts';
 import { createLogger } from '../../src/main/logger.ts';
-import { createStore, type Store } from '../../src/store/database.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import type { Store } from '../../src/store/database.ts';
+import { createTestStore, type TestStore } from '../helpers/database.ts';
 import { eventually } from '../helpers/service-process.ts';
 
-let database: TestDatabase;
+let testStore: TestStore | undefined;
 let store: Store;
 before(async () => {
-  database = await createTestDatabase();
-  store = createStore(database.url);
+  testStore = await createTestStore();
+  store = testStore.store;
 });
-after(async () => {
-  await store?.close();
-  await database?.drop();
-});
+after(() => testStore?.close());
 
 async function lockAs(task: string, workerId: string): Promise<void> {
   // What a worker process leaves behind when it is killed mid-job: the job stays locked by its id.

@@ -10,6 +10,7 @@ import {
   type Jwks,
   type RecordDepositBody,
 } from '../../contract/funding.schemas.ts';
+import { MAX_EPOCH_MS } from '../../contract/responses.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { splitDecimal, wholeBound, type RangeOp } from '../../lib/range-bound.ts';
 import { newUuid } from '../../lib/ids.ts';
@@ -627,10 +628,9 @@ function depositTimestampBound(query: FundTransactionsQuery, op: RangeOp): numbe
   const value = query[field];
   if (value === undefined) return undefined;
   const { integer, fractional } = splitDecimal(String(value));
-  // What a timestamptz can hold and JavaScript can print (year 9999), as for every epoch-ms parameter.
-  if (integer > MAX_EPOCH_MS) throw invalid(`${field}: must be at most ${MAX_EPOCH_MS}`);
+  // As for every epoch-ms parameter (the schema reads this one as text, so checks it here).
+  if (integer > BigInt(MAX_EPOCH_MS)) throw invalid(`${field}: must be at most ${MAX_EPOCH_MS}`);
   return Number(wholeBound(integer, !fractional, op));
 }
-const MAX_EPOCH_MS = 253_402_300_799_999n;
 
 export type FundingService = ReturnType<typeof createFundingService>;

@@ -44,6 +44,9 @@ export interface RateLimiterStats {
   sharedErrors: number;
 }
 
+/** ioredis connection states in which a command fails at once (the limiter's client queues none). */
+const CONNECTION_DOWN = new Set(['close', 'reconnecting', 'end']);
+
 /**
  * The limiter the app uses: a store (Redis when configured, else memory), plus per instance
  * - a "blocked until" cache, so a blocked IP costs no Redis round trip (DESIGN §5);
@@ -52,9 +55,6 @@ export interface RateLimiterStats {
  * - resumption: when ioredis reconnects (or `retrySharedAfterMs` after a failed command) the next
  *   request tries Redis again and, if it answers, the shared limit is back.
  */
-/** ioredis connection states in which a command fails at once (the limiter's client queues none). */
-const CONNECTION_DOWN = new Set(['close', 'reconnecting', 'end']);
-
 export class RateLimiterService implements RateLimiter {
   readonly policy: RateLimitPolicy;
   readonly memory: MemoryRateLimitStore;
