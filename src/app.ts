@@ -251,6 +251,11 @@ export async function buildApp(
   if (parts.admin) {
     await app.register(
       async (admin) => {
+        // The OpenAPI document's global security is the public API's signed headers; operator routes take
+        // the bearer token instead, so that /docs "Try it out" and generated clients send what they need.
+        admin.addHook('onRoute', (route) => {
+          route.schema = { ...route.schema, security: [{ adminToken: [] }] };
+        });
         await admin.register(adminAuthPlugin, { adminToken: deps.adminToken });
         await adminRoutes(admin, deps);
         // Its own, so that an unknown operator path is not taken for a public request (behind the token).

@@ -87,6 +87,8 @@ export function createStore(
     sessionSettings?: Readonly<Record<string, string>>;
   } = {},
 ): Store {
+  const settings = Object.entries({ ...SESSION_SETTINGS, ...options.sessionSettings });
+  const apply = `select ${settings.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ')}`;
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.max ?? 20,
@@ -95,18 +97,30 @@ export function createStore(
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    // Awaited by the pool before the connection is handed out. Queued on the client from its 'connect'
+    // event instead, the caller's first statement went in while this one ran, which pg deprecates (a
+    // warning on every start, an error in pg 9). A setting the server refuses leaves the connection as it
+    // was (the settings are a safeguard); a server that does not answer within the connect timeout fails
+    // the connection, as a connect that takes as long does.
+    onConnect: async (client: pg.ClientBase) => {
+      client.on('error', () => {});
+      let timer: NodeJS.Timeout | undefined;
+      const silent = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`no answer to the session settings within ${CONNECT_TIMEOUT_MS} ms`)),
+          CONNECT_TIMEOUT_MS,
+        );
+      });
+      try {
+        await Promise.race([client.query(apply, settings.flat()).catch(() => {}), silent]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
   });
   // A server that drops connections must not crash the process: idle and checked-out client errors are
   // reported by the query that hits them, and the pool replaces the client.
   pool.on('error', () => {});
-  const settings = Object.entries({ ...SESSION_SETTINGS, ...options.sessionSettings });
-  const apply = `select ${settings.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ')}`;
-  pool.on('connect', (client) => {
-    client.on('error', () => {});
-    // Queued ahead of whatever the connection was made for (a client runs its statements in order). A
-    // setting the server refuses leaves the connection as it was: the settings are a safeguard.
-    client.query(apply, settings.flat()).catch(() => {});
-  });
   const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: answeringWithin(pool, STATEMENT_ANSWER_TIMEOUT_MS) }),
   });

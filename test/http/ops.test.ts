@@ -184,6 +184,25 @@ describe('GET /docs', () => {
     assert.deepEqual(schema.required, ['name']);
     assert.ok(create.responses['201'] && create.responses['400'] && create.responses['401']);
     assert.ok(doc.components.securitySchemes.apiSigned && doc.components.securitySchemes.adminToken);
+    // Every operator operation takes the bearer token, not the public API's signed headers (the document's
+    // default): /docs "Try it out" and generated clients sent X-SCX-* headers and got 401.
+    const operations = (prefix: string) =>
+      Object.entries(doc.paths)
+        .filter(([p]) => p.startsWith(prefix))
+        .flatMap(([p, methods]) => Object.entries(methods).map(([m, op]) => ({ at: `${m} ${p}`, op })));
+    const admin = operations('/admin/');
+    assert.ok(admin.length > 10, `${admin.length} operator operations`);
+    for (const { at, op } of admin) {
+      assert.deepEqual((op as { security?: unknown }).security, [{ adminToken: [] }], at);
+    }
+    const accounts = doc.paths['/accounts']!.get as { security?: unknown };
+    assert.equal(accounts.security, undefined, 'public routes keep the default (signed headers)');
+    // The unauthenticated routes are rate-limited too.
+    for (const p of ['/time', '/.well-known/jwks.json']) {
+      const get = doc.paths[p]!.get as { security?: unknown; responses: Record<string, unknown> };
+      assert.deepEqual(get.security, [], p);
+      assert.ok(get.responses['429'], `${p} documents its 429`);
+    }
     // Operational endpoints are not part of the API document.
     assert.equal(doc.paths['/healthz'], undefined);
     assert.equal(doc.paths['/metrics'], undefined);

@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { sql } from 'kysely';
 import { createStore } from '../../src/store/database.ts';
+import { PROJECT_ROOT } from '../helpers/service-process.ts';
 import { startTestService } from '../helpers/test-service.ts';
+
+const execFileAsync = promisify(execFile);
 
 /** README "Deployment": SVC_DB_POOL_MAX bounds the connections of a process's main pool. */
 test('SVC_DB_POOL_MAX bounds the main pool: more statements at once than connections wait their turn', async () => {
@@ -56,6 +62,30 @@ test("every connection ends a transaction left idle for a minute, and keeps the 
     assert.equal(own.rows[0]!.idle, '1min', "the service's own pool");
   } finally {
     await store.close();
+    await svc.close();
+  }
+});
+
+test('a new connection is handed out only after its settings are applied: pg sees one statement at a time', async () => {
+  // Queued from the pool's 'connect' event, the settings statement ran while the caller's first statement
+  // was sent, which pg deprecates: every `npm start` printed a DeprecationWarning (an error in pg 9).
+  // A process of its own, since Node prints a deprecation once per process.
+  const svc = await startTestService();
+  try {
+    const script = `
+      import { createStore } from ${JSON.stringify(path.join(PROJECT_ROOT, 'src/store/database.ts'))};
+      const store = createStore(process.env.DATABASE_URL, { max: 2 });
+      const rows = await Promise.all([1, 2, 3].map((n) => store.pool.query('select $1::int as n', [n])));
+      console.log(JSON.stringify(rows.map((r) => r.rows[0].n)));
+      await store.close();`;
+    const { stdout, stderr } = await execFileAsync(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script],
+      { cwd: PROJECT_ROOT, env: { ...process.env, DATABASE_URL: svc.database.url } },
+    );
+    assert.equal(stdout.trim(), '[1,2,3]');
+    assert.doesNotMatch(stderr, /DeprecationWarning/);
+  } finally {
     await svc.close();
   }
 });

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { Error429 } from '../../contract/responses.ts';
 import { Jwks } from '../../contract/funding.schemas.ts';
 import type { FundingService } from '../../domain/funding/funding.service.ts';
 
@@ -14,7 +15,7 @@ export async function jwksRoutes(app: FastifyInstance, { funding }: { funding: F
         tags: ['Public'],
         summary: 'Public keys of the SDK token signer',
         security: [],
-        response: { 200: Jwks },
+        response: { 200: Jwks, 429: Error429 },
       },
     },
     async (_request, reply) => {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { Error429 } from '../../contract/responses.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { TimeResponse } from '../../contract/time.schemas.ts';
 
@@ -6,7 +7,14 @@ import { TimeResponse } from '../../contract/time.schemas.ts';
 export async function timeRoutes(app: FastifyInstance, options: { clock: Clock }) {
   app.get(
     '/time',
-    { schema: { tags: ['Public'], summary: 'Server time', security: [], response: { 200: TimeResponse } } },
+    {
+      schema: {
+        tags: ['Public'],
+        summary: 'Server time',
+        security: [],
+        response: { 200: TimeResponse, 429: Error429 },
+      },
+    },
     async () => {
       const now = options.clock.now();
       return {
