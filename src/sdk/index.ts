@@ -43,6 +43,7 @@ export {
   type WebhookPayloadType,
 } from '../contract/webhook-headers.ts';
 export { signRequest, signingMessage } from '../contract/request-signature.ts';
+export { standardWebhooksSecret } from '../contract/webhook-signature.ts';
 export {
   AccountsResource,
   type AcceptedResponse,

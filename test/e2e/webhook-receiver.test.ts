@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { standardWebhooksSecret } from '../../src/contract/webhook-signature.ts';
+// As a receiver imports it: the SDK's own export (README "Receiver side").
+import { standardWebhooksSecret } from 'svc-platform/sdk';
 import type { WebhookNotification } from '../../src/contract/webhooks.schemas.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { runCli } from '../helpers/service-process.ts';
