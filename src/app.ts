@@ -54,6 +54,12 @@ export interface AppDeps {
   rateLimiter?: RateLimiter;
   readiness?: ReadinessCheck[];
   /**
+   * Whether the process is draining before it stops (SIGTERM with SVC_SHUTDOWN_DRAIN_MS): requests are still
+   * served, /readyz answers 503 and every answer closes its connection, so that a load balancer stops
+   * sending requests here and keep-alive clients move elsewhere before the listeners close.
+   */
+  draining?: () => boolean;
+  /**
    * Extra routes inside the authenticated public scope (after firewall, rate limit, authentication and
    * allow-list). Tests and benchmarks use it to drive the whole stack with a route of their own.
    */
@@ -185,7 +191,7 @@ export async function buildApp(
   installErrorHandlers(app, { notFoundHooks: edge, isPublic: (url) => !isOperatorUrl(url) });
   app.addHook('onSend', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
-    if (closing) reply.header('connection', 'close');
+    if (closing || deps.draining?.()) reply.header('connection', 'close');
   });
   // Flat fields: a nested req/res object costs the redaction (src/main/logger.ts) about half as much again.
   app.addHook('onResponse', async (request, reply) => {
@@ -228,6 +234,7 @@ export async function buildApp(
       db: deps.store.db,
       registry: deps.metrics,
       readiness: deps.readiness ?? [],
+      draining: deps.draining,
     });
   }
 

@@ -73,6 +73,11 @@ export interface Config {
   /** Time a client has to send a whole request (headers and body) before it gets a 408 and is disconnected. */
   requestTimeoutMs: number;
   shutdownTimeoutMs: number;
+  /**
+   * On SIGTERM, how long an instance goes on serving with /readyz answering 503 and every answer closing its
+   * connection, before its listeners close: the time a load balancer needs to stop sending it requests.
+   */
+  shutdownDrainMs: number;
   worker: { concurrency: number; pollIntervalMs: number };
   rateLimit: RateLimitConfig;
   webhooks: WebhookConfig;
@@ -270,6 +275,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     ]);
   }
   const jwtPrivateKey = optional(env, 'SVC_JWT_PRIVATE_KEY');
+  const shutdownTimeoutMs = int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1, MAX_TIMER_MS);
+  const shutdownDrainMs = int(env, 'SVC_SHUTDOWN_DRAIN_MS', 0, 0, MAX_TIMER_MS);
+  if (shutdownDrainMs >= shutdownTimeoutMs) {
+    throw new ConfigError(
+      `SVC_SHUTDOWN_DRAIN_MS: ${shutdownDrainMs} must be less than SVC_SHUTDOWN_TIMEOUT_MS (${shutdownTimeoutMs}): the drain is part of the shutdown`,
+    );
+  }
   const config: Config = {
     env: oneOf(env, 'SVC_ENV', ['cert', 'prod'] as const, 'cert'),
     role,
@@ -293,7 +305,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     logLevel: oneOf(env, 'SVC_LOG_LEVEL', LOG_LEVELS, 'info'),
     bodyLimitBytes: 1024 * 1024,
     requestTimeoutMs: int(env, 'SVC_HTTP_REQUEST_TIMEOUT_MS', 30_000, 1, MAX_TIMER_MS),
-    shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1, MAX_TIMER_MS),
+    shutdownTimeoutMs,
+    shutdownDrainMs,
     worker: {
       concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 10, 1),
       pollIntervalMs: int(env, 'SVC_WORKER_POLL_INTERVAL_MS', 2_000, 10, MAX_TIMER_MS),

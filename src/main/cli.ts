@@ -271,7 +271,9 @@ async function serve(config: Readonly<Config>): Promise<void> {
       process.exit(EXIT.failed);
     }, config.shutdownTimeoutMs);
     force.unref();
-    runtime.close().then(
+    // The drain is for a supervisor's stop (SIGTERM), not for Ctrl-C at a terminal.
+    const drainMs = signal === 'SIGTERM' ? config.shutdownDrainMs : 0;
+    runtime.close({ drainMs }).then(
       () => process.exit(exitCode),
       () => process.exit(EXIT.failed),
     );

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import type { Runner } from 'graphile-worker';
 import type pino from 'pino';
@@ -44,7 +45,11 @@ export interface Runtime {
   /** Where a worker-role process serves /healthz, /readyz and /metrics (SVC_OPS_LISTEN), if it does. */
   opsUrl: string | null;
   worker: Runner | null;
-  close(): Promise<void>;
+  /**
+   * Stops everything. With `drainMs` (SIGTERM, SVC_SHUTDOWN_DRAIN_MS), a process serving the API first goes
+   * on serving for that long while /readyz answers 503 and every answer closes its connection.
+   */
+  close(options?: { drainMs?: number }): Promise<void>;
 }
 
 export interface RuntimeOptions {
@@ -79,8 +84,10 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
   const cache = new CacheInvalidation(listener);
   const cleanups: Array<() => Promise<unknown>> = [];
   let closingSince = 0;
+  let draining = false;
   const closeAll = async () => {
-    closingSince = performance.now();
+    // From the start of the shutdown, the drain included: the process must be gone within the timeout.
+    closingSince ||= performance.now();
     for (const cleanup of cleanups.reverse())
       await cleanup().catch((err) => logger.error({ err }, 'shutdown step failed'));
   };
@@ -163,6 +170,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       logger,
       metrics,
       adminToken: secrets.adminToken,
+      draining: () => draining,
     };
     let url: string | null = null;
     let adminUrl: string | null = null;
@@ -219,7 +227,15 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       adminUrl,
       opsUrl,
       worker,
-      close: closeAll,
+      async close({ drainMs = 0 } = {}) {
+        closingSince = performance.now();
+        if (drainMs > 0 && url !== null) {
+          draining = true;
+          logger.info({ drainMs }, 'draining: /readyz answers 503, answers close their connections');
+          await sleep(drainMs);
+        }
+        await closeAll();
+      },
     };
   } catch (error) {
     await closeAll();

@@ -236,4 +236,18 @@ describe('durations that timers and the lane functions can hold', () => {
     );
     assert.equal(loadConfig({ SVC_SHUTDOWN_TIMEOUT_MS: String(2 ** 31 - 1) }).shutdownTimeoutMs, 2 ** 31 - 1);
   });
+
+  test('SVC_SHUTDOWN_DRAIN_MS: off by default, part of the shutdown time, so shorter than it', () => {
+    assert.equal(loadConfig({}).shutdownDrainMs, 0);
+    assert.equal(loadConfig({ SVC_SHUTDOWN_DRAIN_MS: '5000' }).shutdownDrainMs, 5_000);
+    refused(
+      { SVC_SHUTDOWN_DRAIN_MS: '10000' },
+      /^SVC_SHUTDOWN_DRAIN_MS: 10000 must be less than SVC_SHUTDOWN_TIMEOUT_MS \(10000\)/,
+    );
+    refused({ SVC_SHUTDOWN_DRAIN_MS: '-1' }, /^SVC_SHUTDOWN_DRAIN_MS: must be an integer/);
+    assert.equal(
+      loadConfig({ SVC_SHUTDOWN_DRAIN_MS: '15000', SVC_SHUTDOWN_TIMEOUT_MS: '20000' }).shutdownDrainMs,
+      15_000,
+    );
+  });
 });

@@ -25,14 +25,14 @@ const READINESS_TIMEOUT_MS = 2_000;
 
 interface Readiness {
   ready: boolean;
-  status: 'ready' | 'degraded' | 'not ready';
+  status: 'ready' | 'degraded' | 'not ready' | 'draining';
   checks: Record<string, boolean>;
 }
 
 /** DESIGN §6: liveness, readiness (database and, when configured, Redis) and Prometheus metrics. */
 export async function opsRoutes(
   app: FastifyInstance,
-  options: { db: Db; registry: Registry; readiness: ReadinessCheck[] },
+  options: { db: Db; registry: Registry; readiness: ReadinessCheck[]; draining?: () => boolean },
 ) {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
 
@@ -42,6 +42,8 @@ export async function opsRoutes(
   // check: a probe right after an outage begins must see it.)
   let running: Promise<Readiness> | null = null;
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    // Stopping: no longer a target, whatever the dependencies say.
+    if (options.draining?.()) return reply.code(503).send({ status: 'draining', checks: {} });
     running ??= checkReadiness().finally(() => {
       running = null;
     });
