@@ -4,11 +4,12 @@ import type { Runner } from 'graphile-worker';
 import type pino from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { buildApp, type AppDeps, type AppParts } from '../app.ts';
-import type { Config } from '../config.ts';
+import { ConfigError, type Config } from '../config.ts';
 import type { DomainDeps } from '../domain/deps.ts';
 import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
 import { registerJobMetrics } from '../jobs/job-metrics.ts';
 import { createRateLimiter } from '../domain/ratelimit/rate-limiter.service.ts';
+import { secretKeyOpensStoredSecrets } from '../domain/platforms/secret-key-check.ts';
 import { createServices, type Services } from '../domain/services.ts';
 import { buildTaskList, cronItems, keyedTasks } from '../jobs/task-list.ts';
 import { startWorker } from '../jobs/worker-runtime.ts';
@@ -100,6 +101,14 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       logger.warn(
         { generated: secrets.fromDataDir },
         'secrets taken from the local data dir: set them in the environment so that every instance agrees',
+      );
+    }
+    if (!(await secretKeyOpensStoredSecrets(store.db, secrets.secretKey))) {
+      const source = secrets.fromDataDir.includes('SVC_SECRET_KEY')
+        ? `the key generated in ${config.dataDir}`
+        : 'the key set';
+      throw new ConfigError(
+        `SVC_SECRET_KEY: ${source} does not decrypt the API and webhook secrets stored in this database; start every instance with the key that stored them`,
       );
     }
     await listener.start();

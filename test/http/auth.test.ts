@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import { ConfigError } from '../../src/config.ts';
 import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
 import { createAuthenticator } from '../../src/domain/platforms/authenticator.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
@@ -351,6 +352,30 @@ describe('revocation racing a cold key load', () => {
     await inFlight.catch(() => {});
     await afterRevocation;
     await assert.rejects(request(), /revoked/);
+  });
+});
+
+describe('the server key', () => {
+  test('an instance whose SVC_SECRET_KEY does not open the stored secrets refuses to start, naming it', async () => {
+    // Before: it started, answered /readyz 200, and every signed request got a 500 (review).
+    await svc.newPlatform(); // an API key sealed with the deployment's key
+    const refusal = await startInstance(svc, {
+      env: { SVC_SECRET_KEY: randomBytes(32).toString('base64') },
+    }).then(
+      async (started) => {
+        await started.close();
+        return new Error('the instance started');
+      },
+      (error: Error) => error,
+    );
+    assert.ok(refusal instanceof ConfigError, String(refusal));
+    assert.match(
+      refusal.message,
+      /^SVC_SECRET_KEY: the key set does not decrypt the API and webhook secrets stored in this database/,
+    );
+    // The deployment's own key starts.
+    const same = await startInstance(svc);
+    await same.close();
   });
 });
 

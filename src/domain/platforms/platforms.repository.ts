@@ -24,3 +24,23 @@ export function listApiKeys(db: Executor, platformCode: string) {
     .orderBy('created_at')
     .execute();
 }
+
+/** The secrets sealed with the server key most recently: the newest API key's and webhook secret's. */
+export async function newestSealedSecrets(db: Executor): Promise<Buffer[]> {
+  const [apiKey, webhook] = await Promise.all([
+    db
+      .selectFrom('api_keys')
+      .select('secret_ciphertext')
+      .orderBy('created_at', 'desc')
+      .limit(1)
+      .executeTakeFirst(),
+    db
+      .selectFrom('webhook_endpoints')
+      .select('secret_ciphertext')
+      .where('secret_ciphertext', 'is not', null)
+      .orderBy('updated_at', 'desc')
+      .limit(1)
+      .executeTakeFirst(),
+  ]);
+  return [apiKey?.secret_ciphertext, webhook?.secret_ciphertext].filter((s): s is Buffer => !!s);
+}
