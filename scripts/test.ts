@@ -2,12 +2,14 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { startEmbeddedPostgres } from '../src/store/embedded-postgres.ts';
 
 /**
  * `npm test`: runs every test file with node's test runner. Without DATABASE_URL it first starts an
  * embedded PostgreSQL (the same zero-setup path as `npm start`), so the suite runs on a fresh machine.
- * Without REDIS_URL the Redis-backed tests skip and say why.
+ * Without REDIS_URL the Redis-backed tests skip and say why; with one that does not answer, the run stops at
+ * once and says so.
  * Arguments narrow the run: `npm test -- test/http` runs the files under test/http. SVC_TEST_CONCURRENCY
  * (2) sets how many files run at once, SVC_TEST_TIMEOUT_MS (600000) how long one file may take.
  */
@@ -27,6 +29,29 @@ function testFiles(roots: string[]): string[] {
   return files.sort();
 }
 
+/** Why the Redis at `url` cannot be used (no answer to PING within 2 s), or null when it answers. */
+async function redisProblem(url: string): Promise<string | null> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 2_000,
+    commandTimeout: 2_000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  // The connection's own error (ECONNREFUSED, …) says more than the command's "Connection is closed".
+  let connectionError: Error | null = null;
+  redis.on('error', (error: Error) => (connectionError ??= error));
+  try {
+    await redis.connect();
+    await redis.ping();
+    return null;
+  } catch (error) {
+    return (connectionError ?? (error as Error)).message.replace(/\.$/, '');
+  } finally {
+    redis.disconnect();
+  }
+}
+
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   const files = testFiles(args.length ? args : ['test']);
@@ -43,6 +68,18 @@ async function main(): Promise<number> {
     process.stdout.write(`DATABASE_URL not set: using an embedded PostgreSQL for the tests\n`);
   }
   if (!env.REDIS_URL) process.stdout.write('REDIS_URL not set: Redis-backed tests will be skipped\n');
+  else {
+    // Set but not answering, the Redis-backed files failed one by one on reconnecting clients and hung
+    // until the file timeout (10 minutes each) without a word about Redis: say it once, at once.
+    const problem = await redisProblem(env.REDIS_URL);
+    if (problem) {
+      process.stderr.write(
+        `REDIS_URL is set (${env.REDIS_URL}) but Redis does not answer: ${problem}. Start it, or unset REDIS_URL to skip the Redis-backed tests.\n`,
+      );
+      await stopDatabase?.();
+      return 1;
+    }
+  }
   const concurrency = env.SVC_TEST_CONCURRENCY ?? '2';
   // A hang must fail the run, not use up CI's time: --test-force-exit ends a file whose tests are done
   // but whose handles are still open (a leaked connection once kept a file, and CI, waiting for good),

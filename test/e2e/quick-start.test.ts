@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -270,5 +272,37 @@ describe('npm test', () => {
     assert.match(out, /using an embedded PostgreSQL/);
     assert.match(out, /# pass [1-9]/);
     assert.match(out, /# fail 0/);
+  });
+
+  test('with a REDIS_URL that does not answer, it stops at once and says so, rather than hang file by file', async () => {
+    // A closed port: listened on, then closed, so nothing answers there.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/test.ts', 'test/unit/config.test.ts'],
+      {
+        cwd: PROJECT_ROOT,
+        env: childEnv({
+          DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none',
+          REDIS_URL: `redis://127.0.0.1:${port}`,
+        }),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c));
+    child.stderr.on('data', (c: Buffer) => (out += c));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    assert.equal(code, 1, out);
+    assert.match(
+      out,
+      new RegExp(
+        `REDIS_URL is set \\(redis://127\\.0\\.0\\.1:${port}\\) but Redis does not answer: connect ECONNREFUSED`,
+      ),
+    );
+    assert.doesNotMatch(out, /# pass/, 'no test file ran');
   });
 });

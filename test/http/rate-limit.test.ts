@@ -12,6 +12,7 @@ import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+import { dropKeysAndDisconnect } from '../helpers/redis-keys.ts';
 
 const REDIS_URL = process.env.REDIS_URL;
 const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
@@ -218,9 +219,7 @@ describe(
       } finally {
         await svc.close();
         await proxy.close();
-        const keys = await redis.keys(`${prefix}*`);
-        if (keys.length) await redis.del(...keys);
-        await redis.quit();
+        await dropKeysAndDisconnect(redis, `${prefix}*`);
       }
     });
   },

@@ -20,6 +20,7 @@ import {
 import type { RateLimitDecision, RateLimitLogger } from '../../src/domain/ratelimit/rate-limiter.ts';
 import { startRedisMonitor } from '../helpers/redis-monitor.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
+import { dropKeysAndDisconnect } from '../helpers/redis-keys.ts';
 
 const REDIS_URL = process.env.REDIS_URL;
 const SKIP = REDIS_URL ? false : 'REDIS_URL not set: Redis-backed rate limiter not tested';
@@ -37,9 +38,7 @@ function client(): Redis {
 
 after(async () => {
   if (!redis) return;
-  const keys = await redis.keys(`${runPrefix}*`);
-  if (keys.length > 0) await redis.del(...keys);
-  await redis.quit();
+  await dropKeysAndDisconnect(redis, `${runPrefix}*`);
 });
 
 function freshPrefix(): string {
