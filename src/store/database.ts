@@ -103,7 +103,6 @@ export function createStore(
     // was (the settings are a safeguard); a server that does not answer within the connect timeout fails
     // the connection, as a connect that takes as long does.
     onConnect: async (client: pg.ClientBase) => {
-      client.on('error', () => {});
       let timer: NodeJS.Timeout | undefined;
       const silent = new Promise<never>((_, reject) => {
         timer = setTimeout(
@@ -121,6 +120,8 @@ export function createStore(
   // A server that drops connections must not crash the process: idle and checked-out client errors are
   // reported by the query that hits them, and the pool replaces the client.
   pool.on('error', () => {});
+  // graphile-worker, which runs on this pool, also wants each client to have one (it warns otherwise).
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: answeringWithin(pool, STATEMENT_ANSWER_TIMEOUT_MS) }),
   });

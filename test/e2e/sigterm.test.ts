@@ -228,5 +228,8 @@ describe('SIGTERM', () => {
     t.diagnostic(`exited ${exit.at - sentAt} ms after SIGTERM`);
     assert.ok(exit.at - sentAt >= 6_000, `the drain lasted ${exit.at - sentAt} ms`);
     assert.equal(exit.code, 0, proc.stderr() + proc.stdout());
+    // Nothing but JSON log lines from a start and a stop (pg's deprecation of overlapping statements, the
+    // job queue's "pool doesn't have all of the error handlers" were printed as plain text).
+    assert.doesNotMatch(proc.stderr() + proc.stdout(), /DeprecationWarning|error handlers/);
   });
 });
