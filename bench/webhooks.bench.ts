@@ -276,6 +276,78 @@ async function queueCeiling(pool: pg.Pool): Promise<number> {
   return rate;
 }
 
+/**
+ * The floor (bench/webhook-floor-loop.ts): a bare delivery loop of its own process on a two-table outbox of
+ * its own, a warm-up and then one backlog, against the plain loop measured right after.
+ */
+async function floorCeiling(
+  db: Db,
+  databaseUrl: string,
+  receiver: Worker,
+  receiverUrl: string,
+  baseline: () => Promise<{ rps: number }>,
+) {
+  await sql`
+    create table floor_notifications (
+      notification_id uuid primary key, platform_code text not null, resource_key text not null,
+      seq bigserial, payload_type text not null, payload jsonb not null, status text not null default 'pending',
+      created_at timestamptz not null default now(), delivered_at timestamptz,
+      attempt_count integer not null default 0, last_attempt_at timestamptz,
+      last_attempt_duration_ms integer, last_attempt_status_code integer
+    ) with (fillfactor = 80)`.execute(db);
+  await sql`create index on floor_notifications (platform_code, seq)`.execute(db);
+  await sql`create index on floor_notifications (platform_code, resource_key, seq)`.execute(db);
+  await sql`create table floor_queue (
+      notification_id uuid primary key, due_at timestamptz not null default clock_timestamp(), owner text)`.execute(
+    db,
+  );
+  await sql`create index on floor_queue (due_at)`.execute(db);
+  const record = (count: number, tag: string) =>
+    sql`
+    with recorded as (
+      insert into floor_notifications (notification_id, platform_code, resource_key, payload_type, payload)
+      select gen_random_uuid(), ${PLATFORM}, ${tag} || i, 'trade_status_changed', ${JSON.stringify(PAYLOAD)}::jsonb
+      from generate_series(1, ${count}::int) i
+      returning notification_id)
+    insert into floor_queue (notification_id) select notification_id from recorded`.execute(db);
+  const delivered = async () => (await ask<{ count: number }>(receiver, { type: 'stats' })).count;
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'bench/webhook-floor-loop.ts', databaseUrl, `${receiverUrl}/hooks`, SECRET],
+    { cwd: path.resolve(import.meta.dirname, '..'), stdio: 'inherit' },
+  );
+  try {
+    await ask(receiver, { type: 'reset' });
+    await record(WARMUP, 'trade:floor-warm-');
+    await waitUntil(async () => (await delivered()) >= WARMUP, 120_000);
+    await ask(receiver, { type: 'reset' });
+    await record(BACKLOG, 'trade:floor-');
+    const benchCpuBefore = process.cpuUsage();
+    const floorCpuBefore = processCpuMs(child.pid!);
+    const postgresCpuBefore = postgresCpuMs();
+    await waitUntil(async () => (await delivered()) >= BACKLOG, 120_000);
+    const floorCpuMs = processCpuMs(child.pid!) - floorCpuBefore;
+    const postgresMs = postgresCpuMs() - postgresCpuBefore;
+    const benchCpu = process.cpuUsage(benchCpuBefore);
+    const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
+      type: 'stats',
+    });
+    const rate = (count - 1) / ((last - first) / 1000);
+    const plain = await baseline();
+    return {
+      rate,
+      ratio: rate / plain.rps,
+      cpuUs: {
+        worker: (floorCpuMs * 1000) / BACKLOG,
+        postgres: (postgresMs * 1000) / BACKLOG,
+        receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
+      },
+    };
+  } finally {
+    child.kill();
+  }
+}
+
 function cpuLine(cpu: { worker: number; postgres: number; receiver: number }): string {
   return `worker ${cpu.worker.toFixed(0)} µs, PostgreSQL ${cpu.postgres.toFixed(0)} µs, receiver ${cpu.receiver.toFixed(0)} µs`;
 }
@@ -415,6 +487,7 @@ async function main(): Promise<void> {
   }
   const ceiling = await queueCeiling(store.pool);
   const ceilingBaseline = await baseline();
+  const floor = await floorCeiling(db, database.url, receiver, receiverUrl, baseline);
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
   await ask(receiver, { type: 'reset' });
@@ -466,6 +539,12 @@ async function main(): Promise<void> {
   }
   console.log(
     `  (graphile-worker no-op jobs    ${ceiling.toFixed(0)} /s, ratio ${(ceiling / ceilingBaseline.rps).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
+  );
+  console.log(
+    `  (bare delivery loop            ${floor.rate.toFixed(0)} /s, ratio ${floor.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(floor.cpuUs)}:`,
+  );
+  console.log(
+    '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
   );
   console.log(`commit-to-first-attempt at ${achievedRate.toFixed(0)} notifications/s (goal p99 ≤ 250 ms):`);
   console.log(
