@@ -29,12 +29,16 @@ after(async () => {
   await database?.drop();
 });
 
+const SECRET_KEY = randomBytes(32).toString('base64');
+
 function env(overrides: Record<string, string> = {}): Record<string, string> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-cli-serve-'));
   dataDirs.push(dataDir);
   return {
     SVC_DATA_DIR: dataDir,
     DATABASE_URL: database.url,
+    // One deployment on one database: every instance has the key that sealed its secrets.
+    SVC_SECRET_KEY: SECRET_KEY,
     SVC_PORT: '0',
     SVC_LOG_LEVEL: 'warn',
     SVC_WORKER_POLL_INTERVAL_MS: '100',

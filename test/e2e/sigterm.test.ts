@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
@@ -17,6 +18,8 @@ import { eventually, startCli, type CliProcess } from '../helpers/service-proces
  * from its own connection until it chooses to let go.
  */
 const TOKEN = 'sigterm-test-token-0123456789';
+/** One deployment on one database: every instance has the key that sealed its secrets. */
+const SECRET_KEY = randomBytes(32).toString('base64');
 
 let database: TestDatabase;
 const processes: CliProcess[] = [];
@@ -35,6 +38,7 @@ async function serve(env: Record<string, string> = {}) {
   const proc = startCli(['serve'], {
     DATABASE_URL: database.url,
     SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-sigterm-')),
+    SVC_SECRET_KEY: SECRET_KEY,
     SVC_ADMIN_TOKEN: TOKEN,
     SVC_PORT: '0',
     SVC_ROLE: 'all',
