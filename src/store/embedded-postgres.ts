@@ -1,6 +1,6 @@
 import childProcess, { type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
+import { chmod, mkdir, readFile, realpath, stat } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -169,8 +169,13 @@ async function spawningInOwnProcessGroup(start: () => Promise<void>): Promise<Ch
  * start; one that is still a node process's child belongs to another svc running on this data dir and is
  * left alone (the start then fails, saying so). Linux only (it reads /proc); elsewhere the start fails as
  * before.
+ *
+ * The pid is only the lock file's word: after a crash or a reboot it may name any process since, another
+ * PostgreSQL's postmaster (the system's) or one of its backends among them, which a SIGINT would shut down or
+ * cancel (review). So the process must also be working in this data dir (a postmaster changes into it, and
+ * so do its backends) and not be a backend (whose parent is a postmaster).
  */
-async function stopLeftOverCluster(databaseDir: string, log: (msg: string) => void): Promise<void> {
+export async function stopLeftOverCluster(databaseDir: string, log: (msg: string) => void): Promise<void> {
   const lock = await readFile(path.join(databaseDir, 'postmaster.pid'), 'utf8').catch(() => null);
   const pid = Number(lock?.split('\n')[0]);
   if (!Number.isInteger(pid) || pid <= 0) return;
@@ -184,7 +189,12 @@ async function stopLeftOverCluster(databaseDir: string, log: (msg: string) => vo
     (text) => text.trim(),
     () => '',
   );
-  if (comm !== 'postgres' || parent === 'node') return;
+  if (comm !== 'postgres' || parent === 'node' || parent === 'postgres') return;
+  const [workingIn, dataDir] = await Promise.all([
+    realpath(`/proc/${pid}/cwd`).catch(() => null),
+    realpath(databaseDir).catch(() => null),
+  ]);
+  if (workingIn === null || workingIn !== dataDir) return;
   log(`stopping the embedded PostgreSQL (pid ${pid}) an earlier svc left running in ${databaseDir}`);
   process.kill(pid, 'SIGINT');
   const deadline = Date.now() + 30_000;
