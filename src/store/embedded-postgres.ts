@@ -95,6 +95,29 @@ export async function startEmbeddedPostgres(
     randomBytes(18).toString('hex'),
   );
   const port = await freePort();
+  // The server's own last words: the library rejects with nothing when the server exits during its start,
+  // and the user was left with a guess (review: a data dir of another major version, a read-only one, a
+  // taken port all read "is another svc using that data dir?").
+  const recent: string[] = [];
+  const keep = (message: unknown) => {
+    for (const line of String(message).split('\n')) {
+      if (line.trim() === '') continue;
+      recent.push(line.trim());
+      if (recent.length > 40) recent.shift();
+    }
+  };
+  const started = <T>(step: Promise<T>): Promise<T> =>
+    step.catch((error: unknown) => {
+      // "2026-… UTC [123] FATAL:  database files are …" → "FATAL: database files are …"
+      const reasons = recent.flatMap((line) => {
+        const at = line.search(/\b(FATAL|PANIC|ERROR|DETAIL|HINT):/);
+        return at < 0 ? [] : [line.slice(at).replace(/^(\w+):\s+/, '$1: ')];
+      });
+      if (reasons.length === 0) throw error;
+      throw new Error(`the embedded PostgreSQL in ${databaseDir} did not start: ${reasons.join(' ')}`, {
+        cause: error,
+      });
+    });
   const server = new EmbeddedPostgres({
     databaseDir,
     user: 'postgres',
@@ -104,20 +127,20 @@ export async function startEmbeddedPostgres(
     // As root, initdb refuses to run; the library then creates an unprivileged user to own the cluster.
     createPostgresUser: true,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
-    onLog: () => {},
+    onLog: keep,
     onError: (message: unknown) => log(`embedded postgres: ${String(message).trim()}`),
   });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
     log(`initialising embedded PostgreSQL in ${databaseDir}`);
-    await server.initialise();
+    await started(server.initialise());
   }
   await stopLeftOverCluster(databaseDir, log);
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   if (!ownProcessGroup) {
-    await server.start();
+    await started(server.start());
     return { url, stop: () => server.stop() };
   }
-  const [postmaster] = await spawningInOwnProcessGroup(() => server.start());
+  const [postmaster] = await spawningInOwnProcessGroup(() => started(server.start()));
   // A process.exit that does not wait for the shutdown (svc's shutdown timeout) stops the cluster too: it is
   // no longer in our process group, so nothing else would (a SIGKILL still leaves it: see stopLeftOverCluster).
   const stopOnExit = () => {
