@@ -111,9 +111,10 @@ export class WorkerLiveness {
     }
     if (this.options.keyedTasks?.length) {
       await this.options.pool.query(
+        // The task ids first: joined, the planner scanned the jobs once per keyed task (review).
         `delete from graphile_worker._private_jobs j
-          using graphile_worker._private_tasks t
-          where t.id = j.task_id and t.identifier = any($1::text[])
+          where j.task_id = any (array(
+              select t.id from graphile_worker._private_tasks t where t.identifier = any($1::text[])))
             and j.key is null and j.locked_at is null and j.attempts >= j.max_attempts and j.last_error is null`,
         [this.options.keyedTasks],
       );

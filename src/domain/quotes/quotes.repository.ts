@@ -1,4 +1,4 @@
-import type { Insertable, Selectable } from 'kysely';
+import { sql, type Insertable, type Selectable } from 'kysely';
 import type { Executor } from '../../store/database.ts';
 import type { QuoteKind, QuotesTable } from '../../store/tables/trades.tables.ts';
 
@@ -42,16 +42,19 @@ export async function deleteUnexecutedQuotesExpiredBefore(
   before: Date,
   limit: number,
 ): Promise<number> {
+  // The batch's keys as an array, then probed one by one: as `quote_id in (select …)` the planner hash-joined
+  // a sequential scan of every quote, executed ones included, once per batch (review: 300k quotes, 112–382
+  // ms a batch). Oldest first, along the index of unexecuted quotes by expiry.
+  const batch = db
+    .selectFrom('quotes')
+    .select('quote_id')
+    .where('executed_at', 'is', null)
+    .where('expire_at', '<', before)
+    .orderBy('expire_at')
+    .limit(limit);
   const result = await db
     .deleteFrom('quotes')
-    .where('quote_id', 'in', (eb) =>
-      eb
-        .selectFrom('quotes')
-        .select('quote_id')
-        .where('executed_at', 'is', null)
-        .where('expire_at', '<', before)
-        .limit(limit),
-    )
+    .where(sql<boolean>`quote_id = any (array(${batch}))`)
     .executeTakeFirst();
   return Number(result.numDeletedRows);
 }
