@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test';
 import { Kysely, PostgresDialect, type CompiledQuery } from 'kysely';
 import pg from 'pg';
 import { listBalanceAccounts } from '../../src/domain/accounts/balance-accounts.repository.ts';
+import { listFundEvents } from '../../src/domain/funding/funding.repository.ts';
 import { listPlatformCustomers } from '../../src/domain/participants/participants.repository.ts';
 import { deleteUnexecutedQuotesExpiredBefore } from '../../src/domain/quotes/quotes.repository.ts';
 import { listPlatformTrades } from '../../src/domain/trades/trades.repository.ts';
@@ -16,7 +17,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
  * quotes). The statements are the repositories' own, captured as Kysely runs them, and explained with
  * sequential scans priced out (`enable_seqscan = off`): on a small test table the planner would read it
  * whole whatever indexes exist, so this asks which index can serve the statement, not what today's
- * statistics prefer.
+ * statistics prefer. And a page past the end costs the count alone (domain/paging.ts rowsAndCount).
  */
 let database: TestDatabase;
 let pool: pg.Pool;
@@ -140,4 +141,24 @@ test('the quote purge probes each quote of its batch by key, without joining a s
     purge!.some((n) => n.endsWith(':quotes_unexecuted_expiry')),
     purge!.join(' > '),
   );
+});
+
+test('a page past the end is not read: the count alone answers it (its OFFSET walked every matching row)', async () => {
+  const deep = { limit: 100, offset: 99_999_900 };
+  const listings = {
+    trades: () => listPlatformTrades(db, 'PLAN01', {}, deep),
+    'fund events': () => listFundEvents(db, 'PLAN01', {}, deep),
+    customers: () => listPlatformCustomers(db, 'PLAN01', {}, deep),
+  };
+  for (const [name, list] of Object.entries(listings)) {
+    captured = [];
+    const answer = (await list()) as { rows: unknown[] };
+    assert.deepEqual(answer.rows, [], name);
+    assert.equal(captured.length, 1, `${name}: ${captured.map((q) => q.sql).join('; ')}`);
+    assert.match(captured[0]!.sql, /count\(\*\)/, name);
+  }
+  // A first page reads both, side by side.
+  captured = [];
+  await listPlatformTrades(db, 'PLAN01', {}, { limit: 100, offset: 0 });
+  assert.equal(captured.length, 2);
 });

@@ -46,7 +46,7 @@ import {
   type MembershipRow,
 } from './customer-accounts.repository.ts';
 import { insertTenantChange, listPendingChanges, type TenantChangeRow } from './tenants.repository.ts';
-import { pageFields, pageOf } from '../paging.ts';
+import { pageFields, pageOf, rowsAndCount } from '../paging.ts';
 
 export type { CustomerAccountDetails } from '../../contract/accounts.schemas.ts';
 
@@ -511,11 +511,12 @@ export function createCustomerAccountsService(deps: DomainDeps) {
         accountType: query.account_type,
         asset: query.asset,
       };
-      const [count, rows] = await inOneSnapshot(db, (trx) =>
-        Promise.all([
-          countBalanceAccounts(trx, filter),
-          listBalanceAccounts(trx, filter, page.offset, page.limit),
-        ]),
+      const { rows, count } = await inOneSnapshot(db, (trx) =>
+        rowsAndCount(
+          page.offset,
+          () => listBalanceAccounts(trx, filter, page.offset, page.limit),
+          () => countBalanceAccounts(trx, filter),
+        ),
       );
       // The vendor's account listing carries no page_size or count.
       const { page: current, total_pages: totalPages } = pageFields(page, count);

@@ -6,6 +6,7 @@ import type {
   FundEventsTable,
   FundingSessionsTable,
 } from '../../store/tables/funding.tables.ts';
+import { rowsAndCount } from '../paging.ts';
 
 /** Account funding rows (migration 0004). Plain functions over a Db or a transaction; every query that reads a
  * platform's resources is scoped by platform_code in SQL. */
@@ -240,17 +241,21 @@ export async function listFundEvents(
   if (filters.deposit_timestamp_lte !== undefined)
     query = query.where('deposit_timestamp', '<=', new Date(filters.deposit_timestamp_lte));
 
-  const [rows, total] = await Promise.all([
-    query
-      .selectAll()
-      .orderBy('deposit_timestamp', 'desc')
-      .orderBy('seq', 'desc')
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute(),
-    query.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, count: Number(total.count) };
+  return rowsAndCount(
+    page.offset,
+    () =>
+      query
+        .selectAll()
+        .orderBy('deposit_timestamp', 'desc')
+        .orderBy('seq', 'desc')
+        .limit(page.limit)
+        .offset(page.offset)
+        .execute(),
+    async () =>
+      Number(
+        (await query.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()).count,
+      ),
+  );
 }
 
 // ---- Ownership (wire-contract §9: naming another platform's resource → 403) ----

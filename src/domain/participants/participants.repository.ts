@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Executor, Trx } from '../../store/database.ts';
+import { rowsAndCount } from '../paging.ts';
 
 export function findParticipant(db: Executor, participantCode: string) {
   return db
@@ -141,24 +142,29 @@ export async function listPlatformCustomers(
     query = query.where(sql<string>`s.payload ->> 'date_of_birth'`, '>', filters.bornAfter);
   }
   if (filters.matchesNothing) query = query.where(sql<boolean>`false`);
-  const [rows, total] = await Promise.all([
-    query
-      .select([
-        'p.participant_code',
-        'p.first_name',
-        'p.last_name',
-        'p.email',
-        'p.status',
-        'p.reason_code',
-        'p.updated_at',
-        sql<string | null>`s.payload ->> 'jurisdiction_code'`.as('jurisdiction_code'),
-      ])
-      .orderBy('p.created_at')
-      .orderBy('p.participant_code')
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute(),
-    query.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(total.count) };
+  const { rows, count } = await rowsAndCount(
+    page.offset,
+    () =>
+      query
+        .select([
+          'p.participant_code',
+          'p.first_name',
+          'p.last_name',
+          'p.email',
+          'p.status',
+          'p.reason_code',
+          'p.updated_at',
+          sql<string | null>`s.payload ->> 'jurisdiction_code'`.as('jurisdiction_code'),
+        ])
+        .orderBy('p.created_at')
+        .orderBy('p.participant_code')
+        .limit(page.limit)
+        .offset(page.offset)
+        .execute(),
+    async () =>
+      Number(
+        (await query.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()).count,
+      ),
+  );
+  return { rows, total: count };
 }

@@ -1,6 +1,7 @@
 import { sql, type Insertable, type Selectable } from 'kysely';
 import type { Executor } from '../../store/database.ts';
 import type { TradeState, TradesTable, WithdrawalRequestsTable } from '../../store/tables/trades.tables.ts';
+import { rowsAndCount } from '../paging.ts';
 
 export type TradeRow = Selectable<TradesTable>;
 export type WithdrawalRequestRow = Selectable<WithdrawalRequestsTable>;
@@ -170,17 +171,23 @@ export async function listPlatformTrades(
   if (filters.atOrBefore !== undefined)
     query = query.where('trades.transaction_at', '<=', new Date(filters.atOrBefore));
 
-  const [rows, total] = await Promise.all([
-    query
-      .orderBy('trades.transaction_at', 'desc')
-      .orderBy('trades.trade_id', 'desc')
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute(),
-    query
-      .clearSelect()
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .executeTakeFirstOrThrow(),
-  ]);
-  return { rows, count: Number(total.count) };
+  return rowsAndCount(
+    page.offset,
+    () =>
+      query
+        .orderBy('trades.transaction_at', 'desc')
+        .orderBy('trades.trade_id', 'desc')
+        .limit(page.limit)
+        .offset(page.offset)
+        .execute(),
+    async () =>
+      Number(
+        (
+          await query
+            .clearSelect()
+            .select((eb) => eb.fn.countAll<number>().as('count'))
+            .executeTakeFirstOrThrow()
+        ).count,
+      ),
+  );
 }
