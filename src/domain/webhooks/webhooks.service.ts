@@ -9,7 +9,7 @@ import { findPlatform } from '../platforms/platforms.repository.ts';
 import { createWebhookDelivery } from './webhook-delivery.ts';
 import { createWebhookMetrics } from './webhooks.metrics.ts';
 import * as repo from './webhooks.repository.ts';
-import { pageFields, pageOf } from '../paging.ts';
+import { pageFields, pageOf, rowsAndCount } from '../paging.ts';
 import { inOneSnapshot } from '../../store/database.ts';
 
 /**
@@ -303,8 +303,12 @@ export function createWebhooksService(deps: DomainDeps) {
         resourceKey: query.resource_key,
       };
       const page = pageOf(query);
-      const [count, rows] = await inOneSnapshot(db, (trx) =>
-        Promise.all([repo.countNotifications(trx, filter), repo.listNotifications(trx, filter, page)]),
+      const { rows, count } = await inOneSnapshot(db, (trx) =>
+        rowsAndCount(
+          page.offset,
+          () => repo.listNotifications(trx, filter, page),
+          () => repo.countNotifications(trx, filter),
+        ),
       );
       return { items: await withAttempts(rows), ...pageFields(page, count) };
     },
