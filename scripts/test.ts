@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -56,16 +56,36 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2);
   const files = testFiles(args.length ? args : ['test']);
   const env = { ...process.env };
+  // Ctrl-C, or a supervisor's SIGTERM: the test run is passed the signal and the embedded cluster and its
+  // directory are still removed (an interrupted run left a 39 MB /tmp/svc-test-pg-* each time: review).
+  let interrupted: NodeJS.Signals | null = null;
+  let child: ChildProcess | null = null;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => {
+      interrupted ??= signal;
+      child?.kill(signal);
+    });
+  }
+  const exitCode = () => 128 + os.constants.signals[interrupted!];
   let stopDatabase: (() => Promise<void>) | null = null;
   if (!env.DATABASE_URL) {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-pg-'));
-    const embedded = await startEmbeddedPostgres(dir);
+    const removeDir = () => rmSync(dir, { recursive: true, force: true });
+    const embedded = await startEmbeddedPostgres(dir).catch((error: unknown) => {
+      removeDir();
+      throw error;
+    });
     env.DATABASE_URL = embedded.url;
     stopDatabase = async () => {
-      await embedded.stop();
-      rmSync(dir, { recursive: true, force: true });
+      // A Ctrl-C reached the cluster too (it is in our process group): it may be stopping already.
+      await embedded.stop().catch(() => {});
+      removeDir();
     };
     process.stdout.write(`DATABASE_URL not set: using an embedded PostgreSQL for the tests\n`);
+  }
+  if (interrupted) {
+    await stopDatabase?.();
+    return exitCode();
   }
   if (!env.REDIS_URL) process.stdout.write('REDIS_URL not set: Redis-backed tests will be skipped\n');
   else {
@@ -85,7 +105,7 @@ async function main(): Promise<number> {
   // but whose handles are still open (a leaked connection once kept a file, and CI, waiting for good),
   // and --test-timeout bounds each test and, on Node 20, each file as a whole.
   const timeoutMs = env.SVC_TEST_TIMEOUT_MS ?? '600000';
-  const child = spawn(
+  child = spawn(
     process.execPath,
     [
       '--import',
@@ -101,11 +121,12 @@ async function main(): Promise<number> {
       stdio: 'inherit',
     },
   );
+  const running = child;
   const code = await new Promise<number>((resolve) =>
-    child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))),
+    running.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))),
   );
   await stopDatabase?.();
-  return code;
+  return interrupted ? exitCode() : code;
 }
 
 main().then(

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -272,6 +272,39 @@ describe('npm test', () => {
     assert.match(out, /using an embedded PostgreSQL/);
     assert.match(out, /# pass [1-9]/);
     assert.match(out, /# fail 0/);
+  });
+
+  test('a run stopped by SIGTERM passes it on, and still removes its embedded cluster and directory', async () => {
+    // Its own temporary directory, to see what the run leaves there.
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-test-tmp-'));
+    // Searchable by others: as root, the cluster runs as user "postgres", which must reach its data dir.
+    chmodSync(tmp, 0o755);
+    try {
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'scripts/test.ts', 'test/integration/secrets.test.ts'],
+        { cwd: PROJECT_ROOT, env: childEnv({ TMPDIR: tmp }), stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let out = '';
+      const started = new Promise<void>((resolve) =>
+        child.stdout.on('data', (c: Buffer) => {
+          out += c;
+          if (out.includes('using an embedded PostgreSQL')) resolve();
+        }),
+      );
+      child.stderr.on('data', (c: Buffer) => (out += c));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      await Promise.race([started, exited]);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 143, out);
+      assert.deepEqual(
+        readdirSync(tmp).filter((name) => name.startsWith('svc-test-pg-')),
+        [],
+        'the embedded cluster’s directory is left',
+      );
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 
   test('with a REDIS_URL that does not answer, it stops at once and says so, rather than hang file by file', async () => {
