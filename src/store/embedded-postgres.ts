@@ -1,9 +1,11 @@
 import childProcess, { type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { once } from 'node:events';
 import { chmod, mkdir, readFile, realpath, stat } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
 import { readOrCreate } from '../lib/data-dir-file.ts';
 
@@ -72,6 +74,9 @@ async function ensureReachableByClusterUser(dataDir: string): Promise<void> {
     if (dir === path.dirname(dir)) break;
   }
 }
+
+/** How long a stopping cluster waits for its sessions to end before it ends them (a fast shutdown). */
+const SMART_SHUTDOWN_MS = 2_000;
 
 export interface EmbeddedOptions {
   /**
@@ -148,10 +153,22 @@ export async function startEmbeddedPostgres(
       postmaster.kill('SIGINT');
   };
   process.on('exit', stopOnExit);
+  const running = () =>
+    postmaster !== undefined && postmaster.exitCode === null && postmaster.signalCode === null;
   return {
     url,
     stop: async () => {
-      await server.stop();
+      // A smart shutdown first: it waits for the sessions to end. svc stops the cluster last, once its pools
+      // are closed, but a closed pool's sockets may still be closing; the library's fast shutdown then sent
+      // them "terminating connection due to administrator command", which the job runner logged as errors
+      // on about half of the Ctrl-Cs (review). A session still open after SMART_SHUTDOWN_MS gets the fast one.
+      if (running()) {
+        const exited = once(postmaster!, 'exit');
+        postmaster!.kill('SIGTERM');
+        await Promise.race([exited, sleep(SMART_SHUTDOWN_MS)]);
+      }
+      // Only while it runs: the library waits for an 'exit' event, which has already been and gone otherwise.
+      if (running()) await server.stop();
       process.off('exit', stopOnExit);
     },
   };
