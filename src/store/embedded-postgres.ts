@@ -1,7 +1,7 @@
 import childProcess, { type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { once } from 'node:events';
-import { chmod, mkdir, readFile, realpath, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -123,22 +123,32 @@ export async function startEmbeddedPostgres(
         cause: error,
       });
     });
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    user: 'postgres',
-    password,
-    port,
-    persistent: true,
-    // As root, initdb refuses to run; the library then creates an unprivileged user to own the cluster.
-    createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
-    onLog: keep,
-    onError: (message: unknown) => log(`embedded postgres: ${String(message).trim()}`),
-  });
+  const cluster = (dir: string) =>
+    new EmbeddedPostgres({
+      databaseDir: dir,
+      user: 'postgres',
+      password,
+      port,
+      persistent: true,
+      // As root, initdb refuses to run; the library then creates an unprivileged user to own the cluster.
+      createPostgresUser: true,
+      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+      onLog: keep,
+      onError: (message: unknown) => log(`embedded postgres: ${String(message).trim()}`),
+    });
   if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
+    // Made beside the data dir and moved into place once complete: initdb writes PG_VERSION first, so a
+    // first start killed during it (SIGKILL, OOM, power) left a cluster without its databases that every
+    // later start took for a complete one ("database postgres does not exist", for good: review). Each start
+    // stages its own (two first starts at once: the second one's move into place fails); those of starts
+    // no longer running are removed.
+    await removeAbandonedStaging(dataDir);
+    const staging = `${databaseDir}${STAGING_SUFFIX}${process.pid}`;
     log(`initialising embedded PostgreSQL in ${databaseDir}`);
-    await started(server.initialise());
+    await started(cluster(staging).initialise());
+    await rename(staging, databaseDir);
   }
+  const server = cluster(databaseDir);
   await stopLeftOverCluster(databaseDir, log);
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   if (!ownProcessGroup) {
@@ -172,6 +182,28 @@ export async function startEmbeddedPostgres(
       process.off('exit', stopOnExit);
     },
   };
+}
+
+/** `<data dir>/pg.initdb-<pid>`: a cluster being made by the start of that process. */
+const STAGING_SUFFIX = '.initdb-';
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it runs, as another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function removeAbandonedStaging(dataDir: string): Promise<void> {
+  for (const name of await readdir(dataDir)) {
+    if (!name.startsWith(`pg${STAGING_SUFFIX}`)) continue;
+    const pid = Number(name.slice(`pg${STAGING_SUFFIX}`.length));
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) continue;
+    await rm(path.join(dataDir, name), { recursive: true, force: true });
+  }
 }
 
 /**
