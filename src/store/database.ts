@@ -36,6 +36,8 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
  * - Getting a connection (a new one, or a free one of a full pool) waits at most CONNECT_TIMEOUT_MS; pg-pool
  *   then fails with "timeout exceeded when trying to connect", which the error handler answers with a
  *   retryable 503. Long enough for a TLS handshake to a remote server, short against a client's patience.
+ *   A new connection's session settings then get SETTINGS_ANSWER_TIMEOUT_MS more, and fail it as a
+ *   terminated connection (a retryable 503 too).
  * - TCP keepalive, probing after KEEPALIVE_IDLE_MS of silence, lets the kernel declare a connection dead
  *   whose peer vanished while no statement was waiting (idle in the pool, or a statement in progress).
  * - A statement sent through Kysely (every statement of the API, the domain services and their jobs,
@@ -56,6 +58,8 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
  * another value, so it is not an option.
  */
 const CONNECT_TIMEOUT_MS = 5_000;
+/** A server that answered the connect answers `select set_config(…)` in milliseconds. */
+const SETTINGS_ANSWER_TIMEOUT_MS = 2_000;
 export const KEEPALIVE_IDLE_MS = 10_000;
 const STATEMENT_ANSWER_TIMEOUT_MS = 30_000;
 
@@ -100,14 +104,20 @@ export function createStore(
     // Awaited by the pool before the connection is handed out. Queued on the client from its 'connect'
     // event instead, the caller's first statement went in while this one ran, which pg deprecates (a
     // warning on every start, an error in pg 9). A setting the server refuses leaves the connection as it
-    // was (the settings are a safeguard); a server that does not answer within the connect timeout fails
-    // the connection, as a connect that takes as long does.
+    // was (the settings are a safeguard); a server that does not answer them fails the connection, as a
+    // connect that gets no answer does.
     onConnect: async (client: pg.ClientBase) => {
       let timer: NodeJS.Timeout | undefined;
       const silent = new Promise<never>((_, reject) => {
         timer = setTimeout(
-          () => reject(new Error(`no answer to the session settings within ${CONNECT_TIMEOUT_MS} ms`)),
-          CONNECT_TIMEOUT_MS,
+          // pg's words for a lost connection, which the error handler answers with a retryable 503.
+          () =>
+            reject(
+              new Error(
+                `Connection terminated: no answer to the session settings within ${SETTINGS_ANSWER_TIMEOUT_MS} ms`,
+              ),
+            ),
+          SETTINGS_ANSWER_TIMEOUT_MS,
         );
       });
       try {

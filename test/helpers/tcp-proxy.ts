@@ -22,6 +22,11 @@ export interface TcpProxy {
    * client's connections to a server that failed over: only connections made afresh answer.
    */
   thaw(): void;
+  /**
+   * New connections carry the client's startup packet, and the server's answers, but nothing more the client
+   * sends: a server that accepts a session and then answers no statement (a hung backend). `thaw()` ends it.
+   */
+  muteAfterStartup(): void;
   close(): Promise<void>;
 }
 
@@ -31,6 +36,7 @@ export async function startTcpProxy(databaseUrl: string): Promise<TcpProxy> {
   let server: Server | null = null;
   let port = 0;
   let frozen = false;
+  let muted = false;
 
   const listen = () =>
     new Promise<void>((resolve, reject) => {
@@ -50,6 +56,16 @@ export async function startTcpProxy(databaseUrl: string): Promise<TcpProxy> {
         const upstream = connect(Number(target.port || 5432), target.hostname);
         connection.upstream = upstream;
         upstream.on('error', drop).on('close', drop);
+        if (muted) {
+          upstream.pipe(client);
+          // The first chunk is the startup packet (with trust auth the client sends nothing else before the
+          // server is ready); whatever comes after is dropped.
+          client.once('data', (startup: Buffer) => {
+            upstream.write(startup);
+            client.on('data', () => {});
+          });
+          return;
+        }
         client.pipe(upstream).pipe(client);
       });
       srv.once('error', reject);
@@ -93,6 +109,10 @@ export async function startTcpProxy(databaseUrl: string): Promise<TcpProxy> {
     freeze,
     thaw: () => {
       frozen = false;
+      muted = false;
+    },
+    muteAfterStartup: () => {
+      muted = true;
     },
     close: down,
   };

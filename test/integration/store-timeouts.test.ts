@@ -108,6 +108,28 @@ test('a silent database: /readyz 503 promptly, API calls 503 instead of hanging,
   }
 });
 
+test('a database that accepts a session and answers nothing more: a retryable 503, within the connect bounds', async () => {
+  // The new connection's session settings get no answer. That failed the connection with an error the error
+  // handler did not take for a lost connection: a 500 without svc-allow-retry (review).
+  const proxy = await startTcpProxy(svc.database.url);
+  let instance: Runtime | undefined;
+  try {
+    const calls = await instanceBehind(proxy);
+    instance = calls.instance;
+    assert.equal((await calls.operator()).status, 200);
+    // The pool's connections are cut; the next request needs a new one.
+    await proxy.down();
+    proxy.muteAfterStartup();
+    await proxy.up();
+    const operator = await timed(calls.operator);
+    assert.deepEqual(operator.value, { status: 503, retry: 'true' });
+    assert.ok(operator.ms < 20_000, `answered after ${operator.ms} ms`);
+  } finally {
+    await proxy.close();
+    await instance?.close();
+  }
+});
+
 test('shutdown finishes while the database is silent', async () => {
   const proxy = await startTcpProxy(svc.database.url);
   let instance: Runtime | undefined;
