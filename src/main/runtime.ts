@@ -86,6 +86,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
   const cleanups: Array<() => Promise<unknown>> = [];
   let closingSince = 0;
   let draining = false;
+  /** Stops the job runner and webhook delivery of a worker-role process (once; see below). */
+  let stopWork: (() => Promise<unknown>) | null = null;
   const closeAll = async () => {
     // From the start of the shutdown, the drain included: the process must be gone within the timeout.
     closingSince ||= performance.now();
@@ -149,8 +151,11 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       // jobs under way are waited for meanwhile, not after; the rest of the time is for the attempts' records,
       // the connections and an embedded PostgreSQL.
       // Settled, not all: the connections close (next cleanup) only once both have stopped, even if one failed.
-      cleanups.push(() =>
-        Promise.allSettled([
+      // Begun at the start of the shutdown, before an HTTP drain (SVC_SHUTDOWN_DRAIN_MS), which is for the
+      // load balancer: the worker side stops taking work at the signal, and its share runs from then.
+      let workStopped: Promise<unknown> | null = null;
+      stopWork = () =>
+        (workStopped ??= Promise.allSettled([
           webhookWorker.stopIntake({
             drainMs: Math.max(
               0,
@@ -158,8 +163,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
             ),
           }),
           running.stop(),
-        ]),
-      );
+        ]));
+      cleanups.push(stopWork);
     }
 
     const apps: FastifyInstance[] = [];
@@ -239,6 +244,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       async close({ drainMs = 0 } = {}) {
         closingSince = performance.now();
         if (drainMs > 0 && url !== null) {
+          // Meanwhile, not after: the worker side stops taking work now (its attempts get their share).
+          void stopWork?.();
           draining = true;
           logger.info({ drainMs }, 'draining: /readyz answers 503, answers close their connections');
           await sleep(drainMs);

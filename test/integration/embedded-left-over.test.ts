@@ -26,25 +26,30 @@ after(() => {
 
 /**
  * A process named `postgres` (a copy of perl, which resets SIGINT to its default: a shell's background job
- * starts with it ignored), working in `cwd`, whose parent is not node (it is orphaned at once).
+ * starts with it ignored), working in `cwd`, whose parent is not node (it is orphaned at once). Returned once
+ * its SIGINT handler is the default (it says so by creating a file): a SIGINT sent before would be lost.
  */
-function impostor(cwd: string): number {
+async function impostor(cwd: string): Promise<number> {
   const binary = path.join(dir, 'bin', 'postgres');
   if (!existsSync(binary)) {
     mkdirSync(path.dirname(binary), { recursive: true });
     copyFileSync('/usr/bin/perl', binary);
   }
+  const ready = path.join(dir, `ready-${running.length}`);
   const pid = Number(
     execFileSync(
       'sh',
-      ['-c', `"$0" -e '$SIG{INT} = "DEFAULT"; sleep 60' >/dev/null 2>&1 & echo $!`, binary],
-      {
-        cwd,
-        encoding: 'utf8',
-      },
+      [
+        '-c',
+        `"$0" -e '$SIG{INT} = "DEFAULT"; open(my $f, ">", $ARGV[0]); close($f); sleep 60' "$1" >/dev/null 2>&1 & echo $!`,
+        binary,
+        ready,
+      ],
+      { cwd, encoding: 'utf8' },
     ).trim(),
   );
   running.push(pid);
+  while (!existsSync(ready)) await new Promise((resolve) => setTimeout(resolve, 10));
   return pid;
 }
 
@@ -64,7 +69,7 @@ test(
     const databaseDir = path.join(dir, 'data', 'pg');
     mkdirSync(databaseDir, { recursive: true });
     const elsewhere = mkdtempSync(path.join(dir, 'other-cluster-'));
-    const pid = impostor(elsewhere);
+    const pid = await impostor(elsewhere);
     writeFileSync(path.join(databaseDir, 'postmaster.pid'), `${pid}\n${databaseDir}\n`);
     const logged: string[] = [];
     await stopLeftOverCluster(databaseDir, (line) => logged.push(line));
@@ -79,7 +84,7 @@ test(
   async () => {
     const databaseDir = path.join(dir, 'mine', 'pg');
     mkdirSync(databaseDir, { recursive: true });
-    const pid = impostor(databaseDir);
+    const pid = await impostor(databaseDir);
     writeFileSync(path.join(databaseDir, 'postmaster.pid'), `${pid}\n${databaseDir}\n`);
     const logged: string[] = [];
     await stopLeftOverCluster(databaseDir, (line) => logged.push(line));
