@@ -1,3 +1,5 @@
+import type { SelectQueryBuilder } from 'kysely';
+
 /**
  * Offset paging of the list endpoints, one definition for all of them (wire-contract §3: `page`, from 1, and
  * `page_size` in; `page`, `page_size`, `total_pages` and `count` out). The query schemas bound both numbers.
@@ -51,4 +53,16 @@ export async function rowsAndCount<R>(
   }
   const total = await count();
   return { rows: offset >= total ? [] : await rows(), count: total };
+}
+
+/** How many rows `query` (a listing's filtered query) matches, for `rowsAndCount`. */
+export async function countOf<DB, TB extends keyof DB, O>(
+  query: SelectQueryBuilder<DB, TB, O>,
+): Promise<number> {
+  // Cast: Kysely cannot name the selection of a builder whose tables are a type parameter.
+  const { count } = (await query
+    .clearSelect()
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .executeTakeFirstOrThrow()) as { count: number | string };
+  return Number(count);
 }

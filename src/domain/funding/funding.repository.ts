@@ -6,7 +6,7 @@ import type {
   FundEventsTable,
   FundingSessionsTable,
 } from '../../store/tables/funding.tables.ts';
-import { rowsAndCount } from '../paging.ts';
+import { countOf, rowsAndCount } from '../paging.ts';
 
 /** Account funding rows (migration 0004). Plain functions over a Db or a transaction; every query that reads a
  * platform's resources is scoped by platform_code in SQL. */
@@ -251,10 +251,7 @@ export async function listFundEvents(
         .limit(page.limit)
         .offset(page.offset)
         .execute(),
-    async () =>
-      Number(
-        (await query.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()).count,
-      ),
+    () => countOf(query),
   );
 }
 

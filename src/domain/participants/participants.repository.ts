@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Executor, Trx } from '../../store/database.ts';
-import { rowsAndCount } from '../paging.ts';
+import { countOf, rowsAndCount } from '../paging.ts';
 
 export function findParticipant(db: Executor, participantCode: string) {
   return db
@@ -161,10 +161,7 @@ export async function listPlatformCustomers(
         .limit(page.limit)
         .offset(page.offset)
         .execute(),
-    async () =>
-      Number(
-        (await query.select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()).count,
-      ),
+    () => countOf(query),
   );
   return { rows, total: count };
 }

@@ -1,7 +1,7 @@
 import { sql, type Insertable, type Selectable } from 'kysely';
 import type { Executor } from '../../store/database.ts';
 import type { TradeState, TradesTable, WithdrawalRequestsTable } from '../../store/tables/trades.tables.ts';
-import { rowsAndCount } from '../paging.ts';
+import { countOf, rowsAndCount } from '../paging.ts';
 
 export type TradeRow = Selectable<TradesTable>;
 export type WithdrawalRequestRow = Selectable<WithdrawalRequestsTable>;
@@ -180,14 +180,6 @@ export async function listPlatformTrades(
         .limit(page.limit)
         .offset(page.offset)
         .execute(),
-    async () =>
-      Number(
-        (
-          await query
-            .clearSelect()
-            .select((eb) => eb.fn.countAll<number>().as('count'))
-            .executeTakeFirstOrThrow()
-        ).count,
-      ),
+    () => countOf(query),
   );
 }
