@@ -62,14 +62,15 @@ const API_CLIENT_OPTIONS = ['json', 'url', 'api-key', 'api-secret', 'passphrase'
  */
 class Connection {
   constructor(
-    private readonly config: Readonly<Config>,
+    /** The server's configuration, read only when a URL is not given (a bad SVC_PORT must not block a client). */
+    private readonly config: () => Readonly<Config>,
     private readonly values: Options,
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
 
   /** --url, SVC_URL, else the public listener of the local configuration. */
   get publicUrl(): string {
-    return this.given('url', 'SVC_URL') ?? localUrl(this.config.listen);
+    return this.given('url', 'SVC_URL') ?? localUrl(this.config().listen);
   }
 
   /**
@@ -80,7 +81,7 @@ class Connection {
     return (
       this.given('admin-url', 'SVC_ADMIN_URL') ??
       this.given('url', 'SVC_URL') ??
-      localUrl(this.config.adminListen ?? this.config.listen)
+      localUrl(this.config().adminListen ?? this.config().listen)
     );
   }
 
@@ -120,15 +121,16 @@ function localUrl(at: Listen): string {
 }
 
 function adminClient(
-  config: Readonly<Config>,
+  config: () => Readonly<Config>,
   connection: Connection,
   token: string | undefined,
 ): AdminClient {
-  const tokenFile = path.join(config.dataDir, 'admin-token');
-  const resolved =
-    token ??
-    config.adminToken ??
-    (existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined);
+  const fromDataDir = () => {
+    const tokenFile = path.join(config().dataDir, 'admin-token');
+    return existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined;
+  };
+  // SVC_ADMIN_TOKEN as config reads it, without reading the rest of the configuration.
+  const resolved = token ?? (process.env.SVC_ADMIN_TOKEN || undefined) ?? fromDataDir();
   if (!resolved)
     throw new UsageError(
       'no operator token: pass --token, set SVC_ADMIN_TOKEN, or run where the data dir is',
@@ -142,6 +144,16 @@ function adminClient(
  * level (SVC_LOG_LEVEL=debug).
  */
 class StartupError extends Error {}
+
+/**
+ * The configuration, read (and validated) on first use: a client command reads it only for what its command
+ * line and SVC_URL/SVC_ADMIN_URL/SVC_ADMIN_TOKEN do not give, so that a server setting it does not use (a bad
+ * SVC_PORT in the shell) does not stop it.
+ */
+function configOnDemand(): () => Readonly<Config> {
+  let config: Readonly<Config> | undefined;
+  return () => (config ??= loadConfig());
+}
 
 /** The setting that placed a listener on `address`/`port`, for the message of a failed listen. */
 function listenerSetting(config: Readonly<Config>, address?: string, port?: number): string {
@@ -407,7 +419,7 @@ export async function main(argv: string[]): Promise<number> {
   if (first === 'demo') {
     refuseOtherOptions(values, OPERATOR_CLIENT_OPTIONS, 'svc demo');
     refuseExtraArguments(positionals.slice(1), 'svc demo', 'svc demo');
-    const config = loadConfig();
+    const config = configOnDemand();
     const connection = new Connection(config, values);
     const admin = adminClient(config, connection, values.token);
     print(
@@ -429,7 +441,7 @@ export async function main(argv: string[]): Promise<number> {
     const name = `svc api ${positionals.slice(1, positionals.length - rest.length).join(' ')}`;
     refuseOtherOptions(values, [...API_CLIENT_OPTIONS, ...usageOptions(command.usage)], name);
     refuseExtraArguments(rest, command.usage, name);
-    const connection = new Connection(loadConfig(), values);
+    const connection = new Connection(configOnDemand(), values);
     // Credentials come from the command line or the environment, read here only (src/cli reads no env).
     const client = apiClient({
       baseUrl: connection.publicUrl,
@@ -450,7 +462,7 @@ export async function main(argv: string[]): Promise<number> {
     `svc ${first} ${second}`,
   );
   refuseExtraArguments(positionals.slice(2), command.usage, `svc ${first} ${second}`);
-  const config = loadConfig();
+  const config = configOnDemand();
   const client = adminClient(config, new Connection(config, values), values.token);
   print(await command.run(client, positionals.slice(2), values));
   return EXIT.ok;

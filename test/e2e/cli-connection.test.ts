@@ -83,6 +83,32 @@ describe('the operator API on its own listener (SVC_ADMIN_LISTEN)', () => {
     assert.ok([403, 404].includes(jsonError(unset.stderr).status!), unset.stderr);
   });
 
+  test('a client command with its URLs given does not read the server settings: a bad SVC_PORT does not stop it', async () => {
+    // The shell of someone who also runs a server; it used to fail with "SVC_PORT: must be …" (exit 2).
+    const shell = {
+      ...base,
+      SVC_PORT: 'not-a-port',
+      // GET /time is not authenticated, but the client signs every request.
+      SVC_API_KEY: 'k',
+      SVC_API_SECRET: 's',
+      SVC_PASSPHRASE: 'p',
+    };
+    const operator = await runCli(['platforms', 'list', '--json'], {
+      ...shell,
+      SVC_URL: svc.url,
+      SVC_ADMIN_URL: adminUrl,
+      SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    assert.equal(operator.code, 0, operator.stderr);
+    await svc.newPlatform(); // its allow-list lets this machine through the firewall
+    const time = await runCli(['api', 'time', '--url', svc.url], shell);
+    assert.equal(time.code, 0, time.stderr);
+    // Without a URL the server's settings are what it has to go on, and a bad one is still named.
+    const local = await runCli(['api', 'time'], { ...shell, SVC_URL: undefined });
+    assert.equal(local.code, 2, local.stderr);
+    assert.match(local.stderr, /SVC_PORT/);
+  });
+
   test('svc demo makes its public calls on, and points at, the public URL', async () => {
     const result = await runCli(['demo', '--json'], {
       ...base,
