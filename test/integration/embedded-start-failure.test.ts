@@ -44,6 +44,8 @@ test('a first start killed during initdb leaves nothing that stops the next star
     // Its own process group, so that initdb is killed with it, as a terminal's kill of the whole job would.
     const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
       cwd: PROJECT_ROOT,
+      // The library writes initdb's password file to the temporary dir, and a killed initdb leaves it.
+      env: { ...process.env, TMPDIR: fresh },
       detached: true,
       stdio: 'ignore',
     });
