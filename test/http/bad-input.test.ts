@@ -383,6 +383,20 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
     });
     assert.equal(res.status, 400);
     assert.ok((res.body as { errors: string[] }).errors.some((e) => e.startsWith('deposit_timestamp_gte')));
+    // Not digits with an optional fraction: a 400 naming the bound. `1e-7` was a 500 and `1.5e-10` read as
+    // 1.5 (the query validator coerced them to numbers, which the bound misread: review).
+    for (const value of ['1e-7', '1.5e-10', '5e-324', '0x10', ' ', '1e3']) {
+      for (const bound of ['deposit_timestamp_gte', 'deposit_timestamp_lt']) {
+        const refused = await platform.client.send('GET', '/fund/transactions', {
+          query: { [bound]: value },
+        });
+        assert.equal(refused.status, 400, `${bound}=${JSON.stringify(value)}: ${refused.status}`);
+        assert.ok(
+          (refused.body as { errors: string[] }).errors.some((e) => e.startsWith(bound)),
+          JSON.stringify(refused.body),
+        );
+      }
+    }
   });
 
   test('path fields: zrn (wire-contract §4) and tenant', async () => {

@@ -50,6 +50,16 @@ test('quote, deposit, then the fund event through listTransactions', async () =>
   assert.deepEqual(page.message, [event]);
   assert.equal(page.message[0]!.reference_id, 'sdk-q');
   await assert.rejects(funding.listTransactions({ page_size: 51 }), SvcInvalidRequestError);
+  // The deposit timestamp bounds as numbers, as the vendor types them (a fraction too).
+  const at = event.deposit_timestamp;
+  const around = await funding.listTransactions({
+    participant_code: code,
+    deposit_timestamp_gte: at - 0.5,
+    deposit_timestamp_lte: at,
+  });
+  assert.deepEqual(around.message, [event]);
+  const after = await funding.listTransactions({ participant_code: code, deposit_timestamp_gt: at + 0.25 });
+  assert.deepEqual(after.message, []);
 
   const stranger = await svc.newPlatform();
   await assert.rejects(

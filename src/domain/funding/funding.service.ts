@@ -627,7 +627,7 @@ function depositTimestampBound(query: FundTransactionsQuery, op: RangeOp): numbe
   const field = `deposit_timestamp_${op}` as const;
   const value = query[field];
   if (value === undefined) return undefined;
-  const { integer, fractional } = splitDecimal(String(value));
+  const { integer, fractional } = splitDecimal(value);
   // As for every epoch-ms parameter (the schema reads this one as text, so checks it here).
   if (integer > BigInt(MAX_EPOCH_MS)) throw invalid(`${field}: must be at most ${MAX_EPOCH_MS}`);
   return Number(wholeBound(integer, !fractional, op));

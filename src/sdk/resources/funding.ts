@@ -3,7 +3,7 @@ import type {
   ClientAuthTokenBody,
   FundQuote,
   FundRfqBody,
-  FundTransactionsQuery,
+  FundTransactionsQuery as ServerTransactionsQuery,
   Jwks,
 } from '../../contract/funding.schemas.ts';
 import type { FundTransactionsResponse } from '../../contract/funding.schemas.ts';
@@ -17,10 +17,23 @@ export type {
   FundEvent,
   FundQuote,
   FundRfqBody,
-  FundTransactionsQuery,
   Jwks,
 } from '../../contract/funding.schemas.ts';
 export { CLIENT_TOKEN_PERMISSIONS } from '../../contract/funding.schemas.ts';
+
+type DepositTimestampBound =
+  | 'deposit_timestamp_gte'
+  | 'deposit_timestamp_gt'
+  | 'deposit_timestamp_lt'
+  | 'deposit_timestamp_lte';
+
+/**
+ * The filters of `GET /fund/transactions`. The deposit timestamp bounds may be numbers, as the vendor types
+ * them (epoch ms, a fraction allowed): a query string carries their decimal digits, which the server reads
+ * as text.
+ */
+export type FundTransactionsQuery = Omit<ServerTransactionsQuery, DepositTimestampBound> &
+  Partial<Record<DepositTimestampBound, string | number>>;
 
 /** A page of `GET /fund/transactions`, newest first (the contract's `FundTransactionsResponse`). */
 export type FundTransactionsPage = Static<typeof FundTransactionsResponse>;
