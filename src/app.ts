@@ -31,7 +31,7 @@ import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
 import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
-import { acceptingBooleansInAnyCase } from './http/query-booleans.ts';
+import { acceptingBooleansInAnyCase, refusingNumbersNotInDigits } from './http/query-coercion.ts';
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
 import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
@@ -170,7 +170,9 @@ export async function buildApp(
   app.setValidatorCompiler(({ schema, httpPart }) => {
     if (httpPart === 'body') return bodyAjv.compile(schema);
     const validate = textAjv.compile(schema);
-    return httpPart === 'querystring' ? acceptingBooleansInAnyCase(schema, validate) : validate;
+    return httpPart === 'querystring'
+      ? refusingNumbersNotInDigits(schema, acceptingBooleansInAnyCase(schema, validate))
+      : validate;
   });
 
   installRawBodyParser(app);

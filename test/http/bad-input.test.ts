@@ -378,6 +378,25 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         `${path}: ${JSON.stringify(errors)}`,
       );
     }
+    // Numbers in decimal digits only: Ajv's coercion read `0x10` as 16, `1e1` as 10, ` 1` as 1 (review).
+    for (const [path, query] of [
+      ['/accounts', { page: '0x10' }],
+      ['/trades', { page_size: '1e1' }],
+      ['/participants', { page_size: '0b11' }],
+      ['/fund/transactions', { page: ' 1' }],
+      ['/trades', { page: '+2' }],
+      ['/accounts', { page_size: '0o7' }],
+    ] as const) {
+      const refused = await platform.client.send('GET', path, { query });
+      const [field] = Object.keys(query);
+      assert.equal(refused.status, 400, `${path} ${JSON.stringify(query)}: ${refused.status}`);
+      assert.ok(
+        (refused.body as { errors: string[] }).errors.some((e) => e.startsWith(`${field}:`)),
+        JSON.stringify(refused.body),
+      );
+    }
+    const digits = await platform.client.send('GET', '/trades', { query: { page: '2', page_size: '10' } });
+    assert.equal(digits.status, 200);
     const res = await platform.client.send('GET', '/fund/transactions', {
       query: { deposit_timestamp_gte: '99999999999999999999' },
     });

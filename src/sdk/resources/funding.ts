@@ -22,10 +22,7 @@ export type {
 export { CLIENT_TOKEN_PERMISSIONS } from '../../contract/funding.schemas.ts';
 
 type DepositTimestampBound =
-  | 'deposit_timestamp_gte'
-  | 'deposit_timestamp_gt'
-  | 'deposit_timestamp_lt'
-  | 'deposit_timestamp_lte';
+  'deposit_timestamp_gte' | 'deposit_timestamp_gt' | 'deposit_timestamp_lt' | 'deposit_timestamp_lte';
 
 /**
  * The filters of `GET /fund/transactions`. The deposit timestamp bounds may be numbers, as the vendor types

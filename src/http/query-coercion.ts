@@ -1,0 +1,69 @@
+/**
+ * How query-string text becomes the typed values the route schemas declare, where Ajv's own coercion is
+ * wrong for our clients: booleans in any letter case, numbers only in decimal digits.
+ */
+type Validator = ((data: unknown) => unknown) & { errors?: unknown };
+
+/**
+ * Booleans in query strings as the vendor's clients write them. The vendor types its query-string booleans
+ * (`no_destination_tag`, `fee_inclusive`, `success`) as strings of `true` or `false`, and its clients send
+ * what their language prints: Python's `requests` sends `False`, which Ajv's coercion (only `true` and
+ * `false`) refused with a 400 (wire-contract: vendor clients work unchanged). A query-string validator is
+ * wrapped so that the schema's boolean parameters take `true` and `false` in any letter case; nothing else
+ * in the query is touched.
+ */
+const BOOLEAN_TEXT = /^(true|false)$/i;
+
+export function acceptingBooleansInAnyCase<V extends Validator>(schema: unknown, validate: V): V {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const booleans = Object.keys(properties).filter((name) => properties[name]!.type === 'boolean');
+  if (booleans.length === 0) return validate;
+  const wrapped = ((data: unknown) => {
+    const query = data as Record<string, unknown> | null;
+    for (const name of booleans) {
+      const value = query?.[name];
+      if (typeof value === 'string' && BOOLEAN_TEXT.test(value)) query![name] = value.toLowerCase();
+    }
+    const result = validate(data);
+    wrapped.errors = validate.errors;
+    return result;
+  }) as V;
+  return wrapped;
+}
+
+/** A number as a person or a client library writes one in a query string: decimal digits, a sign, a fraction. */
+const DECIMAL_TEXT = /^-?[0-9]+(\.[0-9]+)?$/;
+
+/**
+ * Numbers in query strings in decimal digits only. Ajv's coercion reads a query value with `Number()`, so
+ * `page=0x10` was page 16, `page_size=1e1` 10, `0b11` 3 and a lone space 0 (review): a mistyped parameter was
+ * silently another number. The schema's integer and number parameters must be written in digits, or the
+ * request is a 400 naming them, as for any other bad value.
+ */
+export function refusingNumbersNotInDigits<V extends Validator>(schema: unknown, validate: V): V {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const numbers = Object.keys(properties).filter((name) =>
+    ['integer', 'number'].includes(properties[name]!.type as string),
+  );
+  if (numbers.length === 0) return validate;
+  const wrapped = ((data: unknown) => {
+    const query = data as Record<string, unknown> | null;
+    const errors = numbers
+      .filter((name) => typeof query?.[name] === 'string' && !DECIMAL_TEXT.test(query[name] as string))
+      .map((name) => ({
+        keyword: 'type',
+        instancePath: `/${name}`,
+        schemaPath: `#/properties/${name}/type`,
+        params: { type: properties[name]!.type },
+        message: 'must be a number written in decimal digits',
+      }));
+    if (errors.length > 0) {
+      wrapped.errors = errors;
+      return false;
+    }
+    const result = validate(data);
+    wrapped.errors = validate.errors;
+    return result;
+  }) as V;
+  return wrapped;
+}
