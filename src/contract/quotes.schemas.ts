@@ -128,7 +128,15 @@ export type LiquidityQuoteBody = Static<typeof LiquidityQuoteBody>;
 /** `GET /convert_withdraw/rfq` query: every parameter of the vendor's operation. */
 const convertWithdrawQuoteFields = {
   ...quoteFields,
-  withdrawal_address: Type.String({ minLength: 1, maxLength: 200 }),
+  // No chain is connected (DESIGN §1), so the address is not checked against an underlying's network; but
+  // no network's address holds a space, a control character or anything beyond printable ASCII, and such a
+  // value (a blank, an emoji) was booked as where funds go (review, fuzz).
+  withdrawal_address: Type.String({
+    minLength: 1,
+    maxLength: 200,
+    pattern: '^[\\x21-\\x7E]+$',
+    description: 'an address of the underlying’s network: printable ASCII, no spaces',
+  }),
   destination_tag: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
   no_destination_tag: Type.Optional(Type.Boolean()),
   // Honoured: with `total`, total_notional equals the total, the network fee included.

@@ -78,6 +78,20 @@ test('bad requests name each field: address missing, sell side, tag with no_dest
   });
   assert.equal(res.status, 400);
   assert.deepEqual(res.body.errors, ['withdrawal_address: is required']);
+  // No network's address holds a space, a control character or non-ASCII text (a blank was booked: review).
+  for (const address of [' ', '0x12 34', '😀', 'addr\u0000']) {
+    for (const [method, request] of [
+      ['POST', { body: cwBody({ withdrawal_address: address }) }],
+      ['GET', { query: cwBody({ withdrawal_address: address }) }],
+    ] as const) {
+      const refused = await client.send<{ errors: string[] }>(method, '/convert_withdraw/rfq', request);
+      assert.equal(refused.status, 400, `${method} ${JSON.stringify(address)}`);
+      assert.ok(
+        refused.body.errors.some((e) => e.startsWith('withdrawal_address:')),
+        JSON.stringify(refused.body),
+      );
+    }
+  }
   const rules = await client.send<{ errors: string[] }>('POST', '/convert_withdraw/rfq', {
     body: cwBody({ side: 'sell', quantity: '1', destination_tag: '123', no_destination_tag: true }),
   });
