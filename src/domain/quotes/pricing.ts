@@ -98,9 +98,16 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
     spreadNotional: toDecimalString(up(spreadNotional)),
   };
   const field = input.quantity !== undefined ? 'quantity' : 'total';
-  for (const amount of [result.quantity, result.totalNotional]) {
+  // Named by what came out too long: the quantity asked for can be small and its total, at a huge price, not.
+  for (const [amount, name] of [
+    [result.quantity, 'quantity'],
+    [result.totalNotional, 'total'],
+  ] as const) {
     if (amount.length > MAX_AMOUNT_LENGTH) {
-      return { field, problem: `too large: amounts are at most ${MAX_AMOUNT_LENGTH} characters` };
+      return {
+        field,
+        problem: `too large: the ${name} at ${result.price} would be ${amount.length} characters; amounts are at most ${MAX_AMOUNT_LENGTH}`,
+      };
     }
   }
   return result;
