@@ -97,6 +97,11 @@ function str(env: Env, name: string, fallback: string): string {
   return value === undefined || value === '' ? fallback : value;
 }
 
+/** SVC_DATA_DIR as an absolute path; also read alone, by client commands that need nothing else of config. */
+export function dataDirOf(env: Env): string {
+  return path.resolve(str(env, 'SVC_DATA_DIR', './.svc-data'));
+}
+
 function optional(env: Env, name: string): string | undefined {
   const value = env[name];
   return value === undefined || value === '' ? undefined : value;
@@ -289,7 +294,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     adminListen,
     opsListen,
     adminToken: optional(env, 'SVC_ADMIN_TOKEN'),
-    dataDir: path.resolve(str(env, 'SVC_DATA_DIR', './.svc-data')),
+    dataDir: dataDirOf(env),
     databaseUrl: serviceUrl(
       env,
       'DATABASE_URL',

@@ -1,7 +1,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { checkServing, ConfigError, loadConfig, ROLES, type Config, type Listen } from '../config.ts';
+import {
+  checkServing,
+  ConfigError,
+  dataDirOf,
+  loadConfig,
+  ROLES,
+  type Config,
+  type Listen,
+} from '../config.ts';
 import { AdminClient } from '../cli/admin-client.ts';
 import { API_COMMANDS, API_OPTIONS, apiClient, findApiCommand } from '../cli/api-commands.ts';
 import { refuseExtraArguments, refuseOtherOptions, usageOptions, type Options } from '../cli/command-args.ts';
@@ -120,13 +128,10 @@ function localUrl(at: Listen): string {
   return `http://${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
 }
 
-function adminClient(
-  config: () => Readonly<Config>,
-  connection: Connection,
-  token: string | undefined,
-): AdminClient {
+function adminClient(connection: Connection, token: string | undefined): AdminClient {
   const fromDataDir = () => {
-    const tokenFile = path.join(config().dataDir, 'admin-token');
+    // SVC_DATA_DIR alone: a bad server setting (SVC_PORT) must not stop a client that has its URL.
+    const tokenFile = path.join(dataDirOf(process.env), 'admin-token');
     return existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined;
   };
   // SVC_ADMIN_TOKEN as config reads it, without reading the rest of the configuration.
@@ -421,7 +426,7 @@ export async function main(argv: string[]): Promise<number> {
     refuseExtraArguments(positionals.slice(1), 'svc demo', 'svc demo');
     const config = configOnDemand();
     const connection = new Connection(config, values);
-    const admin = adminClient(config, connection, values.token);
+    const admin = adminClient(connection, values.token);
     print(
       await runDemo(admin, {
         publicUrl: connection.publicUrl,
@@ -463,7 +468,7 @@ export async function main(argv: string[]): Promise<number> {
   );
   refuseExtraArguments(positionals.slice(2), command.usage, `svc ${first} ${second}`);
   const config = configOnDemand();
-  const client = adminClient(config, new Connection(config, values), values.token);
+  const client = adminClient(new Connection(config, values), values.token);
   print(await command.run(client, positionals.slice(2), values));
   return EXIT.ok;
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import os from 'node:os';
@@ -100,6 +100,16 @@ describe('the operator API on its own listener (SVC_ADMIN_LISTEN)', () => {
       SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     });
     assert.equal(operator.code, 0, operator.stderr);
+    // The token from the data dir, as the operator of the quick start has it: SVC_DATA_DIR alone is read.
+    const dataDir = mkdtempSync(path.join(tmp, 'data-'));
+    writeFileSync(path.join(dataDir, 'admin-token'), TEST_ADMIN_TOKEN);
+    const fromDataDir = await runCli(['platforms', 'list', '--json'], {
+      ...shell,
+      SVC_DATA_DIR: dataDir,
+      SVC_URL: svc.url,
+      SVC_ADMIN_URL: adminUrl,
+    });
+    assert.equal(fromDataDir.code, 0, fromDataDir.stderr);
     await svc.newPlatform(); // its allow-list lets this machine through the firewall
     const time = await runCli(['api', 'time', '--url', svc.url], shell);
     assert.equal(time.code, 0, time.stderr);

@@ -395,6 +395,16 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         JSON.stringify(refused.body),
       );
     }
+    // Named with the query's other problems: a 400 lists every bad field.
+    const together = await platform.client.send('GET', '/trades', {
+      query: { page: '0x10', page_size: '500', trade_state: 'bogus' },
+    });
+    assert.equal(together.status, 400);
+    assert.deepEqual(
+      (together.body as { errors: string[] }).errors.map((e) => e.split(':')[0]).sort(),
+      ['page', 'page_size', 'trade_state'],
+      JSON.stringify(together.body),
+    );
     const digits = await platform.client.send('GET', '/trades', { query: { page: '2', page_size: '10' } });
     assert.equal(digits.status, 200);
     const res = await platform.client.send('GET', '/fund/transactions', {
