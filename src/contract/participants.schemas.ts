@@ -173,8 +173,10 @@ export const WINDOWED_TIMESTAMP_FIELDS = [
   'sanction_screening_timestamp',
 ] as const;
 
+// A number, as the vendor types these (no `multipleOf: 1`, which it gives its integer-only fields): a client
+// that computes `time.time() * 1000` sends a fraction of a millisecond, and was refused (review).
 const EpochMs = (description: string) =>
-  Type.Integer({ minimum: 1_000_000_000_000, maximum: 9_999_999_999_999, description });
+  Type.Number({ minimum: 1_000_000_000_000, maximum: 9_999_999_999_999, description });
 const Text = (maxLength = 255, description?: string) =>
   Type.String({ minLength: 1, maxLength, ...(description ? { description } : {}) });
 const IsoDate = (description: string) => Type.String({ format: 'date', description });

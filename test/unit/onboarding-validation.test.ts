@@ -89,12 +89,19 @@ describe('rules beyond JSON Schema', () => {
     }
   });
 
-  test('epoch seconds, fractions and strings are not epoch milliseconds', () => {
-    for (const value of [1_780_000_000, 1_780_000_000_000.5, '1780000000000', 17_800_000_000_000]) {
+  test('epoch seconds and strings are not epoch milliseconds; a fraction of one is', () => {
+    for (const value of [1_780_000_000, '1780000000000', 17_800_000_000_000]) {
       assert.deepEqual(rejected(usCustomer({ w_form_certification: value }, NOW)).errors, [
-        'w_form_certification: must be an integer epoch time in milliseconds (13 digits)',
+        'w_form_certification: must be an epoch time in milliseconds (13 digits)',
       ]);
     }
+    // The vendor types them as numbers; Python's `time.time() * 1000` has a fraction (it was refused).
+    for (const field of ['w_form_certification', 'kyc_timestamp', 'signed_timestamp']) {
+      assert.equal(checkCustomerBody(usCustomer({ [field]: NOW - 0.25 }, NOW), NOW).ok, true, field);
+    }
+    assert.deepEqual(rejected(usCustomer({ kyc_timestamp: NOW + DAY + 0.5 }, NOW)).errors, [
+      'kyc_timestamp: must be within the last year and at most one day ahead',
+    ]);
   });
 
   test('date_of_birth: a real past date', () => {
