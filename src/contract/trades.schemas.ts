@@ -136,9 +136,11 @@ export const TRADES_DEFAULT_PAGE_SIZE = 50;
  * nanoseconds.
  */
 const TimestampFilter = Type.Optional(
-  // A number as text: nanoseconds pass 2^53, so they are read exactly (BigInt), never as a float.
+  // A number as text: nanoseconds pass 2^53, so they are read exactly (BigInt), never as a float. With an
+  // exponent too: Python prints a float of nanoseconds as `1.7953446824844147e+18`, and such requests were
+  // refused (review); the service bounds the value once expanded (trades.service.ts).
   Type.String({
-    pattern: '^[0-9]{1,20}(\\.[0-9]{1,20})?$',
+    pattern: '^[0-9]{1,20}(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,2})?$',
     description: 'epoch milliseconds or nanoseconds',
   }),
 );

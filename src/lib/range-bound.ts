@@ -5,10 +5,19 @@
  */
 export type RangeOp = 'gt' | 'gte' | 'lt' | 'lte';
 
-/** A non-negative decimal numeral's integer part, and whether any fraction follows it (`"12.50"`: 12n, true). */
+/**
+ * A non-negative decimal numeral's integer part, and whether any fraction follows it (`"12.50"`: 12n, true),
+ * exactly. The numeral may have an exponent (`"1.7953446824844147e+18"`: how Python and JavaScript print a
+ * float of nanoseconds), which moves the point among its digits.
+ */
 export function splitDecimal(text: string): { integer: bigint; fractional: boolean } {
-  const [integer = '0', fraction = ''] = text.split('.');
-  return { integer: BigInt(integer), fractional: /[1-9]/.test(fraction) };
+  const [mantissa = '0', exponent = '0'] = text.toLowerCase().split('e');
+  const [whole = '0', fraction = ''] = mantissa.split('.');
+  const digits = whole + fraction;
+  const point = whole.length + Number(exponent);
+  if (point <= 0) return { integer: 0n, fractional: /[1-9]/.test(digits) };
+  if (point >= digits.length) return { integer: BigInt(digits.padEnd(point, '0')), fractional: false };
+  return { integer: BigInt(digits.slice(0, point)), fractional: /[1-9]/.test(digits.slice(point)) };
 }
 
 /**

@@ -181,6 +181,28 @@ test('transaction_timestamp ranges, in milliseconds or nanoseconds', async () =>
   );
   assert.deepEqual(await ids({ 'transaction_timestamp[e]': fraction }), []);
   assert.deepEqual(await ids({ 'transaction_timestamp[e]': `${at(2)}.000` }), [made[2]!.tradeId]);
+  // With an exponent, as Python and JavaScript print a float of nanoseconds (`1.7953446824844147e+18`):
+  // refused before (review). Read exactly: trade 2's millisecond and a quarter of one, in nanoseconds.
+  const digits = `${at(2)}250000`;
+  const exponent = `${digits[0]}.${digits.slice(1)}e+${digits.length - 1}`;
+  assert.deepEqual(await ids({ 'transaction_timestamp[gte]': exponent }), [
+    made[4]!.tradeId,
+    made[3]!.tradeId,
+  ]);
+  assert.deepEqual(await ids({ 'transaction_timestamp[lt]': exponent.toUpperCase().replace('+', '') }), [
+    made[2]!.tradeId,
+    made[1]!.tradeId,
+    made[0]!.tradeId,
+  ]);
+  // An exponent that says more than 20 digits: a 400 naming the filter, not a date out of range.
+  const huge = await client.send<{ errors: string[] }>('GET', '/trades', {
+    query: { 'transaction_timestamp[gt]': '9.9e99' },
+  });
+  assert.equal(huge.status, 400);
+  assert.ok(
+    huge.body.errors.some((e) => e.startsWith('transaction_timestamp[gt]:')),
+    JSON.stringify(huge.body),
+  );
 });
 
 test('a bad filter → 400 naming it; page_size above 100 → 400', async () => {

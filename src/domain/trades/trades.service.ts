@@ -320,6 +320,7 @@ async function advanceLocked(
 const NS_PER_MS = 1_000_000n;
 /** Vendor: milliseconds or nanoseconds; epoch ms stay below 10^14 until the year 5138. */
 const NANOSECONDS_FROM = 10n ** 14n;
+const MAX_TIMESTAMP_FILTER = 10n ** 20n;
 
 /**
  * `transaction_timestamp[op]` as a bound on our millisecond timestamps, exactly: for a value that is not a
@@ -333,6 +334,9 @@ function timestampBound(
 ): number | null | undefined {
   if (value === undefined) return undefined;
   const { integer: given, fractional } = splitDecimal(value);
+  // As written in digits, at most 20 of them (nanoseconds until the year 5138); an exponent can say more.
+  if (given >= MAX_TIMESTAMP_FILTER)
+    throw invalid(`transaction_timestamp[${op}]: must be less than 10^20 (epoch ms or ns)`);
   const nanoseconds = given >= NANOSECONDS_FROM;
   const floor = nanoseconds ? given / NS_PER_MS : given;
   const whole = (!nanoseconds || given % NS_PER_MS === 0n) && !fractional;
