@@ -97,6 +97,21 @@ test("another platform's trade → 403 (and its own platform still reads it)", a
   );
 });
 
+test("a party filter naming another platform's participant → 403, as the other lists answer", async () => {
+  // It was an empty 200 here while /fund/transactions and /accounts answered 403 (review).
+  for (const filter of ['party_code', 'participant_code']) {
+    const res = await other.send('GET', '/trades', { query: { [filter]: alice } });
+    assert.equal(res.status, 403, `${filter}: ${res.status}`);
+  }
+  // The house liquidity provider, every trade's counterparty, is no platform's: it filters.
+  const house = await client.send<Page>('GET', '/trades', { query: { party_code: 'SVCLQD' } });
+  assert.equal(house.status, 200);
+  assert.equal(house.body.message.length, 5);
+  // An unknown code matches nothing.
+  const none = await client.send<Page>('GET', '/trades', { query: { party_code: 'ZZZZZ9' } });
+  assert.deepEqual(none.body.message, []);
+});
+
 test('lists newest first and pages with page, page_size, total_pages and count', async () => {
   const all = await list({});
   assert.deepEqual(

@@ -10,6 +10,7 @@ import { resolveAccountHolder, type AccountHolder } from '../accounts/account-ho
 import { applyMovements, type MovementInput } from '../balances/balances.service.ts';
 import type { DomainDeps } from '../deps.ts';
 import { conflict, forbidden, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
+import { codeOnOtherPlatform } from '../participants/participants.repository.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { ledgerAsset, MAX_AMOUNT_LENGTH, notionalAt } from '../quotes/pricing.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
@@ -405,6 +406,13 @@ export function createTradesService(deps: DomainDeps) {
         atOrBefore: bounds.lte ?? undefined,
         matchesNothing: matchesNothing || Object.values(bounds).includes(null),
       };
+      // Another platform's participant named as a party: 403, as the other lists' participant filters answer
+      // (wire-contract §9), not an empty page (review). The house liquidity provider is every trade's
+      // counterparty, and no platform's.
+      for (const code of filters.partyCodes ?? []) {
+        if (code !== LIQUIDITY_PROVIDER_CODE && (await codeOnOtherPlatform(db, platformCode, code)))
+          throw forbidden('the named participant belongs to another platform');
+      }
       const { rows, count } = await inOneSnapshot(db, (trx) =>
         listPlatformTrades(trx, platformCode, filters, page),
       );
