@@ -156,7 +156,11 @@ export const PARTICIPANT_STATUS_FILTERS = [
 
 // ---- Field rules ------------------------------------------------------------------------------------
 
-/** Fields that carry epoch milliseconds: integers of 13 digits (wire-contract §3), never seconds. */
+/**
+ * Fields that carry epoch milliseconds: 13 digits, never seconds. Numbers, as the vendor types them, so a
+ * fraction of a millisecond is taken and echoed as submitted (the vendor's 201 echoes the submission; the
+ * service's own timestamps are whole milliseconds, wire-contract §3).
+ */
 export const EPOCH_MS_FIELDS = [
   'signed_timestamp',
   'kyc_timestamp',

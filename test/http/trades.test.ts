@@ -103,6 +103,11 @@ test("a party filter naming another platform's participant → 403, as the other
     const res = await other.send('GET', '/trades', { query: { [filter]: alice } });
     assert.equal(res.status, 403, `${filter}: ${res.status}`);
   }
+  // Whatever else the query says (two states no trade is in at once answered an empty page first).
+  const conflicting = await other.send('GET', '/trades', {
+    query: { party_code: alice, trade_state: 'accepted', settlement_state: 'settled' },
+  });
+  assert.equal(conflicting.status, 403);
   // The house liquidity provider, every trade's counterparty, is no platform's: it filters.
   const house = await client.send<Page>('GET', '/trades', { query: { party_code: 'SVCLQD' } });
   assert.equal(house.status, 200);

@@ -380,9 +380,11 @@ export function createTradesService(deps: DomainDeps) {
       const settlementTradeState = query.settlement_state
         ? fromSettlement[query.settlement_state]
         : undefined;
-      if (query.trade_state && settlementTradeState && query.trade_state !== settlementTradeState) {
-        return { rows: [], ...pageFields(page, 0) };
-      }
+      // Two states no trade is in at once: nothing matches (after the checks below, which answer first).
+      const statesConflict =
+        query.trade_state !== undefined &&
+        settlementTradeState !== undefined &&
+        query.trade_state !== settlementTradeState;
       const bounds = {
         gt: timestampBound(query['transaction_timestamp[gt]'], 'gt'),
         gte: timestampBound(query['transaction_timestamp[gte]'], 'gte'),
@@ -404,7 +406,7 @@ export function createTradesService(deps: DomainDeps) {
         at: bounds.e ?? undefined,
         before: bounds.lt ?? undefined,
         atOrBefore: bounds.lte ?? undefined,
-        matchesNothing: matchesNothing || Object.values(bounds).includes(null),
+        matchesNothing: matchesNothing || statesConflict || Object.values(bounds).includes(null),
       };
       // Another platform's participant named as a party: 403, as the other lists' participant filters answer
       // (wire-contract §9), not an empty page (review). The house liquidity provider is every trade's
