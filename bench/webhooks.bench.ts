@@ -22,7 +22,9 @@
  * worker process and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the
  * cores that the baseline's load loop and receiver have to themselves, so those figures tell where a
  * delivery's cost goes.
- * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008).
+ * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008). The
+ * bare-loop line is the floor of any outbox on this machine (bench/webhook-floor-loop.ts): claim, sign, POST
+ * and record, with nothing else, measured against the plain loop just after it.
  */
 import { median, procStatCpuMs, startTsxWorker } from './bench-support.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
