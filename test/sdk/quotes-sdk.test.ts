@@ -105,6 +105,15 @@ test('one method per endpoint: RFQs by query and by body, execute, trades list a
       'GET /trades',
     ],
   );
+  // The timestamp bounds as numbers, as the vendor types them: ms, and ns past 2^53 (printed with an exponent).
+  const at = trade.transaction_timestamp;
+  const byNumbers = await trades.list({
+    'transaction_timestamp[e]': at,
+    'transaction_timestamp[gt]': (at - 1) * 1_000_000,
+  });
+  assert.ok(byNumbers.some((t) => t.trade_id === result.trade_id));
+  assert.ok(byNumbers.every((t) => t.transaction_timestamp === at));
+  assert.deepEqual(await trades.list({ 'transaction_timestamp[gt]': (at + 1) * 1_000_000 }), []);
 });
 
 test('a lost answer (502 after the commit): the SDK finds the trade and does not resend', async () => {

@@ -1,13 +1,12 @@
 import type { Static } from 'typebox';
 import type {
-  ListTradesQuery,
+  ListTradesQuery as ServerTradesQuery,
   Trade,
   TradesPage as TradesPageSchema,
 } from '../../contract/trades.schemas.ts';
 import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
 
 export type {
-  ListTradesQuery,
   Trade,
   TradeParty,
   TradeState,
@@ -17,6 +16,16 @@ import { pathSegment } from '../path-segment.ts';
 export { TRADE_NOTIFICATION_OMITTED_FIELDS, TRADE_STATES } from '../../contract/trades.schemas.ts';
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
+
+type TimestampBound = `transaction_timestamp[${'gt' | 'gte' | 'e' | 'lt' | 'lte'}]`;
+
+/**
+ * The filters of `GET /trades`. The timestamp bounds may be numbers, as the vendor types them: epoch ms (a
+ * fraction allowed) or ns, which a query string carries as the number prints (an exponent too). Give
+ * nanoseconds as a string to keep them exact: a number past 2^53 has lost its last digits.
+ */
+export type ListTradesQuery = Omit<ServerTradesQuery, TimestampBound> &
+  Partial<Record<TimestampBound, string | number>>;
 
 /** A page of `GET /trades`, newest first (the contract's `TradesPage`). */
 export type TradesPage = Static<typeof TradesPageSchema>;
@@ -36,7 +45,8 @@ export class TradesResource {
   /**
    * `GET /trades`: one page of the platform's trades, newest first. Filters: `client_trade_id` (an
    * executed quote's `quote_id`), `trade_state`, `settlement_state`, `account_label`, `party_code`,
-   * `transaction_timestamp[gt|gte|e|lt|lte]` (ms or ns), `page` (from 1), `page_size` (up to 100).
+   * `transaction_timestamp[gt|gte|e|lt|lte]` (ms or ns, a fraction or an exponent allowed), `page` (from 1),
+   * `page_size` (up to 100); a party of another platform → 403.
    *
    * @example
    * const { message, total_pages } = await client.trades.listPage({ trade_state: 'terminated', page: 2 });
