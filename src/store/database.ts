@@ -9,6 +9,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { within } from '../lib/within.ts';
 
 export type Db = Kysely<Database>;
 export type Trx = Transaction<Database>;
@@ -106,26 +107,17 @@ export function createStore(
     // warning on every start, an error in pg 9). A setting the server refuses leaves the connection as it
     // was (the settings are a safeguard); a server that does not answer them fails the connection, as a
     // connect that gets no answer does.
-    onConnect: async (client: pg.ClientBase) => {
-      let timer: NodeJS.Timeout | undefined;
-      const silent = new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          // pg's words for a lost connection, which the error handler answers with a retryable 503.
-          () =>
-            reject(
-              new Error(
-                `Connection terminated: no answer to the session settings within ${SETTINGS_ANSWER_TIMEOUT_MS} ms`,
-              ),
-            ),
-          SETTINGS_ANSWER_TIMEOUT_MS,
-        );
-      });
-      try {
-        await Promise.race([client.query(apply, settings.flat()).catch(() => {}), silent]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
+    onConnect: (client: pg.ClientBase) =>
+      within(
+        client.query(apply, settings.flat()).then(
+          () => {},
+          () => {},
+        ),
+        SETTINGS_ANSWER_TIMEOUT_MS,
+      ).catch((silence: Error) => {
+        // In pg's words for a lost connection, which the error handler answers with a retryable 503.
+        throw new Error(`Connection terminated: the session settings got ${silence.message}`);
+      }),
   });
   // A server that drops connections must not crash the process: idle and checked-out client errors are
   // reported by the query that hits them, and the pool replaces the client.

@@ -158,13 +158,12 @@ export async function startEmbeddedPostgres(
   const [postmaster] = await spawningInOwnProcessGroup(() => started(server.start()));
   // A process.exit that does not wait for the shutdown (svc's shutdown timeout) stops the cluster too: it is
   // no longer in our process group, so nothing else would (a SIGKILL still leaves it: see stopLeftOverCluster).
-  const stopOnExit = () => {
-    if (postmaster && postmaster.exitCode === null && postmaster.signalCode === null)
-      postmaster.kill('SIGINT');
-  };
-  process.on('exit', stopOnExit);
   const running = () =>
     postmaster !== undefined && postmaster.exitCode === null && postmaster.signalCode === null;
+  const stopOnExit = () => {
+    if (running()) postmaster!.kill('SIGINT');
+  };
+  process.on('exit', stopOnExit);
   return {
     url,
     stop: async () => {

@@ -1,4 +1,5 @@
 import type { Executor } from '../../store/database.ts';
+import { countOf } from '../paging.ts';
 
 /** GET /accounts reads the ledger's balance accounts (0001 `balance_accounts`), scoped by platform in SQL. */
 export interface BalanceAccountFilter {
@@ -20,11 +21,8 @@ function filtered(db: Executor, filter: BalanceAccountFilter) {
   return query;
 }
 
-export async function countBalanceAccounts(db: Executor, filter: BalanceAccountFilter): Promise<number> {
-  const row = await filtered(db, filter)
-    .select((eb) => eb.fn.countAll<number>().as('count'))
-    .executeTakeFirstOrThrow();
-  return Number(row.count);
+export function countBalanceAccounts(db: Executor, filter: BalanceAccountFilter): Promise<number> {
+  return countOf(filtered(db, filter));
 }
 
 /** One page in a stable order (creation, then id), so that pages neither repeat nor skip rows. */

@@ -619,10 +619,7 @@ export function createFundingService(deps: DomainDeps) {
   };
 }
 
-/**
- * A `deposit_timestamp_*` filter as a bound on whole epoch ms, exactly (lib/range-bound.ts); the filters are
- * given as text, or as a number by a caller of the service.
- */
+/** A `deposit_timestamp_*` filter (digits, a fraction allowed) as a bound on whole epoch ms, exactly (lib/range-bound.ts). */
 function depositTimestampBound(query: FundTransactionsQuery, op: RangeOp): number | undefined {
   const field = `deposit_timestamp_${op}` as const;
   const value = query[field];

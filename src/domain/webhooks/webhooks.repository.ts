@@ -7,6 +7,7 @@ import type {
 } from '../../store/tables/webhooks.tables.ts';
 import type { Insertable } from 'kysely';
 import type { Lane } from './delivery-lane.ts';
+import { countOf } from '../paging.ts';
 
 /**
  * SQL of webhook configuration and delivery. Statements on the delivery path are single round trips (a
@@ -83,11 +84,8 @@ function filtered(db: Executor, filter: NotificationFilter) {
   return query;
 }
 
-export async function countNotifications(db: Executor, filter: NotificationFilter): Promise<number> {
-  const row = await filtered(db, filter)
-    .select((eb) => eb.fn.countAll<number>().as('count'))
-    .executeTakeFirstOrThrow();
-  return Number(row.count);
+export function countNotifications(db: Executor, filter: NotificationFilter): Promise<number> {
+  return countOf(filtered(db, filter));
 }
 
 const NOTIFICATION_COLUMNS = [
