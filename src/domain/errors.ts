@@ -34,6 +34,9 @@ export const PG_SERIALIZATION_FAILURE = '40001';
 export const PG_DEADLOCK = '40P01';
 export const PG_LOCK_NOT_AVAILABLE = '55P03';
 
+/** A write whose connection was lost before PostgreSQL answered: it may or may not have been carried out. */
+export { OutcomeUnknownError } from '../store/database.ts';
+
 export function pgErrorCode(error: unknown): string | undefined {
   return typeof error === 'object' && error !== null && 'code' in error
     ? String((error as { code: unknown }).code)

@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/responses.ts';
 import {
   DomainError,
+  OutcomeUnknownError,
   pgErrorCode,
   PG_DEADLOCK,
   PG_LOCK_NOT_AVAILABLE,
@@ -94,6 +95,7 @@ const TRANSIENT_PG_CODES = new Set([
 const TRANSIENT_NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
 
 function isTransient(error: unknown): boolean {
+  if (error instanceof OutcomeUnknownError) return true;
   const code = pgErrorCode(error);
   if (code && (TRANSIENT_PG_CODES.has(code) || TRANSIENT_NET_CODES.has(code))) return true;
   const message = error instanceof Error ? error.message : '';
@@ -179,6 +181,12 @@ export function sendError(error: FastifyError, request: FastifyRequest, reply: F
   if (pgErrorCode(error)?.startsWith('22')) {
     request.log.warn({ err: error }, 'input refused by the database');
     return reply.code(400).send({ errors: ['request: a value is out of range or cannot be stored'] });
+  }
+  // Spec 7 and 7.1.2: a write that may have been carried out is a 502, which a client answers with an
+  // idempotence check before retrying; the 503 below tells it to resend as is. A read is resent either way.
+  if (error instanceof OutcomeUnknownError && request.method !== 'GET' && request.method !== 'HEAD') {
+    request.log.warn({ err: error }, 'database connection lost before a write was answered');
+    return reply.code(502).send({ error: 'Bad Gateway' });
   }
   if (isTransient(error)) {
     request.log.warn({ err: error }, 'transient failure');

@@ -154,9 +154,44 @@ function answeringWithin(pool: pg.Pool, timeoutMs: number): PostgresPool {
   };
 }
 
+/**
+ * A write whose connection was lost before its answer came: a COMMIT, or a statement outside any transaction
+ * (which commits on its own). PostgreSQL may have carried it out or not; nobody can tell from here. Spec 7
+ * gives such a request a 502 (an idempotence check before any retry), not the 503 of a failure known to have
+ * written nothing: a lost statement inside a transaction, before its COMMIT, is rolled back for certain.
+ */
+export class OutcomeUnknownError extends Error {
+  constructor(cause: unknown) {
+    super(`outcome unknown: the connection was lost before PostgreSQL answered (${describe(cause)})`, {
+      cause,
+    });
+    this.name = 'OutcomeUnknownError';
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The connection went away with the statement (pg's "Connection terminated…", "…not queryable", a socket
+ * error, an ended or shut-down backend), as opposed to an answer from PostgreSQL, which says what happened.
+ */
+function isConnectionLoss(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') {
+    return /^(08|57P0)/.test(code) || ['ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(code);
+  }
+  return /Connection terminated|is not queryable/i.test(describe(error));
+}
+
 class BoundedClient implements PostgresPoolClient {
   /** A statement got no answer and the connection was ended: what follows on it (a rollback) fails alike. */
   private ended = false;
+  /** In a transaction Kysely began on this connection (from its `begin`/`start transaction` to its end). */
+  private transaction: 'none' | 'read write' | 'read only' = 'none';
+  /** A write's connection was lost: the rollback Kysely then sends fails with the same error, not its own. */
+  private outcomeUnknown: OutcomeUnknownError | null = null;
 
   constructor(
     private readonly client: pg.PoolClient,
@@ -186,6 +221,31 @@ class BoundedClient implements PostgresPoolClient {
   }
 
   private async bounded<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> {
+    if (this.outcomeUnknown) throw this.outcomeUnknown;
+    // Kysely's own transaction statements (PostgresDriver): `begin`, `start transaction …`, `commit`, `rollback`.
+    const begins = sql === 'begin' || sql.startsWith('start transaction');
+    const ends = sql === 'commit' || sql === 'rollback';
+    const commits = sql === 'commit' && this.transaction === 'read write';
+    const standalone = this.transaction === 'none' && !begins;
+    try {
+      const result = await this.boundedStatement<R>(sql, parameters);
+      if (begins) this.transaction = sql.endsWith('read only') ? 'read only' : 'read write';
+      return result;
+    } catch (error) {
+      if ((commits || standalone) && isConnectionLoss(error)) {
+        this.outcomeUnknown = new OutcomeUnknownError(error);
+        throw this.outcomeUnknown;
+      }
+      throw error;
+    } finally {
+      if (ends) this.transaction = 'none';
+    }
+  }
+
+  private async boundedStatement<R>(
+    sql: string,
+    parameters: ReadonlyArray<unknown>,
+  ): Promise<PostgresQueryResult<R>> {
     if (this.ended) throw this.unanswered();
     let timedOut = false;
     const timer = setTimeout(() => {

@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { installErrorHandlers } from '../../src/http/error-handler.ts';
+import { createStore, type Store } from '../../src/store/database.ts';
+import { createTestDatabaseWithClient, type TestDatabaseWithClient } from '../helpers/database.ts';
+import { eventually } from '../helpers/service-process.ts';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
+
+/**
+ * Spec 7 and 7.1.2: a 503 tells the client to resend a POST as it is; a 502 tells it to check first whether
+ * the work was done. A database connection lost while a write was on its way (a COMMIT, or a statement that
+ * commits on its own) leaves that unknown, so it is a 502: answered 503, a client following the spec would
+ * carry the write out twice. A connection lost inside a transaction, before its COMMIT, rolls it back for
+ * certain, and stays a retryable 503; so does a read.
+ */
+let database: TestDatabaseWithClient;
+let proxy: TcpProxy;
+let store: Store;
+let app: FastifyInstance;
+
+/** Waits until PostgreSQL is running a statement that contains `marker`. */
+async function running(marker: string): Promise<void> {
+  await eventually(
+    async () => {
+      const { rows } = await database.client.query(
+        `select 1 from pg_stat_activity where state = 'active' and query like '%' || $1 || '%' and pid <> pg_backend_pid()`,
+        [marker],
+      );
+      return rows.length === 1 || undefined;
+    },
+    10_000,
+    `a running statement ${marker}`,
+  );
+}
+
+before(async () => {
+  database = await createTestDatabaseWithClient();
+  await database.client.query('create table t (v int not null)');
+  proxy = await startTcpProxy(database.database.url);
+  store = createStore(proxy.url, { max: 2 });
+  app = Fastify();
+  installErrorHandlers(app);
+  // The connection is cut between the transaction's last statement and its COMMIT.
+  app.post('/commit-lost', async () =>
+    store.db.transaction().execute(async (trx) => {
+      await sql`insert into t values (1)`.execute(trx);
+      await proxy.down();
+      return {};
+    }),
+  );
+  // Cut between two statements of a transaction: its COMMIT is never sent.
+  app.post('/lost-before-commit', async () =>
+    store.db.transaction().execute(async (trx) => {
+      await sql`insert into t values (2)`.execute(trx);
+      await proxy.down();
+      await sql`insert into t values (2)`.execute(trx);
+      return {};
+    }),
+  );
+  // A statement outside any transaction, cut while it runs (the server goes on and commits it).
+  app.post('/standalone-lost', async () => {
+    await sql`insert into t select 3 from pg_sleep(1) as marker_standalone_write`.execute(store.db);
+    return {};
+  });
+  app.get('/read-lost', async () => {
+    await sql`select 4 from pg_sleep(1) as marker_standalone_read`.execute(store.db);
+    return {};
+  });
+});
+after(async () => {
+  await app?.close();
+  await store?.close();
+  await proxy?.close();
+  await database?.close();
+});
+
+test('a COMMIT whose connection is lost answers 502, without svc-allow-retry', async () => {
+  const res = await app.inject({ method: 'POST', url: '/commit-lost' });
+  await proxy.up();
+  assert.equal(res.statusCode, 502, res.body);
+  assert.deepEqual(res.json(), { error: 'Bad Gateway' });
+  assert.equal(res.headers['svc-allow-retry'], undefined);
+});
+
+test('a connection lost inside a transaction, before its COMMIT, answers a retryable 503', async () => {
+  const res = await app.inject({ method: 'POST', url: '/lost-before-commit' });
+  await proxy.up();
+  assert.equal(res.statusCode, 503, res.body);
+  assert.equal(res.headers['svc-allow-retry'], 'true');
+  const { rows } = await database.client.query('select count(*)::int as n from t where v = 2');
+  assert.equal(rows[0].n, 0);
+});
+
+test('a write outside a transaction cut while it runs answers 502, and it may well have been carried out', async () => {
+  const answer = app.inject({ method: 'POST', url: '/standalone-lost' });
+  await running('marker_standalone_write');
+  await proxy.down();
+  const res = await answer;
+  await proxy.up();
+  assert.equal(res.statusCode, 502, res.body);
+  assert.equal(res.headers['svc-allow-retry'], undefined);
+  // The server finished the statement after the client was gone: a 503's blind resend would have written twice.
+  await eventually(
+    async () => {
+      const { rows } = await database.client.query('select count(*)::int as n from t where v = 3');
+      return rows[0].n === 1 || undefined;
+    },
+    10_000,
+    'the cut write committed by the server',
+  );
+});
+
+test('a read cut the same way stays a retryable 503', async () => {
+  const answer = app.inject({ method: 'GET', url: '/read-lost' });
+  await running('marker_standalone_read');
+  await proxy.down();
+  const res = await answer;
+  await proxy.up();
+  assert.equal(res.statusCode, 503, res.body);
+  assert.equal(res.headers['svc-allow-retry'], 'true');
+});
