@@ -176,16 +176,25 @@ test("the platform's deposit fee is charged: fee fields filled and the credit is
   assert.equal(await usdBalance(svc, code), notional.minus(fee).toFixed());
 });
 
-test('notional = quantity × rate to the last digit, for the largest and finest quantity at an 18-decimal rate', async () => {
+test('notional = quantity × rate to the last digit; the fee rounds up and the credit down to 18 decimals', async () => {
   const rate = '3200.123456789012345678';
   const quantity = `${'9'.repeat(30)}.${'9'.repeat(18)}`;
   await svc.admin.post('/prices', { pairs: { 'ETH/USD': rate } });
   try {
-    const { address } = await addressOf(feePlatform, 'ETH.ETH'); // quoted at `rate`
+    const { code, address } = await addressOf(feePlatform, 'ETH.ETH'); // quoted at `rate`
+    const before = new Exact((await usdBalance(svc, code)) ?? '0');
     const event = await recordDeposit(svc, { deposit_address: address, quantity, transaction_id: txId() });
     const notional = new Exact(quantity).times(rate);
     assert.equal(event.notional, notional.toFixed());
-    assert.equal(event.deposit_fee_notional, notional.times(25).dividedBy(10_000).toFixed());
+    assert.equal(notional.decimalPlaces(), 36);
+    // The exact fee has 40 decimals; what the participant pays rounds up, what it receives down.
+    const fee = notional.times(25).dividedBy(10_000).toDecimalPlaces(18, Exact.ROUND_CEIL);
+    assert.equal(event.deposit_fee_notional, fee.toFixed());
+    assert.equal(event.raw_fee_notional, fee.toFixed());
+    const credit = notional.minus(fee).toDecimalPlaces(18, Exact.ROUND_FLOOR);
+    const after = new Exact(await usdBalance(svc, code));
+    assert.equal(after.minus(before).toFixed(), credit.toFixed());
+    assert.ok(after.decimalPlaces() <= 18, `balance ${after.toFixed()} has more than 18 decimals`);
   } finally {
     await svc.admin.post('/prices', { pairs: { 'ETH/USD': TEST_PRICES['ETH/USD'] } });
   }

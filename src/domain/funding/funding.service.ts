@@ -10,6 +10,7 @@ import {
   type Jwks,
   type RecordDepositBody,
 } from '../../contract/funding.schemas.ts';
+import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import { MAX_EPOCH_MS } from '../../contract/responses.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { splitDecimal, wholeBound, type RangeOp } from '../../lib/range-bound.ts';
@@ -475,7 +476,15 @@ export function createFundingService(deps: DomainDeps) {
           const notional = quantity.times(rate);
           const feeBps = await platformFeeBps(trx, address.platform_code);
           const charged = credited && feeBps.gt(0);
-          const feeNotional = charged ? Exact.min(notional.times(feeBps).dividedBy(BPS), notional) : null;
+          // The fee rounds up and the credit down to AMOUNT_DECIMALS, in the house's favour as every other
+          // amount (README "Amounts"): exact, they carried up to 40 decimals into a balance, which no quote or
+          // trade could then move to the last digit (review).
+          const feeNotional = charged
+            ? Exact.min(
+                notional.times(feeBps).dividedBy(BPS).toDecimalPlaces(AMOUNT_DECIMALS, Exact.ROUND_CEIL),
+                notional,
+              )
+            : null;
           const isFirstDeposit =
             credited &&
             !(await repo.hasSuccessfulDeposit(trx, address.platform_code, address.participant_code));
@@ -513,7 +522,9 @@ export function createFundingService(deps: DomainDeps) {
             // The deposit is converted at `rate` into the quoted currency (spec 2.2 fund_timestamp) and the
             // account is credited the notional less the deposit fee; applyMovements records
             // account_balance.changed in this transaction.
-            const credit = notional.minus(feeNotional ?? 0);
+            const credit = notional
+              .minus(feeNotional ?? 0)
+              .toDecimalPlaces(AMOUNT_DECIMALS, Exact.ROUND_FLOOR);
             if (credit.gt(0)) {
               await applyMovements(trx, { runId: fundId, runType: 'deposit', timestamp: now }, [
                 {
