@@ -192,7 +192,7 @@ test('notional = quantity × rate to the last digit; the fee rounds up and the c
     assert.equal(event.deposit_fee_notional, fee.toFixed());
     assert.equal(event.raw_fee_notional, fee.toFixed());
     const credit = notional.minus(fee).toDecimalPlaces(18, Exact.ROUND_FLOOR);
-    const after = new Exact(await usdBalance(svc, code));
+    const after = new Exact((await usdBalance(svc, code))!);
     assert.equal(after.minus(before).toFixed(), credit.toFixed());
     assert.ok(after.decimalPlaces() <= 18, `balance ${after.toFixed()} has more than 18 decimals`);
   } finally {

@@ -122,6 +122,29 @@ describe('liquidity quotes', () => {
     assert.equal(sell.spread_notional, '650.0025');
   });
 
+  test('without a spread, nothing is reported as spread: a quote by total says 0 and its trade null', async () => {
+    // By total the quantity is rounded down (100 / 65000.25 = 0.00153845562132453…): that rounding is not a
+    // spread.
+    const quote = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, total: '100' });
+    assert.equal(quote.spread_bps, '0');
+    assert.equal(quote.spread_notional, '0');
+    const trade = await getTrade(client, (await executeLiquidity(client, quote.quote_id)).trade_id);
+    // The vendor's TradeResponseEntity: "Returns null when no spread applied".
+    assert.equal(trade.spread_notional, null);
+    assert.equal(trade.spread_bps, null);
+
+    const spread = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, total: '100', spread: '100' });
+    assert.equal(spread.price, '65650.2525');
+    // The quantity at the price less the quantity at the source price, rounded up (100 less the quantity at
+    // the source price, as before, also counted the quantity's rounding: 0.990099009900992492).
+    const expected = '0.990099009900990076';
+    assert.equal(spread.quantity, '0.001523223387450033');
+    assert.equal(spread.spread_notional, expected);
+    const spreadTrade = await getTrade(client, (await executeLiquidity(client, spread.quote_id)).trade_id);
+    assert.equal(spreadTrade.spread_bps, '100');
+    assert.equal(spreadTrade.spread_notional, expected);
+  });
+
   test('without participant_code the platform quotes for itself', async () => {
     const quote = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, quantity: '1' });
     assert.equal(quote.participant_code, platformCode);

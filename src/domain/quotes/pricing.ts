@@ -88,7 +88,9 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
   }
   const totalNotional = buy ? assetCost.plus(fee) : assetCost.minus(fee);
   if (!totalNotional.gt(0)) return { field: 'quantity', problem: 'does not cover the network fee' };
-  const spreadNotional = assetCost.minus(quantity.times(input.sourcePrice)).abs();
+  // What the spread moved the price by, on the quantity: none without a spread. (Not the asset cost less the
+  // quantity at the source price: by total, that also counted the quantity's rounding as spread.)
+  const spreadNotional = quantity.times(price.minus(input.sourcePrice)).abs();
 
   const result: PricedQuote = {
     price: toDecimalString(price),

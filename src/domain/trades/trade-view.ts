@@ -5,7 +5,7 @@ import {
   type TradeParty,
   type TradeStatusNotification,
 } from '../../contract/trades.schemas.ts';
-import { toDecimalString } from '../../lib/decimal.ts';
+import { Dec, toDecimalString } from '../../lib/decimal.ts';
 import type { TradeWithWithdrawal } from './trades.repository.ts';
 
 /**
@@ -15,6 +15,8 @@ import type { TradeWithWithdrawal } from './trades.repository.ts';
  */
 const ms = (date: Date | null) => (date === null ? null : date.getTime());
 const decimal = (value: string | null) => (value === null ? null : toDecimalString(value));
+const spreadApplied = (row: TradeWithWithdrawal) =>
+  row.spread_bps !== null && !new Dec(row.spread_bps).isZero();
 
 /** Per party, as the vendor: accepted → not attempted (null), active → outstanding, terminated → settled. */
 function settlementState(row: TradeWithWithdrawal): TradeParty['settlement_state'] {
@@ -96,8 +98,10 @@ export function tradeView(row: TradeWithWithdrawal): Trade {
     settlement_timestamp: row.settlement_at.getTime(),
     expiry_timestamp: null,
     bank_fee: null,
-    spread_notional: decimal(row.spread_notional),
-    spread_bps: decimal(row.spread_bps),
+    // The vendor's TradeResponseEntity: both null when no spread applied.
+    ...(spreadApplied(row)
+      ? { spread_notional: decimal(row.spread_notional), spread_bps: decimal(row.spread_bps) }
+      : { spread_notional: null, spread_bps: null }),
     issuer_fee_rate: null,
     issuer_fee_amount: null,
     issuer_fee_payor_type: null,
