@@ -384,7 +384,7 @@ async function main(): Promise<void> {
     SVC_ROLE: 'worker',
     SVC_PORT: '0',
     SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-bench-')),
-    SVC_ADMIN_TOKEN: 'bench-admin-token',
+    SVC_ADMIN_TOKEN: 'bench-admin-token-0123456789',
     SVC_SECRET_KEY: secretKey.toString('base64'),
     SVC_JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' })
       .privateKey.export({ type: 'pkcs8', format: 'pem' })

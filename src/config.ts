@@ -107,6 +107,34 @@ function optional(env: Env, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
+/**
+ * The operator token is the operator API's only credential, and that API is never rate-limited (DESIGN §3):
+ * a short one could be guessed. 24 characters is what `openssl rand -base64 18` or a generated token gives.
+ */
+export const MIN_ADMIN_TOKEN_LENGTH = 24;
+
+function adminTokenOf(env: Env): string | undefined {
+  const token = optional(env, 'SVC_ADMIN_TOKEN');
+  if (token !== undefined && token.length < MIN_ADMIN_TOKEN_LENGTH) {
+    throw new ConfigError(
+      `SVC_ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (it is ${token.length}): it is the only credential of the operator API, which is never rate-limited; e.g. openssl rand -base64 24`,
+    );
+  }
+  return token;
+}
+
+/**
+ * Why this configuration exposes the operator API, or null. In prod, without SVC_ADMIN_LISTEN, `/admin` is
+ * served on the public listener: outside the firewall (which must let the operator create the first platform)
+ * and the rate limit, to anyone who reaches that address, with the token as the only bar (review).
+ */
+export function exposedOperatorApi(config: Readonly<Config>): string | null {
+  if (config.env !== 'prod' || config.adminListen !== null || config.role === 'worker') return null;
+  const host = config.listen.host;
+  if (host === 'localhost' || host === '::1' || host.startsWith('127.')) return null;
+  return `the operator API (/admin) is served on the public listener ${host}:${config.listen.port}: set SVC_ADMIN_LISTEN to a private address`;
+}
+
 /** The longest delay a Node timer keeps (a longer one fires at once, with a warning). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
@@ -293,7 +321,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     listen: publicListen,
     adminListen,
     opsListen,
-    adminToken: optional(env, 'SVC_ADMIN_TOKEN'),
+    adminToken: adminTokenOf(env),
     dataDir: dataDirOf(env),
     databaseUrl: serviceUrl(
       env,

@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { ConfigError, jwtSigningKeyPem, type Config } from '../config.ts';
+import { ConfigError, jwtSigningKeyPem, MIN_ADMIN_TOKEN_LENGTH, type Config } from '../config.ts';
 import { readOrCreate } from '../lib/data-dir-file.ts';
 
 /**
@@ -30,9 +30,9 @@ export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSe
   const adminToken =
     config.adminToken ??
     (await fromDir('SVC_ADMIN_TOKEN', 'admin-token', () => randomBytes(24).toString('base64url')));
-  if (adminToken.length === 0)
+  if (adminToken.length < MIN_ADMIN_TOKEN_LENGTH)
     throw new ConfigError(
-      `${path.join(config.dataDir, 'admin-token')}: is empty (remove it to have one made)`,
+      `${path.join(config.dataDir, 'admin-token')}: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (remove it to have one made)`,
     );
   const secretKey =
     config.secretKey ??

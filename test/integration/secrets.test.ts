@@ -118,11 +118,14 @@ test('a damaged or hand-made secret file in the data dir stops the start, naming
       e.message.startsWith(`${path.join(dataDir, 'secret-key')}: must be base64 of exactly 32 bytes`),
   );
   writeFileSync(path.join(dataDir, 'secret-key'), randomBytes(32).toString('base64'));
-  writeFileSync(path.join(dataDir, 'admin-token'), '\n');
-  await assert.rejects(
-    resolveSecrets(config),
-    (e: unknown) =>
-      e instanceof ConfigError &&
-      e.message === `${path.join(dataDir, 'admin-token')}: is empty (remove it to have one made)`,
-  );
+  for (const token of ['\n', 'short-by-hand\n']) {
+    writeFileSync(path.join(dataDir, 'admin-token'), token);
+    await assert.rejects(
+      resolveSecrets(config),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.message ===
+          `${path.join(dataDir, 'admin-token')}: must be at least 24 characters (remove it to have one made)`,
+    );
+  }
 });

@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import {
   checkServing,
   ConfigError,
+  exposedOperatorApi,
   jwtSigningKeyPem,
   loadConfig,
   MAX_RETRY_DELAY_MS,
@@ -249,5 +250,28 @@ describe('durations that timers and the lane functions can hold', () => {
       loadConfig({ SVC_SHUTDOWN_DRAIN_MS: '15000', SVC_SHUTDOWN_TIMEOUT_MS: '20000' }).shutdownDrainMs,
       15_000,
     );
+  });
+});
+
+describe('operator token', () => {
+  test('SVC_ADMIN_TOKEN of fewer than 24 characters is refused: it is the never rate-limited operator API’s only credential', () => {
+    refused({ SVC_ADMIN_TOKEN: 'x' }, /^SVC_ADMIN_TOKEN: must be at least 24 characters \(it is 1\)/);
+    refused({ SVC_ADMIN_TOKEN: 'a'.repeat(23) }, /^SVC_ADMIN_TOKEN: must be at least 24/);
+    assert.equal(loadConfig({ SVC_ADMIN_TOKEN: 'a'.repeat(24) }).adminToken, 'a'.repeat(24));
+  });
+});
+
+describe('the operator API’s exposure', () => {
+  test('in prod, /admin on a public listener without SVC_ADMIN_LISTEN is warned about at start', () => {
+    const warning = (env: Record<string, string>) =>
+      exposedOperatorApi(loadConfig({ SVC_DATA_DIR: '/tmp/unused', ...env }));
+    assert.match(
+      warning({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0' }) ?? '',
+      /^the operator API \(\/admin\) is served on the public listener 0\.0\.0\.0:8080: set SVC_ADMIN_LISTEN/,
+    );
+    assert.equal(warning({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_ADMIN_LISTEN: '10.0.1.5:8081' }), null);
+    assert.equal(warning({ SVC_ENV: 'prod', SVC_HOST: '127.0.0.1' }), null);
+    assert.equal(warning({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_ROLE: 'worker' }), null);
+    assert.equal(warning({ SVC_ENV: 'cert', SVC_HOST: '0.0.0.0' }), null);
   });
 });
