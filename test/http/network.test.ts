@@ -280,16 +280,22 @@ describe('empty allow-lists', () => {
     }
   });
 
-  test('prod: an empty allow-list is refused (400), and one already stored opens nothing', async () => {
+  test('prod: an empty allow-list, or one of every address, is refused (400), and one already stored opens nothing', async () => {
     const svc = await startTestService({ clock, env: { SVC_ENV: 'prod' } });
     const probe = await startProbeApp(svc.runtime);
     try {
-      for (const body of [{ name: 'empty', ip_allowlist: [] }, { name: 'none given' }]) {
+      for (const body of [
+        { name: 'empty', ip_allowlist: [] },
+        { name: 'none given' },
+        { name: 'every v4', ip_allowlist: ['0.0.0.0/0'] },
+        { name: 'every v6', ip_allowlist: [`${A_IP}/32`, '::/0'] },
+        { name: 'every mapped v4', ip_allowlist: ['::ffff:0.0.0.0/96'] },
+      ]) {
         await assert.rejects(
           svc.admin.post('/platforms', body),
           (error: { status: number; body: { errors: string[] } }) => {
             assert.equal(error.status, 400);
-            assert.match(error.body.errors.join(), /^ip_allowlist: /);
+            assert.match(error.body.errors.join(), /^ip_allowlist(\[\d\])?: /);
             return true;
           },
         );
@@ -303,6 +309,32 @@ describe('empty allow-lists', () => {
           return true;
         },
       );
+      await assert.rejects(
+        svc.admin.put(`/platforms/${a.platform.platform_code}/ip_allowlist`, {
+          cidrs: [`${A_IP}/32`, '0.0.0.0/0'],
+        }),
+        (error: { status: number; body: { errors: string[] } }) => {
+          assert.equal(error.status, 400);
+          assert.deepEqual(error.body.errors, [
+            'cidrs[1]: "0.0.0.0/0" allows every IP, which only SVC_ENV=cert permits',
+          ]);
+          return true;
+        },
+      );
+      // One stored while the service ran in cert opens nothing in prod either, for any platform.
+      const b = await svc.newPlatform({ allowlist: [`${A_IP}/32`] });
+      await svc.runtime.store.db
+        .updateTable('platforms')
+        .set({ ip_allowlist: ['0.0.0.0/0', '::/0', `${B_IP}/32`] })
+        .where('platform_code', '=', b.platform.platform_code)
+        .execute();
+      await svc.runtime.store.pool.query(`select pg_notify('svc_cache_invalidation', '{"type":"all"}')`);
+      // B_IP let in says the new lists are in force.
+      const loaded = Date.now() + 10_000;
+      while ((await whoami(probe.app, B_IP, { key: b.key })).statusCode !== 200 && Date.now() < loaded)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(ipOf(await whoami(probe.app, B_IP, { key: b.key })), B_IP);
+      assert1020(await whoami(probe.app, NOWHERE_IP, { key: b.key }));
       // A platform left with an empty list (e.g. created while the service ran in cert) allows nothing in prod.
       await svc.runtime.store.db
         .updateTable('platforms')
@@ -311,8 +343,9 @@ describe('empty allow-lists', () => {
         .execute();
       await svc.runtime.store.pool.query(`select pg_notify('svc_cache_invalidation', '{"type":"all"}')`);
       const deadline = Date.now() + 10_000;
+      // Until the reload, 200; a request that straddles it may pass the old firewall and meet the new list (403).
       let res = await whoami(probe.app, A_IP, { key: a.key });
-      while (res.statusCode === 200 && Date.now() < deadline) {
+      while (res.body !== 'error code: 1020' && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 50));
         res = await whoami(probe.app, A_IP, { key: a.key });
       }

@@ -1,4 +1,4 @@
-import { CidrSet } from '../../lib/cidr.ts';
+import { CidrSet, coversEveryAddress, parseCidr } from '../../lib/cidr.ts';
 import type { DomainDeps } from '../deps.ts';
 import { listAllowlists } from './platforms.repository.ts';
 
@@ -34,6 +34,11 @@ function decide(snapshot: Snapshot, key: string, compute: () => boolean): boolea
   return allowed;
 }
 
+function allowsEveryIp(cidr: string): boolean {
+  const parsed = parseCidr(cidr);
+  return parsed !== null && coversEveryAddress(parsed);
+}
+
 export function createNetworkRules(deps: DomainDeps) {
   let snapshot: Snapshot | null = null;
   let loading: Promise<Snapshot> | null = null;
@@ -54,7 +59,11 @@ export function createNetworkRules(deps: DomainDeps) {
     if (!loading) {
       const started = generation;
       const load = (async () => {
-        const rows = await listAllowlists(deps.db);
+        // In prod an allow-all written as a range opens nothing, as an empty list: one stored while the
+        // service ran in cert would otherwise open the firewall (the union) to every IP.
+        const rows = (await listAllowlists(deps.db)).map((r) =>
+          openMeansAll ? r : { ...r, ip_allowlist: r.ip_allowlist.filter((c) => !allowsEveryIp(c)) },
+        );
         const byPlatform = new Map(rows.map((r) => [r.platform_code, new CidrSet(r.ip_allowlist)]));
         const next: Snapshot = {
           byPlatform,

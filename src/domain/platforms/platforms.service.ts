@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
-import { parseCidr } from '../../lib/cidr.ts';
+import { coversEveryAddress, parseCidr } from '../../lib/cidr.ts';
 import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
 import { newParticipantCode, newPassphrase } from '../../lib/ids.ts';
 import { hashPassphrase } from '../../lib/passphrase-hash.ts';
@@ -58,6 +58,16 @@ export function createPlatformsService(deps: DomainDeps) {
     if (errors.length) throw invalid(...errors);
     if (cidrs.length === 0 && config.env === 'prod') {
       throw invalid(`${field}: must not be empty when SVC_ENV=prod (an empty allow-list allows every IP)`);
+    }
+    // The same allow-all written as a range; and the firewall lets in the union of every platform's list,
+    // so it would open the service to every IP, not only this platform (review).
+    if (config.env === 'prod') {
+      const everyAddress = cidrs.flatMap((c, i) =>
+        coversEveryAddress(parseCidr(c)!)
+          ? [`${field}[${i}]: "${c.trim()}" allows every IP, which only SVC_ENV=cert permits`]
+          : [],
+      );
+      if (everyAddress.length) throw invalid(...everyAddress);
     }
     return cidrs.map((c) => c.trim());
   }
