@@ -230,7 +230,14 @@ export async function buildApp(
       security: [{ apiKey: [], apiPassphrase: [], apiSigned: [], apiTimestamp: [] }],
     },
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(async (docs) => {
+    // In prod the public listener's documents are behind the firewall and the rate limit, as every public
+    // path: they list every route, the operator's too when it shares the listener (review: an IP the firewall
+    // refuses read them). In cert they stay open, so that a fresh `npm start` shows them before any platform
+    // exists; an operator listener (SVC_ADMIN_LISTEN) serves them without either.
+    if (config.env === 'prod') for (const hook of edge) docs.addHook('onRequest', hook);
+    await docs.register(swaggerUi, { routePrefix: '/docs' });
+  });
   if (parts.ops !== false) {
     await app.register(opsRoutes, {
       db: deps.store.db,

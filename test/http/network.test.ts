@@ -335,6 +335,11 @@ describe('empty allow-lists', () => {
         await new Promise((resolve) => setTimeout(resolve, 50));
       assert.equal(ipOf(await whoami(probe.app, B_IP, { key: b.key })), B_IP);
       assert1020(await whoami(probe.app, NOWHERE_IP, { key: b.key }));
+      // The documents list every route, the operator's too: in prod, behind the firewall as every public path.
+      for (const url of ['/docs/json', '/docs']) {
+        assert1020(await probe.app.inject({ method: 'GET', url, remoteAddress: NOWHERE_IP }));
+        assert.equal((await probe.app.inject({ method: 'GET', url, remoteAddress: B_IP })).statusCode, 200);
+      }
       // A platform left with an empty list (e.g. created while the service ran in cert) allows nothing in prod.
       await svc.runtime.store.db
         .updateTable('platforms')
