@@ -341,6 +341,19 @@ describe('GET /accounts/{zrn}/details', () => {
       { method: 'GET', path: `/accounts/${account.zrn}/details` },
       { owner: a.client, other: b.client },
     );
+    // Another platform's participant named in the query: 403, as in the other lists' participant filters;
+    // a code nobody has is the caller's mistake (400).
+    const foreign = (await svc.newParticipant(b.platform.platform_code)).participant_code;
+    const named = await a.client.send('GET', `/accounts/${account.zrn}/details?participant_code=${foreign}`);
+    assert.equal(named.status, 403, JSON.stringify(named.body));
+    assert.deepEqual(named.body, {
+      error: true,
+      message: `participant ${foreign} belongs to another platform`,
+    });
+    const nobody = await a.client.send('GET', `/accounts/${account.zrn}/details?participant_code=ZZZZZ9`);
+    assert.equal(nobody.status, 400, JSON.stringify(nobody.body));
+    const own = await a.client.send('GET', `/accounts/${account.zrn}/details?participant_code=${holder}`);
+    assert.equal(own.status, 200, JSON.stringify(own.body));
   });
 
   test('POST /admin/customer_accounts answers the same details object and records it as the notification', async () => {

@@ -20,7 +20,11 @@ import {
   PG_UNIQUE_VIOLATION,
   type DomainError,
 } from '../errors.ts';
-import { findParticipant, findPlatformParticipant } from '../participants/participants.repository.ts';
+import {
+  codeOnOtherPlatform,
+  findParticipant,
+  findPlatformParticipant,
+} from '../participants/participants.repository.ts';
 import { lockParticipantFunding } from '../funding/funding.repository.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 import { findActingAccount, resolveAccountHolder } from './account-holder.ts';
@@ -470,6 +474,10 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       return inOneSnapshot(db, async (trx) => {
         const row = await requirePlatformAccount(trx, platformCode, zrn);
         if (participantCode !== undefined) {
+          // spec 5.4, as the other lists' participant filters: another platform's participant → 403.
+          if (await codeOnOtherPlatform(trx, platformCode, participantCode)) {
+            throw forbidden(`participant ${participantCode} belongs to another platform`);
+          }
           const holder = await resolveAccountHolder(trx, platformCode, participantCode, row.account_label);
           if (holder.zrn !== zrn) {
             throw forbidden(
