@@ -451,7 +451,10 @@ export function createFundingService(deps: DomainDeps) {
             address.participant_code,
             new Date(depositTimestamp),
           );
-          // Taken with the row lock the expiry job takes, so a session is never both funded and expired.
+          // Taken with the row lock the expiry job takes: a deposit recorded before the session's expiry is
+          // reported stops that report. One recorded later still carries the session's reference (spec 2.3.3:
+          // "even if the user did not complete a deposit during the session"), even when its deposit_timestamp
+          // falls within the session: the expiry event already said no deposit had been reported by then.
           const session = latest ? await repo.lockSession(trx, latest.session_id) : undefined;
           // The rate a fund quote promised for a deposit in its asset and label by its expiry, even if other
           // sessions were opened since (a quote for another asset, an SDK token); otherwise the price
