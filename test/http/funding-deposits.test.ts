@@ -200,6 +200,31 @@ test('notional = quantity × rate to the last digit; the fee rounds up and the c
   }
 });
 
+test('a fee of the whole deposit (10,000 bps) is the notional rounded up to 18 decimals, and credits nothing', async () => {
+  const setFee = (bps: string) =>
+    svc.runtime.store.db
+      .updateTable('platforms')
+      .set({ deposit_fee_bps: bps })
+      .where('platform_code', '=', feePlatform.platform.platform_code)
+      .execute();
+  const rate = '3200.123456789012345678';
+  await svc.admin.post('/prices', { pairs: { 'ETH/USD': rate } });
+  await setFee('10000');
+  try {
+    const { code, address } = await addressOf(feePlatform, 'ETH.ETH');
+    const before = (await usdBalance(svc, code)) ?? '0';
+    const quantity = '0.123456789012345679';
+    const event = await recordDeposit(svc, { deposit_address: address, quantity, transaction_id: txId() });
+    const notional = new Exact(quantity).times(rate);
+    assert.equal(event.notional, notional.toFixed());
+    assert.equal(event.deposit_fee_notional, notional.toDecimalPlaces(18, Exact.ROUND_CEIL).toFixed());
+    assert.equal((await usdBalance(svc, code)) ?? '0', before);
+  } finally {
+    await setFee('25');
+    await svc.admin.post('/prices', { pairs: { 'ETH/USD': TEST_PRICES['ETH/USD'] } });
+  }
+});
+
 test('the same transaction_id twice records one event (also when reported concurrently)', async () => {
   const { code, address } = await addressOf(owner, 'SOL.SOL');
   const tx = txId();

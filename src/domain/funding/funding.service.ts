@@ -482,11 +482,11 @@ export function createFundingService(deps: DomainDeps) {
           // The fee rounds up and the credit down to AMOUNT_DECIMALS, in the house's favour as every other
           // amount (README "Amounts"): exact, they carried up to 40 decimals into a balance, which no quote or
           // trade could then move to the last digit (review).
+          const up = (value: InstanceType<typeof Exact>) =>
+            value.toDecimalPlaces(AMOUNT_DECIMALS, Exact.ROUND_CEIL);
+          // At most the whole notional (10,000 bps), itself rounded up, so the fee has 18 decimals at most.
           const feeNotional = charged
-            ? Exact.min(
-                notional.times(feeBps).dividedBy(BPS).toDecimalPlaces(AMOUNT_DECIMALS, Exact.ROUND_CEIL),
-                notional,
-              )
+            ? Exact.min(up(notional.times(feeBps).dividedBy(BPS)), up(notional))
             : null;
           const isFirstDeposit =
             credited &&
