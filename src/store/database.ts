@@ -156,7 +156,7 @@ function answeringWithin(pool: pg.Pool, timeoutMs: number): PostgresPool {
 
 /**
  * A write whose connection was lost before its answer came: a COMMIT, or a statement outside any transaction
- * (which commits on its own). PostgreSQL may have carried it out or not; nobody can tell from here. Spec 7
+ * (which commits on its own) that may write (`mayWrite`). PostgreSQL may have carried it out or not; nobody can tell from here. Spec 7
  * gives such a request a 502 (an idempotence check before any retry), not the 503 of a failure known to have
  * written nothing: a lost statement inside a transaction, before its COMMIT, is rolled back for certain.
  */
@@ -171,6 +171,27 @@ export class OutcomeUnknownError extends Error {
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * This schema's functions that write (migrations 0008–0016), which a `select` may call. A lost `select` that
+ * calls none of them changed nothing, whatever its outcome (test/unit/statement-writes.test.ts keeps the list
+ * in step with the migrations).
+ */
+export const WRITING_FUNCTIONS = [
+  'webhook_claim_lanes',
+  'webhook_release_lanes',
+  'webhook_settle_lanes',
+  'webhook_wake_lane',
+] as const;
+const CALLS_A_WRITING_FUNCTION = new RegExp(`\\b(${WRITING_FUNCTIONS.join('|')})\\s*\\(`, 'i');
+
+/**
+ * Whether a statement sent on its own may have changed data: anything but a `select` that calls none of this
+ * schema's writing functions (a `with` may hold an insert; data-modifying statements start otherwise).
+ */
+export function mayWrite(sql: string): boolean {
+  return !/^\s*select\b/i.test(sql) || CALLS_A_WRITING_FUNCTION.test(sql);
 }
 
 /**
@@ -226,13 +247,14 @@ class BoundedClient implements PostgresPoolClient {
     const begins = sql === 'begin' || sql.startsWith('start transaction');
     const ends = sql === 'commit' || sql === 'rollback';
     const commits = sql === 'commit' && this.transaction === 'read write';
-    const standalone = this.transaction === 'none' && !begins;
+    // A read outside a transaction changed nothing, whatever became of it: a plain retryable loss.
+    const standaloneWrite = this.transaction === 'none' && !begins && !ends && mayWrite(sql);
     try {
       const result = await this.boundedStatement<R>(sql, parameters);
       if (begins) this.transaction = sql.endsWith('read only') ? 'read only' : 'read write';
       return result;
     } catch (error) {
-      if ((commits || standalone) && isConnectionLoss(error)) {
+      if ((commits || standaloneWrite) && isConnectionLoss(error)) {
         this.outcomeUnknown = new OutcomeUnknownError(error);
         throw this.outcomeUnknown;
       }

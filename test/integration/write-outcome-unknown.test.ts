@@ -64,6 +64,12 @@ before(async () => {
     await sql`insert into t select 3 from pg_sleep(1) as marker_standalone_write`.execute(store.db);
     return {};
   });
+  // A read before any write, cut while it runs: nothing was written.
+  app.post('/read-then-write-lost', async () => {
+    await sql`select 5 from pg_sleep(1) as marker_post_read`.execute(store.db);
+    await sql`insert into t values (5)`.execute(store.db);
+    return {};
+  });
   app.get('/read-lost', async () => {
     await sql`select 4 from pg_sleep(1) as marker_standalone_read`.execute(store.db);
     return {};
@@ -120,4 +126,16 @@ test('a read cut the same way stays a retryable 503', async () => {
   await proxy.up();
   assert.equal(res.statusCode, 503, res.body);
   assert.equal(res.headers['svc-allow-retry'], 'true');
+});
+
+test('a POST whose read, before any write, is cut stays a retryable 503', async () => {
+  const answer = app.inject({ method: 'POST', url: '/read-then-write-lost' });
+  await running('marker_post_read');
+  await proxy.down();
+  const res = await answer;
+  await proxy.up();
+  assert.equal(res.statusCode, 503, res.body);
+  assert.equal(res.headers['svc-allow-retry'], 'true');
+  const { rows } = await database.client.query('select count(*)::int as n from t where v = 5');
+  assert.equal(rows[0].n, 0);
 });

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { mayWrite, WRITING_FUNCTIONS } from '../../src/store/database.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+
+/**
+ * A statement outside a transaction whose connection is lost answers 502 when it may have written, a
+ * retryable 503 when it cannot have (test/integration/write-outcome-unknown.test.ts): `mayWrite` decides.
+ */
+test('mayWrite: a select is a read unless it calls one of the schema’s writing functions', () => {
+  for (const read of [
+    'select "platform_code" from "api_keys" where "api_key" = $1',
+    '\n    select case when min(due_at) is not null then 1 end from webhook_lanes',
+    'SELECT count(*) FROM trades',
+    'select webhook_skip_reason($1, $2, $3)',
+  ])
+    assert.equal(mayWrite(read), false, read);
+  for (const write of [
+    'insert into "trades" ("trade_id") values ($1)',
+    'update "platforms" set "name" = $1',
+    'delete from quotes where quote_id = any($1)',
+    'with inserted as (insert into t values (1) returning 1) select * from inserted',
+    'select * from webhook_claim_lanes($1, $2::int, $3::int, $4::int)',
+    '\n    select * from webhook_settle_lanes($1, $2::int, $3::jsonb)',
+    'select webhook_release_lanes($1::text[], $2::text[], $3)',
+    'SELECT WEBHOOK_WAKE_LANE ($1, $2)',
+    '-- a comment first\nselect 1',
+  ])
+    assert.equal(mayWrite(write), true, write);
+});
+
+let database: TestDatabase;
+let client: pg.Client;
+before(async () => {
+  database = await createTestDatabase();
+  client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+});
+after(async () => {
+  await client?.end();
+  await database?.drop();
+});
+
+test('every volatile function the migrations leave (but triggers) is listed as writing, and only those', async () => {
+  const { rows } = await client.query<{ name: string }>(`
+    select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+    where n.nspname = 'public' and p.provolatile = 'v' and p.prorettype <> 'trigger'::regtype
+    order by 1`);
+  assert.deepEqual(
+    rows.map((r) => r.name),
+    [...WRITING_FUNCTIONS].sort(),
+  );
+});
