@@ -245,9 +245,10 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       worker,
       async close({ drainMs = 0 } = {}) {
         closingSince = performance.now();
+        // At the signal, not after the drain or the requests in flight: the worker side stops taking work now
+        // (its attempts under way get their share of the shutdown, from now).
+        void stopWork?.();
         if (drainMs > 0 && url !== null) {
-          // Meanwhile, not after: the worker side stops taking work now (its attempts get their share).
-          void stopWork?.();
           draining = true;
           logger.info({ drainMs }, 'draining: /readyz answers 503, answers close their connections');
           await sleep(drainMs);

@@ -118,7 +118,7 @@ async function waitUntilBlockedOnLock(holder: pg.Client) {
 
 describe('SIGTERM', () => {
   test('the in-flight request completes, new connections are refused, and the process exits 0', async (t) => {
-    const { proc, url } = await serve();
+    const { proc, url } = await serve({ SVC_LOG_LEVEL: 'info' });
     const platform = (
       await admin(url, 'POST', '/platforms', { name: 'sigterm', ip_allowlist: ['127.0.0.1/32'] })
     ).body.message;
@@ -148,6 +148,14 @@ describe('SIGTERM', () => {
       'refusal',
     );
     assert.equal(proc.child.exitCode, null, 'the process waits for the request in flight');
+    // The worker side (role all) stops taking jobs and webhook attempts at the signal, not once the requests
+    // in flight are done: attempts it started meanwhile were cut at its share of the shutdown, and sent again
+    // by the next worker (review).
+    await eventually(
+      async () => (proc.stdout().includes('webhook delivery stopping') ? true : undefined),
+      3_000,
+      'the webhook delivery stopping while a request is in flight',
+    );
 
     // It is answered the wire-contract §3 503 (retryable, with its request id), on a closing connection.
     const answer = await late.finish('X-Request-ID: drain-1\r\n\r\n');
