@@ -234,6 +234,39 @@ describe('structured logs', () => {
   });
 });
 
+describe('GET /readyz with a dependency that never answers', () => {
+  test('is answered anyway: each check is bounded, a required one failing is 503, an optional one degraded', async () => {
+    const app = Fastify();
+    const silent = (name: string, required: boolean): ReadinessCheck => ({
+      name,
+      required,
+      check: () => new Promise<boolean>(() => {}),
+    });
+    await app.register(opsRoutes, {
+      db: svc.runtime.store.db,
+      registry: new Registry(),
+      readiness: [silent('redis', false), silent('other', true)],
+    });
+    try {
+      // Not a timing assertion: without a bound the answer never comes, and the guard says so.
+      let guard: NodeJS.Timeout | undefined;
+      const res = await Promise.race([
+        app.inject({ method: 'GET', url: '/readyz' }),
+        new Promise<never>((_, reject) => {
+          guard = setTimeout(() => reject(new Error('/readyz never answered')), 20_000);
+        }),
+      ]).finally(() => clearTimeout(guard));
+      assert.equal(res.statusCode, 503);
+      assert.deepEqual(res.json(), {
+        status: 'not ready',
+        checks: { database: true, redis: false, other: false },
+      });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('GET /readyz under a flood of probes', () => {
   test('probes arriving while a check runs share it; a probe after it checks again', async () => {
     const app = Fastify();
