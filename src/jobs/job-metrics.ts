@@ -35,7 +35,8 @@ function countJobs(db: Db): Promise<JobCount[]> {
     .then((r) => r.rows);
 }
 
-export function registerJobMetrics(registry: Registry, db: Db): void {
+/** `tasks`: every task of the task list, shown in every state even without jobs. */
+export function registerJobMetrics(registry: Registry, db: Db, tasks: readonly string[]): void {
   const counts = createScrapeCache(() => countJobs(db), { cacheMs: 1_000, waitMs: 1_000 });
   registry.registerMetric(
     new Gauge({
@@ -46,11 +47,23 @@ export function registerJobMetrics(registry: Registry, db: Db): void {
       async collect() {
         const current = await counts.latest();
         if (!current) return;
-        // Every task with jobs gets all four states, so a state that empties shows 0 rather than vanishing.
+        // Every task gets all four states, so a task or state that empties shows 0 rather than vanishing (an
+        // alert on a series that is gone does not fire); a task with jobs but no longer in the list shows too.
         this.reset();
-        for (const task of new Set(current.value.map((c) => c.task)))
+        for (const task of new Set([...tasks, ...current.value.map((c) => c.task)]))
           for (const state of JOB_STATES) this.set({ task, state }, 0);
         for (const { task, state, n } of current.value) this.set({ task, state }, n);
+      },
+    }),
+  );
+  registry.registerMetric(
+    new Gauge({
+      name: 'svc_jobs_stats_age_seconds',
+      help: 'Age of the svc_jobs numbers (they are kept while the database cannot be read); -1 before the first read',
+      registers: [],
+      async collect() {
+        const current = await counts.latest();
+        this.set(current ? (Date.now() - current.at) / 1000 : -1);
       },
     }),
   );

@@ -131,7 +131,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const metrics = new Registry();
     collectDefaultMetrics({ register: metrics });
     services.webhooks.registerMetrics(metrics);
-    registerJobMetrics(metrics, store.db);
+    registerJobMetrics(metrics, store.db, Object.keys(buildTaskList(services)));
 
     let worker: Runner | null = null;
     if (config.role !== 'api') {

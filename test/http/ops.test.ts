@@ -137,6 +137,12 @@ describe('GET /metrics', () => {
     assert.match(text, /^# TYPE svc_jobs gauge$/m);
     for (const state of ['ready', 'scheduled', 'running', 'failed'])
       assert.equal(sample(text, 'svc_jobs', `task="${task}",state="${state}"`), 1, state);
+    // Every task of the task list is there in every state, jobs or not: an alert on a series that vanished
+    // when its task's last job ran would never fire.
+    for (const listed of ['trades.settle', 'funding.expire_session'])
+      for (const state of ['ready', 'scheduled', 'running', 'failed'])
+        assert.match(text, new RegExp(`^svc_jobs\\{task="${listed}",state="${state}"\\} \\d`, 'm'));
+    assert.match(text, /^svc_jobs_stats_age_seconds \d/m);
     await sql`delete from graphile_worker._private_jobs where task_id =
       (select id from graphile_worker._private_tasks where identifier = ${task})`.execute(db);
   });
