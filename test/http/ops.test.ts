@@ -108,6 +108,15 @@ describe('GET /metrics', () => {
     );
     assert.match(after, /^# TYPE svc_http_requests_total counter$/m);
     assert.match(after, /^# TYPE svc_http_request_duration_seconds histogram$/m);
+    // Buckets up to the service's own 5 s and 30 s bounds, so requests held by them are told apart.
+    for (const le of ['5', '10', '30'])
+      assert.match(
+        after,
+        new RegExp(
+          `^svc_http_request_duration_seconds_bucket\\{le="${le}",method="GET",route="/time"\\} \\d`,
+          'm',
+        ),
+      );
     assert.match(after, /^process_cpu_seconds_total /m);
     // Raw paths never become labels (bounded cardinality).
     assert.equal(after.includes('QQQ999'), false);
