@@ -87,6 +87,8 @@ const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormat
  * came back as `Ã©`); the answer gets a new id. (Onboarding reads the header itself, whatever is echoed.)
  */
 const MAX_REQUEST_ID_LENGTH = 255;
+/** The ops routes (routes/ops.routes.ts), logged at debug. */
+const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const ECHOABLE_REQUEST_ID = /^[\x20-\x7e]+$/;
 
 /** Builds the HTTP application; never listens (entry points do). */
@@ -196,8 +198,11 @@ export async function buildApp(
     if (closing || deps.draining?.()) reply.header('connection', 'close');
   });
   // Flat fields: a nested req/res object costs the redaction (src/main/logger.ts) about half as much again.
+  // Probes and scrapes at debug: a load balancer's and Prometheus' calls, every few seconds from each, drowned
+  // the requests in the info log (review).
   app.addHook('onResponse', async (request, reply) => {
-    request.log.info(
+    const level = OPS_PATHS.has(request.routeOptions.url ?? '') ? 'debug' : 'info';
+    request.log[level](
       {
         method: request.method,
         url: request.url,

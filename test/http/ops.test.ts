@@ -246,6 +246,17 @@ describe('structured logs', () => {
       .map((line) => JSON.parse(line) as Record<string, unknown>)
       .filter((l) => typeof l.reqId === 'string' && /^[0-9a-f-]{36}$/.test(l.reqId));
     assert.ok(generated.length >= 1, 'a generated request id is logged too');
+
+    // Probes and scrapes are logged at debug only, not at info with every request.
+    for (const path of ['/healthz', '/readyz', '/metrics'])
+      await rawRequest(svc.url, 'GET', path, { headers: { 'x-request-id': `log-probe${path}` } });
+    await rawRequest(svc.url, 'GET', '/time', { headers: { 'x-request-id': 'log-after-probes' } });
+    const ids = logLines.map((line) => (JSON.parse(line) as { reqId?: string }).reqId);
+    assert.ok(ids.includes('log-after-probes'));
+    assert.deepEqual(
+      ids.filter((id) => id?.startsWith('log-probe')),
+      [],
+    );
   });
 });
 
