@@ -189,7 +189,9 @@ export const API_COMMANDS: Record<string, ApiCommand> = {
     run: (c, p, o) => {
       const permissions = (list(o, 'permission') ?? [FUNDING_PERMISSION]).map((value) => {
         if (!(CLIENT_TOKEN_PERMISSIONS as readonly string[]).includes(value)) {
-          throw new UsageError(`--permission must be one of ${CLIENT_TOKEN_PERMISSIONS.join(', ')}`);
+          throw new UsageError(
+            `--permission must be one of ${CLIENT_TOKEN_PERMISSIONS.join(', ')}, got "${value}"`,
+          );
         }
         return value as ClientTokenPermission;
       });

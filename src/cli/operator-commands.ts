@@ -4,7 +4,15 @@ import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
 import type { AdminTrade, BookTradeBody } from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
-import { list, optionalString, positional, required, UsageError, type Options } from './command-args.ts';
+import {
+  list,
+  optionalInteger,
+  optionalString,
+  positional,
+  required,
+  UsageError,
+  type Options,
+} from './command-args.ts';
 import type {
   RedeliverSinceBody,
   WebhookEndpoint,
@@ -23,6 +31,9 @@ export interface Command {
   run(client: AdminClient, positionals: string[], options: Options): Promise<unknown>;
 }
 
+/** An ISO 8601 date, or date and time (`T` or a space), with an optional fraction and zone. */
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
 export const OPERATOR_COMMANDS: Record<string, Command> = {
   'platforms create': {
     usage: 'svc platforms create --name NAME [--allow CIDR]... [--quote-expiry-ms N] [--deposit-fee-bps D]',
@@ -31,7 +42,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       c.post<Platform>('/platforms', {
         name: required(o, 'name'),
         ip_allowlist: list(o, 'allow'),
-        quote_expiry_ms: o['quote-expiry-ms'] ? Number(o['quote-expiry-ms']) : undefined,
+        quote_expiry_ms: optionalInteger(o, 'quote-expiry-ms'),
         deposit_fee_bps: optionalString(o, 'deposit-fee-bps'),
       }),
   },
@@ -246,7 +257,9 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         throw new UsageError(
           `--since: "${raw}" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)`,
         );
-      const since = /^\d+$/.test(raw) ? Number(raw) : Date.parse(raw);
+      // Anything else must look like ISO 8601: Date.parse also takes "-5", "1.5" or "x 1" (as dates in 2001),
+      // which redelivered the platform's whole history (review).
+      const since = /^\d+$/.test(raw) ? Number(raw) : ISO_8601.test(raw) ? Date.parse(raw) : NaN;
       if (!Number.isSafeInteger(since))
         throw new UsageError(`--since: "${raw}" is neither epoch ms nor an ISO 8601 time`);
       const body: RedeliverSinceBody = { since, status: list(o, 'status') };

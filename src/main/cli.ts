@@ -314,9 +314,11 @@ async function serve(config: Readonly<Config>): Promise<void> {
 async function listenForWebhooks(values: Record<string, unknown>): Promise<void> {
   const secret = typeof values.secret === 'string' ? values.secret : '';
   if (!secret) throw new UsageError('--secret is required (the secret configured for the platform)');
-  const port = typeof values.port === 'string' ? Number(values.port) : NaN;
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new UsageError('--port N is required (0 = any free port)');
+  if (typeof values.port !== 'string') throw new UsageError('--port N is required (0 = any free port)');
+  // Digits only: Number() read "" as 0 (any port) and " 0x7631" as 30257.
+  const port = /^\d{1,5}$/.test(values.port) ? Number(values.port) : NaN;
+  if (!(port <= 65535))
+    throw new UsageError(`--port must be a port number 0-65535 (0 = any free port), got "${values.port}"`);
   const host = typeof values.host === 'string' ? values.host : undefined;
   const listener = await startWebhookListener({ port, host, secret, json: values.json === true }).catch(
     (error: NodeJS.ErrnoException & { address?: string; port?: number }) => {
@@ -507,9 +509,8 @@ export async function runCli(argv: string[]): Promise<number> {
   }
 }
 
-const isEntry =
-  process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
-if (isEntry) {
+/** Runs the CLI as the process's command: `src/main/cli.ts` itself, or `bin/svc.mjs` (`npx svc`). */
+export async function runAsCommand(argv: string[]): Promise<void> {
   // A reader that went away (`svc api trades | head -1`) ends the output, not in failure: without this, the
   // write's EPIPE was an uncaught error with a stack and exit 1 ("the API refused"), and `svc webhooks listen`
   // died at its next delivery. Any other failure to write (a full disk) says so on one line.
@@ -518,7 +519,10 @@ if (isEntry) {
     process.stderr.write(`error: cannot write the output: ${error.message}\n`);
     process.exit(EXIT.failed);
   });
-  void runCli(process.argv.slice(2)).then((code) => {
-    if (code >= 0) process.exitCode = code;
-  });
+  const code = await runCli(argv);
+  if (code >= 0) process.exitCode = code;
 }
+
+const isEntry =
+  process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
+if (isEntry) void runAsCommand(process.argv.slice(2));

@@ -70,6 +70,10 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
   assert.equal(redelivered.notification_id, mine.notification_id);
   const since = await svcJson<{ redelivered: number }>('webhooks', 'redeliver-since', code, '--since', '0');
   assert.ok(since.redelivered >= 1);
+  for (const iso of ['2099-01-01', '2099-01-01T00:00:00Z', '2099-01-01 00:00:00.5+02:00']) {
+    const none = await svcJson<{ redelivered: number }>('webhooks', 'redeliver-since', code, '--since', iso);
+    assert.equal(none.redelivered, 0, iso);
+  }
 
   // Usage errors (exit 2), sent nowhere: flags that exclude each other, and a time that could be either.
   for (const [args, error] of [
@@ -81,6 +85,14 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
       ['webhooks', 'redeliver-since', code, '--since', '2026'],
       '--since: "2026" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)',
     ],
+    // Date.parse reads these as dates in 2001, before every notification: all would go out again.
+    ...['-5', '1.5', 'x 1', '5 ', '12/1'].map(
+      (since) =>
+        [
+          ['webhooks', 'redeliver-since', code, '--since', since],
+          `--since: "${since}" is neither epoch ms nor an ISO 8601 time`,
+        ] as const,
+    ),
   ] as const) {
     const refused = await runCli([...args], env);
     assert.equal(refused.code, 2, refused.stderr);

@@ -314,18 +314,21 @@ describe('exit codes', () => {
   });
 
   test('a reader that went away (`| head -1`) ends the output: exit 0, no stack trace', async () => {
-    // The write's EPIPE was an uncaught error: a stack on stderr and exit 1, read as "the API refused".
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', '--help'], {
-      cwd: PROJECT_ROOT,
-      env: childEnv(env),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout.destroy();
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    assert.equal(stderr, '');
-    assert.equal(code, 0);
+    // The write's EPIPE was an uncaught error: a stack on stderr and exit 1, read as "the API refused". Both
+    // ways to run it: npm run svc (src/main/cli.ts) and npx svc (bin/svc.mjs, which missed the guard).
+    for (const entry of [['--import', 'tsx', 'src/main/cli.ts'], ['bin/svc.mjs']]) {
+      const child = spawn(process.execPath, [...entry, '--help'], {
+        cwd: PROJECT_ROOT,
+        env: childEnv(env),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      assert.equal(stderr, '', entry.join(' '));
+      assert.equal(code, 0, entry.join(' '));
+    }
   });
 
   test('with --json, no command is one JSON error (exit 2), not the help text', async () => {
@@ -365,6 +368,44 @@ describe('exit codes', () => {
         JSON.parse(result.stderr).error.errors[0],
         `--file ${file}: must hold a JSON object, not ${what}`,
       );
+    }
+  });
+});
+
+describe('numbers and choices given as options', () => {
+  test('are digits only, and a refusal names the value given (exit 2, nothing sent)', async () => {
+    // Number() sent NaN as null for "abc", and read "0x2710" and "1e4" as 10000, "" as absent or port 0.
+    for (const [args, error] of [
+      [
+        ['platforms', 'create', '--name', 'p', '--quote-expiry-ms', '0x2710', ...OPERATOR_OFFLINE_ARGS],
+        '--quote-expiry-ms must be a whole number, got "0x2710"',
+      ],
+      [
+        ['platforms', 'create', '--name', 'p', '--quote-expiry-ms', '1e4', ...OPERATOR_OFFLINE_ARGS],
+        '--quote-expiry-ms must be a whole number, got "1e4"',
+      ],
+      [
+        ['webhooks', 'listen', '--port', ' 0x7631', '--secret', 's'],
+        '--port must be a port number 0-65535 (0 = any free port), got " 0x7631"',
+      ],
+      [
+        ['webhooks', 'listen', '--port', '', '--secret', 's'],
+        '--port must be a port number 0-65535 (0 = any free port), got ""',
+      ],
+      [
+        ['webhooks', 'listen', '--port', '70000', '--secret', 's'],
+        '--port must be a port number 0-65535 (0 = any free port), got "70000"',
+      ],
+      [
+        ['api', 'token', 'ABC123', '--permission', 'fwc,kyc', ...PLATFORM_OFFLINE_ARGS],
+        '--permission must be one of onboarding, ',
+      ],
+    ] as const) {
+      const result = await runCli([...args, '--json'], env);
+      assert.equal(result.code, 2, result.stderr);
+      const message = JSON.parse(result.stderr).error.errors[0] as string;
+      assert.ok(message.startsWith(error), message);
+      if (args[0] === 'api') assert.match(message, /, got "kyc"$/);
     }
   });
 });
