@@ -1,4 +1,5 @@
 import { SvcClient } from '../sdk/client.ts';
+import { SvcConnectionError } from '../sdk/errors.ts';
 
 /** A small client for the operator API (DESIGN §3), used by the CLI and by tests. */
 export class AdminApiError extends Error {
@@ -18,6 +19,17 @@ export class AdminApiError extends Error {
     super(`operator API answered ${status}: ${text.length > 300 ? `${text.slice(0, 300)}…` : text}`);
     this.name = 'AdminApiError';
   }
+
+  /** A write answered 502 or 504: it may have been carried out (spec 7.1.2), as the SDK's own errors say. */
+  outcomeUnknown?: true;
+}
+
+/** The connection was never made (refused, no such host): the request cannot have been carried out. */
+function neverSent(error: unknown): boolean {
+  for (let e = error as { code?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN') return true;
+  }
+  return false;
 }
 
 export interface AdminClientOptions {
@@ -59,16 +71,26 @@ export class AdminClient {
    * `total_pages` and `count`. Every call goes through here.
    */
   async answer<A extends { message: unknown }>(method: string, path: string, body?: unknown): Promise<A> {
-    const response = await this.http.send(method, `/admin${path}`, {
-      // The SDK sends a string as it is; every operator body is JSON.
-      body: typeof body === 'string' ? JSON.stringify(body) : body,
-      authenticate: false,
-      headers: { authorization: `Bearer ${this.token}` },
-    });
+    // A write that got no answer, or a 502/504, may have been carried out: said so, so that nobody repeats a
+    // balance adjustment (which has no idempotency key) after "server unreachable" (review).
+    const write = method !== 'GET';
+    const response = await this.http
+      .send(method, `/admin${path}`, {
+        // The SDK sends a string as it is; every operator body is JSON.
+        body: typeof body === 'string' ? JSON.stringify(body) : body,
+        authenticate: false,
+        headers: { authorization: `Bearer ${this.token}` },
+      })
+      .catch((error: unknown) => {
+        if (write && error instanceof SvcConnectionError && !neverSent(error)) error.outcomeUnknown = true;
+        throw error;
+      });
     // A body that is not JSON (a proxy page, the firewall's text, another service) arrives as its text.
     const answer = response.body === '' ? undefined : response.body;
     if (response.status < 200 || response.status > 299) {
-      throw new AdminApiError(response.status, answer, response.requestId);
+      const error = new AdminApiError(response.status, answer, response.requestId);
+      if (write && (response.status === 502 || response.status === 504)) error.outcomeUnknown = true;
+      throw error;
     }
     if (typeof answer !== 'object' || answer === null || !('message' in answer)) {
       throw new AdminApiError(response.status, answer, response.requestId);

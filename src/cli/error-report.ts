@@ -28,7 +28,7 @@ const OUTCOME_UNKNOWN =
   '  outcome unknown: the request may have been carried out; look (e.g. svc api trades) before repeating it';
 
 function withOutcome(error: SvcError | AdminApiError, report: FailureReport): FailureReport {
-  if (!(error instanceof SvcError) || !error.outcomeUnknown) return report;
+  if (!error.outcomeUnknown) return report;
   return {
     ...report,
     text: `${report.text}\n${OUTCOME_UNKNOWN}`,

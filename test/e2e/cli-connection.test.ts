@@ -281,6 +281,26 @@ describe('no usable answer', () => {
     assert.deepEqual(jsonError(apiJson.stderr).errors, ['POST /admin/platforms: timed out']);
   });
 
+  test('an operator write with no answer, or a 502, says its outcome is unknown; one never sent does not', async () => {
+    const port = await freePort();
+    const adjust = ['balances', 'adjust', '--participant', 'ABC123', '--label', 'general', '--asset', 'USD'];
+    const [silent, gateway, refused] = await Promise.all([
+      runCli([...adjust, '--amount', '7', '--url', silentUrl, '--token', 'x', '--timeout-ms', '200'], base),
+      runCli([...adjust, '--amount', '7', '--url', emptyUrl, '--token', 'x', '--json'], base),
+      runCli([...adjust, '--amount', '7', '--url', `http://127.0.0.1:${port}`, '--token', 'x'], base),
+    ]);
+    assert.equal(silent.code, 3, silent.stderr);
+    assert.equal(
+      silent.stderr,
+      'error: server unreachable (POST /admin/balances: timed out)\n' +
+        '  outcome unknown: the request may have been carried out; look (e.g. svc api trades) before repeating it\n',
+    );
+    assert.equal(gateway.code, 1, gateway.stderr);
+    assert.equal((jsonError(gateway.stderr) as { outcome_unknown?: boolean }).outcome_unknown, true);
+    assert.equal(refused.code, 3, refused.stderr);
+    assert.doesNotMatch(refused.stderr, /outcome unknown/);
+  });
+
   test('no server, or a port fetch refuses: exit 3 with one line (JSON under --json)', async () => {
     const port = await freePort();
     const [refused, refusedJson, badPort] = await Promise.all([
