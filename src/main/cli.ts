@@ -389,11 +389,22 @@ export async function main(argv: string[]): Promise<number> {
       .filter(([, o]) => o.type === 'string')
       .map(([name]) => name),
   );
-  const { values, positionals } = parseArgs({
+  const { values, positionals, tokens } = parseArgs({
     args: negativeNumbersAsValues(argv, stringOptions),
     allowPositionals: true,
     options,
+    tokens: true,
   });
+  // parseArgs keeps the last of a repeated option that takes one value: "--amount 5 --amount 500" sent 500.
+  // Refused, as everything else the CLI would otherwise silently ignore (review).
+  const seen = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== 'option') continue;
+    const repeatable = 'multiple' in options[token.name as keyof typeof options];
+    if (seen.has(token.name) && !repeatable)
+      throw new UsageError(`--${token.name} is given more than once; give it once`);
+    seen.add(token.name);
+  }
   if (values.help) {
     process.stdout.write(HELP);
     return EXIT.ok;

@@ -400,6 +400,25 @@ describe('numbers and choices given as options', () => {
         ['api', 'token', 'ABC123', '--permission', 'fwc,kyc', ...PLATFORM_OFFLINE_ARGS],
         '--permission must be one of onboarding, ',
       ],
+      // The last of a repeated single-value option won: 500 was sent.
+      [
+        [
+          'balances',
+          'adjust',
+          '--participant',
+          'ABC123',
+          '--label',
+          'general',
+          '--asset',
+          'USD',
+          '--amount',
+          '5',
+          '--amount',
+          '500',
+          ...OPERATOR_OFFLINE_ARGS,
+        ],
+        '--amount is given more than once; give it once',
+      ],
     ] as const) {
       const result = await runCli([...args, '--json'], env);
       assert.equal(result.code, 2, result.stderr);
