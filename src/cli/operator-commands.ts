@@ -180,7 +180,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage:
       'svc webhooks set PLATFORM URL [--secret S | --no-secret] [--types T1,T2 | --all-types] [--disabled]',
     summary:
-      "configure a platform's webhook (the secret is kept when neither --secret nor --no-secret is given)",
+      "configure a platform's webhook, replacing its configuration: every type unless --types, enabled unless --disabled; only the secret is kept when neither --secret nor --no-secret is given",
     run: (c, p, o) => {
       if (o.secret !== undefined && o['no-secret'] === true)
         throw new UsageError('--secret and --no-secret exclude each other');
