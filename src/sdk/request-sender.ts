@@ -1,5 +1,5 @@
 import { resolveRetryOptions, type RetryOptions } from './backoff.ts';
-import { errorForStatus, SvcConnectionError, SvcError } from './errors.ts';
+import { errorForStatus, SvcConnectionError, SvcError, SvcServerError } from './errors.ts';
 import { decideRetry, retryClassFor, type RequestOutcome, type RetryClass } from './retry-policy.ts';
 
 /**
@@ -60,6 +60,12 @@ async function runCheck<T>(
   }
 }
 
+/** A 2xx of this API: a JSON body (parsed), or a 204 without one. */
+function answersJson(response: RawResponse): boolean {
+  if (response.status === 204) return response.body === '' || response.body === undefined;
+  return typeof response.body === 'object' && response.body !== null;
+}
+
 export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
   const options = resolveRetryOptions(plan.retry === false ? { maxRetries: 0 } : plan.retry);
   const retryClass = plan.retryClass ?? retryClassFor(plan.method, plan.path);
@@ -84,7 +90,19 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
      * empty check proves nothing then and the outcome stays unknown.
      */
     const finish = (checked = false): T => {
-      if (response && response.status >= 200 && response.status < 300) return response.body as T;
+      if (response && response.status >= 200 && response.status < 300) {
+        if (answersJson(response)) return response.body as T;
+        // Not this API's answer (every one but a 204 is a JSON object): a proxy's or a captive portal's page.
+        // A write may not have reached the API, or may have: not a success (review: it printed "hello").
+        const error = new SvcServerError(
+          `${plan.method} ${plan.path}: answered ${response.status} with a body that is not JSON`,
+          response.status,
+          response.requestId,
+          response.body,
+        );
+        if (plan.method !== 'GET') error.outcomeUnknown = true;
+        throw error;
+      }
       const error = failure();
       const indeterminate = !response || response.status === 502 || response.status === 504;
       if (indeterminate && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;

@@ -363,3 +363,51 @@ describe('request sender applies the spec 7 table', () => {
     assert.equal(s.calls.length, 1);
   });
 });
+
+describe('a 2xx that is not this API’s answer', () => {
+  test('a body that is not JSON is an error, of unknown outcome for a write; a 204 without a body is fine', async () => {
+    // A proxy or captive portal answering 200 text/plain: printed as the result, exit 0 (review).
+    await assert.rejects(
+      sendWithRetries({
+        method: 'GET',
+        path: '/time',
+        send: script([[200, 'hello']]).send,
+        retry: clock().retry,
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof SvcServerError);
+        assert.equal(error.status, 200);
+        assert.equal(error.message, 'GET /time: answered 200 with a body that is not JSON');
+        assert.equal(error.outcomeUnknown, undefined);
+        return true;
+      },
+    );
+    await assert.rejects(
+      sendWithRetries({
+        method: 'POST',
+        path: '/accounts/zrn/tenants',
+        send: script([[202, '']]).send,
+        retry: clock().retry,
+      }),
+      (error: unknown) => error instanceof SvcServerError && error.outcomeUnknown === true,
+    );
+    assert.equal(
+      await sendWithRetries({
+        method: 'POST',
+        path: '/revoke_auth_token',
+        send: script([[204, '']]).send,
+        retry: clock().retry,
+      }),
+      '',
+    );
+    assert.deepEqual(
+      await sendWithRetries({
+        method: 'POST',
+        path: '/accounts',
+        send: script([[202, {}]]).send,
+        retry: clock().retry,
+      }),
+      {},
+    );
+  });
+});
