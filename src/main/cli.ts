@@ -342,7 +342,7 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
     const { url, embedded } = await openDatabase(config, logger);
     const store = createStore(url, { max: 2 });
     try {
-      return await migrate(store.pool, (msg) => logger.info(msg));
+      return await migrate(store.pool, logger);
     } finally {
       await store.close();
       await embedded?.stop();

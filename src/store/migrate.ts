@@ -1,14 +1,30 @@
+import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'graphile-worker';
 
 /**
  * Numbered, forward-only SQL migrations (src/store/migrations/NNNN_name.sql), then the job queue's own.
  * A session-level advisory lock serialises concurrent starts: the second instance waits, then finds
- * everything applied. A shipped migration is never edited; add the next number instead.
+ * everything applied. A shipped migration is never edited; add the next number instead: each applied file's
+ * checksum is recorded, and a start on a database where one was applied with other contents is refused.
+ *
+ * A file is run in one transaction with its record, unless its first line is `-- svc:no-transaction`: then
+ * its statements are run one at a time, outside any transaction, so that it can build an index
+ * CONCURRENTLY (a plain build blocks every write to the table for as long as it takes: seconds per million
+ * rows). Such a file holds only plain statements, each ending with `;` at the end of a line, each safe to run
+ * again (a file stopped halfway is run again whole: `drop index concurrently if exists` first).
  */
 const MIGRATION_LOCK_ID = 7_351_846_001;
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
+const NO_TRANSACTION = /^-- svc:no-transaction\s*$/m;
+/**
+ * How often a start that waits for another's migrations tries the lock. Polled rather than waited for in one
+ * statement: a waiting statement holds a snapshot, and the holder's CREATE INDEX CONCURRENTLY waits for
+ * every snapshot older than its own, so the two would wait for each other.
+ */
+const LOCK_POLL_MS = 200;
 /** graphile-worker logs through our logger elsewhere; its migrations have nothing worth saying. */
 const silentQueueLogger = new QueueLogger(() => () => {});
 
@@ -16,49 +32,98 @@ export interface MigrationFile {
   version: string;
   name: string;
   sql: string;
+  /** sha256 of the contents with line endings as \n (a checkout with CRLF is the same file). */
+  checksum: string;
+}
+
+export interface MigrationLog {
+  info(message: string): void;
+  warn(message: string): void;
 }
 
 export async function listMigrations(): Promise<MigrationFile[]> {
   const names = (await readdir(MIGRATIONS_DIR)).filter((n) => /^\d{4}_[a-z0-9_]+\.sql$/.test(n)).sort();
   return Promise.all(
-    names.map(async (name) => ({
-      version: name.slice(0, 4),
-      name,
-      sql: await readFile(new URL(name, MIGRATIONS_DIR), 'utf8'),
-    })),
+    names.map(async (name) => {
+      const sql = await readFile(new URL(name, MIGRATIONS_DIR), 'utf8');
+      return { version: name.slice(0, 4), name, sql, checksum: checksumOf(sql) };
+    }),
   );
 }
 
-export async function migrate(pool: pg.Pool, log: (msg: string) => void = () => {}): Promise<string[]> {
+export function checksumOf(sql: string): string {
+  return createHash('sha256').update(sql.replace(/\r\n/g, '\n')).digest('hex');
+}
+
+/** The statements of a no-transaction file: split where a line ends with `;`, comments dropped. */
+export function plainStatements(sql: string): string[] {
+  return sql
+    .split(/;[ \t]*(?:\r?\n|$)/)
+    .map((chunk) =>
+      chunk
+        .split(/\r?\n/)
+        .filter((line) => !/^\s*--/.test(line))
+        .join('\n')
+        .trim(),
+    )
+    .filter(Boolean);
+}
+
+async function lock(client: pg.PoolClient): Promise<void> {
+  for (;;) {
+    const { rows } = await client.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [
+      MIGRATION_LOCK_ID,
+    ]);
+    if (rows[0]!.locked) return;
+    await sleep(LOCK_POLL_MS);
+  }
+}
+
+export async function migrate(
+  pool: pg.Pool,
+  log: MigrationLog = { info: () => {}, warn: () => {} },
+): Promise<string[]> {
   const client = await pool.connect();
   const applied: string[] = [];
   try {
-    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
+    await lock(client);
     await client.query(
       `create table if not exists schema_migrations (
          version text primary key, name text not null, applied_at timestamptz not null default now())`,
     );
-    const done = new Set(
-      (await client.query<{ version: string }>('select version from schema_migrations')).rows.map(
-        (r) => r.version,
-      ),
+    await client.query('alter table schema_migrations add column if not exists checksum text');
+    const files = await listMigrations();
+    const known = new Map(files.map((f) => [f.version, f]));
+    const { rows } = await client.query<{ version: string; name: string; checksum: string | null }>(
+      'select version, name, checksum from schema_migrations order by version',
     );
-    for (const file of await listMigrations()) {
-      if (done.has(file.version)) continue;
-      try {
-        await client.query('begin');
-        await client.query(file.sql);
-        await client.query('insert into schema_migrations (version, name) values ($1, $2)', [
-          file.version,
-          file.name,
+    const newer = rows.filter((r) => !known.has(r.version)).map((r) => r.name);
+    if (newer.length > 0) {
+      log.warn(
+        `the database has migrations this version does not have (${newer.join(', ')}): a newer version migrated it, and this one may not work with it`,
+      );
+    }
+    for (const row of rows) {
+      const file = known.get(row.version);
+      if (!file) continue;
+      // Applied before checksums were kept: what is there now is taken as what was applied.
+      if (row.checksum === null) {
+        await client.query('update schema_migrations set checksum = $2 where version = $1', [
+          row.version,
+          file.checksum,
         ]);
-        await client.query('commit');
-      } catch (error) {
-        await client.query('rollback');
-        throw new Error(`migration ${file.name} failed: ${(error as Error).message}`, { cause: error });
+      } else if (row.checksum !== file.checksum) {
+        throw new Error(
+          `migration ${file.name} was changed after it was applied to this database; a shipped migration is never edited (add the next number instead): restore it as it was applied`,
+        );
       }
+    }
+    const done = new Set(rows.map((r) => r.version));
+    for (const file of files) {
+      if (done.has(file.version)) continue;
+      await apply(client, file);
       applied.push(file.name);
-      log(`applied migration ${file.name}`);
+      log.info(`applied migration ${file.name}`);
     }
     await runQueueMigrations({ pgPool: pool, logger: silentQueueLogger });
   } finally {
@@ -66,4 +131,27 @@ export async function migrate(pool: pg.Pool, log: (msg: string) => void = () => 
     client.release();
   }
   return applied;
+}
+
+async function apply(client: pg.PoolClient, file: MigrationFile): Promise<void> {
+  const record = () =>
+    client.query('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
+      file.version,
+      file.name,
+      file.checksum,
+    ]);
+  try {
+    if (NO_TRANSACTION.test(file.sql.split('\n', 1)[0]!)) {
+      for (const statement of plainStatements(file.sql)) await client.query(statement);
+      await record();
+      return;
+    }
+    await client.query('begin');
+    await client.query(file.sql);
+    await record();
+    await client.query('commit');
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw new Error(`migration ${file.name} failed: ${(error as Error).message}`, { cause: error });
+  }
 }

@@ -9,9 +9,9 @@ import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import { startRuntime } from '../../src/main/runtime.ts';
 import { createStore } from '../../src/store/database.ts';
-import { listMigrations, migrate } from '../../src/store/migrate.ts';
+import { checksumOf, listMigrations, migrate, plainStatements } from '../../src/store/migrate.ts';
 import { createTestDatabase, serverUrl, withDatabase } from '../helpers/database.ts';
-import { runCli } from '../helpers/service-process.ts';
+import { eventually, runCli } from '../helpers/service-process.ts';
 
 /**
  * Issue 2 "Store": numbered forward-only migrations applied at start and by `svc migrate`, safe when two
@@ -124,6 +124,123 @@ describe('migrations', () => {
       assert.equal(res.status, 200);
     } finally {
       await runtime.close();
+    }
+  });
+
+  test('an applied migration whose file changed since is refused; one applied before checksums is adopted', async () => {
+    const url = await freshDatabase();
+    const store = createStore(url, { max: 2 });
+    try {
+      await migrate(store.pool);
+      // Applied by a version that kept no checksums: what is there now is taken as what was applied.
+      await store.pool.query(`update schema_migrations set checksum = null where version = '0005'`);
+      assert.deepEqual(await migrate(store.pool), []);
+      const files = await listMigrations();
+      const { rows } = await store.pool.query<{ version: string; checksum: string }>(
+        'select version, checksum from schema_migrations order by version',
+      );
+      assert.deepEqual(
+        rows,
+        files.map((f) => ({ version: f.version, checksum: f.checksum })),
+      );
+      // Edited after it was applied (as 0008 was, five times): the database never got the new contents.
+      await store.pool.query(`update schema_migrations set checksum = 'other' where version = '0008'`);
+      await assert.rejects(migrate(store.pool), {
+        message:
+          'migration 0008_webhook_lanes.sql was changed after it was applied to this database; a shipped migration is never edited (add the next number instead): restore it as it was applied',
+      });
+      // A line-ending conversion is not a change.
+      assert.equal(checksumOf('a\r\nb\r\n'), checksumOf('a\nb\n'));
+    } finally {
+      await store.close();
+    }
+  });
+
+  test('a database migrated by a newer version is said so at start (warn), and this one still starts', async () => {
+    const url = await freshDatabase();
+    const store = createStore(url, { max: 2 });
+    try {
+      await migrate(store.pool);
+      await store.pool.query(
+        `insert into schema_migrations (version, name) values ('9999', '9999_from_the_future.sql')`,
+      );
+      const warnings: string[] = [];
+      assert.deepEqual(await migrate(store.pool, { info: () => {}, warn: (m) => warnings.push(m) }), []);
+      assert.deepEqual(warnings, [
+        'the database has migrations this version does not have (9999_from_the_future.sql): a newer version migrated it, and this one may not work with it',
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test('a -- svc:no-transaction migration builds its indexes CONCURRENTLY, valid, and can be run again whole', async () => {
+    const file = (await listMigrations()).find((f) => f.version === '0020')!;
+    const statements = plainStatements(file.sql);
+    assert.equal(statements.length, 8);
+    for (const statement of statements) assert.match(statement, /^(drop|create) index concurrently /);
+    const url = await freshDatabase();
+    const store = createStore(url, { max: 2 });
+    try {
+      await migrate(store.pool);
+      const valid = async () =>
+        (
+          await store.pool.query<{ name: string; valid: boolean }>(
+            `select c.relname as name, i.indisvalid as valid from pg_index i join pg_class c on c.oid = i.indexrelid
+             where c.relname in ('balance_accounts_platform_created', 'participants_customers_created',
+               'trades_owner_time', 'trades_counterparty_time') order by 1`,
+          )
+        ).rows;
+      const expected = [
+        { name: 'balance_accounts_platform_created', valid: true },
+        { name: 'participants_customers_created', valid: true },
+        { name: 'trades_counterparty_time', valid: true },
+        { name: 'trades_owner_time', valid: true },
+      ];
+      assert.deepEqual(await valid(), expected);
+      // Stopped before its record (a crash mid-way): the next start runs the whole file again.
+      await store.pool.query(`delete from schema_migrations where version = '0020'`);
+      assert.deepEqual(await migrate(store.pool), ['0020_list_indexes.sql']);
+      assert.deepEqual(await valid(), expected);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test('while a CONCURRENTLY build runs, another start waits for the lock without blocking it', async () => {
+    // A start waiting in pg_advisory_lock holds a snapshot, which the build waits for: they waited for each
+    // other. Both stores start on a database one migration short.
+    const url = await freshDatabase();
+    const first = createStore(url, { max: 2 });
+    const second = createStore(url, { max: 2 });
+    try {
+      await migrate(first.pool);
+      await first.pool.query(`delete from schema_migrations where version = '0020'`);
+      // A writer's open transaction holds the build at its start (it waits for those that may write the table).
+      const writer = await first.pool.connect();
+      await writer.query('begin');
+      await writer.query('lock table trades in row exclusive mode');
+      const both = Promise.all([migrate(first.pool), migrate(second.pool)]);
+      // The build waits for the writer; meanwhile the other start is waiting for the lock.
+      await eventually(
+        async () => {
+          // Not on the writer's connection: in a transaction, pg_stat_activity is read once and kept.
+          const { rows } = await second.pool.query<{ n: number }>(
+            `select count(*)::int as n from pg_stat_activity
+             where datname = current_database() and query like '% index concurrently %' and wait_event_type = 'Lock'`,
+          );
+          return rows[0]!.n === 1 || undefined;
+        },
+        10_000,
+        'the build waiting for the writer',
+      );
+      await writer.query('commit');
+      writer.release();
+      const [x, y] = await both;
+      assert.deepEqual([...x, ...y], ['0020_list_indexes.sql']);
+    } finally {
+      await first.close();
+      await second.close();
     }
   });
 
