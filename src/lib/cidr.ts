@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /** Parses a CIDR ("10.0.0.0/8", "::1/128") or a bare address; null when invalid. */
 export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
@@ -12,20 +13,57 @@ export function parseCidr(text: string): { address: string; prefix: number; fami
   return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
 }
 
-const IPV4_MAPPED = new BlockList();
-IPV4_MAPPED.addSubnet('::ffff:0:0', 96, 'ipv6');
+/** An address as a number: 32 bits for IPv4, 128 for IPv6 (ipaddr.js, the parser proxy-addr uses). */
+function addressValue(address: string): bigint {
+  return ipaddr
+    .parse(address)
+    .toByteArray()
+    .reduce((value, byte) => (value << 8n) | BigInt(byte), 0n);
+}
+
+const IPV4_SPACE = 2n ** 32n;
+const IPV6_SPACE = 2n ** 128n;
+/** ::ffff:0:0/96, where IPv4 addresses are matched among IPv6 ranges (CidrSet, BlockList). */
+const MAPPED_START = 0xffff_0000_0000n;
+
+/** Whether ranges [start, end) together cover [0, size). */
+function coverWhole(ranges: Array<[bigint, bigint]>, size: bigint): boolean {
+  let reached = 0n;
+  for (const [start, end] of ranges.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))) {
+    if (start > reached) return false;
+    if (end > reached) reached = end;
+  }
+  return reached >= size;
+}
 
 /**
- * Whether a CIDR takes in every address of a family: `/0`, or an IPv4-mapped IPv6 range of `/96`
- * (`::ffff:0.0.0.0/96`), which proxy-addr, like this module, reads as every IPv4 address.
+ * The address families that `cidrs` (valid ones; others are ignored) take in whole, together: `0.0.0.0/0`,
+ * `0.0.0.0/1` with `128.0.0.0/1`, or any IPv6 range over `::ffff:0:0/96` (`::/80`), through which every IPv4
+ * address matches, for IPv4; `::/0` or its halves for IPv6.
  */
-export function coversEveryAddress(cidr: {
-  address: string;
-  prefix: number;
-  family: 'ipv4' | 'ipv6';
-}): boolean {
-  if (cidr.prefix === 0) return true;
-  return cidr.family === 'ipv6' && cidr.prefix === 96 && IPV4_MAPPED.check(cidr.address, 'ipv6');
+export function familiesCoveredWhole(cidrs: readonly string[]): Array<'IPv4' | 'IPv6'> {
+  const v4: Array<[bigint, bigint]> = [];
+  const v6: Array<[bigint, bigint]> = [];
+  for (const text of cidrs) {
+    const cidr = parseCidr(text);
+    if (!cidr) continue;
+    const bits = cidr.family === 'ipv4' ? 32n : 128n;
+    const size = 2n ** (bits - BigInt(cidr.prefix));
+    const start = (addressValue(cidr.address) / size) * size;
+    if (cidr.family === 'ipv4') {
+      v4.push([start, start + size]);
+      continue;
+    }
+    v6.push([start, start + size]);
+    // Its part of ::ffff:0:0/96, as IPv4 addresses.
+    const from = start > MAPPED_START ? start : MAPPED_START;
+    const to = start + size < MAPPED_START + IPV4_SPACE ? start + size : MAPPED_START + IPV4_SPACE;
+    if (from < to) v4.push([from - MAPPED_START, to - MAPPED_START]);
+  }
+  return [
+    ...(coverWhole(v4, IPV4_SPACE) ? (['IPv4'] as const) : []),
+    ...(coverWhole(v6, IPV6_SPACE) ? (['IPv6'] as const) : []),
+  ];
 }
 
 /**

@@ -290,6 +290,8 @@ describe('empty allow-lists', () => {
         { name: 'every v4', ip_allowlist: ['0.0.0.0/0'] },
         { name: 'every v6', ip_allowlist: [`${A_IP}/32`, '::/0'] },
         { name: 'every mapped v4', ip_allowlist: ['::ffff:0.0.0.0/96'] },
+        { name: 'every v4 through v6', ip_allowlist: ['::/80'] },
+        { name: 'every v4 in halves', ip_allowlist: ['0.0.0.0/1', '128.0.0.0/1'] },
       ]) {
         await assert.rejects(
           svc.admin.post('/platforms', body),

@@ -33,8 +33,20 @@ describe('trusted proxies', () => {
     );
     refused({ SVC_TRUST_PROXY: '10.0.0.0/33' }, /^SVC_TRUST_PROXY: "10.0.0.0\/33" is not a CIDR/);
     // ::ffff:0.0.0.0/96 is every IPv4 address written as IPv6 (proxy-addr trusts every IPv4 peer with it).
-    for (const everyone of ['0.0.0.0/0', '::/0', '::ffff:0.0.0.0/96', '::ffff:0:0/96'])
+    // Any wider IPv6 range over it too (::/80), and every address in pieces.
+    for (const everyone of [
+      '0.0.0.0/0',
+      '::/0',
+      '::ffff:0.0.0.0/96',
+      '::ffff:0:0/96',
+      '::/80',
+      '::ffff:0:0/95',
+    ])
       refused({ SVC_TRUST_PROXY: `10.0.0.0/8,${everyone}` }, /^SVC_TRUST_PROXY: ".*" trusts every address/);
+    refused(
+      { SVC_TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' },
+      /^SVC_TRUST_PROXY: together trusts every IPv4 address/,
+    );
   });
 });
 

@@ -1,4 +1,4 @@
-import { CidrSet, coversEveryAddress, parseCidr } from '../../lib/cidr.ts';
+import { CidrSet, familiesCoveredWhole } from '../../lib/cidr.ts';
 import type { DomainDeps } from '../deps.ts';
 import { listAllowlists } from './platforms.repository.ts';
 
@@ -34,9 +34,10 @@ function decide(snapshot: Snapshot, key: string, compute: () => boolean): boolea
   return allowed;
 }
 
-function allowsEveryIp(cidr: string): boolean {
-  const parsed = parseCidr(cidr);
-  return parsed !== null && coversEveryAddress(parsed);
+/** A list without its entries that allow every IP; none at all if what is left still does, in pieces. */
+function withoutAllowAll(cidrs: string[]): string[] {
+  const kept = cidrs.filter((c) => familiesCoveredWhole([c]).length === 0);
+  return familiesCoveredWhole(kept).length > 0 ? [] : kept;
 }
 
 export function createNetworkRules(deps: DomainDeps) {
@@ -59,10 +60,10 @@ export function createNetworkRules(deps: DomainDeps) {
     if (!loading) {
       const started = generation;
       const load = (async () => {
-        // In prod an allow-all written as a range opens nothing, as an empty list: one stored while the
+        // In prod an allow-all written as ranges opens nothing, as an empty list: one stored while the
         // service ran in cert would otherwise open the firewall (the union) to every IP.
         const rows = (await listAllowlists(deps.db)).map((r) =>
-          openMeansAll ? r : { ...r, ip_allowlist: r.ip_allowlist.filter((c) => !allowsEveryIp(c)) },
+          openMeansAll ? r : { ...r, ip_allowlist: withoutAllowAll(r.ip_allowlist) },
         );
         const byPlatform = new Map(rows.map((r) => [r.platform_code, new CidrSet(r.ip_allowlist)]));
         const next: Snapshot = {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
-import { coversEveryAddress, parseCidr } from '../../lib/cidr.ts';
+import { familiesCoveredWhole, parseCidr } from '../../lib/cidr.ts';
 import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
 import { newParticipantCode, newPassphrase } from '../../lib/ids.ts';
 import { hashPassphrase } from '../../lib/passphrase-hash.ts';
@@ -63,11 +63,17 @@ export function createPlatformsService(deps: DomainDeps) {
     // so it would open the service to every IP, not only this platform (review).
     if (config.env === 'prod') {
       const everyAddress = cidrs.flatMap((c, i) =>
-        coversEveryAddress(parseCidr(c)!)
+        familiesCoveredWhole([c]).length > 0
           ? [`${field}[${i}]: "${c.trim()}" allows every IP, which only SVC_ENV=cert permits`]
           : [],
       );
       if (everyAddress.length) throw invalid(...everyAddress);
+      // Or in pieces (0.0.0.0/1 and 128.0.0.0/1).
+      const together = familiesCoveredWhole(cidrs);
+      if (together.length > 0)
+        throw invalid(
+          `${field}: together allows every ${together[0]} address, which only SVC_ENV=cert permits`,
+        );
     }
     return cidrs.map((c) => c.trim());
   }

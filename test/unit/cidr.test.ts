@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CidrSet, familiesCoveredWhole } from '../../src/lib/cidr.ts';
+
+/**
+ * wire-contract §2.2: an allow-all list is for cert only, whichever way it is written. IPv4 peers match IPv6
+ * ranges through ::ffff:0:0/96, so an IPv6 range over it lets every IPv4 address in.
+ */
+test('familiesCoveredWhole: every address of a family, in one range or in pieces', () => {
+  const cases: Array<[string[], string[]]> = [
+    [['0.0.0.0/0'], ['IPv4']],
+    [['::/0'], ['IPv4', 'IPv6']],
+    [['::ffff:0:0/96'], ['IPv4']],
+    [['::ffff:0.0.0.0/96'], ['IPv4']],
+    [['::/80'], ['IPv4']],
+    [['::ffff:0:0/95'], ['IPv4']],
+    [['0.0.0.0/1', '128.0.0.0/1'], ['IPv4']],
+    [
+      ['::/1', '8000::/1'],
+      ['IPv4', 'IPv6'],
+    ],
+    [['0.0.0.0/1', '::ffff:128.0.0.0/97'], ['IPv4']],
+    [['0.0.0.0/1'], []],
+    [['::ffff:0:0/97'], []],
+    [['10.0.0.0/8', 'fd00::/8', '::ffff:10.0.0.0/104'], []],
+    [['0.0.0.0/1', '128.0.0.0/2', '192.0.0.0/3', '224.0.0.0/4'], []],
+    [['not a cidr'], []],
+  ];
+  for (const [cidrs, families] of cases)
+    assert.deepEqual(familiesCoveredWhole(cidrs), families, cidrs.join());
+  // What "covered" means here is what CidrSet lets in.
+  for (const ip of ['8.8.8.8', '203.0.113.7', '255.255.255.255', '0.0.0.0'])
+    assert.equal(new CidrSet(['::/80']).has(ip), true, ip);
+});
