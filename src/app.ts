@@ -28,7 +28,7 @@ import {
 } from './http/error-handler.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
-import { metricsPlugin } from './http/plugins/metrics.plugin.ts';
+import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
 import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
 import { acceptingBooleansInAnyCase, refusingNumbersNotInDigits } from './http/query-coercion.ts';
@@ -146,9 +146,28 @@ export async function buildApp(
         error.code === 'FST_ERR_MAX_PARAM_LENGTH'
           ? 'path: a parameter is longer than 500 characters'
           : 'path: is not a valid URL';
-      request.log.info({ code: error.code }, 'request URL refused');
       // Refused before routing, so no hook runs, ours included (the request id is set here): a public
-      // request still meets the firewall and is counted.
+      // request still meets the firewall and is counted; it is logged and measured like any other (review:
+      // it was in neither the request counter nor a "request completed" line).
+      const started = performance.now();
+      reply.raw.once('finish', () => {
+        const seconds = (performance.now() - started) / 1000;
+        const status = reply.raw.statusCode;
+        const { requests, latency } = requestMetrics(deps.metrics);
+        requests.inc({ method: request.method, route: 'unmatched', status });
+        latency.observe({ method: request.method, route: 'unmatched' }, seconds);
+        request.log.info(
+          {
+            method: request.method,
+            url: request.url,
+            statusCode: status,
+            remoteAddress: request.ip,
+            responseTime: seconds * 1000,
+            code: error.code,
+          },
+          'request completed',
+        );
+      });
       reply.header(REQUEST_ID_HEADER, request.id);
       if (trusted) Object.defineProperty(request, 'ip', { value: proxyAddr(request.raw, trusted) });
       runEdgeHooks(

@@ -121,6 +121,20 @@ describe('GET /metrics', () => {
     // Raw paths never become labels (bounded cardinality).
     assert.equal(after.includes('QQQ999'), false);
     assert.equal(after.includes('abc123'), false);
+
+    // A URL the router refuses before routing (bad percent-encoding) is counted and logged like any other.
+    const unmatched = (status: number, text: string) =>
+      sample(text, 'svc_http_requests_total', `method="GET",route="unmatched",status="${status}"`);
+    const refused = await rawRequest(svc.url, 'GET', '/%zz', { headers: { 'x-request-id': 'log-bad-url' } });
+    assert.ok(refused.status === 400 || refused.status === 403, String(refused.status));
+    const final = (await rawRequest(svc.url, 'GET', '/metrics')).text;
+    assert.equal(unmatched(refused.status, final), unmatched(refused.status, after) + 1);
+    const line = logLines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.reqId === 'log-bad-url');
+    assert.equal(line?.msg, 'request completed');
+    assert.equal(line?.url, '/%zz');
+    assert.equal(line?.statusCode, refused.status);
   });
 
   test('the job queue by task and state: ready, scheduled, running, failed (this instance runs no worker)', async () => {

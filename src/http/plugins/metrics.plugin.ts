@@ -7,8 +7,7 @@ import { appliesToRegisteringScope } from './plugin-scope.ts';
  * several apps on one registry (the public API and a separate operator listener, SVC_ADMIN_LISTEN): the
  * second one counts into the metrics the first registered, as prom-client refuses a name twice.
  */
-async function metrics(app: FastifyInstance, options: { registry: Registry }): Promise<void> {
-  const { registry } = options;
+export function requestMetrics(registry: Registry): { requests: Counter; latency: Histogram } {
   const requests =
     (registry.getSingleMetric('svc_http_requests_total') as Counter | undefined) ??
     new Counter({
@@ -28,6 +27,11 @@ async function metrics(app: FastifyInstance, options: { registry: Registry }): P
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     });
+  return { requests, latency };
+}
+
+async function metrics(app: FastifyInstance, options: { registry: Registry }): Promise<void> {
+  const { requests, latency } = requestMetrics(options.registry);
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     requests.inc({ method: request.method, route, status: reply.statusCode });
