@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
-import { createScrapeCache } from '../lib/scrape-cache.ts';
+import { createScrapeCache, scrapeAgeGauge } from '../lib/scrape-cache.ts';
 import type { Db } from '../store/database.ts';
 
 /**
@@ -56,15 +56,5 @@ export function registerJobMetrics(registry: Registry, db: Db, tasks: readonly s
       },
     }),
   );
-  registry.registerMetric(
-    new Gauge({
-      name: 'svc_jobs_stats_age_seconds',
-      help: 'Age of the svc_jobs numbers (they are kept while the database cannot be read); -1 before the first read',
-      registers: [],
-      async collect() {
-        const current = await counts.latest();
-        this.set(current ? (Date.now() - current.at) / 1000 : -1);
-      },
-    }),
-  );
+  registry.registerMetric(scrapeAgeGauge('svc_jobs_stats_age_seconds', 'the svc_jobs numbers', counts));
 }

@@ -1,3 +1,4 @@
+import { Gauge } from 'prom-client';
 import { within } from './within.ts';
 
 /**
@@ -36,4 +37,21 @@ export function createScrapeCache<T>(
       return last;
     },
   };
+}
+
+/**
+ * The gauge that says how old a cache's numbers are (seconds since they were read; -1 before the first read),
+ * registered beside the metrics it serves, so that numbers kept through a database outage are not taken for
+ * current ones.
+ */
+export function scrapeAgeGauge(name: string, what: string, cache: ScrapeCache<unknown>): Gauge {
+  return new Gauge({
+    name,
+    help: `Age of ${what} (they are kept while the database cannot be read); -1 before the first read`,
+    registers: [],
+    async collect() {
+      const current = await cache.latest();
+      this.set(current ? (Date.now() - current.at) / 1000 : -1);
+    },
+  });
 }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { createScrapeCache } from '../../lib/scrape-cache.ts';
+import { createScrapeCache, scrapeAgeGauge } from '../../lib/scrape-cache.ts';
 import type { Db } from '../../store/database.ts';
 import type { AttemptOutcome } from '../../store/tables/webhooks.tables.ts';
 import { queueStats, type QueueStats } from './webhooks.repository.ts';
@@ -78,15 +78,7 @@ export function createWebhookMetrics(
       'Age of the oldest notification not yet delivered (pending or retrying); 0 when none',
       (s) => s.oldestPendingAgeSeconds,
     ),
-    new Gauge({
-      name: 'svc_webhook_queue_stats_age_seconds',
-      help: 'Age of the webhook queue numbers above (they are kept while the database cannot be read); -1 before the first read',
-      registers: [],
-      async collect() {
-        const current = await stats.latest();
-        this.set(current ? (Date.now() - current.at) / 1000 : -1);
-      },
-    }),
+    scrapeAgeGauge('svc_webhook_queue_stats_age_seconds', 'the webhook queue numbers above', stats),
   ];
 
   return {
