@@ -13,10 +13,14 @@ export function parseCidr(text: string): { address: string; prefix: number; fami
   return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
 }
 
-/** An address as a number: 32 bits for IPv4, 128 for IPv6 (ipaddr.js, the parser proxy-addr uses). */
+/**
+ * An address as a number: 32 bits for IPv4, 128 for IPv6 (ipaddr.js, the parser proxy-addr uses). Without
+ * its zone id (`fe80::1%br-lan`), which names a local interface, not addresses, and which ipaddr.js refuses
+ * with a `-`, `.` or `:` in it (review: a stored one made the firewall's load throw, a 500 for every request).
+ */
 function addressValue(address: string): bigint {
   return ipaddr
-    .parse(address)
+    .parse(address.split('%', 1)[0]!)
     .toByteArray()
     .reduce((value, byte) => (value << 8n) | BigInt(byte), 0n);
 }

@@ -25,6 +25,9 @@ test('familiesCoveredWhole: every address of a family, in one range or in pieces
     [['10.0.0.0/8', 'fd00::/8', '::ffff:10.0.0.0/104'], []],
     [['0.0.0.0/1', '128.0.0.0/2', '192.0.0.0/3', '224.0.0.0/4'], []],
     [['not a cidr'], []],
+    // Zone ids name an interface; ipaddr.js refuses these spellings, which threw.
+    [['fe80::1%br-lan/64', 'fe80::1%eth0.10', 'fe80::1%veth:x/10'], []],
+    [['::%br-lan/0'], ['IPv4', 'IPv6']],
   ];
   for (const [cidrs, families] of cases)
     assert.deepEqual(familiesCoveredWhole(cidrs), families, cidrs.join());
