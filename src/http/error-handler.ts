@@ -12,6 +12,7 @@ import {
   PG_SERIALIZATION_FAILURE,
 } from '../domain/errors.ts';
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
+import { trackingWrites } from '../store/database.ts';
 
 /**
  * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail
@@ -157,6 +158,11 @@ export function installErrorHandlers(
       runEdgeHooks(notFoundHooks, request, reply, () => done());
     });
   }
+  // Each request's writes are tracked, so that a database connection lost after one of them committed is
+  // answered as of unknown outcome (502), not as retryable (503): see store/database.ts. From preHandler, the
+  // last hook before the handler (a body is read in callbacks that do not carry the context on); whatever
+  // runs before it writes nothing.
+  app.addHook('preHandler', (_request, _reply, done) => trackingWrites(done));
   app.setErrorHandler(sendError);
   app.setNotFoundHandler(sendNotFound);
 }

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   Kysely,
   PostgresDialect,
@@ -156,7 +157,8 @@ function answeringWithin(pool: pg.Pool, timeoutMs: number): PostgresPool {
 
 /**
  * A write whose connection was lost before its answer came: a COMMIT, or a statement outside any transaction
- * (which commits on its own) that may write (`mayWrite`). PostgreSQL may have carried it out or not; nobody can tell from here. Spec 7
+ * (which commits on its own) that may write (`mayWrite`); or any statement lost after an earlier write of the
+ * same request committed (`trackingWrites`). PostgreSQL may have carried it out or not; nobody can tell from here. Spec 7
  * gives such a request a 502 (an idempotence check before any retry), not the 503 of a failure known to have
  * written nothing: a lost statement inside a transaction, before its COMMIT, is rolled back for certain.
  */
@@ -174,8 +176,20 @@ function describe(error: unknown): string {
 }
 
 /**
+ * Whether a piece of work (an API request) has committed a write yet, for as long as it runs (node's
+ * AsyncLocalStorage follows it through its awaits): a connection lost after one leaves it half done, of
+ * unknown outcome, even in a read or a transaction that the loss rolls back.
+ */
+const writesOfThisWork = new AsyncLocalStorage<{ wrote: boolean }>();
+
+/** Runs `work` (and everything it awaits) with its writes tracked (see OutcomeUnknownError). */
+export function trackingWrites<T>(work: () => T): T {
+  return writesOfThisWork.run({ wrote: false }, work);
+}
+
+/**
  * This schema's functions that write (migrations 0008–0016), which a `select` may call. A lost `select` that
- * calls none of them changed nothing, whatever its outcome (test/unit/statement-writes.test.ts keeps the list
+ * calls none of them changed nothing, whatever its outcome (test/integration/statement-writes.test.ts keeps the list
  * in step with the migrations).
  */
 export const WRITING_FUNCTIONS = [
@@ -249,12 +263,17 @@ class BoundedClient implements PostgresPoolClient {
     const commits = sql === 'commit' && this.transaction === 'read write';
     // A read outside a transaction changed nothing, whatever became of it: a plain retryable loss.
     const standaloneWrite = this.transaction === 'none' && !begins && !ends && mayWrite(sql);
+    // What the work this statement belongs to (an API request: trackingWrites) has written so far.
+    const work = writesOfThisWork.getStore();
     try {
       const result = await this.boundedStatement<R>(sql, parameters);
       if (begins) this.transaction = sql.endsWith('read only') ? 'read only' : 'read write';
+      if (work && (commits || standaloneWrite)) work.wrote = true;
       return result;
     } catch (error) {
-      if ((commits || standaloneWrite) && isConnectionLoss(error)) {
+      // After an earlier write of the same work has committed, any loss leaves the work half done: a resend
+      // would do that write again.
+      if ((commits || standaloneWrite || work?.wrote) && isConnectionLoss(error)) {
         this.outcomeUnknown = new OutcomeUnknownError(error);
         throw this.outcomeUnknown;
       }

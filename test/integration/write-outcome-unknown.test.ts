@@ -70,6 +70,12 @@ before(async () => {
     await sql`insert into t values (5)`.execute(store.db);
     return {};
   });
+  // A write that commits on its own, then a read cut while it runs: the write is done, the request is not.
+  app.post('/write-then-read-lost', async () => {
+    await sql`insert into t values (6)`.execute(store.db);
+    await sql`select 6 from pg_sleep(1) as marker_read_after_write`.execute(store.db);
+    return {};
+  });
   app.get('/read-lost', async () => {
     await sql`select 4 from pg_sleep(1) as marker_standalone_read`.execute(store.db);
     return {};
@@ -138,4 +144,16 @@ test('a POST whose read, before any write, is cut stays a retryable 503', async 
   assert.equal(res.headers['svc-allow-retry'], 'true');
   const { rows } = await database.client.query('select count(*)::int as n from t where v = 5');
   assert.equal(rows[0].n, 0);
+});
+
+test('a read cut after a write of the same request committed answers 502: a resend would write again', async () => {
+  const answer = app.inject({ method: 'POST', url: '/write-then-read-lost', payload: { any: 'body' } });
+  await running('marker_read_after_write');
+  await proxy.down();
+  const res = await answer;
+  await proxy.up();
+  assert.equal(res.statusCode, 502, res.body);
+  assert.equal(res.headers['svc-allow-retry'], undefined);
+  const { rows } = await database.client.query('select count(*)::int as n from t where v = 6');
+  assert.equal(rows[0].n, 1);
 });
