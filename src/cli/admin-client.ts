@@ -93,7 +93,10 @@ export class AdminClient {
       throw error;
     }
     if (typeof answer !== 'object' || answer === null || !('message' in answer)) {
-      throw new AdminApiError(response.status, answer, response.requestId);
+      // Not the operator API's answer (a proxy's page): a write may have reached it or not.
+      const error = new AdminApiError(response.status, answer, response.requestId);
+      if (write) error.outcomeUnknown = true;
+      throw error;
     }
     return answer as A;
   }

@@ -34,6 +34,13 @@ export interface Command {
 /** An ISO 8601 date, or date and time (`T` or a space), with an optional fraction and zone. */
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
 
+/** Its year, month and day are a day of the calendar: Date.parse rolls 2026-02-30 over to March 2. */
+function realDate(iso: string): boolean {
+  const [year, month, day] = iso.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
 export const OPERATOR_COMMANDS: Record<string, Command> = {
   'platforms create': {
     usage: 'svc platforms create --name NAME [--allow CIDR]... [--quote-expiry-ms N] [--deposit-fee-bps D]',
@@ -259,7 +266,11 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         );
       // Anything else must look like ISO 8601: Date.parse also takes "-5", "1.5" or "x 1" (as dates in 2001),
       // which redelivered the platform's whole history (review).
-      const since = /^\d+$/.test(raw) ? Number(raw) : ISO_8601.test(raw) ? Date.parse(raw) : NaN;
+      const since = /^\d+$/.test(raw)
+        ? Number(raw)
+        : ISO_8601.test(raw) && realDate(raw)
+          ? Date.parse(raw)
+          : NaN;
       if (!Number.isSafeInteger(since))
         throw new UsageError(`--since: "${raw}" is neither epoch ms nor an ISO 8601 time`);
       const body: RedeliverSinceBody = { since, status: list(o, 'status') };

@@ -237,11 +237,20 @@ describe('a live server: command lines refused before anything is sent', () => {
 
 describe('no usable answer', () => {
   let emptyUrl: string;
+  let portalUrl: string;
   let silentUrl: string;
   const servers: Array<{ close(): Promise<void> }> = [];
   before(async () => {
     // Answers 502 with no body, as a proxy with no upstream does.
     const empty = await listen(createHttpServer((_req, res) => res.writeHead(502).end()));
+    // Answers 200 with a page, as a captive portal does.
+    const portal = await listen(
+      createHttpServer((_req, res) =>
+        res.writeHead(200, { 'content-type': 'text/html' }).end('<p>hello</p>'),
+      ),
+    );
+    servers.push(portal);
+    portalUrl = portal.url;
     // Accepts connections and never answers.
     const silent = await listen(createTcpServer((socket) => socket.on('data', () => {})));
     servers.push(empty, silent);
@@ -299,6 +308,15 @@ describe('no usable answer', () => {
     assert.equal((jsonError(gateway.stderr) as { outcome_unknown?: boolean }).outcome_unknown, true);
     assert.equal(refused.code, 3, refused.stderr);
     assert.doesNotMatch(refused.stderr, /outcome unknown/);
+    // A 200 that is not the operator API's answer: the write may have reached it or not.
+    const portal = await runCli([...adjust, '--amount', '7', '--url', portalUrl, '--token', 'x'], base);
+    assert.equal(portal.code, 1, portal.stderr);
+    assert.match(
+      portal.stderr,
+      /^error: the operator API answered 200: <p>hello<\/p>\n {2}outcome unknown: /,
+    );
+    const list = await runCli(['platforms', 'list', '--url', portalUrl, '--token', 'x'], base);
+    assert.doesNotMatch(list.stderr, /outcome unknown/);
   });
 
   test('no server, or a port fetch refuses: exit 3 with one line (JSON under --json)', async () => {
