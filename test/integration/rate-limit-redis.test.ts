@@ -576,6 +576,11 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       const after = await limiter.check(ip);
       assert.equal(after.allowed, false, 'still blocked after Redis is back');
       assert.equal(after.retryAfterMs, 3_000);
+      // The operator's view says so too: Redis knows nothing of this block, this instance is refusing.
+      const view = await limiter.inspect(ip);
+      assert.equal(view.blocked, true);
+      assert.equal(view.retry_after_seconds, 3);
+      assert.equal(view.blocked_until, clock.now() + 3_000);
       clock.advance(3_000);
       assert.equal((await limiter.check(ip)).allowed, true, 'lifted at its end, and decided by Redis again');
     } finally {

@@ -8,6 +8,7 @@ import {
   rateLimitKey,
   refused,
   resolvePolicy,
+  retryAfterSeconds,
   silentLogger,
   type RateLimitDecision,
   type RateLimitLogger,
@@ -192,8 +193,28 @@ export class RateLimiterService implements RateLimiter {
     return this.inspectKey(operatorKey(address));
   }
 
-  /** `inspect` of a canonical key (which need not be an address itself: a zone stays on it). */
+  /**
+   * `inspect` of a canonical key (which need not be an address itself: a zone stays on it), with this
+   * instance's own block when it ends later than the store's: a block Redis decided, cached here while
+   * Redis is away, or one decided from memory during an outage, which holds to its end after Redis is
+   * back. The view used to say "not blocked" while this instance refused the IP (review).
+   */
   private async inspectKey(ip: string): Promise<RateLimitState> {
+    const state = await this.inspectStore(ip);
+    const cached = this.blockedUntil.get(ip)?.until;
+    const now = this.clock.now();
+    if (cached === undefined || now >= cached) return state;
+    const storeEnds = state.blocked ? now + state.retry_after_seconds * 1000 : 0;
+    if (storeEnds >= cached) return state;
+    return {
+      ...state,
+      blocked: true,
+      blocked_until: cached,
+      retry_after_seconds: retryAfterSeconds(cached - now),
+    };
+  }
+
+  private async inspectStore(ip: string): Promise<RateLimitState> {
     if (this.shared !== undefined && (!this.inFallback || this.mayProbe(this.clock.now()))) {
       try {
         const state = await this.shared.inspect(ip);
