@@ -569,9 +569,12 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.equal(accepted(during), 5);
       assert.equal(during[5]!.retryAfterMs, 4_000);
 
+      assert.equal(limiter.fallbackActive, true);
       const ready = once(client, 'ready');
       await relay.up();
       await ready;
+      // Back on the shared limit as soon as Redis is, before any request meets it (metrics, /readyz agree).
+      assert.equal(limiter.fallbackActive, false);
       clock.advance(1_000);
       const after = await limiter.check(ip);
       assert.equal(after.allowed, false, 'still blocked after Redis is back');

@@ -91,6 +91,9 @@ export class RateLimiterService implements RateLimiter {
   private readonly onSharedReady = (): void => {
     this.retrySharedAt = 0;
     this.dropSharedBlocks();
+    // Reconnected: the shared limit applies again now, not at the next request (an idle instance's
+    // svc_rate_limit_fallback_active stayed 1 until one came, while /readyz said ready; review).
+    if (this.inFallback) this.resume();
   };
 
   constructor(options: RateLimiterServiceOptions = {}) {
