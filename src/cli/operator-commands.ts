@@ -37,7 +37,8 @@ const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(
 /** Its year, month and day are a day of the calendar: Date.parse rolls 2026-02-30 over to March 2. */
 function realDate(iso: string): boolean {
   const [year, month, day] = iso.slice(0, 10).split('-').map(Number) as [number, number, number];
-  const date = new Date(Date.UTC(year, month - 1, day));
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day); // not Date.UTC, which reads years 0-99 as 1900-1999
   return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
 }
 

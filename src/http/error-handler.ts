@@ -12,7 +12,7 @@ import {
   PG_SERIALIZATION_FAILURE,
 } from '../domain/errors.ts';
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
-import { trackingWrites } from '../store/database.ts';
+import { committedAWrite, trackingWrites } from '../store/database.ts';
 
 /**
  * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail
@@ -95,6 +95,10 @@ const TRANSIENT_PG_CODES = new Set([
 ]);
 const TRANSIENT_NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
 
+function isRead(method: string): boolean {
+  return method === 'GET' || method === 'HEAD';
+}
+
 function isTransient(error: unknown): boolean {
   if (error instanceof OutcomeUnknownError) return true;
   const code = pgErrorCode(error);
@@ -162,7 +166,12 @@ export function installErrorHandlers(
   // answered as of unknown outcome (502), not as retryable (503): see store/database.ts. From preHandler, the
   // last hook before the handler (a body is read in callbacks that do not carry the context on); whatever
   // runs before it writes nothing.
-  app.addHook('preHandler', (_request, _reply, done) => trackingWrites(done));
+  // Writes only: a read is resent either way, and AsyncLocalStorage turns on promise hooks (on Node 20, a cost
+  // to every promise of the process) at its first use, which a process serving only GETs (an ops listener
+  // beside the webhook worker) then never pays.
+  app.addHook('preHandler', (request, _reply, done) =>
+    isRead(request.method) ? done() : trackingWrites(done),
+  );
   app.setErrorHandler(sendError);
   app.setNotFoundHandler(sendNotFound);
 }
@@ -190,7 +199,10 @@ export function sendError(error: FastifyError, request: FastifyRequest, reply: F
   }
   // Spec 7 and 7.1.2: a write that may have been carried out is a 502, which a client answers with an
   // idempotence check before retrying; the 503 below tells it to resend as is. A read is resent either way.
-  if (error instanceof OutcomeUnknownError && request.method !== 'GET' && request.method !== 'HEAD') {
+  // Also any retryable failure (a connection not had, a later transaction's serialization failure) once
+  // the request has committed a write: a resend would write again.
+  const unknown = error instanceof OutcomeUnknownError || (committedAWrite() && isTransient(error));
+  if (unknown && !isRead(request.method)) {
     request.log.warn({ err: error }, 'database connection lost before a write was answered');
     return reply.code(502).send({ error: 'Bad Gateway' });
   }

@@ -187,6 +187,11 @@ export function trackingWrites<T>(work: () => T): T {
   return writesOfThisWork.run({ wrote: false }, work);
 }
 
+/** Whether the work under way (`trackingWrites`) has committed a write. */
+export function committedAWrite(): boolean {
+  return writesOfThisWork.getStore()?.wrote === true;
+}
+
 /**
  * This schema's functions that write (migrations 0008–0016), which a `select` may call. A lost `select` that
  * calls none of them changed nothing, whatever its outcome (test/integration/statement-writes.test.ts keeps the list
@@ -225,6 +230,8 @@ class BoundedClient implements PostgresPoolClient {
   private ended = false;
   /** In a transaction Kysely began on this connection (from its `begin`/`start transaction` to its end). */
   private transaction: 'none' | 'read write' | 'read only' = 'none';
+  /** The transaction has run a statement that may write (a COMMIT of one that did not writes nothing). */
+  private transactionWrites = false;
   /** A write's connection was lost: the rollback Kysely then sends fails with the same error, not its own. */
   private outcomeUnknown: OutcomeUnknownError | null = null;
 
@@ -260,7 +267,8 @@ class BoundedClient implements PostgresPoolClient {
     // Kysely's own transaction statements (PostgresDriver): `begin`, `start transaction …`, `commit`, `rollback`.
     const begins = sql === 'begin' || sql.startsWith('start transaction');
     const ends = sql === 'commit' || sql === 'rollback';
-    const commits = sql === 'commit' && this.transaction === 'read write';
+    const commits = sql === 'commit' && this.transaction === 'read write' && this.transactionWrites;
+    if (this.transaction === 'read write' && !ends && mayWrite(sql)) this.transactionWrites = true;
     // A read outside a transaction changed nothing, whatever became of it: a plain retryable loss.
     const standaloneWrite = this.transaction === 'none' && !begins && !ends && mayWrite(sql);
     // What the work this statement belongs to (an API request: trackingWrites) has written so far.
@@ -271,15 +279,18 @@ class BoundedClient implements PostgresPoolClient {
       if (work && (commits || standaloneWrite)) work.wrote = true;
       return result;
     } catch (error) {
-      // After an earlier write of the same work has committed, any loss leaves the work half done: a resend
-      // would do that write again.
-      if ((commits || standaloneWrite || work?.wrote) && isConnectionLoss(error)) {
+      // (A loss after an earlier write of the same work committed leaves it half done too: the HTTP error
+      // handler, which sees every retryable failure, says so with committedAWrite.)
+      if ((commits || standaloneWrite) && isConnectionLoss(error)) {
         this.outcomeUnknown = new OutcomeUnknownError(error);
         throw this.outcomeUnknown;
       }
       throw error;
     } finally {
-      if (ends) this.transaction = 'none';
+      if (ends) {
+        this.transaction = 'none';
+        this.transactionWrites = false;
+      }
     }
   }
 

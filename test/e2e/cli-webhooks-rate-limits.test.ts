@@ -86,7 +86,7 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
       '--since: "2026" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)',
     ],
     // Date.parse reads these as dates in 2001, before every notification: all would go out again.
-    ...['-5', '1.5', 'x 1', '5 ', '12/1', '2026-02-30', '2026-13-01T00:00:00Z'].map(
+    ...['-5', '1.5', 'x 1', '5 ', '12/1', '2026-02-30', '2026-02-31T10:00:00Z'].map(
       (since) =>
         [
           ['webhooks', 'redeliver-since', code, '--since', since],

@@ -76,6 +76,23 @@ before(async () => {
     await sql`select 6 from pg_sleep(1) as marker_read_after_write`.execute(store.db);
     return {};
   });
+  // A write, then the database gone before the next statement could even get a connection.
+  app.post('/write-then-no-connection', async () => {
+    await sql`insert into t values (8)`.execute(store.db);
+    await proxy.down();
+    // The pool drops its dead idle connections: the next statement must make a new one, which is refused.
+    while (store.pool.idleCount > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await sql`select 8`.execute(store.db);
+    return {};
+  });
+  // A transaction that only read (a row lock), committed, then a read cut: nothing was written.
+  app.post('/locking-read-then-read-lost', async () => {
+    await store.db.transaction().execute(async (trx) => {
+      await sql`select 1 from t for update`.execute(trx);
+    });
+    await sql`select 9 from pg_sleep(1) as marker_read_after_locking_read`.execute(store.db);
+    return {};
+  });
   app.get('/read-lost', async () => {
     await sql`select 4 from pg_sleep(1) as marker_standalone_read`.execute(store.db);
     return {};
@@ -156,4 +173,22 @@ test('a read cut after a write of the same request committed answers 502: a rese
   assert.equal(res.headers['svc-allow-retry'], undefined);
   const { rows } = await database.client.query('select count(*)::int as n from t where v = 6');
   assert.equal(rows[0].n, 1);
+});
+
+test('a write, then no connection to be had for the next statement: 502 (the write is done)', async () => {
+  const res = await app.inject({ method: 'POST', url: '/write-then-no-connection', payload: {} });
+  await proxy.up();
+  assert.equal(res.statusCode, 502, res.body);
+  const { rows } = await database.client.query('select count(*)::int as n from t where v = 8');
+  assert.equal(rows[0].n, 1);
+});
+
+test('a transaction that wrote nothing counts as no write: a read cut after it stays a retryable 503', async () => {
+  const answer = app.inject({ method: 'POST', url: '/locking-read-then-read-lost', payload: {} });
+  await running('marker_read_after_locking_read');
+  await proxy.down();
+  const res = await answer;
+  await proxy.up();
+  assert.equal(res.statusCode, 503, res.body);
+  assert.equal(res.headers['svc-allow-retry'], 'true');
 });
