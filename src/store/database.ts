@@ -203,7 +203,15 @@ export const WRITING_FUNCTIONS = [
   'webhook_settle_lanes',
   'webhook_wake_lane',
 ] as const;
-const CALLS_A_WRITING_FUNCTION = new RegExp(`\\b(${WRITING_FUNCTIONS.join('|')})\\s*\\(`, 'i');
+/**
+ * graphile-worker's functions that write and that this service calls in statements of its own (src/jobs:
+ * enqueueJob; the liveness reaper runs on the raw pool): a job added is a write (review).
+ */
+export const QUEUE_WRITING_FUNCTIONS = ['graphile_worker.add_job', 'graphile_worker.add_jobs'] as const;
+const CALLS_A_WRITING_FUNCTION = new RegExp(
+  `\\b(${[...WRITING_FUNCTIONS, ...QUEUE_WRITING_FUNCTIONS].map((f) => f.replace('.', '\\s*\\.\\s*')).join('|')})\\s*\\(`,
+  'i',
+);
 
 /**
  * Whether a statement sent on its own may have changed data: anything but a `select` that calls none of this

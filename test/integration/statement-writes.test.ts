@@ -14,6 +14,7 @@ test('mayWrite: a select is a read unless it calls one of the schema’s writing
     '\n    select case when min(due_at) is not null then 1 end from webhook_lanes',
     'SELECT count(*) FROM trades',
     'select webhook_skip_reason($1, $2, $3)',
+    'select count(*) from graphile_worker.jobs',
   ])
     assert.equal(mayWrite(read), false, read);
   for (const write of [
@@ -25,6 +26,10 @@ test('mayWrite: a select is a read unless it calls one of the schema’s writing
     '\n    select * from webhook_settle_lanes($1, $2::int, $3::jsonb)',
     'select webhook_release_lanes($1::text[], $2::text[], $3)',
     'SELECT WEBHOOK_WAKE_LANE ($1, $2)',
+    'select * from public.webhook_claim_lanes($1, $2::int, $3::int, $4::int)',
+    // A job added is a write (src/jobs/enqueue.ts).
+    'select (graphile_worker.add_job($1::text, $2::json, queue_name => null)).id',
+    'select graphile_worker.add_jobs(array[]::graphile_worker.job_spec[])',
     '-- a comment first\nselect 1',
   ])
     assert.equal(mayWrite(write), true, write);

@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { installErrorHandlers } from '../../src/http/error-handler.ts';
+import { enqueueJob } from '../../src/jobs/enqueue.ts';
 import { createStore, type Store } from '../../src/store/database.ts';
 import { createTestDatabaseWithClient, type TestDatabaseWithClient } from '../helpers/database.ts';
 import { eventually } from '../helpers/service-process.ts';
@@ -91,6 +92,14 @@ before(async () => {
       await sql`select 1 from t for update`.execute(trx);
     });
     await sql`select 9 from pg_sleep(1) as marker_read_after_locking_read`.execute(store.db);
+    return {};
+  });
+  // A transaction whose only write is a job, then the database gone before the next statement.
+  app.post('/job-then-no-connection', async () => {
+    await store.db.transaction().execute((trx) => enqueueJob(trx, 'outcome_probe', { n: 1 }));
+    await proxy.down();
+    while (store.pool.idleCount > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await sql`select 1`.execute(store.db);
     return {};
   });
   app.get('/read-lost', async () => {
@@ -191,4 +200,14 @@ test('a transaction that wrote nothing counts as no write: a read cut after it s
   await proxy.up();
   assert.equal(res.statusCode, 503, res.body);
   assert.equal(res.headers['svc-allow-retry'], 'true');
+});
+
+test('a job added is a write: a request that committed only a job, then failed, answers 502', async () => {
+  const res = await app.inject({ method: 'POST', url: '/job-then-no-connection', payload: {} });
+  await proxy.up();
+  assert.equal(res.statusCode, 502, res.body);
+  const { rows } = await database.client.query(
+    `select count(*)::int as n from graphile_worker.jobs where task_identifier = 'outcome_probe'`,
+  );
+  assert.equal(rows[0].n, 1);
 });
