@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type InjectOptions } from 'fastify';
 import { sql } from 'kysely';
 import { installErrorHandlers } from '../../src/http/error-handler.ts';
 import { enqueueJob } from '../../src/jobs/enqueue.ts';
@@ -34,6 +34,18 @@ async function running(marker: string): Promise<void> {
     10_000,
     `a running statement ${marker}`,
   );
+}
+
+/** Sends the request, cuts the database's connections while its statement marked `marker` runs, restores. */
+async function cutWhileRunning(request: InjectOptions, marker: string) {
+  const answer = app.inject(request);
+  await running(marker);
+  await proxy.down();
+  try {
+    return await answer;
+  } finally {
+    await proxy.up();
+  }
 }
 
 before(async () => {
@@ -132,11 +144,7 @@ test('a connection lost inside a transaction, before its COMMIT, answers a retry
 });
 
 test('a write outside a transaction cut while it runs answers 502, and it may well have been carried out', async () => {
-  const answer = app.inject({ method: 'POST', url: '/standalone-lost' });
-  await running('marker_standalone_write');
-  await proxy.down();
-  const res = await answer;
-  await proxy.up();
+  const res = await cutWhileRunning({ method: 'POST', url: '/standalone-lost' }, 'marker_standalone_write');
   assert.equal(res.statusCode, 502, res.body);
   assert.equal(res.headers['svc-allow-retry'], undefined);
   // The server finished the statement after the client was gone: a 503's blind resend would have written twice.
@@ -151,21 +159,13 @@ test('a write outside a transaction cut while it runs answers 502, and it may we
 });
 
 test('a read cut the same way stays a retryable 503', async () => {
-  const answer = app.inject({ method: 'GET', url: '/read-lost' });
-  await running('marker_standalone_read');
-  await proxy.down();
-  const res = await answer;
-  await proxy.up();
+  const res = await cutWhileRunning({ method: 'GET', url: '/read-lost' }, 'marker_standalone_read');
   assert.equal(res.statusCode, 503, res.body);
   assert.equal(res.headers['svc-allow-retry'], 'true');
 });
 
 test('a POST whose read, before any write, is cut stays a retryable 503', async () => {
-  const answer = app.inject({ method: 'POST', url: '/read-then-write-lost' });
-  await running('marker_post_read');
-  await proxy.down();
-  const res = await answer;
-  await proxy.up();
+  const res = await cutWhileRunning({ method: 'POST', url: '/read-then-write-lost' }, 'marker_post_read');
   assert.equal(res.statusCode, 503, res.body);
   assert.equal(res.headers['svc-allow-retry'], 'true');
   const { rows } = await database.client.query('select count(*)::int as n from t where v = 5');
@@ -173,11 +173,10 @@ test('a POST whose read, before any write, is cut stays a retryable 503', async 
 });
 
 test('a read cut after a write of the same request committed answers 502: a resend would write again', async () => {
-  const answer = app.inject({ method: 'POST', url: '/write-then-read-lost', payload: { any: 'body' } });
-  await running('marker_read_after_write');
-  await proxy.down();
-  const res = await answer;
-  await proxy.up();
+  const res = await cutWhileRunning(
+    { method: 'POST', url: '/write-then-read-lost', payload: { any: 'body' } },
+    'marker_read_after_write',
+  );
   assert.equal(res.statusCode, 502, res.body);
   assert.equal(res.headers['svc-allow-retry'], undefined);
   const { rows } = await database.client.query('select count(*)::int as n from t where v = 6');
@@ -193,11 +192,10 @@ test('a write, then no connection to be had for the next statement: 502 (the wri
 });
 
 test('a transaction that wrote nothing counts as no write: a read cut after it stays a retryable 503', async () => {
-  const answer = app.inject({ method: 'POST', url: '/locking-read-then-read-lost', payload: {} });
-  await running('marker_read_after_locking_read');
-  await proxy.down();
-  const res = await answer;
-  await proxy.up();
+  const res = await cutWhileRunning(
+    { method: 'POST', url: '/locking-read-then-read-lost', payload: {} },
+    'marker_read_after_locking_read',
+  );
   assert.equal(res.statusCode, 503, res.body);
   assert.equal(res.headers['svc-allow-retry'], 'true');
 });
