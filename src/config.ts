@@ -1,6 +1,6 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import path from 'node:path';
-import { familiesCoveredWhole, parseCidr } from './lib/cidr.ts';
+import { everyAddressIn, parseCidr } from './lib/cidr.ts';
 
 /**
  * The only reader of process.env. Every variable is listed, with its default, in .env.example.
@@ -282,17 +282,17 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     .filter(Boolean);
   for (const cidr of trustProxy) {
     if (!parseCidr(cidr)) throw new ConfigError(`SVC_TRUST_PROXY: "${cidr}" is not a CIDR`);
-    // Every address a proxy: any client could name the address the firewall and the rate limit see.
-    if (familiesCoveredWhole([cidr]).length > 0)
-      throw new ConfigError(
-        `SVC_TRUST_PROXY: "${cidr}" trusts every address, so any client could choose the IP the firewall and rate limit see; list the proxies' own addresses`,
-      );
   }
-  const trustsAll = familiesCoveredWhole(trustProxy);
-  if (trustsAll.length > 0)
+  // Every address a proxy: any client could name the address the firewall and the rate limit see.
+  const trustsAll = everyAddressIn(trustProxy);
+  const why =
+    "so any client could choose the IP the firewall and rate limit see; list the proxies' own addresses";
+  if (trustsAll.alone.length > 0)
     throw new ConfigError(
-      `SVC_TRUST_PROXY: together trusts every ${trustsAll[0]} address, so any client could choose the IP the firewall and rate limit see; list the proxies' own addresses`,
+      `SVC_TRUST_PROXY: "${trustProxy[trustsAll.alone[0]!]}" trusts every address, ${why}`,
     );
+  if (trustsAll.together)
+    throw new ConfigError(`SVC_TRUST_PROXY: together trusts every ${trustsAll.together} address, ${why}`);
   const secretKey = optional(env, 'SVC_SECRET_KEY');
   if (secretKey !== undefined && Buffer.from(secretKey, 'base64').length !== 32) {
     throw new ConfigError('SVC_SECRET_KEY: must be base64 of exactly 32 bytes');

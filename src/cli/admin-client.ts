@@ -73,7 +73,10 @@ export class AdminClient {
   async answer<A extends { message: unknown }>(method: string, path: string, body?: unknown): Promise<A> {
     // A write that got no answer, or a 502/504, may have been carried out: said so, so that nobody repeats a
     // balance adjustment (which has no idempotency key) after "server unreachable" (review).
-    const write = method !== 'GET';
+    const outcomeUnknownIfWrite = <E extends { outcomeUnknown?: true }>(error: E): E => {
+      if (method !== 'GET') error.outcomeUnknown = true;
+      return error;
+    };
     const response = await this.http
       .send(method, `/admin${path}`, {
         // The SDK sends a string as it is; every operator body is JSON.
@@ -82,21 +85,17 @@ export class AdminClient {
         headers: { authorization: `Bearer ${this.token}` },
       })
       .catch((error: unknown) => {
-        if (write && error instanceof SvcConnectionError && !neverSent(error)) error.outcomeUnknown = true;
-        throw error;
+        throw error instanceof SvcConnectionError && !neverSent(error) ? outcomeUnknownIfWrite(error) : error;
       });
     // A body that is not JSON (a proxy page, the firewall's text, another service) arrives as its text.
     const answer = response.body === '' ? undefined : response.body;
+    const refused = () => new AdminApiError(response.status, answer, response.requestId);
     if (response.status < 200 || response.status > 299) {
-      const error = new AdminApiError(response.status, answer, response.requestId);
-      if (write && (response.status === 502 || response.status === 504)) error.outcomeUnknown = true;
-      throw error;
+      throw response.status === 502 || response.status === 504 ? outcomeUnknownIfWrite(refused()) : refused();
     }
+    // Not the operator API's answer (a proxy's page): a write may have reached it or not.
     if (typeof answer !== 'object' || answer === null || !('message' in answer)) {
-      // Not the operator API's answer (a proxy's page): a write may have reached it or not.
-      const error = new AdminApiError(response.status, answer, response.requestId);
-      if (write) error.outcomeUnknown = true;
-      throw error;
+      throw outcomeUnknownIfWrite(refused());
     }
     return answer as A;
   }

@@ -203,7 +203,7 @@ export function sendError(error: FastifyError, request: FastifyRequest, reply: F
   // the request has committed a write: a resend would write again.
   const unknown = error instanceof OutcomeUnknownError || (committedAWrite() && isTransient(error));
   if (unknown && !isRead(request.method)) {
-    request.log.warn({ err: error }, 'database connection lost before a write was answered');
+    request.log.warn({ err: error }, 'a write may have been carried out: outcome unknown');
     return reply.code(502).send({ error: 'Bad Gateway' });
   }
   if (isTransient(error)) {

@@ -71,6 +71,20 @@ export function familiesCoveredWhole(cidrs: readonly string[]): Array<'IPv4' | '
 }
 
 /**
+ * Where a list lets every address of a family in: `alone`, the indexes of the entries that do by themselves
+ * (`0.0.0.0/0`, `::/80`); `together`, the family the other entries cover in pieces (`0.0.0.0/1` with
+ * `128.0.0.0/1`), or null. For what refuses (an allow-list in prod, SVC_TRUST_PROXY) or drops such entries.
+ */
+export function everyAddressIn(cidrs: readonly string[]): {
+  alone: number[];
+  together: 'IPv4' | 'IPv6' | null;
+} {
+  const alone = cidrs.flatMap((c, i) => (familiesCoveredWhole([c]).length > 0 ? [i] : []));
+  const rest = cidrs.filter((_, i) => !alone.includes(i));
+  return { alone, together: familiesCoveredWhole(rest)[0] ?? null };
+}
+
+/**
  * A set of CIDRs to test addresses against, on node's built-in BlockList (maintained, exact for v4 and v6).
  * IPv4-mapped IPv6 peers ("::ffff:1.2.3.4") are matched as their IPv4 address.
  */

@@ -131,7 +131,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const metrics = new Registry();
     collectDefaultMetrics({ register: metrics });
     services.webhooks.registerMetrics(metrics);
-    registerJobMetrics(metrics, store.db, Object.keys(buildTaskList(services)));
+    const taskList = buildTaskList(services);
+    registerJobMetrics(metrics, store.db, Object.keys(taskList));
 
     let worker: Runner | null = null;
     if (config.role !== 'api') {
@@ -141,7 +142,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       cleanups.push(() => webhookWorker.close());
       worker = await startWorker({
         pool: store.pool,
-        taskList: buildTaskList(services),
+        taskList,
         cronItems,
         keyedTasks,
         concurrency: config.worker.concurrency,

@@ -156,11 +156,12 @@ function answeringWithin(pool: pg.Pool, timeoutMs: number): PostgresPool {
 }
 
 /**
- * A write whose connection was lost before its answer came: a COMMIT, or a statement outside any transaction
- * (which commits on its own) that may write (`mayWrite`); or any statement lost after an earlier write of the
- * same request committed (`trackingWrites`). PostgreSQL may have carried it out or not; nobody can tell from here. Spec 7
- * gives such a request a 502 (an idempotence check before any retry), not the 503 of a failure known to have
- * written nothing: a lost statement inside a transaction, before its COMMIT, is rolled back for certain.
+ * A write whose connection was lost before its answer came: a COMMIT of a transaction that wrote, or a
+ * statement outside any transaction (which commits on its own) that may write (`mayWrite`). PostgreSQL may
+ * have carried it out or not; nobody can tell from here. Spec 7 gives such a request a 502 (an idempotence
+ * check before any retry), not the 503 of a failure known to have written nothing: a lost statement inside a
+ * transaction, before its COMMIT, is rolled back for certain. (A request that fails after one of its writes
+ * committed is half done too: the HTTP error handler says so, with `committedAWrite`.)
  */
 export class OutcomeUnknownError extends Error {
   constructor(cause: unknown) {
@@ -194,8 +195,8 @@ export function committedAWrite(): boolean {
 
 /**
  * This schema's functions that write (migrations 0008–0016), which a `select` may call. A lost `select` that
- * calls none of them changed nothing, whatever its outcome (test/integration/statement-writes.test.ts keeps the list
- * in step with the migrations).
+ * calls none of them changed nothing, whatever its outcome (test/integration/statement-writes.test.ts keeps
+ * the list in step with the migrations).
  */
 export const WRITING_FUNCTIONS = [
   'webhook_claim_lanes',
@@ -275,10 +276,11 @@ class BoundedClient implements PostgresPoolClient {
     // Kysely's own transaction statements (PostgresDriver): `begin`, `start transaction …`, `commit`, `rollback`.
     const begins = sql === 'begin' || sql.startsWith('start transaction');
     const ends = sql === 'commit' || sql === 'rollback';
+    const writes = !begins && !ends && mayWrite(sql);
     const commits = sql === 'commit' && this.transaction === 'read write' && this.transactionWrites;
-    if (this.transaction === 'read write' && !ends && mayWrite(sql)) this.transactionWrites = true;
+    if (this.transaction === 'read write' && writes) this.transactionWrites = true;
     // A read outside a transaction changed nothing, whatever became of it: a plain retryable loss.
-    const standaloneWrite = this.transaction === 'none' && !begins && !ends && mayWrite(sql);
+    const standaloneWrite = this.transaction === 'none' && writes;
     // What the work this statement belongs to (an API request: trackingWrites) has written so far.
     const work = writesOfThisWork.getStore();
     try {
@@ -287,8 +289,6 @@ class BoundedClient implements PostgresPoolClient {
       if (work && (commits || standaloneWrite)) work.wrote = true;
       return result;
     } catch (error) {
-      // (A loss after an earlier write of the same work committed leaves it half done too: the HTTP error
-      // handler, which sees every retryable failure, says so with committedAWrite.)
       if ((commits || standaloneWrite) && isConnectionLoss(error)) {
         this.outcomeUnknown = new OutcomeUnknownError(error);
         throw this.outcomeUnknown;

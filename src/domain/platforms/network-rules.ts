@@ -1,4 +1,4 @@
-import { CidrSet, familiesCoveredWhole } from '../../lib/cidr.ts';
+import { CidrSet, everyAddressIn } from '../../lib/cidr.ts';
 import type { DomainDeps } from '../deps.ts';
 import { listAllowlists } from './platforms.repository.ts';
 
@@ -36,8 +36,8 @@ function decide(snapshot: Snapshot, key: string, compute: () => boolean): boolea
 
 /** A list without its entries that allow every IP; none at all if what is left still does, in pieces. */
 function withoutAllowAll(cidrs: string[]): string[] {
-  const kept = cidrs.filter((c) => familiesCoveredWhole([c]).length === 0);
-  return familiesCoveredWhole(kept).length > 0 ? [] : kept;
+  const { alone, together } = everyAddressIn(cidrs);
+  return together ? [] : cidrs.filter((_, i) => !alone.includes(i));
 }
 
 export function createNetworkRules(deps: DomainDeps) {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
-import { familiesCoveredWhole, parseCidr } from '../../lib/cidr.ts';
+import { everyAddressIn, parseCidr } from '../../lib/cidr.ts';
 import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
 import { newParticipantCode, newPassphrase } from '../../lib/ids.ts';
 import { hashPassphrase } from '../../lib/passphrase-hash.ts';
@@ -62,18 +62,16 @@ export function createPlatformsService(deps: DomainDeps) {
     // The same allow-all written as a range; and the firewall lets in the union of every platform's list,
     // so it would open the service to every IP, not only this platform (review).
     if (config.env === 'prod') {
-      const everyAddress = cidrs.flatMap((c, i) =>
-        familiesCoveredWhole([c]).length > 0
-          ? [`${field}[${i}]: "${c.trim()}" allows every IP, which only SVC_ENV=cert permits`]
-          : [],
-      );
-      if (everyAddress.length) throw invalid(...everyAddress);
-      // Or in pieces (0.0.0.0/1 and 128.0.0.0/1).
-      const together = familiesCoveredWhole(cidrs);
-      if (together.length > 0)
+      const { alone, together } = everyAddressIn(cidrs);
+      if (alone.length > 0)
         throw invalid(
-          `${field}: together allows every ${together[0]} address, which only SVC_ENV=cert permits`,
+          ...alone.map(
+            (i) => `${field}[${i}]: "${cidrs[i]!.trim()}" allows every IP, which only SVC_ENV=cert permits`,
+          ),
         );
+      // Or in pieces (0.0.0.0/1 and 128.0.0.0/1).
+      if (together)
+        throw invalid(`${field}: together allows every ${together} address, which only SVC_ENV=cert permits`);
     }
     return cidrs.map((c) => c.trim());
   }
