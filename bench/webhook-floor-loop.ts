@@ -9,7 +9,7 @@
  *
  *   node --import tsx bench/webhook-floor-loop.ts <database url> <receiver url> <secret>
  *
- * Runs until killed, on the tables the bench creates (floor_notifications, floor_queue).
+ * Runs until its stdin ends, on the tables the bench creates (floor_notifications, floor_queue).
  */
 import pg from 'pg';
 import { Agent, type Dispatcher } from 'undici';
@@ -139,4 +139,7 @@ function fail(error: unknown): never {
   process.exit(1);
 }
 
+// Ends normally when the bench closes its stdin, so that --cpu-prof (BENCH_WORKER_NODE_ARGS) writes its
+// profile.
+process.stdin.on('end', () => process.exit(0)).resume();
 pump();

@@ -172,9 +172,14 @@ async function openDatabase(): Promise<{ url: string; close(): Promise<void> }> 
   };
 }
 
+/**
+ * BENCH_WORKER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the delivery worker and the
+ * bare delivery loop.
+ */
+const workerNodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+
 function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  // BENCH_WORKER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the delivery worker.
-  const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const nodeArgs = workerNodeArgs;
   const cliArgs = ['--import', 'tsx', 'src/main/cli.ts', 'serve', '--role', 'worker'];
   const child = spawn(process.execPath, [...nodeArgs, ...cliArgs], {
     cwd: path.resolve(import.meta.dirname, '..'),
@@ -315,8 +320,16 @@ async function floorCeiling(
   const delivered = async () => (await ask<{ count: number }>(receiver, { type: 'stats' })).count;
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'bench/webhook-floor-loop.ts', databaseUrl, `${receiverUrl}/hooks`, SECRET],
-    { cwd: path.resolve(import.meta.dirname, '..'), stdio: 'inherit' },
+    [
+      ...workerNodeArgs,
+      '--import',
+      'tsx',
+      'bench/webhook-floor-loop.ts',
+      databaseUrl,
+      `${receiverUrl}/hooks`,
+      SECRET,
+    ],
+    { cwd: path.resolve(import.meta.dirname, '..'), stdio: ['pipe', 'inherit', 'inherit'] },
   );
   try {
     await ask(receiver, { type: 'reset' });
@@ -346,7 +359,9 @@ async function floorCeiling(
       },
     };
   } finally {
-    child.kill();
+    child.stdin!.end();
+    // Killed if it has not ended on its own by then.
+    setTimeout(() => child.kill(), 5_000).unref();
   }
 }
 

@@ -414,6 +414,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         const done = run.settled.then(() => {
           if (run.lost)
             logger.warn({ lane: run.lane, owner }, 'webhook lane lease lost; its holder carries on');
+          // The release has landed: the dispatcher looks again. It may be asleep until its poll or the
+          // lane's lease expiry, having last looked while the lane was held: a later retry, notifications
+          // recorded meanwhile (their NOTIFY came while the lane was held) or more than a claim takes are
+          // due now or soon.
+          else if (!signal.aborted) dispatcher.wake();
           settling.delete(done);
         });
         settling.add(done);
