@@ -178,11 +178,23 @@ async function openDatabase(): Promise<{ url: string; close(): Promise<void> }> 
  */
 const workerNodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
-function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+/**
+ * BENCH_COMPARE_DIR: another checkout of this project, with its dependencies installed (e.g.
+ * `git worktree add /tmp/svc-base <commit> && cd /tmp/svc-base && npm ci`), whose worker is measured beside
+ * this tree's, on the same backlogs, each measurement of one right after the same one of the other (the
+ * idle one is paused with SIGSTOP). The machine drifts by more than most changes move either figure, so a
+ * change is judged by these paired ratios, not by two runs of the bench.
+ */
+const compareDir = process.env.BENCH_COMPARE_DIR;
+
+function startWorkerProcess(
+  env: NodeJS.ProcessEnv,
+  cwd = path.resolve(import.meta.dirname, '..'),
+): Promise<ChildProcess> {
   const nodeArgs = workerNodeArgs;
   const cliArgs = ['--import', 'tsx', 'src/main/cli.ts', 'serve', '--role', 'worker'];
   const child = spawn(process.execPath, [...nodeArgs, ...cliArgs], {
-    cwd: path.resolve(import.meta.dirname, '..'),
+    cwd,
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -472,16 +484,42 @@ async function main(): Promise<void> {
   const worker = await startWorkerProcess(env);
   await recordBacklog(db, WARMUP, 1, 'warm', 100);
   await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
+  let other: ChildProcess | null = null;
+  if (compareDir) {
+    worker.kill('SIGSTOP');
+    other = await startWorkerProcess(env, compareDir);
+    await recordBacklog(db, WARMUP, 1, 'warm-other', 100);
+    await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
+    other.kill('SIGSTOP');
+    worker.kill('SIGCONT');
+  }
+  /** One backlog through `compareDir`'s worker, this tree's paused meanwhile. */
+  const throughputOfOther = async (perLane: number, tag: string) => {
+    worker.kill('SIGSTOP');
+    other!.kill('SIGCONT');
+    try {
+      return await throughput(other!, perLane, tag);
+    } finally {
+      other!.kill('SIGSTOP');
+      worker.kill('SIGCONT');
+    }
+  };
   // BENCH_SHAPES, e.g. "1" to profile one shape alone (default both: "1,10").
   const shapes = (process.env.BENCH_SHAPES ?? '1,10').split(',').map((n) => ({
     perLane: Number(n),
     label: `${n} notification${n === '1' ? '' : 's'} per resource`.padEnd(29),
     ratios: [] as number[],
+    /** This tree's deliveries/s and worker CPU per delivery over compareDir's, per round. */
+    versus: [] as Array<{ rate: number; workerCpu: number; postgresCpu: number }>,
   }));
   for (let round = 1; round <= ROUNDS; round++) {
     const measured: Array<Awaited<ReturnType<typeof throughput>>> = [];
-    for (const shape of shapes)
+    const measuredOther: Array<Awaited<ReturnType<typeof throughput>>> = [];
+    for (const shape of shapes) {
       measured.push(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`));
+      if (other)
+        measuredOther.push(await throughputOfOther(shape.perLane, `r${round}-${shape.perLane}-other`));
+    }
     const after = await baseline();
     baselines.push(after);
     // Each round against the plain loop measured just before and just after it: the machine's speed
@@ -500,6 +538,17 @@ async function main(): Promise<void> {
         console.log(
           `      attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
         );
+      const o = measuredOther[i];
+      if (o) {
+        shape.versus.push({
+          rate: m.rate / o.rate,
+          workerCpu: m.cpuUs.worker / o.cpuUs.worker,
+          postgresCpu: m.cpuUs.postgres / o.cpuUs.postgres,
+        });
+        console.log(
+          `    ${'  BENCH_COMPARE_DIR'.padEnd(29)}  ${o.rate.toFixed(0)} deliveries/s, ratio ${(o.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(o.cpuUs)}`,
+        );
+      }
     });
   }
   const ceiling = await queueCeiling(store.pool);
@@ -537,6 +586,10 @@ async function main(): Promise<void> {
   const achievedRate = total / ((performance.now() - t0) / 1000);
   await waitUntil(async () => (await undelivered(db)) === 0, 120_000);
   await stopWorker(worker);
+  if (other) {
+    other.kill('SIGCONT');
+    await stopWorker(other);
+  }
   const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(receiver, { type: 'arrivals' });
   const latencies = arrivals
     .filter(([id]) => committed.has(id))
@@ -563,6 +616,16 @@ async function main(): Promise<void> {
   console.log(
     '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
   );
+  if (compareDir) {
+    console.log(`this tree against BENCH_COMPARE_DIR (${compareDir}), median of the paired ratios:`);
+    for (const shape of shapes) {
+      const of = (pick: (v: (typeof shape.versus)[number]) => number) =>
+        `${median(shape.versus.map(pick)).toFixed(2)} (${shape.versus.map((v) => pick(v).toFixed(2)).join(', ')})`;
+      console.log(
+        `  ${shape.label}  deliveries/s ${of((v) => v.rate)}; worker CPU per delivery ${of((v) => v.workerCpu)}; PostgreSQL CPU ${of((v) => v.postgresCpu)}`,
+      );
+    }
+  }
   console.log(`commit-to-first-attempt at ${achievedRate.toFixed(0)} notifications/s (goal p99 ≤ 250 ms):`);
   console.log(
     `  p50 ${p50.toFixed(1)} ms   p99 ${p99.toFixed(1)} ms   max ${latencies.at(-1)!.toFixed(1)} ms   (${latencies.length} of ${total})`,

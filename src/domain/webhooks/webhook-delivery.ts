@@ -269,12 +269,12 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     // stale; the map is only bounded. Decrypting per delivery was ~4 % of a worker's CPU.
     const secrets = new Map<string, string>();
     function secretOf(head: repo.LaneHead): string | null {
-      if (!head.secret_ciphertext) return null;
-      const sealed = head.secret_ciphertext.toString('base64');
+      const sealed = head.sealed_secret;
+      if (!sealed) return null;
       let secret = secrets.get(sealed);
       if (secret === undefined) {
         if (secrets.size >= 1_000) secrets.clear();
-        secret = decryptSecret(deps.secretKey, head.secret_ciphertext);
+        secret = decryptSecret(deps.secretKey, Buffer.from(sealed, 'base64'));
         secrets.set(sealed, secret);
       }
       return secret;
@@ -296,7 +296,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             if (settled.applied) {
               const { status } = result.record;
               if (status === 'delivered')
-                metrics.observeDelivered((Date.now() - result.head.round_started_at.getTime()) / 1000);
+                metrics.observeDelivered((Date.now() - result.head.round_started_ms) / 1000);
               if (status === 'dead') metrics.deadLettered();
             } else {
               run.changed = true;
@@ -315,12 +315,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
 
     /** Whether the lease is known to have at least the request timeout + 5 s left, renewing it if needed. */
     async function leaseHeld(run: LaneRun): Promise<boolean> {
-      const fresh = () => performance.now() - run.confirmedAt <= LEASE_SLACK_MS;
       if (run.lost) return false;
-      if (fresh()) return true;
+      if (performance.now() - run.confirmedAt <= LEASE_SLACK_MS) return true;
       await run.settled; // the results sent since renew it
       if (run.lost) return false;
-      if (fresh()) return true;
+      if (performance.now() - run.confirmedAt <= LEASE_SLACK_MS) return true;
       const sentAt = performance.now();
       const held = await renewals.call(run.lane);
       if (held) run.confirmedAt = sentAt;
@@ -368,8 +367,6 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         changed: false,
         released: false,
       };
-      // wait_ms was measured at the claim; time has passed since.
-      const sinceClaim = () => performance.now() - claimed.claimSentAt;
       const { heads } = claimed;
       runs.add(run);
       try {
@@ -377,7 +374,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         let head = heads[0];
         while (head && !run.released) {
           if (signal.aborted || run.changed) break;
-          const waitMs = head.due ? 0 : head.wait_ms - sinceClaim();
+          // wait_ms was measured at the claim; time has passed since.
+          const waitMs = head.due ? 0 : head.wait_ms - (performance.now() - claimed.claimSentAt);
           if (waitMs > 0) {
             // A retry later than the fast ones: give the lane back; it is due again at that time.
             if (waitMs > INLINE_WAIT_MAX_MS) break;
@@ -397,7 +395,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
                 round_attempts: outcome.roundAttempts,
                 attempt_count: head.attempt_count + (outcome.attempt ? 1 : 0),
                 due: outcome.nextAttemptInMs === 0,
-                wait_ms: (outcome.nextAttemptInMs ?? 0) + sinceClaim(),
+                wait_ms: (outcome.nextAttemptInMs ?? 0) + (performance.now() - claimed.claimSentAt),
               }
             : heads[++i];
           // The last result of the lane gives it back in the same statement.

@@ -56,6 +56,33 @@ interface InFlight {
 /** Longest response body read off (to keep the connection reusable); a longer one closes it. */
 const MAX_BODY_BYTES = 64 * 1024;
 
+// Module-level rather than closures made per attempt: each attempt made three, each costing an allocation and
+// (under tsx, which keeps function names) a defineProperty.
+/** ms since `started` (performance.now()), whole and never negative. */
+function elapsedMs(started: number): number {
+  return Math.max(0, Math.round(performance.now() - started));
+}
+
+function abortedResult(startedAt: number, started: number): AttemptResult {
+  return {
+    outcome: 'aborted',
+    statusCode: null,
+    error: 'aborted: worker shutting down',
+    startedAt,
+    durationMs: elapsedMs(started),
+  };
+}
+
+function timedOutResult(startedAt: number, started: number, timeoutMs: number): AttemptResult {
+  return {
+    outcome: 'failed',
+    statusCode: null,
+    error: `timeout: no response within ${timeoutMs} ms`,
+    startedAt,
+    durationMs: elapsedMs(started),
+  };
+}
+
 export function createWebhookSender(options: {
   timeoutMs: number;
   now?: () => number;
@@ -179,22 +206,7 @@ export function createWebhookSender(options: {
   async function send(input: SendInput): Promise<AttemptResult> {
     const startedAt = now();
     const started = performance.now();
-    const elapsed = () => Math.max(0, Math.round(performance.now() - started));
-    const aborted = (): AttemptResult => ({
-      outcome: 'aborted',
-      statusCode: null,
-      error: 'aborted: worker shutting down',
-      startedAt,
-      durationMs: elapsed(),
-    });
-    const timedOut = (): AttemptResult => ({
-      outcome: 'failed',
-      statusCode: null,
-      error: `timeout: no response within ${timeoutMs} ms`,
-      startedAt,
-      durationMs: elapsed(),
-    });
-    if (aborting) return aborted();
+    if (aborting) return abortedResult(startedAt, started);
     const attempt: InFlight = {
       controller: null,
       cancel: null,
@@ -211,9 +223,9 @@ export function createWebhookSender(options: {
     }
     try {
       const statusCode = await exchange(input, attempt);
-      const durationMs = elapsed();
+      const durationMs = elapsedMs(started);
       // Success is a 2xx status line within the timeout: one that came later, before the sweep caught it, is not.
-      if (durationMs > timeoutMs) return timedOut();
+      if (durationMs > timeoutMs) return timedOutResult(startedAt, started, timeoutMs);
       if (statusCode >= 200 && statusCode < 300) {
         return { outcome: 'delivered', statusCode, error: null, startedAt, durationMs };
       }
@@ -226,14 +238,14 @@ export function createWebhookSender(options: {
           : `HTTP ${statusCode}`;
       return { outcome: 'failed', statusCode, error, startedAt, durationMs };
     } catch (err) {
-      if (attempt.timedOut || isTimeout(err)) return timedOut();
-      if (aborting) return aborted();
+      if (attempt.timedOut || isTimeout(err)) return timedOutResult(startedAt, started, timeoutMs);
+      if (aborting) return abortedResult(startedAt, started);
       return {
         outcome: 'failed',
         statusCode: null,
         error: describeError(err),
         startedAt,
-        durationMs: elapsed(),
+        durationMs: elapsedMs(started),
       };
     }
   }
