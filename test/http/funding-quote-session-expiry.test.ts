@@ -90,6 +90,7 @@ test('with no deposit, the quote session is reported expired with reference_id =
   assert.equal(event.reference_id, 'order-2');
   assert.equal(event.participant_code, code);
   assert.equal(event.fund_asset, 'BTC.BTC');
+  assert.equal(event.deposit_address, quote.deposit_address, 'the address the quote showed');
   assert.equal(event.deposit_timestamp, openedAt + EXPIRY_MS);
   assertVendorSchema(event, 'GetFundTransactionsEntity');
 

@@ -569,6 +569,18 @@ export function createFundingService(deps: DomainDeps) {
         if (!session || session.expired_at || !session.expires_at) return null;
         if (await repo.sessionHasDepositBy(trx, sessionId, session.expires_at)) return null;
         const now = clock.now();
+        // A fund quote session showed the end customer its deposit address (spec 4.4): the expiry names it.
+        // A token session has no asset, hence no address.
+        const asset = session.fund_asset ? parseFundAsset(session.fund_asset) : null;
+        const address = asset
+          ? await repo.findAddressFor(
+              trx,
+              session.platform_code,
+              session.participant_code,
+              session.account_label,
+              asset.network.network,
+            )
+          : undefined;
         const row = await repo.insertFundEvent(trx, {
           fund_id: newUuid(),
           platform_code: session.platform_code,
@@ -581,7 +593,7 @@ export function createFundingService(deps: DomainDeps) {
           rate: '0',
           quoted_currency: QUOTED_CURRENCY,
           source_address: '',
-          deposit_address: null,
+          deposit_address: address?.address ?? null,
           quantity: '0',
           notional: '0',
           success: false,
