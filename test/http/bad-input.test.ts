@@ -233,6 +233,9 @@ const ADMIN_TABLE: Row[] = [
       '1,5',
       HUGE_NUMBER,
       `0.${HUGE_NUMBER}`,
+      // Finer than quotes, trades and fees go (18 places): a balance no trade could move to its last digit.
+      '0.0000000000000000001',
+      '-1.1234567890123456789',
       [],
       NUL,
       UNICODE,

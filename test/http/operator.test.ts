@@ -388,17 +388,16 @@ describe('prices and balances', () => {
     assert.equal(second.account_group, platform);
     assert.equal(ok<{ balance: string }>(await adjust('-0.3')).balance, '0');
     // A balance is the exact sum of its movements, however many digits that takes (60 significant digits
-    // used to round a 1 plus 1e-61 back to 1, the movement kept and the balance not).
-    const tiny = `0.${'0'.repeat(60)}1`;
+    // used to round away the last digits of a sum of 62).
+    const tiny = `0.${'0'.repeat(17)}1`;
     assert.equal(ok<{ balance: string }>(await adjust('1')).balance, '1');
-    assert.equal(ok<{ balance: string }>(await adjust(tiny)).balance, `1.${'0'.repeat(60)}1`);
-    const big = `${'9'.repeat(40)}.${'9'.repeat(22)}`;
-    assert.equal(
-      ok<{ balance: string }>(await adjust(big)).balance,
-      `1${'0'.repeat(40)}.${'9'.repeat(22)}${'0'.repeat(38)}1`,
-    );
-    assert.equal(ok<{ balance: string }>(await adjust(`-${big}`)).balance, `1.${'0'.repeat(60)}1`);
-    assert.equal(ok<{ balance: string }>(await adjust(`-1.${'0'.repeat(60)}1`)).balance, '0');
+    assert.equal(ok<{ balance: string }>(await adjust(tiny)).balance, `1.${'0'.repeat(17)}1`);
+    const big = `${'9'.repeat(44)}.${'9'.repeat(18)}`;
+    assert.equal(ok<{ balance: string }>(await adjust(big)).balance, `1${'0'.repeat(43)}1`);
+    assert.equal(ok<{ balance: string }>(await adjust(`-${big}`)).balance, `1.${'0'.repeat(17)}1`);
+    assert.equal(ok<{ balance: string }>(await adjust(`-1.${'0'.repeat(17)}1`)).balance, '0');
+    // Finer than quotes, trades and fees go: a balance no trade could move to its last digit.
+    refused(await adjust(`0.${'0'.repeat(18)}1`), 400, 'amount');
     refused(await adjust('-0.01'), 400);
     refused(await adjust('0'), 400, 'amount');
     refused(await adjust('1e3'), 400, 'amount');

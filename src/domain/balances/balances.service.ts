@@ -1,4 +1,5 @@
 import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
+import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Trx } from '../../store/database.ts';
@@ -149,12 +150,18 @@ export function createBalancesService(deps: DomainDeps) {
       amount: string;
       account_type?: AccountType;
     }) {
+      const problems: string[] = [];
       const participant = await findParticipant(deps.db, input.participant_code);
       if (!participant || (input.platform_code && participant.platform_code !== input.platform_code)) {
-        throw invalid(`participant_code: participant ${input.participant_code} not found`);
+        problems.push(`participant_code: participant ${input.participant_code} not found`);
       }
       const amount = new Dec(input.amount);
-      if (amount.isZero()) throw invalid('amount: must not be zero');
+      if (amount.isZero()) problems.push('amount: must not be zero');
+      // Quotes, trades and fees carry AMOUNT_DECIMALS places: a finer balance could never be moved to its
+      // last digit.
+      if (amount.decimalPlaces() > AMOUNT_DECIMALS)
+        problems.push(`amount: must have at most ${AMOUNT_DECIMALS} decimal places`);
+      if (!participant || problems.length > 0) throw invalid(...problems);
       const runId = newUuid();
       const [applied, ownerCode] = await deps.db.transaction().execute(async (trx) => {
         // First, as a deposit does: a tenancy about to take effect checks the participant's own balances
