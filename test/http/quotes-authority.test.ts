@@ -59,7 +59,7 @@ test("a tenant's quote is refused at execution once the tenant has been removed:
   assert.equal((await execute(quote.quote_id)).status, 403);
 });
 
-test('a quote is refused at execution once its participant is no longer approved: 400 naming it', async () => {
+test('a quote is refused at execution once its participant is no longer approved: 400 naming quote_id', async () => {
   const customer = (await svc.newParticipant(code)).participant_code;
   await fund(svc, customer, 'USD', '1000');
   const quote = await liquidityQuote(platform.client, { ...BUY, participant_code: customer });
@@ -68,10 +68,10 @@ test('a quote is refused at execution once its participant is no longer approved
 
   const res = await execute(quote.quote_id);
   assert.equal(res.status, 400, JSON.stringify(res.body));
-  assert.match(
-    JSON.stringify(res.body),
-    new RegExp(`participant ${customer} is not approved \\(status closed\\)`),
-  );
+  // wire-contract §3: `<field>: <problem>`, the field the request has (it names only the quote).
+  assert.deepEqual(res.body, {
+    errors: [`quote_id: participant ${customer} is not approved (status closed)`],
+  });
   assert.deepEqual(await tradesByClientTradeId(platform.client, quote.quote_id), []);
 });
 
@@ -94,6 +94,7 @@ test("a locked holder's account is not traded through its tenant, neither by a n
   const res = await execute(before.quote_id);
   assert.equal(res.status, 400, JSON.stringify(res.body));
   assert.match(JSON.stringify(res.body), holderLocked);
+  assert.match(JSON.stringify(res.body), /"quote_id: the holder/);
   assert.deepEqual(await tradesByClientTradeId(platform.client, before.quote_id), []);
 });
 

@@ -210,8 +210,15 @@ export function createQuotesService(deps: DomainDeps) {
       if (!quote) throw notFound();
       // A quote can be executed for minutes: whoever it was for must still be allowed to trade on that
       // account now (a tenant since removed, a participant since locked or closed, a holder since locked),
-      // with the same 400 or 403 that a new quote would get. A refusal rolls the claim back.
-      const now = await resolveTradingHolder(trx, platformCode, quote.participant_code, quote.account_label);
+      // with the same 400 or 403 that a new quote would get, naming the quote (the request names nothing
+      // else). A refusal rolls the claim back.
+      const now = await resolveTradingHolder(
+        trx,
+        platformCode,
+        quote.participant_code,
+        quote.account_label,
+        'quote_id',
+      );
       // The owner, not the zrn: a customer account opened since under the same label is the same balances.
       if (now.ownerParticipantCode !== quote.owner_participant_code) {
         throw forbidden(

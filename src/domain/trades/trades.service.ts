@@ -108,6 +108,8 @@ export async function resolveTradingHolder(
   platformCode: string,
   participantCode: string | undefined,
   accountLabel: string | undefined,
+  /** The request's field a refusal names (wire-contract §3: `<field>: <problem>`). */
+  field = 'participant_code',
 ): Promise<TradingHolder> {
   const label = accountLabel ?? DEFAULT_ACCOUNT_LABEL;
   if (participantCode === undefined || participantCode === platformCode) {
@@ -118,7 +120,7 @@ export async function resolveTradingHolder(
       zrn: null,
     };
   }
-  return resolveAccountHolder(db, platformCode, participantCode, label);
+  return resolveAccountHolder(db, platformCode, participantCode, label, field);
 }
 
 function legs(
