@@ -256,6 +256,38 @@ test('the same transaction_id twice records one event (also when reported concur
   assert.match((changed.body.errors as string[])[0]!, /^transaction_id: /);
 });
 
+test('a report of the same transaction with another source address, time or reason is a conflict, not a replay', async () => {
+  const { address } = await addressOf(owner, 'ETH.ETH');
+  const source = `0x${randomBytes(20).toString('hex')}`;
+  const at = Date.now() - 60_000;
+  const report = { deposit_address: address, quantity: '1', source_address: source, deposit_timestamp: at };
+  const tx = txId();
+  assert.equal((await postDeposit(svc, { ...report, transaction_id: tx })).status, 201);
+  // Again as sent, the source address in other letters (one EVM address), or naming less: a replay.
+  for (const again of [
+    report,
+    { ...report, source_address: source.toUpperCase().replace('0X', '0x') },
+    { deposit_address: address, quantity: '1.000' },
+  ]) {
+    const res = await postDeposit(svc, { ...again, transaction_id: tx });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  }
+  for (const other of [
+    { ...report, source_address: `0x${randomBytes(20).toString('hex')}` },
+    { ...report, deposit_timestamp: at - 1 },
+  ]) {
+    const res = await postDeposit(svc, { ...other, transaction_id: tx });
+    assert.equal(res.status, 409, JSON.stringify(res.body));
+    assert.match((res.body.errors as string[])[0]!, /^transaction_id: .* with other data/);
+  }
+  const failed = { deposit_address: address, quantity: '2', success: false, reason: 'reverted' };
+  const failedTx = txId();
+  assert.equal((await postDeposit(svc, { ...failed, transaction_id: failedTx })).status, 201);
+  assert.equal((await postDeposit(svc, { ...failed, transaction_id: failedTx })).status, 200);
+  const otherReason = await postDeposit(svc, { ...failed, reason: 'dropped', transaction_id: failedTx });
+  assert.equal(otherReason.status, 409, JSON.stringify(otherReason.body));
+});
+
 test('a hex transaction hash (Bitcoin, EVM) is one transaction in any letter case; a Solana signature is not', async () => {
   const eth = await addressOf(owner, 'ETH.ETH');
   const hash = `0x${randomBytes(32).toString('hex').toUpperCase()}`;

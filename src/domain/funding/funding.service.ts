@@ -408,9 +408,17 @@ export function createFundingService(deps: DomainDeps) {
           throw conflict(
             `transaction_id: ${transactionId} is already recorded for this address as ${existing.reported_success ? 'successful' : `failed (${existing.status_reason})`}`,
           );
+        // What the report did not name cannot differ; a source address is compared as an address (an EVM
+        // or bech32 one in any letter case is one address).
         const same =
           new Dec(existing.quantity).equals(input.quantity) &&
-          (input.fund_asset === undefined || existing.fund_asset === input.fund_asset);
+          (input.fund_asset === undefined || existing.fund_asset === input.fund_asset) &&
+          (input.source_address === undefined ||
+            canonicalDepositAddress(existing.source_address) ===
+              canonicalDepositAddress(input.source_address)) &&
+          (input.deposit_timestamp === undefined ||
+            existing.deposit_timestamp.getTime() === input.deposit_timestamp) &&
+          (input.reason === undefined || existing.status_reason === input.reason);
         if (!same)
           throw conflict(
             `transaction_id: ${transactionId} is already recorded for this address with other data`,
