@@ -2,7 +2,7 @@ import type { IssuedApiKey, Participant, Platform } from '../contract/admin.sche
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
-import type { AdminTrade, BookTradeBody } from '../contract/trades.schemas.ts';
+import type { AdminTrade, AdvanceTradeBody, BookTradeBody } from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 import {
   list,
@@ -306,9 +306,17 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     },
   },
   'trades advance': {
-    usage: 'svc trades advance TRADE_ID',
-    summary: 'move a trade to its next settlement state now (accepted → active → terminated)',
-    run: (c, p) => c.post<AdminTrade>(`/trades/${encodeURIComponent(positional(p, 0, 'TRADE_ID'))}/advance`),
+    usage: 'svc trades advance TRADE_ID [--from accepted|active]',
+    summary:
+      'move a trade to its next settlement state now (accepted → active → terminated); --from: only from that ' +
+      'state (409 once the trade has left it), so that repeating a call whose outcome is unknown is safe',
+    run: (c, p, o) => {
+      const from = optionalString(o, 'from');
+      if (from !== undefined && from !== 'accepted' && from !== 'active')
+        throw new UsageError('--from must be accepted or active');
+      const body: AdvanceTradeBody = from === undefined ? {} : { from };
+      return c.post<AdminTrade>(`/trades/${encodeURIComponent(positional(p, 0, 'TRADE_ID'))}/advance`, body);
+    },
   },
 };
 
@@ -356,4 +364,5 @@ export const OPERATOR_OPTIONS = {
   'client-trade-id': { type: 'string' },
   'net-settlement': { type: 'boolean' },
   comment: { type: 'string' },
+  from: { type: 'string' },
 } as const;

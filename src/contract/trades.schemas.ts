@@ -127,6 +127,17 @@ export const TradesPage = PagedEnvelope(Trade);
 export const TradeParams = Type.Object({ trade_id: Type.String({ minLength: 1, maxLength: 100 }) });
 export type TradeParams = Static<typeof TradeParams>;
 
+/**
+ * `POST /admin/trades/{trade_id}/advance`: `from`, the state the operator means to advance the trade from, makes
+ * a repeat safe (a 409 when the trade has left it: the step was made, by the first call or the settlement
+ * timer). Without it, each call makes the next step.
+ */
+export const AdvanceTradeBody = Type.Object(
+  { from: Type.Optional(Type.Union([Type.Literal('accepted'), Type.Literal('active')])) },
+  { additionalProperties: false },
+);
+export type AdvanceTradeBody = Static<typeof AdvanceTradeBody>;
+
 export const TRADES_MAX_PAGE_SIZE = 100;
 export const TRADES_DEFAULT_PAGE_SIZE = 50;
 

@@ -101,6 +101,38 @@ describe('operator advance', () => {
     assert.equal(await balanceOf(svc, buyer, 'USD'), '0');
   });
 
+  test('with `from`, a repeated advance (its first answer lost) makes no second step: 409 naming from', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '2500');
+    const tradeId = await buyTrade(buyer, '1', 'ETH');
+    const twice = await Promise.allSettled([
+      svc.admin.post<AdminTrade>(`/trades/${tradeId}/advance`, { from: 'accepted' }),
+      svc.admin.post<AdminTrade>(`/trades/${tradeId}/advance`, { from: 'accepted' }),
+    ]);
+    const done = twice.filter((r) => r.status === 'fulfilled');
+    assert.equal(done.length, 1, 'one of the two made the step');
+    assert.equal(done[0]!.value.trade_state, 'active');
+    const refused = await adminError(
+      Promise.reject((twice.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason),
+    );
+    assert.equal(refused.status, 409);
+    assert.match(JSON.stringify(refused.body), /from: trade .* is active, not accepted/);
+    assert.deepEqual(
+      (await notificationsOf(svc, `trade:${tradeId}`)).map((n) => n.payload.trade_state),
+      ['accepted', 'active'],
+    );
+    assert.equal((await getTrade(client, tradeId)).trade_state, 'active');
+    // `from` names only a state a trade advances from; an empty body advances as before.
+    assert.equal(
+      (await adminError(svc.admin.post(`/trades/${tradeId}/advance`, { from: 'terminated' }))).status,
+      400,
+    );
+    assert.equal(
+      (await svc.admin.post<AdminTrade>(`/trades/${tradeId}/advance`, {})).trade_state,
+      'terminated',
+    );
+  });
+
   test('the database itself refuses any change to a terminated trade, and backward moves', async () => {
     const buyer = (await svc.newParticipant(platformCode)).participant_code;
     await fund(svc, buyer, 'USD', '2500');
@@ -295,7 +327,15 @@ describe('operator CLI', () => {
     assert.equal(booked.comment, 'allocation');
     assert.equal(booked.total_notional, '5');
     assert.equal((await svcCli(['trades', 'advance', booked.trade_id])).trade_state, 'active');
-    assert.equal((await svcCli(['trades', 'advance', booked.trade_id])).trade_state, 'terminated');
+    await assert.rejects(
+      svcCli(['trades', 'advance', booked.trade_id, '--from', 'accepted']),
+      /409|is active/,
+    );
+    await assert.rejects(svcCli(['trades', 'advance', booked.trade_id, '--from', 'done']), UsageError);
+    assert.equal(
+      (await svcCli(['trades', 'advance', booked.trade_id, '--from', 'active'])).trade_state,
+      'terminated',
+    );
     assert.equal(await balanceOf(svc, holder, 'USD'), '5');
     await assert.rejects(
       svcCli(['trades', 'book', '--platform', platformCode, '--side', 'hold']),

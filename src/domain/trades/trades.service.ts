@@ -424,11 +424,14 @@ export function createTradesService(deps: DomainDeps) {
     },
 
     /** `POST /admin/trades/{trade_id}/advance`: the next state now (DESIGN §3). */
-    async advance(tradeId: string) {
+    async advance(tradeId: string, from?: TradeState) {
       if (!isUuid(tradeId)) throw notFound();
       const row = await db.transaction().execute(async (trx) => {
         const locked = await lockTrade(trx, tradeId);
         if (!locked) throw notFound();
+        // A repeat of an advance whose answer was lost must not make a second step.
+        if (from !== undefined && locked.trade_state !== from)
+          throw conflict(`from: trade ${tradeId} is ${locked.trade_state}, not ${from}`);
         return advanceLocked(deps, trx, locked);
       });
       return adminTradeView(row);

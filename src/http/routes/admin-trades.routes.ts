@@ -1,6 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 
-import { AdminTradeResponse, BookTradeBody, TradeParams } from '../../contract/trades.schemas.ts';
+import {
+  AdminTradeResponse,
+  AdvanceTradeBody,
+  BookTradeBody,
+  TradeParams,
+} from '../../contract/trades.schemas.ts';
 import type { TradesService } from '../../domain/trades/trades.service.ts';
 import { adminErrorResponses } from './admin-errors.ts';
 
@@ -22,16 +27,21 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
     async (request, reply) => reply.code(201).send({ message: await trades.bookByOperator(request.body) }),
   );
 
-  app.post<{ Params: TradeParams }>(
+  app.post<{ Params: TradeParams; Body: AdvanceTradeBody | undefined }>(
     '/trades/:trade_id/advance',
     {
       schema: {
         tags,
-        summary: 'Move a trade to its next state now (accepted → active → terminated); 409 once terminated',
+        summary:
+          'Move a trade to its next state now (accepted → active → terminated); 409 once terminated, or when ' +
+          'it is no longer in the state `from` names',
         params: TradeParams,
+        body: AdvanceTradeBody,
         response: { 200: AdminTradeResponse, ...adminErrorResponses },
       },
     },
-    async (request) => ({ message: await trades.advance(request.params.trade_id) }),
+    async (request) => ({
+      message: await trades.advance(request.params.trade_id, request.body?.from),
+    }),
   );
 }
