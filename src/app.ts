@@ -195,12 +195,13 @@ export async function buildApp(
   });
 
   // Bodies are validated strictly (no type coercion: "12" is not 12); query strings and paths are text and
-  // are coerced to the declared types. Every error is collected so a 400 lists every bad field.
+  // are coerced to the declared types. Every error is collected so a 400 lists every bad field. `verbose`
+  // gives each error its schema, whose description says in words what a pattern wants (describeValidation).
   const bodyAjv = addFormats(
-    new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false }),
+    new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false, verbose: true }),
   );
   const textAjv = addFormats(
-    new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false }),
+    new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false, verbose: true }),
   );
   app.setValidatorCompiler(({ schema, httpPart }) => {
     if (httpPart === 'body') return bodyAjv.compile(schema);

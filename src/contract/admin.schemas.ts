@@ -54,7 +54,9 @@ export const ApiKeySummary = Type.Object({
   revoked_at: Type.Union([Type.Integer(), Type.Null()]),
 });
 
-export const ApiKeyParams = Type.Object({ api_key: Type.String({ pattern: '^[A-Za-z0-9_-]{1,100}$' }) });
+export const ApiKeyParams = Type.Object({
+  api_key: Type.String({ pattern: '^[A-Za-z0-9_-]{1,100}$', description: 'an API key' }),
+});
 
 export const AllowlistBody = Type.Object(
   { cidrs: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 }) },
@@ -135,7 +137,7 @@ export const AdjustBalanceBody = Type.Object(
     // Up to 100, the bound before labels of new accounts, quotes and trades were limited to 40 (AccountLabel):
     // balances recorded under a longer label stay within the operator's reach.
     account_label: Type.String({ minLength: 1, maxLength: 100 }),
-    asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$' }),
+    asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$', description: 'an asset, e.g. USD' }),
     amount: Decimal,
     account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),
   },

@@ -185,7 +185,10 @@ export type Jwks = Static<typeof Jwks>;
 
 export const FundRfqBody = Type.Object(
   {
-    participant_code: Type.String({ pattern: PARTICIPANT_CODE_PATTERN }),
+    participant_code: Type.String({
+      pattern: PARTICIPANT_CODE_PATTERN,
+      description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]',
+    }),
     fund_asset: FundAssetForm,
     account_label: Type.Optional(AccountLabel),
     client_fund_id: Type.Optional(Reference),
@@ -244,7 +247,12 @@ export const FUND_TRANSACTIONS_MAX_PAGE_SIZE = 50;
 
 export const FundTransactionsQuery = Type.Object(
   {
-    participant_code: Type.Optional(Type.String({ pattern: PARTICIPANT_CODE_PATTERN })),
+    participant_code: Type.Optional(
+      Type.String({
+        pattern: PARTICIPANT_CODE_PATTERN,
+        description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]',
+      }),
+    ),
     fund_asset: Type.Optional(FundAssetForm),
     deposit_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     fund_id: Type.Optional(Type.String({ format: 'uuid' })),

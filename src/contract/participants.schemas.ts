@@ -238,7 +238,9 @@ const W8Ben = Type.Object(
           country: Type.Optional(CountryAlpha2),
           residence_certification: Type.Optional(Type.Boolean()),
           income_type: Type.Optional(Choice(['royalties_other', 'business_profits'] as const)),
-          withholding_rate: Type.Optional(Type.String({ pattern: '^\\d{1,3}(\\.\\d+)?$' })),
+          withholding_rate: Type.Optional(
+            Type.String({ pattern: '^\\d{1,3}(\\.\\d+)?$', description: 'a percentage, e.g. 15 or 12.5' }),
+          ),
           article_paragraph: Type.Optional(Text(255)),
           additional_conditions: Type.Optional(Type.Boolean()),
         },
@@ -270,7 +272,12 @@ export const CUSTOMER_FIELDS = {
     pattern: NO_OUTER_SPACES,
     description: 'e.g. 77777 or 77777-7777',
   }),
-  postal_code: Type.String({ minLength: 4, maxLength: 20, pattern: NO_OUTER_SPACES }),
+  postal_code: Type.String({
+    minLength: 4,
+    maxLength: 20,
+    pattern: NO_OUTER_SPACES,
+    description: 'no leading or trailing spaces',
+  }),
   jurisdiction_code: Choice(JURISDICTION_CODES, 'ISO 3166-2 subdivision the customer resides in'),
   citizenship_code: Choice(CITIZENSHIP_CODES, 'ISO 3166-1 alpha-2'),
   country: Choice(COUNTRY_CODES_ALPHA3, 'ISO 3166-1 alpha-3'),
@@ -407,8 +414,8 @@ export const CUSTOMER_FIELDS = {
   tin_jurisdiction_other: Text(255),
   proof_of_address_coordinates: Type.Object(
     {
-      latitude: Type.String({ pattern: COORDINATE_PATTERN, maxLength: 40 }),
-      longitude: Type.String({ pattern: COORDINATE_PATTERN, maxLength: 40 }),
+      latitude: Type.String({ pattern: COORDINATE_PATTERN, maxLength: 40, description: 'decimal degrees' }),
+      longitude: Type.String({ pattern: COORDINATE_PATTERN, maxLength: 40, description: 'decimal degrees' }),
     },
     { additionalProperties: false },
   ),
@@ -751,7 +758,9 @@ export const ParticipantEntity = Type.Object({
 export type ParticipantEntity = Static<typeof ParticipantEntity>;
 
 export const ListParticipantsQuery = Type.Object({
-  participant_code: Type.Optional(Type.String({ pattern: GENERATED_CODE_PATTERN })),
+  participant_code: Type.Optional(
+    Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' }),
+  ),
   email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
   status: Type.Optional(Choice(PARTICIPANT_STATUS_FILTERS)),
   minors: Type.Optional(Choice(['true', 'false'] as const, '"true": only participants under 18')),

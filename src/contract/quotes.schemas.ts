@@ -39,7 +39,7 @@ const Underlying = Type.String({
 const QuotedCurrency = Type.String({ pattern: CURRENCY_PATTERN, description: 'the quoted asset, e.g. USD' });
 const ParticipantCode = Type.String({
   pattern: PARTICIPANT_CODE_PATTERN,
-  description: 'the participant the quote is for; default: the platform itself',
+  description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]; default: the platform itself',
 });
 const QuoteAccountLabel = Type.String({
   ...AccountLabel,

@@ -194,14 +194,14 @@ export type ListTradesQuery = Static<typeof ListTradesQuery>;
 /** `POST /admin/trades`: books a trade directly, e.g. a net settlement (allocation) trade. */
 export const BookTradeBody = Type.Object(
   {
-    platform_code: Type.String({ pattern: GENERATED_CODE_PATTERN }),
-    participant_code: Type.String({ pattern: GENERATED_CODE_PATTERN }),
+    platform_code: Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' }),
+    participant_code: Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' }),
     account_label: Type.Optional(AccountLabel),
     side: Type.Enum(SIDES),
-    underlying: Type.String({ pattern: UNDERLYING_PATTERN }),
-    quoted_currency: Type.String({ pattern: CURRENCY_PATTERN }),
-    quantity: Type.String({ pattern: AMOUNT_PATTERN }),
-    price: Type.String({ pattern: AMOUNT_PATTERN }),
+    underlying: Type.String({ pattern: UNDERLYING_PATTERN, description: 'an asset, e.g. BTC' }),
+    quoted_currency: Type.String({ pattern: CURRENCY_PATTERN, description: 'an asset, e.g. USD' }),
+    quantity: Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' }),
+    price: Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' }),
     client_trade_id: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
     net_settlement: Type.Optional(Type.Boolean({ default: false })),
     comment: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),

@@ -76,6 +76,11 @@ function describeValidation(error: FastifyError): string[] {
     }
     const field =
       base || (error.validationContext === 'body' ? 'body' : (error.validationContext ?? 'request'));
+    // A pattern is said in the words of its schema's description where it has one, not as the regex.
+    // (ajv's `verbose` adds parentSchema; Fastify's type of the error does not declare it.)
+    const description = (item as { parentSchema?: { description?: unknown } }).parentSchema?.description;
+    if (item.keyword === 'pattern' && typeof description === 'string')
+      return `${field}: is not in the expected form (${description})`;
     return `${field}: ${item.message ?? 'is invalid'}`;
   });
   return [...new Set(messages)];

@@ -164,6 +164,24 @@ describe('error bodies', () => {
     });
   });
 
+  test("a value in the wrong form is named with the schema's words for the form, not its regex", async () => {
+    const res = await admin(
+      'POST',
+      '/balances',
+      JSON.stringify({ participant_code: 'x', account_label: 'general', asset: 'usd', amount: '1e3' }),
+    );
+    assertBody(res, 400, (body) => {
+      const errors = body.errors as string[];
+      assert.ok(errors.includes('asset: is not in the expected form (an asset, e.g. USD)'), errors.join());
+      assert.ok(errors.includes('amount: is not in the expected form (decimal string)'), errors.join());
+      assert.ok(
+        errors.includes('participant_code: is not in the expected form (6-character code)'),
+        errors.join(),
+      );
+      assert.ok(!errors.some((e) => e.includes('^')), errors.join());
+    });
+  });
+
   test('401 {"error": reason}, public and operator', async () => {
     assertBody(await rawRequest(probe.url, 'GET', '/probe/whoami'), 401, errorBody());
     assertBody(await rawRequest(svc.url, 'GET', '/admin/platforms'), 401, errorBody());
