@@ -146,6 +146,24 @@ describe('webhook dispatcher', () => {
     await dispatcher.stop();
   });
 
+  test('a failed claim is tried again soon, not at the next poll (a minute here)', async () => {
+    const errors: string[] = [];
+    let calls = 0;
+    const h = harness({ onError: (_err, message) => void errors.push(message) });
+    h.due.push(lane(11));
+    h.options.claim = async (limit) => {
+      if (++calls === 1) throw new Error('connection terminated');
+      return h.due.splice(0, limit);
+    };
+    const dispatcher = startDispatcher(h.options);
+    const deadline = Date.now() + 5_000;
+    while (!h.working.has('trade:11') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(errors, ['webhook lane claim failed']);
+    assert.ok(h.working.has('trade:11'), 'claimed on the second try, well within the 60 s poll');
+    h.working.get('trade:11')!.resolve();
+    await dispatcher.stop();
+  });
+
   test('stop aborts the lanes under way, gives back the claimed ones not started, and waits for both', async () => {
     const h = harness();
     for (let i = 1; i <= 5; i++) h.due.push(lane(i));

@@ -398,11 +398,16 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
                 wait_ms: (outcome.nextAttemptInMs ?? 0) + (performance.now() - claimed.claimSentAt),
               }
             : heads[++i];
+          // A retry is waited for in place only when the lane holds its slot for little longer that way: after
+          // a failure that itself took long (a timeout, a slow error), the lane is given back, due at the retry,
+          // so that a platform whose receiver hangs does not keep the slots from every other one for its whole
+          // round of fast retries (review: 50-110 s).
+          const retryLater =
+            again &&
+            ((outcome.nextAttemptInMs ?? 0) > INLINE_WAIT_MAX_MS ||
+              (outcome.attempt?.durationMs ?? 0) > INLINE_WAIT_MAX_MS);
           // The last result of the lane gives it back in the same statement.
-          const goesOn =
-            next !== undefined &&
-            !signal.aborted &&
-            !(again && (outcome.nextAttemptInMs ?? 0) > INLINE_WAIT_MAX_MS);
+          const goesOn = next !== undefined && !signal.aborted && !retryLater;
           settle(run, { head, newStateToken, record: outcome }, !goesOn);
           head = next;
         }
@@ -415,8 +420,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           // The release has landed: the dispatcher looks again. It may be asleep until its poll or the
           // lane's lease expiry, having last looked while the lane was held: a later retry, notifications
           // recorded meanwhile (their NOTIFY came while the lane was held) or more than a claim takes are
-          // due now or soon.
-          else if (!signal.aborted) dispatcher.wake();
+          // due now or soon. Not for a lane claimed empty: that is one a producer is recording into, left due
+          // by the release until it commits (its NOTIFY wakes us then); looking again at once only claimed
+          // and released it in a loop meanwhile (review: ~850 times a second).
+          else if (!signal.aborted && heads.length > 0) dispatcher.wake();
           settling.delete(done);
         });
         settling.add(done);
@@ -476,6 +483,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           clearTimeout(cut);
         }
         await Promise.all([...settling, unlistened]);
+        // The lanes given back are due at once: the other workers look now, not at their poll (review: a
+        // rolling deploy's lanes waited up to the poll interval, or their lease, 17 s, with a long one).
+        await repo
+          .announceWork(bookkeeping)
+          .catch((err: unknown) => logger.warn({ err }, 'other workers not told of the lanes given back'));
       })());
     return {
       stopIntake,

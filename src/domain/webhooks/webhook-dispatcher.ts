@@ -61,6 +61,12 @@ export interface Dispatcher {
 const PREFETCH = 8;
 /** Shortest idle sleep: a lane due "now" that the last claim did not get is about to be released by its holder. */
 const MIN_IDLE_MS = 5;
+/**
+ * After a failed claim or next-due query (a connection lost, the database restarting), the first wait before
+ * trying again, doubled at each failure in a row up to the poll interval: waiting the whole poll interval at
+ * once left due work waiting that long for one lost connection (review: 60 s with a 60 s poll).
+ */
+const FIRST_RETRY_MS = 100;
 
 export function startDispatcher(options: DispatcherOptions): Dispatcher {
   const { concurrency, maxReadyAgeMs } = options;
@@ -76,6 +82,13 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   /** Counts wake-ups, so a claim that comes back short does not cancel one that arrived meanwhile. */
   let wakeups = 0;
   let idleTimer: NodeJS.Timeout | null = null;
+  /** The wait after the next failure to claim (FIRST_RETRY_MS, doubling while failures go on). */
+  let retryInMs = FIRST_RETRY_MS;
+  const afterFailure = () => {
+    const ms = Math.min(retryInMs, options.pollIntervalMs);
+    retryInMs = Math.min(retryInMs * 2, options.pollIntervalMs);
+    return ms;
+  };
 
   function pump(): void {
     while (!stopped && running.size < concurrency && ready.length > 0) {
@@ -104,6 +117,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     try {
       const claimSentAt = now();
       const lanes = await options.claim(limit);
+      retryInMs = FIRST_RETRY_MS;
       if (stopped) {
         await options.release(lanes);
         return;
@@ -116,7 +130,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     } catch (err) {
       options.onError(err, 'webhook lane claim failed');
       wanted = false;
-      idleIn(options.pollIntervalMs);
+      idleIn(afterFailure());
     } finally {
       claiming = null;
       pump();
@@ -124,11 +138,15 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   }
 
   async function sleepUntilDue(): Promise<void> {
+    let failed = false;
     const dueInMs = await options.nextDueInMs().catch((err: unknown) => {
       options.onError(err, 'webhook next-due query failed');
+      failed = true;
       return null;
     });
-    if (!wanted) idleIn(Math.max(MIN_IDLE_MS, Math.min(dueInMs ?? Infinity, options.pollIntervalMs)));
+    if (wanted) return;
+    if (failed) idleIn(afterFailure());
+    else idleIn(Math.max(MIN_IDLE_MS, Math.min(dueInMs ?? Infinity, options.pollIntervalMs)));
   }
 
   function idleIn(ms: number): void {

@@ -205,6 +205,14 @@ export const LANES_CHANNEL = 'svc_webhooks';
  */
 const LANES_CHANGED_PREFIX = 'changed:';
 
+/**
+ * Tells every dispatcher there may be due work (a plain NOTIFY on LANES_CHANNEL): a stopping worker's lanes,
+ * given back due at once, would otherwise wait for another worker's poll or their lease timer.
+ */
+export async function announceWork(db: Executor): Promise<void> {
+  await sql`select pg_notify(${LANES_CHANNEL}, '')`.execute(db);
+}
+
 /** The platform whose lanes a LANES_CHANNEL payload says changed, or null (plain "new work"). */
 export function changedPlatform(payload: string): string | null {
   return payload.startsWith(LANES_CHANGED_PREFIX) ? payload.slice(LANES_CHANGED_PREFIX.length) : null;

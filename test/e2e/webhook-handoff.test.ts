@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import {
+  serviceEnv,
+  startReadyWorker,
+  stopWorkerProcess,
+  type WorkerProcess,
+} from '../helpers/webhook-processes.ts';
+import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+
+/**
+ * A rolling deploy: the worker holding a lane is stopped (SIGTERM) while its attempt is under way. It gives
+ * the lane back due at once, and the other worker takes it then, not at its next poll (a minute here) or when
+ * the stopped worker's lease would have run out (35 s here).
+ */
+let svc: TestService;
+let receiver: TestReceiver;
+const workers: WorkerProcess[] = [];
+before(async () => {
+  svc = await startTestService({ env: { SVC_ROLE: 'api' } });
+});
+after(async () => {
+  await Promise.all(workers.map(stopWorkerProcess));
+  await receiver?.close();
+  await svc?.close();
+});
+
+test("a stopping worker's lanes are taken by another worker at once", async () => {
+  const db = svc.runtime.store.db;
+  const env = serviceEnv(svc, { SVC_WORKER_POLL_INTERVAL_MS: '60000', SVC_WEBHOOK_TIMEOUT_MS: '28000' });
+  workers.push(await startReadyWorker(env), await startReadyWorker(env));
+  let slowFirst = true;
+  receiver = await startWebhookReceiver((d) => {
+    if (JSON.parse(d.rawBody).i === 0 && slowFirst) {
+      slowFirst = false;
+      // Still under way when its worker is stopped: cut short, due again at once.
+      return { status: 200, delayMs: 5_000 };
+    }
+    return 200;
+  });
+  const { platform } = await svc.newPlatform();
+  const code = platform.platform_code;
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url, secret: 'handoff-secret' });
+  const ids: string[] = [];
+  for (let i = 0; i < 5; i++) ids.push(await record(db, code, 'trade:handoff', { i }));
+  await waitFor(() => receiver.deliveries.some((d) => d.notificationId === ids[0]), 'the first attempt');
+  const { owner } = (
+    await sql<{ owner: string }>`
+      select owner from webhook_lanes where platform_code = ${code} and resource_key = 'trade:handoff'`.execute(
+      db,
+    )
+  ).rows[0]!;
+  const holder = workers.find((w) => w.child.pid === Number(owner.split(':')[1]))!;
+  holder.child.kill('SIGTERM');
+  await holder.exited;
+  await waitFor(
+    () => ids.every((id) => receiver.deliveries.some((d) => d.notificationId === id && d.at > 0)),
+    'every notification, by the other worker',
+    10_000,
+  );
+  const order = receiver.deliveries.map((d) => JSON.parse(d.rawBody).i as number);
+  assert.deepEqual(order, [0, 0, 1, 2, 3, 4], 'the cut attempt again first, then the rest in order');
+});

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+
+/**
+ * One platform's receiver that hangs does not keep a worker's slots from every other platform for its whole
+ * round of fast retries: a lane whose attempt timed out is given back, due at its retry, rather than waiting
+ * for it in place. One worker with two slots here, four hanging lanes, and a short timeout.
+ */
+let svc: TestService;
+let hanging: TestReceiver;
+let healthy: TestReceiver;
+before(async () => {
+  svc = await startTestService({
+    env: {
+      SVC_ROLE: 'all',
+      SVC_WORKER_CONCURRENCY: '2',
+      SVC_WEBHOOK_TIMEOUT_MS: '1500',
+    },
+  });
+  hanging = await startWebhookReceiver(() => 'hang');
+  healthy = await startWebhookReceiver(() => 200);
+});
+after(async () => {
+  await hanging?.close();
+  await healthy?.close();
+  await svc?.close();
+});
+
+test("a platform whose receiver hangs holds a slot for one attempt at a time, not for its lanes' fast retries", async () => {
+  const db = svc.runtime.store.db;
+  const a = (await svc.newPlatform()).platform.platform_code;
+  const b = (await svc.newPlatform()).platform.platform_code;
+  await svc.admin.put(`/platforms/${a}/webhook`, { url: hanging.url });
+  await svc.admin.put(`/platforms/${b}/webhook`, { url: healthy.url });
+  for (let i = 0; i < 4; i++) await record(db, a, `trade:hang-${i}`, { i });
+  await waitFor(() => hanging.deliveries.length >= 2, "the hanging platform's first attempts");
+  const id = await record(db, b, 'trade:healthy', { b: 1 });
+  await waitFor(
+    () => healthy.deliveries.some((d) => d.notificationId === id),
+    "the other platform's notification",
+    60_000,
+  );
+  // Held in place, the first two lanes would each have made all five attempts of their round (the first
+  // and four fast retries) before anything else got a slot.
+  const attempts = new Map<string, number>();
+  for (const d of hanging.deliveries)
+    attempts.set(d.notificationId, (attempts.get(d.notificationId) ?? 0) + 1);
+  assert.ok(
+    Math.max(...attempts.values()) <= 2,
+    `attempts per hanging notification when the other platform's went out: ${[...attempts.values()]}`,
+  );
+});
