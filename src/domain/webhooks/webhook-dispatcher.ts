@@ -5,8 +5,9 @@ import type { ClaimedLane } from './webhooks.repository.ts';
  * times as many claimed and ready, so a slot that frees up starts its next delivery without waiting for the
  * database. It claims many lanes per statement, when slots run short of ready lanes, and while the last
  * claim found all it asked for. Otherwise it sleeps until it is woken (`wake()`: a NOTIFY that a
- * notification was recorded or redelivered, or a lane finished), or until the next lane is due (a retry,
- * or the lease of a worker that died), or at the latest `pollIntervalMs`, in case a wake-up was lost.
+ * notification was recorded or redelivered, or a lane given back with work left), or until the next lane is
+ * due (a retry, or the lease of a worker that died), or at the latest `pollIntervalMs`, in case a wake-up was
+ * lost.
  *
  * Why our own loop rather than a graphile-worker job per lane (DESIGN §5 allows a table of our own for
  * per-resource order and the delivery schedule): the queue's fixed cost per job, not the delivery, bounded
@@ -62,6 +63,12 @@ const PREFETCH = 8;
 /** Shortest idle sleep: a lane due "now" that the last claim did not get is about to be released by its holder. */
 const MIN_IDLE_MS = 5;
 /**
+ * Longest of those sleeps while claims keep finding only lanes with nothing to deliver yet: lanes a producer
+ * is recording into, which their release leaves due until the producer commits (its NOTIFY wakes us then).
+ * Claiming them every 5 ms meanwhile cost hundreds of statements a second (review).
+ */
+const MAX_EMPTY_IDLE_MS = 200;
+/**
  * After a failed claim or next-due query (a connection lost, the database restarting), the first wait before
  * trying again, doubled at each failure in a row up to the poll interval: waiting the whole poll interval at
  * once left due work waiting that long for one lost connection (review: 60 s with a 60 s poll).
@@ -82,6 +89,8 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   /** Counts wake-ups, so a claim that comes back short does not cancel one that arrived meanwhile. */
   let wakeups = 0;
   let idleTimer: NodeJS.Timeout | null = null;
+  /** Claims in a row that found lanes but nothing in them to deliver. */
+  let emptyClaims = 0;
   /** The wait after the next failure to claim (FIRST_RETRY_MS, doubling while failures go on). */
   let retryInMs = FIRST_RETRY_MS;
   const afterFailure = () => {
@@ -93,8 +102,10 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   function pump(): void {
     while (!stopped && running.size < concurrency && ready.length > 0) {
       const lane = ready.shift()!;
-      // A stale lane is dropped, not given back: a release would act on whichever claim holds it now.
+      // A stale lane is dropped, not given back: a release would act on whichever claim holds it now. The
+      // room it leaves is claimed afresh: there may be other due work.
       if (fresh(lane)) start(lane);
+      else wanted = true;
     }
     if (!stopped && wanted && !claiming && ready.length < 2 * concurrency) claiming = claimMore();
   }
@@ -105,8 +116,10 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       .catch((err: unknown) => options.onError(err, 'webhook lane failed'))
       .finally(() => {
         running.delete(done);
-        // The lane may have more work than one claim takes; it is due again then.
-        wake();
+        // A slot is free: the next ready lane starts, and more are claimed if the last claim found all it
+        // asked for. Work the lane has left wakes us (`wake`) once its release has landed, when it can be
+        // claimed; waking here, before that, only claimed nothing, or a lane claimed empty again in a loop.
+        pump();
       });
     running.add(done);
   }
@@ -118,6 +131,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       const claimSentAt = now();
       const lanes = await options.claim(limit);
       retryInMs = FIRST_RETRY_MS;
+      if (lanes.length > 0) emptyClaims = lanes.some((l) => l.heads.length > 0) ? 0 : emptyClaims + 1;
       if (stopped) {
         await options.release(lanes);
         return;
@@ -145,8 +159,9 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       return null;
     });
     if (wanted) return;
+    const minIdleMs = Math.min(MAX_EMPTY_IDLE_MS, MIN_IDLE_MS * 2 ** Math.min(emptyClaims, 8));
     if (failed) idleIn(afterFailure());
-    else idleIn(Math.max(MIN_IDLE_MS, Math.min(dueInMs ?? Infinity, options.pollIntervalMs)));
+    else idleIn(Math.max(minIdleMs, Math.min(dueInMs ?? Infinity, options.pollIntervalMs)));
   }
 
   function idleIn(ms: number): void {
