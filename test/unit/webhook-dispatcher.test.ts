@@ -188,6 +188,30 @@ describe('webhook dispatcher', () => {
     assert.ok(h.claims.length <= 15, `${h.claims.length} claims in 500 ms`);
   });
 
+  test('a claim that brings more deliveries than the prefetch holds gives the excess back at once', async () => {
+    // Two slots hold up to 16 deliveries; lanes of 10 notifications each.
+    const many = (n: number): ClaimedLane => ({
+      ...lane(n),
+      heads: Array.from({ length: 10 }, () => ({}) as ClaimedLane['heads'][number]),
+    });
+    const announced: number[] = [];
+    const h = harness({ announce: async () => void announced.push(1) });
+    for (let i = 1; i <= 16; i++) h.due.push(many(i));
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.released.length > 0 && announced.length > 0, 'the excess given back');
+    // The first lane (10 of the room for 16) is kept, the second does not fit: 15 lanes given back, announced.
+    assert.equal(h.claims[0], 16);
+    assert.equal(h.released.length, 15);
+    assert.ok(h.working.has('trade:1'));
+    // The other slot is free: the next claim asks for as many lanes as its room takes at the size lanes have
+    // had lately, not 16 again.
+    await until(() => h.claims.length === 2, 'the next claim');
+    assert.ok(h.claims[1]! < 8, `asked for ${h.claims[1]} lanes`);
+    const stopped = dispatcher.stop();
+    for (const done of h.working.values()) done.resolve();
+    await stopped;
+  });
+
   test('stop aborts the lanes under way, gives back the claimed ones not started, and waits for both', async () => {
     const h = harness();
     for (let i = 1; i <= 5; i++) h.due.push(lane(i));

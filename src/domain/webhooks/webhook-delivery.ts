@@ -444,6 +444,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           owner,
           lanes.map((l) => l.lane),
         ),
+      announce: () => repo.announceWork(bookkeeping),
       nextDueInMs: () => repo.nextLaneDueInMs(bookkeeping),
       onError: (err, message) => logger.error({ err }, message),
     });

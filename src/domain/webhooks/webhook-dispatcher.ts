@@ -33,8 +33,10 @@ export interface DispatcherOptions {
   claim(limit: number): Promise<ClaimedLane[]>;
   /** Works a claimed lane and gives it back; resolves when done. Does not reject for a receiver's failure. */
   work(lane: ReadyLane, signal: AbortSignal): Promise<void>;
-  /** Gives back lanes claimed but not started (at stop). */
+  /** Gives back lanes claimed but not started (at stop, or more than the prefetch holds). */
   release(lanes: ClaimedLane[]): Promise<void>;
+  /** Tells the other workers that lanes were given back due now (a NOTIFY), so that one with room takes them. */
+  announce?(): Promise<void>;
   /** ms until the next lane is due, null when there is none. */
   nextDueInMs(): Promise<number | null>;
   onError(err: unknown, message: string): void;
@@ -56,8 +58,10 @@ export interface Dispatcher {
 }
 
 /**
- * Lanes held per slot at most (being worked or ready). With one notification per lane a slot needs a new
- * lane per delivery: with 4 per slot the slots sat idle between claims (bench/webhooks.bench.ts).
+ * Deliveries held per slot at most (being worked or ready). With one notification per lane a slot needs a new
+ * lane per delivery: with 4 per slot the slots sat idle between claims (bench/webhooks.bench.ts). Counted in
+ * deliveries, not lanes: 80 lanes of 20 notifications each held 1,600 deliveries, and the lanes at the end of
+ * the queue went stale before a slot was free, then waited for their lease to run out (review).
  */
 const PREFETCH = 8;
 /** Shortest idle sleep: a lane due "now" that the last claim did not get is about to be released by its holder. */
@@ -80,6 +84,11 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   const now = options.now ?? (() => performance.now());
   const fresh = (lane: ReadyLane) => now() - lane.claimSentAt <= maxReadyAgeMs;
   const ready: ReadyLane[] = [];
+  /** The deliveries the lanes in `ready` hold (a lane found empty still takes a slot: 1). */
+  let readyWork = 0;
+  const workOf = (lane: ClaimedLane) => Math.max(1, lane.heads.length);
+  /** Deliveries per lane claimed lately (a moving average): how many lanes the room for deliveries takes. */
+  let workPerLane = 1;
   const running = new Set<Promise<void>>();
   const abort = new AbortController();
   let claiming: Promise<void> | null = null;
@@ -102,12 +111,13 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   function pump(): void {
     while (!stopped && running.size < concurrency && ready.length > 0) {
       const lane = ready.shift()!;
+      readyWork -= workOf(lane);
       // A stale lane is dropped, not given back: a release would act on whichever claim holds it now. The
       // room it leaves is claimed afresh: there may be other due work.
       if (fresh(lane)) start(lane);
       else wanted = true;
     }
-    if (!stopped && wanted && !claiming && ready.length < 2 * concurrency) claiming = claimMore();
+    if (!stopped && wanted && !claiming && readyWork < 2 * concurrency) claiming = claimMore();
   }
 
   function start(lane: ReadyLane): void {
@@ -126,17 +136,33 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   async function claimMore(): Promise<void> {
     const wakeupsBefore = wakeups;
-    const limit = PREFETCH * concurrency - running.size - ready.length;
+    const room = () => PREFETCH * concurrency - running.size - readyWork;
+    const limit = Math.max(1, Math.ceil(room() / workPerLane));
     try {
       const claimSentAt = now();
       const lanes = await options.claim(limit);
       retryInMs = FIRST_RETRY_MS;
-      if (lanes.length > 0) emptyClaims = lanes.some((l) => l.heads.length > 0) ? 0 : emptyClaims + 1;
+      if (lanes.length > 0) {
+        emptyClaims = lanes.some((l) => l.heads.length > 0) ? 0 : emptyClaims + 1;
+        const work = lanes.reduce((sum, lane) => sum + workOf(lane), 0);
+        workPerLane = 0.7 * workPerLane + 0.3 * (work / lanes.length);
+      }
       if (stopped) {
         await options.release(lanes);
         return;
       }
-      for (const lane of lanes) ready.push({ ...lane, claimSentAt });
+      // The oldest first, as long as there is room (at least one); the rest are given back at once, while they
+      // are certainly ours, for this or another worker to claim when it has room.
+      let excess = 0;
+      for (const [i, lane] of lanes.entries()) {
+        if (i > 0 && workOf(lane) > room()) {
+          excess = lanes.length - i;
+          break;
+        }
+        ready.push({ ...lane, claimSentAt });
+        readyWork += workOf(lane);
+      }
+      if (excess > 0) giveBack(lanes.slice(lanes.length - excess));
       if (lanes.length < limit && wakeups === wakeupsBefore) {
         wanted = false;
         await sleepUntilDue();
@@ -149,6 +175,13 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       claiming = null;
       pump();
     }
+  }
+
+  function giveBack(lanes: ClaimedLane[]): void {
+    options
+      .release(lanes)
+      .then(() => options.announce?.())
+      .catch((err: unknown) => options.onError(err, 'webhook lane release failed'));
   }
 
   async function sleepUntilDue(): Promise<void> {
@@ -188,6 +221,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     refresh(concerns) {
       const held = ready.splice(0);
       ready.push(...held.filter((lane) => !concerns(lane)));
+      readyWork = ready.reduce((sum, lane) => sum + workOf(lane), 0);
       // A stale one is dropped, as in pump.
       const unstarted = held.filter((lane) => concerns(lane) && fresh(lane));
       if (unstarted.length === 0) return;
@@ -202,6 +236,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (idleTimer) clearTimeout(idleTimer);
       abort.abort();
       const unstarted = ready.splice(0).filter(fresh);
+      readyWork = 0;
       await claiming;
       await Promise.all([
         options
