@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 
 /**
- * What the benches share: worker threads that run TypeScript, and CPU time read from /proc.
+ * What the benches share: worker threads that run TypeScript, CPU time read from /proc, and the webhook
+ * benches' payload.
  */
 
 /**
@@ -34,3 +35,19 @@ export function procStatCpuMs(statPath: string): number {
 export function median(values: number[]): number {
   return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 }
+
+/** The platform the webhook benches record for. */
+export const BENCH_PLATFORM = 'BENCH1';
+
+/** A trade_status_changed payload of the usual size: what the webhook benches deliver and sign. */
+export const BENCH_TRADE_PAYLOAD = {
+  trade_id: '9b2d6f0e-8d5a-4c1e-9f3b-2a7c1d4e5f60',
+  client_trade_id: 'c0ffee00-0000-4000-8000-000000000000',
+  trade_state: 'accepted',
+  product: 'BTC/USD',
+  side: 'buy',
+  trade_price: '65000.25',
+  trade_quantity: '0.015',
+  platform_code: BENCH_PLATFORM,
+  timestamp: 1_700_000_000_000,
+};

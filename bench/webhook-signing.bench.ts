@@ -9,24 +9,14 @@
  * Building the headers by spreading signWebhook's result into another object, as before, measured 2.1 here.
  */
 import { createHmac } from 'node:crypto';
-import { median } from './bench-support.ts';
+import { BENCH_TRADE_PAYLOAD, median } from './bench-support.ts';
 import { webhookDeliveryHeaders } from '../src/contract/webhook-signature.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CALLS = 100_000;
 const SECRET = 'bench-webhook-secret';
 const NOTIFICATION_ID = '9b2d6f0e-8d5a-4c1e-9f3b-2a7c1d4e5f60';
-const RAW_BODY = JSON.stringify({
-  trade_id: NOTIFICATION_ID,
-  client_trade_id: 'c0ffee00-0000-4000-8000-000000000000',
-  trade_state: 'accepted',
-  product: 'BTC/USD',
-  side: 'buy',
-  trade_price: '65000.25',
-  trade_quantity: '0.015',
-  platform_code: 'BENCH1',
-  timestamp: 1_700_000_000_000,
-});
+const RAW_BODY = JSON.stringify(BENCH_TRADE_PAYLOAD);
 
 /** The floor: the three MACs of wire-contract §5 over the same bytes, nothing else. */
 function bareHmacs(timestampMs: number): number {

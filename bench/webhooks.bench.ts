@@ -26,7 +26,13 @@
  * bare-loop line is the floor of any outbox on this machine (bench/webhook-floor-loop.ts): claim, sign, POST
  * and record, with nothing else, measured against the plain loop just after it.
  */
-import { median, procStatCpuMs, startTsxWorker } from './bench-support.ts';
+import {
+  BENCH_PLATFORM,
+  BENCH_TRADE_PAYLOAD,
+  median,
+  procStatCpuMs,
+  startTsxWorker,
+} from './bench-support.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -57,18 +63,8 @@ const BASELINE_MS = 3_000;
 const LATENCY_RATE = 200;
 const LATENCY_SECONDS = 10;
 const SECRET = 'bench-webhook-secret';
-const PLATFORM = 'BENCH1';
-const PAYLOAD = {
-  trade_id: '9b2d6f0e-8d5a-4c1e-9f3b-2a7c1d4e5f60',
-  client_trade_id: 'c0ffee00-0000-4000-8000-000000000000',
-  trade_state: 'accepted',
-  product: 'BTC/USD',
-  side: 'buy',
-  trade_price: '65000.25',
-  trade_quantity: '0.015',
-  platform_code: PLATFORM,
-  timestamp: 1_700_000_000_000,
-};
+const PLATFORM = BENCH_PLATFORM;
+const PAYLOAD = BENCH_TRADE_PAYLOAD;
 
 type ThreadMessage =
   | { type: 'stats' }
