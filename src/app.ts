@@ -130,6 +130,8 @@ export async function buildApp(
   // library Fastify itself uses, for Fastify and for the requests it refuses before routing, which it builds
   // without trustProxy (their `ip` would be the proxy's, below).
   const trusted = config.trustProxy.length > 0 ? proxyAddr.compile(config.trustProxy) : null;
+  // The request counter and latency histogram, shared with the metrics plugin (which counts routed requests).
+  const httpMetrics = requestMetrics(deps.metrics);
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: config.bodyLimitBytes,
@@ -177,7 +179,7 @@ export async function buildApp(
       reply.raw.once('finish', () => {
         const seconds = (performance.now() - started) / 1000;
         const status = reply.raw.statusCode;
-        const { requests, latency } = requestMetrics(deps.metrics);
+        const { requests, latency } = httpMetrics;
         requests.inc({ method: request.method, route: 'unmatched', status });
         latency.observe({ method: request.method, route: 'unmatched' }, seconds);
         logCompleted(request, 'info', status, seconds * 1000, { code: error.code });

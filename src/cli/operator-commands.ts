@@ -2,7 +2,12 @@ import type { IssuedApiKey, Participant, Platform } from '../contract/admin.sche
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
-import type { AdminTrade, AdvanceTradeBody, BookTradeBody } from '../contract/trades.schemas.ts';
+import {
+  ADVANCE_FROM_STATES,
+  type AdminTrade,
+  type AdvanceTradeBody,
+  type BookTradeBody,
+} from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 import {
   list,
@@ -312,9 +317,9 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       'state (409 once the trade has left it), so that repeating a call whose outcome is unknown is safe',
     run: (c, p, o) => {
       const from = optionalString(o, 'from');
-      if (from !== undefined && from !== 'accepted' && from !== 'active')
-        throw new UsageError('--from must be accepted or active');
-      const body: AdvanceTradeBody = from === undefined ? {} : { from };
+      if (from !== undefined && !(ADVANCE_FROM_STATES as readonly string[]).includes(from))
+        throw new UsageError(`--from must be ${ADVANCE_FROM_STATES.join(' or ')}`);
+      const body = (from === undefined ? {} : { from }) as AdvanceTradeBody;
       return c.post<AdminTrade>(`/trades/${encodeURIComponent(positional(p, 0, 'TRADE_ID'))}/advance`, body);
     },
   },

@@ -9,6 +9,8 @@ import { AMOUNT_PATTERN, CURRENCY_PATTERN, SIDES, UNDERLYING_PATTERN } from './q
  */
 export const TRADE_STATES = ['accepted', 'active', 'terminated'] as const;
 export type TradeState = (typeof TRADE_STATES)[number];
+/** The states a trade moves on from (nothing follows terminated). */
+export const ADVANCE_FROM_STATES = ['accepted', 'active'] as const;
 
 export const SETTLEMENT_STATES = [
   'obligations_outstanding',
@@ -133,7 +135,7 @@ export type TradeParams = Static<typeof TradeParams>;
  * timer). Without it, each call makes the next step.
  */
 export const AdvanceTradeBody = Type.Object(
-  { from: Type.Optional(Type.Union([Type.Literal('accepted'), Type.Literal('active')])) },
+  { from: Type.Optional(Type.Enum(ADVANCE_FROM_STATES)) },
   { additionalProperties: false },
 );
 export type AdvanceTradeBody = Static<typeof AdvanceTradeBody>;

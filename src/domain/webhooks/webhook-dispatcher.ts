@@ -130,19 +130,28 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     watchForStuckSlots();
   }
 
+  /** Takes the lanes `pick` chooses out of the ready queue (the rest keep their order), and returns them. */
+  function takeReady(pick: (lane: ReadyLane) => boolean): ReadyLane[] {
+    const taken: ReadyLane[] = [];
+    const kept: ReadyLane[] = [];
+    for (const lane of ready) (pick(lane) ? taken : kept).push(lane);
+    ready.splice(0, ready.length, ...kept);
+    readyWork = kept.reduce((sum, lane) => sum + workOf(lane), 0);
+    return taken;
+  }
+
   /** While lanes wait for a slot, looks again when the oldest of them has waited READY_WAIT_MAX_MS. */
   function watchForStuckSlots(): void {
     if (stopped || stuckTimer || ready.length === 0) return;
-    const oldest = Math.min(...ready.map((lane) => lane.claimSentAt));
+    // The queue is in claim order: its first lane is the oldest.
+    const oldest = ready[0]!.claimSentAt;
     stuckTimer = setTimeout(
       () => {
         stuckTimer = null;
         if (stopped || running.size < concurrency) return;
-        const waited = ready.filter((lane) => now() - lane.claimSentAt >= READY_WAIT_MAX_MS);
+        const waited = takeReady((lane) => now() - lane.claimSentAt >= READY_WAIT_MAX_MS);
         if (waited.length > 0) {
           slotsStuck = true;
-          ready.splice(0, ready.length, ...ready.filter((lane) => !waited.includes(lane)));
-          readyWork = ready.reduce((sum, lane) => sum + workOf(lane), 0);
           giveBack(waited);
         }
         watchForStuckSlots();
@@ -252,11 +261,8 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   return {
     wake,
     refresh(concerns) {
-      const held = ready.splice(0);
-      ready.push(...held.filter((lane) => !concerns(lane)));
-      readyWork = ready.reduce((sum, lane) => sum + workOf(lane), 0);
       // A stale one is dropped, as in pump.
-      const unstarted = held.filter((lane) => concerns(lane) && fresh(lane));
+      const unstarted = takeReady(concerns).filter(fresh);
       if (unstarted.length === 0) return;
       options
         .release(unstarted)
@@ -269,8 +275,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (idleTimer) clearTimeout(idleTimer);
       if (stuckTimer) clearTimeout(stuckTimer);
       abort.abort();
-      const unstarted = ready.splice(0).filter(fresh);
-      readyWork = 0;
+      const unstarted = takeReady(() => true).filter(fresh);
       await claiming;
       await Promise.all([
         options
