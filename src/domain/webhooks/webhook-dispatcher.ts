@@ -78,12 +78,6 @@ const MAX_EMPTY_IDLE_MS = 200;
  * once left due work waiting that long for one lost connection (review: 60 s with a 60 s poll).
  */
 const FIRST_RETRY_MS = 100;
-/**
- * How long a claimed lane may wait in the ready queue while every slot is taken and none frees (receivers that
- * hang): then the lanes waiting are given back, announced, for another worker with room, and this one claims
- * no more until a slot frees. A full worker kept them from an idle one until their lease ran out (review).
- */
-const READY_WAIT_MAX_MS = 1_000;
 
 export function startDispatcher(options: DispatcherOptions): Dispatcher {
   const { concurrency, maxReadyAgeMs } = options;
@@ -104,9 +98,6 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   /** Counts wake-ups, so a claim that comes back short does not cancel one that arrived meanwhile. */
   let wakeups = 0;
   let idleTimer: NodeJS.Timeout | null = null;
-  /** Every slot stayed taken while lanes waited READY_WAIT_MAX_MS: no claims until one frees. */
-  let slotsStuck = false;
-  let stuckTimer: NodeJS.Timeout | null = null;
   /** Claims in a row that found lanes but nothing in them to deliver. */
   let emptyClaims = 0;
   /** The wait after the next failure to claim (FIRST_RETRY_MS, doubling while failures go on). */
@@ -126,8 +117,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (fresh(lane)) start(lane);
       else wanted = true;
     }
-    if (!stopped && wanted && !claiming && !slotsStuck && readyWork < 2 * concurrency) claiming = claimMore();
-    watchForStuckSlots();
+    if (!stopped && wanted && !claiming && readyWork < 2 * concurrency) claiming = claimMore();
   }
 
   /** Takes the lanes `pick` chooses out of the ready queue (the rest keep their order), and returns them. */
@@ -140,34 +130,12 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     return taken;
   }
 
-  /** While lanes wait for a slot, looks again when the oldest of them has waited READY_WAIT_MAX_MS. */
-  function watchForStuckSlots(): void {
-    if (stopped || stuckTimer || ready.length === 0) return;
-    // The queue is in claim order: its first lane is the oldest.
-    const oldest = ready[0]!.claimSentAt;
-    stuckTimer = setTimeout(
-      () => {
-        stuckTimer = null;
-        if (stopped || running.size < concurrency) return;
-        const waited = takeReady((lane) => now() - lane.claimSentAt >= READY_WAIT_MAX_MS);
-        if (waited.length > 0) {
-          slotsStuck = true;
-          giveBack(waited);
-        }
-        watchForStuckSlots();
-      },
-      Math.max(0, oldest + READY_WAIT_MAX_MS - now()),
-    );
-    stuckTimer.unref();
-  }
-
   function start(lane: ReadyLane): void {
     const done: Promise<void> = options
       .work(lane, abort.signal)
       .catch((err: unknown) => options.onError(err, 'webhook lane failed'))
       .finally(() => {
         running.delete(done);
-        slotsStuck = false;
         // A slot is free: the next ready lane starts, and more are claimed if the last claim found all it
         // asked for. Work the lane has left wakes us (`wake`) once its release has landed, when it can be
         // claimed; waking here, before that, only claimed nothing, or a lane claimed empty again in a loop.
@@ -273,7 +241,6 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (stopped) return;
       stopped = true;
       if (idleTimer) clearTimeout(idleTimer);
-      if (stuckTimer) clearTimeout(stuckTimer);
       abort.abort();
       const unstarted = takeReady(() => true).filter(fresh);
       await claiming;
