@@ -97,6 +97,29 @@ test('a claim takes due lanes nobody holds, with their oldest notifications in o
   );
 });
 
+test('a claim returns its lanes in the order they fell due, not by platform or resource', async () => {
+  // `early` sorts before `late`, and trade:A before trade:B: by key, the last lane due would come first.
+  const [early, late] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()].sort();
+  const due = [
+    [late, 'trade:B', 3],
+    [early, 'trade:A', 2],
+    [late, 'trade:A', 1],
+  ] as const;
+  for (const [code, resource, secondsAgo] of due) {
+    await record(db(), code, resource);
+    await sql`update webhook_lanes set due_at = clock_timestamp() - ${secondsAgo} * interval '1 second'
+      where platform_code = ${code} and resource_key = ${resource}`.execute(db());
+  }
+  const claimed = (await claim('worker-due-order')).filter(
+    (c) => c.lane.platformCode === early || c.lane.platformCode === late,
+  );
+  assert.deepEqual(
+    claimed.map((c) => [c.lane.platformCode, c.lane.resourceKey]),
+    due.map(([code, resource]) => [code, resource]),
+  );
+  assert.ok(claimed.every((c) => c.heads.length === 1));
+});
+
 test('a release by someone who no longer holds the lane changes nothing; an expired lease is claimed again', async () => {
   const code = await newPlatformWithWebhook();
   await record(db(), code, 'trade:L');
