@@ -212,6 +212,47 @@ describe('webhook dispatcher', () => {
     await stopped;
   });
 
+  test('lanes waiting while every slot stays taken are given back for another worker; no claims until a slot frees', async () => {
+    const announced: number[] = [];
+    const h = harness({ concurrency: 1, announce: async () => void announced.push(1) });
+    h.due.push(lane(1), lane(2), lane(3));
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.has('trade:1'), 'the first lane under way (its receiver hangs)');
+    assert.equal(h.claims.length, 1);
+    h.clock.ms = 1_000; // trade:2 and trade:3 have waited a second for the one slot
+    const deadline = Date.now() + 5_000;
+    while (h.released.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.deepEqual(h.released, ['trade:2', 'trade:3'], 'given back');
+    await until(() => announced.length === 1, 'announced to the other workers');
+    h.due.push(lane(4));
+    dispatcher.wake(); // the announcement reaches this worker too
+    await tick();
+    assert.equal(h.claims.length, 1, 'no claim while the slot stays taken');
+    h.working.get('trade:1')!.resolve();
+    await until(() => h.working.has('trade:4'), 'claims again once the slot is free');
+    h.working.get('trade:4')!.resolve();
+    await dispatcher.stop();
+  });
+
+  test('lanes waiting for slots that keep freeing (slow receivers, not hanging ones) are kept', async () => {
+    const h = harness({ concurrency: 1 });
+    h.due.push(lane(1), lane(2), lane(3));
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.has('trade:1'), 'the first lane under way');
+    h.clock.ms = 900;
+    h.working.get('trade:1')!.resolve(); // the slot frees at 900 ms: trade:2 starts
+    await until(() => h.working.has('trade:2'), 'the second lane under way');
+    h.clock.ms = 1_500; // trade:3 has waited 1.5 s, but a slot freed 0.6 s ago
+    // The check runs a second (real) after trade:1 was claimed, and again once the slot has been taken that
+    // long by the clock above: it must find nothing to give back.
+    await new Promise((r) => setTimeout(r, 1_200));
+    assert.deepEqual(h.released, []);
+    h.working.get('trade:2')!.resolve();
+    await until(() => h.working.has('trade:3'), 'the third lane started here');
+    h.working.get('trade:3')!.resolve();
+    await dispatcher.stop();
+  });
+
   test('stop aborts the lanes under way, gives back the claimed ones not started, and waits for both', async () => {
     const h = harness();
     for (let i = 1; i <= 5; i++) h.due.push(lane(i));

@@ -447,6 +447,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       announce: () => repo.announceWork(bookkeeping),
       nextDueInMs: () => repo.nextLaneDueInMs(bookkeeping),
       onError: (err, message) => logger.error({ err }, message),
+      onSlotsStuck: (lanes) =>
+        logger.warn(
+          { lanes, slots: config.worker.concurrency },
+          'every webhook slot taken for over a second (receivers that hang?): lanes claimed given back to other workers',
+        ),
     });
     listener
       ?.listen(repo.LANES_CHANNEL, {

@@ -40,6 +40,8 @@ export interface DispatcherOptions {
   /** ms until the next lane is due, null when there is none. */
   nextDueInMs(): Promise<number | null>;
   onError(err: unknown, message: string): void;
+  /** Every slot stayed taken for READY_WAIT_MAX_MS (receivers that hang): `lanes` claimed were given back. */
+  onSlotsStuck?(lanes: number): void;
 }
 
 export interface Dispatcher {
@@ -78,6 +80,14 @@ const MAX_EMPTY_IDLE_MS = 200;
  * once left due work waiting that long for one lost connection (review: 60 s with a 60 s poll).
  */
 const FIRST_RETRY_MS = 100;
+/**
+ * How long a claimed lane may wait in the ready queue while every slot is taken and none frees (receivers that
+ * hang): then the lanes that waited that long are given back, announced, for another worker with room, and
+ * this one claims no more until a slot frees. A full worker kept them from an idle one until a slot freed, one
+ * attempt timeout (10 s) at a time (review). Claims return lanes in due order (migration 0021), so the lanes
+ * given back are claimed again in their turn, not ahead of older work.
+ */
+const READY_WAIT_MAX_MS = 1_000;
 
 export function startDispatcher(options: DispatcherOptions): Dispatcher {
   const { concurrency, maxReadyAgeMs } = options;
@@ -98,6 +108,11 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   /** Counts wake-ups, so a claim that comes back short does not cancel one that arrived meanwhile. */
   let wakeups = 0;
   let idleTimer: NodeJS.Timeout | null = null;
+  /** Every slot stayed taken while lanes waited READY_WAIT_MAX_MS: no claims until one frees. */
+  let slotsStuck = false;
+  /** When a slot last freed (or the dispatcher started). */
+  let slotFreedAt = now();
+  let stuckTimer: NodeJS.Timeout | null = null;
   /** Claims in a row that found lanes but nothing in them to deliver. */
   let emptyClaims = 0;
   /** The wait after the next failure to claim (FIRST_RETRY_MS, doubling while failures go on). */
@@ -117,7 +132,34 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (fresh(lane)) start(lane);
       else wanted = true;
     }
-    if (!stopped && wanted && !claiming && readyWork < 2 * concurrency) claiming = claimMore();
+    if (!stopped && wanted && !claiming && !slotsStuck && readyWork < 2 * concurrency) claiming = claimMore();
+    watchForStuckSlots();
+  }
+
+  /**
+   * While lanes wait for a slot, looks again once the oldest of them (the first) has waited READY_WAIT_MAX_MS
+   * and no slot has freed for as long.
+   */
+  function watchForStuckSlots(): void {
+    if (stopped || stuckTimer || ready.length === 0) return;
+    const since = Math.max(ready[0]!.claimSentAt, slotFreedAt);
+    stuckTimer = setTimeout(
+      () => {
+        stuckTimer = null;
+        if (stopped || running.size < concurrency) return;
+        if (now() - slotFreedAt >= READY_WAIT_MAX_MS) {
+          const waited = takeReady((lane) => now() - lane.claimSentAt >= READY_WAIT_MAX_MS);
+          if (waited.length > 0) {
+            slotsStuck = true;
+            giveBack(waited.filter(fresh));
+            options.onSlotsStuck?.(waited.length);
+          }
+        }
+        watchForStuckSlots();
+      },
+      Math.max(0, since + READY_WAIT_MAX_MS - now()),
+    );
+    stuckTimer.unref();
   }
 
   /** Takes the lanes `pick` chooses out of the ready queue (the rest keep their order), and returns them. */
@@ -136,6 +178,8 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       .catch((err: unknown) => options.onError(err, 'webhook lane failed'))
       .finally(() => {
         running.delete(done);
+        slotsStuck = false;
+        slotFreedAt = now();
         // A slot is free: the next ready lane starts, and more are claimed if the last claim found all it
         // asked for. Work the lane has left wakes us (`wake`) once its release has landed, when it can be
         // claimed; waking here, before that, only claimed nothing, or a lane claimed empty again in a loop.
@@ -241,6 +285,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (stopped) return;
       stopped = true;
       if (idleTimer) clearTimeout(idleTimer);
+      if (stuckTimer) clearTimeout(stuckTimer);
       abort.abort();
       const unstarted = takeReady(() => true).filter(fresh);
       await claiming;

@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import {
+  serviceEnv,
+  startReadyWorker,
+  stopWorkerProcess,
+  type WorkerProcess,
+} from '../helpers/webhook-processes.ts';
+import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+
+/**
+ * A worker whose every slot is taken by a receiver that hangs does not keep the lanes it claimed meanwhile
+ * from a worker with room: after a second of waiting it gives them back (announced), and claims no more
+ * until a slot frees. Before, they waited for its slot, up to the attempt timeout (30 s here).
+ */
+let svc: TestService;
+let receiver: TestReceiver;
+const workers: WorkerProcess[] = [];
+before(async () => {
+  svc = await startTestService({ env: { SVC_ROLE: 'api' } });
+});
+after(async () => {
+  await Promise.all(workers.map(stopWorkerProcess));
+  await receiver?.close();
+  await svc?.close();
+});
+
+test("lanes a full worker cannot start go to a worker with room, well before the full one's slot frees", async () => {
+  const db = svc.runtime.store.db;
+  const env = serviceEnv(svc, { SVC_WORKER_POLL_INTERVAL_MS: '60000', SVC_WEBHOOK_TIMEOUT_MS: '30000' });
+  receiver = await startWebhookReceiver((d) => (JSON.parse(d.rawBody).hang ? 'hang' : 200));
+  const { platform } = await svc.newPlatform();
+  const code = platform.platform_code;
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });
+
+  const full = await startReadyWorker({ ...env, SVC_WORKER_CONCURRENCY: '1' });
+  workers.push(full);
+  await record(db, code, 'trade:hang', { hang: true });
+  await waitFor(() => receiver.deliveries.length === 1, "the hanging receiver's attempt, in the one slot");
+  // In one transaction: one NOTIFY, one claim by the full worker, which cannot start them.
+  const ids = await db.transaction().execute(async (trx) => {
+    const recorded: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      recorded.push(
+        await recordNotification(trx, {
+          platformCode: code,
+          payloadType: 'trade_status_changed',
+          resourceKey: `trade:waiting-${i}`,
+          payload: { i },
+        }),
+      );
+    }
+    return recorded;
+  });
+  await waitFor(
+    () => /lanes claimed given back to other workers/.test(full.output()),
+    'the full worker giving back the lanes it cannot start',
+  );
+  workers.push(await startReadyWorker(env));
+  await waitFor(
+    () => ids.every((id) => receiver.deliveries.some((d) => d.notificationId === id)),
+    'the three notifications, by the worker with room',
+    12_000,
+  );
+  assert.equal(
+    receiver.deliveries.filter((d) => JSON.parse(d.rawBody).hang).length,
+    1,
+    'the hanging attempt is still the only one of its lane',
+  );
+});
