@@ -770,15 +770,21 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     await creditMade;
     const applying = svc.runtime.services.tenants.applyPending(platformCode, f.zrn);
     // The job either finishes (it did not wait for the deposit) or is seen waiting for the funding lock.
+    // In this file's database only: other test files' advisory locks are on the same server. Ends when the job
+    // does (it did not wait), or after 15 s.
+    let applied = false;
     const waiting = async () => {
-      for (;;) {
+      const deadline = Date.now() + 15_000;
+      while (!applied && Date.now() < deadline) {
         const { rows } = await sql<{ n: number }>`
-          select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`.execute(db);
+          select count(*)::int as n from pg_locks
+          where locktype = 'advisory' and not granted
+            and database = (select oid from pg_database where datname = current_database())`.execute(db);
         if (rows[0]!.n > 0) return;
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     };
-    await Promise.race([applying, waiting()]);
+    await Promise.race([applying.finally(() => (applied = true)), waiting()]);
     release();
     await Promise.all([deposit, applying]);
     assert.deepEqual((await f.accounts.details(f.zrn)).tenants, [], 'the add was refused');

@@ -21,12 +21,17 @@ let proxy: TcpProxy;
 let store: Store;
 let app: FastifyInstance;
 
-/** Waits until PostgreSQL is running a statement that contains `marker`. */
+/**
+ * Waits until PostgreSQL is running a statement that contains `marker`, in this file's database: another run
+ * of this file on the same server has statements with the same markers.
+ */
 async function running(marker: string): Promise<void> {
   await eventually(
     async () => {
       const { rows } = await database.client.query(
-        `select 1 from pg_stat_activity where state = 'active' and query like '%' || $1 || '%' and pid <> pg_backend_pid()`,
+        `select 1 from pg_stat_activity
+         where state = 'active' and query like '%' || $1 || '%' and pid <> pg_backend_pid()
+           and datname = current_database()`,
         [marker],
       );
       return rows.length === 1 || undefined;
