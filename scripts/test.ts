@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -59,6 +59,9 @@ async function main(): Promise<number> {
   // The files' temporary directories (service data dirs, worker processes' dirs, CLI homes: about 40 a run)
   // go in one directory of this run, removed at its end, rather than staying behind in /tmp (review).
   const runTmp = mkdtempSync(path.join(os.tmpdir(), 'svc-test-run-'));
+  // As open as /tmp itself: as root, an embedded PostgreSQL runs as user postgres, which must reach the data
+  // dirs made in it (a 0700 run dir failed every embedded start).
+  chmodSync(runTmp, 0o1777);
   env.TMPDIR = runTmp;
   const removeRunTmp = () => rmSync(runTmp, { recursive: true, force: true });
   // Ctrl-C, or a supervisor's SIGTERM: the test run is passed the signal and the embedded cluster and its
