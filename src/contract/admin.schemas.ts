@@ -1,11 +1,10 @@
 import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
-import { GENERATED_CODE_PATTERN, REGIONS } from './identifiers.ts';
+import { GeneratedCode as Code, REGIONS } from './identifiers.ts';
 import { AccountLabel } from './responses.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
-const Code = Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' });
 // 64 characters covers every amount the 60-digit decimal arithmetic (src/lib/decimal.ts) keeps exactly, and
 // keeps PostgreSQL's numeric limits out of reach (a 200,000-digit amount failed there as a 500).
 const Decimal = Type.String({ pattern: DECIMAL_PATTERN, maxLength: 64, description: 'decimal string' });

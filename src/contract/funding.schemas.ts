@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
-import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
+import { ParticipantCodeRef } from './identifiers.ts';
 import {
   AccountLabel,
   Envelope,
@@ -185,10 +185,7 @@ export type Jwks = Static<typeof Jwks>;
 
 export const FundRfqBody = Type.Object(
   {
-    participant_code: Type.String({
-      pattern: PARTICIPANT_CODE_PATTERN,
-      description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]',
-    }),
+    participant_code: ParticipantCodeRef,
     fund_asset: FundAssetForm,
     account_label: Type.Optional(AccountLabel),
     client_fund_id: Type.Optional(Reference),
@@ -247,12 +244,7 @@ export const FUND_TRANSACTIONS_MAX_PAGE_SIZE = 50;
 
 export const FundTransactionsQuery = Type.Object(
   {
-    participant_code: Type.Optional(
-      Type.String({
-        pattern: PARTICIPANT_CODE_PATTERN,
-        description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]',
-      }),
-    ),
+    participant_code: Type.Optional(ParticipantCodeRef),
     fund_asset: Type.Optional(FundAssetForm),
     deposit_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     fund_id: Type.Optional(Type.String({ format: 'uuid' })),

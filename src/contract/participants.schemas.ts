@@ -1,5 +1,5 @@
 import { Type, type Static, type TObject, type TOptional, type TSchema } from 'typebox';
-import { GENERATED_CODE_PATTERN } from './identifiers.ts';
+import { GENERATED_CODE_PATTERN, GeneratedCode } from './identifiers.ts';
 import { PageQuery, PagedEnvelope, Envelope } from './responses.ts';
 
 /**
@@ -758,9 +758,7 @@ export const ParticipantEntity = Type.Object({
 export type ParticipantEntity = Static<typeof ParticipantEntity>;
 
 export const ListParticipantsQuery = Type.Object({
-  participant_code: Type.Optional(
-    Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' }),
-  ),
+  participant_code: Type.Optional(GeneratedCode),
   email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
   status: Type.Optional(Choice(PARTICIPANT_STATUS_FILTERS)),
   minors: Type.Optional(Choice(['true', 'false'] as const, '"true": only participants under 18')),

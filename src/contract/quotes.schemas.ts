@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { AccountLabel, Envelope } from './responses.ts';
-import { PARTICIPANT_CODE_PATTERN } from './identifiers.ts';
+import { ParticipantCodeRef } from './identifiers.ts';
 
 /**
  * Liquidity and convert-and-withdraw quotes (spec 4.6, wire-contract §7), in the vendor's shapes
@@ -30,15 +30,18 @@ const UNSIGNED_DECIMAL_PATTERN = '^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$';
 export const SIDES = ['buy', 'sell'] as const;
 export type Side = (typeof SIDES)[number];
 
-const Amount = Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' });
+export const Amount = Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' });
 const Side = Type.Enum(SIDES, { description: "the participant's side" });
-const Underlying = Type.String({
+export const Underlying = Type.String({
   pattern: UNDERLYING_PATTERN,
   description: 'the underlying asset, e.g. BTC',
 });
-const QuotedCurrency = Type.String({ pattern: CURRENCY_PATTERN, description: 'the quoted asset, e.g. USD' });
+export const QuotedCurrency = Type.String({
+  pattern: CURRENCY_PATTERN,
+  description: 'the quoted asset, e.g. USD',
+});
 const ParticipantCode = Type.String({
-  pattern: PARTICIPANT_CODE_PATTERN,
+  ...ParticipantCodeRef,
   description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]; default: the platform itself',
 });
 const QuoteAccountLabel = Type.String({

@@ -1,7 +1,7 @@
 import { Type, type Static, type TSchema } from 'typebox';
 import { AccountLabel, Envelope, PagedEnvelope, PageParam } from './responses.ts';
-import { GENERATED_CODE_PATTERN } from './identifiers.ts';
-import { AMOUNT_PATTERN, CURRENCY_PATTERN, SIDES, UNDERLYING_PATTERN } from './quotes.schemas.ts';
+import { GeneratedCode } from './identifiers.ts';
+import { Amount, QuotedCurrency, SIDES, Underlying } from './quotes.schemas.ts';
 
 /**
  * Trades (spec 3.1, 4.6, 6; wire-contract §5, §7) in the vendor's shapes (TradeResponseEntity,
@@ -196,14 +196,14 @@ export type ListTradesQuery = Static<typeof ListTradesQuery>;
 /** `POST /admin/trades`: books a trade directly, e.g. a net settlement (allocation) trade. */
 export const BookTradeBody = Type.Object(
   {
-    platform_code: Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' }),
-    participant_code: Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-character code' }),
+    platform_code: GeneratedCode,
+    participant_code: GeneratedCode,
     account_label: Type.Optional(AccountLabel),
     side: Type.Enum(SIDES),
-    underlying: Type.String({ pattern: UNDERLYING_PATTERN, description: 'an asset, e.g. BTC' }),
-    quoted_currency: Type.String({ pattern: CURRENCY_PATTERN, description: 'an asset, e.g. USD' }),
-    quantity: Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' }),
-    price: Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' }),
+    underlying: Underlying,
+    quoted_currency: QuotedCurrency,
+    quantity: Amount,
+    price: Amount,
     client_trade_id: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
     net_settlement: Type.Optional(Type.Boolean({ default: false })),
     comment: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),

@@ -1,36 +1,23 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
-import { startTestService, type TestService } from '../helpers/test-service.ts';
-import {
-  serviceEnv,
-  startReadyWorker,
-  stopWorkerProcess,
-  type WorkerProcess,
-} from '../helpers/webhook-processes.ts';
-import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+import { serviceEnv, startReadyWorker, workersBesideApiService } from '../helpers/webhook-processes.ts';
+import { record, startWebhookReceiver, waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
  * A worker whose every slot is taken by a receiver that hangs does not keep the lanes it claimed meanwhile
  * from a worker with room: after a second of waiting it gives them back (announced), and claims no more
  * until a slot frees. Before, they waited for its slot, up to the attempt timeout (30 s here).
  */
-let svc: TestService;
-let receiver: TestReceiver;
-const workers: WorkerProcess[] = [];
-before(async () => {
-  svc = await startTestService({ env: { SVC_ROLE: 'api' } });
-});
-after(async () => {
-  await Promise.all(workers.map(stopWorkerProcess));
-  await receiver?.close();
-  await svc?.close();
-});
+const setup = workersBesideApiService();
+const { workers, receivers } = setup;
 
 test("lanes a full worker cannot start go to a worker with room, well before the full one's slot frees", async () => {
+  const { svc } = setup;
   const db = svc.runtime.store.db;
   const env = serviceEnv(svc, { SVC_WORKER_POLL_INTERVAL_MS: '60000', SVC_WEBHOOK_TIMEOUT_MS: '30000' });
-  receiver = await startWebhookReceiver((d) => (JSON.parse(d.rawBody).hang ? 'hang' : 200));
+  const receiver = await startWebhookReceiver((d) => (JSON.parse(d.rawBody).hang ? 'hang' : 200));
+  receivers.push(receiver);
   const { platform } = await svc.newPlatform();
   const code = platform.platform_code;
   await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });

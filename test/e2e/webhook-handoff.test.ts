@@ -1,38 +1,24 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { sql } from 'kysely';
-import { startTestService, type TestService } from '../helpers/test-service.ts';
-import {
-  serviceEnv,
-  startReadyWorker,
-  stopWorkerProcess,
-  type WorkerProcess,
-} from '../helpers/webhook-processes.ts';
-import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+import { serviceEnv, startReadyWorker, workersBesideApiService } from '../helpers/webhook-processes.ts';
+import { record, startWebhookReceiver, waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
  * A rolling deploy: the worker holding a lane is stopped (SIGTERM) while its attempt is under way. It gives
  * the lane back due at once, and the other worker takes it then, not at its next poll (a minute here) or when
  * the stopped worker's lease would have run out (35 s here).
  */
-let svc: TestService;
-let receiver: TestReceiver;
-const workers: WorkerProcess[] = [];
-before(async () => {
-  svc = await startTestService({ env: { SVC_ROLE: 'api' } });
-});
-after(async () => {
-  await Promise.all(workers.map(stopWorkerProcess));
-  await receiver?.close();
-  await svc?.close();
-});
+const setup = workersBesideApiService();
+const { workers, receivers } = setup;
 
 test("a stopping worker's lanes are taken by another worker at once", async () => {
+  const { svc } = setup;
   const db = svc.runtime.store.db;
   const env = serviceEnv(svc, { SVC_WORKER_POLL_INTERVAL_MS: '60000', SVC_WEBHOOK_TIMEOUT_MS: '28000' });
   workers.push(await startReadyWorker(env), await startReadyWorker(env));
   let slowFirst = true;
-  receiver = await startWebhookReceiver((d) => {
+  const receiver = await startWebhookReceiver((d) => {
     if (JSON.parse(d.rawBody).i === 0 && slowFirst) {
       slowFirst = false;
       // Still under way when its worker is stopped: cut short, due again at once.
@@ -40,6 +26,7 @@ test("a stopping worker's lanes are taken by another worker at once", async () =
     }
     return 200;
   });
+  receivers.push(receiver);
   const { platform } = await svc.newPlatform();
   const code = platform.platform_code;
   await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url, secret: 'handoff-secret' });

@@ -2,7 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { TestService } from './test-service.ts';
+import { after, before } from 'node:test';
+import { startTestService, type TestService } from './test-service.ts';
+import type { TestReceiver } from './webhook-receiver.ts';
 
 /**
  * Real worker processes for the webhook e2e tests (issue 4 points 1, 5 and 7): `svc serve --role worker`
@@ -99,4 +101,35 @@ export async function stopWorkerProcess(worker: WorkerProcess): Promise<void> {
   const timer = setTimeout(() => worker.child.kill('SIGKILL'), 15_000);
   await worker.exited;
   clearTimeout(timer);
+}
+
+/**
+ * A file whose tests run worker processes beside an API-only test service (role `api`, so that only those
+ * workers deliver): starts the service before the tests, and stops every worker and receiver the tests put
+ * in `workers` and `receivers`, then the service, after them.
+ */
+export function workersBesideApiService(): {
+  readonly svc: TestService;
+  workers: WorkerProcess[];
+  receivers: TestReceiver[];
+} {
+  let svc: TestService | undefined;
+  const workers: WorkerProcess[] = [];
+  const receivers: TestReceiver[] = [];
+  before(async () => {
+    svc = await startTestService({ env: { SVC_ROLE: 'api' } });
+  });
+  after(async () => {
+    await Promise.all(workers.map(stopWorkerProcess));
+    await Promise.all(receivers.map((r) => r.close()));
+    await svc?.close();
+  });
+  return {
+    get svc() {
+      if (!svc) throw new Error('the test service starts in before()');
+      return svc;
+    },
+    workers,
+    receivers,
+  };
 }

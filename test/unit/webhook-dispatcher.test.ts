@@ -25,6 +25,13 @@ async function until(check: () => boolean, what: string): Promise<void> {
   assert.ok(check(), what);
 }
 
+/** As `until`, for what follows a real timer (a retry's wait, the stuck-slot check): up to 5 s. */
+async function untilTimer(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  assert.ok(check(), what);
+}
+
 function harness(overrides: Partial<DispatcherOptions> = {}) {
   const due: ClaimedLane[] = [];
   const claims: number[] = [];
@@ -139,9 +146,10 @@ describe('webhook dispatcher', () => {
     const dispatcher = startDispatcher(h.options);
     await until(() => h.claims.length === 1, 'first claim');
     h.due.push(lane(9)); // due later, with no wake-up: found when the dispatcher looks again
-    const deadline = Date.now() + 5_000;
-    while (!h.working.has('trade:9') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    assert.ok(h.working.has('trade:9'), 'claimed once the next due time came (30 ms, not the 60 s poll)');
+    await untilTimer(
+      () => h.working.has('trade:9'),
+      'claimed once the next due time came (30 ms, not the 60 s poll)',
+    );
     h.working.get('trade:9')!.resolve();
     await dispatcher.stop();
   });
@@ -156,10 +164,8 @@ describe('webhook dispatcher', () => {
       return h.due.splice(0, limit);
     };
     const dispatcher = startDispatcher(h.options);
-    const deadline = Date.now() + 5_000;
-    while (!h.working.has('trade:11') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await untilTimer(() => h.working.has('trade:11'), 'claimed on the second try, well within the 60 s poll');
     assert.deepEqual(errors, ['webhook lane claim failed']);
-    assert.ok(h.working.has('trade:11'), 'claimed on the second try, well within the 60 s poll');
     h.working.get('trade:11')!.resolve();
     await dispatcher.stop();
   });
@@ -220,8 +226,7 @@ describe('webhook dispatcher', () => {
     await until(() => h.working.has('trade:1'), 'the first lane under way (its receiver hangs)');
     assert.equal(h.claims.length, 1);
     h.clock.ms = 1_000; // trade:2 and trade:3 have waited a second for the one slot
-    const deadline = Date.now() + 5_000;
-    while (h.released.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await untilTimer(() => h.released.length >= 2, 'the waiting lanes given back');
     assert.deepEqual(h.released, ['trade:2', 'trade:3'], 'given back');
     await until(() => announced.length === 1, 'announced to the other workers');
     h.due.push(lane(4));

@@ -151,7 +151,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
           const waited = takeReady((lane) => now() - lane.claimSentAt >= READY_WAIT_MAX_MS);
           if (waited.length > 0) {
             slotsStuck = true;
-            giveBack(waited.filter(fresh));
+            giveBack(waited);
             options.onSlotsStuck?.(waited.length);
           }
         }
@@ -162,14 +162,17 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     stuckTimer.unref();
   }
 
-  /** Takes the lanes `pick` chooses out of the ready queue (the rest keep their order), and returns them. */
+  /**
+   * Takes the lanes `pick` chooses out of the ready queue (the rest keep their order), and returns the fresh
+   * ones, to be given back. A stale one is dropped, as in pump.
+   */
   function takeReady(pick: (lane: ReadyLane) => boolean): ReadyLane[] {
     const taken: ReadyLane[] = [];
     const kept: ReadyLane[] = [];
     for (const lane of ready) (pick(lane) ? taken : kept).push(lane);
     ready.splice(0, ready.length, ...kept);
     readyWork = kept.reduce((sum, lane) => sum + workOf(lane), 0);
-    return taken;
+    return taken.filter(fresh);
   }
 
   function start(lane: ReadyLane): void {
@@ -273,8 +276,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   return {
     wake,
     refresh(concerns) {
-      // A stale one is dropped, as in pump.
-      const unstarted = takeReady(concerns).filter(fresh);
+      const unstarted = takeReady(concerns);
       if (unstarted.length === 0) return;
       options
         .release(unstarted)
@@ -287,7 +289,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (idleTimer) clearTimeout(idleTimer);
       if (stuckTimer) clearTimeout(stuckTimer);
       abort.abort();
-      const unstarted = takeReady(() => true).filter(fresh);
+      const unstarted = takeReady(() => true);
       await claiming;
       await Promise.all([
         options
