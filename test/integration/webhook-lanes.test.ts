@@ -120,6 +120,45 @@ test('a claim returns its lanes in the order they fell due, not by platform or r
   assert.ok(claimed.every((c) => c.heads.length === 1));
 });
 
+test("a claim takes at most its share of the slow platforms' lanes, in due order with the others' (0022)", async () => {
+  const [slow, other] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()];
+  const due = [
+    [slow, 'trade:S1', 5],
+    [slow, 'trade:S2', 4],
+    [other, 'trade:O1', 3],
+    [slow, 'trade:S3', 2],
+    [other, 'trade:O2', 1],
+  ] as const;
+  for (const [code, resource, secondsAgo] of due) {
+    await record(db(), code, resource);
+    await sql`update webhook_lanes set due_at = clock_timestamp() - ${secondsAgo} * interval '1 second'
+      where platform_code = ${code} and resource_key = ${resource}`.execute(db());
+  }
+  const claimCapped = (owner: string, limit: number) =>
+    claimLanes(db(), owner, {
+      limit: 100,
+      leaseMs: LEASE_MS,
+      perLane: 20,
+      capped: { platforms: [slow], limit },
+    });
+  const ofBoth = (claimed: Awaited<ReturnType<typeof claim>>) =>
+    claimed
+      .filter((c) => c.lane.platformCode === slow || c.lane.platformCode === other)
+      .map((c) => c.lane.resourceKey);
+  assert.deepEqual(ofBoth(await claimCapped('worker-capped', 1)), ['trade:S1', 'trade:O1', 'trade:O2']);
+  assert.deepEqual(
+    (await lanes(slow)).map((l) => [l.resource_key, l.owner, l.due_now]),
+    [
+      ['trade:S1', 'worker-capped', false],
+      ['trade:S2', null, true],
+      ['trade:S3', null, true],
+    ],
+    "the slow platform's other lanes are left due, for a worker with room",
+  );
+  assert.deepEqual(ofBoth(await claimCapped('worker-capped-none', 0)), [], 'a share of none takes none');
+  assert.deepEqual(ofBoth(await claim('worker-uncapped')), ['trade:S2', 'trade:S3']);
+});
+
 test('a release by someone who no longer holds the lane changes nothing; an expired lease is claimed again', async () => {
   const code = await newPlatformWithWebhook();
   await record(db(), code, 'trade:L');
@@ -219,6 +258,12 @@ test('the next due time: null with no lane at all (not "due now"), else the earl
       await sql`update webhook_lanes set due_at = clock_timestamp() - interval '1 second'
         where resource_key = 'trade:LATER'`.execute(trx);
       assert.equal(await nextLaneDueInMs(trx), 0, 'a lane already due is due now');
+      const ignoring = await nextLaneDueInMs(trx, [code]);
+      assert.equal(
+        ignoring,
+        null,
+        "the lanes of a platform excluded (a slow receiver's, while its slots are full) are not looked at",
+      );
       throw rollback;
     })
     .catch((err: unknown) => {

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { startDispatcher, type DispatcherOptions } from '../../src/domain/webhooks/webhook-dispatcher.ts';
-import type { ClaimedLane } from '../../src/domain/webhooks/webhooks.repository.ts';
+import type { ClaimCap, ClaimedLane } from '../../src/domain/webhooks/webhooks.repository.ts';
 
 /**
  * The dispatcher's scheduling on its own: lanes come from an in-memory queue standing in for the lanes table
  * (the SQL side is covered by test/integration/webhook-lanes.test.ts and the delivery tests).
  */
-const lane = (n: number): ClaimedLane => ({
-  lane: { platformCode: 'PLAT01', resourceKey: `trade:${n}` },
+const lane = (n: number, platformCode = 'PLAT01'): ClaimedLane => ({
+  lane: { platformCode, resourceKey: `trade:${n}` },
   heads: [],
 });
 
@@ -282,5 +282,116 @@ describe('webhook dispatcher', () => {
       ['trade:3', 'trade:4', 'trade:5'],
       'claimed, never started: given back',
     );
+  });
+
+  describe('while receivers are slow', () => {
+    /** Claims as webhook_claim_lanes does (0022): at most `capped.limit` lanes of the capped platforms. */
+    function cappingHarness(concurrency: number, slow: Set<string>) {
+      const h = harness({
+        concurrency,
+        pace: { isSlow: (p) => slow.has(p), anySlow: () => slow.size > 0, slowPlatforms: () => [...slow] },
+      });
+      const caps: (ClaimCap | null)[] = [];
+      const excludedFromNextDue: string[][] = [];
+      h.options.claim = async (limit, capped) => {
+        h.claims.push(limit);
+        caps.push(capped && { platforms: [...capped.platforms], limit: capped.limit });
+        const taken: ClaimedLane[] = [];
+        let cappedLeft = capped?.limit ?? 0;
+        for (const l of [...h.due]) {
+          if (taken.length >= limit) break;
+          const isCapped = capped?.platforms.includes(l.lane.platformCode) ?? false;
+          if (isCapped && cappedLeft-- <= 0) continue;
+          taken.push(l);
+          h.due.splice(h.due.indexOf(l), 1);
+        }
+        return taken;
+      };
+      h.options.nextDueInMs = async (excluded) => {
+        excludedFromNextDue.push(excluded);
+        return null;
+      };
+      // A lane given back is due again at once, as the release leaves it.
+      h.options.release = async (lanes) => {
+        h.released.push(...lanes.map((l) => l.lane.resourceKey));
+        h.due.unshift(...lanes);
+      };
+      const running = (platform: string) =>
+        [...h.working.keys()].filter((key) => key.startsWith(`trade:${platform}`)).length;
+      return { ...h, caps, excludedFromNextDue, running };
+    }
+    const slowLane = (n: number) => ({
+      ...lane(n, 'SLOW01'),
+      lane: { platformCode: 'SLOW01', resourceKey: `trade:SLOW01-${n}` },
+    });
+    const fastLane = (n: number) => ({
+      ...lane(n, 'FAST01'),
+      lane: { platformCode: 'FAST01', resourceKey: `trade:FAST01-${n}` },
+    });
+
+    test("their lanes hold at most half the slots, and the other platforms' lanes pass theirs", async () => {
+      const h = cappingHarness(4, new Set(['SLOW01']));
+      // The slow platform's backlog fell due first.
+      for (let i = 1; i <= 6; i++) h.due.push(slowLane(i));
+      for (let i = 1; i <= 3; i++) h.due.push(fastLane(i));
+      const dispatcher = startDispatcher(h.options);
+      await until(() => h.working.size === 4, 'every slot taken');
+      assert.equal(h.running('SLOW01'), 2, 'two slots (half) for the slow receiver');
+      assert.equal(h.running('FAST01'), 2, 'the other two for the other platform');
+      assert.deepEqual(
+        h.caps[0],
+        { platforms: ['SLOW01'], limit: 2 },
+        'the claim took no more slow lanes than may start',
+      );
+      h.working.get('trade:FAST01-1')!.resolve();
+      await until(
+        () => h.working.has('trade:FAST01-3'),
+        "the other platform's next lane takes the slot it freed",
+      );
+      assert.equal(h.running('SLOW01'), 2);
+      h.working.get('trade:SLOW01-1')!.resolve();
+      await until(() => h.running('SLOW01') === 1, 'a slow slot freed');
+      dispatcher.wake(); // as the delivery does once the lane's release has landed
+      await until(() => h.running('SLOW01') === 2, 'the next slow lane');
+      assert.ok(h.working.has('trade:SLOW01-3'), 'oldest first');
+      for (const key of ['trade:FAST01-2', 'trade:FAST01-3']) h.working.get(key)!.resolve();
+      await until(() => h.running('FAST01') === 0, 'the other platform done');
+      await tick();
+      assert.equal(
+        h.running('SLOW01'),
+        2,
+        'with free slots beside them, the slow lanes still hold only half',
+      );
+      assert.deepEqual(
+        h.excludedFromNextDue.at(-1),
+        ['SLOW01'],
+        'no wake-up for lanes a claim would not take',
+      );
+      const stopped = dispatcher.stop();
+      for (const done of h.working.values()) done.resolve();
+      await stopped;
+    });
+
+    test('the lanes in hand of a platform found slow after they were claimed are given back, past its slots', async () => {
+      const slow = new Set<string>();
+      const h = cappingHarness(2, slow);
+      for (let i = 1; i <= 4; i++) h.due.push(slowLane(i));
+      const dispatcher = startDispatcher(h.options);
+      await until(() => h.running('SLOW01') === 2 && h.due.length === 0, 'both slots taken, two lanes ready');
+      h.due.push(fastLane(1));
+      // Its attempts ran past the threshold: the receiver is slow now.
+      slow.add('SLOW01');
+      h.working.get('trade:SLOW01-1')!.resolve();
+      await until(() => h.working.has('trade:FAST01-1'), "the other platform's lane takes the freed slot");
+      assert.deepEqual(
+        h.released.sort(),
+        ['trade:SLOW01-3', 'trade:SLOW01-4'],
+        'the ready slow lanes were given back',
+      );
+      assert.equal(h.running('SLOW01'), 1, 'one slot (half of two) for the slow receiver');
+      const stopped = dispatcher.stop();
+      for (const done of h.working.values()) done.resolve();
+      await stopped;
+    });
   });
 });

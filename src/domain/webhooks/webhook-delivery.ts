@@ -13,7 +13,8 @@ import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
 import type { WebhookMetrics } from './webhooks.metrics.ts';
 import { createBatcher } from './statement-batcher.ts';
 import * as repo from './webhooks.repository.ts';
-import { startDispatcher, type ReadyLane } from './webhook-dispatcher.ts';
+import { createReceiverPace } from './receiver-pace.ts';
+import { slowSlots, startDispatcher, type ReadyLane } from './webhook-dispatcher.ts';
 import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
 
 /**
@@ -241,9 +242,14 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     const changedSince = (mark: number, lane: Lane) =>
       everyPlatformChangedAt > mark || (platformChangedAt.get(lane.platformCode) ?? 0) > mark;
 
-    async function claimFresh(limit: number): Promise<repo.ClaimedLane[]> {
+    async function claimFresh(limit: number, capped: repo.ClaimCap | null): Promise<repo.ClaimedLane[]> {
       let mark = changes;
-      let fresh = await repo.claimLanes(bookkeeping, owner, { limit, leaseMs, perLane: HEADS_PER_LANE });
+      let fresh = await repo.claimLanes(bookkeeping, owner, {
+        limit,
+        leaseMs,
+        perLane: HEADS_PER_LANE,
+        capped,
+      });
       // Until the lanes kept are handed over, a change reaches them only here: one that arrives while the
       // stale ones are being given back is looked at again.
       while (changes !== mark) {
@@ -327,8 +333,23 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       return held;
     }
 
+    // Receivers that take over a second (the threshold past which a failed attempt's lane is given back rather
+    // than holding its slot for the fast retries) share at most half of the slots (webhook-dispatcher.ts).
+    const pace = createReceiverPace({
+      slowMs: INLINE_WAIT_MAX_MS,
+      onChange(platformCode, slow) {
+        const slots = slowSlots(config.worker.concurrency);
+        if (slow)
+          logger.warn(
+            { platformCode, slots },
+            'webhook receiver slow (an attempt took over a second): its lanes share at most these slots of this worker',
+          );
+        else logger.info({ platformCode }, 'webhook receiver answering in time again: no slot limit');
+      },
+    });
+
     /** Attempts (or skips) one notification; what happens to it. */
-    async function attempt(head: repo.LaneHead): Promise<repo.AttemptRecord> {
+    async function attempt(lane: Lane, head: repo.LaneHead): Promise<repo.AttemptRecord> {
       if (head.skip_reason !== null || head.url === null) {
         // The platform's webhook was removed, disabled or unsubscribed from this type since it was recorded.
         return {
@@ -348,7 +369,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         secret: secretOf(head),
       });
       headers['user-agent'] = USER_AGENT;
+      const ended = pace.started(lane.platformCode);
       const result = await sender.send({ url: head.url, rawBody, headers });
+      ended(result.durationMs);
       metrics.observeAttempt(result.outcome, result.durationMs / 1000);
       return decide(head, result);
     }
@@ -385,7 +408,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           if (!(await leaseHeld(run))) break;
           // The renewal may have taken a while: the worker may be stopping, or the lane changed, meanwhile.
           if (signal.aborted || run.changed) break;
-          const outcome = await attempt(head);
+          const outcome = await attempt(run.lane, head);
           const newStateToken = randomUUID();
           const again = outcome.status === 'retrying' || outcome.status === 'pending';
           const next: repo.LaneHead | undefined = again
@@ -436,6 +459,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       // Started later than this, a lane's renewal (leaseHeld) would have less than LEASE_MARGIN_MS to land
       // before the claim's lease runs out.
       maxReadyAgeMs: leaseMs - LEASE_MARGIN_MS,
+      pace,
       claim: claimFresh,
       work: workLane,
       release: (lanes) =>
@@ -445,7 +469,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           lanes.map((l) => l.lane),
         ),
       announce: () => repo.announceWork(bookkeeping),
-      nextDueInMs: () => repo.nextLaneDueInMs(bookkeeping),
+      nextDueInMs: (excluded) => repo.nextLaneDueInMs(bookkeeping, excluded),
       onError: (err, message) => logger.error({ err }, message),
       onSlotsStuck: (lanes) =>
         logger.warn(

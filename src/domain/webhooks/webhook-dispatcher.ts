@@ -1,4 +1,5 @@
-import type { ClaimedLane } from './webhooks.repository.ts';
+import type { ReceiverPace } from './receiver-pace.ts';
+import type { ClaimCap, ClaimedLane } from './webhooks.repository.ts';
 
 /**
  * A worker process's webhook dispatcher: keeps up to `concurrency` lanes being worked at once, and a few
@@ -8,6 +9,12 @@ import type { ClaimedLane } from './webhooks.repository.ts';
  * notification was recorded or redelivered, or a lane given back with work left), or until the next lane is
  * due (a retry, or the lease of a worker that died), or at the latest `pollIntervalMs`, in case a wake-up was
  * lost.
+ *
+ * A platform whose receiver is slow (receiver-pace.ts: an attempt over a second, e.g. one that hangs until the
+ * timeout) holds a slot for that long per lane, and its backlog, due before the other platforms' work, took
+ * every slot in turn. So the lanes of slow platforms share at most `slowSlots()` (half) of the slots: past
+ * them, the lanes of other platforms start first, the claims take no more of the slow platforms' lanes than
+ * may start, and the ones in hand that may not start are given back, for a worker with room.
  *
  * Why our own loop rather than a graphile-worker job per lane (DESIGN §5 allows a table of our own for
  * per-resource order and the delivery schedule): the queue's fixed cost per job, not the delivery, bounded
@@ -30,15 +37,18 @@ export interface DispatcherOptions {
   maxReadyAgeMs: number;
   /** Monotonic ms (performance.now by default; tests move it). */
   now?: () => number;
-  claim(limit: number): Promise<ClaimedLane[]>;
+  /** Which receivers are slow: their platforms share at most `slowSlots(concurrency)` slots. */
+  pace?: Pick<ReceiverPace, 'isSlow' | 'anySlow' | 'slowPlatforms'>;
+  /** Claims up to `limit` due lanes, at most `capped.limit` of them of the `capped` platforms. */
+  claim(limit: number, capped: ClaimCap | null): Promise<ClaimedLane[]>;
   /** Works a claimed lane and gives it back; resolves when done. Does not reject for a receiver's failure. */
   work(lane: ReadyLane, signal: AbortSignal): Promise<void>;
   /** Gives back lanes claimed but not started (at stop, or more than the prefetch holds). */
   release(lanes: ClaimedLane[]): Promise<void>;
   /** Tells the other workers that lanes were given back due now (a NOTIFY), so that one with room takes them. */
   announce?(): Promise<void>;
-  /** ms until the next lane is due, null when there is none. */
-  nextDueInMs(): Promise<number | null>;
+  /** ms until the next lane is due, null when there is none, of the platforms not `excluded`. */
+  nextDueInMs(excluded: string[]): Promise<number | null>;
   onError(err: unknown, message: string): void;
   /** Every slot stayed taken for READY_WAIT_MAX_MS (receivers that hang): `lanes` claimed were given back. */
   onSlotsStuck?(lanes: number): void;
@@ -89,8 +99,18 @@ const FIRST_RETRY_MS = 100;
  */
 const READY_WAIT_MAX_MS = 1_000;
 
+/**
+ * The slots the lanes of slow receivers may hold together: half, so that the other platforms keep the other
+ * half (with one slot, it is theirs too: a slow receiver cannot be kept from it).
+ */
+export function slowSlots(concurrency: number): number {
+  return Math.max(1, Math.floor(concurrency / 2));
+}
+
 export function startDispatcher(options: DispatcherOptions): Dispatcher {
-  const { concurrency, maxReadyAgeMs } = options;
+  const { concurrency, maxReadyAgeMs, pace } = options;
+  const slowSlotCount = slowSlots(concurrency);
+  const isSlow = (lane: ClaimedLane) => pace!.isSlow(lane.lane.platformCode);
   const now = options.now ?? (() => performance.now());
   const fresh = (lane: ReadyLane) => now() - lane.claimSentAt <= maxReadyAgeMs;
   const ready: ReadyLane[] = [];
@@ -99,7 +119,8 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   const workOf = (lane: ClaimedLane) => Math.max(1, lane.heads.length);
   /** Deliveries per lane claimed lately (a moving average): how many lanes the room for deliveries takes. */
   let workPerLane = 1;
-  const running = new Set<Promise<void>>();
+  /** The lanes being worked, by their work's promise. */
+  const running = new Map<Promise<void>, ReadyLane>();
   const abort = new AbortController();
   let claiming: Promise<void> | null = null;
   let stopped = false;
@@ -124,16 +145,58 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   };
 
   function pump(): void {
-    while (!stopped && running.size < concurrency && ready.length > 0) {
-      const lane = ready.shift()!;
-      readyWork -= workOf(lane);
-      // A stale lane is dropped, not given back: a release would act on whichever claim holds it now. The
-      // room it leaves is claimed afresh: there may be other due work.
-      if (fresh(lane)) start(lane);
-      else wanted = true;
+    if (pace?.anySlow()) startWithinSlowSlots();
+    else {
+      while (!stopped && running.size < concurrency && ready.length > 0) {
+        const lane = ready.shift()!;
+        readyWork -= workOf(lane);
+        startOrDrop(lane);
+      }
     }
     if (!stopped && wanted && !claiming && !slotsStuck && readyWork < 2 * concurrency) claiming = claimMore();
     watchForStuckSlots();
+  }
+
+  function startOrDrop(lane: ReadyLane): void {
+    // A stale lane is dropped, not given back: a release would act on whichever claim holds it now. The
+    // room it leaves is claimed afresh: there may be other due work.
+    if (fresh(lane)) start(lane);
+    else wanted = true;
+  }
+
+  /** The lanes of slow receivers being worked. */
+  function slowRunning(): number {
+    let count = 0;
+    for (const lane of running.values()) if (isSlow(lane)) count++;
+    return count;
+  }
+
+  /**
+   * As pump's loop while some receiver is slow: the ready lanes start in order, but those of slow receivers
+   * only while fewer than slowSlotCount of theirs run; the others pass them. Those that may not start soon
+   * (more than the free slow slots) are given back, announced, for a worker with room; this one's claims
+   * leave them until a slow slot frees.
+   */
+  function startWithinSlowSlots(): void {
+    let slowInUse = slowRunning();
+    for (let i = 0; !stopped && running.size < concurrency && i < ready.length;) {
+      const lane = ready[i]!;
+      const slow = isSlow(lane);
+      if (slow && slowInUse >= slowSlotCount) {
+        i++;
+        continue;
+      }
+      ready.splice(i, 1);
+      readyWork -= workOf(lane);
+      if (slow) slowInUse++;
+      startOrDrop(lane);
+    }
+    const readyBefore = ready.length;
+    let mayStart = slowSlotCount - slowInUse;
+    const waiting = takeReady((lane) => isSlow(lane) && mayStart-- <= 0);
+    if (waiting.length > 0) giveBack(waiting);
+    // The room they leave is claimed: other platforms' lanes may be due.
+    if (ready.length < readyBefore) wanted = true;
   }
 
   /**
@@ -188,16 +251,17 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
         // claimed; waking here, before that, only claimed nothing, or a lane claimed empty again in a loop.
         pump();
       });
-    running.add(done);
+    running.set(done, lane);
   }
 
   async function claimMore(): Promise<void> {
     const wakeupsBefore = wakeups;
     const room = () => PREFETCH * concurrency - running.size - readyWork;
     const limit = Math.max(1, Math.ceil(room() / workPerLane));
+    const capped = claimCap();
     try {
       const claimSentAt = now();
-      const lanes = await options.claim(limit);
+      const lanes = await options.claim(limit, capped);
       retryInMs = FIRST_RETRY_MS;
       if (lanes.length > 0) {
         emptyClaims = lanes.some((l) => l.heads.length > 0) ? 0 : emptyClaims + 1;
@@ -222,7 +286,10 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       if (excess > 0) giveBack(lanes.slice(lanes.length - excess));
       if (lanes.length < limit && wakeups === wakeupsBefore) {
         wanted = false;
-        await sleepUntilDue();
+        // The slow platforms the next claim would take none of: their due lanes would only wake us to claim
+        // nothing.
+        const cap = claimCap();
+        await sleepUntilDue(cap?.limit === 0 ? cap.platforms : []);
       }
     } catch (err) {
       options.onError(err, 'webhook lane claim failed');
@@ -234,6 +301,18 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     }
   }
 
+  /**
+   * While some receivers are slow: the lanes of theirs a claim may take, so that those ready with those
+   * running do not pass slowSlotCount.
+   */
+  function claimCap(): ClaimCap | null {
+    if (!pace?.anySlow()) return null;
+    const platforms = pace.slowPlatforms();
+    let slowReady = 0;
+    for (const lane of ready) if (isSlow(lane)) slowReady++;
+    return { platforms, limit: Math.max(0, slowSlotCount - slowRunning() - slowReady) };
+  }
+
   function giveBack(lanes: ClaimedLane[]): void {
     options
       .release(lanes)
@@ -241,9 +320,9 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       .catch((err: unknown) => options.onError(err, 'webhook lane release failed'));
   }
 
-  async function sleepUntilDue(): Promise<void> {
+  async function sleepUntilDue(excluded: string[]): Promise<void> {
     let failed = false;
-    const dueInMs = await options.nextDueInMs().catch((err: unknown) => {
+    const dueInMs = await options.nextDueInMs(excluded).catch((err: unknown) => {
       options.onError(err, 'webhook next-due query failed');
       failed = true;
       return null;
@@ -295,7 +374,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
         options
           .release(unstarted)
           .catch((err: unknown) => options.onError(err, 'webhook lane release failed')),
-        ...running,
+        ...running.keys(),
       ]);
     },
   };

@@ -246,8 +246,18 @@ export interface ClaimedLane {
 }
 
 /**
+ * Which platforms a claim takes few lanes of (their receivers are slow, webhook-dispatcher.ts): at most
+ * `limit` of their due lanes, oldest first.
+ */
+export interface ClaimCap {
+  platforms: string[];
+  limit: number;
+}
+
+/**
  * Claims up to `limit` due lanes for `owner` for `leaseMs` (webhook_claim_lanes: SKIP LOCKED, oldest due
- * first) with up to `perLane` notifications of each, in one round trip.
+ * first), of which at most `capped.limit` of the `capped` platforms (migration 0022), with up to `perLane`
+ * notifications of each, in one round trip.
  *
  * Only the columns a delivery uses, in the types it uses: a worker reads one of these rows per delivery, and
  * parsing the function's whole row (dates into Date objects, the secret's bytes into a Buffer) took twice the
@@ -256,16 +266,16 @@ export interface ClaimedLane {
 export async function claimLanes(
   db: Executor,
   owner: string,
-  options: { limit: number; leaseMs: number; perLane: number },
+  options: { limit: number; leaseMs: number; perLane: number; capped?: ClaimCap | null },
 ): Promise<ClaimedLane[]> {
+  const capped = options.capped ?? { platforms: [], limit: 0 };
   const { rows } = await sql<
     { platform_code: string; resource_key: string } & { [K in keyof LaneHead]: LaneHead[K] | null }
   >`select platform_code, resource_key, notification_id, payload_type, payload, state_token, round_attempts,
       attempt_count, due, wait_ms, url, encode(secret_ciphertext, 'base64') as sealed_secret, skip_reason,
       (extract(epoch from round_started_at) * 1000)::float8 as round_started_ms
-    from webhook_claim_lanes(${owner}, ${options.limit}::int, ${options.leaseMs}::int, ${options.perLane}::int)`.execute(
-    db,
-  );
+    from webhook_claim_lanes(${owner}, ${options.limit}::int, ${options.leaseMs}::int, ${options.perLane}::int,
+      ${capped.platforms}::text[], ${capped.limit}::int)`.execute(db);
   const lanes: ClaimedLane[] = [];
   let last: ClaimedLane | undefined;
   for (const row of rows) {
@@ -294,14 +304,17 @@ export async function claimLanes(
   return lanes;
 }
 
-/** ms until the next lane is due (a head's retry, or a lease's expiry), or null when there is no lane. */
-export async function nextLaneDueInMs(db: Executor): Promise<number | null> {
+/**
+ * ms until the next lane is due (a head's retry, or a lease's expiry), or null when there is no lane; of the
+ * platforms not in `excluded` (those a claim takes none of, for now).
+ */
+export async function nextLaneDueInMs(db: Executor, excluded: string[] = []): Promise<number | null> {
   const { rows } = await sql<{ ms: number | null }>`
     select case when min(due_at) is not null
       -- (greatest() ignores nulls: without this guard "no lane" read as "due now", and an idle
       -- dispatcher polled every few milliseconds)
       then greatest(0, ceil(extract(epoch from (min(due_at) - clock_timestamp())) * 1000))::int end as ms
-    from webhook_lanes`.execute(db);
+    from webhook_lanes where not (platform_code = any (${excluded}::text[]))`.execute(db);
   return rows[0]?.ms ?? null;
 }
 

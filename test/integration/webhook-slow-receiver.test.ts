@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+
+/**
+ * A platform whose receiver hangs, with a backlog, holds at most half of a worker's slots: another platform's
+ * notification recorded after that backlog goes out beside it, not after one attempt timeout per slot for
+ * each lane of the backlog (12 lanes, 2 slots, 1.5 s timeout here: 9 s before; a few ms after the first
+ * attempts time out, now). One worker, two slots.
+ */
+let svc: TestService;
+let hanging: TestReceiver;
+let healthy: TestReceiver;
+before(async () => {
+  svc = await startTestService({
+    env: {
+      SVC_ROLE: 'all',
+      SVC_WORKER_CONCURRENCY: '2',
+      SVC_WEBHOOK_TIMEOUT_MS: '1500',
+      SVC_LOG_LEVEL: 'error',
+    },
+  });
+  hanging = await startWebhookReceiver(() => 'hang');
+  healthy = await startWebhookReceiver(() => 200);
+});
+after(async () => {
+  await hanging?.close();
+  await healthy?.close();
+  await svc?.close();
+});
+
+const BACKLOG = 8;
+
+test("a receiver that hangs holds at most half the slots: another platform's notifications go out beside its backlog", async () => {
+  const db = svc.runtime.store.db;
+  const a = (await svc.newPlatform()).platform.platform_code;
+  const b = (await svc.newPlatform()).platform.platform_code;
+  await svc.admin.put(`/platforms/${a}/webhook`, { url: hanging.url });
+  await svc.admin.put(`/platforms/${b}/webhook`, { url: healthy.url });
+  for (let i = 0; i < BACKLOG; i++) await record(db, a, `trade:hang-${i}`, { i });
+  await waitFor(() => hanging.deliveries.length >= 2, "the hanging platform's first attempts");
+  const first = await record(db, b, 'trade:healthy-1', { b: 1 });
+  const firstDelivered = await waitFor(
+    () => healthy.deliveries.find((d) => d.notificationId === first),
+    "the other platform's first notification",
+    60_000,
+  );
+  // Before, every lane of the backlog (older, so first in line) had its first attempt, two at a time, each
+  // holding its slot for the whole timeout, before the other platform's lane got a slot.
+  const attempted = (until: number) =>
+    new Set(hanging.deliveries.filter((d) => d.at <= until).map((d) => d.notificationId)).size;
+  assert.ok(
+    attempted(firstDelivered.at) <= BACKLOG / 2,
+    `hanging notifications attempted before the other platform's went out: ${attempted(firstDelivered.at)} of ${BACKLOG}`,
+  );
+
+  // Once the worker knows the receiver is slow, the other platform keeps a slot of its own: a notification
+  // recorded now goes out while the backlog is still being attempted one at a time.
+  const second = await record(db, b, 'trade:healthy-2', { b: 2 });
+  const secondDelivered = await waitFor(
+    () => healthy.deliveries.find((d) => d.notificationId === second),
+    "the other platform's second notification",
+    60_000,
+  );
+  assert.ok(
+    attempted(secondDelivered.at) < BACKLOG,
+    `the whole backlog was attempted before the other platform's second notification went out`,
+  );
+  // And the hanging platform is not starved: its lanes go on being attempted, one slot at a time.
+  await waitFor(
+    () => attempted(Date.now()) === BACKLOG,
+    "every lane of the hanging platform's backlog",
+    60_000,
+  );
+});

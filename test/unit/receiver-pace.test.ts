@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createReceiverPace } from '../../src/domain/webhooks/receiver-pace.ts';
+
+/** Which receivers a worker counts as slow (webhook-dispatcher.ts gives them half the slots at most). */
+function pace() {
+  const clock = { ms: 0 };
+  const changes: string[] = [];
+  const pace = createReceiverPace({
+    slowMs: 1_000,
+    now: () => clock.ms,
+    onChange: (platformCode, slow) => changes.push(`${platformCode} ${slow ? 'slow' : 'fast'}`),
+  });
+  return { clock, pace, changes };
+}
+
+test('a receiver is slow once an attempt took over the threshold, and fast again once one is answered within it', () => {
+  const { pace: p, changes } = pace();
+  p.started('A')(200);
+  assert.equal(p.isSlow('A'), false);
+  p.started('A')(10_000); // timed out
+  assert.equal(p.isSlow('A'), true);
+  assert.deepEqual(p.slowPlatforms(), ['A']);
+  assert.equal(p.isSlow('B'), false, 'per platform');
+  p.started('A')(1_000); // at the threshold: not over it
+  assert.equal(p.isSlow('A'), false);
+  assert.deepEqual(p.slowPlatforms(), []);
+  assert.deepEqual(changes, ['A slow', 'A fast'], 'each change is told once (logged)');
+});
+
+test('an attempt still running past the threshold makes its receiver slow before it ends', () => {
+  const { clock, pace: p } = pace();
+  const endFirst = p.started('A');
+  clock.ms = 500;
+  const endSecond = p.started('A');
+  assert.equal(p.isSlow('A'), false);
+  clock.ms = 1_001;
+  assert.equal(p.isSlow('A'), true, 'the first has run over a second');
+  assert.equal(p.anySlow(), true);
+  assert.deepEqual(p.slowPlatforms(), ['A']);
+  endFirst(1_001);
+  assert.equal(p.isSlow('A'), true, 'by its end too');
+  clock.ms = 1_400;
+  endSecond(900);
+  assert.equal(p.isSlow('A'), false, 'the next answer in time clears it');
+  assert.equal(p.anySlow(), false);
+  assert.deepEqual(p.slowPlatforms(), []);
+});
