@@ -55,6 +55,9 @@ test("a receiver that hangs holds at most half the slots: another platform's not
     `hanging notifications attempted before the other platform's went out: ${attempted(firstDelivered.at)} of ${BACKLOG}`,
   );
 
+  const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+  assert.match(metrics, /^svc_webhook_slow_receivers 1$/m, 'the slow receiver is shown in /metrics');
+
   // Once the worker knows the receiver is slow, the other platform keeps a slot of its own: a notification
   // recorded now goes out while the backlog is still being attempted one at a time.
   const second = await record(db, b, 'trade:healthy-2', { b: 2 });

@@ -347,6 +347,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         else logger.info({ platformCode }, 'webhook receiver answering in time again: no slot limit');
       },
     });
+    metrics.trackSlowReceivers(() => pace.slowPlatforms().length);
 
     /** Attempts (or skips) one notification; what happens to it. */
     async function attempt(lane: Lane, head: repo.LaneHead): Promise<repo.AttemptRecord> {

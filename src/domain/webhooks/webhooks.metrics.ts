@@ -16,6 +16,8 @@ export interface WebhookMetrics {
   observeDelivered(latencySeconds: number): void;
   observeAttempt(outcome: AttemptOutcome, durationSeconds: number): void;
   deadLettered(): void;
+  /** How many platforms' receivers this process counts as slow now (receiver-pace.ts), read at each scrape. */
+  trackSlowReceivers(count: () => number): void;
   /** Registers everything on `registry` (once per registry). */
   register(registry: Registry): void;
 }
@@ -54,6 +56,18 @@ export function createWebhookMetrics(
     registers: [],
   });
 
+  let slowReceiverCount: () => number = () => 0;
+  const slowReceivers = new Gauge({
+    name: 'svc_webhook_slow_receivers',
+    help:
+      'Platforms whose receivers this process counts as slow (an attempt over a second): their lanes share at ' +
+      'most half of its delivery slots',
+    registers: [],
+    collect() {
+      this.set(slowReceiverCount());
+    },
+  });
+
   const stats = createScrapeCache(() => queueStats(db), { cacheMs: statsCacheMs, waitMs: STATS_WAIT_MS });
   const gauge = (name: string, help: string, read: (s: QueueStats) => number) =>
     new Gauge({
@@ -88,8 +102,11 @@ export function createWebhookMetrics(
       attemptDuration.observe({ outcome }, seconds);
     },
     deadLettered: () => deadLetters.inc(),
+    trackSlowReceivers: (count) => {
+      slowReceiverCount = count;
+    },
     register(registry) {
-      for (const metric of [latency, attemptDuration, attempts, deadLetters, ...queue]) {
+      for (const metric of [latency, attemptDuration, attempts, deadLetters, slowReceivers, ...queue]) {
         registry.registerMetric(metric);
       }
     },
