@@ -12,8 +12,8 @@
 -- (a heap fetch each): a backlog of thousands costs a claim a few milliseconds, and only while some receiver
 -- is slow; an index on (platform_code, due_at) would cost every lane write instead, the delivery's hot path.
 --
--- The four-argument function of 0021 stays, unchanged, for workers of the version before during a rolling
--- deploy.
+-- The four-argument function of 0021 stays, for workers of the version before during a rolling deploy, as
+-- this one with no platform capped.
 
 create function webhook_claim_lanes(p_owner text, p_limit integer, p_lease_ms integer,
   p_per_lane integer, p_capped text[], p_capped_limit integer)
@@ -91,3 +91,17 @@ begin
     order by c.place, n.seq;
 end;
 $$;
+
+-- 0021's signature and result, so that its callers see no change; one claim to maintain.
+create or replace function webhook_claim_lanes(p_owner text, p_limit integer, p_lease_ms integer,
+  p_per_lane integer)
+returns table (
+  platform_code text, resource_key text, notification_id uuid, seq bigint, payload_type text, payload jsonb,
+  created_at timestamptz, state_token uuid, round_attempts integer, attempt_count integer, due boolean,
+  wait_ms integer, url text, secret_ciphertext bytea, skip_reason text, round_started_at timestamptz
+)
+language sql volatile
+as $$
+  select * from webhook_claim_lanes(p_owner, p_limit, p_lease_ms, p_per_lane, '{}'::text[], 0)
+$$;
+
