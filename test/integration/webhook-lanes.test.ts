@@ -156,7 +156,18 @@ test("a claim takes at most its share of the slow platforms' lanes, in due order
     "the slow platform's other lanes are left due, for a worker with room",
   );
   assert.deepEqual(ofBoth(await claimCapped('worker-capped-none', 0)), [], 'a share of none takes none');
-  assert.deepEqual(ofBoth(await claim('worker-uncapped')), ['trade:S2', 'trade:S3']);
+  const small = await claimLanes(db(), 'worker-small', {
+    limit: 1,
+    leaseMs: LEASE_MS,
+    perLane: 20,
+    capped: { platforms: [slow], limit: 5 },
+  });
+  assert.deepEqual(
+    small.map((c) => c.lane.resourceKey),
+    ['trade:S2'],
+    "a share larger than the claim's limit takes no more than the limit",
+  );
+  assert.deepEqual(ofBoth(await claim('worker-uncapped')), ['trade:S3']);
 });
 
 test('a release by someone who no longer holds the lane changes nothing; an expired lease is claimed again', async () => {

@@ -46,3 +46,20 @@ test('an attempt still running past the threshold makes its receiver slow before
   assert.equal(p.anySlow(), false);
   assert.deepEqual(p.slowPlatforms(), []);
 });
+
+test('a slow mark is forgotten after a minute with no attempt to the receiver ending, or when its webhook changes', () => {
+  const { clock, pace: p, changes } = pace();
+  p.started('A')(10_000);
+  p.started('B')(10_000);
+  clock.ms = 30_000;
+  p.started('B')(5_000); // B is still being attempted, and still slow
+  clock.ms = 60_001;
+  assert.deepEqual(p.slowPlatforms(), ['B'], 'A: no attempt ended for over a minute');
+  const endLong = p.started('B');
+  clock.ms = 200_000;
+  assert.equal(p.isSlow('B'), true, 'not while an attempt to it is under way');
+  endLong(10_000);
+  p.forget('B');
+  assert.equal(p.anySlow(), false, 'forgotten when an operator changes its webhook');
+  assert.deepEqual(changes, ['A slow', 'B slow', 'A fast', 'B fast']);
+});

@@ -309,7 +309,7 @@ describe('webhook dispatcher', () => {
       };
       h.options.nextDueInMs = async (excluded) => {
         excludedFromNextDue.push(excluded);
-        return null;
+        return h.due.some((l) => !excluded.includes(l.lane.platformCode)) ? 0 : null;
       };
       // A lane given back is due again at once, as the release leaves it.
       h.options.release = async (lanes) => {
@@ -329,7 +329,7 @@ describe('webhook dispatcher', () => {
       lane: { platformCode: 'FAST01', resourceKey: `trade:FAST01-${n}` },
     });
 
-    test("their lanes hold at most half the slots, and the other platforms' lanes pass theirs", async () => {
+    test("their lanes hold at most half the slots while other platforms' lanes wait, and those pass theirs", async () => {
       const h = cappingHarness(4, new Set(['SLOW01']));
       // The slow platform's backlog fell due first.
       for (let i = 1; i <= 6; i++) h.due.push(slowLane(i));
@@ -356,17 +356,20 @@ describe('webhook dispatcher', () => {
       assert.ok(h.working.has('trade:SLOW01-3'), 'oldest first');
       for (const key of ['trade:FAST01-2', 'trade:FAST01-3']) h.working.get(key)!.resolve();
       await until(() => h.running('FAST01') === 0, 'the other platform done');
+      dispatcher.wake(); // as the delivery does once their releases have landed
+      // The claim finds no other platform's lane: the slow lanes may take the free slots, all but one.
+      await untilTimer(() => h.running('SLOW01') === 3, 'the slow lanes take the free slots');
       await tick();
-      assert.equal(
-        h.running('SLOW01'),
-        2,
-        'with free slots beside them, the slow lanes still hold only half',
-      );
+      assert.equal(h.running('SLOW01'), 3, 'but not the last one');
       assert.deepEqual(
         h.excludedFromNextDue.at(-1),
         ['SLOW01'],
         'no wake-up for lanes a claim would not take',
       );
+      // Another platform's lane comes: it takes the slot kept free.
+      h.due.push(fastLane(4));
+      dispatcher.wake();
+      await until(() => h.working.has('trade:FAST01-4'), 'the new lane starts at once');
       const stopped = dispatcher.stop();
       for (const done of h.working.values()) done.resolve();
       await stopped;

@@ -1,9 +1,11 @@
 /**
- * Which platforms' receivers are slow, as one worker process sees them (webhook-dispatcher.ts lets those
- * platforms share at most half of its slots). A receiver is slow once an attempt to it has taken over
- * `slowMs`, answered late, timed out, or still running that long, and fast again once an attempt is answered
- * (any status, or refused) within it. Each worker learns this from its own attempts: nothing is shared or
- * stored, and a restart starts with every receiver fast.
+ * Which platforms' receivers are slow, as one worker process sees them (webhook-dispatcher.ts keeps their
+ * lanes to part of its slots). A receiver is slow once an attempt to it has taken over `slowMs`, answered
+ * late, timed out, or still running that long, and fast again once an attempt is answered (any status, or
+ * refused) within it, once no attempt to it has ended for `forgetMs` (its lanes wait for later retries, or its
+ * webhook was disabled: when they come, a slow one is found out again by its first attempts), or when an
+ * operator changes its webhook (`forget`). Each worker learns this from its own attempts: nothing is shared
+ * or stored, and a restart starts with every receiver fast.
  */
 export interface ReceiverPace {
   /** An attempt to the platform's receiver starts; the function returned is called when it ends. */
@@ -13,19 +15,25 @@ export interface ReceiverPace {
   anySlow(): boolean;
   /** The platforms whose receivers are slow now. */
   slowPlatforms(): string[];
+  /** Counts the platform's receiver as fast again (an operator changed its webhook). */
+  forget(platformCode: string): void;
 }
+
+/** How long a receiver stays slow with no attempt to it ending. */
+const FORGET_AFTER_MS = 60_000;
 
 export function createReceiverPace(options: {
   slowMs: number;
+  forgetMs?: number;
   /** Monotonic ms (performance.now by default; tests move it). */
   now?: () => number;
   /** An attempt that ended turned the platform's receiver slow, or fast again (for the logs). */
   onChange?: (platformCode: string, slow: boolean) => void;
 }): ReceiverPace {
-  const { slowMs } = options;
+  const { slowMs, forgetMs = FORGET_AFTER_MS } = options;
   const now = options.now ?? (() => performance.now());
-  /** Slow by the last attempt that ended. */
-  const slow = new Set<string>();
+  /** Slow by the last attempt that ended, with when it ended. */
+  const slow = new Map<string, number>();
   /** The start times of the attempts under way, by platform (one entry per attempt). */
   const underway = new Map<string, number[]>();
 
@@ -34,6 +42,19 @@ export function createReceiverPace(options: {
     const since = now() - slowMs;
     return starts.some((startedAt) => startedAt < since);
   };
+
+  function unmark(platformCode: string): void {
+    if (slow.delete(platformCode)) options.onChange?.(platformCode, false);
+  }
+
+  /** Drops the marks of receivers with no attempt ended for forgetMs and none under way. */
+  function forgetIdle(): void {
+    if (slow.size === 0) return;
+    const before = now() - forgetMs;
+    for (const [platformCode, endedAt] of slow) {
+      if (endedAt < before && !underway.has(platformCode)) unmark(platformCode);
+    }
+  }
 
   return {
     started(platformCode) {
@@ -44,26 +65,31 @@ export function createReceiverPace(options: {
       return (durationMs) => {
         starts.splice(starts.indexOf(startedAt), 1);
         if (starts.length === 0 && underway.get(platformCode) === starts) underway.delete(platformCode);
-        const wasSlow = slow.has(platformCode);
-        const isSlow = durationMs > slowMs;
-        if (isSlow === wasSlow) return;
-        if (isSlow) slow.add(platformCode);
-        else slow.delete(platformCode);
-        options.onChange?.(platformCode, isSlow);
+        if (durationMs <= slowMs) unmark(platformCode);
+        else {
+          if (!slow.has(platformCode)) options.onChange?.(platformCode, true);
+          slow.set(platformCode, now());
+        }
       };
     },
-    isSlow: (platformCode) => slow.has(platformCode) || runningLong(underway.get(platformCode)),
+    isSlow(platformCode) {
+      forgetIdle();
+      return slow.has(platformCode) || runningLong(underway.get(platformCode));
+    },
     anySlow() {
+      forgetIdle();
       if (slow.size > 0) return true;
       for (const starts of underway.values()) if (runningLong(starts)) return true;
       return false;
     },
     slowPlatforms() {
-      const platforms = [...slow];
+      forgetIdle();
+      const platforms = [...slow.keys()];
       for (const [platformCode, starts] of underway) {
         if (!slow.has(platformCode) && runningLong(starts)) platforms.push(platformCode);
       }
       return platforms;
     },
+    forget: unmark,
   };
 }

@@ -213,6 +213,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
      */
     function refreshLanes(platformCode: string | null): void {
       noteChange(platformCode);
+      // A new URL may answer in time: found out again by its first attempts.
+      if (platformCode !== null) pace.forget(platformCode);
       const concerns = (lane: Lane) => platformCode === null || lane.platformCode === platformCode;
       let lanes = 0;
       for (const run of runs) {
@@ -344,7 +346,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             { platformCode, slots },
             'webhook receiver slow (an attempt took over a second): its lanes share at most these slots of this worker',
           );
-        else logger.info({ platformCode }, 'webhook receiver answering in time again: no slot limit');
+        else
+          logger.info(
+            { platformCode },
+            'webhook receiver no longer counted as slow (answered in time, idle for a minute, or its webhook changed)',
+          );
       },
     });
     metrics.trackSlowReceivers(() => pace.slowPlatforms().length);
@@ -371,8 +377,13 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       });
       headers['user-agent'] = USER_AGENT;
       const ended = pace.started(lane.platformCode);
-      const result = await sender.send({ url: head.url, rawBody, headers });
-      ended(result.durationMs);
+      let result: AttemptResult | undefined;
+      try {
+        result = await sender.send({ url: head.url, rawBody, headers });
+      } finally {
+        // (send does not throw; were it to, the attempt would still end here, not count as running forever)
+        ended(result?.durationMs ?? 0);
+      }
       metrics.observeAttempt(result.outcome, result.durationMs / 1000);
       return decide(head, result);
     }

@@ -12,9 +12,11 @@ import type { ClaimCap, ClaimedLane } from './webhooks.repository.ts';
  *
  * A platform whose receiver is slow (receiver-pace.ts: an attempt over a second, e.g. one that hangs until the
  * timeout) holds a slot for that long per lane, and its backlog, due before the other platforms' work, took
- * every slot in turn. So the lanes of slow platforms share at most `slowSlots()` (half) of the slots: past
- * them, the lanes of other platforms start first, the claims take no more of the slow platforms' lanes than
- * may start, and the ones in hand that may not start are given back, for a worker with room.
+ * every slot in turn. So while other platforms' lanes are waiting, the lanes of slow platforms share at most
+ * `slowSlots()` (half) of the slots: past them, the other platforms' lanes start first, the claims take no
+ * more of the slow platforms' lanes than may start, and the ones in hand that may not start are given back,
+ * for a worker with room. While no other platform's lane is waiting (the last claim found none), they may
+ * take every slot but one, kept for the next other lane to come.
  *
  * Why our own loop rather than a graphile-worker job per lane (DESIGN §5 allows a table of our own for
  * per-resource order and the delivery schedule): the queue's fixed cost per job, not the delivery, bounded
@@ -37,7 +39,7 @@ export interface DispatcherOptions {
   maxReadyAgeMs: number;
   /** Monotonic ms (performance.now by default; tests move it). */
   now?: () => number;
-  /** Which receivers are slow: their platforms share at most `slowSlots(concurrency)` slots. */
+  /** Which receivers are slow: their platforms share at most `slowSlots(concurrency)` slots (see above). */
   pace?: Pick<ReceiverPace, 'isSlow' | 'anySlow' | 'slowPlatforms'>;
   /** Claims up to `limit` due lanes, at most `capped.limit` of them of the `capped` platforms. */
   claim(limit: number, capped: ClaimCap | null): Promise<ClaimedLane[]>;
@@ -100,8 +102,9 @@ const FIRST_RETRY_MS = 100;
 const READY_WAIT_MAX_MS = 1_000;
 
 /**
- * The slots the lanes of slow receivers may hold together: half, so that the other platforms keep the other
- * half (with one slot, it is theirs too: a slow receiver cannot be kept from it).
+ * The slots the lanes of slow receivers may hold together while other platforms' lanes are waiting: half, so
+ * that the other platforms keep the other half (with one slot, it is theirs too: a slow receiver cannot be
+ * kept from it).
  */
 export function slowSlots(concurrency: number): number {
   return Math.max(1, Math.floor(concurrency / 2));
@@ -110,6 +113,8 @@ export function slowSlots(concurrency: number): number {
 export function startDispatcher(options: DispatcherOptions): Dispatcher {
   const { concurrency, maxReadyAgeMs, pace } = options;
   const slowSlotCount = slowSlots(concurrency);
+  /** The slots the lanes of slow receivers may hold while no other platform's lane waits: all but one. */
+  const slowSlotsAlone = Math.max(slowSlotCount, concurrency - 1);
   const isSlow = (lane: ClaimedLane) => pace!.isSlow(lane.lane.platformCode);
   const now = options.now ?? (() => performance.now());
   const fresh = (lane: ReadyLane) => now() - lane.claimSentAt <= maxReadyAgeMs;
@@ -131,6 +136,11 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   let idleTimer: NodeJS.Timeout | null = null;
   /** Every slot stayed taken while lanes waited READY_WAIT_MAX_MS: no claims until one frees. */
   let slotsStuck = false;
+  /**
+   * Whether the last claim found lanes of receivers that are not slow, or came back full (there may be more of
+   * them due): the slow ones then keep to slowSlotCount.
+   */
+  let othersFound = true;
   /** When a slot last freed (or the dispatcher started). */
   let slotFreedAt = now();
   let stuckTimer: NodeJS.Timeout | null = null;
@@ -164,6 +174,12 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     else wanted = true;
   }
 
+  /** The slots the lanes of slow receivers may hold now. */
+  function slowLimit(): number {
+    if (othersFound || ready.some((lane) => !isSlow(lane))) return slowSlotCount;
+    return slowSlotsAlone;
+  }
+
   /** The lanes of slow receivers being worked. */
   function slowRunning(): number {
     let count = 0;
@@ -173,16 +189,17 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   /**
    * As pump's loop while some receiver is slow: the ready lanes start in order, but those of slow receivers
-   * only while fewer than slowSlotCount of theirs run; the others pass them. Those that may not start soon
+   * only while fewer than slowLimit() of theirs run; the others pass them. Those that may not start soon
    * (more than the free slow slots) are given back, announced, for a worker with room; this one's claims
    * leave them until a slow slot frees.
    */
   function startWithinSlowSlots(): void {
+    const limit = slowLimit();
     let slowInUse = slowRunning();
     for (let i = 0; !stopped && running.size < concurrency && i < ready.length;) {
       const lane = ready[i]!;
       const slow = isSlow(lane);
-      if (slow && slowInUse >= slowSlotCount) {
+      if (slow && slowInUse >= limit) {
         i++;
         continue;
       }
@@ -192,7 +209,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       startOrDrop(lane);
     }
     const readyBefore = ready.length;
-    let mayStart = slowSlotCount - slowInUse;
+    let mayStart = limit - slowInUse;
     const waiting = takeReady((lane) => isSlow(lane) && mayStart-- <= 0);
     if (waiting.length > 0) giveBack(waiting);
     // The room they leave is claimed: other platforms' lanes may be due.
@@ -263,6 +280,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       const claimSentAt = now();
       const lanes = await options.claim(limit, capped);
       retryInMs = FIRST_RETRY_MS;
+      othersFound = lanes.length >= limit || !pace || lanes.some((lane) => !isSlow(lane));
       if (lanes.length > 0) {
         emptyClaims = lanes.some((l) => l.heads.length > 0) ? 0 : emptyClaims + 1;
         const work = lanes.reduce((sum, lane) => sum + workOf(lane), 0);
@@ -303,14 +321,14 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   /**
    * While some receivers are slow: the lanes of theirs a claim may take, so that those ready with those
-   * running do not pass slowSlotCount.
+   * running do not pass slowLimit().
    */
   function claimCap(): ClaimCap | null {
     if (!pace?.anySlow()) return null;
     const platforms = pace.slowPlatforms();
     let slowReady = 0;
     for (const lane of ready) if (isSlow(lane)) slowReady++;
-    return { platforms, limit: Math.max(0, slowSlotCount - slowRunning() - slowReady) };
+    return { platforms, limit: Math.max(0, slowLimit() - slowRunning() - slowReady) };
   }
 
   function giveBack(lanes: ClaimedLane[]): void {

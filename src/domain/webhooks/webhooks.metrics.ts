@@ -61,7 +61,7 @@ export function createWebhookMetrics(
     name: 'svc_webhook_slow_receivers',
     help:
       'Platforms whose receivers this process counts as slow (an attempt over a second): their lanes share at ' +
-      'most half of its delivery slots',
+      "most half of its delivery slots while other platforms' lanes wait",
     registers: [],
     collect() {
       this.set(slowReceiverCount());
