@@ -97,6 +97,15 @@ test('a claim takes due lanes nobody holds, with their oldest notifications in o
   );
 });
 
+/** Records a notification on each lane, and makes the lane due that many seconds ago. */
+async function recordDue(due: readonly (readonly [code: string, resource: string, secondsAgo: number])[]) {
+  for (const [code, resource, secondsAgo] of due) {
+    await record(db(), code, resource);
+    await sql`update webhook_lanes set due_at = clock_timestamp() - ${secondsAgo} * interval '1 second'
+      where platform_code = ${code} and resource_key = ${resource}`.execute(db());
+  }
+}
+
 test('a claim returns its lanes in the order they fell due, not by platform or resource', async () => {
   // `early` sorts before `late`, and trade:A before trade:B: by key, the last lane due would come first.
   const [early, late] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()].sort();
@@ -105,11 +114,7 @@ test('a claim returns its lanes in the order they fell due, not by platform or r
     [early, 'trade:A', 2],
     [late, 'trade:A', 1],
   ] as const;
-  for (const [code, resource, secondsAgo] of due) {
-    await record(db(), code, resource);
-    await sql`update webhook_lanes set due_at = clock_timestamp() - ${secondsAgo} * interval '1 second'
-      where platform_code = ${code} and resource_key = ${resource}`.execute(db());
-  }
+  await recordDue(due);
   const claimed = (await claim('worker-due-order')).filter(
     (c) => c.lane.platformCode === early || c.lane.platformCode === late,
   );
@@ -129,11 +134,7 @@ test("a claim takes at most its share of the slow platforms' lanes, in due order
     [slow, 'trade:S3', 2],
     [other, 'trade:O2', 1],
   ] as const;
-  for (const [code, resource, secondsAgo] of due) {
-    await record(db(), code, resource);
-    await sql`update webhook_lanes set due_at = clock_timestamp() - ${secondsAgo} * interval '1 second'
-      where platform_code = ${code} and resource_key = ${resource}`.execute(db());
-  }
+  await recordDue(due);
   const claimCapped = (owner: string, limit: number) =>
     claimLanes(db(), owner, {
       limit: 100,
