@@ -63,3 +63,19 @@ test('a slow mark is forgotten after a minute with no attempt to the receiver en
   assert.equal(p.anySlow(), false, 'forgotten when an operator changes its webhook');
   assert.deepEqual(changes, ['A slow', 'B slow', 'A fast', 'B fast']);
 });
+
+test('after a webhook change, the attempts to the old URL say nothing, running or ended', () => {
+  const { clock, pace: p } = pace();
+  const endOld = p.started('A');
+  clock.ms = 2_000;
+  assert.equal(p.isSlow('A'), true, 'hanging');
+  p.forget('A'); // the operator points A at a new receiver
+  assert.equal(p.isSlow('A'), false, 'the old attempt, still running, is not counted');
+  const endNew = p.started('A');
+  endOld(10_000); // the old attempt times out
+  assert.equal(p.isSlow('A'), false, 'nor once it ends');
+  clock.ms = 3_500;
+  assert.equal(p.isSlow('A'), true, 'an attempt to the new URL can make it slow again');
+  endNew(1_500);
+  assert.equal(p.isSlow('A'), true);
+});

@@ -375,6 +375,31 @@ describe('webhook dispatcher', () => {
       await stopped;
     });
 
+    test('with one slot, slow and other lanes take turns', async () => {
+      const h = cappingHarness(1, new Set(['SLOW01']));
+      const started: string[] = [];
+      const work = h.options.work;
+      h.options.work = (ready, signal) => {
+        started.push(ready.lane.resourceKey);
+        return work(ready, signal);
+      };
+      h.due.push(slowLane(1));
+      const dispatcher = startDispatcher(h.options);
+      await until(() => h.working.has('trade:SLOW01-1'), 'the slow lane takes the slot');
+      // Meanwhile more of the slow backlog is due, and then another platform's lane.
+      h.due.push(slowLane(2), fastLane(1));
+      h.working.get('trade:SLOW01-1')!.resolve();
+      await until(() => h.working.size === 0, 'the slot is free');
+      dispatcher.wake(); // as the delivery does once the lane's release has landed
+      await until(() => h.working.size === 1, 'the next lane');
+      assert.deepEqual(started, ['trade:SLOW01-1', 'trade:FAST01-1'], 'the other platform has the next turn');
+      h.working.get('trade:FAST01-1')!.resolve();
+      await untilTimer(() => h.working.has('trade:SLOW01-2'), 'then the slow backlog again');
+      const stopped = dispatcher.stop();
+      for (const done of h.working.values()) done.resolve();
+      await stopped;
+    });
+
     test('the lanes in hand of a platform found slow after they were claimed are given back, past its slots', async () => {
       const slow = new Set<string>();
       const h = cappingHarness(2, slow);

@@ -36,11 +36,17 @@ export function createReceiverPace(options: {
   const slow = new Map<string, number>();
   /** The start times of the attempts under way, by platform (one entry per attempt). */
   const underway = new Map<string, number[]>();
+  /**
+   * When an operator last changed the platform's webhook (`forget`): attempts started before, to the old URL,
+   * say nothing of the new one, running or ended.
+   */
+  const forgottenAt = new Map<string, number>();
 
-  const runningLong = (starts: number[] | undefined) => {
+  const runningLong = (platformCode: string, starts: number[] | undefined) => {
     if (!starts) return false;
     const since = now() - slowMs;
-    return starts.some((startedAt) => startedAt < since);
+    const after = forgottenAt.get(platformCode) ?? -Infinity;
+    return starts.some((startedAt) => startedAt < since && startedAt >= after);
   };
 
   function unmark(platformCode: string): void {
@@ -65,6 +71,7 @@ export function createReceiverPace(options: {
       return (durationMs) => {
         starts.splice(starts.indexOf(startedAt), 1);
         if (starts.length === 0 && underway.get(platformCode) === starts) underway.delete(platformCode);
+        if (startedAt < (forgottenAt.get(platformCode) ?? -Infinity)) return;
         if (durationMs <= slowMs) unmark(platformCode);
         else {
           if (!slow.has(platformCode)) options.onChange?.(platformCode, true);
@@ -74,22 +81,26 @@ export function createReceiverPace(options: {
     },
     isSlow(platformCode) {
       forgetIdle();
-      return slow.has(platformCode) || runningLong(underway.get(platformCode));
+      return slow.has(platformCode) || runningLong(platformCode, underway.get(platformCode));
     },
     anySlow() {
       forgetIdle();
       if (slow.size > 0) return true;
-      for (const starts of underway.values()) if (runningLong(starts)) return true;
+      for (const [platformCode, starts] of underway) if (runningLong(platformCode, starts)) return true;
       return false;
     },
     slowPlatforms() {
       forgetIdle();
       const platforms = [...slow.keys()];
       for (const [platformCode, starts] of underway) {
-        if (!slow.has(platformCode) && runningLong(starts)) platforms.push(platformCode);
+        if (!slow.has(platformCode) && runningLong(platformCode, starts)) platforms.push(platformCode);
       }
       return platforms;
     },
-    forget: unmark,
+    forget(platformCode) {
+      if (forgottenAt.size >= 10_000) forgottenAt.clear();
+      forgottenAt.set(platformCode, now());
+      unmark(platformCode);
+    },
   };
 }

@@ -103,8 +103,8 @@ const READY_WAIT_MAX_MS = 1_000;
 
 /**
  * The slots the lanes of slow receivers may hold together while other platforms' lanes are waiting: half, so
- * that the other platforms keep the other half (with one slot, it is theirs too: a slow receiver cannot be
- * kept from it).
+ * that the other platforms keep the other half (with one slot there is no half to keep: slow and other lanes
+ * take turns in it).
  */
 export function slowSlots(concurrency: number): number {
   return Math.max(1, Math.floor(concurrency / 2));
@@ -141,6 +141,8 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
    * them due): the slow ones then keep to slowSlotCount.
    */
   let othersFound = true;
+  /** Whether the lane started last was a slow receiver's (for the turns of a single slot). */
+  let lastStartedSlow = false;
   /** When a slot last freed (or the dispatcher started). */
   let slotFreedAt = now();
   let stuckTimer: NodeJS.Timeout | null = null;
@@ -160,6 +162,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       while (!stopped && running.size < concurrency && ready.length > 0) {
         const lane = ready.shift()!;
         readyWork -= workOf(lane);
+        lastStartedSlow = false;
         startOrDrop(lane);
       }
     }
@@ -176,8 +179,11 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   /** The slots the lanes of slow receivers may hold now. */
   function slowLimit(): number {
-    if (othersFound || ready.some((lane) => !isSlow(lane))) return slowSlotCount;
-    return slowSlotsAlone;
+    if (!othersFound && !ready.some((lane) => !isSlow(lane))) return slowSlotsAlone;
+    // With one slot, half of it is all of it: a slow lane after a slow lane would let a backlog of them go
+    // first (review: 88 s for 30 lanes), so the others get every other turn.
+    if (concurrency === 1) return lastStartedSlow ? 0 : 1;
+    return slowSlotCount;
   }
 
   /** The lanes of slow receivers being worked. */
@@ -206,6 +212,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       ready.splice(i, 1);
       readyWork -= workOf(lane);
       if (slow) slowInUse++;
+      lastStartedSlow = slow;
       startOrDrop(lane);
     }
     const readyBefore = ready.length;
@@ -331,11 +338,15 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
     return { platforms, limit: Math.max(0, slowLimit() - slowRunning() - slowReady) };
   }
 
+  /** Releases under way (giveBack), which stop waits for: the connections close after it. */
+  const givingBack = new Set<Promise<void>>();
   function giveBack(lanes: ClaimedLane[]): void {
-    options
+    const done: Promise<void> = options
       .release(lanes)
       .then(() => options.announce?.())
-      .catch((err: unknown) => options.onError(err, 'webhook lane release failed'));
+      .catch((err: unknown) => options.onError(err, 'webhook lane release failed'))
+      .finally(() => givingBack.delete(done));
+    givingBack.add(done);
   }
 
   async function sleepUntilDue(excluded: string[]): Promise<void> {
@@ -393,6 +404,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
           .release(unstarted)
           .catch((err: unknown) => options.onError(err, 'webhook lane release failed')),
         ...running.keys(),
+        ...givingBack,
       ]);
     },
   };
