@@ -1,34 +1,17 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+import { test } from 'node:test';
+import { serviceWithHangingAndHealthyReceivers } from '../helpers/slot-sharing.ts';
+import { record, waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
  * One platform's receiver that hangs does not keep a worker's slots from every other platform for its whole
  * round of fast retries: a lane whose attempt timed out is given back, due at its retry, rather than waiting
  * for it in place. One worker with two slots here, four hanging lanes, and a short timeout.
  */
-let svc: TestService;
-let hanging: TestReceiver;
-let healthy: TestReceiver;
-before(async () => {
-  svc = await startTestService({
-    env: {
-      SVC_ROLE: 'all',
-      SVC_WORKER_CONCURRENCY: '2',
-      SVC_WEBHOOK_TIMEOUT_MS: '1500',
-    },
-  });
-  hanging = await startWebhookReceiver(() => 'hang');
-  healthy = await startWebhookReceiver(() => 200);
-});
-after(async () => {
-  await hanging?.close();
-  await healthy?.close();
-  await svc?.close();
-});
+const set = serviceWithHangingAndHealthyReceivers();
 
 test("a platform whose receiver hangs holds a slot for one attempt at a time, not for its lanes' fast retries", async () => {
+  const { svc, hanging, healthy } = set;
   const db = svc.runtime.store.db;
   const a = (await svc.newPlatform()).platform.platform_code;
   const b = (await svc.newPlatform()).platform.platform_code;

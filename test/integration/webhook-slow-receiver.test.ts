@@ -1,38 +1,20 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+import { test } from 'node:test';
+import { serviceWithHangingAndHealthyReceivers } from '../helpers/slot-sharing.ts';
+import { record, waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
  * A platform whose receiver hangs, with a backlog, holds at most half of a worker's slots: another platform's
  * notification recorded after that backlog goes out beside it, not after one attempt timeout per slot for
- * each lane of the backlog (12 lanes, 2 slots, 1.5 s timeout here: 9 s before; a few ms after the first
+ * each lane of the backlog (8 lanes, 2 slots, 1.5 s timeout here: 6 s before; a few ms after the first
  * attempts time out, now). One worker, two slots.
  */
-let svc: TestService;
-let hanging: TestReceiver;
-let healthy: TestReceiver;
-before(async () => {
-  svc = await startTestService({
-    env: {
-      SVC_ROLE: 'all',
-      SVC_WORKER_CONCURRENCY: '2',
-      SVC_WEBHOOK_TIMEOUT_MS: '1500',
-      SVC_LOG_LEVEL: 'error',
-    },
-  });
-  hanging = await startWebhookReceiver(() => 'hang');
-  healthy = await startWebhookReceiver(() => 200);
-});
-after(async () => {
-  await hanging?.close();
-  await healthy?.close();
-  await svc?.close();
-});
+const set = serviceWithHangingAndHealthyReceivers();
 
 const BACKLOG = 8;
 
 test("a receiver that hangs holds at most half the slots: another platform's notifications go out beside its backlog", async () => {
+  const { svc, hanging, healthy } = set;
   const db = svc.runtime.store.db;
   const a = (await svc.newPlatform()).platform.platform_code;
   const b = (await svc.newPlatform()).platform.platform_code;
