@@ -7,8 +7,24 @@ import { startWebhookReceiver, type TestReceiver } from './webhook-receiver.ts';
  * all) with two slots and a 1.5 s attempt timeout, a receiver that hangs and one that answers 200, started
  * before the file's tests and closed after them.
  */
-export function serviceWithHangingAndHealthyReceivers(env: Record<string, string> = {}) {
-  const set = {} as { svc: TestService; hanging: TestReceiver; healthy: TestReceiver };
+export interface SlotSharingSet {
+  svc: TestService;
+  hanging: TestReceiver;
+  healthy: TestReceiver;
+  /** Two new platforms, `a` with its webhook on the receiver that hangs, `b` on the healthy one. */
+  platformsOnEach(): Promise<{ a: string; b: string }>;
+}
+
+export function serviceWithHangingAndHealthyReceivers(env: Record<string, string> = {}): SlotSharingSet {
+  const set = {
+    async platformsOnEach() {
+      const a = (await set.svc.newPlatform()).platform.platform_code;
+      const b = (await set.svc.newPlatform()).platform.platform_code;
+      await set.svc.admin.put(`/platforms/${a}/webhook`, { url: set.hanging.url });
+      await set.svc.admin.put(`/platforms/${b}/webhook`, { url: set.healthy.url });
+      return { a, b };
+    },
+  } as SlotSharingSet;
   before(async () => {
     set.svc = await startTestService({
       env: {

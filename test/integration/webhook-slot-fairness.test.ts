@@ -13,10 +13,7 @@ const set = serviceWithHangingAndHealthyReceivers();
 test("a platform whose receiver hangs holds a slot for one attempt at a time, not for its lanes' fast retries", async () => {
   const { svc, hanging, healthy } = set;
   const db = svc.runtime.store.db;
-  const a = (await svc.newPlatform()).platform.platform_code;
-  const b = (await svc.newPlatform()).platform.platform_code;
-  await svc.admin.put(`/platforms/${a}/webhook`, { url: hanging.url });
-  await svc.admin.put(`/platforms/${b}/webhook`, { url: healthy.url });
+  const { a, b } = await set.platformsOnEach();
   for (let i = 0; i < 4; i++) await record(db, a, `trade:hang-${i}`, { i });
   await waitFor(() => hanging.deliveries.length >= 2, "the hanging platform's first attempts");
   const id = await record(db, b, 'trade:healthy', { b: 1 });

@@ -16,10 +16,7 @@ const BACKLOG = 8;
 test("a receiver that hangs holds at most half the slots: another platform's notifications go out beside its backlog", async () => {
   const { svc, hanging, healthy } = set;
   const db = svc.runtime.store.db;
-  const a = (await svc.newPlatform()).platform.platform_code;
-  const b = (await svc.newPlatform()).platform.platform_code;
-  await svc.admin.put(`/platforms/${a}/webhook`, { url: hanging.url });
-  await svc.admin.put(`/platforms/${b}/webhook`, { url: healthy.url });
+  const { a, b } = await set.platformsOnEach();
   for (let i = 0; i < BACKLOG; i++) await record(db, a, `trade:hang-${i}`, { i });
   await waitFor(() => hanging.deliveries.length >= 2, "the hanging platform's first attempts");
   const first = await record(db, b, 'trade:healthy-1', { b: 1 });

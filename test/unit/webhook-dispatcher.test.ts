@@ -7,8 +7,8 @@ import type { ClaimCap, ClaimedLane } from '../../src/domain/webhooks/webhooks.r
  * The dispatcher's scheduling on its own: lanes come from an in-memory queue standing in for the lanes table
  * (the SQL side is covered by test/integration/webhook-lanes.test.ts and the delivery tests).
  */
-const lane = (n: number, platformCode = 'PLAT01'): ClaimedLane => ({
-  lane: { platformCode, resourceKey: `trade:${n}` },
+const lane = (n: number): ClaimedLane => ({
+  lane: { platformCode: 'PLAT01', resourceKey: `trade:${n}` },
   heads: [],
 });
 
@@ -320,14 +320,12 @@ describe('webhook dispatcher', () => {
         [...h.working.keys()].filter((key) => key.startsWith(`trade:${platform}`)).length;
       return { ...h, caps, excludedFromNextDue, running };
     }
-    const slowLane = (n: number) => ({
-      ...lane(n, 'SLOW01'),
-      lane: { platformCode: 'SLOW01', resourceKey: `trade:SLOW01-${n}` },
+    const laneOf = (platformCode: string, n: number): ClaimedLane => ({
+      lane: { platformCode, resourceKey: `trade:${platformCode}-${n}` },
+      heads: [],
     });
-    const fastLane = (n: number) => ({
-      ...lane(n, 'FAST01'),
-      lane: { platformCode: 'FAST01', resourceKey: `trade:FAST01-${n}` },
-    });
+    const slowLane = (n: number) => laneOf('SLOW01', n);
+    const fastLane = (n: number) => laneOf('FAST01', n);
 
     test("their lanes hold at most half the slots while other platforms' lanes wait, and those pass theirs", async () => {
       const h = cappingHarness(4, new Set(['SLOW01']));

@@ -344,7 +344,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         if (slow)
           logger.warn(
             { platformCode, slots },
-            'webhook receiver slow (an attempt took over a second): its lanes share at most these slots of this worker',
+            "webhook receiver slow (an attempt took over a second): its lanes share at most these slots of this worker while other platforms' lanes wait",
           );
         else
           logger.info(

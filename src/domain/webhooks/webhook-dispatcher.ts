@@ -159,6 +159,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   function pump(): void {
     if (pace?.anySlow()) startWithinSlowSlots();
     else {
+      // The usual case, every receiver in time: the lanes start in order, with no per-lane check.
       while (!stopped && running.size < concurrency && ready.length > 0) {
         const lane = ready.shift()!;
         readyWork -= workOf(lane);
