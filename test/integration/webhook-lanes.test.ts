@@ -125,6 +125,37 @@ test('a claim returns its lanes in the order they fell due, not by platform or r
   assert.ok(claimed.every((c) => c.heads.length === 1));
 });
 
+test('a claim gives each platform with due lanes an equal share, its oldest first, and returns the platforms in turn (0023)', async () => {
+  const [busy, some, one] = [
+    await newPlatformWithWebhook(),
+    await newPlatformWithWebhook(),
+    await newPlatformWithWebhook(),
+  ];
+  await recordDue([
+    [busy, 'trade:B1', 9],
+    [busy, 'trade:B2', 8],
+    [busy, 'trade:B3', 7],
+    [busy, 'trade:B4', 6],
+    [busy, 'trade:B5', 5],
+    [some, 'trade:S1', 4],
+    [some, 'trade:S2', 3],
+    [one, 'trade:O1', 2],
+  ]);
+  const ofThese = (claimed: Awaited<ReturnType<typeof claim>>) =>
+    claimed.filter((c) => [busy, some, one].includes(c.lane.platformCode)).map((c) => c.lane.resourceKey);
+  // Six between three: two each, but `one` has a single lane, so what it leaves goes to the platform whose
+  // lanes fell due first. By due order alone the busy platform would have taken five of the six.
+  assert.deepEqual(ofThese(await claim('worker-shares', 6)), [
+    'trade:B1',
+    'trade:S1',
+    'trade:O1',
+    'trade:B2',
+    'trade:S2',
+    'trade:B3',
+  ]);
+  assert.deepEqual(ofThese(await claim('worker-shares-rest', 6)), ['trade:B4', 'trade:B5']);
+});
+
 test("a claim takes at most its share of the slow platforms' lanes, in due order with the others' (0022)", async () => {
   const [slow, other] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()];
   const due = [
@@ -275,6 +306,14 @@ test('the next due time: null with no lane at all (not "due now"), else the earl
         ignoring,
         null,
         "the lanes of a platform excluded (a slow receiver's, while its slots are full) are not looked at",
+      );
+      const other = await newPlatformWithWebhook();
+      await sql`insert into webhook_lanes (platform_code, resource_key, due_at)
+        values (${other}, 'trade:OTHER', clock_timestamp() + interval '90 seconds')`.execute(trx);
+      const others = await nextLaneDueInMs(trx, [code]);
+      assert.ok(
+        others !== null && others > 85_000 && others <= 90_000,
+        `the others' next lane, got ${others}`,
       );
       throw rollback;
     })

@@ -255,9 +255,10 @@ export interface ClaimCap {
 }
 
 /**
- * Claims up to `limit` due lanes for `owner` for `leaseMs` (webhook_claim_lanes: SKIP LOCKED, oldest due
- * first), of which at most `capped.limit` of the `capped` platforms (migration 0022), with up to `perLane`
- * notifications of each, in one round trip.
+ * Claims up to `limit` due lanes for `owner` for `leaseMs` (webhook_claim_lanes: SKIP LOCKED; an equal share
+ * for each platform with due lanes, its oldest due first, and the platforms in turn, migration 0023), of
+ * which at most `capped.limit` of the `capped` platforms (0022), with up to `perLane` notifications of each,
+ * in one round trip.
  *
  * Only the columns a delivery uses, in the types it uses: a worker reads one of these rows per delivery, and
  * parsing the function's whole row (dates into Date objects, the secret's bytes into a Buffer) took twice the
@@ -309,12 +310,12 @@ export async function claimLanes(
  * platforms not in `excluded` (those a claim takes none of, for now).
  */
 export async function nextLaneDueInMs(db: Executor, excluded: string[] = []): Promise<number | null> {
+  // One index descent per platform with a lane (0023). The `case`: greatest() ignores nulls, so without it
+  // "no lane" read as "due now", and an idle dispatcher polled every few milliseconds.
   const { rows } = await sql<{ ms: number | null }>`
-    select case when min(due_at) is not null
-      -- (greatest() ignores nulls: without this guard "no lane" read as "due now", and an idle
-      -- dispatcher polled every few milliseconds)
-      then greatest(0, ceil(extract(epoch from (min(due_at) - clock_timestamp())) * 1000))::int end as ms
-    from webhook_lanes where not (platform_code = any (${excluded}::text[]))`.execute(db);
+    select case when min(first_due_at) is not null
+      then greatest(0, ceil(extract(epoch from (min(first_due_at) - clock_timestamp())) * 1000))::int end as ms
+    from webhook_lane_platforms() where not (platform_code = any (${excluded}::text[]))`.execute(db);
   return rows[0]?.ms ?? null;
 }
 
