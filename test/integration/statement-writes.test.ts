@@ -11,7 +11,8 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 test('mayWrite: a select is a read unless it calls one of the schema’s writing functions', () => {
   for (const read of [
     'select "platform_code" from "api_keys" where "api_key" = $1',
-    '\n    select case when min(first_due_at) is not null then 1 end from webhook_lane_platforms()',
+    '\n    select case when min(due_at) is not null then 1 end from webhook_lanes',
+    'select min(first_due_at) as due_at from webhook_lane_platforms()',
     'SELECT count(*) FROM trades',
     'select webhook_skip_reason($1, $2, $3)',
     'select count(*) from graphile_worker.jobs',

@@ -20,18 +20,36 @@ before(async () => {
 });
 after(() => testDb?.close());
 
-/** Records `count` notifications, each on a lane of its own, due now. */
-async function record(count: number, tag: string): Promise<void> {
+/** Records `count` notifications of `platform`, each on a lane of its own, the first `dueAgoMs` + `count` ms ago, the last `dueAgoMs` ago. */
+async function record(count: number, tag: string, platform = 'PLANS1', dueAgoMs = 0): Promise<void> {
   await testDb.client.query(
     `insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
-     select gen_random_uuid(), 'PLANS1', 'trade_status_changed', $1 || i, '{}'::jsonb from generate_series(1, $2::int) i`,
-    [`trade:${tag}-`, count],
+     select gen_random_uuid(), $3, 'trade_status_changed', $1 || i, '{}'::jsonb from generate_series(1, $2::int) i`,
+    [`trade:${tag}-`, count, platform],
   );
   await testDb.client.query(
     `insert into webhook_lanes (platform_code, resource_key, due_at)
-     select 'PLANS1', $1 || i, clock_timestamp() from generate_series(1, $2::int) i`,
-    [`trade:${tag}-`, count],
+     select $3, $1 || i, clock_timestamp() - ($4::int + $2::int - i) * interval '1 millisecond'
+     from generate_series(1, $2::int) i`,
+    [`trade:${tag}-`, count, platform, dueAgoMs],
   );
+}
+
+/** A connection whose every statement's plan is sent to it (auto_explain), into `plans`; null without it. */
+async function explainingClient(plans: string[]): Promise<pg.Client | string> {
+  const client = new pg.Client({
+    connectionString: testDb.database.url,
+    options:
+      '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
+      '-c auto_explain.log_nested_statements=on -c auto_explain.log_level=notice',
+  });
+  client.on('notice', (notice) => plans.push(notice.message ?? ''));
+  try {
+    await client.connect();
+    return client;
+  } catch (err) {
+    return `auto_explain cannot be loaded here (${(err as Error).message})`;
+  }
 }
 
 /**
@@ -77,17 +95,9 @@ async function claimAndSettle(
 
 test('plans made while the tables were nearly empty still use keys and indexes once they have grown', async (t) => {
   const plans: string[] = [];
-  const client = new pg.Client({
-    connectionString: testDb.database.url,
-    options:
-      '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
-      '-c auto_explain.log_nested_statements=on -c auto_explain.log_level=notice',
-  });
-  client.on('notice', (notice) => plans.push(notice.message ?? ''));
-  try {
-    await client.connect();
-  } catch (err) {
-    t.skip(`auto_explain cannot be loaded here (${(err as Error).message})`);
+  const client = await explainingClient(plans);
+  if (typeof client === 'string') {
+    t.skip(client);
     return;
   }
   try {
@@ -121,7 +131,7 @@ test('plans made while the tables were nearly empty still use keys and indexes o
       lanePlans.some((p) => /Index Scan using webhook_notifications_undelivered /.test(p)),
       'the lanes are read through the undelivered index',
     );
-    // A claim reads each platform's due lanes only (0023): the platform and "due" bound the range of the index
+    // A claim reads each platform's due lanes only (0024): the platform and "due" bound the range of the index
     // on both. With "due" a filter (a volatile clock_timestamp() cannot be an index condition), a claim that
     // found fewer due lanes than it asked for read every lane to the end of the index, leased or waiting for a
     // retry (review, before 0022: 31-43 ms a claim). And no statement that finds a lane by its key takes this
@@ -141,9 +151,53 @@ test('plans made while the tables were nearly empty still use keys and indexes o
     for (const cond of platformDueScans)
       assert.match(
         cond,
-        /Index Cond: \(\(\(?platform_code\)?(::text)? = \$\d+\) AND \(due_at <= /,
+        /Index Cond: \(\(\(platform_code\)::text >= (\$\d+)\) AND \(ROW\(\(platform_code\)::text, due_at\) <= ROW\(\1, \$\d+\)\)\)/,
         "the index is read for one platform's due lanes only",
       );
+    // Nor does a claim take the index on due_at alone for a platform's due lanes (its order is theirs, the
+    // platform being one value): it would pass over every other platform's lanes due earlier.
+    assert.deepEqual(
+      lanePlans.filter((p) => /Index Scan using webhook_lanes_due /.test(p)),
+      [],
+      'no lane function reads the index on due_at alone',
+    );
+  } finally {
+    await client.end();
+  }
+});
+
+test("planned on grown tables, a claim reads a platform's due lanes through the index on both, not the due index (0024)", async (t) => {
+  // A platform with a backlog due long before the other's lanes: through the index on due_at alone (it gives
+  // a platform's due lanes in order too), the other's were found only past the whole backlog.
+  await testDb.client.query(`insert into platforms (platform_code, name) values ('PLANS2', 'Plans 2')`);
+  await testDb.client.query(
+    `insert into webhook_endpoints (platform_code, url) values ('PLANS2', 'http://127.0.0.1:9/x')`,
+  );
+  // Without the test before's lanes, so the plan is made on these statistics alone, and without these after.
+  const clear = () => testDb.client.query('truncate webhook_lanes, webhook_notifications cascade');
+  await clear();
+  t.after(clear);
+  await record(20_000, 'backlog', 'PLANS1', 3_600_000);
+  await record(100, 'other', 'PLANS2');
+  await testDb.client.query('analyze webhook_notifications, webhook_lanes');
+  const plans: string[] = [];
+  const client = await explainingClient(plans);
+  if (typeof client === 'string') {
+    t.skip(client);
+    return;
+  }
+  try {
+    assert.equal(await claimAndSettle(client, 80), 80);
+    const lanePlans = plans.filter((p) => /webhook_lanes/.test(p));
+    assert.ok(
+      lanePlans.some((p) => /Index Scan using webhook_lanes_platform_due /.test(p)),
+      'the claim was explained',
+    );
+    assert.deepEqual(
+      lanePlans.filter((p) => /Index Scan using webhook_lanes_due /.test(p)),
+      [],
+      'no lane function reads the index on due_at alone',
+    );
   } finally {
     await client.end();
   }

@@ -125,7 +125,7 @@ test('a claim returns its lanes in the order they fell due, not by platform or r
   assert.ok(claimed.every((c) => c.heads.length === 1));
 });
 
-test('a claim gives each platform with due lanes an equal share, its oldest first, and returns the platforms in turn (0023)', async () => {
+test('a claim gives each platform with due lanes an equal share, its oldest first, and returns the platforms in turn (0024)', async () => {
   const [busy, some, one] = [
     await newPlatformWithWebhook(),
     await newPlatformWithWebhook(),
@@ -154,6 +154,38 @@ test('a claim gives each platform with due lanes an equal share, its oldest firs
     'trade:B3',
   ]);
   assert.deepEqual(ofThese(await claim('worker-shares-rest', 6)), ['trade:B4', 'trade:B5']);
+});
+
+test('shares are equal within one: what is left is shared among the platforms not yet served (0024)', async () => {
+  const platforms = [
+    await newPlatformWithWebhook(),
+    await newPlatformWithWebhook(),
+    await newPlatformWithWebhook(),
+    await newPlatformWithWebhook(),
+  ];
+  await recordDue(platforms.flatMap((code) => [1, 2, 3].map((i) => [code, `trade:${i}`, i] as const)));
+  const claimed = (await claim('worker-equal', 9)).filter((c) => platforms.includes(c.lane.platformCode));
+  const per = platforms.map((code) => claimed.filter((c) => c.lane.platformCode === code).length).sort();
+  // A share of 3 (9 / 4, rounded up) for each in turn would have left the last platform none.
+  assert.deepEqual(per, [2, 2, 2, 3]);
+  await claim('worker-equal-rest'); // (so that the next test's claims find none of these lanes due)
+});
+
+test("a claim of fewer lanes than there are platforms does not always take the oldest backlog's (0024)", async () => {
+  const [busy, other] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()];
+  await recordDue([
+    ...Array.from({ length: 40 }, (_, i) => [busy, `trade:B${i}`, 100 - i] as const),
+    [other, 'trade:O1', 1],
+  ]);
+  // In due order, each claim of one lane took the busy platform's oldest, 40 claims before the other's lane.
+  // Each claim now picks either platform alike: the other's lane is left after 30 claims with a chance of
+  // one in 2^30.
+  let claims = 0;
+  for (; claims < 30; claims++) {
+    const claimed = await claim('worker-one-lane', 1);
+    if (claimed.some((c) => c.lane.platformCode === other)) break;
+  }
+  assert.ok(claims < 30, "the other platform's lane was claimed within 30 claims of one lane");
 });
 
 test("a claim takes at most its share of the slow platforms' lanes, in due order with the others' (0022)", async () => {

@@ -7,7 +7,7 @@ import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../hel
 /**
  * A platform with a big backlog of notifications, to a receiver that answers well, does not hold every other
  * platform's notifications until its backlog is delivered: claims share a worker's room among the platforms
- * with due lanes (migration 0023). One worker with two slots here, 300 lanes of the busy platform, each
+ * with due lanes (migration 0024). One worker with two slots here, 300 lanes of the busy platform, each
  * answered in 10 ms.
  */
 const BACKLOG = 300;

@@ -256,7 +256,7 @@ export interface ClaimCap {
 
 /**
  * Claims up to `limit` due lanes for `owner` for `leaseMs` (webhook_claim_lanes: SKIP LOCKED; an equal share
- * for each platform with due lanes, its oldest due first, and the platforms in turn, migration 0023), of
+ * for each platform with due lanes, its oldest due first, and the platforms in turn, migration 0024), of
  * which at most `capped.limit` of the `capped` platforms (0022), with up to `perLane` notifications of each,
  * in one round trip.
  *
@@ -310,12 +310,18 @@ export async function claimLanes(
  * platforms not in `excluded` (those a claim takes none of, for now).
  */
 export async function nextLaneDueInMs(db: Executor, excluded: string[] = []): Promise<number | null> {
-  // One index descent per platform with a lane (0023). The `case`: greatest() ignores nulls, so without it
-  // "no lane" read as "due now", and an idle dispatcher polled every few milliseconds.
+  // Without exclusions, one descent of the due index; with them, one per platform with a lane (0024), rather
+  // than passing over the excluded platforms' due lanes one by one. The `case`: greatest() ignores nulls, so
+  // without it "no lane" read as "due now", and an idle dispatcher polled every few milliseconds.
+  const firstDue =
+    excluded.length === 0
+      ? sql`select min(due_at) as due_at from webhook_lanes`
+      : sql`select min(first_due_at) as due_at from webhook_lane_platforms()
+          where not (platform_code = any (${excluded}::text[]))`;
   const { rows } = await sql<{ ms: number | null }>`
-    select case when min(first_due_at) is not null
-      then greatest(0, ceil(extract(epoch from (min(first_due_at) - clock_timestamp())) * 1000))::int end as ms
-    from webhook_lane_platforms() where not (platform_code = any (${excluded}::text[]))`.execute(db);
+    select case when due_at is not null
+      then greatest(0, ceil(extract(epoch from (due_at - clock_timestamp())) * 1000))::int end as ms
+    from (${firstDue}) first_due`.execute(db);
   return rows[0]?.ms ?? null;
 }
 

@@ -5,30 +5,20 @@
 -- its backlog was delivered, and every other platform waited behind it: 100,000 notifications ahead at about
 -- 4,000 a second is 25 s; at a receiver that answers in 200 ms, on 10 slots, nearly three hours.
 --
--- Now a claim of p_limit lanes gives each platform with due lanes an equal share (those in p_capped, whose
--- receivers are slow, at most p_capped_limit between them, as in 0022), the lanes of each that fell due
--- first; what a platform leaves of its share (it had fewer due lanes) goes to the others, in further rounds.
--- The lanes come back interleaved: every platform's first lane, in the order they fell due, then every
--- platform's second, and so on, so that a worker, which starts them in the order claimed, takes the
--- platforms in turn. With one platform due this is 0022's claim.
+-- Now a claim of p_limit lanes shares them equally among the platforms with due lanes (those in p_capped,
+-- whose receivers are slow, at most p_capped_limit between them, as in 0022), the lanes of each that fell due
+-- first; what a platform leaves of its share (it had fewer due lanes) goes to the others, in further rounds,
+-- those that have taken fewest first. The platforms are served in random order, so that when a claim takes
+-- fewer lanes than there are platforms, each has the same chance (in due order the oldest backlog would always
+-- win). The lanes come back interleaved: every platform's first lane, in the order they fell due, then every
+-- platform's second, and so on, so that a worker, which starts them in the order claimed, takes the platforms
+-- in turn. With one platform due this is 0022's claim.
 --
--- The platforms are found through a new index on (platform_code, due_at), one descent per platform with a
--- lane (webhook_lane_platforms, a loose index scan), and each platform's due lanes through the same index, so
--- a capped platform's due backlog is no longer passed over lane by lane (0022: 10-14 ms a claim beside
--- 100,000). It replaces the index on due_at alone: a lane write pays for as many index entries as before.
--- With that index beside it, the plan of a platform's due lanes took the due index for its order (the
--- platform being one value) and passed over every other platform's lanes due earlier: 38 ms beside 100,000.
--- The dispatcher's next-due time is now the earliest of the platforms' first lanes, one descent each.
---
--- It is in the "C" collation, which only these statements ask for, as the undelivered index of 0011: in the
--- default one, the plans of the statements that find a lane by its key, made while the table was nearly
--- empty, took it instead of the primary key (both begin with the platform), and then read every lane of the
--- platform for each lane they looked up.
---
--- A claim now costs one index descent per platform with a lane, due or not (a few microseconds each).
-
-create index webhook_lanes_platform_due on webhook_lanes (platform_code collate "C", due_at);
-drop index webhook_lanes_due;
+-- The platforms are found through the index on (platform_code, due_at) of 0023, one descent per platform with
+-- a lane (webhook_lane_platforms, a loose index scan), and each platform's due lanes through the same index,
+-- so a capped platform's due backlog is no longer passed over lane by lane (0022: 10-14 ms a claim beside
+-- 100,000). A claim costs one descent per platform with a lane, due or not: 6-7 us each on the development
+-- VM, 6.6 ms a claim beside 1,000 such platforms (review).
 
 -- Each platform that has a lane, with the time its first lane falls due (or fell due).
 create function webhook_lane_platforms()
@@ -78,9 +68,9 @@ declare
   -- The platforms of this round, and those that took their whole share (they may have more).
   v_round text[];
   v_wanting text[];
+  v_unserved integer;
   v_code text;
   v_capped boolean;
-  v_share integer;
   v_take integer;
   v_got tid[];
   v_got_due timestamptz[];
@@ -91,7 +81,7 @@ declare
   v_codes text[] := '{}';
   v_dues timestamptz[] := '{}';
 begin
-  select coalesce(array_agg(p.platform_code order by p.first_due_at, p.platform_code), '{}') into v_wanting
+  select coalesce(array_agg(p.platform_code order by random()), '{}') into v_wanting
   from webhook_lane_platforms() p
   where p.first_due_at <= v_now;
   while v_left > 0 loop
@@ -103,17 +93,29 @@ begin
     exit when cardinality(v_wanting) = 0;
     v_round := v_wanting;
     v_wanting := '{}';
-    v_share := (v_left + cardinality(v_round) - 1) / cardinality(v_round);
+    v_unserved := cardinality(v_round);
     foreach v_code in array v_round loop
+      -- An equal share of what is left among the platforms not yet served this round (rounded up: at least 1).
+      v_take := (v_left + v_unserved - 1) / v_unserved;
+      v_unserved := v_unserved - 1;
       v_capped := v_code = any (p_capped);
-      v_take := least(v_share, v_left, case when v_capped then v_capped_left else v_left end);
+      if v_capped then
+        v_take := least(v_take, v_capped_left);
+      end if;
       continue when v_take <= 0;
-      -- (Lanes this claim already holds are locked by it, so SKIP LOCKED would not skip them: hence the ctid.)
+      -- The platform's lanes due by now: from (v_code, the start of time) to (v_code, v_now), written as that
+      -- range of (platform, due) rather than "platform = v_code and due_at <= v_now", which the plan could
+      -- read through the index on due_at alone (0008), the platform being one value, in the order asked for,
+      -- passing over every other platform's lanes due earlier (38 ms a claim beside 100,000). Only the index
+      -- on both gives this range and order. (Lanes this claim already holds are locked by it, so SKIP LOCKED
+      -- would not skip them: hence the ctid.)
       select coalesce(array_agg(l.ctid), '{}'), coalesce(array_agg(l.due_at), '{}') into v_got, v_got_due
       from (
         select w.ctid, w.due_at from webhook_lanes w
-        where w.platform_code collate "C" = v_code and w.due_at <= v_now and w.ctid <> all (v_ctids)
-        order by w.due_at
+        where w.platform_code collate "C" >= v_code
+          and (w.platform_code collate "C", w.due_at) <= (v_code, v_now)
+          and w.ctid <> all (v_ctids)
+        order by w.platform_code collate "C", w.due_at
         limit v_take
         for no key update skip locked
       ) l;
@@ -133,6 +135,11 @@ begin
         v_wanting := v_wanting || v_code;
       end if;
     end loop;
+    -- The next round serves first those that have taken fewest (a share rounded up went to those served
+    -- first).
+    v_wanting := array(
+      select u.code from unnest(v_wanting) with ordinality as u(code, place)
+      order by cardinality(array_positions(v_codes, u.code)), u.place);
   end loop;
   if cardinality(v_ctids) = 0 then
     return;
