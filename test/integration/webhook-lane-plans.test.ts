@@ -35,13 +35,17 @@ async function record(count: number, tag: string, platform = 'PLANS1', dueAgoMs 
   );
 }
 
-/** A connection whose every statement's plan is sent to it (auto_explain), into `plans`; null without it. */
-async function explainingClient(plans: string[]): Promise<pg.Client | string> {
+/**
+ * A connection whose every statement's plan is sent to it (auto_explain), into `plans`, with the pages each read
+ * if `buffers`; or why it cannot be had.
+ */
+async function explainingClient(plans: string[], buffers = false): Promise<pg.Client | string> {
   const client = new pg.Client({
     connectionString: testDb.database.url,
     options:
       '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
-      '-c auto_explain.log_nested_statements=on -c auto_explain.log_level=notice',
+      '-c auto_explain.log_nested_statements=on -c auto_explain.log_level=notice' +
+      (buffers ? ' -c auto_explain.log_analyze=on -c auto_explain.log_buffers=on' : ''),
   });
   client.on('notice', (notice) => plans.push(notice.message ?? ''));
   try {
@@ -151,7 +155,7 @@ test('plans made while the tables were nearly empty still use keys and indexes o
     for (const cond of platformDueScans)
       assert.match(
         cond,
-        /Index Cond: \(\(\(platform_code\)::text >= (\$\d+)\) AND \(ROW\(\(platform_code\)::text, due_at\) <= ROW\(\1, \$\d+\)\)\)/,
+        /Index Cond: \(\(\(platform_code\)::text = ANY \(ARRAY\[r\.code\]\)\) AND \(due_at <= \$\d+\)\)/,
         "the index is read for one platform's due lanes only",
       );
     // Nor does a claim take the index on due_at alone for a platform's due lanes (its order is theirs, the
@@ -166,38 +170,54 @@ test('plans made while the tables were nearly empty still use keys and indexes o
   }
 });
 
-test("planned on grown tables, a claim reads a platform's due lanes through the index on both, not the due index (0024)", async (t) => {
-  // A platform with a backlog due long before the other's lanes: through the index on due_at alone (it gives
-  // a platform's due lanes in order too), the other's were found only past the whole backlog.
-  await testDb.client.query(`insert into platforms (platform_code, name) values ('PLANS2', 'Plans 2')`);
-  await testDb.client.query(
-    `insert into webhook_endpoints (platform_code, url) values ('PLANS2', 'http://127.0.0.1:9/x')`,
-  );
-  // Without the test before's lanes, so the plan is made on these statistics alone, and without these after.
+test("planned on grown tables, a claim reads each platform's due lanes and no other (0024)", async (t) => {
+  // Without the test before's lanes, so the plans are made on these statistics alone, and without these after.
   const clear = () => testDb.client.query('truncate webhook_lanes, webhook_notifications cascade');
   await clear();
   t.after(clear);
+  for (const code of ['PLANS2', 'PLANS3']) {
+    await testDb.client.query(`insert into platforms (platform_code, name) values ($1, 'Plans')`, [code]);
+    await testDb.client.query(
+      `insert into webhook_endpoints (platform_code, url) values ($1, 'http://127.0.0.1:9/x')`,
+      [code],
+    );
+  }
+  // PLANS1: a backlog due long before the others' lanes. Through the index on due_at alone (which gives one
+  // platform's due lanes in order too), another platform's were found only past the whole backlog.
   await record(20_000, 'backlog', 'PLANS1', 3_600_000);
   await record(100, 'other', 'PLANS2');
+  // PLANS3: a few lanes due, and many waiting for a retry (a receiver that was down). Read as the range from
+  // (platform, start of time) to (platform, now), the scan stopped only at the next platform, so it passed
+  // over every one of those on each claim.
+  await record(3, 'retry-due', 'PLANS3');
+  await testDb.client.query(
+    `insert into webhook_lanes (platform_code, resource_key, due_at)
+     select 'PLANS3', 'trade:retrying-' || i, clock_timestamp() + interval '1 hour' from generate_series(1, 100000) i`,
+  );
   await testDb.client.query('analyze webhook_notifications, webhook_lanes');
   const plans: string[] = [];
-  const client = await explainingClient(plans);
+  const client = await explainingClient(plans, true);
   if (typeof client === 'string') {
     t.skip(client);
     return;
   }
   try {
-    assert.equal(await claimAndSettle(client, 80), 80);
-    const lanePlans = plans.filter((p) => /webhook_lanes/.test(p));
-    assert.ok(
-      lanePlans.some((p) => /Index Scan using webhook_lanes_platform_due /.test(p)),
-      'the claim was explained',
-    );
+    assert.equal(await claimAndSettle(client, 90), 90);
+    const shares = plans.filter((p) => /cross join lateral/.test(p) && /webhook_lanes_platform_due/.test(p));
+    assert.ok(shares.length > 0, 'the claim was explained');
     assert.deepEqual(
-      lanePlans.filter((p) => /Index Scan using webhook_lanes_due /.test(p)),
+      plans.filter((p) => /Index Scan using webhook_lanes_due /.test(p)),
       [],
       'no lane function reads the index on due_at alone',
     );
+    // 90 lanes taken and locked, each a heap page or two; passing over PLANS3's waiting lanes is ~500 index
+    // pages more, and over PLANS1's backlog 20,000 heap fetches.
+    for (const plan of shares) {
+      const [, hit = '0', read = '0'] = /Buffers: shared hit=(\d+)(?: read=(\d+))?/.exec(plan) ?? [];
+      const pages = Number(hit) + Number(read);
+      t.diagnostic(`pages read by a round of the claim: ${pages}`);
+      assert.ok(pages < 400, `a round of the claim read ${pages} pages`);
+    }
   } finally {
     await client.end();
   }
@@ -209,7 +229,7 @@ test('the claim answers created_at as before 0012 (a worker of the version befor
     `update webhook_notifications set created_at = now() - interval '2 days', redelivered_at = now()
      where resource_key = 'trade:columns-1'`,
   );
-  // The oldest due lane, so that it is the one claimed whatever the test before left.
+  // The oldest due lane, and the only platform's (the test before leaves none), so that it is the one claimed.
   await testDb.client.query(
     `update webhook_lanes set due_at = now() - interval '1 day' where resource_key = 'trade:columns-1'`,
   );

@@ -143,8 +143,8 @@ test('a claim gives each platform with due lanes an equal share, its oldest firs
   ]);
   const ofThese = (claimed: Awaited<ReturnType<typeof claim>>) =>
     claimed.filter((c) => [busy, some, one].includes(c.lane.platformCode)).map((c) => c.lane.resourceKey);
-  // Six between three: two each, but `one` has a single lane, so what it leaves goes to the platform whose
-  // lanes fell due first. By due order alone the busy platform would have taken five of the six.
+  // Six among three: two each, but `one` has a single lane, and what it leaves goes to `busy`, the only one
+  // with more. By due order alone the busy platform would have taken five of the six.
   assert.deepEqual(ofThese(await claim('worker-shares', 6)), [
     'trade:B1',
     'trade:S1',
@@ -156,19 +156,33 @@ test('a claim gives each platform with due lanes an equal share, its oldest firs
   assert.deepEqual(ofThese(await claim('worker-shares-rest', 6)), ['trade:B4', 'trade:B5']);
 });
 
-test('shares are equal within one: what is left is shared among the platforms not yet served (0024)', async () => {
-  const platforms = [
-    await newPlatformWithWebhook(),
-    await newPlatformWithWebhook(),
-    await newPlatformWithWebhook(),
-    await newPlatformWithWebhook(),
-  ];
-  await recordDue(platforms.flatMap((code) => [1, 2, 3].map((i) => [code, `trade:${i}`, i] as const)));
-  const claimed = (await claim('worker-equal', 9)).filter((c) => platforms.includes(c.lane.platformCode));
-  const per = platforms.map((code) => claimed.filter((c) => c.lane.platformCode === code).length).sort();
-  // A share of 3 (9 / 4, rounded up) for each in turn would have left the last platform none.
-  assert.deepEqual(per, [2, 2, 2, 3]);
-  await claim('worker-equal-rest'); // (so that the next test's claims find none of these lanes due)
+test('shares are equal within one claim, what a platform leaves shared among the others alike (0024)', async () => {
+  const newPlatforms = async (n: number) => {
+    const codes: string[] = [];
+    for (let i = 0; i < n; i++) codes.push(await newPlatformWithWebhook());
+    return codes;
+  };
+  const lanesOf = (code: string, n: number) =>
+    Array.from({ length: n }, (_, i) => [code, `trade:${i}`, n - i] as const);
+  const perPlatform = async (owner: string, limit: number, platforms: string[]) => {
+    const claimed = await claim(owner, limit);
+    await claim(`${owner}-rest`); // (so that the next claims find none of these lanes due)
+    return platforms
+      .map((code) => claimed.filter((c) => c.lane.platformCode === code).length)
+      .sort((a, b) => a - b);
+  };
+
+  const four = await newPlatforms(4);
+  await recordDue(four.flatMap((code) => lanesOf(code, 3)));
+  // 9 among 4: 3, 2, 2, 2. A share of 3 (9 / 4, rounded up) for each in turn left the last platform none.
+  assert.deepEqual(await perPlatform('worker-equal', 9, four), [2, 2, 2, 3]);
+
+  const [single, ...big] = await newPlatforms(4);
+  await recordDue([...lanesOf(single!, 1), ...big.flatMap((code) => lanesOf(code, 40))]);
+  // 61 among 4, one of which has a single lane: what it leaves of its 15 goes to the three others alike, 20
+  // each. Shared only among the platforms served after it in the round, those served before it got 16 and
+  // those after 22.
+  assert.deepEqual(await perPlatform('worker-leftover', 61, [single!, ...big]), [1, 20, 20, 20]);
 });
 
 test("a claim of fewer lanes than there are platforms does not always take the oldest backlog's (0024)", async () => {

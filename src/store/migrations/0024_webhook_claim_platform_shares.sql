@@ -7,18 +7,19 @@
 --
 -- Now a claim of p_limit lanes shares them equally among the platforms with due lanes (those in p_capped,
 -- whose receivers are slow, at most p_capped_limit between them, as in 0022), the lanes of each that fell due
--- first; what a platform leaves of its share (it had fewer due lanes) goes to the others, in further rounds,
--- those that have taken fewest first. The platforms are served in random order, so that when a claim takes
--- fewer lanes than there are platforms, each has the same chance (in due order the oldest backlog would always
--- win). The lanes come back interleaved: every platform's first lane, in the order they fell due, then every
--- platform's second, and so on, so that a worker, which starts them in the order claimed, takes the platforms
--- in turn. With one platform due this is 0022's claim.
+-- first; what platforms leave of their shares (they had fewer due lanes) is shared equally among the others in
+-- a further round, and so on; the spare lanes of a share that does not divide go to the platforms that have
+-- taken fewest. The platforms are served in random order, so that when a claim takes fewer lanes than there
+-- are platforms, each has the same chance (in due order the oldest backlog would always win). The lanes come
+-- back interleaved: every platform's first lane, in the order they fell due, then every platform's second, and
+-- so on, so that a worker, which starts them in the order claimed, takes the platforms in turn. With one
+-- platform due this is 0022's claim.
 --
 -- The platforms are found through the index on (platform_code, due_at) of 0023, one descent per platform with
--- a lane (webhook_lane_platforms, a loose index scan), and each platform's due lanes through the same index,
--- so a capped platform's due backlog is no longer passed over lane by lane (0022: 10-14 ms a claim beside
--- 100,000). A claim costs one descent per platform with a lane, due or not: 6-7 us each on the development
--- VM, 6.6 ms a claim beside 1,000 such platforms (review).
+-- a lane (webhook_lane_platforms, a loose index scan), and each round takes every platform's share through the
+-- same index in one statement, so a capped platform's due backlog is no longer passed over lane by lane (0022:
+-- 10-14 ms a claim beside 100,000). A claim costs one descent per platform with a lane, due or not: 6-7 us
+-- each on the development VM, 6.6 ms a claim beside 1,000 such platforms (review).
 
 -- Each platform that has a lane, with the time its first lane falls due (or fell due).
 create function webhook_lane_platforms()
@@ -65,17 +66,16 @@ declare
   v_now timestamptz := clock_timestamp();
   v_left integer := p_limit;
   v_capped_left integer := least(p_capped_limit, p_limit);
-  -- The platforms of this round, and those that took their whole share (they may have more).
+  -- A round's platforms and their shares; those that may take more in the next round.
   v_round text[];
+  v_takes integer[];
   v_wanting text[];
-  v_unserved integer;
-  v_code text;
-  v_capped boolean;
+  v_budget integer;
   v_take integer;
+  v_place integer;
   v_got tid[];
   v_got_due timestamptz[];
-  v_taken integer;
-  v_platforms integer := 0;
+  v_got_codes text[];
   -- The lanes taken, with their platform and due time.
   v_ctids tid[] := '{}';
   v_codes text[] := '{}';
@@ -85,74 +85,75 @@ begin
   from webhook_lane_platforms() p
   where p.first_due_at <= v_now;
   while v_left > 0 loop
-    if v_capped_left <= 0 then
+    if v_capped_left <= 0 and cardinality(p_capped) > 0 then
       v_wanting := array(
         select u.code from unnest(v_wanting) with ordinality as u(code, place)
         where not (u.code = any (p_capped)) order by u.place);
     end if;
     exit when cardinality(v_wanting) = 0;
+    -- Equal shares of what is left, the spare ones to those first in the round's order; the capped platforms'
+    -- within what is left of their cap.
     v_round := v_wanting;
-    v_wanting := '{}';
-    v_unserved := cardinality(v_round);
-    foreach v_code in array v_round loop
-      -- An equal share of what is left among the platforms not yet served this round (rounded up: at least 1).
-      v_take := (v_left + v_unserved - 1) / v_unserved;
-      v_unserved := v_unserved - 1;
-      v_capped := v_code = any (p_capped);
-      if v_capped then
-        v_take := least(v_take, v_capped_left);
+    v_takes := '{}';
+    v_budget := v_capped_left;
+    for v_place in 1 .. cardinality(v_round) loop
+      v_take := v_left / cardinality(v_round)
+        + case when v_place <= v_left % cardinality(v_round) then 1 else 0 end;
+      if coalesce(v_round[v_place] = any (p_capped), false) then
+        v_take := least(v_take, v_budget);
+        v_budget := v_budget - v_take;
       end if;
-      continue when v_take <= 0;
-      -- The platform's lanes due by now: from (v_code, the start of time) to (v_code, v_now), written as that
-      -- range of (platform, due) rather than "platform = v_code and due_at <= v_now", which the plan could
-      -- read through the index on due_at alone (0008), the platform being one value, in the order asked for,
-      -- passing over every other platform's lanes due earlier (38 ms a claim beside 100,000). Only the index
-      -- on both gives this range and order. (Lanes this claim already holds are locked by it, so SKIP LOCKED
-      -- would not skip them: hence the ctid.)
-      select coalesce(array_agg(l.ctid), '{}'), coalesce(array_agg(l.due_at), '{}') into v_got, v_got_due
-      from (
-        select w.ctid, w.due_at from webhook_lanes w
-        where w.platform_code collate "C" >= v_code
-          and (w.platform_code collate "C", w.due_at) <= (v_code, v_now)
-          and w.ctid <> all (v_ctids)
-        order by w.platform_code collate "C", w.due_at
-        limit v_take
-        for no key update skip locked
-      ) l;
-      v_taken := cardinality(v_got);
-      continue when v_taken = 0;
-      if not (v_code = any (v_codes)) then
-        v_platforms := v_platforms + 1;
-      end if;
-      v_ctids := v_ctids || v_got;
-      v_codes := v_codes || array_fill(v_code, array[v_taken]);
-      v_dues := v_dues || v_got_due;
-      v_left := v_left - v_taken;
-      if v_capped then
-        v_capped_left := v_capped_left - v_taken;
-      end if;
-      if v_taken = v_take then
-        v_wanting := v_wanting || v_code;
-      end if;
+      v_takes := v_takes || v_take;
     end loop;
-    -- The next round serves first those that have taken fewest (a share rounded up went to those served
-    -- first).
+    -- Every platform's share in one statement, the platform's lanes due by now through the index on both
+    -- (0023). "= any" of the one platform rather than "=": with "=", the platform is one value to the plan, which
+    -- could then read the index on due_at alone (0008) in the order asked for, passing over every other
+    -- platform's lanes due earlier (38 ms a claim beside 100,000); with "= any" only the index on both gives
+    -- that order. (Lanes this claim already holds are locked by it, so SKIP LOCKED would not skip them: hence
+    -- the ctid.)
+    select coalesce(array_agg(l.ctid order by r.place, l.due_at), '{}'),
+      coalesce(array_agg(l.due_at order by r.place, l.due_at), '{}'),
+      coalesce(array_agg(r.code order by r.place, l.due_at), '{}')
+    into v_got, v_got_due, v_got_codes
+    from unnest(v_round, v_takes) with ordinality as r(code, take, place)
+    cross join lateral (
+      select w.ctid, w.due_at from webhook_lanes w
+      where w.platform_code collate "C" = any (array[r.code]) and w.due_at <= v_now
+        and w.ctid <> all (v_ctids)
+      order by w.platform_code collate "C", w.due_at
+      limit r.take
+      for no key update skip locked
+    ) l
+    where r.take > 0;
+    v_ctids := v_ctids || v_got;
+    v_codes := v_codes || v_got_codes;
+    v_dues := v_dues || v_got_due;
+    v_left := v_left - cardinality(v_got);
+    v_capped_left := v_capped_left
+      - (select count(*) from unnest(v_got_codes) as g(code) where g.code = any (p_capped))::integer;
+    -- Next round: those that took their whole share (they may have more) or had none, those that have taken
+    -- fewest first (the spare ones went to those first in this round).
     v_wanting := array(
-      select u.code from unnest(v_wanting) with ordinality as u(code, place)
-      order by cardinality(array_positions(v_codes, u.code)), u.place);
+      select r.code from unnest(v_round, v_takes) with ordinality as r(code, take, place)
+      left join (select g.code, count(*) as n from unnest(v_got_codes) as g(code) group by g.code) got
+        on got.code = r.code
+      left join (select a.code, count(*) as n from unnest(v_codes) as a(code) group by a.code) so_far
+        on so_far.code = r.code
+      where r.take = coalesce(got.n, 0)
+      order by coalesce(so_far.n, 0), r.place);
+    -- (A round that took nothing leaves only platforms that had no share, and what is left is then shared
+    -- among fewer; one whose lanes are all locked by other claims drops out.)
+    exit when cardinality(v_got) = 0 and cardinality(v_wanting) = cardinality(v_round);
   end loop;
   if cardinality(v_ctids) = 0 then
     return;
   end if;
-  -- In turn: each platform's first lane, in the order they fell due, then each one's second, and so on. One
-  -- platform's are in due order already.
-  if v_platforms > 1 then
-    select array_agg(t.lane order by t.turn, t.due_at, t.lane) into v_ctids
-    from (
-      select u.lane, u.due_at, row_number() over (partition by u.code order by u.due_at, u.lane) as turn
-      from unnest(v_ctids, v_codes, v_dues) as u(lane, code, due_at)
-    ) t;
-  end if;
+  -- In turn: each platform's first lane, in the order they fell due, then each one's second, and so on.
+  select array_agg(t.lane order by t.turn, t.due_at, t.lane) into v_ctids
+  from (
+    select u.lane, u.due_at, row_number() over (partition by u.code order by u.due_at, u.lane) as turn
+    from unnest(v_ctids, v_codes, v_dues) as u(lane, code, due_at)
+  ) t;
   -- As in 0021.
   return query
     with claimed as (
