@@ -1,6 +1,12 @@
 import { after, before } from 'node:test';
 import { startTestService, type TestService } from './test-service.ts';
-import { startWebhookReceiver, type TestReceiver } from './webhook-receiver.ts';
+import {
+  record,
+  startWebhookReceiver,
+  waitFor,
+  type ReceivedDelivery,
+  type TestReceiver,
+} from './webhook-receiver.ts';
 
 /**
  * For the tests of how a worker shares its delivery slots between platforms: a service that delivers (role
@@ -13,6 +19,11 @@ export interface SlotSharingSet {
   healthy: TestReceiver;
   /** Two new platforms, `a` with its webhook on the receiver that hangs, `b` on the healthy one. */
   platformsOnEach(): Promise<{ a: string; b: string }>;
+  /**
+   * On two new platforms (`platformsOnEach`): records `backlog` lanes of `a`, waits until the first of them are
+   * being attempted, then records one notification of `b` and waits for its delivery.
+   */
+  backlogThenOther(backlog: number): Promise<{ a: string; b: string; delivered: ReceivedDelivery }>;
 }
 
 export function serviceWithHangingAndHealthyReceivers(env: Record<string, string> = {}): SlotSharingSet {
@@ -23,6 +34,19 @@ export function serviceWithHangingAndHealthyReceivers(env: Record<string, string
       await set.svc.admin.put(`/platforms/${a}/webhook`, { url: set.hanging.url });
       await set.svc.admin.put(`/platforms/${b}/webhook`, { url: set.healthy.url });
       return { a, b };
+    },
+    async backlogThenOther(backlog: number) {
+      const db = set.svc.runtime.store.db;
+      const { a, b } = await set.platformsOnEach();
+      for (let i = 0; i < backlog; i++) await record(db, a, `trade:hang-${i}`, { i });
+      await waitFor(() => set.hanging.deliveries.length >= 2, "the hanging platform's first attempts");
+      const id = await record(db, b, 'trade:healthy-1', { b: 1 });
+      const delivered = await waitFor(
+        () => set.healthy.deliveries.find((d) => d.notificationId === id),
+        "the other platform's first notification",
+        60_000,
+      );
+      return { a, b, delivered };
     },
   } as SlotSharingSet;
   before(async () => {

@@ -13,12 +13,18 @@ import { createTestDatabaseWithClient, type TestDatabaseWithClient } from '../he
 let testDb: TestDatabaseWithClient;
 before(async () => {
   testDb = await createTestDatabaseWithClient();
-  await testDb.client.query(`insert into platforms (platform_code, name) values ('PLANS1', 'Plans')`);
-  await testDb.client.query(
-    `insert into webhook_endpoints (platform_code, url) values ('PLANS1', 'http://127.0.0.1:9/x')`,
-  );
+  await addPlatform('PLANS1');
 });
 after(() => testDb?.close());
+
+/** A platform with a webhook. */
+async function addPlatform(code: string): Promise<void> {
+  await testDb.client.query(`insert into platforms (platform_code, name) values ($1, 'Plans')`, [code]);
+  await testDb.client.query(
+    `insert into webhook_endpoints (platform_code, url) values ($1, 'http://127.0.0.1:9/x')`,
+    [code],
+  );
+}
 
 /** Records `count` notifications of `platform`, each on a lane of its own, the first `dueAgoMs` + `count` ms ago, the last `dueAgoMs` ago. */
 async function record(count: number, tag: string, platform = 'PLANS1', dueAgoMs = 0): Promise<void> {
@@ -175,13 +181,8 @@ test("planned on grown tables, a claim reads each platform's due lanes and no ot
   const clear = () => testDb.client.query('truncate webhook_lanes, webhook_notifications cascade');
   await clear();
   t.after(clear);
-  for (const code of ['PLANS2', 'PLANS3']) {
-    await testDb.client.query(`insert into platforms (platform_code, name) values ($1, 'Plans')`, [code]);
-    await testDb.client.query(
-      `insert into webhook_endpoints (platform_code, url) values ($1, 'http://127.0.0.1:9/x')`,
-      [code],
-    );
-  }
+  await addPlatform('PLANS2');
+  await addPlatform('PLANS3');
   // PLANS1: a backlog due long before the others' lanes. Through the index on due_at alone (which gives one
   // platform's due lanes in order too), another platform's were found only past the whole backlog.
   await record(20_000, 'backlog', 'PLANS1', 3_600_000);

@@ -43,6 +43,13 @@ async function newPlatformWithWebhook(): Promise<string> {
   return platform.platform_code;
 }
 
+/** `n` new platforms with a webhook each. */
+async function newPlatforms(n: number): Promise<string[]> {
+  const codes: string[] = [];
+  for (let i = 0; i < n; i++) codes.push(await newPlatformWithWebhook());
+  return codes;
+}
+
 /** Other tests' lanes are claimed too (one database): keep only this platform's. */
 const mine = (code: string, claimed: Awaited<ReturnType<typeof claim>>) =>
   claimed.filter((c) => c.lane.platformCode === code);
@@ -110,7 +117,7 @@ async function recordDue(due: readonly (readonly [code: string, resource: string
 
 test('a claim returns its lanes in the order they fell due, not by platform or resource', async () => {
   // `early` sorts before `late`, and trade:A before trade:B: by key, the last lane due would come first.
-  const [early, late] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()].sort();
+  const [early, late] = (await newPlatforms(2)).sort();
   const due = [
     [late, 'trade:B', 3],
     [early, 'trade:A', 2],
@@ -128,11 +135,7 @@ test('a claim returns its lanes in the order they fell due, not by platform or r
 });
 
 test('a claim gives each platform with due lanes an equal share, its oldest first, and returns the platforms in turn (0024)', async () => {
-  const [busy, some, one] = [
-    await newPlatformWithWebhook(),
-    await newPlatformWithWebhook(),
-    await newPlatformWithWebhook(),
-  ];
+  const [busy, some, one] = (await newPlatforms(3)) as [string, string, string];
   await recordDue([
     [busy, 'trade:B1', 9],
     [busy, 'trade:B2', 8],
@@ -159,11 +162,6 @@ test('a claim gives each platform with due lanes an equal share, its oldest firs
 });
 
 test('shares are equal within one claim, what a platform leaves shared among the others alike (0024)', async () => {
-  const newPlatforms = async (n: number) => {
-    const codes: string[] = [];
-    for (let i = 0; i < n; i++) codes.push(await newPlatformWithWebhook());
-    return codes;
-  };
   const lanesOf = (code: string, n: number) =>
     Array.from({ length: n }, (_, i) => [code, `trade:${i}`, n - i] as const);
   const perPlatform = async (owner: string, limit: number, platforms: string[]) => {
@@ -188,7 +186,7 @@ test('shares are equal within one claim, what a platform leaves shared among the
 });
 
 test("a claim of fewer lanes than there are platforms does not always take the oldest backlog's (0024)", async () => {
-  const [busy, other] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()];
+  const [busy, other] = (await newPlatforms(2)) as [string, string];
   await recordDue([
     ...Array.from({ length: 40 }, (_, i) => [busy, `trade:B${i}`, 100 - i] as const),
     [other, 'trade:O1', 1],
@@ -206,7 +204,7 @@ test("a claim of fewer lanes than there are platforms does not always take the o
 });
 
 test("a claim takes at most its share of the slow platforms' lanes, in due order with the others' (0022)", async () => {
-  const [slow, other] = [await newPlatformWithWebhook(), await newPlatformWithWebhook()];
+  const [slow, other] = (await newPlatforms(2)) as [string, string];
   const due = [
     [slow, 'trade:S1', 5],
     [slow, 'trade:S2', 4],

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { serviceWithHangingAndHealthyReceivers } from '../helpers/slot-sharing.ts';
-import { record, waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
  * One platform's receiver that hangs does not keep a worker's slots from every other platform for its whole
@@ -11,17 +10,8 @@ import { record, waitFor } from '../helpers/webhook-receiver.ts';
 const set = serviceWithHangingAndHealthyReceivers();
 
 test("a platform whose receiver hangs holds a slot for one attempt at a time, not for its lanes' fast retries", async () => {
-  const { svc, hanging, healthy } = set;
-  const db = svc.runtime.store.db;
-  const { a, b } = await set.platformsOnEach();
-  for (let i = 0; i < 4; i++) await record(db, a, `trade:hang-${i}`, { i });
-  await waitFor(() => hanging.deliveries.length >= 2, "the hanging platform's first attempts");
-  const id = await record(db, b, 'trade:healthy', { b: 1 });
-  const delivered = await waitFor(
-    () => healthy.deliveries.find((d) => d.notificationId === id),
-    "the other platform's notification",
-    60_000,
-  );
+  const { delivered } = await set.backlogThenOther(4);
+  const { hanging } = set;
   // Held in place, the first two lanes would each have made all five attempts of their round (the first
   // and four fast retries) before anything else got a slot. Counted up to the delivery itself, not up to when
   // this test noticed it.

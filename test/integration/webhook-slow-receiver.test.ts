@@ -16,15 +16,7 @@ const BACKLOG = 8;
 test("a receiver that hangs holds at most half the slots: another platform's notifications go out beside its backlog", async () => {
   const { svc, hanging, healthy } = set;
   const db = svc.runtime.store.db;
-  const { a, b } = await set.platformsOnEach();
-  for (let i = 0; i < BACKLOG; i++) await record(db, a, `trade:hang-${i}`, { i });
-  await waitFor(() => hanging.deliveries.length >= 2, "the hanging platform's first attempts");
-  const first = await record(db, b, 'trade:healthy-1', { b: 1 });
-  const firstDelivered = await waitFor(
-    () => healthy.deliveries.find((d) => d.notificationId === first),
-    "the other platform's first notification",
-    60_000,
-  );
+  const { b, delivered: firstDelivered } = await set.backlogThenOther(BACKLOG);
   // Before, every lane of the backlog (older, so first in line) had its first attempt, two at a time, each
   // holding its slot for the whole timeout, before the other platform's lane got a slot.
   const attempted = (until: number) =>

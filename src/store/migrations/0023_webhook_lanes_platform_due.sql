@@ -11,8 +11,8 @@
 -- write, so every transaction that records a notification, for as long as it takes. Dropped first: a build
 -- stopped halfway leaves an invalid index behind, and the file is then run again whole.
 --
--- It is beside the index on due_at alone (0008), which the dispatcher's next-due time reads in one descent
--- and a worker of the version before claims through during a deploy: every write of a lane's due_at pays
--- for one more index entry.
+-- It is beside the index on due_at alone (0008), which the dispatcher's next-due time reads in one descent,
+-- a worker of the version before's too during a deploy: every write of a lane's due_at pays for one more
+-- index entry.
 drop index concurrently if exists webhook_lanes_platform_due;
 create index concurrently webhook_lanes_platform_due on webhook_lanes (platform_code collate "C", due_at);

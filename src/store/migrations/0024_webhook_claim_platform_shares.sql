@@ -148,12 +148,15 @@ begin
   if cardinality(v_ctids) = 0 then
     return;
   end if;
-  -- In turn: each platform's first lane, in the order they fell due, then each one's second, and so on.
-  select array_agg(t.lane order by t.turn, t.due_at, t.lane) into v_ctids
-  from (
-    select u.lane, u.due_at, row_number() over (partition by u.code order by u.due_at, u.lane) as turn
-    from unnest(v_ctids, v_codes, v_dues) as u(lane, code, due_at)
-  ) t;
+  -- In turn: each platform's first lane, in the order they fell due, then each one's second, and so on. One
+  -- platform's (the usual claim of a busy worker) are in due order already: no sort on that path.
+  if exists (select 1 from unnest(v_codes) as c(code) where c.code <> v_codes[1]) then
+    select array_agg(t.lane order by t.turn, t.due_at, t.lane) into v_ctids
+    from (
+      select u.lane, u.due_at, row_number() over (partition by u.code order by u.due_at, u.lane) as turn
+      from unnest(v_ctids, v_codes, v_dues) as u(lane, code, due_at)
+    ) t;
+  end if;
   -- As in 0021.
   return query
     with claimed as (
