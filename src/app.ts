@@ -14,7 +14,6 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Registry } from 'prom-client';
 import type { Config } from './config.ts';
-import { REQUEST_ID_HEADER } from './contract/responses.ts';
 import type { RateLimiter } from './domain/ratelimit/rate-limiter.ts';
 import type { Services } from './domain/services.ts';
 import type { Clock } from './lib/clock.ts';
@@ -38,6 +37,7 @@ import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
 import { publicRoutes } from './http/routes/public-routes.ts';
 import { jwksRoutes } from './http/routes/jwks.routes.ts';
 import { timeRoutes } from './http/routes/time.routes.ts';
+import { REQUEST_ID_HEADER } from './contract/wire-values.ts';
 
 export interface AppDeps {
   config: Readonly<Config>;

@@ -1,15 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { ACCOUNT_TIERS, ACCOUNT_TYPES, type ListAccountsQuery } from '../contract/accounts.schemas.ts';
-import {
-  CLIENT_TOKEN_PERMISSIONS,
-  FUNDING_PERMISSION,
-  type ClientTokenPermission,
-  type FundTransactionsQuery,
-} from '../contract/funding.schemas.ts';
+import type { ListAccountsQuery } from '../contract/accounts.schemas.ts';
+import type { FundTransactionsQuery } from '../contract/funding.schemas.ts';
 import type { ListParticipantsQuery, PostCustomerBody } from '../contract/participants.schemas.ts';
-import { REGIONS } from '../contract/identifiers.ts';
-import { SIDES, type LiquidityQuoteRequest } from '../contract/quotes.schemas.ts';
-import { TRADE_STATES, type ListTradesQuery } from '../contract/trades.schemas.ts';
+import type { LiquidityQuoteRequest } from '../contract/quotes.schemas.ts';
+import type { ListTradesQuery } from '../contract/trades.schemas.ts';
 import type { ClientOptions } from '../sdk/client.ts';
 import { createClient, type SvcPlatform } from '../sdk/platform.ts';
 import {
@@ -21,6 +15,16 @@ import {
   UsageError,
   type Options,
 } from './command-args.ts';
+import {
+  ACCOUNT_TIERS,
+  ACCOUNT_TYPES,
+  CLIENT_TOKEN_PERMISSIONS,
+  FUNDING_PERMISSION,
+  type ClientTokenPermission,
+  REGIONS,
+  SIDES,
+  TRADE_STATES,
+} from '../contract/wire-values.ts';
 
 /**
  * `svc api …`: the common platform calls, signed with a platform API key through the SDK (so the retry

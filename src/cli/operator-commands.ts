@@ -2,12 +2,7 @@ import type { IssuedApiKey, Participant, Platform } from '../contract/admin.sche
 import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
-import {
-  ADVANCE_FROM_STATES,
-  type AdminTrade,
-  type AdvanceTradeBody,
-  type BookTradeBody,
-} from '../contract/trades.schemas.ts';
+import type { AdminTrade, AdvanceTradeBody, BookTradeBody } from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 import {
   list,
@@ -23,6 +18,7 @@ import type {
   WebhookEndpoint,
   WebhookNotification,
 } from '../contract/webhooks.schemas.ts';
+import { ADVANCE_FROM_STATES } from '../contract/wire-values.ts';
 
 /**
  * The operator commands of `svc`: one entry per operator API call, each with its usage line.

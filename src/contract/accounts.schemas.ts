@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { AccountLabel, PageParam } from './responses.ts';
-import { REGIONS, ZRN_PATTERN } from './identifiers.ts';
+import { ZRN_PATTERN } from './identifiers.ts';
+import { ACCOUNT_TIERS, ACCOUNT_TYPES, REGIONS } from './wire-values.ts';
 
 /**
  * Customer accounts, tenants and balance accounts on the wire (issue 5; spec 2.1, 4.1, 4.2; wire-contract
@@ -8,8 +9,6 @@ import { REGIONS, ZRN_PATTERN } from './identifiers.ts';
  * CustomerAccountResponse, PostCustomerAccountRequest, AddTenantToCustomerAccountBody).
  */
 
-export const ACCOUNT_TYPES = ['individual', 'business', 'jtic', 'jtwros', 'trust', 'utma'] as const;
-export const ACCOUNT_TIERS = ['lite', 'pro', 'bronze', 'silver', 'gold'] as const;
 export const BALANCE_ACCOUNT_TYPES = [
   'available',
   'collateral',

@@ -1,8 +1,9 @@
 import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
-import { GeneratedCode as Code, REGIONS } from './identifiers.ts';
+import { GeneratedCode as Code } from './identifiers.ts';
 import { AccountLabel } from './responses.ts';
+import { REGIONS } from './wire-values.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
 // 64 characters covers every amount the 60-digit decimal arithmetic (src/lib/decimal.ts) keeps exactly, and

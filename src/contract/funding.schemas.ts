@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { ParticipantCodeRef } from './identifiers.ts';
+import { CLIENT_TOKEN_PERMISSIONS } from './wire-values.ts';
 import {
   AccountLabel,
   Envelope,
@@ -15,27 +16,6 @@ import {
  * shapes (ClientAuthTokenRequestBody, PostFundRfqBody/Response, GetFundTransactionsEntity). Shared by the
  * server, the SDK and the CLI.
  */
-
-/** The vendor's SDK permission values (ClientAuthTokenFull.permissions); funding needs `fwc`. */
-export const CLIENT_TOKEN_PERMISSIONS = [
-  'onboarding',
-  'update-participant',
-  'csp-active',
-  'csp-recovery',
-  'fiat-deposits',
-  'fiat-withdrawals',
-  'crypto-withdrawals',
-  'crypto-buy',
-  'crypto-sell',
-  'fwc',
-  'participant-profile',
-  'crypto-account-link',
-  'crypto-payouts',
-  'crypto-pay',
-  'fiat-account-link',
-] as const;
-export type ClientTokenPermission = (typeof CLIENT_TOKEN_PERMISSIONS)[number];
-export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
 
 /** wire-contract §6: the platform's reference, at most 50 characters. */
 const Reference = Type.String({ maxLength: 50 });

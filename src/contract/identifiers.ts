@@ -1,8 +1,7 @@
 import { Type } from 'typebox';
+import { REGIONS, type Region } from './wire-values.ts';
 
 /** wire-contract §4: customer account resource names and participant codes. */
-export const REGIONS = ['us', 'eu', 'uk', 'ww', 'bz', 'au'] as const;
-export type Region = (typeof REGIONS)[number];
 
 export const ZRN_PATTERN = `^zrn:svc:(${REGIONS.join('|')}):account:customer:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`;
 

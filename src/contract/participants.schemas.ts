@@ -8,10 +8,6 @@ import { PageQuery, PagedEnvelope, Envelope } from './responses.ts';
  * GetParticipantByEmailResponse, ParticipantEntity, AdditionalTaxResidence. Shared by the server and the SDK.
  */
 
-/** spec 7.3: the two 400 messages, word for word (clients and the SDK's retry rules match on them). */
-export const EMAIL_ALREADY_EXISTS = 'Participant already exists with this email for this platform';
-export const DATA_USED_WITH_DIFFERENT_REQUEST_ID = 'Participant data already used with different requestID';
-
 // ---- The vendor's value lists (vendor-openapi.json, PostCustomersBody) -------------------------------
 
 /** ISO 3166-1 alpha-2, every code (place of birth, ID issuer, mailing address, treaty country). */

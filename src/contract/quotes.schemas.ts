@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { AccountLabel, Envelope } from './responses.ts';
 import { ParticipantCodeRef } from './identifiers.ts';
+import { SIDES } from './wire-values.ts';
 
 /**
  * Liquidity and convert-and-withdraw quotes (spec 4.6, wire-contract §7), in the vendor's shapes
@@ -26,9 +27,6 @@ export const UNDERLYING_PATTERN = '^[A-Z0-9]{1,12}(\\.[A-Z0-9]{1,12})?$';
 export const CURRENCY_PATTERN = '^[A-Z0-9]{1,12}$';
 /** A non-negative decimal string (fee amounts of the vendor's request shapes). */
 const UNSIGNED_DECIMAL_PATTERN = '^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$';
-
-export const SIDES = ['buy', 'sell'] as const;
-export type Side = (typeof SIDES)[number];
 
 export const Amount = Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' });
 const Side = Type.Enum(SIDES, { description: "the participant's side" });

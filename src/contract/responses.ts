@@ -78,7 +78,3 @@ export const PageQuery = {
   page: Type.Optional(PageParam),
   page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
 };
-
-export const ALLOW_RETRY_HEADER = 'svc-allow-retry';
-export const REQUEST_ID_HEADER = 'x-request-id';
-export const SIMULATOR_SCENARIO_HEADER = 'x-simulator-scenario';

@@ -1,16 +1,18 @@
 import { Type, type Static, type TSchema } from 'typebox';
 import { AccountLabel, Envelope, PagedEnvelope, PageParam } from './responses.ts';
 import { GeneratedCode } from './identifiers.ts';
-import { Amount, QuotedCurrency, SIDES, Underlying } from './quotes.schemas.ts';
+import { Amount, QuotedCurrency, Underlying } from './quotes.schemas.ts';
+import {
+  ADVANCE_FROM_STATES,
+  SIDES,
+  TRADE_NOTIFICATION_OMITTED_FIELDS,
+  TRADE_STATES,
+} from './wire-values.ts';
 
 /**
  * Trades (spec 3.1, 4.6, 6; wire-contract §5, §7) in the vendor's shapes (TradeResponseEntity,
  * GetTradeResponse, GetTradesResponse), the trade status notification, and the operator's calls.
  */
-export const TRADE_STATES = ['accepted', 'active', 'terminated'] as const;
-export type TradeState = (typeof TRADE_STATES)[number];
-/** The states a trade moves on from (nothing follows terminated). */
-export const ADVANCE_FROM_STATES = ['accepted', 'active'] as const;
 
 export const SETTLEMENT_STATES = [
   'obligations_outstanding',
@@ -96,25 +98,6 @@ export const Trade = Type.Object({
   asset_cost_notional: Type.String(),
 });
 export type Trade = Static<typeof Trade>;
-
-/**
- * spec 2.4: the trade status notification omits exactly these fields of the `GET /trades/{trade_id}`
- * object; wire-contract §5 adds `timestamp`.
- */
-export const TRADE_NOTIFICATION_OMITTED_FIELDS = [
-  'accepted_timestamp',
-  'defaulted_timestamp',
-  'settled_timestamp',
-  'last_update',
-  'settlement_timestamp',
-  'expiry_timestamp',
-  'spread_notional',
-  'spread_bps',
-  'session_id',
-  'payment_processor',
-  'fees',
-  'batch_trade_id',
-] as const;
 
 /** The `trade_status_changed` webhook payload (header `x-svc-hook-payload-type: trade_status_changed`). */
 export const TradeStatusNotification = Type.Object({

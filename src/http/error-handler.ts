@@ -2,7 +2,6 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/responses.ts';
 import {
   DomainError,
   OutcomeUnknownError,
@@ -13,6 +12,7 @@ import {
 } from '../domain/errors.ts';
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
 import { committedAWrite, trackingWrites } from '../store/database.ts';
+import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/wire-values.ts';
 
 /**
  * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail

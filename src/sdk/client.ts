@@ -1,8 +1,8 @@
 import { AUTH_HEADERS, signRequest, signingMessage } from '../contract/request-signature.ts';
-import { REQUEST_ID_HEADER, SIMULATOR_SCENARIO_HEADER } from '../contract/responses.ts';
 import type { RetryOptions } from './backoff.ts';
 import { SvcConnectionError } from './errors.ts';
 import { sendWithRetries, type RecoveryHooks } from './request-sender.ts';
+import { REQUEST_ID_HEADER, SIMULATOR_SCENARIO_HEADER } from '../contract/wire-values.ts';
 
 /**
  * The SDK core: signs every request as wire-contract §1 and sends it. `send` returns any answer as it

@@ -4,7 +4,6 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { TSchema } from 'typebox';
 import {
-  CLIENT_TOKEN_PERMISSIONS,
   ClientAuthTokenBody,
   FundRfqBody,
   FundTransactionsQuery,
@@ -30,6 +29,7 @@ import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
 import { fund } from '../helpers/trades-fixtures.ts';
 import { setPrices } from '../helpers/funding-fixtures.ts';
+import { CLIENT_TOKEN_PERMISSIONS } from '../../src/contract/wire-values.ts';
 
 /**
  * wire-contract: "real clients written for the vendor's public API work against us unchanged". Every field of

@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import {
-  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
-  EMAIL_ALREADY_EXISTS,
-} from '../../src/contract/participants.schemas.ts';
 import { usCustomer, uniqueEmail } from '../helpers/onboarding-fixtures.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import { DATA_USED_WITH_DIFFERENT_REQUEST_ID, EMAIL_ALREADY_EXISTS } from '../../src/contract/wire-values.ts';
 
 /**
  * Spec 7.3 exactly, per platform (issue 8 point 2; wire-contract §7, §9): the X-REQUEST-ID rule first (an

@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import {
-  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
-  EMAIL_ALREADY_EXISTS,
-} from '../../src/contract/participants.schemas.ts';
 import { usCustomer } from '../helpers/onboarding-fixtures.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { DATA_USED_WITH_DIFFERENT_REQUEST_ID, EMAIL_ALREADY_EXISTS } from '../../src/contract/wire-values.ts';
 
 /**
  * Issue 8 point 3 (wire-contract §7): concurrent identical requests create exactly one participant. Every

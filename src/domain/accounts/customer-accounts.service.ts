@@ -5,7 +5,7 @@ import type {
   ListAccountsQuery,
   PendingTenantChange,
 } from '../../contract/accounts.schemas.ts';
-import { makeZrn, type Region } from '../../contract/identifiers.ts';
+import { makeZrn } from '../../contract/identifiers.ts';
 import { toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
@@ -53,6 +53,7 @@ import { insertTenantChange, listPendingChanges, type TenantChangeRow } from './
 import { pageFields, pageOf, rowsAndCount } from '../paging.ts';
 
 export type { CustomerAccountDetails } from '../../contract/accounts.schemas.ts';
+import type { Region } from '../../contract/wire-values.ts';
 
 /** The vendor's customer account shape (CustomerAccountResponse.message) with our pending tenant changes. */
 export function customerAccountDetails(

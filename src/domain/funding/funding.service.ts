@@ -1,14 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import {
-  FUNDING_PERMISSION,
-  type ClientAuthToken,
-  type ClientAuthTokenBody,
-  type FundEvent,
-  type FundQuote,
-  type FundRfqBody,
-  type FundTransactionsQuery,
-  type Jwks,
-  type RecordDepositBody,
+import type {
+  ClientAuthToken,
+  ClientAuthTokenBody,
+  FundEvent,
+  FundQuote,
+  FundRfqBody,
+  FundTransactionsQuery,
+  Jwks,
+  RecordDepositBody,
 } from '../../contract/funding.schemas.ts';
 import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import { MAX_EPOCH_MS } from '../../contract/responses.ts';
@@ -56,6 +55,7 @@ import {
 } from './fund-assets.ts';
 import * as repo from './funding.repository.ts';
 import { pageFields, pageOf } from '../paging.ts';
+import { FUNDING_PERMISSION } from '../../contract/wire-values.ts';
 
 /**
  * Account funding (issue 6): SDK tokens (spec 4.3, wire-contract §6), fund quotes with deposit addresses

@@ -2,15 +2,13 @@ import type { PARTICIPANT_STATUS_VALUES } from '../../contract/admin.schemas.ts'
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { sql } from 'kysely';
-import {
-  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
-  EMAIL_ALREADY_EXISTS,
-  type CreatedCustomer,
-  type ListParticipantsQuery,
-  type ListParticipantsResponse,
-  type ParticipantByEmail,
-  type ParticipantEntity,
-  type PostCustomerBody,
+import type {
+  CreatedCustomer,
+  ListParticipantsQuery,
+  ListParticipantsResponse,
+  ParticipantByEmail,
+  ParticipantEntity,
+  PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { newParticipantCode } from '../../lib/ids.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
@@ -31,6 +29,7 @@ import {
   ONBOARDING_LOCK,
 } from './participants.repository.ts';
 import { pageFields, pageOf } from '../paging.ts';
+import { DATA_USED_WITH_DIFFERENT_REQUEST_ID, EMAIL_ALREADY_EXISTS } from '../../contract/wire-values.ts';
 
 export type ParticipantStatus = (typeof PARTICIPANT_STATUS_VALUES)[number];
 

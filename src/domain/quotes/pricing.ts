@@ -1,6 +1,7 @@
 import { Decimal } from 'decimal.js';
-import { AMOUNT_DECIMALS, type Side } from '../../contract/quotes.schemas.ts';
+import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import { Exact, toDecimalString } from '../../lib/decimal.ts';
+import type { Side } from '../../contract/wire-values.ts';
 
 /**
  * Quote arithmetic, pure: decimal.js only, never a binary float (wire-contract §3). Every computed amount

@@ -1,12 +1,12 @@
-import {
-  TRADE_NOTIFICATION_OMITTED_FIELDS,
-  type AdminTrade,
-  type Trade,
-  type TradeParty,
-  type TradeStatusNotification,
+import type {
+  AdminTrade,
+  Trade,
+  TradeParty,
+  TradeStatusNotification,
 } from '../../contract/trades.schemas.ts';
 import { Dec, toDecimalString } from '../../lib/decimal.ts';
 import type { TradeWithWithdrawal } from './trades.repository.ts';
+import { TRADE_NOTIFICATION_OMITTED_FIELDS } from '../../contract/wire-values.ts';
 
 /**
  * A trade row as the vendor's TradeResponseEntity (`GET /trades/{trade_id}`), and the trade status

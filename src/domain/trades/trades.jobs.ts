@@ -1,6 +1,6 @@
 import type { Task, TaskList } from 'graphile-worker';
-import { TRADE_STATES } from '../../contract/trades.schemas.ts';
 import { isUuid, SETTLE_TASK, type SettleJobPayload, type TradesService } from './trades.service.ts';
+import { TRADE_STATES } from '../../contract/wire-values.ts';
 
 /**
  * The settlement worker (spec 3.1, wire-contract §7): each trade has one pending job that moves it to its

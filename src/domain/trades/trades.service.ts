@@ -1,4 +1,4 @@
-import type { BookTradeBody, ListTradesQuery, TradeState } from '../../contract/trades.schemas.ts';
+import type { BookTradeBody, ListTradesQuery } from '../../contract/trades.schemas.ts';
 import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
@@ -29,6 +29,7 @@ import {
   type TradeWithWithdrawal,
 } from './trades.repository.ts';
 import { pageFields, pageOf } from '../paging.ts';
+import type { TradeState } from '../../contract/wire-values.ts';
 
 /**
  * Trades: booking (from an executed quote or by the operator), the settlement state machine

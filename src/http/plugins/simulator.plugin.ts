@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { SIMULATOR_SCENARIO_HEADER } from '../../contract/responses.ts';
 import { invalid } from '../../domain/errors.ts';
 import { sendUnavailable } from '../error-handler.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
+import { SIMULATOR_SCENARIO_HEADER } from '../../contract/wire-values.ts';
 
 /**
  * wire-contract §8: in cert, X-Simulator-Scenario rehearses the error paths of spec part 7.

@@ -9,10 +9,11 @@ import {
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { customerRouteValidatorCompiler } from '../../contract/participants.validation.ts';
-import { publicErrorResponses, REQUEST_ID_HEADER } from '../../contract/responses.ts';
+import { publicErrorResponses } from '../../contract/responses.ts';
 import type { ParticipantsService } from '../../domain/participants/participants.service.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { callerOf } from '../request-context.ts';
+import { REQUEST_ID_HEADER } from '../../contract/wire-values.ts';
 
 /** Customer onboarding and participant look-ups (spec 4.6, 7.2 last row, 7.3; wire-contract §7, §9). */
 export async function participantsRoutes(

@@ -13,13 +13,12 @@ import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
 export type {
   ClientAuthToken,
   ClientAuthTokenBody,
-  ClientTokenPermission,
   FundEvent,
   FundQuote,
   FundRfqBody,
   Jwks,
 } from '../../contract/funding.schemas.ts';
-export { CLIENT_TOKEN_PERMISSIONS } from '../../contract/funding.schemas.ts';
+export { type ClientTokenPermission, CLIENT_TOKEN_PERMISSIONS } from '../../contract/wire-values.ts';
 
 type DepositTimestampBound =
   'deposit_timestamp_gte' | 'deposit_timestamp_gt' | 'deposit_timestamp_lt' | 'deposit_timestamp_lte';

@@ -5,7 +5,6 @@ import type {
   ParticipantByEmail,
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
-import { REQUEST_ID_HEADER } from '../../contract/responses.ts';
 import { lookupOptions, type QueryValue, type RequestOptions, type SvcClient } from '../client.ts';
 import { SvcNotFoundError, SvcPermissionError } from '../errors.ts';
 import type { RawResponse } from '../request-sender.ts';
@@ -18,15 +17,13 @@ export type {
   ParticipantEntity,
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
-export {
-  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
-  EMAIL_ALREADY_EXISTS,
-} from '../../contract/participants.schemas.ts';
-import {
-  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
-  EMAIL_ALREADY_EXISTS,
-} from '../../contract/participants.schemas.ts';
 import { pathSegment } from '../path-segment.ts';
+import {
+  REQUEST_ID_HEADER,
+  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
+  EMAIL_ALREADY_EXISTS,
+} from '../../contract/wire-values.ts';
+export { DATA_USED_WITH_DIFFERENT_REQUEST_ID, EMAIL_ALREADY_EXISTS } from '../../contract/wire-values.ts';
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 

@@ -6,14 +6,13 @@ import type {
 } from '../../contract/trades.schemas.ts';
 import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
 
-export type {
-  Trade,
-  TradeParty,
-  TradeState,
-  TradeStatusNotification,
-} from '../../contract/trades.schemas.ts';
+export type { Trade, TradeParty, TradeStatusNotification } from '../../contract/trades.schemas.ts';
 import { pathSegment } from '../path-segment.ts';
-export { TRADE_NOTIFICATION_OMITTED_FIELDS, TRADE_STATES } from '../../contract/trades.schemas.ts';
+export {
+  type TradeState,
+  TRADE_NOTIFICATION_OMITTED_FIELDS,
+  TRADE_STATES,
+} from '../../contract/wire-values.ts';
 
 type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 

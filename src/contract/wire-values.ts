@@ -1,0 +1,71 @@
+/**
+ * The contract's fixed values (its value lists, header names and word-for-word messages) as plain constants,
+ * without the typebox schemas built from them (`*.schemas.ts`). The SDK and the CLI's client commands need
+ * these and no schema: imported from the schema modules, typebox came with them, about 1,400 module loads
+ * that were 0.7 s of every `svc` command's start and of `import 'svc-platform/sdk'` under tsx
+ * (`bench/cli-start.bench.ts`; `test/unit/light-imports.test.ts` keeps them out).
+ */
+
+/** wire-contract §4: the regions of customer account resource names (`zrn:svc:<region>:…`). */
+export const REGIONS = ['us', 'eu', 'uk', 'ww', 'bz', 'au'] as const;
+export type Region = (typeof REGIONS)[number];
+
+/** Customer account types and tiers (the vendor's PostCustomerAccountRequest). */
+export const ACCOUNT_TYPES = ['individual', 'business', 'jtic', 'jtwros', 'trust', 'utma'] as const;
+export const ACCOUNT_TIERS = ['lite', 'pro', 'bronze', 'silver', 'gold'] as const;
+
+/** The vendor's SDK permission values (ClientAuthTokenFull.permissions); funding needs `fwc`. */
+export const CLIENT_TOKEN_PERMISSIONS = [
+  'onboarding',
+  'update-participant',
+  'csp-active',
+  'csp-recovery',
+  'fiat-deposits',
+  'fiat-withdrawals',
+  'crypto-withdrawals',
+  'crypto-buy',
+  'crypto-sell',
+  'fwc',
+  'participant-profile',
+  'crypto-account-link',
+  'crypto-payouts',
+  'crypto-pay',
+  'fiat-account-link',
+] as const;
+export type ClientTokenPermission = (typeof CLIENT_TOKEN_PERMISSIONS)[number];
+export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
+
+export const SIDES = ['buy', 'sell'] as const;
+export type Side = (typeof SIDES)[number];
+
+export const TRADE_STATES = ['accepted', 'active', 'terminated'] as const;
+export type TradeState = (typeof TRADE_STATES)[number];
+/** The states a trade moves on from (nothing follows terminated). */
+export const ADVANCE_FROM_STATES = ['accepted', 'active'] as const;
+
+/**
+ * spec 2.4: the trade status notification omits exactly these fields of the `GET /trades/{trade_id}`
+ * object; wire-contract §5 adds `timestamp`.
+ */
+export const TRADE_NOTIFICATION_OMITTED_FIELDS = [
+  'accepted_timestamp',
+  'defaulted_timestamp',
+  'settled_timestamp',
+  'last_update',
+  'settlement_timestamp',
+  'expiry_timestamp',
+  'spread_notional',
+  'spread_bps',
+  'session_id',
+  'payment_processor',
+  'fees',
+  'batch_trade_id',
+] as const;
+
+/** spec 7.3: the two 400 messages, word for word (clients and the SDK's retry rules match on them). */
+export const EMAIL_ALREADY_EXISTS = 'Participant already exists with this email for this platform';
+export const DATA_USED_WITH_DIFFERENT_REQUEST_ID = 'Participant data already used with different requestID';
+
+export const ALLOW_RETRY_HEADER = 'svc-allow-retry';
+export const REQUEST_ID_HEADER = 'x-request-id';
+export const SIMULATOR_SCENARIO_HEADER = 'x-simulator-scenario';

@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+/**
+ * The SDK and the CLI's client commands load no schema library and no server code. typebox alone is about
+ * 1,400 module loads: through the contract's schema modules it was 0.7 s of every `svc` command's start (1.2 s
+ * for `svc --help`, against 0.4 s for tsx with an empty file) and of `import 'svc-platform/sdk'`
+ * (`bench/cli-start.bench.ts`). They take the contract's fixed values from `src/contract/wire-values.ts`.
+ * The modules a process loads are read off node's loader (test/helpers/module-trace.mjs), not timed.
+ */
+const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const run = promisify(execFile);
+
+/** The project-relative paths and package names of the modules `args` (after `node --import tsx`) loads. */
+async function modulesLoadedBy(args: string[]): Promise<{ files: string[]; packages: string[] }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-module-trace-'));
+  const traceFile = path.join(dir, 'modules.txt');
+  try {
+    await run(process.execPath, ['--import', 'tsx', '--import', './test/helpers/module-trace.mjs', ...args], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, MODULE_TRACE_FILE: traceFile },
+    });
+    const urls = [...new Set(readFileSync(traceFile, 'utf8').split('\n').filter(Boolean))];
+    const files = urls
+      .filter((url) => url.startsWith('file:') && !url.includes('/node_modules/'))
+      .map((url) => path.relative(PROJECT_ROOT, fileURLToPath(url)));
+    const packages = [
+      ...new Set(
+        urls.flatMap((url) => {
+          const match = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
+          return match ? [match[1]!] : [];
+        }),
+      ),
+    ].sort();
+    return { files, packages };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const SERVER_CODE = /^src\/(app\.ts|http|domain|store|jobs|main\/runtime)/;
+
+test('the SDK loads its own files and node built-ins, nothing else', async () => {
+  const { files, packages } = await modulesLoadedBy([
+    '--input-type=module',
+    '-e',
+    "await import('./src/sdk/index.ts')",
+  ]);
+  assert.ok(files.includes('src/sdk/index.ts'), `the trace saw the SDK load: ${files.join(', ')}`);
+  assert.deepEqual(packages, [], 'packages the SDK loads');
+  for (const file of files)
+    assert.match(file, /^src\/(sdk|contract)\//, `the SDK loads ${file}, outside the SDK and the contract`);
+  assert.ok(
+    !files.some((file) => file.endsWith('.schemas.ts')),
+    `the SDK loads schema modules: ${files.filter((file) => file.endsWith('.schemas.ts')).join(', ')}`,
+  );
+});
+
+test('the CLI loads no schema library and no server code for its client commands', async () => {
+  // `--help` loads what every command but serve, migrate and demo's server start loads: cli.ts imports
+  // every client command's module; those load the server lazily.
+  const { files, packages } = await modulesLoadedBy(['src/main/cli.ts', '--help']);
+  assert.ok(files.includes('src/cli/api-commands.ts'), `the trace saw the CLI load: ${files.join(', ')}`);
+  // ipaddr.js: the configuration's CIDR lists (a client command reads SVC_HOST and SVC_PORT through it).
+  assert.deepEqual(packages, ['ipaddr.js'], 'packages the CLI loads');
+  assert.deepEqual(
+    files.filter((file) => SERVER_CODE.test(file) || file.endsWith('.schemas.ts')),
+    [],
+    'server code or schema modules the CLI loads',
+  );
+});
