@@ -9,7 +9,8 @@ import { fund, setPrices } from '../helpers/trades-fixtures.ts';
 
 /**
  * Issue 9 point 1: `import … from 'svc-platform/sdk'` works (package.json `exports` maps `./sdk` to the SDK
- * built into `dist/sdk`, test/sdk/sdk-package.test.ts; this file imports through the package name), and every public endpoint the server
+ * built into `dist/sdk`, test/sdk/sdk-package.test.ts, and to its source for the tests; this file imports
+ * through the package name), and every public endpoint the server
  * serves (its OpenAPI document, generated from the route schemas) has an SDK method: each method below is
  * called against the real server and must send exactly its endpoint.
  */
@@ -23,8 +24,8 @@ before(async () => {
 });
 after(() => svc?.close());
 
-test('the package name resolves to the built SDK, which exports what its source does', () => {
-  assert.match(import.meta.resolve('svc-platform/sdk'), /\/dist\/sdk\/index\.js$/);
+test('the package name gives what the SDK entry point exports', () => {
+  // The same module under `npm test` (the svc-platform-source condition), the build in dist/ without it.
   assert.deepEqual(Object.keys(byPackageName).sort(), Object.keys(bySourcePath).sort());
   for (const name of [
     'createClient',

@@ -11,9 +11,10 @@ import { startTestService, type PlatformFixture, type TestService } from '../hel
 
 /**
  * The SDK as another project gets it (`package.json` `exports`, built into `dist/` by `npm run build:sdk`,
- * which `npm ci`/`npm install` run as `prepare` and `npm test` as `pretest`): plain Node imports it without
- * tsx, and TypeScript checks code against its declarations. The consumer is a project of its own, with this
- * package in its node_modules (a link, as `npm install <path>` makes).
+ * which `npm ci`/`npm install` run as `prepare`; the other tests import its source, through the
+ * `svc-platform-source` condition): plain Node imports it without tsx, TypeScript checks code against its
+ * declarations, and the package npm makes of this project holds it. The consumer is a project of its own, with
+ * this package in its node_modules (a link, as `npm install <path>` makes).
  */
 const run = promisify(execFile);
 let svc: TestService;
@@ -21,10 +22,8 @@ let fixture: PlatformFixture;
 let consumer: string;
 
 before(async () => {
-  // The build this test checks is the source's as it is now (incremental: a no-op when pretest made it).
-  await run(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.sdk.json'], {
-    cwd: PROJECT_ROOT,
-  });
+  // The build this test checks is the source's as it is now.
+  await run(process.execPath, ['scripts/build-sdk.mjs'], { cwd: PROJECT_ROOT });
   svc = await startTestService();
   fixture = await svc.newPlatform();
   consumer = mkdtempSync(path.join(os.tmpdir(), 'svc-sdk-consumer-'));
@@ -137,4 +136,26 @@ export const state = (trade: Trade): 'settled' => trade.trade_state;
   assert.match(errors[0]!, /^misuses-sdk\.ts\(2,\d+\): error TS2322/);
   assert.match(errors[0]!, /'settled'|"settled"/);
   assert.equal(outcome.code, 2);
+});
+
+test('the package npm makes of this project (a git dependency, npm pack) holds the built SDK and the server', async () => {
+  // --ignore-scripts: the SDK was built above; prepare would build it again.
+  const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+    cwd: PROJECT_ROOT,
+  });
+  const [pack] = JSON.parse(stdout) as [{ files: Array<{ path: string }> }];
+  const files = new Set(pack.files.map((file) => file.path));
+  for (const needed of [
+    'dist/sdk/index.js',
+    'dist/sdk/index.d.ts',
+    'dist/contract/wire-values.js',
+    'bin/svc.mjs',
+    'src/main/cli.ts',
+    'src/store/migrations/0001_foundation.sql',
+  ])
+    assert.ok(files.has(needed), `the package holds ${needed}`);
+  assert.ok(
+    ![...files].some((file) => file.startsWith('test/') || file.startsWith('bench/')),
+    'the package holds no tests or benches',
+  );
 });

@@ -18,14 +18,22 @@ const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 
 const run = promisify(execFile);
 
 /** The project-relative paths and package names of the modules `args` (after `node --import tsx`) loads. */
-async function modulesLoadedBy(args: string[]): Promise<{ files: string[]; packages: string[] }> {
+async function modulesLoadedBy(
+  args: string[],
+  { exitCode = 0 }: { exitCode?: number } = {},
+): Promise<{ files: string[]; packages: string[] }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-module-trace-'));
   const traceFile = path.join(dir, 'modules.txt');
   try {
-    await run(process.execPath, ['--import', 'tsx', '--import', './test/helpers/module-trace.mjs', ...args], {
-      cwd: PROJECT_ROOT,
-      env: { ...process.env, MODULE_TRACE_FILE: traceFile },
-    });
+    const code = await run(
+      process.execPath,
+      ['--import', 'tsx', '--import', './test/helpers/module-trace.mjs', ...args],
+      { cwd: PROJECT_ROOT, env: { ...process.env, MODULE_TRACE_FILE: traceFile } },
+    ).then(
+      () => 0,
+      (err: { code?: number }) => err.code ?? -1,
+    );
+    assert.equal(code, exitCode, `exit code of ${args.join(' ')}`);
     const urls = [...new Set(readFileSync(traceFile, 'utf8').split('\n').filter(Boolean))];
     const files = urls
       .filter((url) => url.startsWith('file:') && !url.includes('/node_modules/'))
@@ -63,9 +71,28 @@ test('the SDK loads its own files and node built-ins, nothing else', async () =>
 });
 
 test('the CLI loads no schema library and no server code for its client commands', async () => {
-  // `--help` loads what every command but serve, migrate and demo's server start loads: cli.ts imports
-  // every client command's module; those load the server lazily.
-  const { files, packages } = await modulesLoadedBy(['src/main/cli.ts', '--help']);
+  // cli.ts imports every client command's module (serve and migrate load the server lazily): `--help` loads
+  // them all, and a command that runs loads nothing more (here one with no server to answer: exit code 3).
+  const help = await modulesLoadedBy(['src/main/cli.ts', '--help']);
+  const call = await modulesLoadedBy(
+    [
+      'src/main/cli.ts',
+      'api',
+      'time',
+      '--url',
+      'http://127.0.0.1:1',
+      '--no-retry',
+      ...['--api-key', 'k', '--api-secret', 's', '--passphrase', 'p'],
+    ],
+    { exitCode: 3 },
+  );
+  assert.deepEqual(call.packages, help.packages, 'packages svc api time loads beside --help');
+  assert.deepEqual(
+    call.files.filter((file) => !help.files.includes(file)),
+    [],
+    'files svc api time loads beside --help',
+  );
+  const { files, packages } = help;
   assert.ok(files.includes('src/cli/api-commands.ts'), `the trace saw the CLI load: ${files.join(', ')}`);
   // ipaddr.js: the configuration's CIDR lists (a client command reads SVC_HOST and SVC_PORT through it).
   assert.deepEqual(packages, ['ipaddr.js'], 'packages the CLI loads');
