@@ -6,6 +6,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { PLATFORM_OFFLINE_ARGS, PROJECT_ROOT } from '../helpers/service-process.ts';
 
 /**
  * The SDK and the CLI's client commands load no schema library and no server code. typebox alone is about
@@ -14,7 +15,6 @@ import { promisify } from 'node:util';
  * (`bench/cli-start.bench.ts`). They take the contract's fixed values from `src/contract/wire-values.ts`.
  * The modules a process loads are read off node's loader (test/helpers/module-trace.mjs), not timed.
  */
-const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const run = promisify(execFile);
 
 /** The project-relative paths and package names of the modules `args` (after `node --import tsx`) loads. */
@@ -75,15 +75,7 @@ test('the CLI loads no schema library and no server code for its client commands
   // them all, and a command that runs loads nothing more (here one with no server to answer: exit code 3).
   const help = await modulesLoadedBy(['src/main/cli.ts', '--help']);
   const call = await modulesLoadedBy(
-    [
-      'src/main/cli.ts',
-      'api',
-      'time',
-      '--url',
-      'http://127.0.0.1:1',
-      '--no-retry',
-      ...['--api-key', 'k', '--api-secret', 's', '--passphrase', 'p'],
-    ],
+    ['src/main/cli.ts', 'api', 'time', ...PLATFORM_OFFLINE_ARGS, '--no-retry'],
     { exitCode: 3 },
   );
   assert.deepEqual(call.packages, help.packages, 'packages svc api time loads beside --help');
