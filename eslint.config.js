@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.svc-data/**', 'coverage/**', 'dist/**'] },
+  { ignores: ['node_modules/**', '.svc-data/**', 'coverage/**', 'dist/**', 'dist.*/**', '.review-tmp-*/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

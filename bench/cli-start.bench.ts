@@ -5,6 +5,9 @@
  *
  *   node --import tsx bench/cli-start.bench.ts
  *
+ * With a current build (`npm run build`, which `npm ci` runs), it also measures `svc --help` as bin/svc.mjs runs
+ * it: from dist/, with plain node.
+ *
  * BENCH_COMPARE_DIR=<another checkout with its node_modules> measures that checkout's CLI and SDK the same
  * way, alternately with this one's. Before the client commands and the SDK took the contract's fixed values
  * from src/contract/wire-values.ts they loaded typebox through the schema modules: `svc --help` measured 2.9
@@ -16,6 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { currentBuild } from '../bin/build-state.mjs';
 import { median } from './bench-support.ts';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 10);
@@ -30,22 +34,29 @@ interface Case {
   name: string;
   cwd: string;
   args: string[];
+  /** Run through tsx (`node --import tsx`); false: plain node. */
+  tsx: boolean;
 }
 
 const casesOf = (label: string, cwd: string): Case[] => [
-  { name: `svc --help${label}`, cwd, args: ['src/main/cli.ts', '--help'] },
+  { name: `svc --help${label}`, cwd, args: ['src/main/cli.ts', '--help'], tsx: true },
+  // bin/svc.mjs (npx svc) runs the build in dist/ with plain node while it is current (npm run build).
+  ...(currentBuild(cwd)
+    ? [{ name: `svc --help, the build${label}`, cwd, args: ['bin/svc.mjs', '--help'], tsx: false }]
+    : []),
   {
     name: `import the SDK${label}`,
     cwd,
     args: ['--input-type=module', '-e', "await import('./src/sdk/index.ts')"],
+    tsx: true,
   },
 ];
-const floor: Case = { name: 'tsx, an empty file (floor)', cwd: HERE, args: [emptyFile] };
+const floor: Case = { name: 'tsx, an empty file (floor)', cwd: HERE, args: [emptyFile], tsx: true };
 const cases = [floor, ...casesOf('', HERE), ...(COMPARE ? casesOf(` (${COMPARE})`, COMPARE) : [])];
 
-function startMs({ cwd, args }: Case): number {
+function startMs({ cwd, args, tsx }: Case): number {
   const started = performance.now();
-  execFileSync(process.execPath, ['--import', 'tsx', ...args], { cwd, stdio: 'ignore' });
+  execFileSync(process.execPath, [...(tsx ? ['--import', 'tsx'] : []), ...args], { cwd, stdio: 'ignore' });
   return performance.now() - started;
 }
 

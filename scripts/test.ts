@@ -125,7 +125,7 @@ async function main(): Promise<number> {
       '--import',
       'tsx',
       // `svc-platform/sdk` is the SDK's source in the tests (package.json `exports`), not its build in dist/,
-      // which may be out of date; test/sdk/sdk-package.test.ts builds and tests that.
+      // which may be out of date; test/e2e/built-package.test.ts builds and tests that.
       '--conditions=svc-platform-source',
       '--test',
       `--test-concurrency=${concurrency}`,

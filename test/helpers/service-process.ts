@@ -54,9 +54,16 @@ export function childEnv(overrides: Record<string, string | undefined>): NodeJS.
 export function startCli(
   args: string[],
   env: Record<string, string | undefined>,
-  { processGroup = false }: { processGroup?: boolean } = {},
+  {
+    processGroup = false,
+    entry = ['--import', 'tsx', 'src/main/cli.ts'],
+  }: {
+    processGroup?: boolean;
+    /** node's arguments before the CLI's: the source through tsx by default, `[<pkg>/bin/svc.mjs]` for the bin. */
+    entry?: string[];
+  } = {},
 ): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main/cli.ts', ...args], {
+  const child = spawn(process.execPath, [...entry, ...args], {
     cwd: PROJECT_ROOT,
     env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],

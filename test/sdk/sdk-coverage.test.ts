@@ -9,7 +9,7 @@ import { fund, setPrices } from '../helpers/trades-fixtures.ts';
 
 /**
  * Issue 9 point 1: `import … from 'svc-platform/sdk'` works (package.json `exports` maps `./sdk` to the SDK
- * built into `dist/sdk`, test/sdk/sdk-package.test.ts, and to its source for the tests; this file imports
+ * built into `dist/sdk`, test/e2e/built-package.test.ts, and to its source for the tests; this file imports
  * through the package name), and every public endpoint the server
  * serves (its OpenAPI document, generated from the route schemas) has an SDK method: each method below is
  * called against the real server and must send exactly its endpoint.

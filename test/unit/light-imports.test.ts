@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { MODULE_TRACE, modulesInTrace } from '../helpers/module-trace-file.ts';
 import { PLATFORM_OFFLINE_ARGS, PROJECT_ROOT } from '../helpers/service-process.ts';
 
 /**
@@ -25,28 +25,15 @@ async function modulesLoadedBy(
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-module-trace-'));
   const traceFile = path.join(dir, 'modules.txt');
   try {
-    const code = await run(
-      process.execPath,
-      ['--import', 'tsx', '--import', './test/helpers/module-trace.mjs', ...args],
-      { cwd: PROJECT_ROOT, env: { ...process.env, MODULE_TRACE_FILE: traceFile } },
-    ).then(
+    const code = await run(process.execPath, ['--import', 'tsx', '--import', MODULE_TRACE, ...args], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, MODULE_TRACE_FILE: traceFile },
+    }).then(
       () => 0,
       (err: { code?: number }) => err.code ?? -1,
     );
     assert.equal(code, exitCode, `exit code of ${args.join(' ')}`);
-    const urls = [...new Set(readFileSync(traceFile, 'utf8').split('\n').filter(Boolean))];
-    const files = urls
-      .filter((url) => url.startsWith('file:') && !url.includes('/node_modules/'))
-      .map((url) => path.relative(PROJECT_ROOT, fileURLToPath(url)));
-    const packages = [
-      ...new Set(
-        urls.flatMap((url) => {
-          const match = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
-          return match ? [match[1]!] : [];
-        }),
-      ),
-    ].sort();
-    return { files, packages };
+    return modulesInTrace(traceFile, PROJECT_ROOT);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
