@@ -19,7 +19,8 @@ const [databaseUrl, receiverUrl, secret] = process.argv.slice(2) as [string, str
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 /** Rows held per slot (claimed or being delivered), as the service's dispatcher keeps. */
 const PREFETCH = 8;
-const SETTLE_GAP_MS = 3;
+/** As the service's (src/domain/webhooks/webhook-delivery.ts). */
+const SETTLE_GAP_MS = 25;
 
 // Asynchronous commit, as the service's delivery bookkeeping.
 const pool = new pg.Pool({

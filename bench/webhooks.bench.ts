@@ -51,6 +51,7 @@ import { encryptSecret } from '../src/lib/secret-box.ts';
 import { createStore, type Db } from '../src/store/database.ts';
 import { startEmbeddedPostgres } from '../src/store/embedded-postgres.ts';
 import { createTestDatabase } from '../test/helpers/database.ts';
+import { currentBuild } from '../bin/build-state.mjs';
 
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 const BACKLOG = 10_000;
@@ -177,8 +178,8 @@ const workerNodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').fil
 /**
  * BENCH_COMPARE_DIR: another checkout of this project, with its dependencies installed (e.g.
  * `git worktree add /tmp/svc-base <commit> && cd /tmp/svc-base && npm ci`), whose worker is measured beside
- * this tree's, on the same backlogs, each measurement of one right after the same one of the other (the
- * idle one is paused with SIGSTOP). The machine drifts by more than most changes move either figure, so a
+ * this tree's, on the same backlogs, each measurement of one right after the same one of the other (this
+ * tree's first in odd rounds, the other's in even ones; the idle one is paused with SIGSTOP). The machine drifts by more than most changes move either figure, so a
  * change is judged by these paired ratios, not by two runs of the bench.
  */
 const compareDir = process.env.BENCH_COMPARE_DIR;
@@ -188,7 +189,12 @@ function startWorkerProcess(
   cwd = path.resolve(import.meta.dirname, '..'),
 ): Promise<ChildProcess> {
   const nodeArgs = workerNodeArgs;
-  const cliArgs = ['--import', 'tsx', 'src/main/cli.ts', 'serve', '--role', 'worker'];
+  // As an operator runs it: bin/svc.mjs runs the build in dist/ with plain node while it is current
+  // (`npm run build`, which `npm ci` runs), else the source through tsx; the bench says which.
+  const cliArgs = ['bin/svc.mjs', 'serve', '--role', 'worker'];
+  console.log(
+    `  worker of ${cwd}: ${currentBuild(cwd) ? 'its build (dist/), plain node' : 'its source through tsx (no current build: npm run build)'}`,
+  );
   const child = spawn(process.execPath, [...nodeArgs, ...cliArgs], {
     cwd,
     env,
@@ -512,9 +518,15 @@ async function main(): Promise<void> {
     const measured: Array<Awaited<ReturnType<typeof throughput>>> = [];
     const measuredOther: Array<Awaited<ReturnType<typeof throughput>>> = [];
     for (const shape of shapes) {
-      measured.push(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`));
-      if (other)
+      // The other first in even rounds: a machine that speeds up (or slows down) through the run would
+      // otherwise favour whichever is measured second in every pair (session 17: the plain loop went from
+      // 12,000 to 20,000 req/s in one run).
+      const ours = async () =>
+        measured.push(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`));
+      const theirs = async () =>
         measuredOther.push(await throughputOfOther(shape.perLane, `r${round}-${shape.perLane}-other`));
+      const pair = !other ? [ours] : round % 2 === 0 ? [theirs, ours] : [ours, theirs];
+      for (const measure of pair) await measure();
     }
     const after = await baseline();
     baselines.push(after);

@@ -2,12 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Kysely, PostgresDialect, sql, type PostgresPool } from 'kysely';
 import pg from 'pg';
-import { createWebhookDelivery } from '../../src/domain/webhooks/webhook-delivery.ts';
-import { createWebhookMetrics } from '../../src/domain/webhooks/webhooks.metrics.ts';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
-import { systemClock } from '../../src/lib/clock.ts';
 import type { Db } from '../../src/store/database.ts';
 import { PgListener } from '../../src/store/pg-listener.ts';
+import { inProcessDelivery } from '../helpers/in-process-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
 
@@ -58,13 +56,7 @@ before(async () => {
   const db = new Kysely({ dialect: new PostgresDialect({ pool: holding }) }) as unknown as Db;
   listener = new PgListener(svc.database.url);
   await listener.start();
-  const delivery = createWebhookDelivery({
-    db,
-    config: svc.runtime.config,
-    secretKey: svc.runtime.secrets.secretKey,
-    clock: systemClock,
-    metrics: createWebhookMetrics(db),
-  });
+  const delivery = inProcessDelivery(svc, { db });
   const logger = {
     info: (obj: object) => {
       const code = (obj as { platformCode?: string }).platformCode;

@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { createWebhookDelivery } from '../../src/domain/webhooks/webhook-delivery.ts';
-import { createWebhookMetrics } from '../../src/domain/webhooks/webhooks.metrics.ts';
-import { systemClock } from '../../src/lib/clock.ts';
 import { PgListener } from '../../src/store/pg-listener.ts';
+import { inProcessDelivery, QUIET_LOGGER } from '../helpers/in-process-delivery.ts';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
@@ -31,16 +29,8 @@ test('stopIntake with a silent LISTEN connection: nothing recorded after the sto
   await listener.start();
   const db = svc.runtime.store.db;
   // Polling often: a dispatcher still running after the stop would find the late notification at once.
-  const config = { ...svc.runtime.config, worker: { ...svc.runtime.config.worker, pollIntervalMs: 20 } };
-  const delivery = createWebhookDelivery({
-    db,
-    config,
-    secretKey: svc.runtime.secrets.secretKey,
-    clock: systemClock,
-    metrics: createWebhookMetrics(db),
-  });
-  const quiet = { info: () => {}, warn: () => {}, error: () => {} };
-  const worker = delivery.startWorkerSide(quiet, { listener });
+  const delivery = inProcessDelivery(svc, { pollIntervalMs: 20 });
+  const worker = delivery.startWorkerSide(QUIET_LOGGER, { listener });
   try {
     const code = (await svc.newPlatform()).platform.platform_code;
     await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });

@@ -87,6 +87,21 @@ describe('statement batcher', () => {
     ]);
   });
 
+  test('weighted items fill a batch by their weight; one heavier than maxSize goes alone', async () => {
+    const batches: string[][] = [];
+    const batcher = createBatcher({
+      maxSize: 5,
+      key: (item: string) => item,
+      weight: (item: string) => item.length,
+      run: async (items: string[]) => {
+        batches.push(items);
+        return items;
+      },
+    });
+    await Promise.all(['aa', 'bbb', 'c', 'dddddd', 'ee'].map((i) => batcher.call(i)));
+    assert.deepEqual(batches, [['aa', 'bbb'], ['c', 'ee'], ['dddddd']]);
+  });
+
   test('a failed batch is retried item by item, so only the bad item fails', async () => {
     const runs: string[][] = [];
     const batcher = createBatcher({

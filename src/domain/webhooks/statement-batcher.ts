@@ -12,8 +12,10 @@
  *   cost (a round trip, a transaction, the executor's start per statement) is then shared by more items.
  * - A batch never holds two items with the same key (one lane, one notification): they would update the
  *   same row twice in one statement. The later one waits for the next batch.
- * - If a batch statement fails, its items are retried one by one, so one item's failure (or a deadlock
- *   between two processes' batches) fails only that item.
+ * - `weight` counts an item as that many towards `maxSize` (one that carries several rows); an item heavier
+ *   than `maxSize` goes alone.
+ * - If a batch statement fails, its items are retried each in a statement of its own (at once), so one item's
+ *   failure (or a deadlock between two processes' batches) fails only that item.
  */
 export interface Batcher<I, O> {
   call(item: I): Promise<O>;
@@ -28,6 +30,8 @@ export function createBatcher<I, O>(options: {
   /** Monotonic ms (performance.now by default; tests move it). */
   now?: () => number;
   key: (item: I) => string;
+  /** What an item counts towards maxSize (1 by default). */
+  weight?: (item: I) => number;
   run: (items: I[]) => Promise<O[]>;
 }): Batcher<I, O> {
   type Pending = { item: I; resolve: (value: O) => void; reject: (error: unknown) => void };
@@ -37,6 +41,7 @@ export function createBatcher<I, O>(options: {
   const maxInFlight = options.maxInFlight ?? Infinity;
   const minGapMs = options.minGapMs ?? 0;
   const now = options.now ?? (() => performance.now());
+  const weightOf = options.weight ?? (() => 1);
   let lastStart = -Infinity;
   let gapTimer: NodeJS.Timeout | null = null;
 
@@ -63,7 +68,7 @@ export function createBatcher<I, O>(options: {
     scheduled = false;
     if (inFlight >= maxInFlight) return; // the running batch's end flushes again
     const wait = lastStart + minGapMs - now();
-    if (wait > 0 && queue.length < options.maxSize) {
+    if (wait > 0 && queue.reduce((sum, p) => sum + weightOf(p.item), 0) < options.maxSize) {
       gapTimer ??= setTimeout(() => {
         gapTimer = null;
         flush();
@@ -74,11 +79,14 @@ export function createBatcher<I, O>(options: {
     const batch: Pending[] = [];
     const rest: Pending[] = [];
     const keys = new Set<string>();
+    let weight = 0;
     for (const p of queue) {
       const key = options.key(p.item);
-      if (batch.length < options.maxSize && !keys.has(key)) {
+      const itemWeight = weightOf(p.item);
+      if ((batch.length === 0 || weight + itemWeight <= options.maxSize) && !keys.has(key)) {
         keys.add(key);
         batch.push(p);
+        weight += itemWeight;
       } else {
         rest.push(p);
       }
