@@ -180,4 +180,29 @@ describe('webhook sender: stopping', () => {
     assert.equal((result as Awaited<typeof sending>).outcome, 'aborted');
     assert.equal(await Promise.race([sender.close().then(() => 'closed' as const), bound(5_000)]), 'closed');
   });
+
+  test('close may be called again: the second waits for the first rather than failing', async () => {
+    // undici's close ends in a destroy, and it refuses to close a destroyed agent (ClientDestroyedError): a worker
+    // stop, then a caller's own close in a finally, failed so (CI, session 17).
+    const receiver = startReceiver();
+    const url = await receiver.listen();
+    const sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = sender.send({ url, rawBody: '{}', headers: {} });
+      (await receiver.next()).res.end();
+      assert.equal((await sending).outcome, 'delivered');
+      await sender.close();
+      await sender.close();
+      await Promise.all([sender.close(), sender.close()]);
+    } finally {
+      await receiver.close();
+    }
+    // And after an abort, when close destroys the agent rather than waiting for it.
+    const aborted = createWebhookSender({ timeoutMs: 60_000, connect: () => {} });
+    const sending = aborted.send({ url: 'http://192.0.2.1/hooks', rawBody: '{}', headers: {} });
+    aborted.abortAll();
+    await Promise.all([aborted.close(), aborted.close()]);
+    await aborted.close();
+    assert.equal((await sending).outcome, 'aborted');
+  });
 });

@@ -108,6 +108,7 @@ export function createWebhookSender(options: {
   const sweepEveryMs = Math.min(250, Math.max(5, Math.floor(timeoutMs / 20)));
   let sweeper: NodeJS.Timeout | null = null;
   let aborting = false;
+  let closed: Promise<void> | null = null;
   const sweep = () => {
     const at = performance.now();
     for (const attempt of inFlight) {
@@ -259,16 +260,20 @@ export function createWebhookSender(options: {
         else attempt.cancel?.(new Error('aborted'));
       }
     },
-    async close() {
-      // Bodies still being read after their answer are of no more use: cut them rather than wait for them.
-      for (const attempt of inFlight) {
-        if (attempt.answered) attempt.controller?.abort(new Error('sender closed'));
-      }
-      // After abortAll, connections still being made are dropped rather than waited for (up to the timeout).
-      if (aborting) await agent.destroy();
-      else await agent.close();
-      if (sweeper) clearInterval(sweeper);
-      sweeper = null;
+    // Once: a second close (a stop's, then a caller's finally) waits for the first. undici refuses to close an
+    // agent it destroyed after abortAll, and a second close failed with ClientDestroyedError (CI, session 17).
+    close() {
+      return (closed ??= (async () => {
+        // Bodies still being read after their answer are of no more use: cut them rather than wait for them.
+        for (const attempt of inFlight) {
+          if (attempt.answered) attempt.controller?.abort(new Error('sender closed'));
+        }
+        // After abortAll, connections still being made are dropped rather than waited for (up to the timeout).
+        if (aborting) await agent.destroy();
+        else await agent.close();
+        if (sweeper) clearInterval(sweeper);
+        sweeper = null;
+      })());
     },
   };
 }
