@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
+import type { Dispatcher } from 'undici';
 
 /**
  * What the benches share: worker threads that run TypeScript, CPU time read from /proc, and the webhook
@@ -34,6 +35,36 @@ export function procStatCpuMs(statPath: string): number {
 /** The median (upper median for an even count) of `values`; NaN when there are none. */
 export function median(values: number[]): number {
   return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+}
+
+/**
+ * One POST through undici's dispatcher with a handler that keeps nothing: the least a webhook request costs a
+ * process (the bare delivery loop's requests, the sender bench's baseline). Resolves with the status once the
+ * response has ended.
+ */
+export function bareDispatch(
+  agent: Dispatcher,
+  request: { origin: string; path: string; body: string; headers: Record<string, string> },
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart() {},
+      onResponseStart(_controller, statusCode) {
+        status = statusCode;
+      },
+      onResponseData() {},
+      onResponseEnd() {
+        resolve(status);
+      },
+      onResponseError(_controller, error) {
+        reject(error);
+      },
+    };
+    // Field by field: a spread here costs about 12 µs a request in undici (bench/webhook-sender.bench.ts).
+    const { origin, path, body, headers } = request;
+    agent.dispatch({ origin, path, method: 'POST', body, headers }, handler);
+  });
 }
 
 /** The platform the webhook benches record for. */

@@ -12,8 +12,9 @@
  * Runs until its stdin ends, on the tables the bench creates (floor_notifications, floor_queue).
  */
 import pg from 'pg';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent } from 'undici';
 import { webhookDeliveryHeaders } from '../src/contract/webhook-signature.ts';
+import { bareDispatch } from './bench-support.ts';
 
 const [databaseUrl, receiverUrl, secret] = process.argv.slice(2) as [string, string, string];
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
@@ -61,26 +62,6 @@ let results = {
 };
 const owner = `floor:${process.pid}`;
 
-function post(body: string, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    let status = 0;
-    const handler: Dispatcher.DispatchHandler = {
-      onRequestStart() {},
-      onResponseStart(_controller, statusCode) {
-        status = statusCode;
-      },
-      onResponseData() {},
-      onResponseEnd() {
-        resolve(status);
-      },
-      onResponseError(_controller, error) {
-        reject(error);
-      },
-    };
-    agent.dispatch({ origin, path, method: 'POST', body, headers }, handler);
-  });
-}
-
 async function deliver([id, payloadType, body]: Claimed): Promise<void> {
   const startedAt = Date.now();
   const started = performance.now();
@@ -91,7 +72,7 @@ async function deliver([id, payloadType, body]: Claimed): Promise<void> {
     rawBody: body,
     secret,
   });
-  const status = await post(body, headers);
+  const status = await bareDispatch(agent, { origin, path, body, headers });
   results.ids.push(id);
   results.started.push(startedAt);
   results.durations.push(Math.round(performance.now() - started));

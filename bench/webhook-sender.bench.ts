@@ -17,10 +17,10 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent } from 'undici';
 import { webhookDeliveryHeaders } from '../src/contract/webhook-signature.ts';
 import { createWebhookSender } from '../src/domain/webhooks/webhook-sender.ts';
-import { BENCH_TRADE_PAYLOAD, median } from './bench-support.ts';
+import { BENCH_TRADE_PAYLOAD, bareDispatch, median } from './bench-support.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 40);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 5_000);
@@ -66,26 +66,11 @@ async function main(): Promise<void> {
   const agent = new Agent({ headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS, keepAliveTimeout: 4_000 });
   const bare = () => {
     const { rawBody, headers } = signedRequest();
-    return new Promise<number>((resolve, reject) => {
-      let status = 0;
-      const handler: Dispatcher.DispatchHandler = {
-        onRequestStart() {},
-        onResponseStart(_controller, statusCode) {
-          status = statusCode;
-        },
-        onResponseData() {},
-        onResponseEnd() {
-          resolve(status);
-        },
-        onResponseError(_controller, error) {
-          reject(error);
-        },
-      };
-      agent.dispatch({ origin, path: '/hooks', method: 'POST', body: rawBody, headers }, handler);
-    });
+    return bareDispatch(agent, { origin, path: '/hooks', body: rawBody, headers });
   };
   const viaSender = async () => {
-    const result = await sender.send({ url, ...signedRequest() });
+    const { rawBody, headers } = signedRequest();
+    const result = await sender.send({ url, rawBody, headers });
     if (result.outcome !== 'delivered') throw new Error(`sender: ${result.outcome} ${result.error}`);
     return result.statusCode;
   };
