@@ -425,3 +425,59 @@ test('every attempt is listed in order: those recorded before migration 0011, th
     from webhook_notifications where notification_id = ${id}`.execute(db());
   assert.deepEqual(row.rows[0], { earlier: 1, legacy: 2 });
 });
+
+test('a settle sent again after it committed (its answer lost) records its attempt once and answers it as applied (0025)', async () => {
+  // The batcher sends a failed settle statement's items again, each alone; a statement that had committed before
+  // its connection dropped recorded its attempts a second time.
+  const code = await newPlatformWithWebhook();
+  const id = await record(db(), code, 'trade:replayed');
+  const [claimed] = mine(code, await claim('worker-replay'));
+  const head = claimed!.heads[0]!;
+  const item = {
+    lane: claimed!.lane,
+    renew: false,
+    release: false,
+    result: {
+      head,
+      newStateToken: crypto.randomUUID(),
+      record: {
+        attempt: {
+          startedAt: new Date(),
+          durationMs: 7,
+          statusCode: 503,
+          error: 'HTTP 503',
+          outcome: 'failed' as const,
+        },
+        status: 'retrying' as const,
+        statusReason: 'HTTP 503',
+        roundAttempts: 1,
+        nextAttemptInMs: 250,
+      },
+    },
+  };
+  const first = await settleLanes(db(), 'worker-replay', LEASE_MS, [item]);
+  const again = await settleLanes(db(), 'worker-replay', LEASE_MS, [item]);
+  assert.deepEqual(first, [{ leaseHeld: true, applied: true }]);
+  assert.deepEqual(again, [{ leaseHeld: true, applied: true }], 'the same answer: the record is there');
+  const listed = await listAttempts(db(), [id]);
+  assert.deepEqual(
+    listed.map((a) => [a.attempt_number, a.status_code, a.outcome]),
+    [[1, 503, 'failed']],
+    'one attempt',
+  );
+  const row = await sql<{
+    attempt_count: number;
+    status: string;
+    round_attempts: number;
+    state_token: string;
+  }>`
+    select attempt_count, status, round_attempts, state_token::text from webhook_notifications
+    where notification_id = ${id}`.execute(db());
+  assert.deepEqual(row.rows[0], {
+    attempt_count: 1,
+    status: 'retrying',
+    round_attempts: 1,
+    state_token: item.result.newStateToken,
+  });
+  await releaseLanes(db(), 'worker-replay', [claimed!.lane]);
+});
