@@ -15,7 +15,9 @@
  * - `weight` counts an item as that many towards `maxSize` (one that carries several rows); an item heavier
  *   than `maxSize` goes alone.
  * - If a batch statement fails, its items are retried each in a statement of its own (at once), so one item's
- *   failure (or a deadlock between two processes' batches) fails only that item.
+ *   failure (or a deadlock between two processes' batches) fails only that item. A statement that committed
+ *   before its answer was lost (a connection dropped) is so sent again: `run` must be safe to repeat (a renewal
+ *   is; a settle is since migration 0025).
  */
 export interface Batcher<I, O> {
   call(item: I): Promise<O>;
