@@ -179,8 +179,9 @@ const workerNodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').fil
  * BENCH_COMPARE_DIR: another checkout of this project, with its dependencies installed (e.g.
  * `git worktree add /tmp/svc-base <commit> && cd /tmp/svc-base && npm ci`), whose worker is measured beside
  * this tree's, on the same backlogs, each measurement of one right after the same one of the other (this
- * tree's first in odd rounds, the other's in even ones; the idle one is paused with SIGSTOP). The machine drifts by more than most changes move either figure, so a
- * change is judged by these paired ratios, not by two runs of the bench.
+ * tree's first in odd rounds, the other's in even ones; the idle one is paused with SIGSTOP). The machine
+ * drifts by more than most changes move either figure, so a change is judged by these paired ratios, not by
+ * two runs of the bench.
  */
 const compareDir = process.env.BENCH_COMPARE_DIR;
 

@@ -184,4 +184,38 @@ describe('statement batcher spacing', () => {
     await Promise.all(['d', 'e', 'f'].map((i) => batcher.call(i)));
     assert.deepEqual(batches, [['a'], ['b', 'c'], ['d', 'e', 'f']]);
   });
+
+  test('with weights, what waits within the gap is counted by weight, before and after a batch leaves', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    let clock = 1_000;
+    const batches: string[][] = [];
+    const batcher = createBatcher({
+      maxSize: 4,
+      minGapMs: 5,
+      now: () => clock,
+      key: (item: string) => item,
+      weight: (item: string) => item.length,
+      run: async (items: string[]) => {
+        batches.push(items);
+        return items;
+      },
+    });
+    const turn = () => new Promise((r) => setImmediate(r));
+    await batcher.call('a');
+    // Within the gap: 'bb' (2) waits; with 'cc' the weight waiting is maxSize (4): they go without waiting.
+    const first = [batcher.call('bb')];
+    await turn();
+    assert.deepEqual(batches, [['a']], 'a weight below maxSize waits out the gap');
+    first.push(batcher.call('cc'));
+    await Promise.all(first);
+    assert.deepEqual(batches, [['a'], ['bb', 'cc']]);
+    // The weight that left is no longer counted: 'ddd' (3) alone waits out the gap.
+    const second = batcher.call('ddd');
+    await turn();
+    assert.deepEqual(batches, [['a'], ['bb', 'cc']], 'what left no longer counts');
+    clock += 5;
+    t.mock.timers.tick(5);
+    await second;
+    assert.deepEqual(batches, [['a'], ['bb', 'cc'], ['ddd']]);
+  });
 });

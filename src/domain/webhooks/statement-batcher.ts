@@ -38,6 +38,8 @@ export function createBatcher<I, O>(options: {
 }): Batcher<I, O> {
   type Pending = { item: I; resolve: (value: O) => void; reject: (error: unknown) => void };
   let queue: Pending[] = [];
+  /** The weights of `queue` summed: kept as it changes, since every call's flush reads it while a gap lasts. */
+  let queuedWeight = 0;
   let scheduled = false;
   let inFlight = 0;
   const maxInFlight = options.maxInFlight ?? Infinity;
@@ -70,7 +72,7 @@ export function createBatcher<I, O>(options: {
     scheduled = false;
     if (inFlight >= maxInFlight) return; // the running batch's end flushes again
     const wait = lastStart + minGapMs - now();
-    if (wait > 0 && queue.reduce((sum, p) => sum + weightOf(p.item), 0) < options.maxSize) {
+    if (wait > 0 && queuedWeight < options.maxSize) {
       gapTimer ??= setTimeout(() => {
         gapTimer = null;
         flush();
@@ -94,6 +96,7 @@ export function createBatcher<I, O>(options: {
       }
     }
     queue = rest;
+    queuedWeight -= weight;
     if (queue.length) schedule();
     if (batch.length === 0) return;
     inFlight++;
@@ -121,6 +124,7 @@ export function createBatcher<I, O>(options: {
     call(item) {
       return new Promise<O>((resolve, reject) => {
         queue.push({ item, resolve, reject });
+        queuedWeight += weightOf(item);
         schedule();
       });
     },
