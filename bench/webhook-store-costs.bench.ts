@@ -1,0 +1,256 @@
+/**
+ * What PostgreSQL spends per webhook delivery on the delivery's own statements: today's lanes (the baseline)
+ * against a sketch of a design without a row per lane, and against the record alone, the floor of any design
+ * that keeps each notification's row as its record (README, Webhooks, "Where this leaves issue 4's goals"):
+ *
+ * - lanes (today): claim due lanes with their heads (webhook_claim_lanes, through the repository's claimLanes),
+ *   then record each head delivered and give its lane back (settleLanes), a hundred lanes a statement, as a
+ *   busy worker does; with one notification per resource (a claim and a release per delivery) and with ten;
+ * - inbox sketch: a producer's transaction adds one narrow row per notification to an inbox keyed by the lane's
+ *   partition (a hash of platform and resource); the worker that leases the partition takes a hundred a
+ *   statement (delete … returning, joined to their notifications) and keeps each resource's order in memory;
+ *   the record is the same update of the notification as today's, from arrays. Partition leases (a few rows
+ *   renewed once a second) are not counted;
+ * - the record alone: that update, on rows read beforehand.
+ *
+ * Only the delivery's statements are measured (CPU time of the one backend that runs them, /proc): not the
+ * producer's, not autovacuum's. One process, the designs taking turns for BENCH_ROUNDS rounds (3) on fresh
+ * notifications; the results are median ratios against the lanes.
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node --import tsx bench/webhook-store-costs.bench.ts
+ *
+ * Session 19 (2026-12-01, the development VM): lanes 85–93 µs a delivery with one notification per resource and
+ * 43–58 with ten, the inbox sketch 52–57 (0.63 and 1.19 of the lanes: taking an inbox row costs about what it
+ * saves), the record alone 20–23 (0.25). So the lanes' bookkeeping, not the record, is most of PostgreSQL's
+ * share of a delivery, and an inbox that is deleted from is not the way to take it out: a design has to find
+ * its work with reads.
+ */
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { BENCH_PLATFORM, BENCH_TRADE_PAYLOAD, median, procStatCpuMs } from './bench-support.ts';
+import { claimLanes, settleLanes, type SettleItem } from '../src/domain/webhooks/webhooks.repository.ts';
+import { createStore, type Db } from '../src/store/database.ts';
+import { createTestDatabase } from '../test/helpers/database.ts';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Lanes (or inbox rows) a statement takes, as a busy worker's claims and settles do. */
+const BATCH = 100;
+/** Statements of each kind per measurement. */
+const BATCHES = 60;
+const OWNER = 'bench-store-costs';
+const LEASE_MS = 17_000;
+/** Partitions of the sketch's inbox; all of them leased by the one worker measured. */
+const PARTITIONS = 64;
+
+/**
+ * `count` pending notifications, `perLane` per resource, with their lanes woken as recordNotification does
+ * (unless `wake` is false: the record alone leaves no lane behind for the next round's claims).
+ */
+async function record(db: Db, count: number, perLane: number, tag: string, wake = true): Promise<void> {
+  await sql`
+    with recorded as (
+      insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
+      select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', ${`trade:${tag}-`} || (i / ${perLane}::int),
+        ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
+      from generate_series(0, ${count - 1}::int) i order by i
+      returning platform_code, resource_key)
+    select webhook_wake_lane(platform_code, resource_key)
+    from (select distinct platform_code, resource_key from recorded) lanes
+    where ${wake}::boolean`.execute(db);
+}
+
+/** The same notifications for the sketch: rows in its inbox instead of lanes. */
+async function recordToInbox(db: Db, count: number, tag: string): Promise<void> {
+  await sql`
+    with recorded as (
+      insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
+      select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', ${`trade:${tag}-`} || i,
+        ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
+      from generate_series(0, ${count - 1}::int) i order by i
+      returning notification_id, seq, platform_code, resource_key)
+    insert into bench_inbox (lane_partition, seq, notification_id)
+    select abs(hashtext(platform_code || ' ' || resource_key)) % ${PARTITIONS}, seq, notification_id
+    from recorded`.execute(db);
+}
+
+/** Today's statements for `BATCHES` claims of up to BATCH lanes: claimed, delivered, given back. */
+async function deliverThroughLanes(db: Db): Promise<number> {
+  let delivered = 0;
+  for (let b = 0; b < BATCHES; b++) {
+    const lanes = await claimLanes(db, OWNER, { limit: BATCH, leaseMs: LEASE_MS, perLane: 20 });
+    const items: SettleItem[] = [];
+    for (const { lane, heads } of lanes) {
+      heads.forEach((head, i) =>
+        items.push({
+          lane,
+          renew: false,
+          release: i === heads.length - 1,
+          result: {
+            head,
+            newStateToken: randomUUID(),
+            record: {
+              attempt: {
+                startedAt: new Date(),
+                durationMs: 3,
+                statusCode: 204,
+                error: null,
+                outcome: 'delivered',
+              },
+              status: 'delivered',
+              statusReason: null,
+              roundAttempts: head.round_attempts,
+              nextAttemptInMs: null,
+            },
+          },
+        }),
+      );
+    }
+    // A settle takes at most BATCH results, as the worker's batcher sends them.
+    for (let at = 0; at < items.length; at += BATCH) {
+      await settleLanes(db, OWNER, LEASE_MS, items.slice(at, at + BATCH));
+    }
+    delivered += items.length;
+  }
+  return delivered;
+}
+
+const PARTITION_LIST = Array.from({ length: PARTITIONS }, (_, i) => i);
+
+type Taken = { notification_id: string; state_token: string; round_attempts: number };
+
+/** The sketch's statements for `BATCHES` takes of BATCH inbox rows: taken with their notifications, recorded. */
+async function deliverThroughInbox(db: Db): Promise<number> {
+  let delivered = 0;
+  for (let b = 0; b < BATCHES; b++) {
+    const { rows } = await sql<Taken>`
+      with taken as (
+        delete from bench_inbox i where (i.lane_partition, i.seq) in (
+          select lane_partition, seq from bench_inbox where lane_partition = any (${PARTITION_LIST}::smallint[])
+          order by seq limit ${BATCH}::int for update skip locked)
+        returning notification_id)
+      select n.notification_id, n.platform_code, n.resource_key, n.seq, n.payload_type, n.payload, n.state_token,
+        n.round_attempts, n.attempt_count, (extract(epoch from greatest(n.created_at, n.redelivered_at)) * 1000)::float8
+          as round_started_ms
+      from taken t join webhook_notifications n using (notification_id)
+      where n.status in ('pending', 'retrying')`.execute(db);
+    await recordDelivered(db, rows);
+    delivered += rows.length;
+  }
+  return delivered;
+}
+
+/**
+ * The floor of any design that keeps the notification's row as its record: the record alone, on rows read
+ * beforehand (not measured).
+ */
+async function recordOnly(db: Db, tag: string): Promise<() => Promise<number>> {
+  const { rows } =
+    await sql<Taken>`select notification_id, state_token, round_attempts from webhook_notifications
+    where resource_key like ${`trade:${tag}-%`} and status = 'pending' order by seq`.execute(db);
+  return async () => {
+    for (let at = 0; at < rows.length; at += BATCH) await recordDelivered(db, rows.slice(at, at + BATCH));
+    return rows.length;
+  };
+}
+
+/** The columns today's settle writes for a first attempt that succeeded (migration 0025), from arrays. */
+async function recordDelivered(db: Db, rows: Taken[]): Promise<void> {
+  const ids = rows.map((r) => r.notification_id);
+  const each = <T>(value: T) => ids.map(() => value);
+  await sql`
+    update webhook_notifications n set
+      attempt_count = n.attempt_count + 1,
+      earlier_attempts = case when n.last_attempt_outcome is not null
+        then coalesce(n.earlier_attempts, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+          'attempt_number', n.attempt_count, 'started_at', n.last_attempt_at,
+          'duration_ms', n.last_attempt_duration_ms, 'status_code', n.last_attempt_status_code,
+          'error', n.last_attempt_error, 'outcome', n.last_attempt_outcome, 'worker', n.last_attempt_worker))
+        else n.earlier_attempts end,
+      last_attempt_at = to_timestamp(r.started_ms / 1000.0), last_attempt_duration_ms = r.duration_ms,
+      last_attempt_status_code = r.status_code, last_attempt_error = r.error, last_attempt_outcome = r.outcome,
+      last_attempt_worker = ${OWNER}, status = r.status, round_attempts = r.round_attempts,
+      delivered_at = clock_timestamp(), state_token = r.new_token
+    from unnest(${ids}::uuid[], ${rows.map((r) => r.state_token)}::uuid[], ${ids.map(() => randomUUID())}::uuid[],
+        ${each(Date.now())}::float8[], ${each(3)}::int[], ${each(204)}::int[], ${each(null)}::text[],
+        ${each('delivered')}::text[], ${each('delivered')}::text[], ${rows.map((r) => r.round_attempts)}::int[])
+      r(id, token, new_token, started_ms, duration_ms, status_code, error, outcome, status, round_attempts)
+    where n.notification_id = r.id and n.state_token = r.token`.execute(db);
+}
+
+async function main(): Promise<void> {
+  const database = await createTestDatabase();
+  // One connection, so that one backend runs every statement measured.
+  const store = createStore(database.url, { max: 1, sessionSettings: { synchronous_commit: 'off' } });
+  const db = store.db;
+  try {
+    await sql`insert into platforms (platform_code, name) values (${BENCH_PLATFORM}, 'Bench platform')`.execute(
+      db,
+    );
+    await sql`insert into webhook_endpoints (platform_code, url) values (${BENCH_PLATFORM}, 'http://127.0.0.1:9/hooks')`.execute(
+      db,
+    );
+    await sql`create table bench_inbox (lane_partition smallint not null, seq bigint not null,
+      notification_id uuid not null, primary key (lane_partition, seq))`.execute(db);
+    // Taken in commit order across the partitions a worker holds, without reading the rest of the inbox.
+    await sql`create index on bench_inbox (seq)`.execute(db);
+    const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db);
+    const backendCpuMs = () => procStatCpuMs(`/proc/${rows[0]!.pid}/stat`);
+    const count = BATCH * BATCHES;
+    /** PostgreSQL CPU µs per delivery of one design's statements, on notifications recorded just before. */
+    const measure = async (prepare: () => Promise<unknown>, deliver: () => Promise<number>) => {
+      await prepare();
+      await sql`analyze webhook_notifications`.execute(db);
+      const before = backendCpuMs();
+      const delivered = await deliver();
+      if (delivered !== count) throw new Error(`delivered ${delivered} of ${count}`);
+      return ((backendCpuMs() - before) * 1000) / delivered;
+    };
+    console.log(
+      `webhook store costs: PostgreSQL CPU per delivery of the delivery's statements, ${count} deliveries a measurement, ${ROUNDS} rounds`,
+    );
+    const ratios = { one: [] as number[], ten: [] as number[], record: [] as number[] };
+    for (let round = 1; round <= ROUNDS; round++) {
+      const lanesOne = await measure(
+        () => record(db, count, 1, `r${round}-one`),
+        () => deliverThroughLanes(db),
+      );
+      const lanesTen = await measure(
+        () => record(db, count, 10, `r${round}-ten`),
+        () => deliverThroughLanes(db),
+      );
+      const inbox = await measure(
+        () => recordToInbox(db, count, `r${round}-inbox`),
+        () => deliverThroughInbox(db),
+      );
+      let deliverRecorded: () => Promise<number> = async () => 0;
+      const recordAlone = await measure(
+        async () => {
+          await record(db, count, 1, `r${round}-record`, false);
+          deliverRecorded = await recordOnly(db, `r${round}-record`);
+        },
+        () => deliverRecorded(),
+      );
+      ratios.one.push(inbox / lanesOne);
+      ratios.ten.push(inbox / lanesTen);
+      ratios.record.push(recordAlone / lanesOne);
+      console.log(
+        `  round ${round}: lanes, 1 per resource ${lanesOne.toFixed(0)} µs; lanes, 10 per resource ${lanesTen.toFixed(0)} µs; inbox sketch ${inbox.toFixed(0)} µs; the record alone ${recordAlone.toFixed(0)} µs`,
+      );
+    }
+    console.log(`inbox sketch against lanes (median of ${ROUNDS} rounds):`);
+    console.log(
+      `  1 notification per resource   ${median(ratios.one).toFixed(2)}   (rounds: ${ratios.one.map((r) => r.toFixed(2)).join(', ')})`,
+    );
+    console.log(
+      `  10 notifications per resource ${median(ratios.ten).toFixed(2)}   (rounds: ${ratios.ten.map((r) => r.toFixed(2)).join(', ')})`,
+    );
+    console.log(
+      `the record alone against lanes, 1 per resource ${median(ratios.record).toFixed(2)}   (rounds: ${ratios.record.map((r) => r.toFixed(2)).join(', ')})`,
+    );
+  } finally {
+    await store.close();
+    await database.drop();
+  }
+}
+
+await main();
