@@ -11,6 +11,9 @@
  *   statement (delete … returning, joined to their notifications) and keeps each resource's order in memory;
  *   the record is the same update of the notification as today's, from arrays. Partition leases (a few rows
  *   renewed once a second) are not counted;
+ * - read sketch: the worker finds its work with reads, a hundred pending notifications a statement after the
+ *   last it read (a cursor), then the same record; what a design that leases partitions and keeps each
+ *   resource's order in memory would cost PostgreSQL, but for tracking the transactions still open;
  * - the record alone: that update, on rows read beforehand.
  *
  * Only the delivery's statements are measured (CPU time of the one backend that runs them, /proc): not the
@@ -19,11 +22,11 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node --import tsx bench/webhook-store-costs.bench.ts
  *
- * Session 19 (2026-12-01, the development VM): lanes 85–93 µs a delivery with one notification per resource and
- * 43–58 with ten, the inbox sketch 52–57 (0.63 and 1.19 of the lanes: taking an inbox row costs about what it
- * saves), the record alone 20–23 (0.25). So the lanes' bookkeeping, not the record, is most of PostgreSQL's
- * share of a delivery, and an inbox that is deleted from is not the way to take it out: a design has to find
- * its work with reads.
+ * Session 19 (2026-12-01, the development VM, two runs): lanes 70–93 µs a delivery with one notification per
+ * resource and 40–58 with ten; the inbox sketch 52–58 (0.63–0.75 and 1.19–1.29 of the lanes: taking an inbox row
+ * costs about what the lane it replaces did); the read sketch 28–32 (0.41); the record alone 20–23 (0.25–0.30).
+ * So the lanes' bookkeeping, not the record, is most of PostgreSQL's share of a delivery, and a design that finds
+ * its work with reads would take out about two thirds of it.
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
@@ -140,6 +143,31 @@ async function deliverThroughInbox(db: Db): Promise<number> {
 }
 
 /**
+ * The read sketch: a worker's work found with reads, a hundred pending notifications a statement after the
+ * last one it read (a cursor by seq over the platform's index; a real design reads its partitions' and tracks
+ * the transactions still open, which this leaves out), then the same record.
+ */
+async function deliverThroughReads(db: Db, tag: string): Promise<number> {
+  let delivered = 0;
+  let after = (
+    await sql<{ seq: number }>`select min(seq) - 1 as seq from webhook_notifications
+      where resource_key like ${`trade:${tag}-%`}`.execute(db)
+  ).rows[0]!.seq;
+  for (let b = 0; b < BATCHES; b++) {
+    const { rows } = await sql<Taken & { seq: number }>`
+      select notification_id, platform_code, resource_key, seq, payload_type, payload, state_token, round_attempts,
+        attempt_count, (extract(epoch from greatest(created_at, redelivered_at)) * 1000)::float8 as round_started_ms
+      from webhook_notifications
+      where platform_code = ${BENCH_PLATFORM} and seq > ${after}::bigint and status in ('pending', 'retrying')
+      order by seq limit ${BATCH}::int`.execute(db);
+    after = rows.at(-1)?.seq ?? after;
+    await recordDelivered(db, rows);
+    delivered += rows.length;
+  }
+  return delivered;
+}
+
+/**
  * The floor of any design that keeps the notification's row as its record: the record alone, on rows read
  * beforehand (not measured).
  */
@@ -208,7 +236,12 @@ async function main(): Promise<void> {
     console.log(
       `webhook store costs: PostgreSQL CPU per delivery of the delivery's statements, ${count} deliveries a measurement, ${ROUNDS} rounds`,
     );
-    const ratios = { one: [] as number[], ten: [] as number[], record: [] as number[] };
+    const ratios = {
+      one: [] as number[],
+      ten: [] as number[],
+      reads: [] as number[],
+      record: [] as number[],
+    };
     for (let round = 1; round <= ROUNDS; round++) {
       const lanesOne = await measure(
         () => record(db, count, 1, `r${round}-one`),
@@ -222,6 +255,10 @@ async function main(): Promise<void> {
         () => recordToInbox(db, count, `r${round}-inbox`),
         () => deliverThroughInbox(db),
       );
+      const reads = await measure(
+        () => record(db, count, 1, `r${round}-reads`, false),
+        () => deliverThroughReads(db, `r${round}-reads`),
+      );
       let deliverRecorded: () => Promise<number> = async () => 0;
       const recordAlone = await measure(
         async () => {
@@ -232,9 +269,10 @@ async function main(): Promise<void> {
       );
       ratios.one.push(inbox / lanesOne);
       ratios.ten.push(inbox / lanesTen);
+      ratios.reads.push(reads / lanesOne);
       ratios.record.push(recordAlone / lanesOne);
       console.log(
-        `  round ${round}: lanes, 1 per resource ${lanesOne.toFixed(0)} µs; lanes, 10 per resource ${lanesTen.toFixed(0)} µs; inbox sketch ${inbox.toFixed(0)} µs; the record alone ${recordAlone.toFixed(0)} µs`,
+        `  round ${round}: lanes, 1 per resource ${lanesOne.toFixed(0)} µs; lanes, 10 per resource ${lanesTen.toFixed(0)} µs; inbox sketch ${inbox.toFixed(0)} µs; read sketch ${reads.toFixed(0)} µs; the record alone ${recordAlone.toFixed(0)} µs`,
       );
     }
     console.log(`inbox sketch against lanes (median of ${ROUNDS} rounds):`);
@@ -243,6 +281,9 @@ async function main(): Promise<void> {
     );
     console.log(
       `  10 notifications per resource ${median(ratios.ten).toFixed(2)}   (rounds: ${ratios.ten.map((r) => r.toFixed(2)).join(', ')})`,
+    );
+    console.log(
+      `read sketch against lanes, 1 per resource ${median(ratios.reads).toFixed(2)}   (rounds: ${ratios.reads.map((r) => r.toFixed(2)).join(', ')})`,
     );
     console.log(
       `the record alone against lanes, 1 per resource ${median(ratios.record).toFixed(2)}   (rounds: ${ratios.record.map((r) => r.toFixed(2)).join(', ')})`,
