@@ -22,11 +22,11 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node --import tsx bench/webhook-store-costs.bench.ts
  *
- * Session 19 (2026-12-01, the development VM, two runs): lanes 70–93 µs a delivery with one notification per
- * resource and 40–58 with ten; the inbox sketch 52–58 (0.63–0.75 and 1.19–1.29 of the lanes: taking an inbox row
- * costs about what the lane it replaces did); the read sketch 28–32 (0.41); the record alone 20–23 (0.25–0.30).
- * So the lanes' bookkeeping, not the record, is most of PostgreSQL's share of a delivery, and a design that finds
- * its work with reads would take out about two thirds of it.
+ * Session 19 (2026-12-01, the development VM, two runs): lanes 73–107 µs a delivery with one notification per
+ * resource and 50–67 with ten; the inbox sketch 65–80 (0.72–0.89 and 1.20–1.29 of the lanes: taking an inbox row
+ * costs about what the lane it replaces did); the read sketch 30–38 (0.31–0.38); the record alone 22–28
+ * (0.27–0.33). So the lanes' bookkeeping, not the record, is most of PostgreSQL's share of a delivery, and a
+ * design that finds its work with reads would take out about two thirds of it.
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
@@ -45,35 +45,40 @@ const LEASE_MS = 17_000;
 /** Partitions of the sketch's inbox; all of them leased by the one worker measured. */
 const PARTITIONS = 64;
 
-/**
- * `count` pending notifications, `perLane` per resource, with their lanes woken as recordNotification does
- * (unless `wake` is false: the record alone leaves no lane behind for the next round's claims).
- */
-async function record(db: Db, count: number, perLane: number, tag: string, wake = true): Promise<void> {
-  await sql`
-    with recorded as (
-      insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
-      select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', ${`trade:${tag}-`} || (i / ${perLane}::int),
-        ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
-      from generate_series(0, ${count - 1}::int) i order by i
-      returning platform_code, resource_key)
-    select webhook_wake_lane(platform_code, resource_key)
-    from (select distinct platform_code, resource_key from recorded) lanes
-    where ${wake}::boolean`.execute(db);
-}
+/** A recorded notification: what the record of its delivery needs, and its place in commit order. */
+type Recorded = { notification_id: string; state_token: string; round_attempts: number; seq: number };
 
-/** The same notifications for the sketch: rows in its inbox instead of lanes. */
-async function recordToInbox(db: Db, count: number, tag: string): Promise<void> {
-  await sql`
-    with recorded as (
-      insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
-      select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', ${`trade:${tag}-`} || i,
-        ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
-      from generate_series(0, ${count - 1}::int) i order by i
-      returning notification_id, seq, platform_code, resource_key)
-    insert into bench_inbox (lane_partition, seq, notification_id)
-    select abs(hashtext(platform_code || ' ' || resource_key)) % ${PARTITIONS}, seq, notification_id
-    from recorded`.execute(db);
+/**
+ * `count` pending notifications, `perLane` per resource, and what the design measured next finds them by: their
+ * lanes woken as recordNotification does, rows in the sketch's inbox, or nothing (the read sketch and the record
+ * alone, which also leave no lane behind for the next round's claims).
+ */
+async function recordNotifications(
+  db: Db,
+  {
+    count,
+    perLane,
+    tag,
+    then,
+  }: { count: number; perLane: number; tag: string; then: 'lanes' | 'inbox' | 'nothing' },
+): Promise<Recorded[]> {
+  const { rows } = await sql<Recorded>`
+    insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
+    select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', ${`trade:${tag}-`} || (i / ${perLane}::int),
+      ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
+    from generate_series(0, ${count - 1}::int) i order by i
+    returning notification_id, state_token, round_attempts, seq`.execute(db);
+  rows.sort((a, b) => a.seq - b.seq);
+  const these = sql`webhook_notifications where seq between ${rows[0]!.seq} and ${rows.at(-1)!.seq}`;
+  if (then === 'lanes') {
+    await sql`select webhook_wake_lane(platform_code, resource_key)
+      from (select distinct platform_code, resource_key from ${these}) lanes`.execute(db);
+  } else if (then === 'inbox') {
+    await sql`insert into bench_inbox (lane_partition, seq, notification_id)
+      select abs(hashtext(platform_code || ' ' || resource_key)) % ${PARTITIONS}, seq, notification_id
+      from ${these}`.execute(db);
+  }
+  return rows;
 }
 
 /** Today's statements for `BATCHES` claims of up to BATCH lanes: claimed, delivered, given back. */
@@ -119,13 +124,11 @@ async function deliverThroughLanes(db: Db): Promise<number> {
 
 const PARTITION_LIST = Array.from({ length: PARTITIONS }, (_, i) => i);
 
-type Taken = { notification_id: string; state_token: string; round_attempts: number };
-
 /** The sketch's statements for `BATCHES` takes of BATCH inbox rows: taken with their notifications, recorded. */
 async function deliverThroughInbox(db: Db): Promise<number> {
   let delivered = 0;
   for (let b = 0; b < BATCHES; b++) {
-    const { rows } = await sql<Taken>`
+    const { rows } = await sql<Recorded>`
       with taken as (
         delete from bench_inbox i where (i.lane_partition, i.seq) in (
           select lane_partition, seq from bench_inbox where lane_partition = any (${PARTITION_LIST}::smallint[])
@@ -145,16 +148,13 @@ async function deliverThroughInbox(db: Db): Promise<number> {
 /**
  * The read sketch: a worker's work found with reads, a hundred pending notifications a statement after the
  * last one it read (a cursor by seq over the platform's index; a real design reads its partitions' and tracks
- * the transactions still open, which this leaves out), then the same record.
+ * the transactions still open, which this leaves out), then the same record. The cursor starts before `recorded`.
  */
-async function deliverThroughReads(db: Db, tag: string): Promise<number> {
+async function deliverThroughReads(db: Db, recorded: Recorded[]): Promise<number> {
   let delivered = 0;
-  let after = (
-    await sql<{ seq: number }>`select min(seq) - 1 as seq from webhook_notifications
-      where resource_key like ${`trade:${tag}-%`}`.execute(db)
-  ).rows[0]!.seq;
+  let after = recorded[0]!.seq - 1;
   for (let b = 0; b < BATCHES; b++) {
-    const { rows } = await sql<Taken & { seq: number }>`
+    const { rows } = await sql<Recorded>`
       select notification_id, platform_code, resource_key, seq, payload_type, payload, state_token, round_attempts,
         attempt_count, (extract(epoch from greatest(created_at, redelivered_at)) * 1000)::float8 as round_started_ms
       from webhook_notifications
@@ -167,22 +167,15 @@ async function deliverThroughReads(db: Db, tag: string): Promise<number> {
   return delivered;
 }
 
-/**
- * The floor of any design that keeps the notification's row as its record: the record alone, on rows read
- * beforehand (not measured).
- */
-async function recordOnly(db: Db, tag: string): Promise<() => Promise<number>> {
-  const { rows } =
-    await sql<Taken>`select notification_id, state_token, round_attempts from webhook_notifications
-    where resource_key like ${`trade:${tag}-%`} and status = 'pending' order by seq`.execute(db);
-  return async () => {
-    for (let at = 0; at < rows.length; at += BATCH) await recordDelivered(db, rows.slice(at, at + BATCH));
-    return rows.length;
-  };
+/** The floor of any design that keeps the notification's row as its record: the record alone, of `recorded`. */
+async function recordAlone(db: Db, recorded: Recorded[]): Promise<number> {
+  for (let at = 0; at < recorded.length; at += BATCH)
+    await recordDelivered(db, recorded.slice(at, at + BATCH));
+  return recorded.length;
 }
 
 /** The columns today's settle writes for a first attempt that succeeded (migration 0025), from arrays. */
-async function recordDelivered(db: Db, rows: Taken[]): Promise<void> {
+async function recordDelivered(db: Db, rows: Recorded[]): Promise<void> {
   const ids = rows.map((r) => r.notification_id);
   const each = <T>(value: T) => ids.map(() => value);
   await sql`
@@ -225,11 +218,14 @@ async function main(): Promise<void> {
     const backendCpuMs = () => procStatCpuMs(`/proc/${rows[0]!.pid}/stat`);
     const count = BATCH * BATCHES;
     /** PostgreSQL CPU µs per delivery of one design's statements, on notifications recorded just before. */
-    const measure = async (prepare: () => Promise<unknown>, deliver: () => Promise<number>) => {
-      await prepare();
+    const measure = async (
+      recording: { perLane: number; tag: string; then: 'lanes' | 'inbox' | 'nothing' },
+      deliver: (recorded: Recorded[]) => Promise<number>,
+    ) => {
+      const recorded = await recordNotifications(db, { count, ...recording });
       await sql`analyze webhook_notifications`.execute(db);
       const before = backendCpuMs();
-      const delivered = await deliver();
+      const delivered = await deliver(recorded);
       if (delivered !== count) throw new Error(`delivered ${delivered} of ${count}`);
       return ((backendCpuMs() - before) * 1000) / delivered;
     };
@@ -237,57 +233,37 @@ async function main(): Promise<void> {
       `webhook store costs: PostgreSQL CPU per delivery of the delivery's statements, ${count} deliveries a measurement, ${ROUNDS} rounds`,
     );
     const ratios = {
-      one: [] as number[],
-      ten: [] as number[],
-      reads: [] as number[],
-      record: [] as number[],
+      'inbox sketch against lanes, 1 per resource': [] as number[],
+      'inbox sketch against lanes, 10 per resource': [] as number[],
+      'read sketch against lanes, 1 per resource': [] as number[],
+      'the record alone against lanes, 1 per resource': [] as number[],
     };
+    const lanes = () => deliverThroughLanes(db);
     for (let round = 1; round <= ROUNDS; round++) {
-      const lanesOne = await measure(
-        () => record(db, count, 1, `r${round}-one`),
-        () => deliverThroughLanes(db),
+      const lanesOne = await measure({ perLane: 1, tag: `r${round}-one`, then: 'lanes' }, lanes);
+      const lanesTen = await measure({ perLane: 10, tag: `r${round}-ten`, then: 'lanes' }, lanes);
+      const inbox = await measure({ perLane: 1, tag: `r${round}-inbox`, then: 'inbox' }, () =>
+        deliverThroughInbox(db),
       );
-      const lanesTen = await measure(
-        () => record(db, count, 10, `r${round}-ten`),
-        () => deliverThroughLanes(db),
+      const reads = await measure({ perLane: 1, tag: `r${round}-reads`, then: 'nothing' }, (recorded) =>
+        deliverThroughReads(db, recorded),
       );
-      const inbox = await measure(
-        () => recordToInbox(db, count, `r${round}-inbox`),
-        () => deliverThroughInbox(db),
+      const record = await measure({ perLane: 1, tag: `r${round}-record`, then: 'nothing' }, (recorded) =>
+        recordAlone(db, recorded),
       );
-      const reads = await measure(
-        () => record(db, count, 1, `r${round}-reads`, false),
-        () => deliverThroughReads(db, `r${round}-reads`),
+      [inbox / lanesOne, inbox / lanesTen, reads / lanesOne, record / lanesOne].forEach((ratio, i) =>
+        Object.values(ratios)[i]!.push(ratio),
       );
-      let deliverRecorded: () => Promise<number> = async () => 0;
-      const recordAlone = await measure(
-        async () => {
-          await record(db, count, 1, `r${round}-record`, false);
-          deliverRecorded = await recordOnly(db, `r${round}-record`);
-        },
-        () => deliverRecorded(),
-      );
-      ratios.one.push(inbox / lanesOne);
-      ratios.ten.push(inbox / lanesTen);
-      ratios.reads.push(reads / lanesOne);
-      ratios.record.push(recordAlone / lanesOne);
       console.log(
-        `  round ${round}: lanes, 1 per resource ${lanesOne.toFixed(0)} µs; lanes, 10 per resource ${lanesTen.toFixed(0)} µs; inbox sketch ${inbox.toFixed(0)} µs; read sketch ${reads.toFixed(0)} µs; the record alone ${recordAlone.toFixed(0)} µs`,
+        `  round ${round}: lanes, 1 per resource ${lanesOne.toFixed(0)} µs; lanes, 10 per resource ${lanesTen.toFixed(0)} µs; inbox sketch ${inbox.toFixed(0)} µs; read sketch ${reads.toFixed(0)} µs; the record alone ${record.toFixed(0)} µs`,
       );
     }
-    console.log(`inbox sketch against lanes (median of ${ROUNDS} rounds):`);
-    console.log(
-      `  1 notification per resource   ${median(ratios.one).toFixed(2)}   (rounds: ${ratios.one.map((r) => r.toFixed(2)).join(', ')})`,
-    );
-    console.log(
-      `  10 notifications per resource ${median(ratios.ten).toFixed(2)}   (rounds: ${ratios.ten.map((r) => r.toFixed(2)).join(', ')})`,
-    );
-    console.log(
-      `read sketch against lanes, 1 per resource ${median(ratios.reads).toFixed(2)}   (rounds: ${ratios.reads.map((r) => r.toFixed(2)).join(', ')})`,
-    );
-    console.log(
-      `the record alone against lanes, 1 per resource ${median(ratios.record).toFixed(2)}   (rounds: ${ratios.record.map((r) => r.toFixed(2)).join(', ')})`,
-    );
+    console.log(`median of ${ROUNDS} rounds:`);
+    for (const [label, values] of Object.entries(ratios)) {
+      console.log(
+        `  ${label.padEnd(48)}${median(values).toFixed(2)}   (rounds: ${values.map((r) => r.toFixed(2)).join(', ')})`,
+      );
+    }
   } finally {
     await store.close();
     await database.drop();
