@@ -64,6 +64,8 @@ const BASELINE_MS = 3_000;
 const LATENCY_RATE = 200;
 const LATENCY_SECONDS = 10;
 const SECRET = 'bench-webhook-secret';
+/** Partitions of the lanes in the redesign's sketch (bench/webhook-partition-sketch.ts leases them all). */
+const SKETCH_PARTITIONS = 64;
 const PLATFORM = BENCH_PLATFORM;
 const PAYLOAD = BENCH_TRADE_PAYLOAD;
 
@@ -299,8 +301,66 @@ async function queueCeiling(pool: pg.Pool): Promise<number> {
 }
 
 /**
+ * A bench delivery process (the bare loop, the redesign's sketch) on tables of its own: started, warmed up with
+ * WARMUP notifications, then one backlog of BACKLOG per shape (`perLane` notifications per resource), each
+ * against the plain loop measured right after it. `record` commits `count` notifications in one transaction.
+ */
+async function measureBenchProcess(
+  script: string,
+  args: string[],
+  record: (count: number, perLane: number, tag: string) => Promise<unknown>,
+  perLanes: number[],
+  receiver: Worker,
+  baseline: () => Promise<{ rps: number }>,
+) {
+  const delivered = async () => (await ask<{ count: number }>(receiver, { type: 'stats' })).count;
+  const child = spawn(process.execPath, [...workerNodeArgs, '--import', 'tsx', script, ...args], {
+    cwd: path.resolve(import.meta.dirname, '..'),
+    stdio: ['pipe', 'inherit', 'inherit'],
+  });
+  const name = path.basename(script, '.ts');
+  try {
+    await ask(receiver, { type: 'reset' });
+    await record(WARMUP, 1, `trade:${name}-warm-`);
+    await waitUntil(async () => (await delivered()) >= WARMUP, 120_000);
+    const results = [];
+    for (const perLane of perLanes) {
+      await ask(receiver, { type: 'reset' });
+      await record(BACKLOG, perLane, `trade:${name}-${perLane}-`);
+      const benchCpuBefore = process.cpuUsage();
+      const cpuBefore = processCpuMs(child.pid!);
+      const postgresCpuBefore = postgresCpuMs();
+      await waitUntil(async () => (await delivered()) >= BACKLOG, 120_000);
+      const cpuMs = processCpuMs(child.pid!) - cpuBefore;
+      const postgresMs = postgresCpuMs() - postgresCpuBefore;
+      const benchCpu = process.cpuUsage(benchCpuBefore);
+      const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
+        type: 'stats',
+      });
+      const rate = (count - 1) / ((last - first) / 1000);
+      const plain = await baseline();
+      results.push({
+        perLane,
+        rate,
+        ratio: rate / plain.rps,
+        cpuUs: {
+          worker: (cpuMs * 1000) / BACKLOG,
+          postgres: (postgresMs * 1000) / BACKLOG,
+          receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
+        },
+      });
+    }
+    return results;
+  } finally {
+    child.stdin!.end();
+    // Killed if it has not ended on its own by then.
+    setTimeout(() => child.kill(), 5_000).unref();
+  }
+}
+
+/**
  * The floor (bench/webhook-floor-loop.ts): a bare delivery loop of its own process on a two-table outbox of
- * its own, a warm-up and then one backlog, against the plain loop measured right after.
+ * its own, with one notification per resource (it keeps no order).
  */
 async function floorCeiling(
   db: Db,
@@ -324,7 +384,7 @@ async function floorCeiling(
     db,
   );
   await sql`create index on floor_queue (due_at)`.execute(db);
-  const record = (count: number, tag: string) =>
+  const record = (count: number, _perLane: number, tag: string) =>
     sql`
     with recorded as (
       insert into floor_notifications (notification_id, platform_code, resource_key, payload_type, payload)
@@ -332,52 +392,54 @@ async function floorCeiling(
       from generate_series(1, ${count}::int) i
       returning notification_id)
     insert into floor_queue (notification_id) select notification_id from recorded`.execute(db);
-  const delivered = async () => (await ask<{ count: number }>(receiver, { type: 'stats' })).count;
-  const child = spawn(
-    process.execPath,
-    [
-      ...workerNodeArgs,
-      '--import',
-      'tsx',
-      'bench/webhook-floor-loop.ts',
-      databaseUrl,
-      `${receiverUrl}/hooks`,
-      SECRET,
-    ],
-    { cwd: path.resolve(import.meta.dirname, '..'), stdio: ['pipe', 'inherit', 'inherit'] },
+  const [floor] = await measureBenchProcess(
+    'bench/webhook-floor-loop.ts',
+    [databaseUrl, `${receiverUrl}/hooks`, SECRET],
+    record,
+    [1],
+    receiver,
+    baseline,
   );
-  try {
-    await ask(receiver, { type: 'reset' });
-    await record(WARMUP, 'trade:floor-warm-');
-    await waitUntil(async () => (await delivered()) >= WARMUP, 120_000);
-    await ask(receiver, { type: 'reset' });
-    await record(BACKLOG, 'trade:floor-');
-    const benchCpuBefore = process.cpuUsage();
-    const floorCpuBefore = processCpuMs(child.pid!);
-    const postgresCpuBefore = postgresCpuMs();
-    await waitUntil(async () => (await delivered()) >= BACKLOG, 120_000);
-    const floorCpuMs = processCpuMs(child.pid!) - floorCpuBefore;
-    const postgresMs = postgresCpuMs() - postgresCpuBefore;
-    const benchCpu = process.cpuUsage(benchCpuBefore);
-    const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
-      type: 'stats',
-    });
-    const rate = (count - 1) / ((last - first) / 1000);
-    const plain = await baseline();
-    return {
-      rate,
-      ratio: rate / plain.rps,
-      cpuUs: {
-        worker: (floorCpuMs * 1000) / BACKLOG,
-        postgres: (postgresMs * 1000) / BACKLOG,
-        receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
-      },
-    };
-  } finally {
-    child.stdin!.end();
-    // Killed if it has not ended on its own by then.
-    setTimeout(() => child.kill(), 5_000).unref();
-  }
+  return floor!;
+}
+
+/**
+ * The redesign's sketch (bench/webhook-partition-sketch.ts): partitions leased, work found by reads after a
+ * cursor, each resource's order kept in memory, the service's record; on a copy of webhook_notifications with
+ * the two columns it needs, for each shape.
+ */
+async function partitionSketch(
+  db: Db,
+  databaseUrl: string,
+  receiver: Worker,
+  perLanes: number[],
+  baseline: () => Promise<{ rps: number }>,
+) {
+  await sql`create table sketch_notifications (like webhook_notifications including all)`.execute(db);
+  await sql`alter table sketch_notifications add column lane_partition smallint not null default 0,
+    add column txid xid8 not null default pg_current_xact_id()`.execute(db);
+  await sql`create index on sketch_notifications (txid) where status in ('pending', 'retrying')`.execute(db);
+  await sql`create table sketch_partitions (lane_partition smallint primary key, owner text,
+    lease_until timestamptz)`.execute(db);
+  await sql`insert into sketch_partitions (lane_partition)
+    select generate_series(0, ${SKETCH_PARTITIONS - 1}::int)`.execute(db);
+  const record = (count: number, perLane: number, tag: string) =>
+    sql`
+    insert into sketch_notifications (notification_id, platform_code, payload_type, resource_key, payload,
+      lane_partition)
+    select gen_random_uuid(), ${PLATFORM}, 'trade_status_changed', r.key, ${JSON.stringify(PAYLOAD)}::jsonb,
+      abs(hashtext(${PLATFORM} || ' ' || r.key)) % ${SKETCH_PARTITIONS}::int
+    from generate_series(0, ${count - 1}::int) i
+    cross join lateral (select ${tag} || (i / ${perLane}::int) as key) r
+    order by i`.execute(db);
+  return measureBenchProcess(
+    'bench/webhook-partition-sketch.ts',
+    [databaseUrl, SECRET],
+    record,
+    perLanes,
+    receiver,
+    baseline,
+  );
 }
 
 function cpuLine(cpu: { worker: number; postgres: number; receiver: number }): string {
@@ -563,6 +625,13 @@ async function main(): Promise<void> {
   const ceiling = await queueCeiling(store.pool);
   const ceilingBaseline = await baseline();
   const floor = await floorCeiling(db, database.url, receiver, receiverUrl, baseline);
+  const sketch = await partitionSketch(
+    db,
+    database.url,
+    receiver,
+    shapes.map((shape) => shape.perLane),
+    baseline,
+  );
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
   await ask(receiver, { type: 'reset' });
@@ -625,6 +694,11 @@ async function main(): Promise<void> {
   console.log(
     '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
   );
+  for (const { perLane, rate, ratio, cpuUs } of sketch) {
+    console.log(
+      `  (redesign sketch, ${String(perLane).padStart(2)}/resource ${rate.toFixed(0)} /s, ratio ${ratio.toFixed(2)}; CPU per delivery: ${cpuLine(cpuUs)})`,
+    );
+  }
   if (compareDir) {
     console.log(`this tree against BENCH_COMPARE_DIR (${compareDir}), median of the paired ratios:`);
     for (const shape of shapes) {
