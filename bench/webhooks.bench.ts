@@ -22,6 +22,10 @@
  * worker process and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the
  * cores that the baseline's load loop and receiver have to themselves, so those figures tell where a
  * delivery's cost goes.
+ * In each round the redesign's sketch (bench/webhook-partition-sketch.ts, its own process on a copy of the
+ * notifications table) delivers the same shapes beside the service's worker, the idle one paused: its ratio, and
+ * its deliveries a second over the service's in the same round, tell what the redesign (README, Webhooks) would
+ * gain before it is built.
  * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008). The
  * bare-loop line is the floor of any outbox on this machine (bench/webhook-floor-loop.ts): claim, sign, POST
  * and record, with nothing else, measured against the plain loop just after it.
@@ -300,33 +304,55 @@ async function queueCeiling(pool: pg.Pool): Promise<number> {
   return rate;
 }
 
+/** A bench delivery process (the bare loop, the redesign's sketch), started and warm. */
+interface BenchProcess {
+  /** Delivers one backlog of BACKLOG (`perLane` notifications per resource): its rate and CPU per delivery. */
+  measure(perLane: number, tag: string): Promise<{ rate: number; cpuUs: CpuPerDelivery }>;
+  pause(): void;
+  resume(): void;
+  stop(): void;
+}
+
+interface CpuPerDelivery {
+  worker: number;
+  postgres: number;
+  receiver: number;
+}
+
 /**
- * A bench delivery process (the bare loop, the redesign's sketch) on tables of its own: started, warmed up with
- * WARMUP notifications, then one backlog of BACKLOG per shape (`perLane` notifications per resource), each
- * against the plain loop measured right after it. `record` commits `count` notifications in one transaction.
+ * Starts a bench delivery process on tables of its own and warms it up with WARMUP notifications. `record`
+ * commits `count` notifications in one transaction.
  */
-async function measureBenchProcess(
+async function startBenchProcess(
   script: string,
   args: string[],
   record: (count: number, perLane: number, tag: string) => Promise<unknown>,
-  perLanes: number[],
   receiver: Worker,
-  baseline: () => Promise<{ rps: number }>,
-) {
+): Promise<BenchProcess> {
   const delivered = async () => (await ask<{ count: number }>(receiver, { type: 'stats' })).count;
   const child = spawn(process.execPath, [...workerNodeArgs, '--import', 'tsx', script, ...args], {
     cwd: path.resolve(import.meta.dirname, '..'),
     stdio: ['pipe', 'inherit', 'inherit'],
   });
+  const stop = () => {
+    child.kill('SIGCONT');
+    child.stdin!.end();
+    // Killed if it has not ended on its own by then.
+    setTimeout(() => child.kill(), 5_000).unref();
+  };
   const name = path.basename(script, '.ts');
   try {
     await ask(receiver, { type: 'reset' });
     await record(WARMUP, 1, `trade:${name}-warm-`);
     await waitUntil(async () => (await delivered()) >= WARMUP, 120_000);
-    const results = [];
-    for (const perLane of perLanes) {
+  } catch (err) {
+    stop();
+    throw err;
+  }
+  return {
+    async measure(perLane, tag) {
       await ask(receiver, { type: 'reset' });
-      await record(BACKLOG, perLane, `trade:${name}-${perLane}-`);
+      await record(BACKLOG, perLane, `trade:${name}-${tag}-`);
       const benchCpuBefore = process.cpuUsage();
       const cpuBefore = processCpuMs(child.pid!);
       const postgresCpuBefore = postgresCpuMs();
@@ -337,25 +363,19 @@ async function measureBenchProcess(
       const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
         type: 'stats',
       });
-      const rate = (count - 1) / ((last - first) / 1000);
-      const plain = await baseline();
-      results.push({
-        perLane,
-        rate,
-        ratio: rate / plain.rps,
+      return {
+        rate: (count - 1) / ((last - first) / 1000),
         cpuUs: {
           worker: (cpuMs * 1000) / BACKLOG,
           postgres: (postgresMs * 1000) / BACKLOG,
           receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
         },
-      });
-    }
-    return results;
-  } finally {
-    child.stdin!.end();
-    // Killed if it has not ended on its own by then.
-    setTimeout(() => child.kill(), 5_000).unref();
-  }
+      };
+    },
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
+    stop,
+  };
 }
 
 /**
@@ -392,29 +412,26 @@ async function floorCeiling(
       from generate_series(1, ${count}::int) i
       returning notification_id)
     insert into floor_queue (notification_id) select notification_id from recorded`.execute(db);
-  const [floor] = await measureBenchProcess(
+  const floor = await startBenchProcess(
     'bench/webhook-floor-loop.ts',
     [databaseUrl, `${receiverUrl}/hooks`, SECRET],
     record,
-    [1],
     receiver,
-    baseline,
   );
-  return floor!;
+  try {
+    const measured = await floor.measure(1, 'measured');
+    return { ...measured, ratio: measured.rate / (await baseline()).rps };
+  } finally {
+    floor.stop();
+  }
 }
 
 /**
  * The redesign's sketch (bench/webhook-partition-sketch.ts): partitions leased, work found by reads after a
  * cursor, each resource's order kept in memory, the service's record; on a copy of webhook_notifications with
- * the two columns it needs, for each shape.
+ * the two columns it needs. Started and warm; measured in each round beside the service.
  */
-async function partitionSketch(
-  db: Db,
-  databaseUrl: string,
-  receiver: Worker,
-  perLanes: number[],
-  baseline: () => Promise<{ rps: number }>,
-) {
+async function startPartitionSketch(db: Db, databaseUrl: string, receiver: Worker): Promise<BenchProcess> {
   await sql`create table sketch_notifications (like webhook_notifications including all)`.execute(db);
   await sql`alter table sketch_notifications add column lane_partition smallint not null default 0,
     add column txid xid8 not null default pg_current_xact_id()`.execute(db);
@@ -432,17 +449,10 @@ async function partitionSketch(
     from generate_series(0, ${count - 1}::int) i
     cross join lateral (select ${tag} || (i / ${perLane}::int) as key) r
     order by i`.execute(db);
-  return measureBenchProcess(
-    'bench/webhook-partition-sketch.ts',
-    [databaseUrl, SECRET],
-    record,
-    perLanes,
-    receiver,
-    baseline,
-  );
+  return startBenchProcess('bench/webhook-partition-sketch.ts', [databaseUrl, SECRET], record, receiver);
 }
 
-function cpuLine(cpu: { worker: number; postgres: number; receiver: number }): string {
+function cpuLine(cpu: CpuPerDelivery): string {
   return `worker ${cpu.worker.toFixed(0)} µs, PostgreSQL ${cpu.postgres.toFixed(0)} µs, receiver ${cpu.receiver.toFixed(0)} µs`;
 }
 
@@ -558,6 +568,22 @@ async function main(): Promise<void> {
     other.kill('SIGSTOP');
     worker.kill('SIGCONT');
   }
+  // The redesign's sketch, paused but while it is measured (as the service's worker is then).
+  worker.kill('SIGSTOP');
+  const sketch = await startPartitionSketch(db, database.url, receiver);
+  sketch.pause();
+  worker.kill('SIGCONT');
+  /** One backlog through the sketch, this tree's worker paused meanwhile. */
+  const throughputOfSketch = async (perLane: number, tag: string) => {
+    worker.kill('SIGSTOP');
+    sketch.resume();
+    try {
+      return await sketch.measure(perLane, tag);
+    } finally {
+      sketch.pause();
+      worker.kill('SIGCONT');
+    }
+  };
   /** One backlog through `compareDir`'s worker, this tree's paused meanwhile. */
   const throughputOfOther = async (perLane: number, tag: string) => {
     worker.kill('SIGSTOP');
@@ -576,10 +602,14 @@ async function main(): Promise<void> {
     ratios: [] as number[],
     /** This tree's deliveries/s and worker CPU per delivery over compareDir's, per round. */
     versus: [] as Array<{ rate: number; workerCpu: number; postgresCpu: number }>,
+    /** The sketch's ratio to the plain loop, and its deliveries/s over this tree's, per round. */
+    sketchRatios: [] as number[],
+    sketchVersus: [] as number[],
   }));
   for (let round = 1; round <= ROUNDS; round++) {
     const measured: Array<Awaited<ReturnType<typeof throughput>>> = [];
     const measuredOther: Array<Awaited<ReturnType<typeof throughput>>> = [];
+    const measuredSketch: Array<Awaited<ReturnType<BenchProcess['measure']>>> = [];
     for (const shape of shapes) {
       // The other first in even rounds: a machine that speeds up (or slows down) through the run would
       // otherwise favour whichever is measured second in every pair (session 17: the plain loop went from
@@ -588,8 +618,11 @@ async function main(): Promise<void> {
         measured.push(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`));
       const theirs = async () =>
         measuredOther.push(await throughputOfOther(shape.perLane, `r${round}-${shape.perLane}-other`));
-      const pair = !other ? [ours] : round % 2 === 0 ? [theirs, ours] : [ours, theirs];
-      for (const measure of pair) await measure();
+      const sketched = async () =>
+        measuredSketch.push(await throughputOfSketch(shape.perLane, `r${round}-${shape.perLane}`));
+      const turns = other ? [ours, theirs, sketched] : [ours, sketched];
+      if (round % 2 === 0) turns.reverse();
+      for (const measure of turns) await measure();
     }
     const after = await baseline();
     baselines.push(after);
@@ -620,18 +653,18 @@ async function main(): Promise<void> {
           `    ${'  BENCH_COMPARE_DIR'.padEnd(29)}  ${o.rate.toFixed(0)} deliveries/s, ratio ${(o.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(o.cpuUs)}`,
         );
       }
+      const sk = measuredSketch[i]!;
+      shape.sketchRatios.push(sk.rate / plain);
+      shape.sketchVersus.push(sk.rate / m.rate);
+      console.log(
+        `    ${'  redesign sketch'.padEnd(29)}  ${sk.rate.toFixed(0)} deliveries/s, ratio ${(sk.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(sk.cpuUs)}`,
+      );
     });
   }
   const ceiling = await queueCeiling(store.pool);
   const ceilingBaseline = await baseline();
   const floor = await floorCeiling(db, database.url, receiver, receiverUrl, baseline);
-  const sketch = await partitionSketch(
-    db,
-    database.url,
-    receiver,
-    shapes.map((shape) => shape.perLane),
-    baseline,
-  );
+  sketch.stop();
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
   await ask(receiver, { type: 'reset' });
@@ -694,9 +727,13 @@ async function main(): Promise<void> {
   console.log(
     '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
   );
-  for (const { perLane, rate, ratio, cpuUs } of sketch) {
+  console.log(
+    'the redesign sketch (bench/webhook-partition-sketch.ts: partitions leased, work read after a cursor, order in memory):',
+  );
+  for (const shape of shapes) {
+    const list = (values: number[]) => values.map((v) => v.toFixed(2)).join(', ');
     console.log(
-      `  (redesign sketch, ${String(perLane).padStart(2)}/resource ${rate.toFixed(0)} /s, ratio ${ratio.toFixed(2)}; CPU per delivery: ${cpuLine(cpuUs)})`,
+      `  ${shape.label}  ratio ${median(shape.sketchRatios).toFixed(2)} (rounds: ${list(shape.sketchRatios)}); deliveries/s ${median(shape.sketchVersus).toFixed(2)} of the service's (${list(shape.sketchVersus)})`,
     );
   }
   if (compareDir) {
