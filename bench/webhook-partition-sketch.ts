@@ -26,12 +26,13 @@
  * Runs until its stdin ends, on the tables the bench creates (sketch_notifications, sketch_partitions).
  */
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import { Registry } from 'prom-client';
 import { webhookDeliveryHeaders } from '../src/contract/webhook-signature.ts';
 import { createWebhookMetrics } from '../src/domain/webhooks/webhooks.metrics.ts';
 import { createWebhookSender } from '../src/domain/webhooks/webhook-sender.ts';
-import { createStore } from '../src/store/database.ts';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { Db } from '../src/store/database.ts';
 
 const [databaseUrl, secret] = process.argv.slice(2) as [string, string];
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
@@ -47,8 +48,19 @@ const MAX_HELD = 5_000;
 const READ_LIMIT = 500;
 const LEASE_MS = 17_000;
 
-const store = createStore(databaseUrl, { max: 4, sessionSettings: { synchronous_commit: 'off' } });
-const db = store.db;
+// Kysely over a plain pool, as the service's store but without its statement deadlines: the bench pauses this
+// process (SIGSTOP) while it measures the others, and a deadline timer that fires on waking would take an answer
+// waiting in the socket for a lost connection.
+const db: Db = new Kysely({
+  dialect: new PostgresDialect({
+    pool: new pg.Pool({
+      connectionString: databaseUrl,
+      max: 4,
+      // Asynchronous commit, as the service's delivery bookkeeping.
+      options: '-c synchronous_commit=off',
+    }),
+  }),
+});
 const sender = createWebhookSender({ timeoutMs: 10_000 });
 const metrics = createWebhookMetrics(db);
 metrics.register(new Registry());

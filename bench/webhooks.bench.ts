@@ -22,13 +22,13 @@
  * worker process and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the
  * cores that the baseline's load loop and receiver have to themselves, so those figures tell where a
  * delivery's cost goes.
- * In each round the redesign's sketch (bench/webhook-partition-sketch.ts, its own process on a copy of the
- * notifications table) delivers the same shapes beside the service's worker, the idle one paused: its ratio, and
- * its deliveries a second over the service's in the same round, tell what the redesign (README, Webhooks) would
- * gain before it is built.
- * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008). The
- * bare-loop line is the floor of any outbox on this machine (bench/webhook-floor-loop.ts): claim, sign, POST
- * and record, with nothing else, measured against the plain loop just after it.
+ * In each round, beside the service's worker (the idle processes paused), the redesign's sketch
+ * (bench/webhook-partition-sketch.ts, its own process on a copy of the notifications table) delivers the same
+ * shapes: its ratio, and its deliveries a second over the service's in the same round, tell what the redesign
+ * (README, Webhooks) would gain before it is built; and the bare loop delivers one backlog, the floor of any outbox
+ * on this machine (bench/webhook-floor-loop.ts): claim, sign, POST and record, with nothing else. Measured once
+ * after the rounds, against a plain loop of another moment, either was flattered or wronged (session 20).
+ * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008).
  */
 import {
   BENCH_PLATFORM,
@@ -380,15 +380,14 @@ async function startBenchProcess(
 
 /**
  * The floor (bench/webhook-floor-loop.ts): a bare delivery loop of its own process on a two-table outbox of
- * its own, with one notification per resource (it keeps no order).
+ * its own (it keeps no order, so the lane shape means nothing to it). Started and warm; measured once a round.
  */
-async function floorCeiling(
+async function startFloor(
   db: Db,
   databaseUrl: string,
   receiver: Worker,
   receiverUrl: string,
-  baseline: () => Promise<{ rps: number }>,
-) {
+): Promise<BenchProcess> {
   await sql`
     create table floor_notifications (
       notification_id uuid primary key, platform_code text not null, resource_key text not null,
@@ -412,18 +411,12 @@ async function floorCeiling(
       from generate_series(1, ${count}::int) i
       returning notification_id)
     insert into floor_queue (notification_id) select notification_id from recorded`.execute(db);
-  const floor = await startBenchProcess(
+  return startBenchProcess(
     'bench/webhook-floor-loop.ts',
     [databaseUrl, `${receiverUrl}/hooks`, SECRET],
     record,
     receiver,
   );
-  try {
-    const measured = await floor.measure(1, 'measured');
-    return { ...measured, ratio: measured.rate / (await baseline()).rps };
-  } finally {
-    floor.stop();
-  }
 }
 
 /**
@@ -572,18 +565,22 @@ async function main(): Promise<void> {
   worker.kill('SIGSTOP');
   const sketch = await startPartitionSketch(db, database.url, receiver);
   sketch.pause();
+  const floor = await startFloor(db, database.url, receiver, receiverUrl);
+  floor.pause();
   worker.kill('SIGCONT');
-  /** One backlog through the sketch, this tree's worker paused meanwhile. */
-  const throughputOfSketch = async (perLane: number, tag: string) => {
+  /** One backlog through a bench process (the sketch, the floor), this tree's worker paused meanwhile. */
+  const throughputOf = async (bench: BenchProcess, perLane: number, tag: string) => {
     worker.kill('SIGSTOP');
-    sketch.resume();
+    bench.resume();
     try {
-      return await sketch.measure(perLane, tag);
+      return await bench.measure(perLane, tag);
     } finally {
-      sketch.pause();
+      bench.pause();
       worker.kill('SIGCONT');
     }
   };
+  /** The floor's ratio to the plain loop, per round. */
+  const floorRatios: number[] = [];
   /** One backlog through `compareDir`'s worker, this tree's paused meanwhile. */
   const throughputOfOther = async (perLane: number, tag: string) => {
     worker.kill('SIGSTOP');
@@ -610,7 +607,8 @@ async function main(): Promise<void> {
     const measured: Array<Awaited<ReturnType<typeof throughput>>> = [];
     const measuredOther: Array<Awaited<ReturnType<typeof throughput>>> = [];
     const measuredSketch: Array<Awaited<ReturnType<BenchProcess['measure']>>> = [];
-    for (const shape of shapes) {
+    let measuredFloor: Awaited<ReturnType<BenchProcess['measure']>> | null = null;
+    for (const [i, shape] of shapes.entries()) {
       // The other first in even rounds: a machine that speeds up (or slows down) through the run would
       // otherwise favour whichever is measured second in every pair (session 17: the plain loop went from
       // 12,000 to 20,000 req/s in one run).
@@ -619,8 +617,11 @@ async function main(): Promise<void> {
       const theirs = async () =>
         measuredOther.push(await throughputOfOther(shape.perLane, `r${round}-${shape.perLane}-other`));
       const sketched = async () =>
-        measuredSketch.push(await throughputOfSketch(shape.perLane, `r${round}-${shape.perLane}`));
-      const turns = other ? [ours, theirs, sketched] : [ours, sketched];
+        measuredSketch.push(await throughputOf(sketch, shape.perLane, `r${round}-${shape.perLane}`));
+      const floored = async () => {
+        measuredFloor = await throughputOf(floor, 1, `r${round}`);
+      };
+      const turns = [ours, ...(other ? [theirs] : []), sketched, ...(i === 0 ? [floored] : [])];
       if (round % 2 === 0) turns.reverse();
       for (const measure of turns) await measure();
     }
@@ -631,6 +632,11 @@ async function main(): Promise<void> {
     const plain = (baselines[round - 1]!.rps + after.rps) / 2;
     console.log(
       `  round ${round}: plain loop ${plain.toFixed(0)} req/s (before/after ${baselines[round - 1]!.rps.toFixed(0)}/${after.rps.toFixed(0)})`,
+    );
+    const fl = measuredFloor!;
+    floorRatios.push(fl.rate / plain);
+    console.log(
+      `    ${'bare delivery loop'.padEnd(29)}  ${fl.rate.toFixed(0)} deliveries/s, ratio ${(fl.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(fl.cpuUs)}`,
     );
     shapes.forEach((shape, i) => {
       const m = measured[i]!;
@@ -663,8 +669,8 @@ async function main(): Promise<void> {
   }
   const ceiling = await queueCeiling(store.pool);
   const ceilingBaseline = await baseline();
-  const floor = await floorCeiling(db, database.url, receiver, receiverUrl, baseline);
   sketch.stop();
+  floor.stop();
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
   await ask(receiver, { type: 'reset' });
@@ -722,7 +728,7 @@ async function main(): Promise<void> {
     `  (graphile-worker no-op jobs    ${ceiling.toFixed(0)} /s, ratio ${(ceiling / ceilingBaseline.rps).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
   );
   console.log(
-    `  (bare delivery loop            ${floor.rate.toFixed(0)} /s, ratio ${floor.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(floor.cpuUs)}:`,
+    `  (bare delivery loop            ratio ${median(floorRatios).toFixed(2)} (rounds: ${floorRatios.map((r) => r.toFixed(2)).join(', ')}):`,
   );
   console.log(
     '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
