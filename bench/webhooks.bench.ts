@@ -17,8 +17,8 @@
  * resource (every delivery claims and gives back a lane of its own: the worst case) and ten per resource (a
  * lane's notifications go in a row). The machine's speed drifts over minutes (a shared VM: the plain loop
  * alone has moved by half between runs a minute apart), so the bench runs BENCH_ROUNDS (3) rounds of both
- * shapes, measures the plain loop before the first and after each round, compares each round with the loop
- * around it, and reports the median ratio. For each shape it also prints the CPU time per delivery of the
+ * shapes, measures the plain loop first and again right after every backlog, compares each backlog with the
+ * loop just before and just after it, and reports the median ratio. For each shape it also prints the CPU time per delivery of the
  * worker process and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the
  * cores that the baseline's load loop and receiver have to themselves, so those figures tell where a
  * delivery's cost goes.
@@ -545,9 +545,9 @@ async function main(): Promise<void> {
   console.log(
     `webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG} per shape, ${ROUNDS} rounds, ${os.cpus().length} CPUs`,
   );
-  const baselines = [await baseline()];
+  const firstBaseline = await baseline();
   console.log(
-    `  plain undici POST loop:            ${baselines[0]!.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${baselines[0]!.cpuUs.toFixed(0)} µs`,
+    `  plain undici POST loop:            ${firstBaseline.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${firstBaseline.cpuUs.toFixed(0)} µs`,
   );
   const worker = await startWorkerProcess(env);
   await recordBacklog(db, WARMUP, 1, 'warm', 100);
@@ -581,6 +581,18 @@ async function main(): Promise<void> {
   };
   /** The floor's ratio to the plain loop, per round. */
   const floorRatios: number[] = [];
+  /**
+   * The plain loop is measured again right after every backlog, and each backlog is compared with the mean of
+   * the plain loop just before and just after it: within a round the plain loop moved by up to half (session 20:
+   * 5,600 to 12,500 req/s), so a round's two ends measured the drift as much as the delivery.
+   */
+  let lastPlain = firstBaseline.rps;
+  const plainAround = async <T extends { rate: number }>(measured: T) => {
+    const after = (await baseline()).rps;
+    const plain = (lastPlain + after) / 2;
+    lastPlain = after;
+    return { ...measured, plain, ratio: measured.rate / plain };
+  };
   /** One backlog through `compareDir`'s worker, this tree's paused meanwhile. */
   const throughputOfOther = async (perLane: number, tag: string) => {
     worker.kill('SIGSTOP');
@@ -604,45 +616,49 @@ async function main(): Promise<void> {
     sketchVersus: [] as number[],
   }));
   for (let round = 1; round <= ROUNDS; round++) {
-    const measured: Array<Awaited<ReturnType<typeof throughput>>> = [];
-    const measuredOther: Array<Awaited<ReturnType<typeof throughput>>> = [];
-    const measuredSketch: Array<Awaited<ReturnType<BenchProcess['measure']>>> = [];
-    let measuredFloor: Awaited<ReturnType<BenchProcess['measure']>> | null = null;
+    type Measured<T> = Awaited<T> & { plain: number; ratio: number };
+    const measured: Array<Measured<ReturnType<typeof throughput>>> = [];
+    const measuredOther: Array<Measured<ReturnType<typeof throughput>>> = [];
+    const measuredSketch: Array<Measured<ReturnType<BenchProcess['measure']>>> = [];
+    let measuredFloor: Measured<ReturnType<BenchProcess['measure']>> | null = null;
+    const roundStartPlain = lastPlain;
     for (const [i, shape] of shapes.entries()) {
       // The other first in even rounds: a machine that speeds up (or slows down) through the run would
       // otherwise favour whichever is measured second in every pair (session 17: the plain loop went from
       // 12,000 to 20,000 req/s in one run).
       const ours = async () =>
-        measured.push(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`));
+        measured.push(
+          await plainAround(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`)),
+        );
       const theirs = async () =>
-        measuredOther.push(await throughputOfOther(shape.perLane, `r${round}-${shape.perLane}-other`));
+        measuredOther.push(
+          await plainAround(await throughputOfOther(shape.perLane, `r${round}-${shape.perLane}-other`)),
+        );
       const sketched = async () =>
-        measuredSketch.push(await throughputOf(sketch, shape.perLane, `r${round}-${shape.perLane}`));
+        measuredSketch.push(
+          await plainAround(await throughputOf(sketch, shape.perLane, `r${round}-${shape.perLane}`)),
+        );
       const floored = async () => {
-        measuredFloor = await throughputOf(floor, 1, `r${round}`);
+        measuredFloor = await plainAround(await throughputOf(floor, 1, `r${round}`));
       };
       const turns = [ours, ...(other ? [theirs] : []), sketched, ...(i === 0 ? [floored] : [])];
       if (round % 2 === 0) turns.reverse();
       for (const measure of turns) await measure();
     }
-    const after = await baseline();
-    baselines.push(after);
-    // Each round against the plain loop measured just before and just after it: the machine's speed
-    // drifts over minutes, and a ratio of runs far apart measures the drift.
-    const plain = (baselines[round - 1]!.rps + after.rps) / 2;
+    const plains = [...measured, ...measuredOther, ...measuredSketch, measuredFloor!].map((m) => m.plain);
     console.log(
-      `  round ${round}: plain loop ${plain.toFixed(0)} req/s (before/after ${baselines[round - 1]!.rps.toFixed(0)}/${after.rps.toFixed(0)})`,
+      `  round ${round}: plain loop ${Math.min(roundStartPlain, ...plains).toFixed(0)}–${Math.max(roundStartPlain, ...plains).toFixed(0)} req/s around its backlogs`,
     );
     const fl = measuredFloor!;
-    floorRatios.push(fl.rate / plain);
+    floorRatios.push(fl.ratio);
     console.log(
-      `    ${'bare delivery loop'.padEnd(29)}  ${fl.rate.toFixed(0)} deliveries/s, ratio ${(fl.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(fl.cpuUs)}`,
+      `    ${'bare delivery loop'.padEnd(29)}  ${fl.rate.toFixed(0)} deliveries/s, ratio ${fl.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(fl.cpuUs)}`,
     );
     shapes.forEach((shape, i) => {
       const m = measured[i]!;
-      shape.ratios.push(m.rate / plain);
+      shape.ratios.push(m.ratio);
       console.log(
-        `    ${shape.label}  ${m.rate.toFixed(0)} deliveries/s, ratio ${(m.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(m.cpuUs)}`,
+        `    ${shape.label}  ${m.rate.toFixed(0)} deliveries/s, ratio ${m.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(m.cpuUs)}`,
       );
       for (const e of m.extra)
         console.log(
@@ -656,14 +672,14 @@ async function main(): Promise<void> {
           postgresCpu: m.cpuUs.postgres / o.cpuUs.postgres,
         });
         console.log(
-          `    ${'  BENCH_COMPARE_DIR'.padEnd(29)}  ${o.rate.toFixed(0)} deliveries/s, ratio ${(o.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(o.cpuUs)}`,
+          `    ${'  BENCH_COMPARE_DIR'.padEnd(29)}  ${o.rate.toFixed(0)} deliveries/s, ratio ${o.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(o.cpuUs)}`,
         );
       }
       const sk = measuredSketch[i]!;
-      shape.sketchRatios.push(sk.rate / plain);
+      shape.sketchRatios.push(sk.ratio);
       shape.sketchVersus.push(sk.rate / m.rate);
       console.log(
-        `    ${'  redesign sketch'.padEnd(29)}  ${sk.rate.toFixed(0)} deliveries/s, ratio ${(sk.rate / plain).toFixed(2)}; CPU per delivery: ${cpuLine(sk.cpuUs)}`,
+        `    ${'  redesign sketch'.padEnd(29)}  ${sk.rate.toFixed(0)} deliveries/s, ratio ${sk.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(sk.cpuUs)}`,
       );
     });
   }
