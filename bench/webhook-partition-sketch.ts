@@ -174,7 +174,11 @@ interface Result {
 const unsent: Result[] = [];
 let settling = false;
 
-/** The service's record (migration 0025's update), for a batch of results, with the partition's lease. */
+/**
+ * The service's record, for a batch of results, with the partition's lease. A copy of migration 0025's update on
+ * purpose (the duplicates tool names it): that one runs inside webhook_settle_lanes, with the lanes this sketch has
+ * none of, and the sketch must pay for the same record to be compared with the service.
+ */
 function settle(): void {
   if (settling || unsent.length === 0) return;
   settling = true;
