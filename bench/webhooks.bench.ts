@@ -334,7 +334,11 @@ async function startBenchProcess(
     cwd: path.resolve(import.meta.dirname, '..'),
     stdio: ['pipe', 'inherit', 'inherit'],
   });
+  // Should the bench fail half-way, a paused child would never see its stdin end: killed with the bench.
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
   const stop = () => {
+    process.off('exit', killOnExit);
     child.kill('SIGCONT');
     child.stdin!.end();
     // Killed if it has not ended on its own by then.
