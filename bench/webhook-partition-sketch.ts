@@ -99,6 +99,8 @@ let afterSeq = 0;
 let openXids: string[] = [];
 let snapshotXmax = '0';
 let reading = false;
+/** The next look while the last read found nothing (one at a time, however many reads came back empty). */
+let poll: NodeJS.Timeout | null = null;
 
 let owned: number[] = [];
 async function renewPartitions(): Promise<void> {
@@ -114,7 +116,7 @@ async function read(): Promise<void> {
   if (reading || held >= MAX_HELD) return;
   reading = true;
   try {
-    const { rows } = await sql<Head & { snap: string; txid: string }>`
+    const { rows } = await sql<Head & { snap: string }>`
       with s as materialized (select pg_current_snapshot() as snap),
       -- After the cursor, and of the transactions open at the last read: each through its own index, in seq
       -- order, so that neither scans past the first READ_LIMIT.
@@ -156,7 +158,12 @@ async function read(): Promise<void> {
       held++;
       if (!lane.running && lane.heads.length === 1) ready.push(lane);
     }
-    if (found.length === 0) setTimeout(() => void read().then(pump, fail), 5);
+    if (found.length === 0 && !poll) {
+      poll = setTimeout(() => {
+        poll = null;
+        read().then(pump, fail);
+      }, 5);
+    }
   } finally {
     reading = false;
   }

@@ -232,12 +232,8 @@ async function main(): Promise<void> {
     console.log(
       `webhook store costs: PostgreSQL CPU per delivery of the delivery's statements, ${count} deliveries a measurement, ${ROUNDS} rounds`,
     );
-    const ratios = {
-      'inbox sketch against lanes, 1 per resource': [] as number[],
-      'inbox sketch against lanes, 10 per resource': [] as number[],
-      'read sketch against lanes, 1 per resource': [] as number[],
-      'the record alone against lanes, 1 per resource': [] as number[],
-    };
+    /** Each comparison's ratio per round, by its label (in the order printed). */
+    const ratios = new Map<string, number[]>();
     const lanes = () => deliverThroughLanes(db);
     for (let round = 1; round <= ROUNDS; round++) {
       const lanesOne = await measure({ perLane: 1, tag: `r${round}-one`, then: 'lanes' }, lanes);
@@ -251,15 +247,20 @@ async function main(): Promise<void> {
       const record = await measure({ perLane: 1, tag: `r${round}-record`, then: 'nothing' }, (recorded) =>
         recordAlone(db, recorded),
       );
-      [inbox / lanesOne, inbox / lanesTen, reads / lanesOne, record / lanesOne].forEach((ratio, i) =>
-        Object.values(ratios)[i]!.push(ratio),
-      );
+      for (const [label, ratio] of [
+        ['inbox sketch against lanes, 1 per resource', inbox / lanesOne],
+        ['inbox sketch against lanes, 10 per resource', inbox / lanesTen],
+        ['read sketch against lanes, 1 per resource', reads / lanesOne],
+        ['the record alone against lanes, 1 per resource', record / lanesOne],
+      ] as const) {
+        ratios.set(label, [...(ratios.get(label) ?? []), ratio]);
+      }
       console.log(
         `  round ${round}: lanes, 1 per resource ${lanesOne.toFixed(0)} µs; lanes, 10 per resource ${lanesTen.toFixed(0)} µs; inbox sketch ${inbox.toFixed(0)} µs; read sketch ${reads.toFixed(0)} µs; the record alone ${record.toFixed(0)} µs`,
       );
     }
     console.log(`median of ${ROUNDS} rounds:`);
-    for (const [label, values] of Object.entries(ratios)) {
+    for (const [label, values] of ratios) {
       console.log(
         `  ${label.padEnd(48)}${median(values).toFixed(2)}   (rounds: ${values.map((r) => r.toFixed(2)).join(', ')})`,
       );

@@ -304,19 +304,63 @@ async function queueCeiling(pool: pg.Pool): Promise<number> {
   return rate;
 }
 
-/** A bench delivery process (the bare loop, the redesign's sketch), started and warm. */
-interface BenchProcess {
-  /** Delivers one backlog of BACKLOG (`perLane` notifications per resource): its rate and CPU per delivery. */
-  measure(perLane: number, tag: string): Promise<{ rate: number; cpuUs: CpuPerDelivery }>;
-  pause(): void;
-  resume(): void;
-  stop(): void;
-}
-
 interface CpuPerDelivery {
   worker: number;
   postgres: number;
   receiver: number;
+}
+
+/**
+ * Records one backlog of BACKLOG (`record`) and waits until the receiver has had each of its notifications; the
+ * CPU per delivery meanwhile of the delivering process (`pid`), of every PostgreSQL process, and of this one
+ * (the receiver's thread), from the commit on (the producer's own cost is not the delivery's).
+ */
+async function deliverBacklog(
+  receiver: Worker,
+  pid: number,
+  record: () => Promise<unknown>,
+): Promise<CpuPerDelivery> {
+  await ask(receiver, { type: 'reset' });
+  await record();
+  const benchCpuBefore = process.cpuUsage();
+  const cpuBefore = processCpuMs(pid);
+  const postgresCpuBefore = postgresCpuMs();
+  // Watched at the receiver: polling the database would add its own load to what is measured.
+  const arrived = async () => (await ask<{ unique: number }>(receiver, { type: 'stats' })).unique;
+  await waitUntil(async () => (await arrived()) >= BACKLOG, 300_000);
+  const cpuMs = processCpuMs(pid) - cpuBefore;
+  const postgresMs = postgresCpuMs() - postgresCpuBefore;
+  const benchCpu = process.cpuUsage(benchCpuBefore);
+  return {
+    worker: (cpuMs * 1000) / BACKLOG,
+    postgres: (postgresMs * 1000) / BACKLOG,
+    receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
+  };
+}
+
+/** The receiver's deliveries a second since its last reset (first to last arrival), and how many it had. */
+async function receiverRate(receiver: Worker): Promise<{ rate: number; count: number }> {
+  const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
+    type: 'stats',
+  });
+  return { rate: (count - 1) / ((last - first) / 1000), count };
+}
+
+/** What the bench pauses (SIGSTOP) while it measures another delivering process, so that it measures one alone. */
+interface Pausable {
+  pause(): void;
+  resume(): void;
+}
+
+function pausable(child: ChildProcess): Pausable {
+  return { pause: () => child.kill('SIGSTOP'), resume: () => child.kill('SIGCONT') };
+}
+
+/** A bench delivery process (the bare loop, the redesign's sketch), started and warm. */
+interface BenchProcess extends Pausable {
+  /** Delivers one backlog of BACKLOG (`perLane` notifications per resource): its rate and CPU per delivery. */
+  measure(perLane: number, tag: string): Promise<{ rate: number; cpuUs: CpuPerDelivery }>;
+  stop(): void;
 }
 
 /**
@@ -355,29 +399,12 @@ async function startBenchProcess(
   }
   return {
     async measure(perLane, tag) {
-      await ask(receiver, { type: 'reset' });
-      await record(BACKLOG, perLane, `trade:${name}-${tag}-`);
-      const benchCpuBefore = process.cpuUsage();
-      const cpuBefore = processCpuMs(child.pid!);
-      const postgresCpuBefore = postgresCpuMs();
-      await waitUntil(async () => (await delivered()) >= BACKLOG, 120_000);
-      const cpuMs = processCpuMs(child.pid!) - cpuBefore;
-      const postgresMs = postgresCpuMs() - postgresCpuBefore;
-      const benchCpu = process.cpuUsage(benchCpuBefore);
-      const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
-        type: 'stats',
-      });
-      return {
-        rate: (count - 1) / ((last - first) / 1000),
-        cpuUs: {
-          worker: (cpuMs * 1000) / BACKLOG,
-          postgres: (postgresMs * 1000) / BACKLOG,
-          receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
-        },
-      };
+      const cpuUs = await deliverBacklog(receiver, child.pid!, () =>
+        record(BACKLOG, perLane, `trade:${name}-${tag}-`),
+      );
+      return { rate: (await receiverRate(receiver)).rate, cpuUs };
     },
-    pause: () => child.kill('SIGSTOP'),
-    resume: () => child.kill('SIGCONT'),
+    ...pausable(child),
     stop,
   };
 }
@@ -449,6 +476,11 @@ async function startPartitionSketch(db: Db, databaseUrl: string, receiver: Worke
   return startBenchProcess('bench/webhook-partition-sketch.ts', [databaseUrl, SECRET], record, receiver);
 }
 
+/** Per-round figures, for the summary. */
+function listOf(values: number[]): string {
+  return values.map((v) => v.toFixed(2)).join(', ');
+}
+
 function cpuLine(cpu: CpuPerDelivery): string {
   return `worker ${cpu.worker.toFixed(0)} µs, PostgreSQL ${cpu.postgres.toFixed(0)} µs, receiver ${cpu.receiver.toFixed(0)} µs`;
 }
@@ -510,40 +542,20 @@ async function main(): Promise<void> {
    * and the worker is measured delivering, not waiting for the producer.
    */
   const throughput = async (worker: ChildProcess, perLane: number, tag: string) => {
-    await ask(receiver, { type: 'reset' });
-    await recordBacklog(db, BACKLOG, perLane, tag, BACKLOG);
-    // From the commit on (the producer's own cost is not the delivery's).
-    const benchCpuBefore = process.cpuUsage();
-    const workerCpuBefore = processCpuMs(worker.pid!);
-    const postgresCpuBefore = postgresCpuMs();
-    // Watched at the receiver: polling the database would add its own load to what is measured.
-    const arrived = async () => (await ask<{ unique: number }>(receiver, { type: 'stats' })).unique;
-    await waitUntil(async () => (await arrived()) >= BACKLOG, 300_000);
-    const workerCpuMs = processCpuMs(worker.pid!) - workerCpuBefore;
-    const postgresMs = postgresCpuMs() - postgresCpuBefore;
-    const benchCpu = process.cpuUsage(benchCpuBefore);
+    const cpuUs = await deliverBacklog(receiver, worker.pid!, () =>
+      recordBacklog(db, BACKLOG, perLane, tag, BACKLOG),
+    );
     // The last results are recorded a moment after their deliveries.
     await waitUntil(async () => (await undelivered(db)) === 0, 60_000);
-    const { count, first, last } = await ask<{ count: number; first: number; last: number }>(receiver, {
-      type: 'stats',
-    });
+    const { rate, count } = await receiverRate(receiver);
     // The attempts of notifications attempted more than once, by outcome and error (the receiver answers 204).
     const extra = await sql<{ outcome: string; error: string | null; n: number }>`
       select outcome, error, count(*)::int as n from webhook_attempts a
       join webhook_notifications w using (notification_id)
       where w.resource_key like ${`trade:${tag}-%`} and w.attempt_count > 1
       group by outcome, error order by n desc limit 5`.execute(db);
-    return {
-      rate: (count - 1) / ((last - first) / 1000),
-      count,
-      extra: extra.rows,
-      // Where the time goes, per delivery: the worker process, and every PostgreSQL process on the machine.
-      cpuUs: {
-        worker: (workerCpuMs * 1000) / BACKLOG,
-        postgres: (postgresMs * 1000) / BACKLOG,
-        receiver: (benchCpu.user + benchCpu.system) / BACKLOG,
-      },
-    };
+    // Where the time goes, per delivery: the worker process, and every PostgreSQL process on the machine.
+    return { rate, count, extra: extra.rows, cpuUs };
   };
 
   console.log(
@@ -565,21 +577,21 @@ async function main(): Promise<void> {
     other.kill('SIGSTOP');
     worker.kill('SIGCONT');
   }
-  // The redesign's sketch, paused but while it is measured (as the service's worker is then).
+  // The redesign's sketch and the bare loop, each paused but while it is measured (as the compared worker is).
   worker.kill('SIGSTOP');
   const sketch = await startPartitionSketch(db, database.url, receiver);
   sketch.pause();
   const floor = await startFloor(db, database.url, receiver, receiverUrl);
   floor.pause();
   worker.kill('SIGCONT');
-  /** One backlog through a bench process (the sketch, the floor), this tree's worker paused meanwhile. */
-  const throughputOf = async (bench: BenchProcess, perLane: number, tag: string) => {
+  /** Runs `measure` with `subject` running and this tree's worker paused: each delivering process is measured alone. */
+  const alone = async <T>(subject: Pausable, measure: () => Promise<T>) => {
     worker.kill('SIGSTOP');
-    bench.resume();
+    subject.resume();
     try {
-      return await bench.measure(perLane, tag);
+      return await measure();
     } finally {
-      bench.pause();
+      subject.pause();
       worker.kill('SIGCONT');
     }
   };
@@ -596,17 +608,6 @@ async function main(): Promise<void> {
     const plain = (lastPlain + after) / 2;
     lastPlain = after;
     return { ...measured, plain, ratio: measured.rate / plain };
-  };
-  /** One backlog through `compareDir`'s worker, this tree's paused meanwhile. */
-  const throughputOfOther = async (perLane: number, tag: string) => {
-    worker.kill('SIGSTOP');
-    other!.kill('SIGCONT');
-    try {
-      return await throughput(other!, perLane, tag);
-    } finally {
-      other!.kill('SIGSTOP');
-      worker.kill('SIGCONT');
-    }
   };
   // BENCH_SHAPES, e.g. "1" to profile one shape alone (default both: "1,10").
   const shapes = (process.env.BENCH_SHAPES ?? '1,10').split(',').map((n) => ({
@@ -636,14 +637,20 @@ async function main(): Promise<void> {
         );
       const theirs = async () =>
         measuredOther.push(
-          await plainAround(await throughputOfOther(shape.perLane, `r${round}-${shape.perLane}-other`)),
+          await plainAround(
+            await alone(pausable(other!), () =>
+              throughput(other!, shape.perLane, `r${round}-${shape.perLane}-other`),
+            ),
+          ),
         );
       const sketched = async () =>
         measuredSketch.push(
-          await plainAround(await throughputOf(sketch, shape.perLane, `r${round}-${shape.perLane}`)),
+          await plainAround(
+            await alone(sketch, () => sketch.measure(shape.perLane, `r${round}-${shape.perLane}`)),
+          ),
         );
       const floored = async () => {
-        measuredFloor = await plainAround(await throughputOf(floor, 1, `r${round}`));
+        measuredFloor = await plainAround(await alone(floor, () => floor.measure(1, `r${round}`)));
       };
       const turns = [ours, ...(other ? [theirs] : []), sketched, ...(i === 0 ? [floored] : [])];
       if (round % 2 === 0) turns.reverse();
@@ -741,14 +748,14 @@ async function main(): Promise<void> {
   );
   for (const shape of shapes) {
     console.log(
-      `  ${shape.label}  ratio ${median(shape.ratios).toFixed(2)}   (rounds: ${shape.ratios.map((r) => r.toFixed(2)).join(', ')})`,
+      `  ${shape.label}  ratio ${median(shape.ratios).toFixed(2)}   (rounds: ${listOf(shape.ratios)})`,
     );
   }
   console.log(
     `  (graphile-worker no-op jobs    ${ceiling.toFixed(0)} /s, ratio ${(ceiling / ceilingBaseline.rps).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
   );
   console.log(
-    `  (bare delivery loop            ratio ${median(floorRatios).toFixed(2)} (rounds: ${floorRatios.map((r) => r.toFixed(2)).join(', ')}):`,
+    `  (bare delivery loop            ratio ${median(floorRatios).toFixed(2)} (rounds: ${listOf(floorRatios)}):`,
   );
   console.log(
     '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
@@ -757,16 +764,15 @@ async function main(): Promise<void> {
     'the redesign sketch (bench/webhook-partition-sketch.ts: partitions leased, work read after a cursor, order in memory):',
   );
   for (const shape of shapes) {
-    const list = (values: number[]) => values.map((v) => v.toFixed(2)).join(', ');
     console.log(
-      `  ${shape.label}  ratio ${median(shape.sketchRatios).toFixed(2)} (rounds: ${list(shape.sketchRatios)}); deliveries/s ${median(shape.sketchVersus).toFixed(2)} of the service's (${list(shape.sketchVersus)})`,
+      `  ${shape.label}  ratio ${median(shape.sketchRatios).toFixed(2)} (rounds: ${listOf(shape.sketchRatios)}); deliveries/s ${median(shape.sketchVersus).toFixed(2)} of the service's (${listOf(shape.sketchVersus)})`,
     );
   }
   if (compareDir) {
     console.log(`this tree against BENCH_COMPARE_DIR (${compareDir}), median of the paired ratios:`);
     for (const shape of shapes) {
       const of = (pick: (v: (typeof shape.versus)[number]) => number) =>
-        `${median(shape.versus.map(pick)).toFixed(2)} (${shape.versus.map((v) => pick(v).toFixed(2)).join(', ')})`;
+        `${median(shape.versus.map(pick)).toFixed(2)} (${listOf(shape.versus.map(pick))})`;
       console.log(
         `  ${shape.label}  deliveries/s ${of((v) => v.rate)}; worker CPU per delivery ${of((v) => v.workerCpu)}; PostgreSQL CPU ${of((v) => v.postgresCpu)}`,
       );
