@@ -14,7 +14,7 @@
  * warmed up with 3,000 deliveries (a worker runs for days; its first second of JIT is not what it costs).
  * Throughput is measured from the first to the last delivery of a backlog of 10,000 committed in one
  * transaction (so the worker delivers while nothing else writes), for two lane shapes: one notification per
- * resource (every delivery claims and gives back a lane of its own: the worst case) and ten per resource (a
+ * resource (every delivery is a lane of its own: the worst case) and ten per resource (a
  * lane's notifications go in a row). The machine's speed drifts over minutes (a shared VM: the plain loop
  * alone has moved by half between runs a minute apart), so the bench runs BENCH_ROUNDS (3) rounds of both
  * shapes, measures the plain loop first and again right after every backlog, compares each backlog with the
@@ -22,12 +22,10 @@
  * worker process and of PostgreSQL: on a 2-core machine the worker, PostgreSQL and the receiver share the
  * cores that the baseline's load loop and receiver have to themselves, so those figures tell where a
  * delivery's cost goes.
- * In each round, beside the service's worker (the idle processes paused), the redesign's sketch
- * (bench/webhook-partition-sketch.ts, its own process on a copy of the notifications table) delivers the same
- * shapes: its ratio, and its deliveries a second over the service's in the same round, tell what the redesign
- * (README, Webhooks) would gain before it is built; and the bare loop delivers one backlog, the floor of any outbox
- * on this machine (bench/webhook-floor-loop.ts): claim, sign, POST and record, with nothing else. Measured once
- * after the rounds, against a plain loop of another moment, either was flattered or wronged (session 20).
+ * In each round, beside the service's worker (the idle processes paused), the bare loop delivers one backlog,
+ * the floor of any outbox on this machine (bench/webhook-floor-loop.ts): claim, sign, POST and record, with
+ * nothing else. Measured once after the rounds, against a plain loop of another moment, it was flattered or
+ * wronged (session 20).
  * The graphile-worker line is the ceiling a queue job per delivery would have (the design before 0008).
  */
 import {
@@ -68,8 +66,6 @@ const BASELINE_MS = 3_000;
 const LATENCY_RATE = 200;
 const LATENCY_SECONDS = 10;
 const SECRET = 'bench-webhook-secret';
-/** Partitions of the lanes in the redesign's sketch (bench/webhook-partition-sketch.ts leases them all). */
-const SKETCH_PARTITIONS = 64;
 const PLATFORM = BENCH_PLATFORM;
 const PAYLOAD = BENCH_TRADE_PAYLOAD;
 
@@ -356,7 +352,7 @@ function pausable(child: ChildProcess): Pausable {
   return { pause: () => child.kill('SIGSTOP'), resume: () => child.kill('SIGCONT') };
 }
 
-/** A bench delivery process (the bare loop, the redesign's sketch), started and warm. */
+/** A bench delivery process (the bare loop), started and warm. */
 interface BenchProcess extends Pausable {
   /** Delivers one backlog of BACKLOG (`perLane` notifications per resource): its rate and CPU per delivery. */
   measure(perLane: number, tag: string): Promise<{ rate: number; cpuUs: CpuPerDelivery }>;
@@ -448,32 +444,6 @@ async function startFloor(
     record,
     receiver,
   );
-}
-
-/**
- * The redesign's sketch (bench/webhook-partition-sketch.ts): partitions leased, work found by reads after a
- * cursor, each resource's order kept in memory, the service's record; on a copy of webhook_notifications with
- * the two columns it needs. Started and warm; measured in each round beside the service.
- */
-async function startPartitionSketch(db: Db, databaseUrl: string, receiver: Worker): Promise<BenchProcess> {
-  await sql`create table sketch_notifications (like webhook_notifications including all)`.execute(db);
-  await sql`alter table sketch_notifications add column lane_partition smallint not null default 0,
-    add column txid xid8 not null default pg_current_xact_id()`.execute(db);
-  await sql`create index on sketch_notifications (txid) where status in ('pending', 'retrying')`.execute(db);
-  await sql`create table sketch_partitions (lane_partition smallint primary key, owner text,
-    lease_until timestamptz)`.execute(db);
-  await sql`insert into sketch_partitions (lane_partition)
-    select generate_series(0, ${SKETCH_PARTITIONS - 1}::int)`.execute(db);
-  const record = (count: number, perLane: number, tag: string) =>
-    sql`
-    insert into sketch_notifications (notification_id, platform_code, payload_type, resource_key, payload,
-      lane_partition)
-    select gen_random_uuid(), ${PLATFORM}, 'trade_status_changed', r.key, ${JSON.stringify(PAYLOAD)}::jsonb,
-      abs(hashtext(${PLATFORM} || ' ' || r.key)) % ${SKETCH_PARTITIONS}::int
-    from generate_series(0, ${count - 1}::int) i
-    cross join lateral (select ${tag} || (i / ${perLane}::int) as key) r
-    order by i`.execute(db);
-  return startBenchProcess('bench/webhook-partition-sketch.ts', [databaseUrl, SECRET], record, receiver);
 }
 
 /** Per-round figures, for the summary. */
@@ -577,10 +547,8 @@ async function main(): Promise<void> {
     other.kill('SIGSTOP');
     worker.kill('SIGCONT');
   }
-  // The redesign's sketch and the bare loop, each paused but while it is measured (as the compared worker is).
+  // The bare loop, paused but while it is measured (as the compared worker is).
   worker.kill('SIGSTOP');
-  const sketch = await startPartitionSketch(db, database.url, receiver);
-  sketch.pause();
   const floor = await startFloor(db, database.url, receiver, receiverUrl);
   floor.pause();
   worker.kill('SIGCONT');
@@ -616,15 +584,11 @@ async function main(): Promise<void> {
     ratios: [] as number[],
     /** This tree's deliveries/s and worker CPU per delivery over compareDir's, per round. */
     versus: [] as Array<{ rate: number; workerCpu: number; postgresCpu: number }>,
-    /** The sketch's ratio to the plain loop, and its deliveries/s over this tree's, per round. */
-    sketchRatios: [] as number[],
-    sketchVersus: [] as number[],
   }));
   for (let round = 1; round <= ROUNDS; round++) {
     type Measured<T> = Awaited<T> & { plain: number; ratio: number };
     const measured: Array<Measured<ReturnType<typeof throughput>>> = [];
     const measuredOther: Array<Measured<ReturnType<typeof throughput>>> = [];
-    const measuredSketch: Array<Measured<ReturnType<BenchProcess['measure']>>> = [];
     let measuredFloor: Measured<ReturnType<BenchProcess['measure']>> | null = null;
     const roundStartPlain = lastPlain;
     for (const [i, shape] of shapes.entries()) {
@@ -643,20 +607,14 @@ async function main(): Promise<void> {
             ),
           ),
         );
-      const sketched = async () =>
-        measuredSketch.push(
-          await plainAround(
-            await alone(sketch, () => sketch.measure(shape.perLane, `r${round}-${shape.perLane}`)),
-          ),
-        );
       const floored = async () => {
         measuredFloor = await plainAround(await alone(floor, () => floor.measure(1, `r${round}`)));
       };
-      const turns = [ours, ...(other ? [theirs] : []), sketched, ...(i === 0 ? [floored] : [])];
+      const turns = [ours, ...(other ? [theirs] : []), ...(i === 0 ? [floored] : [])];
       if (round % 2 === 0) turns.reverse();
       for (const measure of turns) await measure();
     }
-    const plains = [...measured, ...measuredOther, ...measuredSketch, measuredFloor!].map((m) => m.plain);
+    const plains = [...measured, ...measuredOther, measuredFloor!].map((m) => m.plain);
     console.log(
       `  round ${round}: plain loop ${Math.min(roundStartPlain, ...plains).toFixed(0)}–${Math.max(roundStartPlain, ...plains).toFixed(0)} req/s around its backlogs`,
     );
@@ -686,17 +644,10 @@ async function main(): Promise<void> {
           `    ${'  BENCH_COMPARE_DIR'.padEnd(29)}  ${o.rate.toFixed(0)} deliveries/s, ratio ${o.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(o.cpuUs)}`,
         );
       }
-      const sk = measuredSketch[i]!;
-      shape.sketchRatios.push(sk.ratio);
-      shape.sketchVersus.push(sk.rate / m.rate);
-      console.log(
-        `    ${'  redesign sketch'.padEnd(29)}  ${sk.rate.toFixed(0)} deliveries/s, ratio ${sk.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(sk.cpuUs)}`,
-      );
     });
   }
   const ceiling = await queueCeiling(store.pool);
   const ceilingBaseline = await baseline();
-  sketch.stop();
   floor.stop();
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
@@ -760,14 +711,6 @@ async function main(): Promise<void> {
   console.log(
     '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
   );
-  console.log(
-    'the redesign sketch (bench/webhook-partition-sketch.ts: partitions leased, work read after a cursor, order in memory):',
-  );
-  for (const shape of shapes) {
-    console.log(
-      `  ${shape.label}  ratio ${median(shape.sketchRatios).toFixed(2)} (rounds: ${listOf(shape.sketchRatios)}); deliveries/s ${median(shape.sketchVersus).toFixed(2)} of the service's (${listOf(shape.sketchVersus)})`,
-    );
-  }
   if (compareDir) {
     console.log(`this tree against BENCH_COMPARE_DIR (${compareDir}), median of the paired ratios:`);
     for (const shape of shapes) {

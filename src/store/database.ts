@@ -194,14 +194,13 @@ export function committedAWrite(): boolean {
 }
 
 /**
- * This schema's functions that write (migrations 0008–0016), which a `select` may call. A lost `select` that
+ * This schema's functions that write (migrations 0008 and 0026), which a `select` may call. A lost `select` that
  * calls none of them changed nothing, whatever its outcome (test/integration/statement-writes.test.ts keeps
  * the list in step with the migrations).
  */
 export const WRITING_FUNCTIONS = [
-  'webhook_claim_lanes',
-  'webhook_release_lanes',
-  'webhook_settle_lanes',
+  'webhook_lease_partitions',
+  'webhook_record_attempts',
   'webhook_wake_lane',
 ] as const;
 /**

@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { sql } from 'kysely';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
 import { serviceEnv, startReadyWorker, workersBesideApiService } from '../helpers/webhook-processes.ts';
 import { record, startWebhookReceiver, waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
  * A worker whose every slot is taken by a receiver that hangs does not keep the lanes it claimed meanwhile
- * from a worker with room: after a second of waiting it gives them back (announced), and claims no more
- * until a slot frees. Before, they waited for its slot, up to the attempt timeout (30 s here).
+ * from a worker with room: after a second of waiting it gives back every partition it is not working
+ * (announced), and takes none until a slot frees. Before, they waited for its slot, up to the attempt timeout
+ * (30 s here). (The lanes of the hanging lane's own partition wait for it: 1 in 64 of the lanes.)
  */
 const setup = workersBesideApiService();
 const { workers, receivers } = setup;
@@ -26,15 +28,23 @@ test("lanes a full worker cannot start go to a worker with room, well before the
   workers.push(full);
   await record(db, code, 'trade:hang', { hang: true });
   await waitFor(() => receiver.deliveries.length === 1, "the hanging receiver's attempt, in the one slot");
-  // In one transaction: one NOTIFY, one claim by the full worker, which cannot start them.
+  // Lanes of other partitions than the hanging one's.
+  const partitionOf = async (resource: string) =>
+    (await sql<{ p: number }>`select webhook_lane_partition(${code}, ${resource})::int as p`.execute(db))
+      .rows[0]!.p;
+  const hanging = await partitionOf('trade:hang');
+  const waiting: string[] = [];
+  for (let i = 0; waiting.length < 3; i++)
+    if ((await partitionOf(`trade:waiting-${i}`)) !== hanging) waiting.push(`trade:waiting-${i}`);
+  // In one transaction: one NOTIFY, one read and one claim by the full worker, which cannot start them.
   const ids = await db.transaction().execute(async (trx) => {
     const recorded: string[] = [];
-    for (let i = 0; i < 3; i++) {
+    for (const [i, resourceKey] of waiting.entries()) {
       recorded.push(
         await recordNotification(trx, {
           platformCode: code,
           payloadType: 'trade_status_changed',
-          resourceKey: `trade:waiting-${i}`,
+          resourceKey,
           payload: { i },
         }),
       );
@@ -42,7 +52,7 @@ test("lanes a full worker cannot start go to a worker with room, well before the
     return recorded;
   });
   await waitFor(
-    () => /lanes claimed given back to other workers/.test(full.output()),
+    () => /partitions not being worked given back to other workers/.test(full.output()),
     'the full worker giving back the lanes it cannot start',
   );
   workers.push(await startReadyWorker(env));

@@ -5,9 +5,9 @@ import { serviceEnv, startReadyWorker, workersBesideApiService } from '../helper
 import { record, startWebhookReceiver, waitFor } from '../helpers/webhook-receiver.ts';
 
 /**
- * A rolling deploy: the worker holding a lane is stopped (SIGTERM) while its attempt is under way. It gives
- * the lane back due at once, and the other worker takes it then, not at its next poll (a minute here) or when
- * the stopped worker's lease would have run out (35 s here).
+ * A rolling deploy: the worker holding a lane's partition is stopped (SIGTERM) while its attempt is under way.
+ * It gives its partitions back at once, and the other worker takes them then, not at its next poll (a minute
+ * here) or when the stopped worker's lease would have run out (35 s here).
  */
 const setup = workersBesideApiService();
 const { workers, receivers } = setup;
@@ -35,9 +35,8 @@ test("a stopping worker's lanes are taken by another worker at once", async () =
   await waitFor(() => receiver.deliveries.some((d) => d.notificationId === ids[0]), 'the first attempt');
   const { owner } = (
     await sql<{ owner: string }>`
-      select owner from webhook_lanes where platform_code = ${code} and resource_key = 'trade:handoff'`.execute(
-      db,
-    )
+      select owner from webhook_partitions
+      where lane_partition = webhook_lane_partition(${code}, 'trade:handoff')`.execute(db)
   ).rows[0]!;
   const holder = workers.find((w) => w.child.pid === Number(owner.split(':')[1]))!;
   holder.child.kill('SIGTERM');

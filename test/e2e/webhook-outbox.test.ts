@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { sql } from 'kysely';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { serviceEnv, startReadyWorker, stopWorkerProcess } from '../helpers/webhook-processes.ts';
@@ -73,8 +72,6 @@ test('a rolled-back change leaves no notification and no delivery job', async ()
     .where('platform_code', '=', code)
     .execute();
   assert.deepEqual(rows, []);
-  const lanes = () => sql`select 1 from webhook_lanes where platform_code = ${code}`.execute(db());
-  assert.equal((await lanes()).rows.length, 0, 'no lane woken');
 
   // The same use case committed does leave both (so the assertions above can fail).
   await db()
@@ -94,7 +91,6 @@ test('a rolled-back change leaves no notification and no delivery job', async ()
     .where('platform_code', '=', code)
     .execute();
   assert.deepEqual(committed, [{ status: 'pending' }]);
-  assert.equal((await lanes()).rows.length, 1, 'its lane is woken');
 });
 
 test('a change committed by a process SIGKILLed right after the commit is still delivered', async () => {

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { claimLanes, renewLeases, settleLanes } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { leasePartitions, recordAttempts } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { loadPartitions } from '../../src/domain/webhooks/lane-reads.repository.ts';
 import { LEASE_MARGIN_MS } from '../../src/domain/webhooks/webhook-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
@@ -14,8 +15,8 @@ import {
 import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
 
 /**
- * Issue 4 point 5: two or more worker processes never deliver the same attempt twice at once; a claim lasts
- * at least the request timeout plus 5 s, then another worker may take it.
+ * Issue 4 point 5: two or more worker processes never deliver the same attempt twice at once; a claim (of a
+ * partition of the lanes) lasts at least the request timeout plus 5 s, then another worker may take it.
  */
 const TIMEOUT_MS = 2_000;
 let svc: TestService;
@@ -32,62 +33,59 @@ after(async () => {
 
 const db = () => svc.runtime.store.db;
 
-test('a lane claim lasts the request timeout + 5 s; a second worker cannot take it until it expires', async () => {
+test("a partition's lease lasts the request timeout + 5 s; a second worker cannot take it until it expires", async () => {
   const { platform } = await svc.newPlatform();
   const code = platform.platform_code;
-  const lane = { platformCode: code, resourceKey: 'trade:LEASE' };
   await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused' });
-  await record(db(), code, lane.resourceKey);
+  await record(db(), code, 'trade:LEASE');
   const leaseMs = svc.runtime.services.webhooks.delivery.leaseMs;
   assert.ok(leaseMs >= TIMEOUT_MS + LEASE_MARGIN_MS, `lease ${leaseMs} ms`);
-  const claim = (owner: string) =>
-    claimLanes(db(), owner, { limit: 10, leaseMs, perLane: 5 }).then((lanes) =>
-      lanes.filter((c) => c.lane.platformCode === code),
-    );
+  const lease = (owner: string, giveBack: number[] = [], wants = true) =>
+    leasePartitions(db(), owner, { leaseMs, giveBack, wants });
+  const { rows } = await sql<{
+    p: number;
+  }>`select webhook_lane_partition(${code}, 'trade:LEASE')::int as p`.execute(db());
+  const partition = rows[0]!.p;
 
-  const [a] = await claim('worker-A');
-  assert.ok(a?.heads[0], 'the claim returns the lane head');
-  const lease = await sql<{ owner: string; length_ms: number }>`
-    select owner, extract(epoch from (due_at - claimed_at)) * 1000 as length_ms
-    from webhook_lanes where platform_code = ${code}`.execute(db());
-  assert.equal(lease.rows[0]!.owner, 'worker-A');
-  assert.ok(Number(lease.rows[0]!.length_ms) >= TIMEOUT_MS + LEASE_MARGIN_MS);
+  // Alone, A takes every partition, each for the lease.
+  const a = await lease('worker-A');
+  assert.equal(a.partitions.length, 64);
+  const length = await sql<{ owner: string; left_ms: number }>`
+    select owner, extract(epoch from (lease_until - clock_timestamp())) * 1000 as left_ms
+    from webhook_partitions where lane_partition = ${partition}`.execute(db());
+  assert.equal(length.rows[0]!.owner, 'worker-A');
+  assert.ok(Number(length.rows[0]!.left_ms) >= TIMEOUT_MS + LEASE_MARGIN_MS);
+  const head = (await loadPartitions(db(), [partition], 5)).rows.find((r) => r.platform_code === code)!;
 
-  // Another worker is refused while the claim lasts.
-  assert.deepEqual(await claim('worker-B'), []);
+  // Another worker is refused while the leases last, and is short of its share: A is told so, to give some back.
+  assert.deepEqual((await lease('worker-B')).partitions, []);
+  const told = await lease('worker-A');
+  assert.deepEqual([told.fairShare, told.othersShort], [32, true]);
 
-  // Once the claim has expired (time moved on), B takes the lane, and A can neither renew nor record.
-  await sql`update webhook_lanes set due_at = clock_timestamp() - interval '1 millisecond'
-    where platform_code = ${code}`.execute(db());
-  assert.equal((await claim('worker-B')).length, 1);
-  assert.deepEqual(await renewLeases(db(), 'worker-A', [lane], leaseMs), [false]);
-  const [late] = await settleLanes(db(), 'worker-A', leaseMs, [
+  // Once the lease has expired (time moved on), B takes the partition, and A can neither renew nor hold it.
+  await sql`update webhook_partitions set lease_until = clock_timestamp() - interval '1 millisecond'
+    where lane_partition = ${partition}`.execute(db());
+  assert.deepEqual((await lease('worker-B')).partitions, [partition]);
+  assert.equal((await lease('worker-A')).partitions.includes(partition), false);
+  const [late] = await recordAttempts(db(), 'worker-A', [
     {
-      lane,
-      result: {
-        head: a.heads[0],
-        newStateToken: randomUUID(),
-        record: {
-          attempt: null,
-          status: 'skipped',
-          statusReason: 'test',
-          roundAttempts: 0,
-          nextAttemptInMs: null,
-        },
+      head,
+      newStateToken: randomUUID(),
+      record: {
+        attempt: null,
+        status: 'skipped',
+        statusReason: 'test',
+        roundAttempts: 0,
+        nextAttemptInMs: null,
       },
-      renew: true,
-      release: true,
     },
   ]);
   assert.equal(late!.leaseHeld, false);
   assert.equal(late!.applied, true, "A's attempt is still recorded: the request was made");
-  const lanes = await sql<{
-    owner: string;
-  }>`select owner from webhook_lanes where platform_code = ${code}`.execute(db());
-  assert.deepEqual(lanes.rows, [{ owner: 'worker-B' }], "A's release does not give back B's lane");
-  assert.deepEqual(await renewLeases(db(), 'worker-B', [lane], leaseMs), [true]);
-  // Leave nothing for the worker processes of the next test to do on this lane.
-  await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/unused', enabled: false });
+  assert.deepEqual((await lease('worker-B')).partitions, [partition], 'B holds it still');
+  // Leave the partitions to the worker processes of the next test.
+  await lease('worker-A', a.partitions, false);
+  await lease('worker-B', [partition], false);
 });
 
 test('three worker processes share the lanes and never make overlapping attempts of one notification or lane', async () => {
@@ -120,8 +118,8 @@ test('three worker processes share the lanes and never make overlapping attempts
   for (const s of started) if (s.status === 'rejected') throw s.reason;
 
   // Fewer lanes than worker slots, and notifications arriving while their lanes are being worked: each
-  // arrival wakes every process's dispatcher while another holds the lane. Only the lane lease keeps them
-  // apart.
+  // arrival wakes every process's reads while another holds the lane. Only the partition leases keep them
+  // apart, while the workers share the partitions out (the first takes all, then gives back to the others).
   const lanes = Array.from({ length: 6 }, (_, i) => `trade:W${i}`);
   const ids: string[] = [];
   for (let round = 0; round < 30; round++) {

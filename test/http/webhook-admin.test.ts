@@ -20,12 +20,14 @@ after(() => svc?.close());
 
 const db = () => svc.runtime.store.db;
 
-/** The platform's lanes that a dispatcher would claim now (migration 0008), by resource key. */
+/**
+ * The platform's resources a worker's reads would find work for now (lane-reads.repository.ts: undelivered,
+ * due), by resource key.
+ */
 async function dueLanes(code: string): Promise<string[]> {
-  const r = await sql<{ resource_key: string }>`select resource_key from webhook_lanes
-    where platform_code = ${code} and owner is null and due_at <= clock_timestamp() order by resource_key`.execute(
-    db(),
-  );
+  const r = await sql<{ resource_key: string }>`select distinct resource_key from webhook_notifications
+    where platform_code = ${code} and status in ('pending', 'retrying') and next_attempt_at <= clock_timestamp()
+    order by resource_key`.execute(db());
   return r.rows.map((row) => row.resource_key);
 }
 const RECEIVER = 'https://hooks.example.com/svc?source=test';
@@ -209,7 +211,7 @@ describe('what is delivered: subscription, disabled, no webhook', () => {
     await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER, enabled: false });
     const whileDisabled = await record(db(), code, 'trade:S2');
     assert.equal((await notificationState(db(), whileDisabled))?.status_reason, 'webhook disabled');
-    // Only the deliverable one has woken a lane.
+    // Only the deliverable one is for the workers.
     assert.deepEqual(await dueLanes(code), ['trade:S1']);
   });
 });
@@ -379,7 +381,7 @@ describe('redelivery', () => {
       'skipped',
       'a type the webhook does not want',
     );
-    // Their lanes are woken: due now.
+    // For the workers again: due now.
     assert.deepEqual(await dueLanes(code), ['trade:A', 'trade:B']);
 
     const platformless = await send('POST', '/platforms/ZZZZZ9/redeliver', { since });

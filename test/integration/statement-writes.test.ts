@@ -11,8 +11,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 test('mayWrite: a select is a read unless it calls one of the schema’s writing functions', () => {
   for (const read of [
     'select "platform_code" from "api_keys" where "api_key" = $1',
-    '\n    select case when min(due_at) is not null then 1 end from webhook_lanes',
-    'select min(first_due_at) as due_at from webhook_lane_platforms()',
+    'select webhook_lane_partition($1, $2)',
     'SELECT count(*) FROM trades',
     'select webhook_skip_reason($1, $2, $3)',
     'select count(*) from graphile_worker.jobs',
@@ -23,11 +22,10 @@ test('mayWrite: a select is a read unless it calls one of the schema’s writing
     'update "platforms" set "name" = $1',
     'delete from quotes where quote_id = any($1)',
     'with inserted as (insert into t values (1) returning 1) select * from inserted',
-    'select * from webhook_claim_lanes($1, $2::int, $3::int, $4::int)',
-    '\n    select * from webhook_settle_lanes($1, $2::int, $3::jsonb)',
-    'select webhook_release_lanes($1::text[], $2::text[], $3)',
+    'select * from webhook_lease_partitions($1, $2::int, $3::smallint[], $4)',
+    '\n    select * from webhook_record_attempts($1, $2::jsonb)',
     'SELECT WEBHOOK_WAKE_LANE ($1, $2)',
-    'select * from public.webhook_claim_lanes($1, $2::int, $3::int, $4::int)',
+    'select * from public.webhook_record_attempts($1, $2::jsonb)',
     // A job added is a write (src/jobs/enqueue.ts).
     'select (graphile_worker.add_job($1::text, $2::json, queue_name => null)).id',
     'select graphile_worker.add_jobs(array[]::graphile_worker.job_spec[])',
@@ -48,7 +46,7 @@ after(async () => {
   await database?.drop();
 });
 
-// By name: a function's overloads (webhook_claim_lanes has two, 0021's and 0022's) are one name to mayWrite.
+// By name: a function's overloads are one name to mayWrite.
 test('every volatile function the migrations leave (but triggers) is listed as writing, and only those', async () => {
   const { rows } = await client.query<{ name: string }>(`
     select distinct p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace

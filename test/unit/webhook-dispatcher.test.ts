@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { startDispatcher, type DispatcherOptions } from '../../src/domain/webhooks/webhook-dispatcher.ts';
-import type { ClaimCap, ClaimedLane } from '../../src/domain/webhooks/webhooks.repository.ts';
+import type { ClaimCap, ClaimedLane } from '../../src/domain/webhooks/delivery-lane.ts';
 
 /**
  * The dispatcher's scheduling on its own: lanes come from an in-memory queue standing in for the lanes table
@@ -43,7 +43,6 @@ function harness(overrides: Partial<DispatcherOptions> = {}) {
     concurrency: 2,
     // Long: anything that happens within a test happens because of a wake-up, not a poll.
     pollIntervalMs: 60_000,
-    maxReadyAgeMs: 12_000,
     now: () => clock.ms,
     claim: async (limit) => {
       claims.push(limit);
@@ -86,39 +85,19 @@ describe('webhook dispatcher', () => {
     await stopped;
   });
 
-  test('a lane that waited for a slot past maxReadyAgeMs is neither started nor given back', async () => {
-    // Its lease may have run out meanwhile and this very process claimed the lane again (same owner): starting
-    // the stale copy too would work the lane twice at once.
-    const h = harness({ concurrency: 1 });
-    h.due.push(lane(1), lane(2), lane(3));
-    const dispatcher = startDispatcher(h.options);
-    await until(() => h.working.has('trade:1'), 'the first lane under way');
-    h.clock.ms = 12_001; // trade:2 and trade:3 have waited too long
-    h.due.push(lane(2)); // … and trade:2 was claimed again (its lease expired)
-    h.working.get('trade:1')!.resolve();
-    await until(() => h.working.has('trade:2'), 'the fresh claim of trade:2 is worked');
-    assert.equal(h.claims.length, 2, 'the stale lanes made room for a new claim');
-    h.working.get('trade:2')!.resolve();
-    await until(() => h.working.size === 0, 'nothing else to work');
-    await tick();
-    assert.equal(h.working.has('trade:3'), false, 'the stale trade:3 is never started');
-    await dispatcher.stop();
-    assert.deepEqual(h.released, [], 'stale lanes are not released: the release would hit a newer claim');
-  });
-
-  test('stop gives back only the fresh lanes not started', async () => {
+  test('stop gives back the lanes not started, however long they waited', async () => {
     const h = harness({ concurrency: 1 });
     h.due.push(lane(1), lane(2));
     const dispatcher = startDispatcher(h.options);
     await until(() => h.working.has('trade:1') && h.claims.length >= 1, 'a lane under way, one ready');
     h.due.push(lane(3));
-    h.clock.ms = 12_001;
-    dispatcher.wake(); // claims trade:3 at 12,001: fresh, while trade:2 (claimed at 0) is stale
+    h.clock.ms = 60_000;
+    dispatcher.wake();
     await until(() => h.claims.length >= 2 && h.due.length === 0, 'trade:3 claimed');
     const stopped = dispatcher.stop();
     h.working.get('trade:1')!.resolve();
     await stopped;
-    assert.deepEqual(h.released, ['trade:3']);
+    assert.deepEqual(h.released, ['trade:2', 'trade:3']);
   });
 
   test('a wake-up while a claim is under way is not lost when that claim comes back short', async () => {
@@ -200,12 +179,11 @@ describe('webhook dispatcher', () => {
       ...lane(n),
       heads: Array.from({ length: 10 }, () => ({}) as ClaimedLane['heads'][number]),
     });
-    const announced: number[] = [];
-    const h = harness({ announce: async () => void announced.push(1) });
+    const h = harness();
     for (let i = 1; i <= 16; i++) h.due.push(many(i));
     const dispatcher = startDispatcher(h.options);
-    await until(() => h.released.length > 0 && announced.length > 0, 'the excess given back');
-    // The first lane (10 of the room for 16) is kept, the second does not fit: 15 lanes given back, announced.
+    await until(() => h.released.length > 0, 'the excess given back');
+    // The first lane (10 of the room for 16) is kept, the second does not fit: 15 lanes given back.
     assert.equal(h.claims[0], 16);
     assert.equal(h.released.length, 15);
     assert.ok(h.working.has('trade:1'));
@@ -218,9 +196,9 @@ describe('webhook dispatcher', () => {
     await stopped;
   });
 
-  test('lanes waiting while every slot stays taken are given back for another worker; no claims until a slot frees', async () => {
-    const announced: number[] = [];
-    const h = harness({ concurrency: 1, announce: async () => void announced.push(1) });
+  test('lanes waiting while every slot stays taken are given back, and said so; no claims until a slot frees', async () => {
+    const stuck: number[] = [];
+    const h = harness({ concurrency: 1, onSlotsStuck: (lanes) => void stuck.push(lanes) });
     h.due.push(lane(1), lane(2), lane(3));
     const dispatcher = startDispatcher(h.options);
     await until(() => h.working.has('trade:1'), 'the first lane under way (its receiver hangs)');
@@ -228,9 +206,9 @@ describe('webhook dispatcher', () => {
     h.clock.ms = 1_000; // trade:2 and trade:3 have waited a second for the one slot
     await untilTimer(() => h.released.length >= 2, 'the waiting lanes given back');
     assert.deepEqual(h.released, ['trade:2', 'trade:3'], 'given back');
-    await until(() => announced.length === 1, 'announced to the other workers');
+    assert.deepEqual(stuck, [2], 'told, so that the worker lets others take what it cannot start');
     h.due.push(lane(4));
-    dispatcher.wake(); // the announcement reaches this worker too
+    dispatcher.wake(); // new work read meanwhile
     await tick();
     assert.equal(h.claims.length, 1, 'no claim while the slot stays taken');
     h.working.get('trade:1')!.resolve();

@@ -2,11 +2,11 @@ import { sql } from 'kysely';
 import { isWebhookPayloadType, type WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Executor } from '../../store/database.ts';
+import { LANES_CHANNEL } from './webhooks.repository.ts';
 
 /**
  * The transactional outbox (wire-contract §5 "Durability"). Domain code calls `recordNotification` with the
- * transaction that makes the change, so the change, its notification and its lane (what the dispatchers claim)
- * commit or roll back together: a committed change is never left without its notification, whatever
+ * transaction that makes the change, so the change and its notification commit or roll back together: a committed change is never left without its notification, whatever
  * happens to the process after the commit.
  *
  * Delivery (signing, retries, order, dead letters) is done by the dispatchers in `webhook-delivery.ts`.
@@ -25,13 +25,11 @@ export interface NotificationInput {
 
 /**
  * Records one notification in the caller's transaction and returns its id (the `x-svc-hook-notification-id`
- * of every attempt). One statement: the row, and, when the platform's webhook wants it, its lane's row
- * (`webhook_wake_lane`, migration 0008): created due now if the lane had no undelivered work, left as it is
- * otherwise, so a lane waiting out a retry of an earlier notification is not woken early (wire-contract §5
- * "Order": the later one may not be attempted before it anyway). The dispatchers are woken at commit.
+ * of every attempt). One statement: the row, which the workers' reads find after they read the last
+ * (lane-reads.repository.ts), and a NOTIFY that wakes them at commit.
  *
  * A platform without an enabled webhook for this payload type gets the row as `skipped` (with the reason),
- * visible to the operator and redeliverable once a webhook is configured; no lane is woken for it.
+ * visible to the operator and redeliverable once a webhook is configured; no worker is woken for it.
  *
  * @example
  * await db.transaction().execute(async (trx) => {
@@ -69,7 +67,7 @@ export async function recordNotification(trx: Executor, input: NotificationInput
       ) skip
       returning status
     )
-    select webhook_wake_lane(${input.platformCode}, ${input.resourceKey})
+    select pg_notify(${LANES_CHANNEL}, '')
     from inserted
     where inserted.status = 'pending'
   `.execute(trx);

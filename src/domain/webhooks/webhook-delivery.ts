@@ -8,8 +8,16 @@ import type { Clock } from '../../lib/clock.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
 import { createStore, type Db, type Store } from '../../store/database.ts';
 import type { PgListener } from '../../store/pg-listener.ts';
-import { laneKey, type Lane } from './delivery-lane.ts';
+import { laneKey, type ClaimCap, type ClaimedLane, type Lane } from './delivery-lane.ts';
 import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
+import { createLaneBook, type ClaimedHead } from './lane-book.ts';
+import {
+  loadPartitions,
+  readAfter,
+  readLanes,
+  type ReadCursor,
+  type ReadNotification,
+} from './lane-reads.repository.ts';
 import type { WebhookMetrics } from './webhooks.metrics.ts';
 import { createBatcher } from './statement-batcher.ts';
 import * as repo from './webhooks.repository.ts';
@@ -20,49 +28,66 @@ import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
 /**
  * The delivery side of wire-contract §5, run by every worker process (role worker or all).
  *
- * Each worker process runs one dispatcher (`webhook-dispatcher.ts`) that claims due lanes, many per
- * statement, and works up to `SVC_WORKER_CONCURRENCY` of them at once. A lane is one platform's
- * notifications for one resource key; working one (`workLane`, below):
- * 1. the claim gave this process the lane's lease (`webhook_lanes.owner`, with an expiry), so one worker at
- *    a time works a lane: this is what keeps per-resource order and what stops two workers from making the
- *    same attempt at once (issue 4 points 4 and 5); it also gave the lane's oldest undelivered notifications;
- * 2. they are attempted oldest first; a failed attempt whose retry is near (the fast retries) is retried in
- *    place, holding the lane; a later retry, or the end of what was claimed, gives the lane back;
- * 3. each result is recorded (the attempt, the new state, the lease renewed if due) in the background, one
- *    statement for the results of all lanes at most every SETTLE_GAP_MS, while the lane goes on to its next
- *    notification: a delivery waits for the receiver, not for the bookkeeping. A lane's records are written
- *    in order: each of its statements carries every result it has made since the one before;
- * 4. giving the lane back (webhook_release_lanes) waits for its records, then deletes the lane row if it
- *    is empty or leaves it due when its head is.
+ * The lanes (a lane is one platform's notifications for one resource key) fall in 64 partitions, by a hash of
+ * the two (migration 0026). Each worker process:
+ * 1. leases partitions, a fair share of those the workers want, renewed every second (webhook_lease_partitions):
+ *    one worker at a time works a partition's lanes, which is what keeps per-resource order and what stops two
+ *    workers from making the same attempt at once (issue 4 points 4 and 5);
+ * 2. reads its partitions' undelivered notifications, a partition's backlog when it takes it, then what was
+ *    recorded since, after a cursor, when a NOTIFY says something was (lane-reads.repository.ts), and keeps them
+ *    in memory by lane, in order (lane-book.ts);
+ * 3. works up to `SVC_WORKER_CONCURRENCY` lanes at once (webhook-dispatcher.ts), each oldest first: a failed
+ *    attempt whose retry is near (the fast retries) is retried in place, holding the lane; a later retry, or the
+ *    end of what was claimed, gives the lane back to the book, due again at its retry;
+ * 4. records each result (the attempt, the new state) in the background, one statement for the results of all
+ *    lanes at most every SETTLE_GAP_MS, while the lane goes on to its next notification: a delivery waits for the
+ *    receiver, not for the bookkeeping. A lane's records are written in order (each of its statements carries
+ *    every result it has made since the one before), and the lane is given back to the book once they landed.
  *
- * The lease is the request timeout + 5 s + a slack, renewed by records once half the slack has passed; an attempt starts only while
- * the newest renewal known to have held was sent less than the slack ago, so every attempt starts with at
- * least the request timeout + 5 s of lease left (issue 4 point 5). A worker that dies (SIGKILL) leaves its
- * lanes to expire after that time; the lane row is then due and any dispatcher claims it.
+ * The lease is the request timeout + 5 s + a slack; an attempt starts only while the newest renewal known to have
+ * held was sent less than the slack ago, so every attempt starts with at least the request timeout + 5 s of lease
+ * left (issue 4 point 5). A worker that dies (SIGKILL) leaves its partitions to expire after that time; another
+ * then takes them and reads their backlog. PostgreSQL's share of a delivery is the read (hundreds of notifications
+ * a statement) and the record; the lanes table this replaced (migrations 0008-0025: a row per lane claimed,
+ * renewed and released) cost it about twice that (bench/webhook-store-costs.bench.ts).
  */
 
 /** Issue 4 point 5: a claim lasts at least the request timeout plus this. */
 export const LEASE_MARGIN_MS = 5_000;
 /** How old the last confirmed lease renewal may be when an attempt starts (renewed first otherwise). */
 const LEASE_SLACK_MS = 2_000;
+/** How often a worker renews its partitions' leases (and takes or gives back some). */
+const RENEW_EVERY_MS = 1_000;
 /** Retries due within this are waited for holding the lane (the fast retries); later ones release it. */
 const INLINE_WAIT_MAX_MS = 1_000;
-/** Notifications of a lane a claim takes; a lane with more is due again when given back. */
+/** Notifications of a lane a claim hands to a slot; a lane with more is due again when given back. */
 const HEADS_PER_LANE = 20;
+/** Notifications of a lane held in memory at most; a longer lane is read in parts (lane-book.ts). */
+const MAX_HEADS_PER_LANE = 2 * HEADS_PER_LANE;
+/**
+ * Notifications held in memory past which no more are read after the cursor until the slots have worked through
+ * half: the book's bound when many lanes wait (a receiver down). Lanes already held keep being refilled.
+ */
+const MAX_HELD_HEADS = 100_000;
+/** Notifications a read after the cursor takes; reads follow one another while they come back full. */
+const READ_LIMIT = 500;
+/** Lanes one refill statement reads. */
+const REFILL_LANES = 100;
 /** Connections of the delivery bookkeeping (per worker process). */
 const DELIVERY_POOL_SIZE = 4;
-/** Most lane operations sent in one statement (a lane's results count one each). */
+/** Most results sent in one statement. */
 const BATCH_MAX = 100;
+/** After a failed read (a connection lost, the database restarting), the wait before the next. */
+const READ_RETRY_MS = 1_000;
 /**
- * Least time between two settle statements. Nothing waits for a settle but the lane's release (its slot is
- * already free) and, once a second, a lease renewal, so a few ms more cost nothing, while the larger batches
- * share each statement's fixed cost (about 0.5 ms of PostgreSQL's CPU, against 45 µs per item): paired runs
- * of bench/webhooks.bench.ts measured 1.05–1.18 times the deliveries a second of 3 ms with 10 ms, and
- * 0.98–1.19 times those of 10 ms with 25 ms, where a busy worker's batches reach BATCH_MAX. A lane's results
- * made meanwhile go in its next statement together (LaneRun.unsent), so that one resource's deliveries are not
- * held to one a gap (review: 40 a second). A crash loses at most these ms more of records (deliveries made
- * again): at least once holds; `delivered_at` and a retry's due time, set when the record is written, are up to
- * these ms late.
+ * Least time between two record statements. Nothing waits for a record but the lane's return to the book (its slot
+ * is already free), so a few ms more cost nothing, while the larger batches share each statement's fixed cost
+ * (about 0.5 ms of PostgreSQL's CPU): paired runs of bench/webhooks.bench.ts measured 1.05–1.18 times the
+ * deliveries a second of 3 ms with 10 ms, and 0.98–1.19 times those of 10 ms with 25 ms, where a busy worker's
+ * batches reach BATCH_MAX. A lane's results made meanwhile go in its next statement together (LaneRun.unsent), so
+ * that one resource's deliveries are not held to one a gap (review: 40 a second). A crash loses at most these ms
+ * more of records (deliveries made again): at least once holds; `delivered_at` and a retry's due time, set when
+ * the record is written, are up to these ms late.
  */
 const SETTLE_GAP_MS = 25;
 
@@ -83,14 +108,15 @@ export interface LaneLogger {
 }
 
 export interface WebhookDelivery {
-  /** The lease a claim takes: the request timeout + 5 s (+ a slack, see LEASE_SLACK_MS). */
+  /** The lease of a partition: the request timeout + 5 s (+ a slack, see LEASE_SLACK_MS). */
   readonly leaseMs: number;
   /**
    * Starts this process's dispatcher. Given the database URL, it does its bookkeeping on connections of its
    * own (asynchronous commit), else on `db`; given the process's LISTEN connection, it is woken by new work
    * (NOTIFY), else it polls. `stopIntake` stops claiming and starting attempts, lets the attempts under way
    * finish for up to `drainMs` (default 0), cuts short those still running then (recorded as aborted, due
-   * again at once), and gives back every lane held; `close` also releases the HTTP and database connections.
+   * again at once), and gives back every partition held; `close` also releases the HTTP and database
+   * connections.
    */
   startWorkerSide(
     logger: LaneLogger,
@@ -98,43 +124,37 @@ export interface WebhookDelivery {
   ): { stopIntake(options?: { drainMs?: number }): Promise<void>; close(): Promise<void> };
 }
 
-interface UnsentSettle {
-  result: repo.AttemptResultRecord | null;
-  release: boolean;
+/** A notification as a slot works it: as read, with whether it was due at the claim. */
+type Head = ClaimedHead<ReadNotification>;
+
+/** A lane handed to a slot: its first notifications, its partition, and its platform's endpoint as it was then. */
+interface DeliveryLane extends ClaimedLane {
+  heads: Head[];
+  partition: number;
+  endpoint: repo.EndpointView | null;
 }
 
-/** A lane's part of a settle statement: its results since its last one, in order (settleGroups). */
-interface SettleGroup {
+/** A lane's part of a record statement: its results since its last one, in order. */
+interface RecordGroup {
   lane: Lane;
   results: repo.AttemptResultRecord[];
-  renew: boolean;
-  release: boolean;
 }
 
-/**
- * Settles lanes' groups in one statement (webhooks.repository.ts settleLanes takes one item per result): whether
- * each lane's lease held, and whether each result applied.
- */
-async function settleGroups(
+/** Records lanes' groups in one statement: whether each lane's partition is still held, and each result applied. */
+async function recordGroups(
   db: Db,
   owner: string,
-  leaseMs: number,
-  groups: SettleGroup[],
+  groups: RecordGroup[],
 ): Promise<Array<{ leaseHeld: boolean; applied: boolean[] }>> {
-  const items: repo.SettleItem[] = [];
-  for (const { lane, results, renew, release } of groups) {
-    if (results.length === 0) items.push({ lane, result: null, renew, release });
-    // The renewal with the first result, the release with the last (webhook_settle_lanes releases after
-    // recording every item).
-    results.forEach((result, i) =>
-      items.push({ lane, result, renew: renew && i === 0, release: release && i === results.length - 1 }),
-    );
-  }
-  const settled = await repo.settleLanes(db, owner, leaseMs, items);
+  const recorded = await repo.recordAttempts(
+    db,
+    owner,
+    groups.flatMap((group) => group.results),
+  );
   let at = 0;
   return groups.map(({ results }) => {
-    const own = settled.slice(at, (at += Math.max(1, results.length)));
-    return { leaseHeld: own[0]!.leaseHeld, applied: results.map((_, i) => own[i]!.applied) };
+    const own = recorded.slice(at, (at += results.length));
+    return { leaseHeld: own.every((r) => r.leaseHeld), applied: own.map((r) => r.applied) };
   });
 }
 
@@ -142,35 +162,40 @@ async function settleGroups(
  * The first of `unsent` that can go in one statement: up to a second result of the same notification (an
  * inline retry), which one statement would update twice.
  */
-function takeSendable(unsent: UnsentSettle[]): UnsentSettle[] {
+function takeSendable(unsent: repo.AttemptResultRecord[]): repo.AttemptResultRecord[] {
   const notifications = new Set<string>();
   let n = 0;
-  for (const { result } of unsent) {
-    const id = result?.head.notification_id;
-    if (id !== undefined && notifications.has(id)) break;
-    if (id !== undefined) notifications.add(id);
+  for (const result of unsent) {
+    const id = result.head.notification_id;
+    if (notifications.has(id)) break;
+    notifications.add(id);
     n++;
   }
   return unsent.splice(0, n);
 }
 
-/** A lane being worked: what the records of its attempts tell about its lease and its state. */
+/** A lane being worked: what the records of its attempts tell. */
 interface LaneRun {
   lane: Lane;
-  /** performance.now() when the newest lease renewal known to have held was sent (the claim, a record). */
-  confirmedAt: number;
-  /** The lane's settle statements, each sent after the one before. Never rejects. */
+  partition: number;
+  /** The lane's record statements, each sent after the one before. Never rejects. */
   settled: Promise<void>;
-  /** Results (and the release) not sent yet: the next statement of the lane takes them. */
-  unsent: UnsentSettle[];
+  /** Results not sent yet: the next statement of the lane takes them. */
+  unsent: repo.AttemptResultRecord[];
   /** A statement is queued on `settled` that has not taken `unsent` yet. */
   sendQueued: boolean;
-  /** The lease is gone (expired, taken over) or a record failed: stop working the lane. */
+  /** The partition is gone (expired, taken over) or a record failed: stop working the lane. */
   lost: boolean;
-  /** An operator's redelivery changed the lane under us: give it back, so it is read afresh. */
+  /** An operator changed the platform's notifications or endpoint under us: stop, so it is read afresh. */
   changed: boolean;
-  /** Its last settle gives it back. */
-  released: boolean;
+}
+
+/** A partition this worker holds. */
+interface HeldPartition {
+  /** performance.now() when the newest renewal known to have held was sent. */
+  confirmedAt: number;
+  /** Its backlog has been read (loadPartitions): the reads after the cursor cover it from then on. */
+  loaded: boolean;
 }
 
 export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDelivery {
@@ -179,7 +204,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
   const leaseMs = settings.timeoutMs + LEASE_MARGIN_MS + LEASE_SLACK_MS;
 
   /** What an attempt's result does to the notification (wire-contract §5 "Delivery"). */
-  function decide(head: repo.LaneHead, result: AttemptResult): repo.AttemptRecord {
+  function decide(head: Head, result: AttemptResult): repo.AttemptRecord {
     const attempt = { ...result, startedAt: new Date(result.startedAt) };
     switch (result.outcome) {
       case 'delivered':
@@ -235,13 +260,13 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     { databaseUrl, listener }: { databaseUrl?: string; listener?: PgListener } = {},
   ) {
     const owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    // Delivery bookkeeping (claims, attempt results, releases) commits without waiting for the WAL flush. A
-    // database crash can then lose its last few milliseconds, which only ever means a redelivery (a
-    // "delivered" mark lost), a retry, or a lane claimed again once its lease expires: at least once holds.
-    // The notifications themselves are written by the domain's own, synchronous, transactions.
+    // Delivery bookkeeping (leases, reads, attempt results) commits without waiting for the WAL flush. A database
+    // crash can then lose its last few milliseconds, which only ever means a redelivery (a "delivered" mark lost),
+    // a retry, or a partition taken again once its lease expires: at least once holds. The notifications
+    // themselves are written by the domain's own, synchronous, transactions.
     let store: Store | null = null;
     if (databaseUrl) {
-      // Few connections: the lanes' statements are batched, so only a few are ever in flight at once.
+      // Few connections: the statements are batched, so only a few are ever in flight at once.
       store = createStore(databaseUrl, {
         max: DELIVERY_POOL_SIZE,
         sessionSettings: { synchronous_commit: 'off' },
@@ -249,40 +274,259 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
     const bookkeeping: Db = store?.db ?? db;
     const sender = createWebhookSender({ timeoutMs: settings.timeoutMs, now: clock.now });
-    // The lanes worked at once share their settle and renewal statements (statement-batcher.ts), one of
-    // each running at a time: under load the results of many lanes go in one statement.
-    const settles = createBatcher({
+    const book = createLaneBook<ReadNotification>({
+      headsPerLane: HEADS_PER_LANE,
+      maxHeadsPerLane: MAX_HEADS_PER_LANE,
+    });
+    // The lanes worked at once share their record statements (statement-batcher.ts), one running at a time: under
+    // load the results of many lanes go in one statement.
+    const records = createBatcher({
       maxSize: BATCH_MAX,
       maxInFlight: 1,
       minGapMs: SETTLE_GAP_MS,
-      key: (group) => laneKey(group.lane),
-      // A group carries up to HEADS_PER_LANE results (more after a stall): counted by its rows, a statement
-      // stays about as long as when each result was an item of its own (review: up to 2,000 rows).
-      weight: (group) => Math.max(1, group.results.length),
-      run: (groups: SettleGroup[]) => settleGroups(bookkeeping, owner, leaseMs, groups),
+      key: (group: RecordGroup) => laneKey(group.lane),
+      // A group carries up to HEADS_PER_LANE results: counted by its rows, a statement stays about as long as
+      // when each result was an item of its own.
+      weight: (group) => group.results.length,
+      run: (groups) => recordGroups(bookkeeping, owner, groups),
     });
-    const renewals = createBatcher({
-      maxSize: BATCH_MAX,
-      maxInFlight: 1,
-      key: laneKey,
-      run: (lanes: Lane[]) => repo.renewLeases(bookkeeping, owner, lanes, leaseMs),
-    });
-    /** Lanes whose last settle is still to be written (awaited at stop). */
+    /** Lanes whose records are still to land (awaited at stop). */
     const settling = new Set<Promise<void>>();
     /** Lanes being worked. */
     const runs = new Set<LaneRun>();
 
+    // --- partitions -------------------------------------------------------------------------------------------
+
+    const held = new Map<number, HeldPartition>();
+    /** Partitions lost (their lease ran out and another worker took them) whose lanes are still to be dropped. */
+    const lost = new Set<number>();
+    let fairShare = 0;
+    let othersShort = false;
+    /** Every slot is held by receivers that hang: want no partitions, give back those not being worked. */
+    let slotsStuck = false;
+    /** Stopping: want no more partitions. */
+    let intakeStopped = false;
+    let renewing: Promise<void> | null = null;
+    let renewSentAt = -Infinity;
+
+    /** Renews the leases (one renewal at a time: a call meanwhile waits for the one under way). */
+    function renew(options: { giveBackAll?: boolean } = {}): Promise<void> {
+      return (renewing ??= renewLeases(options).finally(() => (renewing = null)));
+    }
+
+    /** A renewal sent less than half the slack ago, waiting for one if need be. */
+    async function renewFresh(): Promise<void> {
+      if (renewing) await renewing;
+      if (performance.now() - renewSentAt > LEASE_SLACK_MS / 2) await renew();
+    }
+
     /**
-     * An operator redelivered a platform's notifications or changed its endpoint (null: any platform may
-     * have): what its lanes in hand were read with may be out of date (an earlier notification pending again,
-     * another URL, secret or subscription). Each of them being worked stops before its next attempt and is
-     * given back, as are those claimed and not started; the next claims read them afresh. Other platforms'
-     * lanes go on. (A NOTIFY takes milliseconds: an attempt already starting goes out.)
+     * The partitions to give back: while the slots are stuck, all not being worked; while another worker is short
+     * of its share, those over ours, not being worked. Dropped from the book as they are chosen, so that none of
+     * their lanes is claimed meanwhile.
+     */
+    function partitionsToGiveBack(): number[] {
+      let excess = slotsStuck ? held.size : othersShort ? held.size - fairShare : 0;
+      const chosen: number[] = [];
+      for (const partition of held.keys()) {
+        if (excess <= 0) break;
+        if (!book.dropPartition(partition)) continue;
+        chosen.push(partition);
+        excess--;
+      }
+      for (const partition of chosen) held.delete(partition);
+      return chosen;
+    }
+
+    async function renewLeases({ giveBackAll = false }: { giveBackAll?: boolean }): Promise<void> {
+      const giveBack = giveBackAll ? [...held.keys()] : partitionsToGiveBack();
+      if (giveBackAll) held.clear();
+      const sentAt = performance.now();
+      let leases: repo.PartitionLeases;
+      try {
+        leases = await repo.leasePartitions(bookkeeping, owner, {
+          leaseMs,
+          giveBack,
+          wants: !intakeStopped && !slotsStuck,
+        });
+      } catch (err) {
+        // Those given back are left to expire. The others' renewals are older now: attempts wait for a fresh one.
+        logger.error({ err }, 'webhook partition leases not renewed');
+        return;
+      }
+      renewSentAt = sentAt;
+      fairShare = leases.fairShare;
+      othersShort = leases.othersShort;
+      const holding = new Set(leases.partitions);
+      for (const partition of held.keys()) if (!holding.has(partition)) partitionLost(partition);
+      let taken = 0;
+      for (const partition of leases.partitions) {
+        const mine = held.get(partition);
+        if (mine) mine.confirmedAt = sentAt;
+        else {
+          held.set(partition, { confirmedAt: sentAt, loaded: false });
+          taken++;
+        }
+      }
+      for (const partition of lost) if (book.dropPartition(partition)) lost.delete(partition);
+      if (taken > 0) {
+        logger.info({ taken, holding: held.size }, 'webhook partitions taken');
+        read();
+      }
+      if (giveBack.length > 0 && !giveBackAll) {
+        logger.info({ givenBack: giveBack.length, holding: held.size }, 'webhook partitions given back');
+        await repo
+          .announcePartitionsFreed(bookkeeping)
+          .catch((err: unknown) =>
+            logger.warn({ err }, 'other workers not told of the partitions given back'),
+          );
+      }
+    }
+
+    /** Another worker holds the partition now (our lease ran out): its lanes stop and are dropped. */
+    function partitionLost(partition: number): void {
+      held.delete(partition);
+      lost.add(partition);
+      let lanes = 0;
+      for (const run of runs) {
+        if (run.partition !== partition) continue;
+        run.lost = true;
+        lanes++;
+      }
+      book.freezePartition(partition);
+      dispatcher.refresh((ready) => ready.partition === partition);
+      book.dropPartition(partition);
+      logger.warn(
+        { partition, lanes, owner },
+        'webhook partition lease lost; its lanes are left to its holder',
+      );
+    }
+
+    // --- reads ------------------------------------------------------------------------------------------------
+
+    let cursor: ReadCursor | null = null;
+    let reading: Promise<void> | null = null;
+    let readAgain = false;
+    let readsStarted = 0;
+    /** Stopping: every lane has stopped, nothing more is read (the connections are about to close). */
+    let readsStopped = false;
+    /** The cursor stopped at MAX_HELD_HEADS: read again once the slots have worked through half. */
+    let readsHeldBack = false;
+    /** Each platform's endpoint (null: none), read before any of its notifications is taken in. */
+    const endpoints = new Map<string, repo.EndpointView | null>();
+    /** Endpoints to read again (an operator changed them); all of them after the LISTEN connection was lost. */
+    const endpointsStale = new Set<string>();
+    let allEndpointsStale = false;
+    /**
+     * Platforms an operator changed (their notifications or endpoint), not claimed until a read started after the
+     * change has landed: by the mark, the reads started before it. `pausedAll`: every platform, after the LISTEN
+     * connection was lost (a change may have been missed).
+     */
+    const paused = new Map<string, number>();
+    let pausedAll: number | null = null;
+
+    function read(): void {
+      if (readsStopped) return;
+      if (reading) {
+        readAgain = true;
+        return;
+      }
+      reading = readLoop()
+        .catch((err: unknown) => {
+          logger.error({ err }, 'webhook notifications not read');
+          setTimeout(read, READ_RETRY_MS).unref();
+        })
+        .finally(() => {
+          reading = null;
+          if (readAgain) read();
+        });
+    }
+
+    async function readLoop(): Promise<void> {
+      do {
+        readAgain = false;
+        const started = ++readsStarted;
+        await readEndpoints();
+        const toLoad = [...held].filter(([, p]) => !p.loaded).map(([partition]) => partition);
+        if (toLoad.length > 0) {
+          // One more than the book holds of a lane: it then knows the lane has more.
+          const loaded = await loadPartitions(bookkeeping, toLoad, MAX_HEADS_PER_LANE + 1);
+          cursor ??= loaded.cursor;
+          for (const partition of toLoad) {
+            const mine = held.get(partition);
+            if (mine) mine.loaded = true;
+          }
+          await takeIn(loaded.rows);
+        }
+        const covered = [...held].filter(([, p]) => p.loaded).map(([partition]) => partition);
+        readsHeldBack = false;
+        while (cursor && covered.length > 0) {
+          if (book.size().heads >= MAX_HELD_HEADS) {
+            readsHeldBack = true;
+            break;
+          }
+          const next = await readAfter(bookkeeping, covered, cursor, READ_LIMIT);
+          cursor = next.cursor;
+          await takeIn(next.rows);
+          if (next.rows.length < READ_LIMIT) break;
+        }
+        const wanted = book.wantsRefill();
+        for (let i = 0; i < wanted.length; i += REFILL_LANES) {
+          const answers = await readLanes(bookkeeping, wanted.slice(i, i + REFILL_LANES), MAX_HEADS_PER_LANE);
+          for (const answer of answers) {
+            await takeIn([], answer.rows);
+            book.refilled(answer.lane, answer.rows.filter(isHeld), answer.complete);
+          }
+        }
+        for (const [platform, mark] of paused) if (mark < started) paused.delete(platform);
+        if (pausedAll !== null && pausedAll < started) pausedAll = null;
+        dispatcher.wake();
+      } while (readAgain);
+    }
+
+    /** Of a partition held and read (a read may answer after the partition was given back or lost). */
+    const isHeld = (row: ReadNotification) => held.get(row.lane_partition)?.loaded === true;
+
+    /** Adds rows to the book, their platforms' endpoints first (`extra`: rows that only need those). */
+    async function takeIn(rows: ReadNotification[], extra: ReadNotification[] = []): Promise<void> {
+      const unknown = new Set<string>();
+      for (const row of rows) if (!endpoints.has(row.platform_code)) unknown.add(row.platform_code);
+      for (const row of extra) if (!endpoints.has(row.platform_code)) unknown.add(row.platform_code);
+      if (unknown.size > 0) {
+        const found = await repo.readEndpoints(bookkeeping, [...unknown]);
+        for (const platform of unknown) endpoints.set(platform, found.get(platform) ?? null);
+      }
+      if (rows.length > 0) book.add(rows.filter(isHeld));
+    }
+
+    async function readEndpoints(): Promise<void> {
+      if (!allEndpointsStale && endpointsStale.size === 0) return;
+      const platforms = allEndpointsStale ? null : [...endpointsStale];
+      allEndpointsStale = false;
+      endpointsStale.clear();
+      const found = await repo.readEndpoints(bookkeeping, platforms);
+      for (const platform of platforms ?? endpoints.keys())
+        endpoints.set(platform, found.get(platform) ?? null);
+    }
+
+    /**
+     * An operator redelivered a platform's notifications or changed its endpoint (null: any platform may have):
+     * what its lanes in hand were read with may be out of date (an earlier notification pending again, another
+     * URL, secret or subscription). Each of them being worked stops before its next attempt and is given back, as
+     * are those claimed and not started, and none is claimed again until a read started after the change has
+     * landed (with the endpoint read again). Other platforms' lanes go on. (A NOTIFY takes milliseconds: an attempt
+     * already starting goes out.)
      */
     function refreshLanes(platformCode: string | null): void {
-      noteChange(platformCode);
-      // A new URL may answer in time: found out again by its first attempts.
-      if (platformCode !== null) pace.forget(platformCode);
+      if (platformCode === null) {
+        pausedAll = readsStarted;
+        allEndpointsStale = true;
+      } else {
+        paused.set(platformCode, readsStarted);
+        endpointsStale.add(platformCode);
+        // A new URL may answer in time: found out again by its first attempts.
+        pace.forget(platformCode);
+      }
       const concerns = (lane: Lane) => platformCode === null || lane.platformCode === platformCode;
       let lanes = 0;
       for (const run of runs) {
@@ -291,61 +535,30 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         lanes++;
       }
       dispatcher.refresh((ready) => concerns(ready.lane));
+      read();
       if (platformCode !== null)
         logger.info({ platformCode, lanes }, 'webhook lanes read afresh after an operator change');
       else if (lanes > 0)
         logger.info({ lanes }, 'webhook lanes read afresh after the wake-up connection was restored');
     }
 
-    // The same for the lanes of a claim whose answer is still on its way when the NOTIFY arrives: they are
-    // neither being worked nor ready yet. Changes are counted; a claim notes the count when it is sent, and
-    // its lanes of a platform changed since (or of every platform, after the LISTEN connection was lost and
-    // NOTIFYs may have been missed) are given back instead of worked, to be claimed and read afresh.
-    let changes = 0;
-    let everyPlatformChangedAt = 0;
-    const platformChangedAt = new Map<string, number>();
-    function noteChange(platformCode: string | null): void {
-      changes++;
-      if (platformCode === null) everyPlatformChangedAt = changes;
-      else platformChangedAt.set(platformCode, changes);
+    function claimLanes(limit: number, capped: ClaimCap | null): DeliveryLane[] {
+      if (pausedAll !== null) return [];
+      const claimed = book.claim(limit, capped, paused.size > 0 ? new Set(paused.keys()) : undefined);
+      return claimed.map(({ lane, partition, heads }) => ({
+        lane,
+        partition,
+        heads,
+        endpoint: endpoints.get(lane.platformCode) ?? null,
+      }));
     }
-    const changedSince = (mark: number, lane: Lane) =>
-      everyPlatformChangedAt > mark || (platformChangedAt.get(lane.platformCode) ?? 0) > mark;
 
-    async function claimFresh(limit: number, capped: repo.ClaimCap | null): Promise<repo.ClaimedLane[]> {
-      let mark = changes;
-      let fresh = await repo.claimLanes(bookkeeping, owner, {
-        limit,
-        leaseMs,
-        perLane: HEADS_PER_LANE,
-        capped,
-      });
-      // Until the lanes kept are handed over, a change reaches them only here: one that arrives while the
-      // stale ones are being given back is looked at again.
-      while (changes !== mark) {
-        const kept: repo.ClaimedLane[] = [];
-        const stale: Lane[] = [];
-        for (const c of fresh) {
-          if (changedSince(mark, c.lane)) stale.push(c.lane);
-          else kept.push(c);
-        }
-        fresh = kept;
-        mark = changes;
-        // Given back, due at once; if that fails, they are claimed afresh when their lease expires.
-        if (stale.length > 0) {
-          await repo
-            .releaseLanes(bookkeeping, owner, stale)
-            .catch((err: unknown) => logger.error({ err }, 'webhook lane release failed'));
-        }
-      }
-      return fresh;
-    }
+    // --- attempts and records ---------------------------------------------------------------------------------
 
     // Decrypted secrets by ciphertext: a changed secret is a new ciphertext (fresh IV), so an entry never goes
     // stale; the map is only bounded. Decrypting per delivery was ~4 % of a worker's CPU.
     const secrets = new Map<string, string>();
-    function secretOf(head: repo.LaneHead): string | null {
-      const sealed = head.sealed_secret;
+    function secretOf(sealed: string | null): string | null {
       if (!sealed) return null;
       let secret = secrets.get(sealed);
       if (secret === undefined) {
@@ -357,20 +570,18 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
 
     /**
-     * Queues a settle of the lane (the result of an attempt, and/or giving the lane back) behind its earlier
-     * ones, and learns from it about the lease and the notification's state. The lane's next statement takes
-     * every result queued by the time it is sent.
+     * Queues a record of the result behind the lane's earlier ones; the lane's next statement takes every result
+     * queued by the time it is sent.
      */
-    function settle(run: LaneRun, result: repo.AttemptResultRecord | null, release: boolean): void {
-      if (release) run.released = true;
-      run.unsent.push({ result, release });
+    function settle(run: LaneRun, result: repo.AttemptResultRecord): void {
+      run.unsent.push(result);
       queueSend(run);
     }
 
     /**
      * Resolves once every statement of the lane has been answered, those queued meanwhile included: a statement
      * may queue one more (sendUnsent: a second result of one notification), which awaiting `settled` once
-     * missed, so that a stop closed the connections before the lane's release was written (review).
+     * missed, so that a stop closed the connections before the lane's last record was written (review).
      */
     async function allSettled(run: LaneRun): Promise<void> {
       for (let tail = run.settled; ; tail = run.settled) {
@@ -387,22 +598,38 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
 
     async function sendUnsent(run: LaneRun): Promise<void> {
       run.sendQueued = false;
-      const sending = takeSendable(run.unsent);
+      const results = takeSendable(run.unsent);
       // What takeSendable left (a second result of one notification) goes in the statement after.
       if (run.unsent.length > 0) queueSend(run);
-      const results = sending.flatMap((u) => (u.result ? [u.result] : []));
-      const release = sending.some((u) => u.release);
-      const sentAt = performance.now();
-      // Renewing costs a lane row update; it is needed only once the last renewal is getting old.
-      const renew = !release && sentAt - run.confirmedAt > LEASE_SLACK_MS / 2;
+      if (results.length === 0) return;
       try {
-        const settled = await settles.call({ lane: run.lane, results, renew, release });
+        const recorded = await records.call({ lane: run.lane, results });
         results.forEach((result, i) => {
-          if (!settled.applied[i]) {
+          const { status, attempt, nextAttemptInMs, roundAttempts } = result.record;
+          const applied = recorded.applied[i]!;
+          const again = status === 'retrying' || status === 'pending';
+          // The book follows the record: a notification done leaves it, one to retry gets its new state and time.
+          // One whose record did not apply (an operator's redelivery came first) leaves it too: the reads bring
+          // its new state.
+          book.settled(
+            run.lane,
+            result.head.notification_id,
+            result.head.state_token,
+            applied && again
+              ? {
+                  update: {
+                    state_token: result.newStateToken,
+                    round_attempts: roundAttempts,
+                    attempt_count: result.head.attempt_count + (attempt ? 1 : 0),
+                  },
+                  waitMs: nextAttemptInMs ?? 0,
+                }
+              : null,
+          );
+          if (!applied) {
             run.changed = true;
             return;
           }
-          const { status, attempt } = result.record;
           if (status === 'delivered' && attempt) {
             // From the attempt's end, not the record's: the record may be written up to SETTLE_GAP_MS later.
             const endedMs = attempt.startedAt.getTime() + attempt.durationMs;
@@ -410,28 +637,27 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           }
           if (status === 'dead') metrics.deadLettered();
         });
-        if (!settled.leaseHeld) run.lost = true;
-        else if (renew) run.confirmedAt = Math.max(run.confirmedAt, sentAt);
+        if (!recorded.leaseHeld) run.lost = true;
       } catch (err) {
-        // The attempts were made but are not recorded: the notifications stay due and are attempted again
-        // (at least once); the lane is due again when its lease expires. Stop working it.
+        // The attempts were made but are not recorded: the notifications stay as they were, in the book too, and
+        // are attempted again (at least once). Stop working the lane.
         run.lost = true;
-        logger.error({ err, lane: run.lane }, 'webhook lane could not be settled');
+        logger.error({ err, lane: run.lane }, 'webhook attempts could not be recorded');
       }
     }
 
-    /** Whether the lease is known to have at least the request timeout + 5 s left, renewing it if needed. */
+    /** Whether the partition's lease is known to have at least the request timeout + 5 s left, renewing it if needed. */
     async function leaseHeld(run: LaneRun): Promise<boolean> {
+      const fresh = () => {
+        const partition = held.get(run.partition);
+        return partition !== undefined && performance.now() - partition.confirmedAt <= LEASE_SLACK_MS;
+      };
       if (run.lost) return false;
-      if (performance.now() - run.confirmedAt <= LEASE_SLACK_MS) return true;
-      await allSettled(run); // the results sent since renew it
-      if (run.lost) return false;
-      if (performance.now() - run.confirmedAt <= LEASE_SLACK_MS) return true;
-      const sentAt = performance.now();
-      const held = await renewals.call(run.lane);
-      if (held) run.confirmedAt = sentAt;
-      else run.lost = true;
-      return held;
+      if (fresh()) return true;
+      await renewFresh();
+      if (fresh() && !run.lost) return true;
+      run.lost = true;
+      return false;
     }
 
     // Receivers that take over a second (the threshold past which a failed attempt's lane is given back rather
@@ -455,13 +681,15 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     metrics.trackSlowReceivers(() => pace.slowPlatforms().length);
 
     /** Attempts (or skips) one notification; what happens to it. */
-    async function attempt(lane: Lane, head: repo.LaneHead): Promise<repo.AttemptRecord> {
-      if (head.skip_reason !== null || head.url === null) {
+    async function attempt(lane: DeliveryLane, head: Head): Promise<repo.AttemptRecord> {
+      const { endpoint } = lane;
+      const skip = repo.skipReason(endpoint ?? undefined, head.payload_type);
+      if (skip !== null || !endpoint) {
         // The platform's webhook was removed, disabled or unsubscribed from this type since it was recorded.
         return {
           attempt: null,
           status: 'skipped',
-          statusReason: head.skip_reason ?? 'no webhook configured',
+          statusReason: skip ?? 'no webhook configured',
           roundAttempts: head.round_attempts,
           nextAttemptInMs: null,
         };
@@ -472,13 +700,13 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         notificationId: head.notification_id,
         timestampMs: clock.now(),
         rawBody,
-        secret: secretOf(head),
+        secret: secretOf(endpoint.sealedSecret),
       });
       headers['user-agent'] = USER_AGENT;
-      const ended = pace.started(lane.platformCode);
+      const ended = pace.started(lane.lane.platformCode);
       let result: AttemptResult | undefined;
       try {
-        result = await sender.send({ url: head.url, rawBody, headers });
+        result = await sender.send({ url: endpoint.url, rawBody, headers });
       } finally {
         // (send does not throw; were it to, the attempt would still end here, not count as running forever)
         ended(result?.durationMs ?? 0);
@@ -488,27 +716,26 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
 
     /**
-     * Works a claimed lane oldest first until it is done, waits for a later retry, or must stop, and queues
-     * the settle that gives it back. Resolves when its last attempt is made: the slot is then free, while the
-     * bookkeeping goes on (tracked in `settling`).
+     * Works a claimed lane oldest first until it is done, waits for a later retry, or must stop. Resolves when its
+     * last attempt is made: the slot is then free, while the records go on (tracked in `settling`), after which
+     * the lane goes back to the book.
      */
-    async function workLane(claimed: ReadyLane, signal: AbortSignal): Promise<void> {
+    async function workLane(claimed: ReadyLane<DeliveryLane>, signal: AbortSignal): Promise<void> {
       const run: LaneRun = {
         lane: claimed.lane,
-        confirmedAt: claimed.claimSentAt,
+        partition: claimed.partition,
         settled: Promise.resolve(),
         unsent: [],
         sendQueued: false,
         lost: false,
         changed: false,
-        released: false,
       };
       const { heads } = claimed;
       runs.add(run);
       try {
         let i = 0;
         let head = heads[0];
-        while (head && !run.released) {
+        while (head) {
           if (signal.aborted || run.changed) break;
           // wait_ms was measured at the claim; time has passed since.
           const waitMs = head.due ? 0 : head.wait_ms - (performance.now() - claimed.claimSentAt);
@@ -521,10 +748,20 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           if (!(await leaseHeld(run))) break;
           // The renewal may have taken a while: the worker may be stopping, or the lane changed, meanwhile.
           if (signal.aborted || run.changed) break;
-          const outcome = await attempt(run.lane, head);
+          const outcome = await attempt(claimed, head);
           const newStateToken = randomUUID();
           const again = outcome.status === 'retrying' || outcome.status === 'pending';
-          const next: repo.LaneHead | undefined = again
+          settle(run, { head, newStateToken, record: outcome });
+          // A retry is waited for in place only when the lane holds its slot for little longer that way: after
+          // a failure that itself took long (a timeout, a slow error), the lane is given back, due at the retry,
+          // so that a platform whose receiver hangs does not keep the slots from every other one for its whole
+          // round of fast retries (review: 50-110 s).
+          const retryLater =
+            again &&
+            ((outcome.nextAttemptInMs ?? 0) > INLINE_WAIT_MAX_MS ||
+              (outcome.attempt?.durationMs ?? 0) > INLINE_WAIT_MAX_MS);
+          if (retryLater) break;
+          head = again
             ? {
                 ...head,
                 state_token: newStateToken,
@@ -534,75 +771,75 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
                 wait_ms: (outcome.nextAttemptInMs ?? 0) + (performance.now() - claimed.claimSentAt),
               }
             : heads[++i];
-          // A retry is waited for in place only when the lane holds its slot for little longer that way: after
-          // a failure that itself took long (a timeout, a slow error), the lane is given back, due at the retry,
-          // so that a platform whose receiver hangs does not keep the slots from every other one for its whole
-          // round of fast retries (review: 50-110 s).
-          const retryLater =
-            again &&
-            ((outcome.nextAttemptInMs ?? 0) > INLINE_WAIT_MAX_MS ||
-              (outcome.attempt?.durationMs ?? 0) > INLINE_WAIT_MAX_MS);
-          // The last result of the lane gives it back in the same statement.
-          const goesOn = next !== undefined && !signal.aborted && !retryLater;
-          settle(run, { head, newStateToken, record: outcome }, !goesOn);
-          head = next;
         }
       } finally {
         runs.delete(run);
-        if (!run.released) settle(run, null, true);
+        // A slot is free: the worker wants partitions again, if it had given them up.
+        slotsStuck = false;
         const done = allSettled(run).then(() => {
           if (run.lost)
-            logger.warn({ lane: run.lane, owner }, 'webhook lane lease lost; its holder carries on');
-          // The release has landed: the dispatcher looks again. It may be asleep until its poll or the
-          // lane's lease expiry, having last looked while the lane was held: a later retry, notifications
-          // recorded meanwhile (their NOTIFY came while the lane was held) or more than a claim takes are
-          // due now or soon. Not for a lane claimed empty: that is one a producer is recording into, left due
-          // by the release until it commits (its NOTIFY wakes us then); looking again at once only claimed
-          // and released it in a loop meanwhile (review: ~850 times a second).
-          else if (!signal.aborted && heads.length > 0) dispatcher.wake();
+            logger.warn(
+              { lane: run.lane, owner },
+              'webhook lane stopped: its partition or its records were lost',
+            );
+          book.release(run.lane);
+          // The book may have more of it due now (read meanwhile), or soon (a retry): the dispatcher looks again.
+          if (!signal.aborted) dispatcher.wake();
+          if ((readsHeldBack && book.size().heads < MAX_HELD_HEADS / 2) || book.needsRefill()) read();
           settling.delete(done);
         });
         settling.add(done);
       }
     }
 
-    const dispatcher = startDispatcher({
+    const dispatcher = startDispatcher<DeliveryLane>({
       concurrency: config.worker.concurrency,
       pollIntervalMs: config.worker.pollIntervalMs,
-      // Started later than this, a lane's renewal (leaseHeld) would have less than LEASE_MARGIN_MS to land
-      // before the claim's lease runs out.
-      maxReadyAgeMs: leaseMs - LEASE_MARGIN_MS,
       pace,
-      claim: claimFresh,
+      claim: async (limit, capped) => claimLanes(limit, capped),
       work: workLane,
-      release: (lanes) =>
-        repo.releaseLanes(
-          bookkeeping,
-          owner,
-          lanes.map((l) => l.lane),
-        ),
-      announce: () => repo.announceWork(bookkeeping),
-      nextDueInMs: (excluded) => repo.nextLaneDueInMs(bookkeeping, excluded),
+      release: async (lanes) => {
+        for (const lane of lanes) book.release(lane.lane);
+      },
+      nextDueInMs: async (excluded) =>
+        pausedAll !== null ? null : book.nextDueInMs([...excluded, ...paused.keys()]),
       onError: (err, message) => logger.error({ err }, message),
-      onSlotsStuck: (lanes) =>
+      onSlotsStuck: (lanes) => {
         logger.warn(
           { lanes, slots: config.worker.concurrency },
-          'every webhook slot taken for over a second (receivers that hang?): lanes claimed given back to other workers',
-        ),
+          'every webhook slot taken for over a second (receivers that hang?): partitions not being worked given back to other workers',
+        );
+        slotsStuck = true;
+        void renew();
+      },
     });
     listener
       ?.listen(repo.LANES_CHANNEL, {
         onMessage: (payload) => {
+          if (payload === repo.PARTITIONS_FREED) {
+            if (!intakeStopped) void renew();
+            return;
+          }
           const changed = repo.changedPlatform(payload);
           if (changed !== null) refreshLanes(changed);
-          dispatcher.wake();
+          else read();
         },
         // Notifications may have been missed while disconnected: look for work.
-        onConnected: () => dispatcher.wake(),
+        onConnected: () => read(),
         // And an operator's change may have been missed: the lanes in hand are read afresh.
         onReconnected: () => refreshLanes(null),
       })
       .catch((err: unknown) => logger.error({ err }, 'webhook wake-ups not listened for; polling only'));
+
+    void renew();
+    const renewTimer = setInterval(() => void renew(), RENEW_EVERY_MS);
+    renewTimer.unref();
+    // In case a wake-up was lost; without a LISTEN connection, the endpoints are read again at each poll too.
+    const pollTimer = setInterval(() => {
+      if (!listener) allEndpointsStale = true;
+      read();
+    }, config.worker.pollIntervalMs);
+    pollTimer.unref();
 
     let stopped: Promise<void> | null = null;
     const stopIntake = ({ drainMs = 0 }: { drainMs?: number } = {}) =>
@@ -611,6 +848,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         // under way may finish within drainMs (DESIGN §6: a stopping instance finishes its in-flight work),
         // so that a restart does not send again what a receiver is answering; those still running then are
         // cut short.
+        intakeStopped = true;
         const lanesStopped = dispatcher.stop();
         logger.info(
           { lanes: runs.size, drainMs },
@@ -625,12 +863,19 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         } finally {
           clearTimeout(cut);
         }
-        await Promise.all([...settling, unlistened]);
-        // The lanes given back are due at once: the other workers look now, not at their poll (review: a
-        // rolling deploy's lanes waited up to the poll interval, or their lease, 17 s, with a long one).
+        clearInterval(renewTimer);
+        clearInterval(pollTimer);
+        readsStopped = true;
+        await Promise.all([...settling, unlistened, reading]);
+        // Every record has landed: the partitions go back, and the other workers take them now, not at their next
+        // renewal (review: a rolling deploy's lanes waited for their lease, 17 s).
+        while (renewing) await renewing;
+        await renew({ giveBackAll: true });
         await repo
-          .announceWork(bookkeeping)
-          .catch((err: unknown) => logger.warn({ err }, 'other workers not told of the lanes given back'));
+          .announcePartitionsFreed(bookkeeping)
+          .catch((err: unknown) =>
+            logger.warn({ err }, 'other workers not told of the partitions given back'),
+          );
       })());
     let closed: Promise<void> | null = null;
     return {

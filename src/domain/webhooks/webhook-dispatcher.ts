@@ -1,69 +1,61 @@
 import type { ReceiverPace } from './receiver-pace.ts';
-import type { ClaimCap, ClaimedLane } from './webhooks.repository.ts';
+import type { ClaimCap, ClaimedLane } from './delivery-lane.ts';
 
 /**
  * A worker process's webhook dispatcher: keeps up to `concurrency` lanes being worked at once, and a few
- * times as many claimed and ready, so a slot that frees up starts its next delivery without waiting for the
- * database. It claims many lanes per statement, when slots run short of ready lanes, and while the last
- * claim found all it asked for. Otherwise it sleeps until it is woken (`wake()`: a NOTIFY that a
- * notification was recorded or redelivered, or a lane given back with work left), or until the next lane is
- * due (a retry, or the lease of a worker that died), or at the latest `pollIntervalMs`, in case a wake-up was
- * lost.
+ * times as many claimed and ready, so a slot that frees up starts its next delivery at once. It claims many
+ * lanes at a time (from the worker's lane book, lane-book.ts), when slots run short of ready lanes, and while
+ * the last claim found all it asked for. Otherwise it sleeps until it is woken (`wake()`: notifications read,
+ * a lane given back with work left), or until the next lane is due (a retry), or at the latest
+ * `pollIntervalMs`.
  *
  * A platform whose receiver is slow (receiver-pace.ts: an attempt over a second, e.g. one that hangs until the
  * timeout) holds a slot for that long per lane, and its backlog, due before the other platforms' work, took
  * every slot in turn. So while other platforms' lanes are waiting, the lanes of slow platforms share at most
  * `slowSlots()` (half) of the slots: past them, the other platforms' lanes start first, the claims take no
- * more of the slow platforms' lanes than may start, and the ones in hand that may not start are given back,
- * for a worker with room. While no other platform's lane is waiting (the last claim found none), they may
+ * more of the slow platforms' lanes than may start, and the ones in hand that may not start are given back. While no other platform's lane is waiting (the last claim found none), they may
  * take every slot but one, kept for the next other lane to come.
  *
  * Why our own loop rather than a graphile-worker job per lane (DESIGN §5 allows a table of our own for
  * per-resource order and the delivery schedule): the queue's fixed cost per job, not the delivery, bounded
- * the delivery rate (bench/webhooks.bench.ts); a claim here costs one statement per batch of lanes.
+ * the delivery rate (bench/webhooks.bench.ts); a claim here costs no statement at all.
  */
-export interface ReadyLane extends ClaimedLane {
-  /** performance.now() when the claim was sent: the lease runs from (at least) then. */
+export type ReadyLane<L extends ClaimedLane = ClaimedLane> = L & {
+  /** performance.now() when it was claimed. */
   claimSentAt: number;
-}
+};
 
-export interface DispatcherOptions {
+export interface DispatcherOptions<L extends ClaimedLane = ClaimedLane> {
   concurrency: number;
   pollIntervalMs: number;
-  /**
-   * How long a claimed lane may wait for a slot. One that waited longer is not started but left to expire
-   * and be claimed afresh: its lease may have run out meanwhile, and this process (same owner) may have
-   * claimed it again, so that starting it would work the lane twice at once. `work` renews the lease of a
-   * lane that waited, so this must leave that renewal time to land before the lease expires.
-   */
-  maxReadyAgeMs: number;
   /** Monotonic ms (performance.now by default; tests move it). */
   now?: () => number;
   /** Which receivers are slow: their platforms share at most `slowSlots(concurrency)` slots (see above). */
   pace?: Pick<ReceiverPace, 'isSlow' | 'anySlow' | 'slowPlatforms'>;
   /** Claims up to `limit` due lanes, at most `capped.limit` of them of the `capped` platforms. */
-  claim(limit: number, capped: ClaimCap | null): Promise<ClaimedLane[]>;
+  claim(limit: number, capped: ClaimCap | null): Promise<L[]>;
   /** Works a claimed lane and gives it back; resolves when done. Does not reject for a receiver's failure. */
-  work(lane: ReadyLane, signal: AbortSignal): Promise<void>;
+  work(lane: ReadyLane<L>, signal: AbortSignal): Promise<void>;
   /** Gives back lanes claimed but not started (at stop, or more than the prefetch holds). */
-  release(lanes: ClaimedLane[]): Promise<void>;
-  /** Tells the other workers that lanes were given back due now (a NOTIFY), so that one with room takes them. */
-  announce?(): Promise<void>;
+  release(lanes: L[]): Promise<void>;
   /** ms until the next lane is due, null when there is none, of the platforms not `excluded`. */
   nextDueInMs(excluded: string[]): Promise<number | null>;
   onError(err: unknown, message: string): void;
-  /** Every slot stayed taken for READY_WAIT_MAX_MS (receivers that hang): `lanes` claimed were given back. */
+  /**
+   * Every slot stayed taken for READY_WAIT_MAX_MS (receivers that hang): `lanes` claimed were given back, and no
+   * more are claimed until a slot frees (the worker lets other workers take what it cannot start).
+   */
   onSlotsStuck?(lanes: number): void;
 }
 
-export interface Dispatcher {
+export interface Dispatcher<L extends ClaimedLane = ClaimedLane> {
   /** There may be new due work: claim now if a slot is free. */
   wake(): void;
   /**
    * Gives back the lanes claimed and not started that `concerns` picks (an operator changed what they hold),
    * then claims afresh.
    */
-  refresh(concerns: (lane: ReadyLane) => boolean): void;
+  refresh(concerns: (lane: ReadyLane<L>) => boolean): void;
   /**
    * Stops claiming, signals the lanes being worked to stop before their next attempt, gives back the lanes
    * not started, and resolves once every lane has stopped.
@@ -94,8 +86,8 @@ const MAX_EMPTY_IDLE_MS = 200;
 const FIRST_RETRY_MS = 100;
 /**
  * How long a claimed lane may wait in the ready queue while every slot is taken and none frees (receivers that
- * hang): then the lanes that waited that long are given back, announced, for another worker with room, and
- * this one claims no more until a slot frees. A full worker kept them from an idle one until a slot freed, one
+ * hang): then the lanes that waited that long are given back, and this one claims no more until a slot frees
+ * (onSlotsStuck: the worker then lets another take the partitions it is not working). A full worker kept them from an idle one until a slot freed, one
  * attempt timeout (10 s) at a time (review). Claims return lanes in due order (migration 0021), so the lanes
  * given back are claimed again in their turn, not ahead of older work.
  */
@@ -110,22 +102,21 @@ export function slowSlots(concurrency: number): number {
   return Math.max(1, Math.floor(concurrency / 2));
 }
 
-export function startDispatcher(options: DispatcherOptions): Dispatcher {
-  const { concurrency, maxReadyAgeMs, pace } = options;
+export function startDispatcher<L extends ClaimedLane>(options: DispatcherOptions<L>): Dispatcher<L> {
+  const { concurrency, pace } = options;
   const slowSlotCount = slowSlots(concurrency);
   /** The slots the lanes of slow receivers may hold while no other platform's lane waits: all but one. */
   const slowSlotsAlone = Math.max(slowSlotCount, concurrency - 1);
   const isSlow = (lane: ClaimedLane) => pace!.isSlow(lane.lane.platformCode);
   const now = options.now ?? (() => performance.now());
-  const fresh = (lane: ReadyLane) => now() - lane.claimSentAt <= maxReadyAgeMs;
-  const ready: ReadyLane[] = [];
+  const ready: ReadyLane<L>[] = [];
   /** The deliveries the lanes in `ready` hold (a lane found empty still takes a slot: 1). */
   let readyWork = 0;
   const workOf = (lane: ClaimedLane) => Math.max(1, lane.heads.length);
   /** Deliveries per lane claimed lately (a moving average): how many lanes the room for deliveries takes. */
   let workPerLane = 1;
   /** The lanes being worked, by their work's promise. */
-  const running = new Map<Promise<void>, ReadyLane>();
+  const running = new Map<Promise<void>, ReadyLane<L>>();
   const abort = new AbortController();
   let claiming: Promise<void> | null = null;
   let stopped = false;
@@ -164,18 +155,11 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
         const lane = ready.shift()!;
         readyWork -= workOf(lane);
         lastStartedSlow = false;
-        startOrDrop(lane);
+        start(lane);
       }
     }
     if (!stopped && wanted && !claiming && !slotsStuck && readyWork < 2 * concurrency) claiming = claimMore();
     watchForStuckSlots();
-  }
-
-  function startOrDrop(lane: ReadyLane): void {
-    // A stale lane is dropped, not given back: a release would act on whichever claim holds it now. The
-    // room it leaves is claimed afresh: there may be other due work.
-    if (fresh(lane)) start(lane);
-    else wanted = true;
   }
 
   /** The slots the lanes of slow receivers may hold now. */
@@ -197,8 +181,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   /**
    * As pump's loop while some receiver is slow: the ready lanes start in order, but those of slow receivers
    * only while fewer than slowLimit() of theirs run; the others pass them. Those that may not start soon
-   * (more than the free slow slots) are given back, announced, for a worker with room; this one's claims
-   * leave them until a slow slot frees.
+   * (more than the free slow slots) are given back; this one's claims leave them until a slow slot frees.
    */
   function startWithinSlowSlots(): void {
     const limit = slowLimit();
@@ -214,7 +197,7 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
       readyWork -= workOf(lane);
       if (slow) slowInUse++;
       lastStartedSlow = slow;
-      startOrDrop(lane);
+      start(lane);
     }
     const readyBefore = ready.length;
     let mayStart = limit - slowInUse;
@@ -251,19 +234,19 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
   }
 
   /**
-   * Takes the lanes `pick` chooses out of the ready queue (the rest keep their order), and returns the fresh
-   * ones, to be given back. A stale one is dropped, as in pump.
+   * Takes the lanes `pick` chooses out of the ready queue (the rest keep their order), and returns them, to be
+   * given back.
    */
-  function takeReady(pick: (lane: ReadyLane) => boolean): ReadyLane[] {
-    const taken: ReadyLane[] = [];
-    const kept: ReadyLane[] = [];
+  function takeReady(pick: (lane: ReadyLane<L>) => boolean): ReadyLane<L>[] {
+    const taken: ReadyLane<L>[] = [];
+    const kept: ReadyLane<L>[] = [];
     for (const lane of ready) (pick(lane) ? taken : kept).push(lane);
     ready.splice(0, ready.length, ...kept);
     readyWork = kept.reduce((sum, lane) => sum + workOf(lane), 0);
-    return taken.filter(fresh);
+    return taken;
   }
 
-  function start(lane: ReadyLane): void {
+  function start(lane: ReadyLane<L>): void {
     const done: Promise<void> = options
       .work(lane, abort.signal)
       .catch((err: unknown) => options.onError(err, 'webhook lane failed'))
@@ -341,10 +324,9 @@ export function startDispatcher(options: DispatcherOptions): Dispatcher {
 
   /** Releases under way (giveBack), which stop waits for: the connections close after it. */
   const givingBack = new Set<Promise<void>>();
-  function giveBack(lanes: ClaimedLane[]): void {
+  function giveBack(lanes: L[]): void {
     const done: Promise<void> = options
       .release(lanes)
-      .then(() => options.announce?.())
       .catch((err: unknown) => options.onError(err, 'webhook lane release failed'))
       .finally(() => givingBack.delete(done));
     givingBack.add(done);

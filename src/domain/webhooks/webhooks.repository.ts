@@ -1,4 +1,4 @@
-import { sql, type RawBuilder } from 'kysely';
+import { sql } from 'kysely';
 import type { Executor } from '../../store/database.ts';
 import type {
   AttemptOutcome,
@@ -6,13 +6,13 @@ import type {
   WebhookEndpointsTable,
 } from '../../store/tables/webhooks.tables.ts';
 import type { Insertable } from 'kysely';
-import type { Lane } from './delivery-lane.ts';
+import type { ReadNotification } from './lane-reads.repository.ts';
 import { countOf } from '../paging.ts';
 
 /**
- * SQL of webhook configuration and delivery. Statements on the delivery path are single round trips (a
- * delivery is a lease claim, an attempt and a record), since the delivery rate is bounded by them; the
- * lease functions themselves are in migration 0002.
+ * SQL of webhook configuration and delivery. Statements on the delivery path are single round trips, since the
+ * delivery rate is bounded by them: a worker's partition leases and its attempts' records (functions of migration
+ * 0026) are here, its reads of the notifications in lane-reads.repository.ts.
  */
 
 // --- operator configuration -------------------------------------------------------------------------
@@ -143,25 +143,8 @@ export function listAttempts(db: Executor, notificationIds: string[]) {
 export type AttemptRow = Awaited<ReturnType<typeof listAttempts>>[number];
 
 /**
- * Makes the lanes of the notifications `notifications` selects due now (unless a dispatcher holds them: its
- * release then sees the change) and wakes the dispatchers. Lanes in (platform, resource) order, as
- * webhook_release_lanes takes them.
- */
-function wakeLanes(notifications: RawBuilder<unknown>) {
-  return sql`
-    insert into webhook_lanes (platform_code, resource_key, due_at)
-    select lanes.platform_code, lanes.resource_key, clock_timestamp()
-    from (select distinct n.platform_code, n.resource_key from ${notifications} n) lanes
-    order by 1, 2
-    on conflict (platform_code, resource_key) do update set due_at = least(webhook_lanes.due_at, excluded.due_at)
-      where webhook_lanes.owner is null
-    returning 1
-  `;
-}
-
-/**
- * Puts notifications back to pending, due now, at the top of the retry schedule, and wakes their lanes, in
- * one statement. Their ids (and so `x-svc-hook-notification-id`) do not change. Returns how many.
+ * Puts notifications back to pending, due now, at the top of the retry schedule, and wakes the workers (the
+ * reads find them by their new txid, migration 0026), in one statement. Their ids (and so `x-svc-hook-notification-id`) do not change. Returns how many.
  */
 export async function redeliver(
   db: Executor,
@@ -184,19 +167,20 @@ export async function redeliver(
     with redelivered as (
       update webhook_notifications
       set status = 'pending', status_reason = null, round_attempts = 0, next_attempt_at = now(),
-          dead_at = null, state_token = gen_random_uuid(), redelivered_at = now()
+          dead_at = null, state_token = gen_random_uuid(), redelivered_at = now(),
+          -- New to the reads after a cursor (migration 0026), as a notification recorded now is.
+          txid = pg_current_xact_id()
       where ${sql.join(conditions, sql` and `)}
-      returning platform_code, resource_key
-    ), woken as (${wakeLanes(sql`redelivered`)})
-    select (select count(*) from redelivered)::int as count, (select count(*) from woken)::int as lanes,
-      pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + where.platformCode})
+      returning 1
+    )
+    select (select count(*) from redelivered)::int as count, pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + where.platformCode})
   `.execute(db);
   return Number(result.rows[0]?.count ?? 0);
 }
 
 // --- delivery ----------------------------------------------------------------------------------------
 
-/** The lane functions' name of the NOTIFY channel (migration 0008): a notification or redelivery awaits. */
+/** The NOTIFY channel of webhook delivery (migration 0008): a notification or redelivery awaits, or the like. */
 export const LANES_CHANNEL = 'svc_webhooks';
 /**
  * The payload of a NOTIFY on LANES_CHANNEL that says more than "new work": an operator changed one platform's
@@ -205,12 +189,15 @@ export const LANES_CHANNEL = 'svc_webhooks';
  */
 const LANES_CHANGED_PREFIX = 'changed:';
 
+/** The payload of a NOTIFY on LANES_CHANNEL that says partitions were given back: a worker with room takes them. */
+export const PARTITIONS_FREED = 'partitions';
+
 /**
- * Tells every dispatcher there may be due work (a plain NOTIFY on LANES_CHANNEL): a stopping worker's lanes,
- * given back due at once, would otherwise wait for another worker's poll or their lease timer.
+ * Tells every worker that partitions were given back (a stopping worker's, or a full one's), so that one with room
+ * takes them now rather than at its next renewal.
  */
-export async function announceWork(db: Executor): Promise<void> {
-  await sql`select pg_notify(${LANES_CHANNEL}, '')`.execute(db);
+export async function announcePartitionsFreed(db: Executor): Promise<void> {
+  await sql`select pg_notify(${LANES_CHANNEL}, ${PARTITIONS_FREED})`.execute(db);
 }
 
 /** The platform whose lanes a LANES_CHANNEL payload says changed, or null (plain "new work"). */
@@ -218,151 +205,88 @@ export function changedPlatform(payload: string): string | null {
   return payload.startsWith(LANES_CHANGED_PREFIX) ? payload.slice(LANES_CHANGED_PREFIX.length) : null;
 }
 
-/** One of a lane's undelivered notifications, oldest first, with what is needed to deliver it. */
-export interface LaneHead {
-  notification_id: string;
-  payload_type: string;
-  payload: unknown;
-  state_token: string;
-  round_attempts: number;
-  attempt_count: number;
-  /** next_attempt_at had come when the lane was claimed (database clock). */
-  due: boolean;
-  /** ms from the claim until next_attempt_at (0 when due). */
-  wait_ms: number;
-  url: string | null;
-  /** The endpoint's sealed secret (secret-box.ts) in base64, or null when it has none. */
-  sealed_secret: string | null;
-  /** Why this platform does not get it (webhook_skip_reason), or null. */
-  skip_reason: string | null;
-  /** Epoch ms when its current round began: its commit, or the operator's latest redelivery (migration 0012). */
-  round_started_ms: number;
-}
-
-export interface ClaimedLane {
-  lane: Lane;
-  /** Its oldest undelivered notifications, in order; empty when the lane turned out to be empty. */
-  heads: LaneHead[];
+/** A worker's partitions after its renewal (webhook_lease_partitions, migration 0026). */
+export interface PartitionLeases {
+  /** The partitions it holds, each for leaseMs from the renewal. */
+  partitions: number[];
+  /** The partitions over the workers that want some, rounded down. */
+  fairShare: number;
+  /** Another worker holds fewer than fairShare: one over it gives back what it can. */
+  othersShort: boolean;
 }
 
 /**
- * Which platforms a claim takes few lanes of (their receivers are slow, webhook-dispatcher.ts): at most
- * `limit` of their due lanes, oldest first.
+ * Renews `owner`'s partition leases to now + leaseMs, after giving back `giveBack`, and, when it `wants` more, takes
+ * free ones up to a fair share (every free one while no other worker is short of its share); one round trip.
  */
-export interface ClaimCap {
-  platforms: string[];
-  limit: number;
-}
-
-/**
- * Claims up to `limit` due lanes for `owner` for `leaseMs` (webhook_claim_lanes: SKIP LOCKED; an equal share
- * for each platform with due lanes, its oldest due first, and the platforms in turn, migration 0024), of
- * which at most `capped.limit` of the `capped` platforms (0022), with up to `perLane` notifications of each,
- * in one round trip.
- *
- * Only the columns a delivery uses, in the types it uses: a worker reads one of these rows per delivery, and
- * parsing the function's whole row (dates into Date objects, the secret's bytes into a Buffer) took twice the
- * CPU of these (bench/webhooks.bench.ts).
- */
-export async function claimLanes(
+export async function leasePartitions(
   db: Executor,
   owner: string,
-  options: { limit: number; leaseMs: number; perLane: number; capped?: ClaimCap | null },
-): Promise<ClaimedLane[]> {
-  const capped = options.capped ?? { platforms: [], limit: 0 };
-  const { rows } = await sql<
-    { platform_code: string; resource_key: string } & { [K in keyof LaneHead]: LaneHead[K] | null }
-  >`select platform_code, resource_key, notification_id, payload_type, payload, state_token, round_attempts,
-      attempt_count, due, wait_ms, url, encode(secret_ciphertext, 'base64') as sealed_secret, skip_reason,
-      (extract(epoch from round_started_at) * 1000)::float8 as round_started_ms
-    from webhook_claim_lanes(${owner}, ${options.limit}::int, ${options.leaseMs}::int, ${options.perLane}::int,
-      ${capped.platforms}::text[], ${capped.limit}::int)`.execute(db);
-  const lanes: ClaimedLane[] = [];
-  let last: ClaimedLane | undefined;
-  for (const row of rows) {
-    if (!last || last.lane.platformCode !== row.platform_code || last.lane.resourceKey !== row.resource_key) {
-      last = { lane: { platformCode: row.platform_code, resourceKey: row.resource_key }, heads: [] };
-      lanes.push(last);
-    }
-    // A lane without undelivered notifications comes as one row of nulls.
-    if (row.notification_id !== null) {
-      last.heads.push({
-        notification_id: row.notification_id,
-        payload_type: row.payload_type!,
-        payload: row.payload,
-        state_token: row.state_token!,
-        round_attempts: row.round_attempts!,
-        attempt_count: row.attempt_count!,
-        due: row.due!,
-        wait_ms: row.wait_ms!,
-        url: row.url,
-        sealed_secret: row.sealed_secret,
-        skip_reason: row.skip_reason,
-        round_started_ms: row.round_started_ms!,
-      });
-    }
+  options: { leaseMs: number; giveBack: readonly number[]; wants: boolean },
+): Promise<PartitionLeases> {
+  const { rows } = await sql<{ lane_partition: number; fair_share: number; others_short: boolean }>`
+    select lane_partition::int as lane_partition, fair_share, others_short
+    from webhook_lease_partitions(${owner}, ${options.leaseMs}::int, ${options.giveBack}::smallint[],
+      ${options.wants})`.execute(db);
+  // Holding none, the worker is still told its share, by a second look (rare: at start and at stop).
+  if (rows.length === 0) {
+    const { rows: owners } = await sql<{ wanting: number }>`
+      select count(*)::int as wanting from webhook_partition_owners
+      where seen_until > clock_timestamp() and wanting`.execute(db);
+    return {
+      partitions: [],
+      fairShare: Math.floor(64 / Math.max(1, owners[0]!.wanting)),
+      othersShort: false,
+    };
   }
-  return lanes;
+  return {
+    partitions: rows.map((r) => r.lane_partition),
+    fairShare: rows[0]!.fair_share,
+    othersShort: rows[0]!.others_short,
+  };
+}
+
+/** What a platform's webhook endpoint says of its deliveries, as a worker keeps it. */
+export interface EndpointView {
+  url: string;
+  /** The sealed secret (secret-box.ts) in base64, or null when it has none. */
+  sealedSecret: string | null;
+  payloadTypes: string[] | null;
+  enabled: boolean;
+}
+
+/** The endpoints of `platforms` (null: every platform's); a platform without one is absent. */
+export async function readEndpoints(
+  db: Executor,
+  platforms: readonly string[] | null,
+): Promise<Map<string, EndpointView>> {
+  const { rows } = await sql<{
+    platform_code: string;
+    url: string;
+    sealed_secret: string | null;
+    payload_types: string[] | null;
+    enabled: boolean;
+  }>`select platform_code, url, encode(secret_ciphertext, 'base64') as sealed_secret, payload_types, enabled
+    from webhook_endpoints
+    ${platforms === null ? sql`` : sql`where platform_code = any (${platforms}::text[])`}`.execute(db);
+  return new Map(
+    rows.map((r) => [
+      r.platform_code,
+      { url: r.url, sealedSecret: r.sealed_secret, payloadTypes: r.payload_types, enabled: r.enabled },
+    ]),
+  );
 }
 
 /**
- * ms until the next lane is due (a head's retry, or a lease's expiry), or null when there is no lane; of the
- * platforms not in `excluded` (those a claim takes none of, for now).
+ * Why a platform does not get a notification of `payloadType` (no endpoint, disabled, not subscribed), or null:
+ * migration 0002's webhook_skip_reason, which the outbox applies as it records, applied by a worker at its turn.
  */
-export async function nextLaneDueInMs(db: Executor, excluded: string[] = []): Promise<number | null> {
-  // Without exclusions, one descent of the due index; with them, one per platform with a lane (0024), rather
-  // than passing over the excluded platforms' due lanes one by one. The `case`: greatest() ignores nulls, so
-  // without it "no lane" read as "due now", and an idle dispatcher polled every few milliseconds.
-  const firstDue =
-    excluded.length === 0
-      ? sql`select min(due_at) as due_at from webhook_lanes`
-      : sql`select min(first_due_at) as due_at from webhook_lane_platforms()
-          where not (platform_code = any (${excluded}::text[]))`;
-  const { rows } = await sql<{ ms: number | null }>`
-    select case when due_at is not null
-      then greatest(0, ceil(extract(epoch from (due_at - clock_timestamp())) * 1000))::int end as ms
-    from (${firstDue}) first_due`.execute(db);
-  return rows[0]?.ms ?? null;
-}
-
-/** Extends each of `owner`'s leases on `lanes` to now + leaseMs; whether `owner` still holds it. */
-export async function renewLeases(
-  db: Executor,
-  owner: string,
-  lanes: Lane[],
-  leaseMs: number,
-): Promise<boolean[]> {
-  const platforms = lanes.map((l) => l.platformCode);
-  const resources = lanes.map((l) => l.resourceKey);
-  const { rows } = await sql<{ idx: number; held: boolean }>`
-    with input as (
-      select * from unnest(${platforms}::text[], ${resources}::text[])
-        with ordinality as u(platform_code, resource_key, idx)
-    ), renewed as (
-      update webhook_lanes l
-      set due_at = clock_timestamp() + ${leaseMs}::int * interval '1 millisecond'
-      from input i
-      -- = any: found through the primary key whatever the planner thinks of the input's size
-      where l.platform_code = any (${platforms}::text[]) and l.resource_key = any (${resources}::text[])
-        and l.platform_code = i.platform_code and l.resource_key = i.resource_key and l.owner = ${owner}
-      returning i.idx
-    )
-    select i.idx, exists (select 1 from renewed r where r.idx = i.idx) as held from input i
-  `.execute(db);
-  return byIndex(rows, lanes.length).map((row) => row?.held === true);
-}
-
-/** Gives back `owner`'s `lanes` (webhook_release_lanes): empty ones are deleted, the others are due with their heads. */
-export async function releaseLanes(db: Executor, owner: string, lanes: Lane[]): Promise<void> {
-  await sql`select webhook_release_lanes(${lanes.map((l) => l.platformCode)}::text[],
-    ${lanes.map((l) => l.resourceKey)}::text[], ${owner})`.execute(db);
-}
-
-/** Orders a batch's rows back into input order (`idx` is 1-based, from `with ordinality`). */
-function byIndex<T extends { idx: number | string }>(rows: T[], count: number): T[] {
-  const out = new Array<T>(count);
-  for (const row of rows) out[Number(row.idx) - 1] = row;
-  return out;
+export function skipReason(endpoint: EndpointView | undefined, payloadType: string): string | null {
+  if (!endpoint) return 'no webhook configured';
+  if (!endpoint.enabled) return 'webhook disabled';
+  if (endpoint.payloadTypes !== null && !endpoint.payloadTypes.includes(payloadType))
+    return 'payload type not subscribed';
+  return null;
 }
 
 export interface AttemptRecord {
@@ -384,73 +308,58 @@ export interface AttemptRecord {
 
 /** The result of one attempt (or skip) of a lane's notification, to be recorded. */
 export interface AttemptResultRecord {
-  head: Pick<LaneHead, 'notification_id' | 'state_token' | 'round_started_ms'>;
+  head: Pick<
+    ReadNotification,
+    'notification_id' | 'state_token' | 'round_started_ms' | 'lane_partition' | 'attempt_count'
+  >;
   /** The state token the notification gets if the record applies (chosen by the caller, so it can go on). */
   newStateToken: string;
   record: AttemptRecord;
 }
 
-export interface SettleItem {
-  lane: Lane;
-  /** An attempt's result to record, if any. */
-  result: AttemptResultRecord | null;
-  /** Extend the lease to now + leaseMs (else it is only checked). */
-  renew: boolean;
-  /** Give the lane back after recording (webhook_release_lanes). */
-  release: boolean;
-}
-
-export interface SettledItem {
-  /** The lease is still the owner's (before the release, if any). */
+export interface RecordedAttempt {
+  /** The owner still holds the notification's partition. */
   leaseHeld: boolean;
-  /** The result's state change applied (false: no result, or an operator's redelivery came first). */
+  /** The result's state change applied (false: an operator's redelivery came first). */
   applied: boolean;
 }
 
 /**
- * Records attempts' results, extends the lanes' leases and gives back the lanes marked `release`, for one
- * owner, in one round trip (webhook_settle_lanes, migrations 0008 and 0011). The attempt is recorded (on its
- * notification's row) in any case, since the request was made; the notification's state changes only if its
- * state token is still the one the attempt started from.
+ * Records attempts' results for one owner in one round trip (webhook_record_attempts, migration 0026). The attempt
+ * is recorded (on its notification's row) in any case, since the request was made; the notification's state
+ * changes only if its state token is still the one the attempt started from.
  */
-export async function settleLanes(
+export async function recordAttempts(
   db: Executor,
   owner: string,
-  leaseMs: number,
-  items: SettleItem[],
-): Promise<SettledItem[]> {
-  const input = items.map(({ lane, result, renew, release }, i) => {
-    const attempt = result?.record.attempt ?? null;
+  results: readonly AttemptResultRecord[],
+): Promise<RecordedAttempt[]> {
+  const input = results.map((result, i) => {
+    const attempt = result.record.attempt;
     return {
       idx: i + 1,
-      platform_code: lane.platformCode,
-      resource_key: lane.resourceKey,
-      renew,
-      release,
-      ...(result && {
-        id: result.head.notification_id,
-        token: result.head.state_token,
-        new_token: result.newStateToken,
-        attempted: attempt !== null,
-        started_at_ms: attempt?.startedAt.getTime() ?? null,
-        duration_ms: attempt?.durationMs ?? 0,
-        status_code: attempt?.statusCode ?? null,
-        error: attempt?.error ?? null,
-        outcome: attempt?.outcome ?? null,
-        status: result.record.status,
-        reason: result.record.statusReason,
-        round_attempts: result.record.roundAttempts,
-        delay_ms: result.record.nextAttemptInMs,
-      }),
+      lane_partition: result.head.lane_partition,
+      id: result.head.notification_id,
+      token: result.head.state_token,
+      new_token: result.newStateToken,
+      attempted: attempt !== null,
+      started_at_ms: attempt?.startedAt.getTime() ?? null,
+      duration_ms: attempt?.durationMs ?? 0,
+      status_code: attempt?.statusCode ?? null,
+      error: attempt?.error ?? null,
+      outcome: attempt?.outcome ?? null,
+      status: result.record.status,
+      reason: result.record.statusReason,
+      round_attempts: result.record.roundAttempts,
+      delay_ms: result.record.nextAttemptInMs,
     };
   });
   const { rows } = await sql<{ idx: number; lease_held: boolean; applied: boolean | null }>`
-    select * from webhook_settle_lanes(${owner}, ${leaseMs}::int, ${JSON.stringify(input)}::jsonb)
+    select * from webhook_record_attempts(${owner}, ${JSON.stringify(input)}::jsonb)
   `.execute(db);
-  return byIndex(rows, items.length).map((row) => ({
-    leaseHeld: row?.lease_held === true,
-    applied: row?.applied === true,
-  }));
+  const answers = new Array<RecordedAttempt>(results.length);
+  for (const row of rows) answers[row.idx - 1] = { leaseHeld: row.lease_held, applied: row.applied === true };
+  return Array.from(answers, (answer) => answer ?? { leaseHeld: false, applied: false });
 }
 
 // --- metrics ------------------------------------------------------------------------------------------

@@ -50,6 +50,10 @@ export interface WebhookNotificationDeliveryColumns {
   last_attempt_outcome: ColumnType<AttemptOutcome | null, never, AttemptOutcome | null>;
   last_attempt_worker: ColumnType<string | null, never, string | null>;
   earlier_attempts: ColumnType<unknown, never, unknown>;
+  /** Migration 0026: the lane's partition (webhook_lane_partition), generated. */
+  lane_partition: ColumnType<number, never, never>;
+  /** Migration 0026: the transaction that recorded it, or redelivered it last (xid8, as text). */
+  txid: ColumnType<string, never, string>;
 }
 
 /** Migration 0011: a view of every attempt (the latest on the notification row, the earlier ones with it). */

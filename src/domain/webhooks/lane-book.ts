@@ -1,0 +1,353 @@
+import TinyQueue from 'tinyqueue';
+import { laneKey, type ClaimCap, type Lane } from './delivery-lane.ts';
+
+/**
+ * A worker's lanes in memory: the first part of the delivery redesign (README, Webhooks, "Where this leaves issue
+ * 4's goals"), in which workers lease partitions of the lanes and find their work with reads after a cursor
+ * (lane-reads.repository.ts) instead of claiming rows of `webhook_lanes`: PostgreSQL's share of a delivery then
+ * falls to the record's (bench/webhook-store-costs.bench.ts: about a third of the lanes' bookkeeping). The book
+ * keeps what the lanes table keeps, for the partitions the worker holds: each lane's undelivered notifications in
+ * seq order, when its first is due, and whether a slot holds it. It offers what the dispatcher asks of the lanes
+ * table (webhook-dispatcher.ts: claim, release, next due), with the same rules: a lane is worked by one slot at a
+ * time, oldest first (wire-contract §5 "Order"); a claim takes an equal share of each platform's due lanes, the
+ * platforms in turn (migration 0024), and at most `capped.limit` of the capped platforms' (0022).
+ *
+ * What the reads bring in is deduplicated here: a notification is known by its id and state token, a new token is a
+ * new state (an operator's redelivery), and a token retired by a record of this worker is a stale read, skipped.
+ *
+ * Memory is bounded per lane: at most `maxHeadsPerLane` of a lane's notifications are held; past them the lane is
+ * marked `more` and is refilled from the database (`wantsRefill`) once it runs low, in seq order, so a platform
+ * whose receiver has been down for a day holds a few of each lane's notifications, not all of them.
+ *
+ * Our own structure rather than a library: it is the lanes table's bookkeeping moved into the worker, with that
+ * table's rules; only the timers' order (a binary heap) comes from one (tinyqueue).
+ */
+
+/** An undelivered notification as read, with at least what the book orders and deduplicates by. */
+export interface BookRow {
+  notification_id: string;
+  seq: number;
+  lane_partition: number;
+  platform_code: string;
+  resource_key: string;
+  state_token: string;
+  /** ms from the read until next_attempt_at (0 when due). */
+  wait_ms: number;
+}
+
+/** A head as a claim hands it out: the row, with whether it is due and the ms until it is (from the claim). */
+export type ClaimedHead<H extends BookRow> = H & { due: boolean };
+
+export interface BookClaim<H extends BookRow> {
+  lane: Lane;
+  partition: number;
+  /** The lane's first notifications, in order, up to `headsPerLane`. */
+  heads: Array<ClaimedHead<H>>;
+}
+
+/** What a lane still needs read from the database: its undelivered notifications after `afterSeq`. */
+export interface RefillWanted {
+  lane: Lane;
+  afterSeq: number;
+}
+
+export interface LaneBookOptions {
+  /** Monotonic ms (performance.now by default; tests move it). */
+  now?: () => number;
+  /** Heads a claim hands out per lane. */
+  headsPerLane: number;
+  /** Heads held per lane at most (at least headsPerLane). */
+  maxHeadsPerLane: number;
+}
+
+interface Head<H> {
+  row: H;
+  /** Monotonic ms when it may be attempted. */
+  dueAt: number;
+}
+
+interface BookLane<H> {
+  key: string;
+  lane: Lane;
+  partition: number;
+  heads: Array<Head<H>>;
+  /** The highest seq taken in: the lane's undelivered notifications up to it are held (or on their way in). */
+  readUpTo: number;
+  /** The database has undelivered notifications of the lane after readUpTo that are not held. */
+  more: boolean;
+  /** A slot holds it (claimed, not released). */
+  held: boolean;
+  /** Bumped at each scheduling: queue entries of an older version are stale. */
+  version: number;
+}
+
+interface Entry<H> {
+  lane: BookLane<H>;
+  version: number;
+  dueAt: number;
+}
+
+export interface LaneBook<H extends BookRow> {
+  /** Takes in rows read (new notifications, new states of known ones, a refill's); see the module comment. */
+  add(rows: readonly H[]): void;
+  /** The answer to a refill: `rows` are the lane's next undelivered notifications; `complete` when they are all. */
+  refilled(lane: Lane, rows: readonly H[], complete: boolean): void;
+  /** Lanes running low with more in the database. */
+  wantsRefill(): RefillWanted[];
+  /** Whether some lane runs low with more in the database. */
+  needsRefill(): boolean;
+  /**
+   * Up to `limit` due lanes no slot holds, now held, each with its first heads; none of the `excluded` platforms
+   * (whose notifications are being read afresh).
+   */
+  claim(limit: number, capped?: ClaimCap | null, excluded?: ReadonlySet<string>): Array<BookClaim<H>>;
+  /** A slot is done with the lane (its records have landed): due again by its first head, if any. */
+  release(lane: Lane): void;
+  /**
+   * A record of a lane's notification landed. `next` null: it is done (delivered, dead, skipped), or its state
+   * changed under us (an operator's redelivery: the reads bring its new state). Otherwise it stays, with the
+   * fields given (its new state token among them) and due in `waitMs`.
+   */
+  settled(
+    lane: Lane,
+    notificationId: string,
+    token: string,
+    next: { update: Partial<H>; waitMs: number } | null,
+  ): void;
+  /** ms until the next lane is due (0: now), null when none; of the platforms not `excluded`. */
+  nextDueInMs(excluded?: readonly string[]): number | null;
+  /** Drops the lanes of a partition given back or lost; returns false (and drops nothing) while a slot holds one. */
+  dropPartition(partition: number): boolean;
+  /** Claims no more of a partition's lanes, until it is dropped (a partition lost while a slot holds one). */
+  freezePartition(partition: number): void;
+  /** Notifications held, and lanes. */
+  size(): { heads: number; lanes: number };
+}
+
+export function createLaneBook<H extends BookRow>(options: LaneBookOptions): LaneBook<H> {
+  const now = options.now ?? (() => performance.now());
+  const { headsPerLane } = options;
+  const maxHeads = Math.max(options.maxHeadsPerLane, headsPerLane);
+  /** Refill a lane once it holds fewer than this. */
+  const lowWater = Math.max(1, Math.ceil(maxHeads / 2));
+  const lanes = new Map<string, BookLane<H>>();
+  /** Due lanes per platform, oldest due first; the map's order is the platforms' turn. */
+  const ready = new Map<string, Array<Entry<H>>>();
+  /** Lanes due later (retries), soonest first: a binary heap (tinyqueue). */
+  const waiting = new TinyQueue<Entry<H>>([], (a, b) => a.dueAt - b.dueAt);
+  /** Tokens this worker's records moved notifications away from: a read that brings one back is stale. */
+  const retired = new Map<string, string>();
+  const refills = new Set<BookLane<H>>();
+  let heldHeads = 0;
+
+  /** Partitions being dropped, whose lanes are not claimed meanwhile. */
+  const frozen = new Set<number>();
+  const valid = (entry: Entry<H>) =>
+    entry.version === entry.lane.version && !entry.lane.held && !frozen.has(entry.lane.partition);
+
+  /** Puts a lane in the queue its first head says, or forgets it when it has nothing left. */
+  function schedule(lane: BookLane<H>): void {
+    lane.version++;
+    if (lane.more && lane.heads.length < lowWater) refills.add(lane);
+    else refills.delete(lane);
+    if (lane.held) return;
+    const first = lane.heads[0];
+    if (!first) {
+      if (!lane.more) lanes.delete(lane.key);
+      return;
+    }
+    const entry = { lane, version: lane.version, dueAt: first.dueAt };
+    if (first.dueAt <= now()) queueReady(entry);
+    else waiting.push(entry);
+  }
+
+  function queueReady(entry: Entry<H>): void {
+    const platform = entry.lane.lane.platformCode;
+    let queue = ready.get(platform);
+    if (!queue) ready.set(platform, (queue = []));
+    queue.push(entry);
+  }
+
+  /** Moves the lanes whose time has come from the timers to the ready queues. */
+  function promoteDue(): void {
+    const at = now();
+    for (let top = waiting.peek(); top && top.dueAt <= at; top = waiting.peek()) {
+      waiting.pop();
+      if (valid(top)) queueReady(top);
+    }
+  }
+
+  function laneOf(row: H): BookLane<H> {
+    const key = laneKey({ platformCode: row.platform_code, resourceKey: row.resource_key });
+    let lane = lanes.get(key);
+    if (!lane) {
+      lane = {
+        key,
+        lane: { platformCode: row.platform_code, resourceKey: row.resource_key },
+        partition: row.lane_partition,
+        heads: [],
+        readUpTo: 0,
+        more: false,
+        held: false,
+        version: 0,
+      };
+      lanes.set(key, lane);
+    }
+    return lane;
+  }
+
+  /** Takes one row into its lane; whether the lane's first head changed. */
+  function takeIn(lane: BookLane<H>, row: H): boolean {
+    if (retired.get(row.notification_id) === row.state_token) return false;
+    const dueAt = now() + row.wait_ms;
+    const known = lane.heads.findIndex((h) => h.row.notification_id === row.notification_id);
+    if (known >= 0) {
+      const head = lane.heads[known]!;
+      if (head.row.state_token === row.state_token) return false;
+      // A new state (an operator's redelivery): same place in the lane, new token and schedule.
+      lane.heads[known] = { row, dueAt };
+      return known === 0;
+    }
+    if (row.seq > lane.readUpTo && lane.more) return false; // the refill reads it, in order
+    let at = lane.heads.length;
+    while (at > 0 && lane.heads[at - 1]!.row.seq > row.seq) at--;
+    lane.heads.splice(at, 0, { row, dueAt });
+    heldHeads++;
+    if (row.seq > lane.readUpTo) lane.readUpTo = row.seq;
+    if (lane.heads.length > maxHeads) {
+      // Over the bound: the last is let go, to be read again by a refill.
+      lane.heads.pop();
+      heldHeads--;
+      lane.more = true;
+      lane.readUpTo = lane.heads.at(-1)!.row.seq;
+    }
+    return at === 0;
+  }
+
+  function addRows(rows: readonly H[]): void {
+    const changed = new Set<BookLane<H>>();
+    for (const row of rows) {
+      const lane = laneOf(row);
+      const wasEmpty = lane.heads.length === 0;
+      if (takeIn(lane, row) || wasEmpty) changed.add(lane);
+      else if (lane.more && lane.heads.length < lowWater) refills.add(lane);
+    }
+    for (const lane of changed) schedule(lane);
+  }
+
+  return {
+    add: addRows,
+
+    refilled(lane, rows, complete) {
+      const book = lanes.get(laneKey(lane));
+      if (!book) return;
+      // Taken in with `more` off, so that each is placed after the last held; the bound turns it on again if
+      // they overflow, and so does an answer that is not all there is.
+      book.more = false;
+      for (const row of rows) takeIn(book, row);
+      if (!complete) book.more = true;
+      schedule(book);
+    },
+
+    wantsRefill() {
+      return [...refills].map((lane) => ({ lane: lane.lane, afterSeq: lane.readUpTo }));
+    },
+
+    needsRefill: () => refills.size > 0,
+
+    claim(limit, capped, excluded) {
+      promoteDue();
+      const claimed: Array<BookClaim<H>> = [];
+      const cappedPlatforms = new Set(capped?.platforms ?? []);
+      let cappedLeft = capped ? capped.limit : Infinity;
+      const at = now();
+      // The platforms in turn, one lane each a pass; a platform served goes to the back of the turn.
+      for (let progress = true; progress && claimed.length < limit;) {
+        progress = false;
+        for (const [platform, queue] of [...ready]) {
+          if (claimed.length >= limit) break;
+          if (excluded?.has(platform)) continue;
+          const isCapped = cappedPlatforms.has(platform);
+          if (isCapped && cappedLeft <= 0) continue;
+          let entry = queue.shift();
+          while (entry && !valid(entry)) entry = queue.shift();
+          ready.delete(platform);
+          if (!entry) continue;
+          if (queue.length > 0) ready.set(platform, queue);
+          if (isCapped) cappedLeft--;
+          const lane = entry.lane;
+          lane.held = true;
+          lane.version++;
+          const heads = lane.heads.slice(0, headsPerLane).map(({ row, dueAt }) => ({
+            ...row,
+            due: dueAt <= at,
+            wait_ms: Math.max(0, dueAt - at),
+          }));
+          claimed.push({ lane: lane.lane, partition: lane.partition, heads });
+          progress = true;
+        }
+      }
+      return claimed;
+    },
+
+    release(lane) {
+      const book = lanes.get(laneKey(lane));
+      if (!book || !book.held) return;
+      book.held = false;
+      schedule(book);
+    },
+
+    settled(lane, notificationId, token, next) {
+      const book = lanes.get(laneKey(lane));
+      const at = book?.heads.findIndex((h) => h.row.notification_id === notificationId) ?? -1;
+      if (!book || at < 0 || book.heads[at]!.row.state_token !== token) return;
+      if (next === null) {
+        book.heads.splice(at, 1);
+        heldHeads--;
+      } else {
+        const row = { ...book.heads[at]!.row, ...next.update };
+        book.heads[at] = { row, dueAt: now() + next.waitMs };
+      }
+      // Only a record of ours moves a token on: a read bringing the old one back read before the record landed.
+      retired.set(notificationId, token);
+      if (retired.size > 100_000) retired.delete(retired.keys().next().value!);
+      if (!book.held) schedule(book);
+      else if (book.more && book.heads.length < lowWater) refills.add(book);
+    },
+
+    nextDueInMs(excluded = []) {
+      const skip = new Set(excluded);
+      for (const [platform, queue] of ready) {
+        if (skip.has(platform)) continue;
+        while (queue.length > 0 && !valid(queue[0]!)) queue.shift();
+        if (queue.length > 0) return 0;
+      }
+      while (waiting.length > 0 && !valid(waiting.peek()!)) waiting.pop();
+      let first: number | null = null;
+      for (const entry of skip.size === 0 ? [waiting.peek()] : waiting.data) {
+        if (!entry || !valid(entry) || skip.has(entry.lane.lane.platformCode)) continue;
+        if (first === null || entry.dueAt < first) first = entry.dueAt;
+      }
+      return first === null ? null : Math.max(0, Math.ceil(first - now()));
+    },
+
+    dropPartition(partition) {
+      const ofPartition = [...lanes.values()].filter((lane) => lane.partition === partition);
+      if (ofPartition.some((lane) => lane.held)) return false;
+      frozen.delete(partition);
+      for (const lane of ofPartition) {
+        lanes.delete(lane.key);
+        refills.delete(lane);
+        heldHeads -= lane.heads.length;
+        lane.version++; // its queue entries are stale
+      }
+      return true;
+    },
+
+    freezePartition(partition) {
+      frozen.add(partition);
+    },
+
+    size: () => ({ heads: heldHeads, lanes: lanes.size }),
+  };
+}

@@ -1,0 +1,148 @@
+import { sql } from 'kysely';
+import type { Executor } from '../../store/database.ts';
+import type { BookRow, RefillWanted } from './lane-book.ts';
+import type { Lane } from './delivery-lane.ts';
+
+/**
+ * The reads of the delivery redesign (lane-book.ts): a worker that holds partitions of the lanes finds their
+ * undelivered notifications with reads, a few hundred a statement, rather than by claiming lane rows. Three reads:
+ * a partition's whole backlog when the worker takes it (`loadPartitions`), what was recorded since (`readAfter`,
+ * after a cursor), and the next part of a lane the book held only the start of (`readLanes`). Each is one round
+ * trip; none writes.
+ */
+
+/** An undelivered notification as the reads bring it: what the book orders by, and what an attempt sends. */
+export interface ReadNotification extends BookRow {
+  payload_type: string;
+  payload: unknown;
+  round_attempts: number;
+  attempt_count: number;
+  /** Epoch ms when its current round began: its commit, or the operator's latest redelivery (migration 0012). */
+  round_started_ms: number;
+}
+
+/**
+ * Where a worker's reads stand: each undelivered notification of its partitions that the last read's snapshot
+ * showed, up to `afterSeq`, has been read. A notification's seq is drawn as it is recorded, not as it commits, so one
+ * whose transaction commits after a later one was read has a seq below the cursor: the next read finds it by its
+ * transaction (migration 0026's txid), one of those open at that snapshot (`openXids`) or begun after it (at or
+ * after `xmax`). An operator's redelivery gives the notification a new txid, so it is found the same way.
+ */
+export interface ReadCursor {
+  afterSeq: number;
+  openXids: string[];
+  xmax: string;
+}
+
+/** The columns of a ReadNotification, of `webhook_notifications n`, in the types it has. */
+const READ_COLUMNS = sql`n.notification_id, n.seq::float8 as seq, n.lane_partition::int as lane_partition,
+  n.platform_code, n.resource_key, n.payload_type, n.payload, n.state_token, n.round_attempts, n.attempt_count,
+  greatest(0, ceil(extract(epoch from (n.next_attempt_at - clock_timestamp())) * 1000))::float8 as wait_ms,
+  (extract(epoch from coalesce(n.redelivered_at, n.created_at)) * 1000)::float8 as round_started_ms`;
+
+/** A pg_snapshot's text (`xmin:xmax:xip,…`) as a cursor after `afterSeq`. */
+function cursorOf(snapshot: string, afterSeq: number): ReadCursor {
+  const [, xmax, xip] = snapshot.split(':') as [string, string, string];
+  return { afterSeq, openXids: xip === '' ? [] : xip.split(','), xmax };
+}
+
+/**
+ * Every undelivered notification of `partitions`, up to `perLane` of each lane (the first, by seq; the book asks
+ * for the rest when it has worked through them), in seq order, with a cursor from which `readAfter` goes on:
+ * after the highest seq the snapshot showed, with the transactions it did not.
+ */
+export async function loadPartitions(
+  db: Executor,
+  partitions: readonly number[],
+  perLane: number,
+): Promise<{ rows: ReadNotification[]; cursor: ReadCursor }> {
+  const { rows } = await sql<ReadNotification & { snap: string; top: number | null }>`
+    with s as materialized (
+      select pg_current_snapshot()::text as snap, (select max(seq) from webhook_notifications)::float8 as top
+    )
+    select s.snap, s.top, r.* from s left join lateral (
+      select ${READ_COLUMNS}
+      from (
+        select w.*, row_number() over (partition by w.platform_code, w.resource_key order by w.seq) as place
+        from webhook_notifications w
+        where w.lane_partition = any (${partitions}::smallint[]) and w.status in ('pending', 'retrying')
+      ) n
+      where n.place <= ${perLane}::int
+      order by n.seq
+    ) r on true`.execute(db);
+  const first = rows[0]!;
+  return {
+    rows: rows.filter((row) => row.notification_id !== null),
+    cursor: cursorOf(first.snap, first.top ?? 0),
+  };
+}
+
+/**
+ * Up to `limit` undelivered notifications of `partitions` that `cursor` has not seen, in seq order, and the cursor
+ * past them. Two index reads, each in seq order and at most `limit` long: those after the cursor's seq (the
+ * undelivered seq index), and those below it of the transactions the cursor's snapshot did not show (migration
+ * 0026's txid index); they do not overlap.
+ */
+export async function readAfter(
+  db: Executor,
+  partitions: readonly number[],
+  cursor: ReadCursor,
+  limit: number,
+): Promise<{ rows: ReadNotification[]; cursor: ReadCursor }> {
+  const { rows } = await sql<ReadNotification & { snap: string }>`
+    with s as materialized (select pg_current_snapshot()::text as snap),
+    -- Through the txid index, and only it: asked for in seq order, the planner read the seq index backwards
+    -- from the cursor, every notification ever recorded below it, at each read (bench: PostgreSQL's CPU per
+    -- delivery 1.5 times the record's). Unordered, in a CTE of its own, it takes the few the txids name.
+    late as materialized (
+      select w.* from webhook_notifications w
+      where (w.txid = any (${cursor.openXids}::xid8[]) or w.txid >= ${cursor.xmax}::xid8)
+        and w.seq <= ${cursor.afterSeq}::bigint and w.status in ('pending', 'retrying')
+        and w.lane_partition = any (${partitions}::smallint[])
+    ),
+    found as (
+      (select w.* from webhook_notifications w
+        where w.seq > ${cursor.afterSeq}::bigint and w.status in ('pending', 'retrying')
+          and w.lane_partition = any (${partitions}::smallint[])
+        order by w.seq limit ${limit}::int)
+      union all
+      (select * from late order by seq limit ${limit}::int)
+    )
+    select s.snap, r.* from s left join lateral (
+      select ${READ_COLUMNS} from found n order by n.seq limit ${limit}::int
+    ) r on true`.execute(db);
+  const found = rows.filter((row) => row.notification_id !== null);
+  // Cut at `limit`: what follows the last one read is for the next read (seq order: nothing at or below it is left
+  // out). Otherwise every notification the snapshot showed has been read.
+  const last = found.at(-1)?.seq ?? cursor.afterSeq;
+  const afterSeq = found.length >= limit ? last : Math.max(cursor.afterSeq, last);
+  return { rows: found, cursor: cursorOf(rows[0]!.snap, afterSeq) };
+}
+
+/**
+ * The next undelivered notifications of each lane after its `afterSeq`, up to `perLane` each, in seq order; whether
+ * that is all of each lane's (`complete`), by the lane's key.
+ */
+export async function readLanes(
+  db: Executor,
+  wanted: readonly RefillWanted[],
+  perLane: number,
+): Promise<Array<{ lane: Lane; rows: ReadNotification[]; complete: boolean }>> {
+  const { rows } = await sql<ReadNotification & { place: number }>`
+    select w.place::int as place, n.*
+    from unnest(${wanted.map((w) => w.lane.platformCode)}::text[], ${wanted.map((w) => w.lane.resourceKey)}::text[],
+      ${wanted.map((w) => w.afterSeq)}::bigint[]) with ordinality as w(platform_code, resource_key, after_seq, place)
+    cross join lateral (
+      select ${READ_COLUMNS} from webhook_notifications n
+      -- In the undelivered index's collation (0011), the one index that fits, whatever the statistics say.
+      where n.platform_code collate "C" = w.platform_code and n.resource_key collate "C" = w.resource_key
+        and n.status in ('pending', 'retrying') and n.seq > w.after_seq
+      order by n.seq
+      limit ${perLane}::int
+    ) n
+    order by w.place, n.seq`.execute(db);
+  const answers = wanted.map(({ lane }) => ({ lane, rows: [] as ReadNotification[], complete: true }));
+  for (const { place, ...row } of rows) answers[place - 1]!.rows.push(row);
+  for (const answer of answers) answer.complete = answer.rows.length < perLane;
+  return answers;
+}

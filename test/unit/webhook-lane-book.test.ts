@@ -1,0 +1,174 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { createLaneBook, type BookRow } from '../../src/domain/webhooks/lane-book.ts';
+
+/** The book's rules on their own, with a clock the tests move (the reads that feed it: lane-reads tests). */
+let seq = 0;
+function row(platform: string, resource: string, overrides: Partial<BookRow> = {}): BookRow {
+  seq++;
+  return {
+    notification_id: `n${seq}`,
+    seq,
+    lane_partition: 0,
+    platform_code: platform,
+    resource_key: resource,
+    state_token: `t${seq}`,
+    wait_ms: 0,
+    ...overrides,
+  };
+}
+
+function book(options: { headsPerLane?: number; maxHeadsPerLane?: number } = {}) {
+  const clock = { ms: 1_000 };
+  const lanes = createLaneBook<BookRow>({
+    now: () => clock.ms,
+    headsPerLane: options.headsPerLane ?? 20,
+    maxHeadsPerLane: options.maxHeadsPerLane ?? 40,
+  });
+  const ids = (limit: number, capped?: { platforms: string[]; limit: number }) =>
+    lanes
+      .claim(limit, capped)
+      .map((c) => `${c.lane.resourceKey}:${c.heads.map((h) => h.notification_id).join(',')}`);
+  return { clock, lanes, ids };
+}
+
+describe('lane book', () => {
+  test("a lane's notifications come in seq order, one claim of the lane at a time, until released", () => {
+    const { lanes, ids } = book();
+    const [a1, a2, b1, a3] = [row('P', 'a'), row('P', 'a'), row('P', 'b'), row('P', 'a')];
+    // Read out of order (a3's transaction committed first): placed by seq.
+    lanes.add([a3!, b1!, a1!]);
+    lanes.add([a2!]);
+    assert.deepEqual(ids(10), [
+      `a:${a1!.notification_id},${a2!.notification_id},${a3!.notification_id}`,
+      `b:${b1!.notification_id}`,
+    ]);
+    assert.deepEqual(ids(10), [], 'held lanes are not claimed again');
+    lanes.settled({ platformCode: 'P', resourceKey: 'a' }, a1!.notification_id, a1!.state_token, null);
+    lanes.release({ platformCode: 'P', resourceKey: 'a' });
+    assert.deepEqual(ids(10), [`a:${a2!.notification_id},${a3!.notification_id}`]);
+    assert.deepEqual(lanes.size(), { heads: 3, lanes: 2 });
+  });
+
+  test('a claim takes the platforms in turn, and no more of the capped ones than their limit', () => {
+    const { lanes, ids } = book();
+    lanes.add([row('BUSY', 'x1'), row('BUSY', 'x2'), row('BUSY', 'x3'), row('QUIET', 'y1')]);
+    const first = ids(2);
+    assert.equal(first.length, 2);
+    assert.ok(first.some((c) => c.startsWith('x')) && first.some((c) => c.startsWith('y')), first.join(' '));
+    lanes.add([row('QUIET', 'y2')]);
+    const second = ids(10, { platforms: ['BUSY'], limit: 1 });
+    assert.equal(second.filter((c) => c.startsWith('x')).length, 1, second.join(' '));
+    assert.equal(second.filter((c) => c.startsWith('y')).length, 1, second.join(' '));
+    assert.equal(ids(10).length, 1, 'the capped lane left is claimed once uncapped');
+  });
+
+  test('a retry waits for its time, with its new state, and says when it is due', () => {
+    const { clock, lanes, ids } = book();
+    const r = row('P', 'a');
+    lanes.add([r]);
+    assert.equal(lanes.nextDueInMs(), 0);
+    const [claim] = lanes.claim(1);
+    assert.equal(claim!.heads[0]!.due, true);
+    lanes.settled(claim!.lane, r.notification_id, r.state_token, {
+      update: { state_token: 'retry-1' },
+      waitMs: 5_000,
+    });
+    lanes.release(claim!.lane);
+    assert.deepEqual(ids(10), []);
+    assert.equal(lanes.nextDueInMs(), 5_000);
+    assert.equal(lanes.nextDueInMs(['P']), null, 'an excluded platform is not waited for');
+    clock.ms += 5_000;
+    const [again] = lanes.claim(1);
+    assert.equal(again!.heads[0]!.state_token, 'retry-1');
+  });
+
+  test('a lane whose first notification waits is claimed with it not due, and its wait', () => {
+    const { clock, lanes } = book();
+    lanes.add([row('P', 'a', { wait_ms: 500 })]);
+    assert.equal(lanes.claim(1).length, 0);
+    clock.ms += 500;
+    const [claim] = lanes.claim(1);
+    assert.equal(claim!.heads[0]!.due, true);
+  });
+
+  test('reads are deduplicated: the same state twice is one, a stale read after a record is skipped, a new state replaces', () => {
+    const { lanes, ids } = book();
+    const [a1, a2] = [row('P', 'a'), row('P', 'a')];
+    lanes.add([a1!, a2!]);
+    lanes.add([a1!]);
+    assert.equal(lanes.size().heads, 2);
+    const [claim] = lanes.claim(1);
+    lanes.settled(claim!.lane, a1!.notification_id, a1!.state_token, null);
+    lanes.add([a1!]); // read before the record landed
+    lanes.release(claim!.lane);
+    assert.deepEqual(ids(10), [`a:${a2!.notification_id}`]);
+    lanes.release(claim!.lane);
+    // An operator redelivers a1: a new token, back in front of a2.
+    lanes.add([{ ...a1!, state_token: 'redelivered' }]);
+    const [again] = lanes.claim(1);
+    assert.deepEqual(
+      again!.heads.map((h) => [h.notification_id, h.state_token]),
+      [
+        [a1!.notification_id, 'redelivered'],
+        [a2!.notification_id, a2!.state_token],
+      ],
+    );
+  });
+
+  test('a lane holds at most maxHeadsPerLane, and asks for a refill, in order, once it runs low', () => {
+    const { lanes } = book({ headsPerLane: 2, maxHeadsPerLane: 4 });
+    const rows = Array.from({ length: 10 }, () => row('P', 'long'));
+    lanes.add(rows);
+    assert.equal(lanes.size().heads, 4);
+    assert.deepEqual(lanes.wantsRefill(), []);
+    const laneOf = { platformCode: 'P', resourceKey: 'long' };
+    const [claim] = lanes.claim(1);
+    assert.deepEqual(
+      claim!.heads.map((h) => h.seq),
+      [rows[0]!.seq, rows[1]!.seq],
+    );
+    for (const r of rows.slice(0, 3)) lanes.settled(laneOf, r.notification_id, r.state_token, null);
+    assert.deepEqual(lanes.wantsRefill(), [{ lane: laneOf, afterSeq: rows[3]!.seq }]);
+    // A notification of the lane read meanwhile by the cursor is left to the refill.
+    lanes.add([row('P', 'long')]);
+    assert.equal(lanes.size().heads, 1);
+    lanes.refilled(laneOf, rows.slice(4, 7), false);
+    lanes.release(laneOf);
+    const [next] = lanes.claim(1);
+    assert.deepEqual(
+      next!.heads.map((h) => h.seq),
+      [rows[3]!.seq, rows[4]!.seq],
+    );
+    for (const r of rows.slice(3, 6)) lanes.settled(laneOf, r.notification_id, r.state_token, null);
+    assert.deepEqual(lanes.wantsRefill(), [{ lane: laneOf, afterSeq: rows[6]!.seq }]);
+    lanes.refilled(laneOf, rows.slice(7), true);
+    assert.deepEqual(lanes.wantsRefill(), []);
+    lanes.release(laneOf);
+    assert.deepEqual(
+      lanes.claim(1)[0]!.heads.map((h) => h.seq),
+      [rows[6]!.seq, rows[7]!.seq],
+    );
+  });
+
+  test("a partition's lanes are dropped only while no slot holds one; a frozen partition's are not claimed", () => {
+    const { lanes } = book();
+    lanes.add([row('P', 'a', { lane_partition: 3 }), row('P', 'b', { lane_partition: 4 })]);
+    const [claim] = lanes.claim(1);
+    const held = claim!.lane.resourceKey === 'a' ? 3 : 4;
+    assert.equal(lanes.dropPartition(held), false);
+    assert.equal(lanes.dropPartition(held === 3 ? 4 : 3), true);
+    assert.equal(lanes.size().lanes, 1);
+    assert.equal(lanes.nextDueInMs(), null, "the dropped lane's queue entry is stale");
+    // A partition lost while its lane is worked: the lane, given back, is not claimed again; then dropped.
+    lanes.add([row('P', claim!.lane.resourceKey, { lane_partition: held })]);
+    lanes.freezePartition(held);
+    lanes.release(claim!.lane);
+    assert.deepEqual(lanes.claim(10), []);
+    assert.equal(lanes.dropPartition(held), true);
+    assert.deepEqual(lanes.size(), { heads: 0, lanes: 0 });
+    // Taken again later: its lanes are claimed as before.
+    lanes.add([row('P', 'c', { lane_partition: held })]);
+    assert.equal(lanes.claim(10).length, 1);
+  });
+});
