@@ -72,16 +72,24 @@ test("a partition's lease lasts the request timeout + 5 s; a second worker canno
       head,
       newStateToken: randomUUID(),
       record: {
-        attempt: null,
-        status: 'skipped',
-        statusReason: 'test',
+        attempt: { startedAt: new Date(), durationMs: 5, statusCode: 204, error: null, outcome: 'delivered' },
+        status: 'delivered',
+        statusReason: null,
         roundAttempts: 0,
         nextAttemptInMs: null,
       },
     },
   ]);
   assert.equal(late!.leaseHeld, false);
-  assert.equal(late!.applied, true, "A's attempt is still recorded: the request was made");
+  assert.equal(late!.applied, false, "A's record moves nothing on: B read the notification as it was");
+  const row = await sql<{ status: string; state_token: string; worker: string }>`
+    select status, state_token, last_attempt_worker as worker from webhook_notifications
+    where notification_id = ${head.notification_id}::uuid`.execute(db());
+  assert.deepEqual(
+    row.rows[0],
+    { status: 'pending', state_token: head.state_token, worker: 'worker-A' },
+    "but A's attempt is recorded: the request was made",
+  );
   assert.deepEqual((await lease('worker-B')).partitions, [partition], 'B holds it still');
   // Leave the partitions to the worker processes of the next test.
   await lease('worker-A', a.partitions, false);

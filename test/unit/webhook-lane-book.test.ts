@@ -116,6 +116,32 @@ describe('lane book', () => {
     );
   });
 
+  test('a read that lands after two records of one notification is stale, whichever token it brings', () => {
+    const { lanes } = book();
+    const r = row('P', 'a');
+    lanes.add([r]);
+    const [claim] = lanes.claim(1);
+    // A fast retry: two records of r, T → T2 → T3, then a read begun before both.
+    lanes.settled(claim!.lane, r.notification_id, r.state_token, {
+      update: { state_token: 'T2' },
+      waitMs: 0,
+    });
+    lanes.settled(claim!.lane, r.notification_id, 'T2', { update: { state_token: 'T3' }, waitMs: 0 });
+    assert.deepEqual(lanes.add([r]), []);
+    lanes.release(claim!.lane);
+    assert.equal(lanes.claim(1)[0]!.heads[0]!.state_token, 'T3');
+  });
+
+  test('a lane whose order changes under its slot is named, so that the slot stops', () => {
+    const { lanes } = book();
+    const [early, later] = [row('P', 'a'), row('P', 'a')];
+    lanes.add([later]);
+    const [claim] = lanes.claim(1);
+    // Appended after what the slot holds: nothing to say. Placed before it (a late commit): the slot's copy is stale.
+    assert.deepEqual(lanes.add([row('P', 'a')]), []);
+    assert.deepEqual(lanes.add([early]), [claim!.lane]);
+  });
+
   test('a lane holds at most maxHeadsPerLane, and asks for a refill, in order, once it runs low', () => {
     const { lanes } = book({ headsPerLane: 2, maxHeadsPerLane: 4 });
     const rows = Array.from({ length: 10 }, () => row('P', 'long'));

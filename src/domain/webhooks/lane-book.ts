@@ -88,8 +88,12 @@ interface Entry<H> {
 }
 
 export interface LaneBook<H extends BookRow> {
-  /** Takes in rows read (new notifications, new states of known ones, a refill's); see the module comment. */
-  add(rows: readonly H[]): void;
+  /**
+   * Takes in rows read (new notifications, new states of known ones, a refill's); see the module comment. Returns
+   * the lanes a slot holds whose order changed under it (a notification placed before others, a new state): the
+   * slot's copy of their heads is out of date.
+   */
+  add(rows: readonly H[]): Lane[];
   /** The answer to a refill: `rows` are the lane's next undelivered notifications; `complete` when they are all. */
   refilled(lane: Lane, rows: readonly H[], complete: boolean): void;
   /** Lanes running low with more in the database. */
@@ -135,8 +139,12 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   const ready = new Map<string, Array<Entry<H>>>();
   /** Lanes due later (retries), soonest first: a binary heap (tinyqueue). */
   const waiting = new TinyQueue<Entry<H>>([], (a, b) => a.dueAt - b.dueAt);
-  /** Tokens this worker's records moved notifications away from: a read that brings one back is stale. */
-  const retired = new Map<string, string>();
+  /**
+   * Tokens this worker's records moved notifications away from (`id token`, oldest first, bounded): a read that
+   * brings one back is stale (it began before the record landed). Every token, not only a notification's last: a
+   * read can land after two records of one notification (a fast retry).
+   */
+  const retired = new Set<string>();
   const refills = new Set<BookLane<H>>();
   let heldHeads = 0;
 
@@ -196,21 +204,26 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
     return lane;
   }
 
-  /** Takes one row into its lane; whether the lane's first head changed. */
-  function takeIn(lane: BookLane<H>, row: H): boolean {
-    if (retired.get(row.notification_id) === row.state_token) return false;
+  /** takeIn's answer: the lane's first head changed; a head was placed before others, or changed state. */
+  const FIRST = 1;
+  const REORDERED = 2;
+
+  /** Takes one row into its lane; what changed (FIRST, REORDERED). */
+  function takeIn(lane: BookLane<H>, row: H): number {
+    if (retired.has(`${row.notification_id} ${row.state_token}`)) return 0;
     const dueAt = now() + row.wait_ms;
     const known = lane.heads.findIndex((h) => h.row.notification_id === row.notification_id);
     if (known >= 0) {
       const head = lane.heads[known]!;
-      if (head.row.state_token === row.state_token) return false;
+      if (head.row.state_token === row.state_token) return 0;
       // A new state (an operator's redelivery): same place in the lane, new token and schedule.
       lane.heads[known] = { row, dueAt };
-      return known === 0;
+      return REORDERED | (known === 0 ? FIRST : 0);
     }
-    if (row.seq > lane.readUpTo && lane.more) return false; // the refill reads it, in order
+    if (row.seq > lane.readUpTo && lane.more) return 0; // the refill reads it, in order
     let at = lane.heads.length;
     while (at > 0 && lane.heads[at - 1]!.row.seq > row.seq) at--;
+    const changed = (at === 0 ? FIRST : 0) | (at < lane.heads.length ? REORDERED : 0);
     lane.heads.splice(at, 0, { row, dueAt });
     heldHeads++;
     if (row.seq > lane.readUpTo) lane.readUpTo = row.seq;
@@ -221,18 +234,22 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
       lane.more = true;
       lane.readUpTo = lane.heads.at(-1)!.row.seq;
     }
-    return at === 0;
+    return changed;
   }
 
-  function addRows(rows: readonly H[]): void {
+  function addRows(rows: readonly H[]): Lane[] {
     const changed = new Set<BookLane<H>>();
+    const reordered = new Set<BookLane<H>>();
     for (const row of rows) {
       const lane = laneOf(row);
       const wasEmpty = lane.heads.length === 0;
-      if (takeIn(lane, row) || wasEmpty) changed.add(lane);
+      const what = takeIn(lane, row);
+      if (what & FIRST || wasEmpty) changed.add(lane);
       else if (lane.more && lane.heads.length < lowWater) refills.add(lane);
+      if (what & REORDERED && lane.held) reordered.add(lane);
     }
     for (const lane of changed) schedule(lane);
+    return [...reordered].map((lane) => lane.lane);
   }
 
   return {
@@ -309,8 +326,8 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
         book.heads[at] = { row, dueAt: now() + next.waitMs };
       }
       // Only a record of ours moves a token on: a read bringing the old one back read before the record landed.
-      retired.set(notificationId, token);
-      if (retired.size > 100_000) retired.delete(retired.keys().next().value!);
+      retired.add(`${notificationId} ${token}`);
+      if (retired.size > 100_000) retired.delete(retired.values().next().value!);
       if (!book.held) schedule(book);
       else if (book.more && book.heads.length < lowWater) refills.add(book);
     },

@@ -362,13 +362,23 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       let taken = 0;
       for (const partition of leases.partitions) {
         const mine = held.get(partition);
-        if (mine) mine.confirmedAt = sentAt;
+        // Held since the last renewal known to have held, unless the lease may have lapsed in between (renewals
+        // failing for longer than the lease): another worker may have worked it meanwhile, so what this one holds
+        // of it is stale. Lost, and taken afresh.
+        if (mine && sentAt - mine.confirmedAt < leaseMs) mine.confirmedAt = sentAt;
         else {
+          if (mine) partitionLost(partition);
           held.set(partition, { confirmedAt: sentAt, loaded: false });
           taken++;
         }
       }
-      for (const partition of lost) if (book.dropPartition(partition)) lost.delete(partition);
+      // A partition lost is dropped once its lanes under way have stopped; not loaded meanwhile (its lanes are
+      // frozen), then loaded afresh if it was taken again.
+      for (const partition of lost) {
+        if (!book.dropPartition(partition)) continue;
+        lost.delete(partition);
+        if (held.has(partition)) read();
+      }
       if (taken > 0) {
         logger.info({ taken, holding: held.size }, 'webhook partitions taken');
         read();
@@ -395,7 +405,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       }
       book.freezePartition(partition);
       dispatcher.refresh((ready) => ready.partition === partition);
-      book.dropPartition(partition);
+      if (book.dropPartition(partition)) lost.delete(partition);
       logger.warn(
         { partition, lanes, owner },
         'webhook partition lease lost; its lanes are left to its holder',
@@ -447,16 +457,18 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         readAgain = false;
         const started = ++readsStarted;
         await readEndpoints();
-        const toLoad = [...held].filter(([, p]) => !p.loaded).map(([partition]) => partition);
+        // Of the holdings as they are now: one given back and taken again meanwhile is a new holding, loaded afresh.
+        const toLoad = [...held].filter(([partition, p]) => !p.loaded && !lost.has(partition));
         if (toLoad.length > 0) {
           // One more than the book holds of a lane: it then knows the lane has more.
-          const loaded = await loadPartitions(bookkeeping, toLoad, MAX_HEADS_PER_LANE + 1);
+          const partitions = toLoad.map(([partition]) => partition);
+          const loaded = await loadPartitions(bookkeeping, partitions, MAX_HEADS_PER_LANE + 1);
+          // Nothing is marked read before all that the rows need is: a failure here reads them again.
+          await readEndpointsOf(loaded.rows);
           cursor ??= loaded.cursor;
-          for (const partition of toLoad) {
-            const mine = held.get(partition);
-            if (mine) mine.loaded = true;
-          }
-          await takeIn(loaded.rows);
+          for (const [partition, holding] of toLoad)
+            if (held.get(partition) === holding) holding.loaded = true;
+          takeIn(loaded.rows);
         }
         const covered = [...held].filter(([, p]) => p.loaded).map(([partition]) => partition);
         readsHeldBack = false;
@@ -466,17 +478,17 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             break;
           }
           const next = await readAfter(bookkeeping, covered, cursor, READ_LIMIT);
+          await readEndpointsOf(next.rows);
           cursor = next.cursor;
-          await takeIn(next.rows);
+          takeIn(next.rows);
           if (next.rows.length < READ_LIMIT) break;
         }
         const wanted = book.wantsRefill();
         for (let i = 0; i < wanted.length; i += REFILL_LANES) {
           const answers = await readLanes(bookkeeping, wanted.slice(i, i + REFILL_LANES), MAX_HEADS_PER_LANE);
-          for (const answer of answers) {
-            await takeIn([], answer.rows);
+          await readEndpointsOf(answers.flatMap((answer) => answer.rows));
+          for (const answer of answers)
             book.refilled(answer.lane, answer.rows.filter(isHeld), answer.complete);
-          }
         }
         for (const [platform, mark] of paused) if (mark < started) paused.delete(platform);
         if (pausedAll !== null && pausedAll < started) pausedAll = null;
@@ -487,16 +499,25 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     /** Of a partition held and read (a read may answer after the partition was given back or lost). */
     const isHeld = (row: ReadNotification) => held.get(row.lane_partition)?.loaded === true;
 
-    /** Adds rows to the book, their platforms' endpoints first (`extra`: rows that only need those). */
-    async function takeIn(rows: ReadNotification[], extra: ReadNotification[] = []): Promise<void> {
+    /** Reads the endpoints of the rows' platforms not known yet: a lane is claimed with its platform's endpoint. */
+    async function readEndpointsOf(rows: ReadNotification[]): Promise<void> {
       const unknown = new Set<string>();
       for (const row of rows) if (!endpoints.has(row.platform_code)) unknown.add(row.platform_code);
-      for (const row of extra) if (!endpoints.has(row.platform_code)) unknown.add(row.platform_code);
-      if (unknown.size > 0) {
-        const found = await repo.readEndpoints(bookkeeping, [...unknown]);
-        for (const platform of unknown) endpoints.set(platform, found.get(platform) ?? null);
-      }
-      if (rows.length > 0) book.add(rows.filter(isHeld));
+      if (unknown.size === 0) return;
+      const found = await repo.readEndpoints(bookkeeping, [...unknown]);
+      for (const platform of unknown) endpoints.set(platform, found.get(platform) ?? null);
+    }
+
+    /**
+     * Adds rows to the book (their endpoints read). A lane being worked whose order changed under its slot (an
+     * earlier notification committed late, a new state) stops before its next attempt and is claimed afresh.
+     */
+    function takeIn(rows: ReadNotification[]): void {
+      if (rows.length === 0) return;
+      const reordered = book.add(rows.filter(isHeld));
+      if (reordered.length === 0) return;
+      const keys = new Set(reordered.map(laneKey));
+      for (const run of runs) if (keys.has(laneKey(run.lane))) run.changed = true;
     }
 
     async function readEndpoints(): Promise<void> {
@@ -627,7 +648,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
               : null,
           );
           if (!applied) {
+            // An operator's redelivery came first: the platform's lanes wait for a read begun now, which brings
+            // its new state, so that the lane is not claimed again without it (e.g. without a LISTEN connection).
             run.changed = true;
+            paused.set(run.lane.platformCode, readsStarted);
+            read();
             return;
           }
           if (status === 'delivered' && attempt) {

@@ -101,8 +101,12 @@ $$;
 
 -- A worker's attempts' records (what webhook_settle_lanes did before, without lanes): each attempt is recorded
 -- on its notification's row, since the request was made; the notification's state changes only if its state token
--- is still the one the attempt started from (an operator's redelivery may have come first). Each item is answered
--- with whether that applied, and whether the worker still holds its partition (else it stops working it).
+-- is still the one the attempt started from (an operator's redelivery may have come first) and the worker still
+-- holds the partition: one whose lease ran out while its record was on its way must not move on a notification
+-- that the partition's new holder has read as it was (it would wait for a retry it does not know of, and the next
+-- one of its resource go first: review). The partitions held are locked (FOR SHARE) until the record commits, so
+-- that no other worker takes one meanwhile (its claim skips locked rows). Each item is answered with whether its
+-- state change applied, and whether the worker holds its partition (else it stops working it).
 create type webhook_record_item as (
   idx integer, lane_partition smallint, id uuid, token uuid, new_token uuid, attempted boolean,
   started_at_ms bigint, duration_ms integer, status_code integer, error text, outcome text, status text,
@@ -129,8 +133,7 @@ declare
 begin
   select array_agg(x), array_agg(x.id) into v_items, v_ids
   from jsonb_populate_recordset(null::webhook_record_item, p_items) x;
-  select coalesce(array_agg(p.lane_partition), '{}') into v_held
-  from webhook_partitions p where p.owner = p_owner;
+  v_held := array(select p.lane_partition from webhook_partitions p where p.owner = p_owner for share);
 
   -- The records, then each item's answer from arrays (0025: joined to the update's output, the records were read
   -- once per item). A notification whose token is already the item's new one has its record (a statement sent
@@ -150,18 +153,20 @@ begin
       last_attempt_error = case when i.attempted then i.error else n.last_attempt_error end,
       last_attempt_outcome = case when i.attempted then i.outcome else n.last_attempt_outcome end,
       last_attempt_worker = case when i.attempted then p_owner else n.last_attempt_worker end,
-      status = case when n.state_token = i.token then i.status else n.status end,
-      status_reason = case when n.state_token = i.token then i.reason else n.status_reason end,
-      round_attempts = case when n.state_token = i.token then i.round_attempts else n.round_attempts end,
-      next_attempt_at = case when n.state_token = i.token and i.delay_ms is not null
+      status = case when n.state_token = i.live_token then i.status else n.status end,
+      status_reason = case when n.state_token = i.live_token then i.reason else n.status_reason end,
+      round_attempts = case when n.state_token = i.live_token then i.round_attempts else n.round_attempts end,
+      next_attempt_at = case when n.state_token = i.live_token and i.delay_ms is not null
         then clock_timestamp() + i.delay_ms * interval '1 millisecond' else n.next_attempt_at end,
-      delivered_at = case when n.state_token = i.token and i.status = 'delivered'
+      delivered_at = case when n.state_token = i.live_token and i.status = 'delivered'
         then clock_timestamp() else n.delivered_at end,
-      dead_at = case when n.state_token = i.token and i.status = 'dead' then clock_timestamp() else n.dead_at end,
-      skipped_at = case when n.state_token = i.token and i.status = 'skipped'
+      dead_at = case when n.state_token = i.live_token and i.status = 'dead' then clock_timestamp() else n.dead_at end,
+      skipped_at = case when n.state_token = i.live_token and i.status = 'skipped'
         then clock_timestamp() else n.skipped_at end,
-      state_token = case when n.state_token = i.token then i.new_token else n.state_token end
-    from unnest(v_items) i
+      state_token = case when n.state_token = i.live_token then i.new_token else n.state_token end
+    -- The token to move on from: none where the partition is not held (the attempt is recorded, nothing else).
+    from (select u.*, case when u.lane_partition = any (v_held) then u.token end as live_token
+      from unnest(v_items) u) i
     where n.notification_id = any (v_ids) and n.notification_id = i.id and n.state_token <> i.new_token
     returning i.idx, n.state_token = i.new_token as applied
   )
