@@ -105,8 +105,11 @@ export interface LaneBook<H extends BookRow> {
    * (whose notifications are being read afresh).
    */
   claim(limit: number, capped?: ClaimCap | null, excluded?: ReadonlySet<string>): Array<BookClaim<H>>;
-  /** A slot is done with the lane (its records have landed): due again by its first head, if any. */
-  release(lane: Lane): void;
+  /**
+   * A slot is done with the lane (its records have landed): due again by its first head, if any. Whether it has one
+   * (if not, there is nothing new for the slots).
+   */
+  release(lane: Lane): boolean;
   /**
    * A record of a lane's notification landed. `next` null: it is done (delivered, dead, skipped), or its state
    * changed under us (an operator's redelivery: the reads bring its new state). Otherwise it stays, with the
@@ -309,9 +312,10 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
 
     release(lane) {
       const book = lanes.get(laneKey(lane));
-      if (!book || !book.held) return;
+      if (!book || !book.held) return false;
       book.held = false;
       schedule(book);
+      return book.heads.length > 0;
     },
 
     settled(lane, notificationId, token, next) {

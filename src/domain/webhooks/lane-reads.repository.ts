@@ -91,14 +91,15 @@ export async function readAfter(
 ): Promise<{ rows: ReadNotification[]; cursor: ReadCursor }> {
   const { rows } = await sql<ReadNotification & { snap: string }>`
     with s as materialized (select pg_current_snapshot()::text as snap),
-    -- Through the txid index, and only it: asked for in seq order, the planner read the seq index backwards
-    -- from the cursor, every notification ever recorded below it, at each read (bench: PostgreSQL's CPU per
-    -- delivery 1.5 times the record's). Unordered, in a CTE of its own, it takes the few the txids name.
+    -- Through the txid index, and only it: asked for in seq order, or with the cursor's seq as a bound, the
+    -- planner read the seq index from the cursor down, every notification ever recorded below it, at each read
+    -- (bench: PostgreSQL's CPU per delivery 1.5 times the record's; test/integration/webhook-read-plans.test.ts).
+    -- Unordered and unbounded by seq, in a CTE of its own, it takes the few the txids name: those committed since
+    -- the last read, of which those below the cursor are kept.
     late as materialized (
       select w.* from webhook_notifications w
       where (w.txid = any (${cursor.openXids}::xid8[]) or w.txid >= ${cursor.xmax}::xid8)
-        and w.seq <= ${cursor.afterSeq}::bigint and w.status in ('pending', 'retrying')
-        and w.lane_partition = any (${partitions}::smallint[])
+        and w.status in ('pending', 'retrying') and w.lane_partition = any (${partitions}::smallint[])
     ),
     found as (
       (select w.* from webhook_notifications w
@@ -106,7 +107,7 @@ export async function readAfter(
           and w.lane_partition = any (${partitions}::smallint[])
         order by w.seq limit ${limit}::int)
       union all
-      (select * from late order by seq limit ${limit}::int)
+      (select * from late where seq <= ${cursor.afterSeq}::bigint order by seq limit ${limit}::int)
     )
     select s.snap, r.* from s left join lateral (
       select ${READ_COLUMNS} from found n order by n.seq limit ${limit}::int

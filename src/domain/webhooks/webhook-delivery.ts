@@ -269,7 +269,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       // Few connections: the statements are batched, so only a few are ever in flight at once.
       store = createStore(databaseUrl, {
         max: DELIVERY_POOL_SIZE,
-        sessionSettings: { synchronous_commit: 'off' },
+        // Nor JIT: its statements are short, and a partition's load of a large backlog, costed past
+        // jit_above_cost, spent tens of ms compiling (as the record function did, migration 0026).
+        sessionSettings: { synchronous_commit: 'off', jit: 'off' },
       });
     }
     const bookkeeping: Db = store?.db ?? db;
@@ -807,9 +809,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
               { lane: run.lane, owner },
               'webhook lane stopped: its partition or its records were lost',
             );
-          book.release(run.lane);
           // The book may have more of it due now (read meanwhile), or soon (a retry): the dispatcher looks again.
-          if (!signal.aborted) dispatcher.wake();
+          // Not for a lane worked through (the usual case), which leaves nothing new: waking the dispatcher for each
+          // delivery cost a claim, a next-due look and an idle timer set and cleared (worker CPU).
+          if (book.release(run.lane) && !signal.aborted) dispatcher.wake();
           if ((readsHeldBack && book.size().heads < MAX_HELD_HEADS / 2) || book.needsRefill()) read();
           settling.delete(done);
         });
