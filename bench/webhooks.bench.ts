@@ -245,6 +245,27 @@ async function undelivered(db: Db): Promise<number> {
   return r.rows[0]!.n;
 }
 
+/**
+ * With BENCH_COMPARE_DIR two service workers share the database, one paused while the other is measured; the paused
+ * one would hold half the partitions of the lanes (migration 0026) until its leases ran out. Their leases, and its
+ * place among the workers that want partitions, are ended here, and the worker to be measured told (the NOTIFY a
+ * stopping worker sends), so that it takes every partition before its backlog. (When the paused one wakes, its
+ * renewal finds them gone: what a worker stalled past its lease does.)
+ */
+async function handPartitionsTo(db: Db, pid: number): Promise<void> {
+  const others = sql`owner is not null and split_part(owner, ':', 2) <> ${String(pid)}`;
+  await sql`update webhook_partitions set lease_until = clock_timestamp() - interval '1 millisecond'
+    where ${others}`.execute(db);
+  await sql`update webhook_partition_owners set seen_until = clock_timestamp() - interval '1 millisecond'
+    where ${others}`.execute(db);
+  await sql`select pg_notify('svc_webhooks', 'partitions')`.execute(db);
+  await waitUntil(async () => {
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from webhook_partitions
+      where split_part(owner, ':', 2) = ${String(pid)} and lease_until > clock_timestamp()`.execute(db);
+    return rows[0]!.n === 64;
+  }, 30_000);
+}
+
 async function waitUntil(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
@@ -512,6 +533,7 @@ async function main(): Promise<void> {
    * and the worker is measured delivering, not waiting for the producer.
    */
   const throughput = async (worker: ChildProcess, perLane: number, tag: string) => {
+    if (compareDir) await handPartitionsTo(db, worker.pid!);
     const cpuUs = await deliverBacklog(receiver, worker.pid!, () =>
       recordBacklog(db, BACKLOG, perLane, tag, BACKLOG),
     );
@@ -542,6 +564,7 @@ async function main(): Promise<void> {
   if (compareDir) {
     worker.kill('SIGSTOP');
     other = await startWorkerProcess(env, compareDir);
+    await handPartitionsTo(db, other.pid!);
     await recordBacklog(db, WARMUP, 1, 'warm-other', 100);
     await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
     other.kill('SIGSTOP');
@@ -651,6 +674,7 @@ async function main(): Promise<void> {
   floor.stop();
 
   // Latency at a steady 200/s, each notification its own transaction and resource.
+  if (compareDir) await handPartitionsTo(db, worker.pid!);
   await ask(receiver, { type: 'reset' });
   const committed = new Map<string, number>();
   const total = LATENCY_RATE * LATENCY_SECONDS;

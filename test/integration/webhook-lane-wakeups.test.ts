@@ -12,7 +12,7 @@ import {
 /**
  * A worker gives a lane back with work left (a retry due later, notifications recorded while it held the
  * lane, more than one claim takes): that work goes out when it is due, not when the dispatcher next polls or
- * the lane's lease runs out. The poll here is a minute and the lease 35 s, so the waits below (10 s) tell
+ * a lease runs out. The poll here is a minute and the lease 35 s, so the waits below (10 s) tell
  * "woken when the lane was given back" from either.
  */
 let svc: TestService;

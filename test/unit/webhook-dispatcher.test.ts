@@ -4,7 +4,7 @@ import { startDispatcher, type DispatcherOptions } from '../../src/domain/webhoo
 import type { ClaimCap, ClaimedLane } from '../../src/domain/webhooks/delivery-lane.ts';
 
 /**
- * The dispatcher's scheduling on its own: lanes come from an in-memory queue standing in for the lanes table
+ * The dispatcher's scheduling on its own: lanes come from an in-memory queue standing in for the worker's lane book
  * (the SQL side is covered by test/integration/webhook-lanes.test.ts and the delivery tests).
  */
 const lane = (n: number): ClaimedLane => ({

@@ -2,13 +2,12 @@ import TinyQueue from 'tinyqueue';
 import { laneKey, type ClaimCap, type Lane } from './delivery-lane.ts';
 
 /**
- * A worker's lanes in memory: the first part of the delivery redesign (README, Webhooks, "Where this leaves issue
- * 4's goals"), in which workers lease partitions of the lanes and find their work with reads after a cursor
- * (lane-reads.repository.ts) instead of claiming rows of `webhook_lanes`: PostgreSQL's share of a delivery then
- * falls to the record's (bench/webhook-store-costs.bench.ts: about a third of the lanes' bookkeeping). The book
- * keeps what the lanes table keeps, for the partitions the worker holds: each lane's undelivered notifications in
- * seq order, when its first is due, and whether a slot holds it. It offers what the dispatcher asks of the lanes
- * table (webhook-dispatcher.ts: claim, release, next due), with the same rules: a lane is worked by one slot at a
+ * A worker's lanes in memory (webhook-delivery.ts): workers lease partitions of the lanes and find their work with
+ * reads after a cursor (lane-reads.repository.ts) rather than claiming rows of a lanes table (migrations 0008-0025),
+ * whose bookkeeping was most of PostgreSQL's share of a delivery (bench/webhook-store-costs.bench.ts). The book
+ * keeps what that table kept, for the partitions the worker holds: each lane's undelivered notifications in seq
+ * order, when its first is due, and whether a slot holds it. It offers what the dispatcher asks for
+ * (webhook-dispatcher.ts: claim, release, next due), with the same rules: a lane is worked by one slot at a
  * time, oldest first (wire-contract §5 "Order"); a claim takes an equal share of each platform's due lanes, the
  * platforms in turn (migration 0024), and at most `capped.limit` of the capped platforms' (0022).
  *

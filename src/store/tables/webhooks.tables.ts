@@ -68,18 +68,16 @@ export interface WebhookAttemptsTable {
   worker: string;
 }
 
-/** Migration 0008: one row per lane with undelivered work (see that migration for what due_at means). */
-export interface WebhookLanesTable {
-  platform_code: string;
-  resource_key: string;
-  due_at: Timestamp;
+/** Migration 0026: which worker holds each partition of the lanes, until when. */
+export interface WebhookPartitionsTable {
+  lane_partition: number;
   owner: string | null;
-  claimed_at: NullableTimestamp;
+  lease_until: NullableTimestamp;
 }
 
 export interface WebhooksTables {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_notifications: WebhookNotificationDeliveryColumns;
   webhook_attempts: WebhookAttemptsTable;
-  webhook_lanes: WebhookLanesTable;
+  webhook_partitions: WebhookPartitionsTable;
 }
