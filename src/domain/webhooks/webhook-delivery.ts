@@ -505,9 +505,14 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     async function readEndpointsOf(rows: ReadNotification[]): Promise<void> {
       const unknown = new Set<string>();
       for (const row of rows) if (!endpoints.has(row.platform_code)) unknown.add(row.platform_code);
-      if (unknown.size === 0) return;
-      const found = await repo.readEndpoints(bookkeeping, [...unknown]);
-      for (const platform of unknown) endpoints.set(platform, found.get(platform) ?? null);
+      if (unknown.size > 0) await fetchEndpoints([...unknown]);
+    }
+
+    /** Reads `platforms`' endpoints (null: those of every platform known) into `endpoints`; null for none. */
+    async function fetchEndpoints(platforms: string[] | null): Promise<void> {
+      const found = await repo.readEndpoints(bookkeeping, platforms);
+      for (const platform of platforms ?? endpoints.keys())
+        endpoints.set(platform, found.get(platform) ?? null);
     }
 
     /**
@@ -522,14 +527,13 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       for (const run of runs) if (keys.has(laneKey(run.lane))) run.changed = true;
     }
 
+    /** Reads again the endpoints an operator changed (all of them after the LISTEN connection was lost). */
     async function readEndpoints(): Promise<void> {
       if (!allEndpointsStale && endpointsStale.size === 0) return;
       const platforms = allEndpointsStale ? null : [...endpointsStale];
       allEndpointsStale = false;
       endpointsStale.clear();
-      const found = await repo.readEndpoints(bookkeeping, platforms);
-      for (const platform of platforms ?? endpoints.keys())
-        endpoints.set(platform, found.get(platform) ?? null);
+      await fetchEndpoints(platforms);
     }
 
     /**

@@ -224,26 +224,12 @@ export async function leasePartitions(
   owner: string,
   options: { leaseMs: number; giveBack: readonly number[]; wants: boolean },
 ): Promise<PartitionLeases> {
-  const { rows } = await sql<{ lane_partition: number; fair_share: number; others_short: boolean }>`
-    select lane_partition::int as lane_partition, fair_share, others_short
+  const { rows } = await sql<{ partitions: number[]; fair_share: number; others_short: boolean }>`
+    select partitions, fair_share, others_short
     from webhook_lease_partitions(${owner}, ${options.leaseMs}::int, ${options.giveBack}::smallint[],
       ${options.wants})`.execute(db);
-  // Holding none, the worker is still told its share, by a second look (rare: at start and at stop).
-  if (rows.length === 0) {
-    const { rows: owners } = await sql<{ wanting: number }>`
-      select count(*)::int as wanting from webhook_partition_owners
-      where seen_until > clock_timestamp() and wanting`.execute(db);
-    return {
-      partitions: [],
-      fairShare: Math.floor(64 / Math.max(1, owners[0]!.wanting)),
-      othersShort: false,
-    };
-  }
-  return {
-    partitions: rows.map((r) => r.lane_partition),
-    fairShare: rows[0]!.fair_share,
-    othersShort: rows[0]!.others_short,
-  };
+  const { partitions, fair_share, others_short } = rows[0]!;
+  return { partitions, fairShare: fair_share, othersShort: others_short };
 }
 
 /** What a platform's webhook endpoint says of its deliveries, as a worker keeps it. */

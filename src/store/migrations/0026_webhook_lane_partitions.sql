@@ -48,11 +48,11 @@ create table webhook_partition_owners (
 
 -- One worker's renewal, once a second: gives back p_give_back, renews the rest of its leases, and, if it wants
 -- partitions, takes free ones (never held, given back, or expired) up to a fair share, or all that are free while
--- no other worker is short of its share. Returns the partitions it holds, its fair share (the partitions over the
--- workers wanting, rounded down), and whether another worker is short of that, so that one over it gives some
--- back (those none of whose lanes it is working; the worker chooses them, and they go in its next renewal).
+-- no other worker is short of its share. Returns one row: the partitions it holds, its fair share (the partitions
+-- over the workers wanting, rounded down), and whether another worker is short of that, so that one over it gives
+-- some back (those none of whose lanes it is working; the worker chooses them, and they go in its next renewal).
 create function webhook_lease_partitions(p_owner text, p_lease_ms integer, p_give_back smallint[], p_wanting boolean)
-returns table (lane_partition smallint, fair_share integer, others_short boolean)
+returns table (partitions smallint[], fair_share integer, others_short boolean)
 language plpgsql volatile as $$
 declare
   v_now timestamptz := clock_timestamp();
@@ -94,8 +94,8 @@ begin
   end if;
 
   return query
-  select p.lane_partition, v_share, v_short from webhook_partitions p where p.owner = p_owner
-  order by p.lane_partition;
+  select array(select p.lane_partition from webhook_partitions p where p.owner = p_owner order by 1),
+    v_share, v_short;
 end;
 $$;
 
