@@ -309,11 +309,19 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     /** Stopping: want no more partitions. */
     let intakeStopped = false;
     let renewing: Promise<void> | null = null;
+    /** Renew again as soon as this renewal ends (to give back at once what another worker is short of). */
+    let renewAgain = false;
+    /** The last renewal found this worker short of its share. */
+    let wasShort = false;
     let renewSentAt = -Infinity;
 
     /** Renews the leases (one renewal at a time: a call meanwhile waits for the one under way). */
     function renew(options: { giveBackAll?: boolean } = {}): Promise<void> {
-      return (renewing ??= renewLeases(options).finally(() => (renewing = null)));
+      return (renewing ??= renewLeases(options).finally(() => {
+        renewing = null;
+        if (renewAgain && !intakeStopped) void renew();
+        renewAgain = false;
+      }));
     }
 
     /** A renewal sent less than half the slack ago, waiting for one if need be. */
@@ -358,6 +366,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       }
       renewSentAt = sentAt;
       fairShare = leases.fairShare;
+      // Newly told that another worker is short while over its share: it gives back now, not a second later
+      // (review: three workers started together shared the partitions out only after two renewals, 2 s, by which
+      // time a short test's work had all gone through the first; test/e2e/webhook-workers.test.ts).
+      renewAgain = leases.othersShort && !othersShort && leases.partitions.length > fairShare;
       othersShort = leases.othersShort;
       const holding = new Set(leases.partitions);
       for (const partition of held.keys()) if (!holding.has(partition)) partitionLost(partition);
@@ -385,8 +397,15 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         logger.info({ taken, holding: held.size }, 'webhook partitions taken');
         read();
       }
-      if (giveBack.length > 0 && !giveBackAll) {
+      // Newly short of its share: the others are told (the NOTIFY that partitions were given back makes them
+      // renew), so that one over its share gives back now rather than at its next renewal. Once: its own NOTIFY
+      // makes this worker renew too, and while still short it must not tell them again.
+      const short = !intakeStopped && !slotsStuck && held.size < fairShare;
+      const newlyShort = short && !wasShort;
+      wasShort = short;
+      if (giveBack.length > 0 && !giveBackAll)
         logger.info({ givenBack: giveBack.length, holding: held.size }, 'webhook partitions given back');
+      if ((giveBack.length > 0 && !giveBackAll) || newlyShort) {
         await repo
           .announcePartitionsFreed(bookkeeping)
           .catch((err: unknown) =>
