@@ -132,6 +132,25 @@ describe('lane book', () => {
     assert.equal(lanes.claim(1)[0]!.heads[0]!.state_token, 'T3');
   });
 
+  test('after 150,000 records the latest 50,000 retired tokens still mark stale reads', () => {
+    const { lanes } = book();
+    const settledRows: BookRow[] = [];
+    for (let i = 0; i < 150_000; i++) {
+      const r = row('P', `r${i}`);
+      lanes.add([r]);
+      const [claim] = lanes.claim(1);
+      lanes.settled(claim!.lane, r.notification_id, r.state_token, null);
+      lanes.release(claim!.lane);
+      settledRows.push(r);
+    }
+    // A read begun before the latest records landed brings them back: all stale, none taken in.
+    lanes.add(settledRows.slice(-50_000));
+    assert.deepEqual(lanes.size(), { heads: 0, lanes: 0 });
+    // The oldest are forgotten (the bound): one read back now is taken in as undelivered.
+    lanes.add([settledRows[0]!]);
+    assert.deepEqual(lanes.size(), { heads: 1, lanes: 1 });
+  });
+
   test('a lane whose order changes under its slot is named, so that the slot stops', () => {
     const { lanes } = book();
     const [early, later] = [row('P', 'a'), row('P', 'a')];

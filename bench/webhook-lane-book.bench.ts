@@ -1,0 +1,81 @@
+/**
+ * The CPU of the lane book's share of a delivery (src/domain/webhooks/lane-book.ts: a read's rows taken in, a claim,
+ * the record settled, the lane released), one notification per lane as in bench/webhooks.bench.ts's worst shape,
+ * for a worker that has just started against one that has run for a while (RETIRED notifications delivered before).
+ * A worker runs for days: what the book costs must not grow with what it has done. Both in the same process,
+ * alternately, BENCH_ROUNDS (5) rounds; prints µs per delivery and the median ratio (1.0 = no slower after a while).
+ *
+ *   node --import tsx bench/webhook-lane-book.bench.ts
+ *
+ * Before the retired tokens were kept in two generations, a worker past 100,000 records evicted the oldest token of
+ * a Set at each record: V8 finds a Set's first entry by stepping over those deleted before it, and this measured
+ * 32 times a fresh book's cost (about 20 µs a delivery more, a quarter of the worker's whole CPU for one).
+ */
+import { createLaneBook, type BookRow } from '../src/domain/webhooks/lane-book.ts';
+import { median } from './bench-support.ts';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+/** Deliveries measured per round and book. */
+const DELIVERIES = 50_000;
+/** Deliveries a "long-running" book has made before it is measured. */
+const RETIRED = 250_000;
+/** Rows a read brings at a time (webhook-delivery.ts READ_LIMIT) and lanes a claim takes (the slots). */
+const READ = 500;
+const SLOTS = 10;
+
+let seq = 0;
+function rows(n: number): BookRow[] {
+  return Array.from({ length: n }, () => {
+    seq++;
+    return {
+      notification_id: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}`,
+      seq,
+      lane_partition: seq % 64,
+      platform_code: 'BENCH',
+      resource_key: `trade-${seq}`,
+      state_token: `10000000-0000-4000-8000-${String(seq).padStart(12, '0')}`,
+      wait_ms: 0,
+    };
+  });
+}
+
+/** Takes `n` notifications through the book as the worker does: read, claimed, settled (delivered), released. */
+function deliver(book: ReturnType<typeof createLaneBook<BookRow>>, n: number): void {
+  for (let done = 0; done < n;) {
+    book.add(rows(READ));
+    for (let claims = book.claim(SLOTS); claims.length > 0; claims = book.claim(SLOTS)) {
+      for (const claim of claims) {
+        for (const head of claim.heads)
+          book.settled(claim.lane, head.notification_id, head.state_token, null);
+        book.release(claim.lane);
+        done += claim.heads.length;
+      }
+    }
+  }
+}
+
+const newBook = () => createLaneBook<BookRow>({ headsPerLane: 20, maxHeadsPerLane: 40 });
+
+/** CPU µs per delivery of DELIVERIES through `book`. */
+function cpuPerDelivery(book: ReturnType<typeof newBook>): number {
+  const before = process.cpuUsage();
+  deliver(book, DELIVERIES);
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / DELIVERIES;
+}
+
+const longRunning = newBook();
+deliver(longRunning, RETIRED);
+cpuPerDelivery(newBook()); // warm-up
+const ratios: number[] = [];
+for (let round = 1; round <= ROUNDS; round++) {
+  const fresh = cpuPerDelivery(newBook());
+  const after = cpuPerDelivery(longRunning);
+  ratios.push(after / fresh);
+  console.log(
+    `round ${round}: fresh book ${fresh.toFixed(2)} µs/delivery, after ${RETIRED + DELIVERIES * round} deliveries ${after.toFixed(2)} µs/delivery, ratio ${(after / fresh).toFixed(2)}`,
+  );
+}
+console.log(
+  `lane book after a while / fresh: ${median(ratios).toFixed(2)} (median of ${ROUNDS}; 1.0 = no slower)`,
+);
