@@ -744,7 +744,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           nextAttemptInMs: null,
         };
       }
-      const rawBody = JSON.stringify(head.payload);
+      const rawBody = head.body;
       const headers = webhookDeliveryHeaders({
         payloadType: head.payload_type as WebhookPayloadType,
         notificationId: head.notification_id,
