@@ -59,8 +59,12 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 const BACKLOG = 10_000;
 /** Rounds of (both shapes, then the plain loop again); the ratios' median is the result. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-/** Delivered first, so the worker's JIT and connections are warm when the measured backlog arrives. */
-const WARMUP = 3_000;
+/**
+ * Delivered first, so the worker's JIT and connections are warm when the measured backlog arrives. BENCH_WARMUP
+ * sets it: with 110000, the worker measured has run for a while (a worker past 100,000 records was up to ten times
+ * slower in its lane book until session 22, bench/webhook-lane-book.bench.ts).
+ */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 3_000);
 const QUEUE_JOBS = 6_000;
 const BASELINE_MS = 3_000;
 const LATENCY_RATE = 200;

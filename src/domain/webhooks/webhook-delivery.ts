@@ -696,16 +696,19 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       }
     }
 
-    /** Whether the partition's lease is known to have at least the request timeout + 5 s left, renewing it if needed. */
-    async function leaseHeld(run: LaneRun): Promise<boolean> {
-      const fresh = () => {
-        const partition = held.get(run.partition);
-        return partition !== undefined && performance.now() - partition.confirmedAt <= LEASE_SLACK_MS;
-      };
+    /** Whether the partition's lease is known to have at least the request timeout + 5 s left (the usual case). */
+    function leaseFresh(run: LaneRun): boolean {
+      const partition = held.get(run.partition);
+      return (
+        !run.lost && partition !== undefined && performance.now() - partition.confirmedAt <= LEASE_SLACK_MS
+      );
+    }
+
+    /** As leaseFresh, renewing the lease if it is not (then the lane stops if it did not hold). */
+    async function leaseRenewed(run: LaneRun): Promise<boolean> {
       if (run.lost) return false;
-      if (fresh()) return true;
       await renewFresh();
-      if (fresh() && !run.lost) return true;
+      if (leaseFresh(run)) return true;
       run.lost = true;
       return false;
     }
@@ -795,7 +798,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             await sleep(waitMs, undefined, { signal }).catch(() => {});
             if (signal.aborted) break;
           }
-          if (!(await leaseHeld(run))) break;
+          // Checked without an await first: one per delivery was a promise and a turn of the microtask queue.
+          if (!leaseFresh(run) && !(await leaseRenewed(run))) break;
           // The renewal may have taken a while: the worker may be stopping, or the lane changed, meanwhile.
           if (signal.aborted || run.changed) break;
           const outcome = await attempt(claimed, head);
