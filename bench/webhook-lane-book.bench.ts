@@ -1,15 +1,19 @@
 /**
  * The CPU of the lane book's share of a delivery (src/domain/webhooks/lane-book.ts: a read's rows taken in, a claim,
- * the record settled, the lane released), one notification per lane as in bench/webhooks.bench.ts's worst shape,
- * for a worker that has just started against one that has run for a while (RETIRED notifications delivered before).
- * A worker runs for days: what the book costs must not grow with what it has done. Both in the same process,
- * alternately, BENCH_ROUNDS (5) rounds; prints µs per delivery and the median ratio (1.0 = no slower after a while).
+ * the record settled, the lane released), one notification per lane as in bench/webhooks.bench.ts's worst shape:
+ * 1. for a worker that has just started against one that has run for a while (RETIRED notifications delivered
+ *    before): a worker runs for days, and what the book costs must not grow with what it has done;
+ * 2. for a platform with LARGE_BACKLOG lanes due at once (a receiver back after an outage) against one with
+ *    SMALL_BACKLOG: what a lane costs must not grow with how many wait.
+ * Each pair in the same process, alternately, BENCH_ROUNDS (5) rounds; prints µs per delivery and the median ratios
+ * (1.0 = no slower).
  *
  *   node --import tsx bench/webhook-lane-book.bench.ts
  *
- * Before the retired tokens were kept in two generations, a worker past 100,000 records evicted the oldest token of
- * a Set at each record: V8 finds a Set's first entry by stepping over those deleted before it, and this measured
- * 32 times a fresh book's cost (about 20 µs a delivery more, a quarter of the worker's whole CPU for one).
+ * Before session 22: (1) measured 9.5 (23-65 µs a delivery against 4-6): past 100,000 records the book evicted the
+ * oldest retired token of a Set at each record, and V8 finds a Set's first entry by stepping over those deleted
+ * before it; (2) measured 7.3 (40-45 µs a delivery against 4-7): a platform's due lanes were an array, and V8
+ * shifts an array of more than about 16,000 elements by moving all the others.
  */
 import { createLaneBook, type BookRow } from '../src/domain/webhooks/lane-book.ts';
 import { median } from './bench-support.ts';
@@ -22,6 +26,9 @@ const RETIRED = 250_000;
 /** Rows a read brings at a time (webhook-delivery.ts READ_LIMIT) and lanes a claim takes (the slots). */
 const READ = 500;
 const SLOTS = 10;
+/** Due lanes of one platform at once: a backlog as the webhooks bench's, and one of a receiver's long outage. */
+const SMALL_BACKLOG = 5_000;
+const LARGE_BACKLOG = 100_000;
 
 let seq = 0;
 function rows(n: number): BookRow[] {
@@ -64,6 +71,27 @@ function cpuPerDelivery(book: ReturnType<typeof newBook>): number {
   return (used.user + used.system) / DELIVERIES;
 }
 
+/**
+ * CPU µs per delivery of `lanes` due lanes of one platform, one notification each, taken in at once (a backlog, or a
+ * receiver back after an outage) and worked through.
+ */
+function cpuPerDeliveryOfBacklog(lanes: number): number {
+  const book = newBook();
+  book.add(rows(lanes));
+  const before = process.cpuUsage();
+  let done = 0;
+  for (let claims = book.claim(SLOTS); claims.length > 0; claims = book.claim(SLOTS)) {
+    for (const claim of claims) {
+      for (const head of claim.heads) book.settled(claim.lane, head.notification_id, head.state_token, null);
+      book.release(claim.lane);
+      done += claim.heads.length;
+    }
+  }
+  const used = process.cpuUsage(before);
+  if (done !== lanes) throw new Error(`delivered ${done} of ${lanes}`);
+  return (used.user + used.system) / lanes;
+}
+
 const longRunning = newBook();
 deliver(longRunning, RETIRED);
 cpuPerDelivery(newBook()); // warm-up
@@ -78,4 +106,17 @@ for (let round = 1; round <= ROUNDS; round++) {
 }
 console.log(
   `lane book after a while / fresh: ${median(ratios).toFixed(2)} (median of ${ROUNDS}; 1.0 = no slower)`,
+);
+
+const backlogRatios: number[] = [];
+for (let round = 1; round <= ROUNDS; round++) {
+  const small = cpuPerDeliveryOfBacklog(SMALL_BACKLOG);
+  const large = cpuPerDeliveryOfBacklog(LARGE_BACKLOG);
+  backlogRatios.push(large / small);
+  console.log(
+    `round ${round}: ${SMALL_BACKLOG} lanes due ${small.toFixed(2)} µs/delivery, ${LARGE_BACKLOG} lanes due ${large.toFixed(2)} µs/delivery, ratio ${(large / small).toFixed(2)}`,
+  );
+}
+console.log(
+  `lane book with ${LARGE_BACKLOG} lanes due / with ${SMALL_BACKLOG}: ${median(backlogRatios).toFixed(2)} (median of ${ROUNDS}; 1.0 = no slower)`,
 );

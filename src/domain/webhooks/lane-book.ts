@@ -1,3 +1,4 @@
+import Denque from 'denque';
 import TinyQueue from 'tinyqueue';
 import { laneKey, type ClaimCap, type Lane } from './delivery-lane.ts';
 
@@ -19,7 +20,7 @@ import { laneKey, type ClaimCap, type Lane } from './delivery-lane.ts';
  * whose receiver has been down for a day holds a few of each lane's notifications, not all of them.
  *
  * Our own structure rather than a library: it is the lanes table's bookkeeping moved into the worker, with that
- * table's rules; only the timers' order (a binary heap) comes from one (tinyqueue).
+ * table's rules; the timers' order (a binary heap) comes from one (tinyqueue), and so do the due lanes' queues (denque).
  */
 
 /** An undelivered notification as read, with at least what the book orders and deduplicates by. */
@@ -141,7 +142,7 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   const lowWater = Math.max(1, Math.ceil(maxHeads / 2));
   const lanes = new Map<string, BookLane<H>>();
   /** Due lanes per platform, oldest due first; the map's order is the platforms' turn. */
-  const ready = new Map<string, Array<Entry<H>>>();
+  const ready = new Map<string, Denque<Entry<H>>>();
   /** Lanes due later (retries), soonest first: a binary heap (tinyqueue). */
   const waiting = new TinyQueue<Entry<H>>([], (a, b) => a.dueAt - b.dueAt);
   /**
@@ -184,7 +185,9 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   function queueReady(entry: Entry<H>): void {
     const platform = entry.lane.lane.platformCode;
     let queue = ready.get(platform);
-    if (!queue) ready.set(platform, (queue = []));
+    // A double-ended queue, not an array: V8 shifts an array of more than about 16,000 elements by moving every
+    // other one, and a platform back from an outage has that many lanes due (bench/webhook-lane-book.bench.ts).
+    if (!queue) ready.set(platform, (queue = new Denque()));
     queue.push(entry);
   }
 
@@ -352,7 +355,7 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
       const skip = new Set(excluded);
       for (const [platform, queue] of ready) {
         if (skip.has(platform)) continue;
-        while (queue.length > 0 && !valid(queue[0]!)) queue.shift();
+        while (queue.length > 0 && !valid(queue.peekFront()!)) queue.shift();
         if (queue.length > 0) return 0;
       }
       while (waiting.length > 0 && !valid(waiting.peek()!)) waiting.pop();
