@@ -27,6 +27,12 @@ export interface WebhookConfig {
    * ever). Dead and undelivered ones are always kept (wire-contract §5: dead letters stay redeliverable).
    */
   retentionMs: number | null;
+  /**
+   * Undelivered notifications a worker keeps in memory at most (webhook-delivery.ts). Past it, the lanes waiting for
+   * a retry keep their first only; if that is not enough, no new ones are read until the slots have worked through
+   * half.
+   */
+  maxHeldNotifications: number;
 }
 
 export interface RateLimitConfig {
@@ -366,6 +372,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       ),
       jitter: 0.2,
       retentionMs: retentionMs(int(env, 'SVC_WEBHOOK_RETENTION_DAYS', 30, 0, 36_500)),
+      maxHeldNotifications: int(env, 'SVC_WEBHOOK_MAX_HELD', 100_000, 10),
     },
     quoteExpiryMs: int(env, 'SVC_QUOTE_EXPIRY_MS', 30_000, 1),
     settlement: {

@@ -151,6 +151,64 @@ describe('lane book', () => {
     assert.deepEqual(lanes.size(), { heads: 1, lanes: 1 });
   });
 
+  test('trim keeps the first notification of lanes waiting for a retry, latest due first; the rest are read again once it is done', () => {
+    const { clock, lanes } = book();
+    // Lane a's first notification waits 60 s for a retry, b's 120 s, and the others behind them are pending; c is due
+    // now: 5 notifications each.
+    const lane = (resource: string, retryInMs: number) =>
+      Array.from({ length: 5 }, (_, i) => row('P', resource, { wait_ms: i === 0 ? retryInMs : 0 }));
+    const [a, b, c] = [lane('a', 60_000), lane('b', 120_000), lane('c', 0)];
+    lanes.add([...a, ...b, ...c]);
+    assert.deepEqual(lanes.size(), { heads: 15, lanes: 3 });
+
+    // Down to 11: b, due last, is trimmed first, and that is enough.
+    assert.equal(lanes.trim(11), 4);
+    assert.deepEqual(lanes.size(), { heads: 11, lanes: 3 });
+    // Down to 0: a is trimmed too; c, due, is not.
+    assert.equal(lanes.trim(0), 4);
+    assert.deepEqual(lanes.size(), { heads: 7, lanes: 3 });
+    assert.deepEqual(lanes.wantsRefill(), [], 'a lane waiting for its retry is not read again yet');
+    // Trimmed lanes ignore their later notifications from the cursor: the refill reads them, in order.
+    lanes.add([a[3]!]);
+    assert.deepEqual(lanes.size(), { heads: 7, lanes: 3 });
+
+    // a comes due: a slot gets its first notification alone; once that is delivered, the rest are read again.
+    clock.ms += 60_000;
+    const claims = lanes.claim(10);
+    const claimOfA = claims.find((claim) => claim.lane.resourceKey === 'a')!;
+    assert.deepEqual(
+      claimOfA.heads.map((h) => h.notification_id),
+      [a[0]!.notification_id],
+    );
+    lanes.settled(claimOfA.lane, a[0]!.notification_id, a[0]!.state_token, null);
+    assert.deepEqual(lanes.wantsRefill(), [{ lane: claimOfA.lane, afterSeq: a[0]!.seq }]);
+    lanes.refilled(claimOfA.lane, a.slice(1), true);
+    lanes.release(claimOfA.lane);
+    assert.deepEqual(
+      lanes
+        .claim(10)
+        .find((claim) => claim.lane.resourceKey === 'a')!
+        .heads.map((h) => h.notification_id),
+      a.slice(1).map((r) => r.notification_id),
+    );
+  });
+
+  test('a trimmed lane whose first notification fails again is not read again until that is done', () => {
+    const { clock, lanes } = book();
+    const a = Array.from({ length: 3 }, (_, i) => row('P', 'a', { wait_ms: i === 0 ? 1_000 : 0 }));
+    lanes.add(a);
+    lanes.trim(0);
+    clock.ms += 1_000;
+    const [claim] = lanes.claim(1);
+    lanes.settled(claim!.lane, a[0]!.notification_id, a[0]!.state_token, {
+      update: { state_token: 'next-round' },
+      waitMs: 30_000,
+    });
+    lanes.release(claim!.lane);
+    assert.deepEqual(lanes.wantsRefill(), []);
+    assert.deepEqual(lanes.size(), { heads: 1, lanes: 1 });
+  });
+
   test('a lane whose order changes under its slot is named, so that the slot stops', () => {
     const { lanes } = book();
     const [early, later] = [row('P', 'a'), row('P', 'a')];

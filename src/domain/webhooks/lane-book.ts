@@ -127,6 +127,13 @@ export interface LaneBook<H extends BookRow> {
   dropPartition(partition: number): boolean;
   /** Claims no more of a partition's lanes, until it is dropped (a partition lost while a slot holds one). */
   freezePartition(partition: number): void;
+  /**
+   * Lets go of what lanes waiting for a retry hold after their first notification, the lanes due last first, until at
+   * most `maxHeads` notifications are held (or no such lane is left); they are read again once a slot has worked
+   * the first. Returns how many were let go. A receiver that is down then costs the book one notification per lane,
+   * not up to maxHeadsPerLane.
+   */
+  trim(maxHeads: number): number;
   /** Notifications held, and lanes. */
   size(): { heads: number; lanes: number };
 }
@@ -166,10 +173,21 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   const valid = (entry: Entry<H>) =>
     entry.version === entry.lane.version && !entry.lane.held && !frozen.has(entry.lane.partition);
 
+  /**
+   * Whether the lane runs low with more in the database, and needs that more now: not while its first notification
+   * waits for a retry (a lane trimmed to its first, `trim`, is refilled once that is done; a retry read again at each
+   * failure would only be trimmed again).
+   */
+  function wantsMore(lane: BookLane<H>): boolean {
+    if (!lane.more || lane.heads.length >= lowWater) return false;
+    const first = lane.heads[0];
+    return first === undefined || first.dueAt <= now();
+  }
+
   /** Puts a lane in the queue its first head says, or forgets it when it has nothing left. */
   function schedule(lane: BookLane<H>): void {
     lane.version++;
-    if (lane.more && lane.heads.length < lowWater) refills.add(lane);
+    if (wantsMore(lane)) refills.add(lane);
     else refills.delete(lane);
     if (lane.held) return;
     const first = lane.heads[0];
@@ -260,7 +278,7 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
       const wasEmpty = lane.heads.length === 0;
       const what = takeIn(lane, row);
       if (what & FIRST || wasEmpty) changed.add(lane);
-      else if (lane.more && lane.heads.length < lowWater) refills.add(lane);
+      else if (wantsMore(lane)) refills.add(lane);
       if (what & REORDERED && lane.held) reordered.add(lane);
     }
     for (const lane of changed) schedule(lane);
@@ -348,7 +366,7 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
         retired = new Set();
       }
       if (!book.held) schedule(book);
-      else if (book.more && book.heads.length < lowWater) refills.add(book);
+      else if (wantsMore(book)) refills.add(book);
     },
 
     nextDueInMs(excluded = []) {
@@ -382,6 +400,23 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
 
     freezePartition(partition) {
       frozen.add(partition);
+    },
+
+    trim(maxHeads) {
+      const before = heldHeads;
+      // The lanes waiting for a retry are those of the valid timer entries; the latest due are needed last.
+      const parked = waiting.data.filter((entry) => valid(entry) && entry.lane.heads.length > 1);
+      parked.sort((a, b) => b.dueAt - a.dueAt);
+      for (const { lane } of parked) {
+        if (heldHeads <= maxHeads) break;
+        // As a lane over its bound lets go of its last (takeIn): the database has them after readUpTo.
+        heldHeads -= lane.heads.length - 1;
+        lane.heads.length = 1;
+        lane.more = true;
+        lane.readUpTo = lane.heads[0]!.row.seq;
+        refills.delete(lane);
+      }
+      return before - heldHeads;
     },
 
     size: () => ({ heads: heldHeads, lanes: lanes.size }),

@@ -64,11 +64,6 @@ const INLINE_WAIT_MAX_MS = 1_000;
 const HEADS_PER_LANE = 20;
 /** Notifications of a lane held in memory at most; a longer lane is read in parts (lane-book.ts). */
 const MAX_HEADS_PER_LANE = 2 * HEADS_PER_LANE;
-/**
- * Notifications held in memory past which no more are read after the cursor until the slots have worked through
- * half: the book's bound when many lanes wait (a receiver down). Lanes already held keep being refilled.
- */
-const MAX_HELD_HEADS = 100_000;
 /** Notifications a read after the cursor takes; reads follow one another while they come back full. */
 const READ_LIMIT = 500;
 /** Lanes one refill statement reads. */
@@ -441,7 +436,13 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     let readsStarted = 0;
     /** Stopping: every lane has stopped, nothing more is read (the connections are about to close). */
     let readsStopped = false;
-    /** The cursor stopped at MAX_HELD_HEADS: read again once the slots have worked through half. */
+    /**
+     * Notifications held in memory past which the lanes waiting for a retry are trimmed to their first (lane-book.ts
+     * `trim`), down to half; if that is not enough (more lanes than this wait), no more are read after the cursor
+     * until the slots have worked through half. Lanes already held keep being refilled.
+     */
+    const maxHeld = config.webhooks.maxHeldNotifications;
+    /** The cursor stopped at maxHeld: read again once the slots have worked through half. */
     let readsHeldBack = false;
     /** Each platform's endpoint (null: none), read before any of its notifications is taken in. */
     const endpoints = new Map<string, repo.EndpointView | null>();
@@ -494,7 +495,16 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         const covered = [...held].filter(([, p]) => p.loaded).map(([partition]) => partition);
         readsHeldBack = false;
         while (cursor && covered.length > 0) {
-          if (book.size().heads >= MAX_HELD_HEADS) {
+          if (book.size().heads >= maxHeld) {
+            // Lanes waiting for a retry (a receiver down) keep their first notification only: the reads go on.
+            const letGo = book.trim(Math.floor(maxHeld / 2));
+            if (letGo > 0)
+              logger.info(
+                { letGo, held: book.size().heads },
+                'webhook notifications held in memory past their bound: those after the first of lanes waiting for a retry let go, to be read again when due',
+              );
+          }
+          if (book.size().heads >= maxHeld) {
             readsHeldBack = true;
             break;
           }
@@ -840,7 +850,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           // Not for a lane worked through (the usual case), which leaves nothing new: waking the dispatcher for each
           // delivery cost a claim, a next-due look and an idle timer set and cleared (worker CPU).
           if (book.release(run.lane) && !signal.aborted) dispatcher.wake();
-          if ((readsHeldBack && book.size().heads < MAX_HELD_HEADS / 2) || book.needsRefill()) read();
+          if ((readsHeldBack && book.size().heads < maxHeld / 2) || book.needsRefill()) read();
           settling.delete(done);
         });
         settling.add(done);
