@@ -66,6 +66,8 @@ const HEADS_PER_LANE = 20;
 const MAX_HEADS_PER_LANE = 2 * HEADS_PER_LANE;
 /** Notifications a read after the cursor takes; reads follow one another while they come back full. */
 const READ_LIMIT = 500;
+/** Partitions whose backlogs one statement loads (see readLoop). */
+const LOAD_PARTITIONS = 4;
 /** Lanes one refill statement reads. */
 const REFILL_LANES = 100;
 /** Connections of the delivery bookkeeping (per worker process). */
@@ -481,30 +483,25 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         await readEndpoints();
         // Of the holdings as they are now: one given back and taken again meanwhile is a new holding, loaded afresh.
         const toLoad = [...held].filter(([partition, p]) => !p.loaded && !lost.has(partition));
-        if (toLoad.length > 0) {
+        // A few partitions a statement, each trimmed to the bound before the next: a worker that takes partitions
+        // during a long outage of a big platform's receiver does not hold all their backlogs at once.
+        for (let i = 0; i < toLoad.length; i += LOAD_PARTITIONS) {
+          const part = toLoad.slice(i, i + LOAD_PARTITIONS);
           // One more than the book holds of a lane: it then knows the lane has more.
-          const partitions = toLoad.map(([partition]) => partition);
+          const partitions = part.map(([partition]) => partition);
           const loaded = await loadPartitions(bookkeeping, partitions, MAX_HEADS_PER_LANE + 1);
           // Nothing is marked read before all that the rows need is: a failure here reads them again.
           await readEndpointsOf(loaded.rows);
           cursor ??= loaded.cursor;
-          for (const [partition, holding] of toLoad)
-            if (held.get(partition) === holding) holding.loaded = true;
+          for (const [partition, holding] of part) if (held.get(partition) === holding) holding.loaded = true;
           takeIn(loaded.rows);
+          withinBound();
+          dispatcher.wake();
         }
         const covered = [...held].filter(([, p]) => p.loaded).map(([partition]) => partition);
         readsHeldBack = false;
         while (cursor && covered.length > 0) {
-          if (book.size().heads >= maxHeld) {
-            // Lanes waiting for a retry (a receiver down) keep their first notification only: the reads go on.
-            const letGo = book.trim(Math.floor(maxHeld / 2));
-            if (letGo > 0)
-              logger.info(
-                { letGo, held: book.size().heads },
-                'webhook notifications held in memory past their bound: those after the first of lanes waiting for a retry let go, to be read again when due',
-              );
-          }
-          if (book.size().heads >= maxHeld) {
+          if (!withinBound()) {
             readsHeldBack = true;
             break;
           }
@@ -525,6 +522,21 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         if (pausedAll !== null && pausedAll < started) pausedAll = null;
         dispatcher.wake();
       } while (readAgain);
+    }
+
+    /**
+     * Whether fewer than maxHeld notifications are held, once the lanes waiting for a retry (a receiver down) have
+     * been trimmed to their first, if there were that many.
+     */
+    function withinBound(): boolean {
+      if (book.size().heads < maxHeld) return true;
+      const letGo = book.trim(Math.floor(maxHeld / 2));
+      if (letGo > 0)
+        logger.info(
+          { letGo, held: book.size().heads },
+          'webhook notifications held in memory past their bound: those after the first of lanes waiting for a retry let go, to be read again when due',
+        );
+      return book.size().heads < maxHeld;
     }
 
     /** Of a partition held and read (a read may answer after the partition was given back or lost). */
