@@ -67,6 +67,11 @@ test("a receiver that is down with more notifications than a worker holds does n
     "the other platform's notification, read past the bound",
   );
 
+  // What the worker holds meanwhile: each waiting lane's first notification, within the bound.
+  const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+  const held = Number(/^svc_webhook_held_notifications (\d+)$/m.exec(metrics)?.[1]);
+  assert.ok(held >= LANES && held <= 20, `notifications held in memory: ${held}`);
+
   // The receiver is back: every notification of every lane is delivered, each lane's in the order recorded.
   const accepted: string[] = [];
   downReceiver.setHandler((delivery) => {

@@ -754,6 +754,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       },
     });
     metrics.trackSlowReceivers(() => pace.slowPlatforms().length);
+    metrics.trackHeldNotifications(() => book.size().heads);
 
     /** Attempts (or skips) one notification; what happens to it. */
     async function attempt(lane: DeliveryLane, head: Head): Promise<repo.AttemptRecord> {

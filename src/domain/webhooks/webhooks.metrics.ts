@@ -18,6 +18,8 @@ export interface WebhookMetrics {
   deadLettered(): void;
   /** How many platforms' receivers this process counts as slow now (receiver-pace.ts), read at each scrape. */
   trackSlowReceivers(count: () => number): void;
+  /** How many undelivered notifications this process holds in memory now (lane-book.ts), read at each scrape. */
+  trackHeldNotifications(count: () => number): void;
   /** Registers everything on `registry` (once per registry). */
   register(registry: Registry): void;
 }
@@ -68,6 +70,18 @@ export function createWebhookMetrics(
     },
   });
 
+  let heldCount: () => number = () => 0;
+  const held = new Gauge({
+    name: 'svc_webhook_held_notifications',
+    help:
+      'Undelivered notifications this process holds in memory: at most SVC_WEBHOOK_MAX_HELD, past which the lanes ' +
+      'waiting for a retry keep their first notification only',
+    registers: [],
+    collect() {
+      this.set(heldCount());
+    },
+  });
+
   const stats = createScrapeCache(() => queueStats(db), { cacheMs: statsCacheMs, waitMs: STATS_WAIT_MS });
   const gauge = (name: string, help: string, read: (s: QueueStats) => number) =>
     new Gauge({
@@ -105,8 +119,11 @@ export function createWebhookMetrics(
     trackSlowReceivers: (count) => {
       slowReceiverCount = count;
     },
+    trackHeldNotifications: (count) => {
+      heldCount = count;
+    },
     register(registry) {
-      for (const metric of [latency, attemptDuration, attempts, deadLetters, slowReceivers, ...queue]) {
+      for (const metric of [latency, attemptDuration, attempts, deadLetters, slowReceivers, held, ...queue]) {
         registry.registerMetric(metric);
       }
     },
