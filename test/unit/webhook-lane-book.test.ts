@@ -132,10 +132,10 @@ describe('lane book', () => {
     assert.equal(lanes.claim(1)[0]!.heads[0]!.state_token, 'T3');
   });
 
-  test('after 150,000 records the latest 50,000 retired tokens still mark stale reads', () => {
+  test('after 250,000 records the latest 100,000 retired tokens still mark stale reads', () => {
     const { lanes } = book();
     const settledRows: BookRow[] = [];
-    for (let i = 0; i < 150_000; i++) {
+    for (let i = 0; i < 250_000; i++) {
       const r = row('P', `r${i}`);
       lanes.add([r]);
       const [claim] = lanes.claim(1);
@@ -144,7 +144,7 @@ describe('lane book', () => {
       settledRows.push(r);
     }
     // A read begun before the latest records landed brings them back: all stale, none taken in.
-    lanes.add(settledRows.slice(-50_000));
+    lanes.add(settledRows.slice(-100_000));
     assert.deepEqual(lanes.size(), { heads: 0, lanes: 0 });
     // The oldest are forgotten (the bound): one read back now is taken in as undelivered.
     lanes.add([settledRows[0]!]);
@@ -182,7 +182,7 @@ describe('lane book', () => {
     );
     lanes.settled(claimOfA.lane, a[0]!.notification_id, a[0]!.state_token, null);
     assert.deepEqual(lanes.wantsRefill(), [{ lane: claimOfA.lane, afterSeq: a[0]!.seq }]);
-    lanes.refilled(claimOfA.lane, a.slice(1), true);
+    lanes.refilled(claimOfA.lane, a.slice(1), true, a[0]!.seq);
     lanes.release(claimOfA.lane);
     assert.deepEqual(
       lanes
@@ -207,6 +207,34 @@ describe('lane book', () => {
     lanes.release(claim!.lane);
     assert.deepEqual(lanes.wantsRefill(), []);
     assert.deepEqual(lanes.size(), { heads: 1, lanes: 1 });
+  });
+
+  test('a refill answer asked for before the lane let go of more is dropped, and asked again', () => {
+    const { clock, lanes } = book();
+    const a = Array.from({ length: 5 }, (_, i) => row('P', 'a', { wait_ms: i === 0 ? 1_000 : 0 }));
+    lanes.add(a);
+    lanes.trim(0);
+    // An answer to a question asked after a[1] (before the trim let go of a[1]): taken in, a[1] would be skipped.
+    lanes.refilled({ platformCode: 'P', resourceKey: 'a' }, a.slice(2), true, a[1]!.seq);
+    assert.deepEqual(lanes.size(), { heads: 1, lanes: 1 });
+    clock.ms += 1_000;
+    const [claim] = lanes.claim(1);
+    lanes.settled(claim!.lane, a[0]!.notification_id, a[0]!.state_token, null);
+    assert.deepEqual(lanes.wantsRefill(), [{ lane: claim!.lane, afterSeq: a[0]!.seq }]);
+    lanes.refilled(claim!.lane, a.slice(1), true, a[0]!.seq);
+    lanes.release(claim!.lane);
+    assert.deepEqual(
+      lanes.claim(1)[0]!.heads.map((h) => h.notification_id),
+      a.slice(1).map((r) => r.notification_id),
+    );
+  });
+
+  test('trim leaves a lane whose retry time has come, though no claim has taken it yet', () => {
+    const { clock, lanes } = book();
+    lanes.add(Array.from({ length: 3 }, (_, i) => row('P', 'a', { wait_ms: i === 0 ? 1_000 : 0 })));
+    clock.ms += 1_000;
+    assert.equal(lanes.trim(0), 0);
+    assert.deepEqual(lanes.size(), { heads: 3, lanes: 1 });
   });
 
   test('a lane whose order changes under its slot is named, so that the slot stops', () => {
@@ -236,7 +264,7 @@ describe('lane book', () => {
     // A notification of the lane read meanwhile by the cursor is left to the refill.
     lanes.add([row('P', 'long')]);
     assert.equal(lanes.size().heads, 1);
-    lanes.refilled(laneOf, rows.slice(4, 7), false);
+    lanes.refilled(laneOf, rows.slice(4, 7), false, rows[3]!.seq);
     lanes.release(laneOf);
     const [next] = lanes.claim(1);
     assert.deepEqual(
@@ -245,7 +273,7 @@ describe('lane book', () => {
     );
     for (const r of rows.slice(3, 6)) lanes.settled(laneOf, r.notification_id, r.state_token, null);
     assert.deepEqual(lanes.wantsRefill(), [{ lane: laneOf, afterSeq: rows[6]!.seq }]);
-    lanes.refilled(laneOf, rows.slice(7), true);
+    lanes.refilled(laneOf, rows.slice(7), true, rows[6]!.seq);
     assert.deepEqual(lanes.wantsRefill(), []);
     lanes.release(laneOf);
     assert.deepEqual(

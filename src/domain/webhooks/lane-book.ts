@@ -94,8 +94,12 @@ export interface LaneBook<H extends BookRow> {
    * slot's copy of their heads is out of date.
    */
   add(rows: readonly H[]): Lane[];
-  /** The answer to a refill: `rows` are the lane's next undelivered notifications; `complete` when they are all. */
-  refilled(lane: Lane, rows: readonly H[], complete: boolean): void;
+  /**
+   * The answer to a refill asked for after `afterSeq` (wantsRefill): `rows` are the lane's next undelivered
+   * notifications; `complete` when they are all. An answer to a question the lane no longer asks (it let go of
+   * notifications meanwhile, `trim` or its bound) is dropped, and the lane asks again.
+   */
+  refilled(lane: Lane, rows: readonly H[], complete: boolean, afterSeq: number): void;
   /** Lanes running low with more in the database. */
   wantsRefill(): RefillWanted[];
   /** Whether some lane runs low with more in the database. */
@@ -138,8 +142,8 @@ export interface LaneBook<H extends BookRow> {
   size(): { heads: number; lanes: number };
 }
 
-/** Retired tokens a generation holds (see `retired`): the book knows the latest 50,000 to 100,000. */
-const RETIRED_PER_GENERATION = 50_000;
+/** Retired tokens a generation holds (see `retired`): the book knows the latest 100,000 to 200,000. */
+const RETIRED_PER_GENERATION = 100_000;
 
 export function createLaneBook<H extends BookRow>(options: LaneBookOptions): LaneBook<H> {
   const now = options.now ?? (() => performance.now());
@@ -288,9 +292,14 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   return {
     add: addRows,
 
-    refilled(lane, rows, complete) {
+    refilled(lane, rows, complete, afterSeq) {
       const book = lanes.get(laneKey(lane));
       if (!book) return;
+      if (book.readUpTo !== afterSeq) {
+        // Taking these in would skip those the lane let go of after afterSeq was asked for (review, session 22).
+        if (wantsMore(book)) refills.add(book);
+        return;
+      }
       // Taken in with `more` off, so that each is placed after the last held; the bound turns it on again if
       // they overflow, and so does an answer that is not all there is.
       book.more = false;
@@ -405,7 +414,11 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
     trim(maxHeads) {
       const before = heldHeads;
       // The lanes waiting for a retry are those of the valid timer entries; the latest due are needed last.
-      const parked = waiting.data.filter((entry) => valid(entry) && entry.lane.heads.length > 1);
+      // Not those whose time has come but that no claim has taken yet (the slots busy): they are about to be worked.
+      const at = now();
+      const parked = waiting.data.filter(
+        (entry) => entry.dueAt > at && valid(entry) && entry.lane.heads.length > 1,
+      );
       parked.sort((a, b) => b.dueAt - a.dueAt);
       for (const { lane } of parked) {
         if (heldHeads <= maxHeads) break;

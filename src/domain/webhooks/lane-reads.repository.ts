@@ -132,7 +132,7 @@ export async function readLanes(
   db: Executor,
   wanted: readonly RefillWanted[],
   perLane: number,
-): Promise<Array<{ lane: Lane; rows: ReadNotification[]; complete: boolean }>> {
+): Promise<Array<{ lane: Lane; afterSeq: number; rows: ReadNotification[]; complete: boolean }>> {
   const { rows } = await sql<ReadNotification & { place: number }>`
     select w.place::int as place, n.*
     from unnest(${wanted.map((w) => w.lane.platformCode)}::text[], ${wanted.map((w) => w.lane.resourceKey)}::text[],
@@ -146,7 +146,12 @@ export async function readLanes(
       limit ${perLane}::int
     ) n
     order by w.place, n.seq`.execute(db);
-  const answers = wanted.map(({ lane }) => ({ lane, rows: [] as ReadNotification[], complete: true }));
+  const answers = wanted.map(({ lane, afterSeq }) => ({
+    lane,
+    afterSeq,
+    rows: [] as ReadNotification[],
+    complete: true,
+  }));
   for (const { place, ...row } of rows) answers[place - 1]!.rows.push(row);
   for (const answer of answers) answer.complete = answer.rows.length < perLane;
   return answers;

@@ -483,9 +483,15 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         await readEndpoints();
         // Of the holdings as they are now: one given back and taken again meanwhile is a new holding, loaded afresh.
         const toLoad = [...held].filter(([partition, p]) => !p.loaded && !lost.has(partition));
+        readsHeldBack = false;
         // A few partitions a statement, each trimmed to the bound before the next: a worker that takes partitions
-        // during a long outage of a big platform's receiver does not hold all their backlogs at once.
+        // during a long outage of a big platform's receiver does not hold all their backlogs at once. Past the bound
+        // (more lanes due than it holds), the rest wait, as the reads after the cursor do.
         for (let i = 0; i < toLoad.length; i += LOAD_PARTITIONS) {
+          if (!withinBound()) {
+            readsHeldBack = true;
+            break;
+          }
           const part = toLoad.slice(i, i + LOAD_PARTITIONS);
           // One more than the book holds of a lane: it then knows the lane has more.
           const partitions = part.map(([partition]) => partition);
@@ -495,12 +501,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           cursor ??= loaded.cursor;
           for (const [partition, holding] of part) if (held.get(partition) === holding) holding.loaded = true;
           takeIn(loaded.rows);
-          withinBound();
           dispatcher.wake();
         }
         const covered = [...held].filter(([, p]) => p.loaded).map(([partition]) => partition);
-        readsHeldBack = false;
-        while (cursor && covered.length > 0) {
+        while (!readsHeldBack && cursor && covered.length > 0) {
           if (!withinBound()) {
             readsHeldBack = true;
             break;
@@ -516,7 +520,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           const answers = await readLanes(bookkeeping, wanted.slice(i, i + REFILL_LANES), MAX_HEADS_PER_LANE);
           await readEndpointsOf(answers.flatMap((answer) => answer.rows));
           for (const answer of answers)
-            book.refilled(answer.lane, answer.rows.filter(isHeld), answer.complete);
+            book.refilled(answer.lane, answer.rows.filter(isHeld), answer.complete, answer.afterSeq);
         }
         for (const [platform, mark] of paused) if (mark < started) paused.delete(platform);
         if (pausedAll !== null && pausedAll < started) pausedAll = null;
