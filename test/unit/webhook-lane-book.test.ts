@@ -237,6 +237,25 @@ describe('lane book', () => {
     assert.deepEqual(lanes.size(), { heads: 3, lanes: 1 });
   });
 
+  test("the next due is the soonest of the platforms not excluded, each platform's timers apart", () => {
+    const { clock, lanes } = book();
+    lanes.add([row('S', 'a', { wait_ms: 1_000 }), row('S', 'b', { wait_ms: 2_000 })]);
+    lanes.add([row('P', 'c', { wait_ms: 3_000 }), row('Q', 'd', { wait_ms: 4_000 })]);
+    assert.equal(lanes.nextDueInMs(), 1_000);
+    assert.equal(lanes.nextDueInMs(['S']), 3_000);
+    assert.equal(lanes.nextDueInMs(['S', 'P']), 4_000);
+    assert.equal(lanes.nextDueInMs(['S', 'P', 'Q']), null);
+    clock.ms += 3_000;
+    assert.deepEqual(
+      lanes
+        .claim(10)
+        .map((c) => c.lane.resourceKey)
+        .sort(),
+      ['a', 'b', 'c'],
+    );
+    assert.equal(lanes.nextDueInMs(), 1_000);
+  });
+
   test('a lane whose order changes under its slot is named, so that the slot stops', () => {
     const { lanes } = book();
     const [early, later] = [row('P', 'a'), row('P', 'a')];

@@ -154,8 +154,11 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   const lanes = new Map<string, BookLane<H>>();
   /** Due lanes per platform, oldest due first; the map's order is the platforms' turn. */
   const ready = new Map<string, Denque<Entry<H>>>();
-  /** Lanes due later (retries), soonest first: a binary heap (tinyqueue). */
-  const waiting = new TinyQueue<Entry<H>>([], (a, b) => a.dueAt - b.dueAt);
+  /**
+   * Lanes due later (retries), per platform, soonest first: binary heaps (tinyqueue), one per platform so that the next
+   * due of the platforms not excluded is one look each (nextDueInMs).
+   */
+  const waiting = new Map<string, TinyQueue<Entry<H>>>();
   /**
    * Tokens this worker's records moved notifications away from: a read that brings one back is stale
    * (it began before the record landed). Every token, not only a notification's last: a read can land after two
@@ -201,7 +204,21 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
     }
     const entry = { lane, version: lane.version, dueAt: first.dueAt };
     if (first.dueAt <= now()) queueReady(entry);
-    else waiting.push(entry);
+    else queueWaiting(entry);
+  }
+
+  function queueWaiting(entry: Entry<H>): void {
+    const platform = entry.lane.lane.platformCode;
+    let heap = waiting.get(platform);
+    if (!heap) waiting.set(platform, (heap = new TinyQueue<Entry<H>>([], (a, b) => a.dueAt - b.dueAt)));
+    heap.push(entry);
+  }
+
+  /** A platform's soonest timer that is still valid, the stale ones before it dropped (and the heap, once empty). */
+  function firstWaiting(platform: string, heap: TinyQueue<Entry<H>>): Entry<H> | undefined {
+    while (heap.length > 0 && !valid(heap.peek()!)) heap.pop();
+    if (heap.length === 0) waiting.delete(platform);
+    return heap.peek();
   }
 
   function queueReady(entry: Entry<H>): void {
@@ -216,9 +233,12 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   /** Moves the lanes whose time has come from the timers to the ready queues. */
   function promoteDue(): void {
     const at = now();
-    for (let top = waiting.peek(); top && top.dueAt <= at; top = waiting.peek()) {
-      waiting.pop();
-      if (valid(top)) queueReady(top);
+    for (const [platform, heap] of waiting) {
+      for (let top = heap.peek(); top && top.dueAt <= at; top = heap.peek()) {
+        heap.pop();
+        if (valid(top)) queueReady(top);
+      }
+      if (heap.length === 0) waiting.delete(platform);
     }
   }
 
@@ -385,11 +405,13 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
         while (queue.length > 0 && !valid(queue.peekFront()!)) queue.shift();
         if (queue.length > 0) return 0;
       }
-      while (waiting.length > 0 && !valid(waiting.peek()!)) waiting.pop();
+      // One look per platform: with a platform excluded (its receiver slow, its slots taken), a scan of every timer
+      // cost 1.8 ms a call with 100,000 of its lanes waiting, at each claim that came back short.
       let first: number | null = null;
-      for (const entry of skip.size === 0 ? [waiting.peek()] : waiting.data) {
-        if (!entry || !valid(entry) || skip.has(entry.lane.lane.platformCode)) continue;
-        if (first === null || entry.dueAt < first) first = entry.dueAt;
+      for (const [platform, heap] of waiting) {
+        if (skip.has(platform)) continue;
+        const entry = firstWaiting(platform, heap);
+        if (entry && (first === null || entry.dueAt < first)) first = entry.dueAt;
       }
       return first === null ? null : Math.max(0, Math.ceil(first - now()));
     },
@@ -416,8 +438,8 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
       // The lanes waiting for a retry are those of the valid timer entries; the latest due are needed last.
       // Not those whose time has come but that no claim has taken yet (the slots busy): they are about to be worked.
       const at = now();
-      const parked = waiting.data.filter(
-        (entry) => entry.dueAt > at && valid(entry) && entry.lane.heads.length > 1,
+      const parked = [...waiting.values()].flatMap((heap) =>
+        heap.data.filter((entry) => entry.dueAt > at && valid(entry) && entry.lane.heads.length > 1),
       );
       parked.sort((a, b) => b.dueAt - a.dueAt);
       for (const { lane } of parked) {
