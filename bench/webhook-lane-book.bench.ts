@@ -49,25 +49,32 @@ function rows(n: number): BookRow[] {
   });
 }
 
-/** Takes `n` notifications through the book as the worker does: read, claimed, settled (delivered), released. */
-function deliver(book: ReturnType<typeof createLaneBook<BookRow>>, n: number): void {
+const newBook = () => createLaneBook<BookRow>({ headsPerLane: 20, maxHeadsPerLane: 40 });
+type Book = ReturnType<typeof newBook>;
+
+/** Works through what the book has due as the worker does: claimed, settled (delivered), released; how many. */
+function workThrough(book: Book): number {
+  let done = 0;
+  for (let claims = book.claim(SLOTS); claims.length > 0; claims = book.claim(SLOTS)) {
+    for (const claim of claims) {
+      for (const head of claim.heads) book.settled(claim.lane, head.notification_id, head.state_token, null);
+      book.release(claim.lane);
+      done += claim.heads.length;
+    }
+  }
+  return done;
+}
+
+/** Takes `n` notifications through the book, READ at a time as the reads bring them. */
+function deliver(book: Book, n: number): void {
   for (let done = 0; done < n;) {
     book.add(rows(READ));
-    for (let claims = book.claim(SLOTS); claims.length > 0; claims = book.claim(SLOTS)) {
-      for (const claim of claims) {
-        for (const head of claim.heads)
-          book.settled(claim.lane, head.notification_id, head.state_token, null);
-        book.release(claim.lane);
-        done += claim.heads.length;
-      }
-    }
+    done += workThrough(book);
   }
 }
 
-const newBook = () => createLaneBook<BookRow>({ headsPerLane: 20, maxHeadsPerLane: 40 });
-
 /** CPU µs per delivery of DELIVERIES through `book`. */
-function cpuPerDelivery(book: ReturnType<typeof newBook>): number {
+function cpuPerDelivery(book: Book): number {
   const before = process.cpuUsage();
   deliver(book, DELIVERIES);
   const used = process.cpuUsage(before);
@@ -82,14 +89,7 @@ function cpuPerDeliveryOfBacklog(lanes: number): number {
   const book = newBook();
   book.add(rows(lanes));
   const before = process.cpuUsage();
-  let done = 0;
-  for (let claims = book.claim(SLOTS); claims.length > 0; claims = book.claim(SLOTS)) {
-    for (const claim of claims) {
-      for (const head of claim.heads) book.settled(claim.lane, head.notification_id, head.state_token, null);
-      book.release(claim.lane);
-      done += claim.heads.length;
-    }
-  }
+  const done = workThrough(book);
   const used = process.cpuUsage(before);
   if (done !== lanes) throw new Error(`delivered ${done} of ${lanes}`);
   return (used.user + used.system) / lanes;

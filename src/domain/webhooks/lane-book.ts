@@ -133,11 +133,11 @@ export interface LaneBook<H extends BookRow> {
   freezePartition(partition: number): void;
   /**
    * Lets go of what lanes waiting for a retry hold after their first notification, the lanes due last first, until at
-   * most `maxHeads` notifications are held (or no such lane is left); they are read again once a slot has worked
+   * most `maxHeld` notifications are held (or no such lane is left); they are read again once a slot has worked
    * the first. Returns how many were let go. A receiver that is down then costs the book one notification per lane,
    * not up to maxHeadsPerLane.
    */
-  trim(maxHeads: number): number;
+  trim(maxHeld: number): number;
   /** Notifications held, and lanes. */
   size(): { heads: number; lanes: number };
 }
@@ -207,11 +207,16 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
     else queueWaiting(entry);
   }
 
-  function queueWaiting(entry: Entry<H>): void {
+  /** The entry's platform's queue in `queues`, made by `make` if it has none yet. */
+  function queueOf<Q>(queues: Map<string, Q>, entry: Entry<H>, make: () => Q): Q {
     const platform = entry.lane.lane.platformCode;
-    let heap = waiting.get(platform);
-    if (!heap) waiting.set(platform, (heap = new TinyQueue<Entry<H>>([], (a, b) => a.dueAt - b.dueAt)));
-    heap.push(entry);
+    let queue = queues.get(platform);
+    if (!queue) queues.set(platform, (queue = make()));
+    return queue;
+  }
+
+  function queueWaiting(entry: Entry<H>): void {
+    queueOf(waiting, entry, () => new TinyQueue<Entry<H>>([], (a, b) => a.dueAt - b.dueAt)).push(entry);
   }
 
   /** A platform's soonest timer that is still valid, the stale ones before it dropped (and the heap, once empty). */
@@ -222,12 +227,9 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
   }
 
   function queueReady(entry: Entry<H>): void {
-    const platform = entry.lane.lane.platformCode;
-    let queue = ready.get(platform);
     // A double-ended queue, not an array: V8 shifts an array of more than about 16,000 elements by moving every
     // other one, and a platform back from an outage has that many lanes due (bench/webhook-lane-book.bench.ts).
-    if (!queue) ready.set(platform, (queue = new Denque()));
-    queue.push(entry);
+    queueOf(ready, entry, () => new Denque<Entry<H>>()).push(entry);
   }
 
   /** Moves the lanes whose time has come from the timers to the ready queues. */
@@ -284,14 +286,17 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
     lane.heads.splice(at, 0, { row, dueAt });
     heldHeads++;
     if (row.seq > lane.readUpTo) lane.readUpTo = row.seq;
-    if (lane.heads.length > maxHeads) {
-      // Over the bound: the last is let go, to be read again by a refill.
-      lane.heads.pop();
-      heldHeads--;
-      lane.more = true;
-      lane.readUpTo = lane.heads.at(-1)!.row.seq;
-    }
+    // Over the bound: the last is let go, to be read again by a refill.
+    if (lane.heads.length > maxHeads) letGoAfter(lane, maxHeads);
     return changed;
+  }
+
+  /** Keeps the lane's first `keep` notifications; the rest are the database's, read again by a refill after them. */
+  function letGoAfter(lane: BookLane<H>, keep: number): void {
+    heldHeads -= lane.heads.length - keep;
+    lane.heads.length = keep;
+    lane.more = true;
+    lane.readUpTo = lane.heads[keep - 1]!.row.seq;
   }
 
   function addRows(rows: readonly H[]): Lane[] {
@@ -433,7 +438,7 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
       frozen.add(partition);
     },
 
-    trim(maxHeads) {
+    trim(maxHeld) {
       const before = heldHeads;
       // The lanes waiting for a retry are those of the valid timer entries; the latest due are needed last.
       // Not those whose time has come but that no claim has taken yet (the slots busy): they are about to be worked.
@@ -443,12 +448,8 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
       );
       parked.sort((a, b) => b.dueAt - a.dueAt);
       for (const { lane } of parked) {
-        if (heldHeads <= maxHeads) break;
-        // As a lane over its bound lets go of its last (takeIn): the database has them after readUpTo.
-        heldHeads -= lane.heads.length - 1;
-        lane.heads.length = 1;
-        lane.more = true;
-        lane.readUpTo = lane.heads[0]!.row.seq;
+        if (heldHeads <= maxHeld) break;
+        letGoAfter(lane, 1);
         refills.delete(lane);
       }
       return before - heldHeads;

@@ -487,11 +487,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         // A few partitions a statement, each trimmed to the bound before the next: a worker that takes partitions
         // during a long outage of a big platform's receiver does not hold all their backlogs at once. Past the bound
         // (more lanes due than it holds), the rest wait, as the reads after the cursor do.
-        for (let i = 0; i < toLoad.length; i += LOAD_PARTITIONS) {
-          if (!withinBound()) {
-            readsHeldBack = true;
-            break;
-          }
+        for (let i = 0; i < toLoad.length && withinBound(); i += LOAD_PARTITIONS) {
           const part = toLoad.slice(i, i + LOAD_PARTITIONS);
           // One more than the book holds of a lane: it then knows the lane has more.
           const partitions = part.map(([partition]) => partition);
@@ -504,11 +500,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           dispatcher.wake();
         }
         const covered = [...held].filter(([, p]) => p.loaded).map(([partition]) => partition);
-        while (!readsHeldBack && cursor && covered.length > 0) {
-          if (!withinBound()) {
-            readsHeldBack = true;
-            break;
-          }
+        while (!readsHeldBack && cursor && covered.length > 0 && withinBound()) {
           const next = await readAfter(bookkeeping, covered, cursor, READ_LIMIT);
           await readEndpointsOf(next.rows);
           cursor = next.cursor;
@@ -530,17 +522,19 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
 
     /**
      * Whether fewer than maxHeld notifications are held, once the lanes waiting for a retry (a receiver down) have
-     * been trimmed to their first, if there were that many.
+     * been trimmed to their first, if there were that many; if not, the reads are held back (`readsHeldBack`).
      */
     function withinBound(): boolean {
-      if (book.size().heads < maxHeld) return true;
-      const letGo = book.trim(Math.floor(maxHeld / 2));
-      if (letGo > 0)
-        logger.info(
-          { letGo, held: book.size().heads },
-          'webhook notifications held in memory past their bound: those after the first of lanes waiting for a retry let go, to be read again when due',
-        );
-      return book.size().heads < maxHeld;
+      if (book.size().heads >= maxHeld) {
+        const letGo = book.trim(Math.floor(maxHeld / 2));
+        if (letGo > 0)
+          logger.info(
+            { letGo, held: book.size().heads },
+            'webhook notifications held in memory past their bound: those after the first of lanes waiting for a retry let go, to be read again when due',
+          );
+      }
+      readsHeldBack = book.size().heads >= maxHeld;
+      return !readsHeldBack;
     }
 
     /** Of a partition held and read (a read may answer after the partition was given back or lost). */

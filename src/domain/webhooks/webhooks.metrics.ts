@@ -58,29 +58,34 @@ export function createWebhookMetrics(
     registers: [],
   });
 
-  let slowReceiverCount: () => number = () => 0;
-  const slowReceivers = new Gauge({
-    name: 'svc_webhook_slow_receivers',
-    help:
-      'Platforms whose receivers this process counts as slow (an attempt over a second): their lanes share at ' +
+  /** A gauge of this process read at each scrape from what `track` was last given (0 until then). */
+  const processGauge = (name: string, help: string) => {
+    let read: () => number = () => 0;
+    const gauge = new Gauge({
+      name,
+      help,
+      registers: [],
+      collect() {
+        this.set(read());
+      },
+    });
+    return {
+      gauge,
+      track: (count: () => number) => {
+        read = count;
+      },
+    };
+  };
+  const slowReceivers = processGauge(
+    'svc_webhook_slow_receivers',
+    'Platforms whose receivers this process counts as slow (an attempt over a second): their lanes share at ' +
       "most half of its delivery slots while other platforms' lanes wait",
-    registers: [],
-    collect() {
-      this.set(slowReceiverCount());
-    },
-  });
-
-  let heldCount: () => number = () => 0;
-  const held = new Gauge({
-    name: 'svc_webhook_held_notifications',
-    help:
-      'Undelivered notifications this process holds in memory: at most SVC_WEBHOOK_MAX_HELD, past which the lanes ' +
+  );
+  const held = processGauge(
+    'svc_webhook_held_notifications',
+    'Undelivered notifications this process holds in memory: at most SVC_WEBHOOK_MAX_HELD, past which the lanes ' +
       'waiting for a retry keep their first notification only',
-    registers: [],
-    collect() {
-      this.set(heldCount());
-    },
-  });
+  );
 
   const stats = createScrapeCache(() => queueStats(db), { cacheMs: statsCacheMs, waitMs: STATS_WAIT_MS });
   const gauge = (name: string, help: string, read: (s: QueueStats) => number) =>
@@ -116,14 +121,18 @@ export function createWebhookMetrics(
       attemptDuration.observe({ outcome }, seconds);
     },
     deadLettered: () => deadLetters.inc(),
-    trackSlowReceivers: (count) => {
-      slowReceiverCount = count;
-    },
-    trackHeldNotifications: (count) => {
-      heldCount = count;
-    },
+    trackSlowReceivers: slowReceivers.track,
+    trackHeldNotifications: held.track,
     register(registry) {
-      for (const metric of [latency, attemptDuration, attempts, deadLetters, slowReceivers, held, ...queue]) {
+      for (const metric of [
+        latency,
+        attemptDuration,
+        attempts,
+        deadLetters,
+        slowReceivers.gauge,
+        held.gauge,
+        ...queue,
+      ]) {
         registry.registerMetric(metric);
       }
     },
