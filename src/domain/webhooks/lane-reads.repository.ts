@@ -38,11 +38,15 @@ export interface ReadCursor {
   xmax: string;
 }
 
-/** The columns of a ReadNotification, of `webhook_notifications n`, in the types it has. */
+/**
+ * The columns of a ReadNotification, of `webhook_notifications n`, in the types it has. The times in float8 from the
+ * start (date_part), not numeric (extract, since PostgreSQL 14): numeric arithmetic on every row read was an eighth
+ * of a read's CPU (500 rows: 6.0 against 5.25 ms of the backend's CPU, session 23).
+ */
 const READ_COLUMNS = sql`n.notification_id, n.seq::float8 as seq, n.lane_partition::int as lane_partition,
   n.platform_code, n.resource_key, n.payload_type, n.payload::text as body, n.state_token, n.round_attempts, n.attempt_count,
-  greatest(0, ceil(extract(epoch from (n.next_attempt_at - clock_timestamp())) * 1000))::float8 as wait_ms,
-  (extract(epoch from coalesce(n.redelivered_at, n.created_at)) * 1000)::float8 as round_started_ms`;
+  greatest(0, ceil(date_part('epoch', n.next_attempt_at - clock_timestamp()) * 1000)) as wait_ms,
+  date_part('epoch', coalesce(n.redelivered_at, n.created_at)) * 1000 as round_started_ms`;
 
 /** A pg_snapshot's text (`xmin:xmax:xip,…`) as a cursor after `afterSeq`. */
 function cursorOf(snapshot: string, afterSeq: number): ReadCursor {
