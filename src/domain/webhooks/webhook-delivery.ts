@@ -21,6 +21,7 @@ import {
 import type { WebhookMetrics } from './webhooks.metrics.ts';
 import { createBatcher } from './statement-batcher.ts';
 import * as repo from './webhooks.repository.ts';
+import { createPartitionHoldings } from './partition-holdings.ts';
 import { createReceiverPace } from './receiver-pace.ts';
 import { slowSlots, startDispatcher, type ReadyLane } from './webhook-dispatcher.ts';
 import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
@@ -30,7 +31,7 @@ import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
  *
  * The lanes (a lane is one platform's notifications for one resource key) fall in 64 partitions, by a hash of
  * the two (migration 0026). Each worker process:
- * 1. leases partitions, a fair share of those the workers want, renewed every second (webhook_lease_partitions):
+ * 1. leases partitions, a fair share of those the workers want, renewed every second (partition-holdings.ts):
  *    one worker at a time works a partition's lanes, which is what keeps per-resource order and what stops two
  *    workers from making the same attempt at once (issue 4 points 4 and 5);
  * 2. reads its partitions' undelivered notifications, a partition's backlog when it takes it, then what was
@@ -56,8 +57,6 @@ import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
 export const LEASE_MARGIN_MS = 5_000;
 /** How old the last confirmed lease renewal may be when an attempt starts (renewed first otherwise). */
 const LEASE_SLACK_MS = 2_000;
-/** How often a worker renews its partitions' leases (and takes or gives back some). */
-const RENEW_EVERY_MS = 1_000;
 /** Retries due within this are waited for holding the lane (the fast retries); later ones release it. */
 const INLINE_WAIT_MAX_MS = 1_000;
 /** Notifications of a lane a claim hands to a slot; a lane with more is due again when given back. */
@@ -187,14 +186,6 @@ interface LaneRun {
   changed: boolean;
 }
 
-/** A partition this worker holds. */
-interface HeldPartition {
-  /** performance.now() when the newest renewal known to have held was sent. */
-  confirmedAt: number;
-  /** Its backlog has been read (loadPartitions): the reads after the cursor cover it from then on. */
-  loaded: boolean;
-}
-
 export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDelivery {
   const { db, config, clock, metrics } = deps;
   const settings = config.webhooks;
@@ -294,141 +285,33 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     /** Lanes being worked. */
     const runs = new Set<LaneRun>();
 
-    // --- partitions -------------------------------------------------------------------------------------------
+    // --- partitions (partition-holdings.ts) ---------------------------------------------------------------------
 
-    const held = new Map<number, HeldPartition>();
-    /** Partitions lost (their lease ran out and another worker took them) whose lanes are still to be dropped. */
-    const lost = new Set<number>();
-    let fairShare = 0;
-    let othersShort = false;
-    /** Every slot is held by receivers that hang: want no partitions, give back those not being worked. */
-    let slotsStuck = false;
-    /** Stopping: want no more partitions. */
+    /** Stopping: no more claims, attempts or partitions. */
     let intakeStopped = false;
-    let renewing: Promise<void> | null = null;
-    /** Renew again as soon as this renewal ends (to give back at once what another worker is short of). */
-    let renewAgain = false;
-    /** The last renewal found this worker short of its share. */
-    let wasShort = false;
-    let renewSentAt = -Infinity;
-
-    /** Renews the leases (one renewal at a time: a call meanwhile waits for the one under way). */
-    function renew(options: { giveBackAll?: boolean } = {}): Promise<void> {
-      return (renewing ??= renewLeases(options).finally(() => {
-        renewing = null;
-        if (renewAgain && !intakeStopped) void renew();
-        renewAgain = false;
-      }));
-    }
-
-    /** A renewal sent less than half the slack ago, waiting for one if need be. */
-    async function renewFresh(): Promise<void> {
-      if (renewing) await renewing;
-      if (performance.now() - renewSentAt > LEASE_SLACK_MS / 2) await renew();
-    }
-
-    /**
-     * The partitions to give back: while the slots are stuck, all not being worked; while another worker is short
-     * of its share, those over ours, not being worked. Dropped from the book as they are chosen, so that none of
-     * their lanes is claimed meanwhile.
-     */
-    function partitionsToGiveBack(): number[] {
-      let excess = slotsStuck ? held.size : othersShort ? held.size - fairShare : 0;
-      const chosen: number[] = [];
-      for (const partition of held.keys()) {
-        if (excess <= 0) break;
-        if (!book.dropPartition(partition)) continue;
-        chosen.push(partition);
-        excess--;
-      }
-      for (const partition of chosen) held.delete(partition);
-      return chosen;
-    }
-
-    async function renewLeases({ giveBackAll = false }: { giveBackAll?: boolean }): Promise<void> {
-      const giveBack = giveBackAll ? [...held.keys()] : partitionsToGiveBack();
-      if (giveBackAll) held.clear();
-      const sentAt = performance.now();
-      let leases: repo.PartitionLeases;
-      try {
-        leases = await repo.leasePartitions(bookkeeping, owner, {
-          leaseMs,
-          giveBack,
-          wants: !intakeStopped && !slotsStuck,
-        });
-      } catch (err) {
-        // Those given back are left to expire. The others' renewals are older now: attempts wait for a fresh one.
-        logger.error({ err }, 'webhook partition leases not renewed');
-        return;
-      }
-      renewSentAt = sentAt;
-      fairShare = leases.fairShare;
-      // Newly told that another worker is short while over its share: it gives back now, not a second later
-      // (review: three workers started together shared the partitions out only after two renewals, 2 s, by which
-      // time a short test's work had all gone through the first; test/e2e/webhook-workers.test.ts).
-      renewAgain = leases.othersShort && !othersShort && leases.partitions.length > fairShare;
-      othersShort = leases.othersShort;
-      const holding = new Set(leases.partitions);
-      for (const partition of held.keys()) if (!holding.has(partition)) partitionLost(partition);
-      let taken = 0;
-      for (const partition of leases.partitions) {
-        const mine = held.get(partition);
-        // Held since the last renewal known to have held, unless the lease may have lapsed in between (renewals
-        // failing for longer than the lease): another worker may have worked it meanwhile, so what this one holds
-        // of it is stale. Lost, and taken afresh.
-        if (mine && sentAt - mine.confirmedAt < leaseMs) mine.confirmedAt = sentAt;
-        else {
-          if (mine) partitionLost(partition);
-          held.set(partition, { confirmedAt: sentAt, loaded: false });
-          taken++;
+    const holdings = createPartitionHoldings({
+      db: bookkeeping,
+      owner,
+      leaseMs,
+      slackMs: LEASE_SLACK_MS,
+      logger,
+      drop: (partition) => book.dropPartition(partition),
+      onLost(partition) {
+        let lanes = 0;
+        for (const run of runs) {
+          if (run.partition !== partition) continue;
+          run.lost = true;
+          lanes++;
         }
-      }
-      // A partition lost is dropped once its lanes under way have stopped; not loaded meanwhile (its lanes are
-      // frozen), then loaded afresh if it was taken again.
-      for (const partition of lost) {
-        if (!book.dropPartition(partition)) continue;
-        lost.delete(partition);
-        if (held.has(partition)) read();
-      }
-      if (taken > 0) {
-        logger.info({ taken, holding: held.size }, 'webhook partitions taken');
-        read();
-      }
-      // Newly short of its share: the others are told (the NOTIFY that partitions were given back makes them
-      // renew), so that one over its share gives back now rather than at its next renewal. Once: its own NOTIFY
-      // makes this worker renew too, and while still short it must not tell them again.
-      const short = !intakeStopped && !slotsStuck && held.size < fairShare;
-      const newlyShort = short && !wasShort;
-      wasShort = short;
-      if (giveBack.length > 0 && !giveBackAll)
-        logger.info({ givenBack: giveBack.length, holding: held.size }, 'webhook partitions given back');
-      if ((giveBack.length > 0 && !giveBackAll) || newlyShort) {
-        await repo
-          .announcePartitionsFreed(bookkeeping)
-          .catch((err: unknown) =>
-            logger.warn({ err }, 'other workers not told of the partitions given back'),
-          );
-      }
-    }
-
-    /** Another worker holds the partition now (our lease ran out): its lanes stop and are dropped. */
-    function partitionLost(partition: number): void {
-      held.delete(partition);
-      lost.add(partition);
-      let lanes = 0;
-      for (const run of runs) {
-        if (run.partition !== partition) continue;
-        run.lost = true;
-        lanes++;
-      }
-      book.freezePartition(partition);
-      dispatcher.refresh((ready) => ready.partition === partition);
-      if (book.dropPartition(partition)) lost.delete(partition);
-      logger.warn(
-        { partition, lanes, owner },
-        'webhook partition lease lost; its lanes are left to its holder',
-      );
-    }
+        book.freezePartition(partition);
+        dispatcher.refresh((ready) => ready.partition === partition);
+        logger.warn(
+          { partition, lanes, owner },
+          'webhook partition lease lost; its lanes are left to its holder',
+        );
+      },
+      onTaken: () => read(),
+    });
 
     // --- reads ------------------------------------------------------------------------------------------------
 
@@ -482,24 +365,24 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         const started = ++readsStarted;
         await readEndpoints();
         // Of the holdings as they are now: one given back and taken again meanwhile is a new holding, loaded afresh.
-        const toLoad = [...held].filter(([partition, p]) => !p.loaded && !lost.has(partition));
+        const toLoad = holdings.toLoad();
         readsHeldBack = false;
         // A few partitions a statement, each trimmed to the bound before the next: a worker that takes partitions
         // during a long outage of a big platform's receiver does not hold all their backlogs at once. Past the bound
         // (more lanes due than it holds), the rest wait, as the reads after the cursor do.
         for (let i = 0; i < toLoad.length && withinBound(); i += LOAD_PARTITIONS) {
           const part = toLoad.slice(i, i + LOAD_PARTITIONS);
+          const partitions = part.map((holding) => holding.partition);
           // One more than the book holds of a lane: it then knows the lane has more.
-          const partitions = part.map(([partition]) => partition);
           const loaded = await loadPartitions(bookkeeping, partitions, MAX_HEADS_PER_LANE + 1);
           // Nothing is marked read before all that the rows need is: a failure here reads them again.
           await readEndpointsOf(loaded.rows);
           cursor ??= loaded.cursor;
-          for (const [partition, holding] of part) if (held.get(partition) === holding) holding.loaded = true;
+          for (const holding of part) holdings.loaded(holding);
           takeIn(loaded.rows);
           dispatcher.wake();
         }
-        const covered = [...held].filter(([, p]) => p.loaded).map(([partition]) => partition);
+        const covered = holdings.covered();
         while (!readsHeldBack && cursor && covered.length > 0 && withinBound()) {
           const next = await readAfter(bookkeeping, covered, cursor, READ_LIMIT);
           await readEndpointsOf(next.rows);
@@ -538,7 +421,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
 
     /** Of a partition held and read (a read may answer after the partition was given back or lost). */
-    const isHeld = (row: ReadNotification) => held.get(row.lane_partition)?.loaded === true;
+    const isHeld = (row: ReadNotification) => holdings.isCovered(row.lane_partition);
 
     /** Reads the endpoints of the rows' platforms not known yet: a lane is claimed with its platform's endpoint. */
     async function readEndpointsOf(rows: ReadNotification[]): Promise<void> {
@@ -718,16 +601,13 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
 
     /** Whether the partition's lease is known to have at least the request timeout + 5 s left (the usual case). */
     function leaseFresh(run: LaneRun): boolean {
-      const partition = held.get(run.partition);
-      return (
-        !run.lost && partition !== undefined && performance.now() - partition.confirmedAt <= LEASE_SLACK_MS
-      );
+      return !run.lost && holdings.fresh(run.partition);
     }
 
     /** As leaseFresh, renewing the lease if it is not (then the lane stops if it did not hold). */
     async function leaseRenewed(run: LaneRun): Promise<boolean> {
       if (run.lost) return false;
-      await renewFresh();
+      await holdings.renewFresh();
       if (leaseFresh(run)) return true;
       run.lost = true;
       return false;
@@ -850,7 +730,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       } finally {
         runs.delete(run);
         // A slot is free: the worker wants partitions again, if it had given them up.
-        slotsStuck = false;
+        holdings.slotsStuck(false);
         const done = allSettled(run).then(() => {
           if (run.lost)
             logger.warn(
@@ -885,15 +765,15 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           { lanes, slots: config.worker.concurrency },
           'every webhook slot taken for over a second (receivers that hang?): partitions not being worked given back to other workers',
         );
-        slotsStuck = true;
-        void renew();
+        holdings.slotsStuck(true);
+        void holdings.renew();
       },
     });
     listener
       ?.listen(repo.LANES_CHANNEL, {
         onMessage: (payload) => {
           if (payload === repo.PARTITIONS_FREED) {
-            if (!intakeStopped) void renew();
+            if (!intakeStopped) void holdings.renew();
             return;
           }
           const changed = repo.changedPlatform(payload);
@@ -907,9 +787,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       })
       .catch((err: unknown) => logger.error({ err }, 'webhook wake-ups not listened for; polling only'));
 
-    void renew();
-    const renewTimer = setInterval(() => void renew(), RENEW_EVERY_MS);
-    renewTimer.unref();
+    holdings.start();
     // In case a wake-up was lost; without a LISTEN connection, the endpoints are read again at each poll too.
     const pollTimer = setInterval(() => {
       if (!listener) allEndpointsStale = true;
@@ -925,6 +803,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         // so that a restart does not send again what a receiver is answering; those still running then are
         // cut short.
         intakeStopped = true;
+        holdings.stopWanting();
         const lanesStopped = dispatcher.stop();
         logger.info(
           { lanes: runs.size, drainMs },
@@ -939,19 +818,12 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         } finally {
           clearTimeout(cut);
         }
-        clearInterval(renewTimer);
         clearInterval(pollTimer);
         readsStopped = true;
+        // The leases are renewed until every record has landed (a record applies only while its partition is held),
+        // then given back.
         await Promise.all([...settling, unlistened, reading]);
-        // Every record has landed: the partitions go back, and the other workers take them now, not at their next
-        // renewal (review: a rolling deploy's lanes waited for their lease, 17 s).
-        while (renewing) await renewing;
-        await renew({ giveBackAll: true });
-        await repo
-          .announcePartitionsFreed(bookkeeping)
-          .catch((err: unknown) =>
-            logger.warn({ err }, 'other workers not told of the partitions given back'),
-          );
+        await holdings.giveBackAll();
       })());
     let closed: Promise<void> | null = null;
     return {
