@@ -26,7 +26,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const DELIVERIES = 50_000;
 /** Deliveries a "long-running" book has made before it is measured. */
 const RETIRED = 250_000;
-/** Rows a read brings at a time (webhook-delivery.ts READ_LIMIT) and lanes a claim takes (the slots). */
+/** Rows a read brings at a time (book-reads.ts READ_LIMIT) and lanes a claim takes (the slots). */
 const READ = 500;
 const SLOTS = 10;
 /** Due lanes of one platform at once: a backlog as the webhooks bench's, and one of a receiver's long outage. */

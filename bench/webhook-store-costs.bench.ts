@@ -31,7 +31,7 @@ import { createTestDatabase } from '../test/helpers/database.ts';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** Results a record statement takes, as a busy worker's batcher sends them. */
 const BATCH = 100;
-/** Notifications a read takes at most (the worker's READ_LIMIT). */
+/** Notifications a read takes at most (the worker's READ_LIMIT, book-reads.ts). */
 const READ_LIMIT = 500;
 const COUNT = 6_000;
 const OWNER = 'bench-store-costs';

@@ -11,13 +11,8 @@ import type { PgListener } from '../../store/pg-listener.ts';
 import { laneKey, type ClaimCap, type ClaimedLane, type Lane } from './delivery-lane.ts';
 import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
 import { createLaneBook, type ClaimedHead } from './lane-book.ts';
-import {
-  loadPartitions,
-  readAfter,
-  readLanes,
-  type ReadCursor,
-  type ReadNotification,
-} from './lane-reads.repository.ts';
+import { createBookReads } from './book-reads.ts';
+import type { ReadNotification } from './lane-reads.repository.ts';
 import type { WebhookMetrics } from './webhooks.metrics.ts';
 import { createBatcher } from './statement-batcher.ts';
 import * as repo from './webhooks.repository.ts';
@@ -35,8 +30,8 @@ import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
  *    one worker at a time works a partition's lanes, which is what keeps per-resource order and what stops two
  *    workers from making the same attempt at once (issue 4 points 4 and 5);
  * 2. reads its partitions' undelivered notifications, a partition's backlog when it takes it, then what was
- *    recorded since, after a cursor, when a NOTIFY says something was (lane-reads.repository.ts), and keeps them
- *    in memory by lane, in order (lane-book.ts);
+ *    recorded since, after a cursor, when a NOTIFY says something was (book-reads.ts), and keeps them in memory by
+ *    lane, in order (lane-book.ts);
  * 3. works up to `SVC_WORKER_CONCURRENCY` lanes at once (webhook-dispatcher.ts), each oldest first: a failed
  *    attempt whose retry is near (the fast retries) is retried in place, holding the lane; a later retry, or the
  *    end of what was claimed, gives the lane back to the book, due again at its retry;
@@ -63,18 +58,10 @@ const INLINE_WAIT_MAX_MS = 1_000;
 const HEADS_PER_LANE = 20;
 /** Notifications of a lane held in memory at most; a longer lane is read in parts (lane-book.ts). */
 const MAX_HEADS_PER_LANE = 2 * HEADS_PER_LANE;
-/** Notifications a read after the cursor takes; reads follow one another while they come back full. */
-const READ_LIMIT = 500;
-/** Partitions whose backlogs one statement loads (see readLoop). */
-const LOAD_PARTITIONS = 4;
-/** Lanes one refill statement reads. */
-const REFILL_LANES = 100;
 /** Connections of the delivery bookkeeping (per worker process). */
 const DELIVERY_POOL_SIZE = 4;
 /** Most results sent in one statement. */
 const BATCH_MAX = 100;
-/** After a failed read (a connection lost, the database restarting), the wait before the next. */
-const READ_RETRY_MS = 1_000;
 /**
  * Least time between two record statements. Nothing waits for a record but the lane's return to the book (its slot
  * is already free), so a few ms more cost nothing, while the larger batches share each statement's fixed cost
@@ -310,153 +297,25 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           'webhook partition lease lost; its lanes are left to its holder',
         );
       },
-      onTaken: () => read(),
+      onTaken: () => reads.read(),
     });
 
-    // --- reads ------------------------------------------------------------------------------------------------
+    // --- reads (book-reads.ts) -----------------------------------------------------------------------------------
 
-    let cursor: ReadCursor | null = null;
-    let reading: Promise<void> | null = null;
-    let readAgain = false;
-    let readsStarted = 0;
-    /** Stopping: every lane has stopped, nothing more is read (the connections are about to close). */
-    let readsStopped = false;
-    /**
-     * Notifications held in memory past which the lanes waiting for a retry are trimmed to their first (lane-book.ts
-     * `trim`), down to half; if that is not enough (more lanes than this wait), no more are read after the cursor
-     * until the slots have worked through half. Lanes already held keep being refilled.
-     */
-    const maxHeld = config.webhooks.maxHeldNotifications;
-    /** The cursor stopped at maxHeld: read again once the slots have worked through half. */
-    let readsHeldBack = false;
-    /** Each platform's endpoint (null: none), read before any of its notifications is taken in. */
-    const endpoints = new Map<string, repo.EndpointView | null>();
-    /** Endpoints to read again (an operator changed them); all of them after the LISTEN connection was lost. */
-    const endpointsStale = new Set<string>();
-    let allEndpointsStale = false;
-    /**
-     * Platforms an operator changed (their notifications or endpoint), not claimed until a read started after the
-     * change has landed: by the mark, the reads started before it. `pausedAll`: every platform, after the LISTEN
-     * connection was lost (a change may have been missed).
-     */
-    const paused = new Map<string, number>();
-    let pausedAll: number | null = null;
-
-    function read(): void {
-      if (readsStopped) return;
-      if (reading) {
-        readAgain = true;
-        return;
-      }
-      reading = readLoop()
-        .catch((err: unknown) => {
-          logger.error({ err }, 'webhook notifications not read');
-          setTimeout(read, READ_RETRY_MS).unref();
-        })
-        .finally(() => {
-          reading = null;
-          if (readAgain) read();
-        });
-    }
-
-    async function readLoop(): Promise<void> {
-      do {
-        readAgain = false;
-        const started = ++readsStarted;
-        await readEndpoints();
-        // Of the holdings as they are now: one given back and taken again meanwhile is a new holding, loaded afresh.
-        const toLoad = holdings.toLoad();
-        readsHeldBack = false;
-        // A few partitions a statement, each trimmed to the bound before the next: a worker that takes partitions
-        // during a long outage of a big platform's receiver does not hold all their backlogs at once. Past the bound
-        // (more lanes due than it holds), the rest wait, as the reads after the cursor do.
-        for (let i = 0; i < toLoad.length && withinBound(); i += LOAD_PARTITIONS) {
-          const part = toLoad.slice(i, i + LOAD_PARTITIONS);
-          const partitions = part.map((holding) => holding.partition);
-          // One more than the book holds of a lane: it then knows the lane has more.
-          const loaded = await loadPartitions(bookkeeping, partitions, MAX_HEADS_PER_LANE + 1);
-          // Nothing is marked read before all that the rows need is: a failure here reads them again.
-          await readEndpointsOf(loaded.rows);
-          cursor ??= loaded.cursor;
-          for (const holding of part) holdings.loaded(holding);
-          takeIn(loaded.rows);
-          dispatcher.wake();
-        }
-        const covered = holdings.covered();
-        while (!readsHeldBack && cursor && covered.length > 0 && withinBound()) {
-          const next = await readAfter(bookkeeping, covered, cursor, READ_LIMIT);
-          await readEndpointsOf(next.rows);
-          cursor = next.cursor;
-          takeIn(next.rows);
-          if (next.rows.length < READ_LIMIT) break;
-        }
-        const wanted = book.wantsRefill();
-        for (let i = 0; i < wanted.length; i += REFILL_LANES) {
-          const answers = await readLanes(bookkeeping, wanted.slice(i, i + REFILL_LANES), MAX_HEADS_PER_LANE);
-          await readEndpointsOf(answers.flatMap((answer) => answer.rows));
-          for (const answer of answers)
-            book.refilled(answer.lane, answer.rows.filter(isHeld), answer.complete, answer.afterSeq);
-        }
-        for (const [platform, mark] of paused) if (mark < started) paused.delete(platform);
-        if (pausedAll !== null && pausedAll < started) pausedAll = null;
-        dispatcher.wake();
-      } while (readAgain);
-    }
-
-    /**
-     * Whether fewer than maxHeld notifications are held, once the lanes waiting for a retry (a receiver down) have
-     * been trimmed to their first, if there were that many; if not, the reads are held back (`readsHeldBack`).
-     */
-    function withinBound(): boolean {
-      if (book.size().heads >= maxHeld) {
-        const letGo = book.trim(Math.floor(maxHeld / 2));
-        if (letGo > 0)
-          logger.info(
-            { letGo, held: book.size().heads },
-            'webhook notifications held in memory past their bound: those after the first of lanes waiting for a retry let go, to be read again when due',
-          );
-      }
-      readsHeldBack = book.size().heads >= maxHeld;
-      return !readsHeldBack;
-    }
-
-    /** Of a partition held and read (a read may answer after the partition was given back or lost). */
-    const isHeld = (row: ReadNotification) => holdings.isCovered(row.lane_partition);
-
-    /** Reads the endpoints of the rows' platforms not known yet: a lane is claimed with its platform's endpoint. */
-    async function readEndpointsOf(rows: ReadNotification[]): Promise<void> {
-      const unknown = new Set<string>();
-      for (const row of rows) if (!endpoints.has(row.platform_code)) unknown.add(row.platform_code);
-      if (unknown.size > 0) await fetchEndpoints([...unknown]);
-    }
-
-    /** Reads `platforms`' endpoints (null: those of every platform known) into `endpoints`; null for none. */
-    async function fetchEndpoints(platforms: string[] | null): Promise<void> {
-      const found = await repo.readEndpoints(bookkeeping, platforms);
-      for (const platform of platforms ?? endpoints.keys())
-        endpoints.set(platform, found.get(platform) ?? null);
-    }
-
-    /**
-     * Adds rows to the book (their endpoints read). A lane being worked whose order changed under its slot (an
-     * earlier notification committed late, a new state) stops before its next attempt and is claimed afresh.
-     */
-    function takeIn(rows: ReadNotification[]): void {
-      if (rows.length === 0) return;
-      const reordered = book.add(rows.filter(isHeld));
-      if (reordered.length === 0) return;
-      const keys = new Set(reordered.map(laneKey));
-      for (const run of runs) if (keys.has(laneKey(run.lane))) run.changed = true;
-    }
-
-    /** Reads again the endpoints an operator changed (all of them after the LISTEN connection was lost). */
-    async function readEndpoints(): Promise<void> {
-      if (!allEndpointsStale && endpointsStale.size === 0) return;
-      const platforms = allEndpointsStale ? null : [...endpointsStale];
-      allEndpointsStale = false;
-      endpointsStale.clear();
-      await fetchEndpoints(platforms);
-    }
+    const reads = createBookReads({
+      db: bookkeeping,
+      book,
+      holdings,
+      maxHeadsPerLane: MAX_HEADS_PER_LANE,
+      maxHeld: config.webhooks.maxHeldNotifications,
+      logger,
+      onReordered(lanes) {
+        // A lane being worked whose order changed under its slot stops before its next attempt and is claimed afresh.
+        const keys = new Set(lanes.map(laneKey));
+        for (const run of runs) if (keys.has(laneKey(run.lane))) run.changed = true;
+      },
+      onRead: () => dispatcher.wake(),
+    });
 
     /**
      * An operator redelivered a platform's notifications or changed its endpoint (null: any platform may have):
@@ -467,15 +326,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
      * already starting goes out.)
      */
     function refreshLanes(platformCode: string | null): void {
-      if (platformCode === null) {
-        pausedAll = readsStarted;
-        allEndpointsStale = true;
-      } else {
-        paused.set(platformCode, readsStarted);
-        endpointsStale.add(platformCode);
-        // A new URL may answer in time: found out again by its first attempts.
-        pace.forget(platformCode);
-      }
+      reads.platformChanged(platformCode);
+      // A new URL may answer in time: found out again by its first attempts.
+      if (platformCode !== null) pace.forget(platformCode);
       const concerns = (lane: Lane) => platformCode === null || lane.platformCode === platformCode;
       let lanes = 0;
       for (const run of runs) {
@@ -484,7 +337,6 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         lanes++;
       }
       dispatcher.refresh((ready) => concerns(ready.lane));
-      read();
       if (platformCode !== null)
         logger.info({ platformCode, lanes }, 'webhook lanes read afresh after an operator change');
       else if (lanes > 0)
@@ -492,13 +344,14 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     }
 
     function claimLanes(limit: number, capped: ClaimCap | null): DeliveryLane[] {
-      if (pausedAll !== null) return [];
-      const claimed = book.claim(limit, capped, paused.size > 0 ? new Set(paused.keys()) : undefined);
+      const paused = reads.paused();
+      if (paused.all) return [];
+      const claimed = book.claim(limit, capped, paused.platforms);
       return claimed.map(({ lane, partition, heads }) => ({
         lane,
         partition,
         heads,
-        endpoint: endpoints.get(lane.platformCode) ?? null,
+        endpoint: reads.endpointOf(lane.platformCode),
       }));
     }
 
@@ -579,8 +432,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             // An operator's redelivery came first: the platform's lanes wait for a read begun now, which brings
             // its new state, so that the lane is not claimed again without it (e.g. without a LISTEN connection).
             run.changed = true;
-            paused.set(run.lane.platformCode, readsStarted);
-            read();
+            reads.pauseUntilRead(run.lane.platformCode);
             return;
           }
           if (status === 'delivered' && attempt) {
@@ -741,7 +593,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           // Not for a lane worked through (the usual case), which leaves nothing new: waking the dispatcher for each
           // delivery cost a claim, a next-due look and an idle timer set and cleared (worker CPU).
           if (book.release(run.lane) && !signal.aborted) dispatcher.wake();
-          if ((readsHeldBack && book.size().heads < maxHeld / 2) || book.needsRefill()) read();
+          reads.readIfWanted();
           settling.delete(done);
         });
         settling.add(done);
@@ -757,8 +609,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       release: async (lanes) => {
         for (const lane of lanes) book.release(lane.lane);
       },
-      nextDueInMs: async (excluded) =>
-        pausedAll !== null ? null : book.nextDueInMs([...excluded, ...paused.keys()]),
+      nextDueInMs: async (excluded) => {
+        const paused = reads.paused();
+        return paused.all ? null : book.nextDueInMs([...excluded, ...(paused.platforms ?? [])]);
+      },
       onError: (err, message) => logger.error({ err }, message),
       onSlotsStuck: (lanes) => {
         logger.warn(
@@ -778,10 +632,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           }
           const changed = repo.changedPlatform(payload);
           if (changed !== null) refreshLanes(changed);
-          else read();
+          else reads.read();
         },
         // Notifications may have been missed while disconnected: look for work.
-        onConnected: () => read(),
+        onConnected: () => reads.read(),
         // And an operator's change may have been missed: the lanes in hand are read afresh.
         onReconnected: () => refreshLanes(null),
       })
@@ -790,8 +644,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     holdings.start();
     // In case a wake-up was lost; without a LISTEN connection, the endpoints are read again at each poll too.
     const pollTimer = setInterval(() => {
-      if (!listener) allEndpointsStale = true;
-      read();
+      if (!listener) reads.endpointsStale();
+      reads.read();
     }, config.worker.pollIntervalMs);
     pollTimer.unref();
 
@@ -819,10 +673,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           clearTimeout(cut);
         }
         clearInterval(pollTimer);
-        readsStopped = true;
         // The leases are renewed until every record has landed (a record applies only while its partition is held),
         // then given back.
-        await Promise.all([...settling, unlistened, reading]);
+        await Promise.all([...settling, unlistened, reads.stop()]);
         await holdings.giveBackAll();
       })());
     let closed: Promise<void> | null = null;

@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createBookReads, type BookReads } from '../../src/domain/webhooks/book-reads.ts';
+import type { Lane } from '../../src/domain/webhooks/delivery-lane.ts';
+import { createLaneBook, type LaneBook } from '../../src/domain/webhooks/lane-book.ts';
+import type { ReadNotification } from '../../src/domain/webhooks/lane-reads.repository.ts';
+import {
+  createPartitionHoldings,
+  type PartitionHoldings,
+} from '../../src/domain/webhooks/partition-holdings.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { record, waitFor } from '../helpers/webhook-receiver.ts';
+
+/**
+ * What keeps a worker's lane book filled (src/domain/webhooks/book-reads.ts), on the real statements and without a
+ * worker around it: the backlog of the partitions it holds, what is recorded later, each platform's endpoint, and a
+ * platform paused until a read begun after the pause has landed.
+ */
+let svc: TestService;
+let holdings: PartitionHoldings;
+before(async () => {
+  svc = await startTestService();
+});
+after(async () => {
+  holdings?.stopWanting();
+  await holdings?.giveBackAll();
+  await svc?.close();
+});
+
+const silent = { warn() {}, info() {}, error() {} };
+
+interface Reading {
+  reads: BookReads;
+  book: LaneBook<ReadNotification>;
+  reordered: Lane[];
+  /** Times the dispatcher would have been woken (something taken in). */
+  onReads: number;
+}
+
+function reading(): Reading {
+  const book = createLaneBook<ReadNotification>({ headsPerLane: 20, maxHeadsPerLane: 40 });
+  const reordered: Lane[] = [];
+  holdings = createPartitionHoldings({
+    db: svc.runtime.store.db,
+    owner: 'book-reads-test',
+    leaseMs: 60_000,
+    slackMs: 2_000,
+    logger: silent,
+    drop: (partition) => book.dropPartition(partition),
+    onLost: () => {},
+    onTaken: () => reads.read(),
+  });
+  const reads = createBookReads({
+    db: svc.runtime.store.db,
+    book,
+    holdings,
+    maxHeadsPerLane: 40,
+    maxHeld: 1_000,
+    logger: silent,
+    onReordered: (lanes) => reordered.push(...lanes),
+    onRead: () => result.onReads++,
+  });
+  const result: Reading = { reads, book, reordered, onReads: 0 };
+  return result;
+}
+
+async function newPlatformWithWebhook(url: string): Promise<string> {
+  const { platform } = await svc.newPlatform();
+  await svc.admin.put(`/platforms/${platform.platform_code}/webhook`, { url });
+  return platform.platform_code;
+}
+
+/** The ids the book holds of `code`, lane by lane, by claiming every lane due. */
+function claimedIds(book: LaneBook<ReadNotification>, code: string): string[] {
+  const claims = book.claim(1_000);
+  for (const claim of claims) book.release(claim.lane);
+  return claims
+    .filter((claim) => claim.lane.platformCode === code)
+    .flatMap((claim) => claim.heads.map((head) => head.notification_id));
+}
+
+test('the backlog of the partitions taken, then what is recorded later, with each platform endpoint; a paused platform waits for a read begun after the pause', async () => {
+  const code = await newPlatformWithWebhook('http://127.0.0.1:9/book-reads');
+  const before = await record(svc.runtime.store.db, code, 'trade:backlog');
+  const r = reading();
+  // The partitions taken: their backlogs are read (onTaken), a few partitions a statement.
+  await holdings.renew();
+  await waitFor(() => holdings.covered().length === 64, 'every partition loaded');
+  assert.equal(
+    r.reads.endpointOf(code)?.url,
+    'http://127.0.0.1:9/book-reads',
+    'read before its notifications',
+  );
+  assert.deepEqual(claimedIds(r.book, code), [before]);
+
+  // Recorded later: the next read after the cursor brings it.
+  const later = await record(svc.runtime.store.db, code, 'trade:later');
+  const wakes = r.onReads;
+  r.reads.read();
+  await waitFor(() => claimedIds(r.book, code).includes(later), 'the later notification read');
+  await waitFor(() => r.onReads > wakes, 'the dispatcher woken');
+
+  // Paused until a read started after the pause has landed; the endpoint is read again with it.
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/moved' });
+  r.reads.platformChanged(code);
+  assert.ok(r.reads.paused().platforms?.has(code), 'paused at once');
+  assert.equal(r.reads.paused().all, false);
+  assert.equal(r.reads.endpointOf(code)?.url, 'http://127.0.0.1:9/book-reads', 'not read again yet');
+  await waitFor(() => r.reads.paused().platforms === undefined, 'the read begun after the change landed');
+  assert.equal(r.reads.endpointOf(code)?.url, 'http://127.0.0.1:9/moved', 'read again before the pause ends');
+
+  // Every platform (the LISTEN connection lost): nothing is claimable until a read lands.
+  r.reads.platformChanged(null);
+  assert.equal(r.reads.paused().all, true);
+  await waitFor(() => !r.reads.paused().all, 'a read begun after the loss landed');
+
+  await r.reads.stop();
+  r.reads.read();
+  assert.equal(r.reordered.length, 0, 'nothing committed late here');
+});
