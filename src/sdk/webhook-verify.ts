@@ -65,7 +65,11 @@ export interface VerifyWebhookOptions {
 
 export interface VerifiedWebhook<TPayload = unknown> {
   /** `x-svc-hook-payload-type`; one of `WEBHOOK_PAYLOAD_TYPES` from this server version. Newer servers may add
-   * types, so an unknown value is returned rather than refused (check it with `isWebhookPayloadType`). */
+   * types, so an unknown value is returned rather than refused (check it with `isWebhookPayloadType`).
+   * No signature covers this header (wire-contract §5 signs the body, the timestamp and, for Standard Webhooks,
+   * the id): someone replaying a signed delivery within the tolerance could change it. Route on it, but let each
+   * handler check that the payload has the shape of its type (a trade has `trade_id`, a participant event
+   * `participant_status`, …) rather than trust the header for what the body is. */
   payloadType: string;
   /** Stable across retries and redeliveries: de-duplicate on it (delivery is at least once). */
   notificationId: string;
