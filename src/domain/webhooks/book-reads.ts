@@ -155,7 +155,8 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
       for (const [platform, mark] of pausedPlatforms) if (mark < started) pausedPlatforms.delete(platform);
       if (pausedAll !== null && pausedAll < started) pausedAll = null;
       deps.onRead();
-    } while (readAgain);
+      // Stopping: a read asked for meanwhile is not made (the connections are about to close).
+    } while (readAgain && !stopped);
   }
 
   /**

@@ -674,9 +674,12 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         }
         clearInterval(pollTimer);
         // The leases are renewed until every record has landed (a record applies only while its partition is held),
-        // then given back.
-        await Promise.all([...settling, unlistened, reads.stop()]);
-        await holdings.giveBackAll();
+        // then given back; given back too if the wait fails, rather than renewed until the process exits.
+        try {
+          await Promise.all([...settling, unlistened, reads.stop()]);
+        } finally {
+          await holdings.giveBackAll();
+        }
       })());
     let closed: Promise<void> | null = null;
     return {
