@@ -258,12 +258,25 @@ const DepositQuantity = Type.String({
   description: 'positive decimal string, at most 18 decimal places',
 });
 
+/**
+ * A chain's identifier (a transaction id, an address) as an indexer reports it: printable ASCII, no white space. Hex,
+ * base58 and bech32 are; a space around one made it another id, so that the same deposit reported once with a
+ * space was credited twice (review).
+ */
+const chainIdentifier = (maxLength: number) =>
+  Type.String({
+    minLength: 1,
+    maxLength,
+    pattern: '^[!-~]+$',
+    description: 'printable ASCII without white space',
+  });
+
 export const RecordDepositBody = Type.Object(
   {
-    deposit_address: Type.String({ minLength: 1, maxLength: 128 }),
+    deposit_address: chainIdentifier(128),
     quantity: DepositQuantity,
-    transaction_id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    source_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    transaction_id: Type.Optional(chainIdentifier(200)),
+    source_address: Type.Optional(chainIdentifier(128)),
     fund_asset: Type.Optional(FundAssetForm),
     deposit_timestamp: Type.Optional(EpochMsParam),
     success: Type.Optional(Type.Boolean()),

@@ -256,6 +256,36 @@ test('the same transaction_id twice records one event (also when reported concur
   assert.match((changed.body.errors as string[])[0]!, /^transaction_id: /);
 });
 
+test('a transaction id or address with white space, or not printable, is refused, not recorded as another transaction', async () => {
+  const { code, address } = await addressOf(owner, 'SOL.SOL');
+  const tx = txId();
+  assert.equal(
+    (await postDeposit(svc, { deposit_address: address, quantity: '1', transaction_id: tx })).status,
+    201,
+  );
+  for (const [field, value] of [
+    ['transaction_id', ` ${tx}`],
+    ['transaction_id', `${tx}\n`],
+    ['transaction_id', ' '],
+    ['transaction_id', `${tx.slice(0, 10)}é${tx.slice(10)}`],
+    ['source_address', ' '],
+    ['deposit_address', ` ${address}`],
+  ] as const) {
+    const res = await postDeposit(svc, {
+      deposit_address: address,
+      quantity: '1',
+      transaction_id: tx,
+      [field]: value,
+    });
+    assert.equal(res.status, 400, `${field} ${JSON.stringify(value)}`);
+    assert.match(
+      (res.body.errors as string[])[0]!,
+      new RegExp(`^${field}: .*printable ASCII without white space`),
+    );
+  }
+  assert.equal((await fundEventsOf(code)).length, 1, 'credited once');
+});
+
 test('a report of the same transaction with another source address, time or reason is a conflict, not a replay', async () => {
   const { address } = await addressOf(owner, 'ETH.ETH');
   const source = `0x${randomBytes(20).toString('hex')}`;
