@@ -168,7 +168,7 @@ export function signedHeaders(
   key: { api_key: string; api_secret: string; passphrase: string },
   method: string,
   target: string,
-  body?: string,
+  body?: string | Buffer,
   timestampS = Math.floor(Date.now() / 1000),
 ): Record<string, string> {
   const timestamp = String(timestampS);

@@ -51,7 +51,7 @@ function signed(
   options: { body?: string | Buffer; headers?: Record<string, string>; key?: PlatformFixture['key'] } = {},
 ): Promise<RawResponse> {
   const headers = {
-    ...signedHeaders(options.key ?? a.key, method, target, options.body?.toString('utf8'), nowS()),
+    ...signedHeaders(options.key ?? a.key, method, target, options.body, nowS()),
     ...(options.body !== undefined ? { 'content-type': 'application/json' } : {}),
     ...options.headers,
   };
@@ -299,6 +299,56 @@ describe('error bodies', () => {
     // Only a leading one: elsewhere it is not JSON whitespace.
     assertBody(await signed('POST', '/probe/echo', { body: '{"amount":"1"}\uFEFF' }), 400, (body) =>
       assert.deepEqual(body, { errors: ['body: is not valid JSON'] }),
+    );
+  });
+
+  test('a body that is not UTF-8 → 400 naming it, after authentication: never read with U+FFFD in its place', async () => {
+    // "café" in Latin-1: the é is one byte that UTF-8 does not allow there.
+    const latin1 = Buffer.concat([
+      Buffer.from('{"amount":"1","note":"caf'),
+      Buffer.from([0xe9]),
+      Buffer.from('"}'),
+    ]);
+    const notUtf8 = ['body: is not valid UTF-8 text'];
+    assertBody(await signed('POST', '/probe/echo', { body: latin1 }), 400, (body) =>
+      assert.deepEqual(body, { errors: notUtf8 }),
+    );
+    assertBody(await admin('POST', '/platforms', latin1), 400, (body) =>
+      assert.deepEqual(body, { errors: notUtf8 }),
+    );
+    const unsigned = await rawRequest(probe.url, 'POST', '/probe/echo', {
+      headers: { 'content-type': 'application/json' },
+      body: latin1,
+    });
+    assertBody(unsigned, 401, errorBody());
+    // The same text in UTF-8 is read as sent.
+    assertBody(await signed('POST', '/probe/echo', { body: '{"amount":"1","note":"café"}' }), 200, (body) =>
+      assert.deepEqual(body, {
+        message: { platform_code: a.platform.platform_code, body: { amount: '1', note: 'café' } },
+      }),
+    );
+  });
+
+  test('a key twice in one object → 400 naming it (JSON.parse would keep the last); the same key in two objects is fine', async () => {
+    for (const [body, key] of [
+      ['{"side":"buy","amount":"1","side":"sell"}', 'side'],
+      ['{"amount":"1","note":{"a":1,"b":[{"x":1}],"\\u0061":2}}', 'a'],
+      ['[{"amount":"1","amount":"2"}]', 'amount'],
+    ] as const) {
+      const twice = [`body: has the key "${key}" twice in one object`];
+      assertBody(await signed('POST', '/probe/echo', { body }), 400, (res) =>
+        assert.deepEqual(res, { errors: twice }),
+      );
+      assertBody(await admin('POST', '/platforms', body), 400, (res) =>
+        assert.deepEqual(res, { errors: twice }),
+      );
+    }
+    const fine =
+      '{"amount":"1","note":{"amount":"2","list":[{"amount":"3"},{"amount":"4"}]},"x":"{\\"amount\\":1,"}';
+    // Past the check, on to the route's schema (which takes no nested note): the same key in other objects, and a
+    // quoted "amount" inside a string, are not duplicates.
+    assertBody(await signed('POST', '/probe/echo', { body: fine }), 400, (res) =>
+      assert.deepEqual(res, { errors: ['x: is not allowed', 'note: must be string'] }),
     );
   });
 
