@@ -29,6 +29,17 @@ export const CURRENCY_PATTERN = '^[A-Z0-9]{1,12}$';
 const UNSIGNED_DECIMAL_PATTERN = '^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$';
 
 export const Amount = Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' });
+/** The vendor's party amounts are at most 30 characters: those asked for, and those a quote computes (pricing.ts). */
+export const MAX_AMOUNT_LENGTH = 30;
+/**
+ * An amount asked for in a quote. The pattern alone lets through 31 characters (12 digits, a point, 18 decimals),
+ * which pricing then refused as a computed amount too large "at" the price (review).
+ */
+const QuoteAmount = Type.String({
+  pattern: AMOUNT_PATTERN,
+  maxLength: MAX_AMOUNT_LENGTH,
+  description: 'positive decimal string',
+});
 const Side = Type.Enum(SIDES, { description: "the participant's side" });
 export const Underlying = Type.String({
   pattern: UNDERLYING_PATTERN,
@@ -53,8 +64,8 @@ const quoteFields = {
   side: Side,
   underlying: Underlying,
   quoted_currency: QuotedCurrency,
-  quantity: Type.Optional(Amount),
-  total: Type.Optional(Amount),
+  quantity: Type.Optional(QuoteAmount),
+  total: Type.Optional(QuoteAmount),
   participant_code: Type.Optional(ParticipantCode),
   account_label: Type.Optional(QuoteAccountLabel),
   spread: Type.Optional(Spread),

@@ -278,6 +278,16 @@ describe('bad requests name every bad field', () => {
     assert.equal(both.status, 400);
     assert.deepEqual(both.body.errors.map((e) => e.split(':')[0]).sort(), ['quantity', 'total']);
   });
+
+  test('an amount asked for is at most 30 characters, refused as such (not as a computed amount too large at the price)', async () => {
+    for (const field of ['quantity', 'total'] as const) {
+      const res = await client.send<{ errors: string[] }>('POST', '/liquidity/rfq', {
+        body: { ...ACCOUNT_ACTIONS, [field]: '999999999999.999999999999999999' },
+      });
+      assert.equal(res.status, 400);
+      assert.deepEqual(res.body.errors, [`${field}: must NOT have more than 30 characters`]);
+    }
+  });
 });
 
 describe('execution', () => {

@@ -1,5 +1,5 @@
 import { Decimal } from 'decimal.js';
-import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
+import { AMOUNT_DECIMALS, MAX_AMOUNT_LENGTH } from '../../contract/quotes.schemas.ts';
 import { Exact, toDecimalString } from '../../lib/decimal.ts';
 import type { Side } from '../../contract/wire-values.ts';
 
@@ -13,9 +13,6 @@ import type { Side } from '../../contract/wire-values.ts';
 const Floor = Exact.clone({ rounding: Decimal.ROUND_FLOOR });
 const Ceil = Exact.clone({ rounding: Decimal.ROUND_CEIL });
 const BPS = 10_000;
-
-/** The vendor's party amounts are at most 30 characters. */
-export const MAX_AMOUNT_LENGTH = 30;
 
 export interface QuoteInput {
   side: Side;

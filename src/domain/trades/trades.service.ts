@@ -12,7 +12,8 @@ import type { DomainDeps } from '../deps.ts';
 import { conflict, forbidden, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
 import { codeOnOtherPlatform } from '../participants/participants.repository.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
-import { ledgerAsset, MAX_AMOUNT_LENGTH, notionalAt } from '../quotes/pricing.ts';
+import { MAX_AMOUNT_LENGTH } from '../../contract/quotes.schemas.ts';
+import { ledgerAsset, notionalAt } from '../quotes/pricing.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 import { adminTradeView, tradeNotification, tradeView } from './trade-view.ts';
 import {
