@@ -124,6 +124,18 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
       [{ url: 'https://example.com/hook#frag' }, /^url: .* must not contain a fragment/],
       [{ url: 'https://example.com/hook#' }, /^url: .* must not contain a fragment/],
       [{ url: 'http:///hooks' }, /^url: "http:\/\/\/hooks" has no host/],
+      [
+        { url: ' http://example.com/hook' },
+        /^url: " http:.* has white space or a control character before or after it/,
+      ],
+      [
+        { url: 'http://example.com/hook ' },
+        /^url: .* has white space or a control character before or after it/,
+      ],
+      [
+        { url: 'http://example.com/hook\t' },
+        /^url: .* has white space or a control character before or after it/,
+      ],
       [{ url: 'http://example.com:0/hook' }, /^url: .* names port 0/],
       [{ url: '/relative/path' }, /^url: "\/relative\/path" is not an absolute URL/],
       [{ url: RECEIVER, payload_types: [] }, /^payload_types: must name at least one type/],

@@ -98,6 +98,10 @@ const quote = (value: string) =>
  * longer than the input the schema bounded (one `é` becomes `%C3%A9`, a space `%20`).
  */
 export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | { errors: string[] } {
+  // The URL parser strips white space and control characters around a URL: a trailing one was dropped
+  // silently while a leading one made "has no host" (review). Either is a mistake to name, not guess at.
+  if (/^[\s\u0000-\u001f]|[\s\u0000-\u001f]$/.test(raw))
+    return { errors: [`${field}: ${quote(raw)} has white space or a control character before or after it`] };
   let url: URL;
   try {
     url = new URL(raw);
