@@ -30,3 +30,19 @@ test('an amount too long: the problem names the amount that came out too long, a
   const fine = priceQuote({ side: 'buy', sourcePrice: '65000.25', spreadBps: '0', quantity: '1' });
   assert.ok(!('problem' in fine), JSON.stringify(fine));
 });
+
+test('a spread that leaves no positive price is named as the cause, whether a quantity or a total was asked for', () => {
+  for (const amount of [{ quantity: '1' }, { total: '1' }]) {
+    const priced = priceQuote({
+      side: 'sell',
+      sourcePrice: '0.000000000000000001',
+      spreadBps: '1',
+      ...amount,
+    });
+    assert.ok('problem' in priced, JSON.stringify(priced));
+    assert.deepEqual(priced, {
+      field: 'spread',
+      problem: 'leaves no positive price (from 0.000000000000000001)',
+    });
+  }
+});

@@ -43,7 +43,7 @@ export interface PricedQuote {
   spreadNotional: string;
 }
 
-export type PricingProblem = { field: 'quantity' | 'total'; problem: string };
+export type PricingProblem = { field: 'quantity' | 'total' | 'spread'; problem: string };
 
 function up(value: Decimal): Decimal {
   return value.toDecimalPlaces(AMOUNT_DECIMALS, Decimal.ROUND_CEIL);
@@ -57,7 +57,9 @@ export function priceQuote(input: QuoteInput): PricedQuote | PricingProblem {
   const house = buy ? up : down;
   const spread = new Exact(input.spreadBps).div(BPS);
   const price = house(new Exact(input.sourcePrice).times(buy ? spread.plus(1) : new Exact(1).minus(spread)));
-  if (!price.gt(0)) return { field: 'quantity', problem: 'the spread leaves no positive price' };
+  // Only the spread can (a sell at a tiny price): named as the cause, whichever amount was asked for (review).
+  if (!price.gt(0))
+    return { field: 'spread', problem: `leaves no positive price (from ${input.sourcePrice})` };
 
   const fee = new Exact(input.networkFeeNotional ?? 0);
   let quantity: Decimal;
