@@ -23,10 +23,6 @@ export function installRawBodyParser(app: FastifyInstance): void {
     const raw = body as Buffer;
     request.rawBody = raw;
     if (raw.length === 0) return done(null, undefined);
-    if (nestingDepthExceeds(raw, MAX_BODY_DEPTH)) {
-      request.bodyError = `body: is nested more than ${MAX_BODY_DEPTH} levels deep`;
-      return done(null, undefined);
-    }
     let text: string;
     try {
       text = UTF8.decode(raw);
@@ -37,62 +33,20 @@ export function installRawBodyParser(app: FastifyInstance): void {
     // A byte order mark before the JSON (RFC 8259 §8.1 lets a parser ignore it; Fastify's own parser
     // does) is not part of the value. The signature still covers the bytes as sent.
     if (text.charCodeAt(0) === BYTE_ORDER_MARK) text = text.slice(1);
+    const { tooDeep, duplicateKey } = scanStructure(text, MAX_BODY_DEPTH);
     let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      request.bodyError = 'body: is not valid JSON';
-      return done(null, undefined);
+    if (tooDeep) request.bodyError = `body: is nested more than ${MAX_BODY_DEPTH} levels deep`;
+    else {
+      try {
+        value = JSON.parse(text);
+      } catch {
+        request.bodyError = 'body: is not valid JSON';
+      }
     }
-    const duplicate = typeof value === 'object' && value !== null ? duplicateKey(text) : null;
-    if (duplicate !== null) {
-      request.bodyError = `body: has the key ${JSON.stringify(duplicate).slice(0, 80)} twice in one object`;
-      return done(null, undefined);
-    }
-    done(null, value);
+    if (request.bodyError === null && duplicateKey !== null)
+      request.bodyError = `body: has the key ${JSON.stringify(duplicateKey).slice(0, 80)} twice in one object`;
+    done(null, request.bodyError === null ? value : undefined);
   });
-}
-
-/**
- * The first key that appears twice in one object of a valid JSON text, or null. JSON.parse keeps the last
- * silently, while another parser of the same signed bytes may keep the first (review: `{"side":"buy","side":"sell"}`
- * made a sell quote): a request that says two things is refused. Ours: JSON.parse has no hook for it, and
- * Fastify's secure-json-parse guards only the prototype keys. One pass; a key with escapes is compared decoded.
- */
-function duplicateKey(text: string): string | null {
-  /** Per open object, its keys so far; null for an array. */
-  const open: Array<Set<string> | null> = [];
-  let expectKey = false;
-  for (let i = 0; i < text.length; i++) {
-    const char = text.charCodeAt(i);
-    if (char === OPEN_BRACE) {
-      open.push(new Set());
-      expectKey = true;
-    } else if (char === OPEN_BRACKET) {
-      open.push(null);
-    } else if (char === CLOSE_BRACE || char === CLOSE_BRACKET) {
-      open.pop();
-    } else if (char === COMMA) {
-      expectKey = open.at(-1) != null;
-    } else if (char === QUOTE) {
-      const start = i;
-      let escaped = false;
-      for (i++; text.charCodeAt(i) !== QUOTE; i++) {
-        if (text.charCodeAt(i) === BACKSLASH) {
-          escaped = true;
-          i++;
-        }
-      }
-      const keys = open.at(-1);
-      if (expectKey && keys) {
-        const key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
-        if (keys.has(key)) return key;
-        keys.add(key);
-        expectKey = false;
-      }
-    }
-  }
-  return null;
 }
 
 const BYTE_ORDER_MARK = 0xfeff;
@@ -123,27 +77,57 @@ const CLOSE_BRACE = 0x7d;
 const COMMA = 0x2c;
 
 /**
- * Whether the JSON text nests objects and arrays more than `max` deep, by one pass over its bytes
- * (brackets inside strings do not count; in UTF-8 a quote or backslash byte is always that character).
- * Ours, not a library's: it is the bracket count a parser keeps, without building the value.
+ * One pass over a body's JSON text, before it is parsed (so on any text): whether objects and arrays nest more than
+ * `maxDepth` deep (the checks that walk a body recurse, and a body nested thousands of levels deep overflowed their
+ * stack: a 500), and the first key that appears twice in one object. JSON.parse keeps the last of such keys
+ * silently, while another parser of the same signed bytes may keep the first (review: `{"side":"buy","side":"sell"}`
+ * made a sell quote), so a body that says two things is refused. Ours, not a library's: JSON.parse has no hook for
+ * either, and Fastify's secure-json-parse guards only the prototype keys. Brackets inside strings do not count; a key
+ * with escapes is compared decoded.
  */
-function nestingDepthExceeds(raw: Buffer, max: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < raw.length; i++) {
-    const byte = raw[i]!;
-    if (inString) {
-      if (byte === BACKSLASH) i++;
-      else if (byte === QUOTE) inString = false;
-    } else if (byte === QUOTE) {
-      inString = true;
-    } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
-      if (++depth > max) return true;
-    } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) {
-      depth--;
+function scanStructure(text: string, maxDepth: number): { tooDeep: boolean; duplicateKey: string | null } {
+  /** Per open object, its keys so far; null for an array. */
+  const open: Array<Set<string> | null> = [];
+  let expectKey = false;
+  let duplicateKey: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const char = text.charCodeAt(i);
+    if (char === OPEN_BRACE || char === OPEN_BRACKET) {
+      if (open.length >= maxDepth) return { tooDeep: true, duplicateKey };
+      open.push(char === OPEN_BRACE ? new Set() : null);
+      expectKey = char === OPEN_BRACE;
+    } else if (char === CLOSE_BRACE || char === CLOSE_BRACKET) {
+      open.pop();
+    } else if (char === COMMA) {
+      expectKey = open.at(-1) != null;
+    } else if (char === QUOTE) {
+      const start = i;
+      let escaped = false;
+      for (i++; i < text.length && text.charCodeAt(i) !== QUOTE; i++) {
+        if (text.charCodeAt(i) === BACKSLASH) {
+          escaped = true;
+          i++;
+        }
+      }
+      const keys = open.at(-1);
+      if (expectKey && keys && duplicateKey === null) {
+        const key = escaped ? decodedString(text.slice(start, i + 1)) : text.slice(start + 1, i);
+        if (keys.has(key)) duplicateKey = key;
+        keys.add(key);
+      }
+      expectKey = false;
     }
   }
-  return false;
+  return { tooDeep: false, duplicateKey };
+}
+
+/** A JSON string literal's value; the literal itself where it is malformed (the parse then refuses the body). */
+function decodedString(literal: string): string {
+  try {
+    return JSON.parse(literal) as string;
+  } catch {
+    return literal;
+  }
 }
 
 const NUL = '\u0000';
