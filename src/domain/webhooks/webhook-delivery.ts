@@ -274,7 +274,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
 
     // --- partitions (partition-holdings.ts) ---------------------------------------------------------------------
 
-    /** Stopping: no more claims, attempts or partitions. */
+    /** Stopping: partitions freed by other workers no longer make this one renew (holdings.stopWanting). */
     let intakeStopped = false;
     const holdings = createPartitionHoldings({
       db: bookkeeping,
