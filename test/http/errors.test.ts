@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { Writable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { ManualClock } from '../../src/lib/clock.ts';
@@ -327,6 +328,35 @@ describe('error bodies', () => {
         message: { platform_code: a.platform.platform_code, body: { amount: '1', note: 'café' } },
       }),
     );
+  });
+
+  test('a compressed body (content-encoding) → 400 naming the encoding, after authentication; identity is read as sent', async () => {
+    const json = '{"amount":"1"}';
+    const gzipped = gzipSync(json);
+    const refused = ['content-encoding: "gzip" is not supported; send the body uncompressed'];
+    const compressed = await signed('POST', '/probe/echo', {
+      body: gzipped,
+      headers: { 'content-encoding': 'gzip' },
+    });
+    assertBody(compressed, 400, (body) => assert.deepEqual(body, { errors: refused }));
+    assertBody(await admin('POST', '/platforms', gzipped, { 'content-encoding': 'gzip' }), 400, (body) =>
+      assert.deepEqual(body, { errors: refused }),
+    );
+    const unsigned = await rawRequest(probe.url, 'POST', '/probe/echo', {
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipped,
+    });
+    assertBody(unsigned, 401, errorBody());
+    for (const identity of ['identity', 'Identity', '']) {
+      assertBody(
+        await signed('POST', '/probe/echo', { body: json, headers: { 'content-encoding': identity } }),
+        200,
+        (body) =>
+          assert.deepEqual(body, {
+            message: { platform_code: a.platform.platform_code, body: { amount: '1' } },
+          }),
+      );
+    }
   });
 
   test('a key twice in one object → 400 naming it (JSON.parse would keep the last); the same key in two objects is fine', async () => {

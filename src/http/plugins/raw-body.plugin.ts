@@ -23,6 +23,12 @@ export function installRawBodyParser(app: FastifyInstance): void {
     const raw = body as Buffer;
     request.rawBody = raw;
     if (raw.length === 0) return done(null, undefined);
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && !IDENTITY.test(encoding)) {
+      // Read as it came, a compressed body was refused as "not valid UTF-8 text", which named the wrong problem.
+      request.bodyError = `content-encoding: ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the body uncompressed`;
+      return done(null, undefined);
+    }
     let text: string;
     try {
       text = UTF8.decode(raw);
@@ -50,6 +56,12 @@ export function installRawBodyParser(app: FastifyInstance): void {
 }
 
 const BYTE_ORDER_MARK = 0xfeff;
+
+/**
+ * The one content coding a body may have (RFC 9110 §8.4.1: "identity", or none). Bodies are not decompressed: they
+ * are a few hundred bytes, and the request signature covers the bytes as sent.
+ */
+const IDENTITY = /^\s*(identity)?\s*$/i;
 
 /**
  * JSON is UTF-8 (RFC 8259 §8.1). Decoded leniently, a byte sequence that is not (a Latin-1 "é") became U+FFFD and the
