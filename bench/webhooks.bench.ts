@@ -346,7 +346,9 @@ interface MainThreadTime {
 /** A thread's time on a core and waiting for one, in ns (/proc/<pid>/task/<tid>/schedstat; NaN where there is none). */
 function schedstatNs(pid: number): { running: number; waiting: number } {
   try {
-    const [running, waiting] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ').map(Number);
+    const [running, waiting] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8')
+      .split(' ')
+      .map(Number);
     return { running: running!, waiting: waiting! };
   } catch {
     return { running: NaN, waiting: NaN };

@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import type { Log } from '../../lib/log.ts';
 
 /**
  * Per-IP rate limit: types shared by the stores, the service and the HTTP plugin.
@@ -139,10 +140,7 @@ export function rateLimitKey(ip: string): string {
   return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
-/** pino-compatible subset. */
-export interface RateLimitLogger {
-  warn(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-}
+/** The rate limiter only warns (a Redis outage) and tells (a recovery). */
+export type RateLimitLogger = Pick<Log, 'warn' | 'info'>;
 
 export const silentLogger: RateLimitLogger = { warn: () => {}, info: () => {} };

@@ -10,6 +10,7 @@ import {
 } from './lane-reads.repository.ts';
 import type { PartitionHoldings } from './partition-holdings.ts';
 import * as repo from './webhooks.repository.ts';
+import type { Log } from '../../lib/log.ts';
 
 /**
  * What keeps a worker's lane book filled from the database (webhook-delivery.ts step 2): the backlog of each
@@ -28,11 +29,6 @@ const REFILL_LANES = 100;
 /** After a failed read (a connection lost, the database restarting), the wait before the next. */
 const READ_RETRY_MS = 1_000;
 
-export interface BookReadsLogger {
-  info(obj: object, message: string): void;
-  error(obj: object, message: string): void;
-}
-
 export interface BookReadsDeps {
   /** The delivery bookkeeping's connections. */
   db: Db;
@@ -46,7 +42,7 @@ export interface BookReadsDeps {
    * until the slots have worked through half. Lanes already held keep being refilled.
    */
   maxHeld: number;
-  logger: BookReadsLogger;
+  logger: Log;
   /** Lanes whose order changed under them (an earlier notification committed late, a new state): stop before their next attempt. */
   onReordered(lanes: Lane[]): void;
   /** The book has taken something in: lanes may be due. */

@@ -1,5 +1,6 @@
 import type { Db } from '../../store/database.ts';
 import * as repo from './webhooks.repository.ts';
+import type { Log } from '../../lib/log.ts';
 
 /**
  * The partitions of the lanes one worker process holds (migration 0026, webhook-delivery.ts step 1): their leases,
@@ -21,12 +22,6 @@ export interface Holding {
   loaded: boolean;
 }
 
-export interface HoldingsLogger {
-  warn(obj: object, message: string): void;
-  info(obj: object, message: string): void;
-  error(obj: object, message: string): void;
-}
-
 export interface PartitionHoldingsDeps {
   /** The delivery bookkeeping's connections. */
   db: Db;
@@ -35,7 +30,7 @@ export interface PartitionHoldingsDeps {
   leaseMs: number;
   /** How old the last confirmed renewal may be when an attempt starts. */
   slackMs: number;
-  logger: HoldingsLogger;
+  logger: Log;
   /** Lets the partition's lanes go from memory; false while some of them are being worked (then tried again). */
   drop(partition: number): boolean;
   /** Another worker holds the partition now: its lanes being worked stop, those not started are given back. */

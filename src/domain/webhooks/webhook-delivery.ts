@@ -20,6 +20,7 @@ import { createPartitionHoldings } from './partition-holdings.ts';
 import { createReceiverPace } from './receiver-pace.ts';
 import { slowSlots, startDispatcher, type ReadyLane } from './webhook-dispatcher.ts';
 import { createWebhookSender, type AttemptResult } from './webhook-sender.ts';
+import type { Log } from '../../lib/log.ts';
 
 /**
  * The delivery side of wire-contract §5, run by every worker process (role worker or all).
@@ -84,12 +85,6 @@ export interface WebhookDeliveryDeps {
   metrics: WebhookMetrics;
 }
 
-export interface LaneLogger {
-  warn(obj: object, message: string): void;
-  info(obj: object, message: string): void;
-  error(obj: object, message: string): void;
-}
-
 export interface WebhookDelivery {
   /** The lease of a partition: the request timeout + 5 s (+ a slack, see LEASE_SLACK_MS). */
   readonly leaseMs: number;
@@ -102,7 +97,7 @@ export interface WebhookDelivery {
    * connections.
    */
   startWorkerSide(
-    logger: LaneLogger,
+    logger: Log,
     options?: { databaseUrl?: string; listener?: PgListener },
   ): { stopIntake(options?: { drainMs?: number }): Promise<void>; close(): Promise<void> };
 }
@@ -231,7 +226,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
   }
 
   function startWorkerSide(
-    logger: LaneLogger,
+    logger: Log,
     { databaseUrl, listener }: { databaseUrl?: string; listener?: PgListener } = {},
   ) {
     const owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
