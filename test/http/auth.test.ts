@@ -355,6 +355,42 @@ describe('revocation racing a cold key load', () => {
   });
 });
 
+describe('the verified-key cache', () => {
+  test('past its bound it drops the key used least recently, not the one loaded first', async () => {
+    const [first, second, third] = [
+      remember(await svc.newPlatform()),
+      remember(await svc.newPlatform()),
+      remember(await svc.newPlatform()),
+    ];
+    // An instance of its own, whose cache holds two keys and hears of no revocation (no LISTEN): what it
+    // still accepts after the keys are revoked is what it kept.
+    const authenticator = createAuthenticator(svc.domainDeps({ db: svc.runtime.store.db, clock }), {
+      cacheMaxEntries: 2,
+    });
+    const whoami = (key: PlatformFixture['key']) => {
+      const headers = signedHeaders(key, 'GET', '/probe/whoami', undefined, nowS());
+      credentials.add(headers[AUTH_HEADERS.signed]!);
+      return authenticator.authenticate({
+        apiKey: headers[AUTH_HEADERS.apiKey],
+        signature: headers[AUTH_HEADERS.signed],
+        timestamp: headers[AUTH_HEADERS.timestamp],
+        passphrase: headers[AUTH_HEADERS.passphrase],
+        method: 'GET',
+        route: '/probe/whoami',
+        rawBody: undefined,
+      });
+    };
+    await whoami(first.key);
+    await whoami(second.key);
+    await whoami(first.key); // used again: the second is now the least recently used
+    await whoami(third.key); // one past the bound
+    for (const { key } of [first, second, third]) await svc.admin.delete(`/api_keys/${key.api_key}`);
+    assert.equal((await whoami(first.key)).platformCode, first.platform.platform_code);
+    assert.equal((await whoami(third.key)).platformCode, third.platform.platform_code);
+    await assert.rejects(whoami(second.key), /revoked/);
+  });
+});
+
 describe('the server key', () => {
   test('an instance whose SVC_SECRET_KEY does not open the stored secrets refuses to start, naming it', async () => {
     // Before: it started, answered /readyz 200, and every signed request got a 500 (review).

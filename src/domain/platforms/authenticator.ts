@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { signatureMatches, signingMessage } from '../../contract/request-signature.ts';
 import { verifyPassphrase } from '../../lib/passphrase-hash.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
@@ -43,8 +44,16 @@ const TIMESTAMP_TOLERANCE_S = 60;
 const CACHE_MAX_ENTRIES = 10_000;
 const CACHE_TTL_MS = 5 * 60_000;
 
-export function createAuthenticator(deps: DomainDeps) {
-  const cache = new Map<string, CachedKey>();
+export interface AuthenticatorOptions {
+  /** Keys kept verified in memory at most (10,000); past it, the one used least recently goes. */
+  cacheMaxEntries?: number;
+}
+
+export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOptions = {}) {
+  // Least recently used first out: kept in the order they were first loaded, a deployment with more keys in use
+  // than the bound dropped its busiest key as readily as an idle one, and paid its scrypt check again. The TTL is
+  // checked here (loadedAt) rather than by lru-cache, so that it follows the service's clock.
+  const cache = new LRUCache<string, CachedKey>({ max: options.cacheMaxEntries ?? CACHE_MAX_ENTRIES });
   const loading = new Map<string, Promise<CachedKey | null>>();
 
   /**
@@ -83,7 +92,6 @@ export function createAuthenticator(deps: DomainDeps) {
           loadedAt: deps.clock.now(),
         };
         if (started !== generation) return entry;
-        if (cache.size >= CACHE_MAX_ENTRIES) cache.delete(cache.keys().next().value!);
         cache.set(apiKey, entry);
         return entry;
       })().finally(() => {
