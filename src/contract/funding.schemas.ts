@@ -7,7 +7,7 @@ import {
   Envelope,
   EpochMsFilterParam,
   EpochMsParam,
-  PagedEnvelope,
+  PagedEnvelopeWithoutCount,
   PageParam,
 } from './responses.ts';
 
@@ -248,7 +248,7 @@ export const FundTransactionsQuery = Type.Object(
   { additionalProperties: false },
 );
 export type FundTransactionsQuery = Static<typeof FundTransactionsQuery>;
-export const FundTransactionsResponse = PagedEnvelope(FundEvent);
+export const FundTransactionsResponse = PagedEnvelopeWithoutCount(FundEvent);
 
 // ---- POST /admin/deposits (operator ingestion, where a chain indexer would call) ----
 

@@ -7,14 +7,19 @@ import { Type, type TSchema } from 'typebox';
  */
 export const Envelope = <T extends TSchema>(message: T) => Type.Object({ message });
 
+const pageOfItems = <T extends TSchema>(item: T) => ({
+  message: Type.Array(item),
+  page: Type.Integer({ minimum: 1 }),
+  page_size: Type.Integer({ minimum: 1 }),
+  total_pages: Type.Integer({ minimum: 0 }),
+});
+
+/** A page of a list whose vendor document gives `count`, how many items match in all (trades, participants). */
 export const PagedEnvelope = <T extends TSchema>(item: T) =>
-  Type.Object({
-    message: Type.Array(item),
-    page: Type.Integer({ minimum: 1 }),
-    page_size: Type.Integer({ minimum: 1 }),
-    total_pages: Type.Integer({ minimum: 0 }),
-    count: Type.Integer({ minimum: 0 }),
-  });
+  Type.Object({ ...pageOfItems(item), count: Type.Integer({ minimum: 0 }) });
+
+/** A page of a list whose vendor document has no `count` (GetFundTransactionsResponse): wire-contract §3. */
+export const PagedEnvelopeWithoutCount = <T extends TSchema>(item: T) => Type.Object(pageOfItems(item));
 
 /**
  * An account label where one is named for an account to hold or move balances (quotes, trades, funding,

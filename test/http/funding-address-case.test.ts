@@ -26,7 +26,6 @@ after(() => svc?.close());
 
 interface Page {
   message: FundEvent[];
-  count: number;
 }
 
 async function listByAddress(client: PlatformFixture['client'], address: string) {
@@ -69,7 +68,7 @@ test('an EVM deposit address in lower, upper or swapped case is the issued addre
   for (const spelling of [issued, lower, upper, swapped]) {
     const res = await listByAddress(owner.client, spelling);
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.equal(res.body.count, 2, spelling);
+    assert.equal(res.body.message.length, 2, spelling);
     assert.deepEqual(
       res.body.message.map((e) => e.deposit_address),
       [issued, issued],
@@ -103,7 +102,7 @@ test('a bech32 address in upper case is the issued address; a base58 address is 
   });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   assert.equal((res.body.message as FundEvent).deposit_address, btc);
-  assert.equal((await listByAddress(owner.client, btc.toUpperCase())).body.count, 1);
+  assert.equal((await listByAddress(owner.client, btc.toUpperCase())).body.message.length, 1);
 
   // Base58 letters of another case are another address: not one of ours.
   const otherSol = swapCase(sol);
@@ -114,7 +113,7 @@ test('a bech32 address in upper case is the issued address; a base58 address is 
     transaction_id: txId(),
   });
   assert.equal(unknown.status, 404, JSON.stringify(unknown.body));
-  assert.equal((await listByAddress(owner.client, otherSol)).body.count, 0);
+  assert.equal((await listByAddress(owner.client, otherSol)).body.message.length, 0);
 });
 
 test('a string that only looks almost like an EVM address is matched exactly (404, empty list), never a 500', async () => {
@@ -123,6 +122,6 @@ test('a string that only looks almost like an EVM address is matched exactly (40
     assert.equal(res.status, 404, `${address}: ${JSON.stringify(res.body)}`);
     const listed = await listByAddress(owner.client, address);
     assert.equal(listed.status, 200);
-    assert.equal(listed.body.count, 0);
+    assert.equal(listed.body.message.length, 0);
   }
 });

@@ -188,6 +188,17 @@ describe('operator advance', () => {
     assert.equal(await balanceOf(svc, buyer, 'BTC'), '1');
   });
 
+  test('a POST with no body at all advances as `{}` does (the body is optional), and an unknown trade is a 404', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '100000');
+    const tradeId = await buyTrade(buyer, '1');
+    const bare = await svc.operatorCall('POST', `/trades/${tradeId}/advance`);
+    assert.equal(bare.status, 200, bare.text);
+    assert.equal((bare.json as { message: AdminTrade }).message.trade_state, 'active');
+    const unknown = await svc.operatorCall('POST', '/trades/7f0c1d2e-3333-4333-8333-333333333333/advance');
+    assert.equal(unknown.status, 404, unknown.text);
+  });
+
   test('unknown trade → 404', async () => {
     assert.equal((await adminError(advance('7f0c1d2e-3333-4333-8333-333333333333'))).status, 404);
     assert.equal((await adminError(advance('nope'))).status, 404);

@@ -648,7 +648,9 @@ export function createFundingService(deps: DomainDeps) {
       const { rows, count } = await inOneSnapshot(db, (trx) =>
         repo.listFundEvents(trx, platformCode, filters, page),
       );
-      return { message: rows.map(fundEventView), ...pageFields(page, count) };
+      // The vendor's GetFundTransactionsResponse has no `count` (wire-contract §3).
+      const { count: _count, ...paging } = pageFields(page, count);
+      return { message: rows.map(fundEventView), ...paging };
     },
   };
 }

@@ -39,6 +39,11 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
         body: AdvanceTradeBody,
         response: { 200: AdminTradeResponse, ...adminErrorResponses },
       },
+      // The body is optional (`from` is): a bare POST, as curl sends it, advances as `{}` does, rather than being
+      // refused as "body: must be object".
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
     },
     async (request) => ({
       message: await trades.advance(request.params.trade_id, request.body?.from),
