@@ -87,7 +87,11 @@ export type CustomerAccountDetails = Static<typeof CustomerAccountDetails>;
  * participant: the holder and the tenants in effect get the details, a former tenant gets 403 (issue 5:
  * tenants act as the primary holder).
  */
-export const DetailsQuery = Type.Object({ participant_code: Type.Optional(ParticipantCodeRef) });
+export const DetailsQuery = Type.Object(
+  { participant_code: Type.Optional(ParticipantCodeRef) },
+  // A misspelt parameter is refused rather than ignored, as on every list (below).
+  { additionalProperties: false },
+);
 export type DetailsQuery = Static<typeof DetailsQuery>;
 
 /** PostCustomerAccountRequest ("Customer Account - All Fields"), plus our optional `region` of the zrn. */
@@ -106,18 +110,25 @@ export const CreateCustomerAccountRequest = Type.Object(
 );
 export type CreateCustomerAccountRequest = Static<typeof CreateCustomerAccountRequest>;
 
-/** GET /accounts query: the vendor's filters and page (query strings are coerced). */
-export const ListAccountsQuery = Type.Object({
-  page: Type.Optional(PageParam),
-  page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50 })),
-  account_group: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-  // A filter: a longer label than any account's only matches nothing.
-  account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-  /** The vendor: "mirrors a participant_code". With account_label, a tenant reads as the holder. */
-  account_owner: Type.Optional(ParticipantCodeRef),
-  asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-  account_type: Type.Optional(Type.Enum(BALANCE_ACCOUNT_TYPES)),
-});
+/**
+ * GET /accounts query: the vendor's filters and page (query strings are coerced). Any other parameter is refused
+ * (400 "<name>: is not allowed"), as on GET /trades: ignored, a misspelt filter (`acount_owner`) answered every
+ * balance of the platform (review).
+ */
+export const ListAccountsQuery = Type.Object(
+  {
+    page: Type.Optional(PageParam),
+    page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50 })),
+    account_group: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    // A filter: a longer label than any account's only matches nothing.
+    account_label: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    /** The vendor: "mirrors a participant_code". With account_label, a tenant reads as the holder. */
+    account_owner: Type.Optional(ParticipantCodeRef),
+    asset: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+    account_type: Type.Optional(Type.Enum(BALANCE_ACCOUNT_TYPES)),
+  },
+  { additionalProperties: false },
+);
 export type ListAccountsQuery = Static<typeof ListAccountsQuery>;
 
 /** AccountsResponseEntity: one balance of the ledger. */

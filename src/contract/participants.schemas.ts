@@ -753,19 +753,32 @@ export const ParticipantEntity = Type.Object({
 });
 export type ParticipantEntity = Static<typeof ParticipantEntity>;
 
-export const ListParticipantsQuery = Type.Object({
-  participant_code: Type.Optional(GeneratedCode),
-  email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
-  status: Type.Optional(Choice(PARTICIPANT_STATUS_FILTERS)),
-  minors: Type.Optional(Choice(['true', 'false'] as const, '"true": only participants under 18')),
-  entity_type: Type.Optional(
-    Choice(
-      ['corporation', 'llc', 'partnership', 'sole_proprietorship', 'individual'] as const,
-      'customers are individuals',
+/**
+ * GET /participants query: the vendor's parameters; any other is refused (400 "<name>: is not allowed"), as on
+ * GET /trades, rather than ignored (a misspelt filter answered every participant: review).
+ */
+export const ListParticipantsQuery = Type.Object(
+  {
+    participant_code: Type.Optional(GeneratedCode),
+    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
+    status: Type.Optional(Choice(PARTICIPANT_STATUS_FILTERS)),
+    minors: Type.Optional(Choice(['true', 'false'] as const, '"true": only participants under 18')),
+    entity_type: Type.Optional(
+      Choice(
+        ['corporation', 'llc', 'partnership', 'sole_proprietorship', 'individual'] as const,
+        'customers are individuals',
+      ),
     ),
-  ),
-  ...PageQuery,
-});
+    /**
+     * The vendor's, undefined beyond "filters for a specific relationship_type". Every participant a platform lists
+     * here is its own customer (onboarded by it or for it), so it is accepted, for the vendor's clients, and narrows
+     * nothing.
+     */
+    relationship_type: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    ...PageQuery,
+  },
+  { additionalProperties: false },
+);
 export type ListParticipantsQuery = Static<typeof ListParticipantsQuery>;
 
 /** GetParticipantsResponse: ParticipantEntity items with page, page_size, total_pages and count. */

@@ -143,6 +143,8 @@ describe('GET /accounts', () => {
       [{ page_size: 101 }, 'page_size'],
       [{ account_type: 'checking' }, 'account_type'],
       [{ account_owner: 'TOOLONG1' }, 'account_owner'],
+      // A misspelt filter is refused, not ignored (which listed every balance).
+      [{ acount_owner: 'ABC123' }, 'acount_owner'],
     ] as const) {
       const res = await a.client.send('GET', '/accounts', { query });
       assert.equal(res.status, 400, JSON.stringify(query));
@@ -326,6 +328,9 @@ describe('GET /accounts/{zrn}/details', () => {
     ]) {
       const res = await a.client.send<{ message: CustomerAccountDetails }>('GET', path);
       assert.equal(res.status, 200, path);
+      const misspelt = await a.client.send('GET', path, { query: { participant_cod: holder } });
+      assert.equal(misspelt.status, 400, path);
+      assert.deepEqual(misspelt.body, { errors: ['participant_cod: is not allowed'] });
       assertVendorSchema(res.body, 'CustomerAccountResponse');
       assert.equal(res.body.message.zrn, account.zrn);
       assert.deepEqual(res.body.message.tenants, []);

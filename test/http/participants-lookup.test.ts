@@ -200,6 +200,16 @@ describe('GET /participants', () => {
     assert.deepEqual(past.body.message, []);
   });
 
+  test("a parameter the vendor does not have → 400 naming it; relationship_type is the vendor's and narrows nothing", async () => {
+    const misspelt = await list(platform, { emial: 'x@example.com' });
+    assert.equal(misspelt.status, 400);
+    assert.deepEqual(misspelt.body.errors, ['emial: is not allowed']);
+    const all = await list(platform, {});
+    const withRelationship = await list(platform, { relationship_type: 'customer' });
+    assert.equal(withRelationship.status, 200);
+    assert.deepEqual(withRelationship.body, all.body);
+  });
+
   test('bad query values → 400 naming them', async () => {
     const res = await list(platform, {
       participant_code: 'abc',
