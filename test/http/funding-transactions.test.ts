@@ -205,6 +205,9 @@ test('every bad query parameter gets a 400 naming it; page_size over 50 → 400'
     [{ page: 'x' }, 'page'],
     [{ fund_id: 'not-a-uuid' }, 'fund_id'],
     [{ deposit_intent_id: 'nope' }, 'deposit_intent_id'],
+    // A UUID as a URN: ajv-formats' uuid takes it, PostgreSQL's uuid type does not (it came back naming no field).
+    [{ fund_id: 'urn:uuid:3fc51610-3dd9-409f-b531-38f78de8ca8a' }, 'fund_id'],
+    [{ deposit_intent_id: 'urn:uuid:3fc51610-3dd9-409f-b531-38f78de8ca8a' }, 'deposit_intent_id'],
     [{ success: 'maybe' }, 'success'],
     [{ deposit_timestamp_gte: 'yesterday' }, 'deposit_timestamp_gte'],
     [{ deposit_timestamp_lt: '-5' }, 'deposit_timestamp_lt'],

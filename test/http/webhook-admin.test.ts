@@ -350,6 +350,13 @@ describe('redelivery', () => {
       404,
     );
     assert.equal((await send('POST', '/notifications/not-a-uuid/redeliver')).status, 400);
+    // A UUID as a URN is refused naming the id too (PostgreSQL's uuid type does not read it).
+    const urn = 'urn:uuid:3fc51610-3dd9-409f-b531-38f78de8ca8a';
+    for (const path of [`/notifications/${urn}/redeliver`, `/notifications/${urn}`]) {
+      const res = await send(path.endsWith('redeliver') ? 'POST' : 'GET', path);
+      assert.equal(res.status, 400, path);
+      assert.deepEqual(res.body, { errors: ['id: must match format "uuid"'] }, path);
+    }
   });
 
   test('POST /admin/platforms/{code}/redeliver {since} redelivers every wanted notification since then', async () => {
