@@ -34,6 +34,8 @@ import {
 export interface ApiCommand {
   usage: string;
   summary: string;
+  /** Calls only routes that take no credentials (wire-contract §1: GET /time, the JWKS): none are asked for. */
+  unauthenticated?: true;
   run(client: SvcPlatform, positionals: string[], options: Options): Promise<unknown>;
 }
 
@@ -49,7 +51,23 @@ export interface ApiConnection {
   timeoutMs?: number;
 }
 
-export function apiClient(connection: ApiConnection, extra: Partial<ClientOptions> = {}): SvcPlatform {
+export function apiClient(
+  connection: ApiConnection,
+  extra: Partial<ClientOptions> = {},
+  credentials: 'required' | 'unused' = 'required',
+): SvcPlatform {
+  if (credentials === 'unused') {
+    // The SDK's client always holds credentials; the calls of such a command never send them (authenticate: false).
+    return createClient({
+      baseUrl: connection.baseUrl,
+      apiKey: connection.apiKey ?? '',
+      apiSecret: connection.apiSecret ?? '',
+      passphrase: connection.passphrase ?? '',
+      ...(connection.retry === false ? { retry: false } : {}),
+      timeoutMs: connection.timeoutMs,
+      ...extra,
+    });
+  }
   const missing = (
     [
       ['apiKey', '--api-key or SVC_API_KEY'],
@@ -134,11 +152,13 @@ export const API_COMMANDS: Record<string, ApiCommand> = {
   time: {
     usage: 'svc api time',
     summary: "the server's clock (GET /time); signed requests must be within 60 s of it",
+    unauthenticated: true,
     run: (c) => c.time(),
   },
   jwks: {
     usage: 'svc api jwks',
     summary: 'the public keys that verify SDK tokens (GET /.well-known/jwks.json)',
+    unauthenticated: true,
     run: (c) => c.funding.signingKeys(),
   },
   accounts: {

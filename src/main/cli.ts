@@ -461,14 +461,18 @@ export async function main(argv: string[]): Promise<number> {
     refuseExtraArguments(rest, command.usage, name);
     const connection = new Connection(configOnDemand(), values);
     // Credentials come from the command line or the environment, read here only (src/cli reads no env).
-    const client = apiClient({
-      baseUrl: connection.publicUrl,
-      apiKey: values['api-key'] ?? process.env.SVC_API_KEY,
-      apiSecret: values['api-secret'] ?? process.env.SVC_API_SECRET,
-      passphrase: values.passphrase ?? process.env.SVC_PASSPHRASE,
-      retry: values['no-retry'] !== true,
-      timeoutMs: connection.timeoutMs,
-    });
+    const client = apiClient(
+      {
+        baseUrl: connection.publicUrl,
+        apiKey: values['api-key'] ?? process.env.SVC_API_KEY,
+        apiSecret: values['api-secret'] ?? process.env.SVC_API_SECRET,
+        passphrase: values.passphrase ?? process.env.SVC_PASSPHRASE,
+        retry: values['no-retry'] !== true,
+        timeoutMs: connection.timeoutMs,
+      },
+      {},
+      command.unauthenticated ? 'unused' : 'required',
+    );
     print(await command.run(client, rest, values));
     return EXIT.ok;
   }

@@ -57,14 +57,21 @@ async function api<T = Record<string, unknown>>(...args: string[]): Promise<T> {
 }
 
 describe('platform calls', () => {
-  test('time and jwks', async () => {
-    const [time, jwks] = await Promise.all([
-      api<{ epoch: number; epoch_units: string }>('time'),
-      api<{ keys: unknown[] }>('jwks'),
-    ]);
-    assert.equal(time.epoch_units, 'milliseconds');
-    assert.ok(Math.abs(time.epoch - Date.now()) < 60_000);
-    assert.ok(jwks.keys.length >= 1);
+  test('time and jwks, with or without platform credentials (neither route takes any: wire-contract §1)', async () => {
+    const noCredentials = { SVC_DATA_DIR: tmp, SVC_LOG_LEVEL: 'warn', SVC_URL: svc.url };
+    for (const environment of [env, noCredentials]) {
+      const [timeRun, jwksRun] = await Promise.all([
+        runCli(['api', 'time', '--json'], environment),
+        runCli(['api', 'jwks', '--json'], environment),
+      ]);
+      assert.equal(timeRun.code, 0, timeRun.stderr);
+      assert.equal(jwksRun.code, 0, jwksRun.stderr);
+      const time = JSON.parse(timeRun.stdout) as { epoch: number; epoch_units: string };
+      const jwks = JSON.parse(jwksRun.stdout) as { keys: unknown[] };
+      assert.equal(time.epoch_units, 'milliseconds');
+      assert.ok(Math.abs(time.epoch - Date.now()) < 60_000);
+      assert.ok(jwks.keys.length >= 1);
+    }
   });
 
   test('quote, execute, trades, trade; executing again finds the same trade (spec 7.2)', async () => {
@@ -277,7 +284,7 @@ describe('errors and exit codes', () => {
       runCli(['api', 'quote', '--side', 'buy', '--underlying', 'BTC', '--quoted-currency', 'USD'], env),
       runCli(['api', 'customers', 'create', '--file', path.join(tmp, 'missing.json')], env),
       runCli(['api', 'trades', '--page', 'two'], env),
-      runCli(['api', 'time'], noCredentials),
+      runCli(['api', 'accounts'], noCredentials),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
