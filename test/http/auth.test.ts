@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { ConfigError } from '../../src/config.ts';
 import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
-import { createAuthenticator } from '../../src/domain/platforms/authenticator.ts';
+import { createAuthenticator, type Authenticator } from '../../src/domain/platforms/authenticator.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
@@ -319,6 +319,21 @@ describe('revocation on every instance', () => {
   });
 });
 
+/** A signed GET /probe/whoami of `key`, authenticated by `authenticator` directly (an instance of the test's own). */
+function whoamiThrough(authenticator: Authenticator, key: PlatformFixture['key']) {
+  const headers = signedHeaders(key, 'GET', '/probe/whoami', undefined, nowS());
+  credentials.add(headers[AUTH_HEADERS.signed]!);
+  return authenticator.authenticate({
+    apiKey: headers[AUTH_HEADERS.apiKey],
+    signature: headers[AUTH_HEADERS.signed],
+    timestamp: headers[AUTH_HEADERS.timestamp],
+    passphrase: headers[AUTH_HEADERS.passphrase],
+    method: 'GET',
+    route: '/probe/whoami',
+    rawBody: undefined,
+  });
+}
+
 describe('revocation racing a cold key load', () => {
   test('a revocation heard while the key is being read is not undone by that read', async () => {
     const d = remember(await svc.newPlatform());
@@ -326,19 +341,7 @@ describe('revocation racing a cold key load', () => {
     const reads = holdingQueries(svc.runtime.store.db, () => true);
     const deps = svc.domainDeps({ db: reads.db, clock });
     const authenticator = createAuthenticator(deps);
-    const request = () => {
-      const headers = signedHeaders(d.key, 'GET', '/probe/whoami', undefined, nowS());
-      credentials.add(headers[AUTH_HEADERS.signed]!);
-      return authenticator.authenticate({
-        apiKey: headers[AUTH_HEADERS.apiKey],
-        signature: headers[AUTH_HEADERS.signed],
-        timestamp: headers[AUTH_HEADERS.timestamp],
-        passphrase: headers[AUTH_HEADERS.passphrase],
-        method: 'GET',
-        route: '/probe/whoami',
-        rawBody: undefined,
-      });
-    };
+    const request = () => whoamiThrough(authenticator, d.key);
 
     const inFlight = request();
     await reads.reached;
@@ -367,19 +370,7 @@ describe('the verified-key cache', () => {
     const authenticator = createAuthenticator(svc.domainDeps({ db: svc.runtime.store.db, clock }), {
       cacheMaxEntries: 2,
     });
-    const whoami = (key: PlatformFixture['key']) => {
-      const headers = signedHeaders(key, 'GET', '/probe/whoami', undefined, nowS());
-      credentials.add(headers[AUTH_HEADERS.signed]!);
-      return authenticator.authenticate({
-        apiKey: headers[AUTH_HEADERS.apiKey],
-        signature: headers[AUTH_HEADERS.signed],
-        timestamp: headers[AUTH_HEADERS.timestamp],
-        passphrase: headers[AUTH_HEADERS.passphrase],
-        method: 'GET',
-        route: '/probe/whoami',
-        rawBody: undefined,
-      });
-    };
+    const whoami = (key: PlatformFixture['key']) => whoamiThrough(authenticator, key);
     await whoami(first.key);
     await whoami(second.key);
     await whoami(first.key); // used again: the second is now the least recently used
