@@ -203,8 +203,13 @@ function mergeRetry(
   call: RetryOptions | false | undefined,
 ): RetryOptions | false | undefined {
   if (call === false || call === undefined) return call ?? client;
-  if (client === false) return { maxRetries: 0, ...call };
-  return { ...client, ...call };
+  // A field the call leaves undefined keeps the client's: spread as it is, `{ maxRetries: undefined }` put the
+  // default (3) in place of the client's 0, and an undefined sleep or clock dropped the client's (review).
+  const given = Object.fromEntries(
+    Object.entries(call).filter(([, value]) => value !== undefined),
+  ) as RetryOptions;
+  if (client === false) return { maxRetries: 0, ...given };
+  return { ...client, ...given };
 }
 
 /** undici hides the useful part (ECONNREFUSED, ENOTFOUND, a timeout) in `cause`. */

@@ -199,6 +199,19 @@ describe('spec 7.1.1: a GET is resent on a network error, 502, 503 and 504', () 
     assert.deepEqual(slept, [300], "the client's sleep (a real one would have waited, unseen)");
   });
 
+  test("a call's retry option given as undefined keeps the client's (maxRetries, sleep)", async () => {
+    const { client, sends, slept } = rehearse(
+      { 'GET /trades': ['error_503', 'error_503'] },
+      { maxRetries: 1 },
+    );
+    await assert.rejects(
+      client.trades.list({}, { retry: { maxRetries: undefined, sleep: undefined } }),
+      (error: unknown) => error instanceof SvcServerError && error.status === 503,
+    );
+    assert.deepEqual(sends, ['GET /trades [error_503] → 503', 'GET /trades [error_503] → 503']);
+    assert.deepEqual(slept, [300], "the client's one retry, with its sleep");
+  });
+
   test('GET whose answer is lost on the wire: resent', async () => {
     const { client, sends } = rehearse({}, {}, proxy.url);
     const lostBefore = proxy.lost();
