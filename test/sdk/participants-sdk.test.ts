@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import {
+  createClient,
   DATA_USED_WITH_DIFFERENT_REQUEST_ID,
   EMAIL_ALREADY_EXISTS,
   ParticipantsResource,
@@ -70,6 +71,43 @@ test('createCustomer: spec 7.3 refusals resolve `exists` with the participant; f
     (error: unknown) =>
       error instanceof SvcInvalidRequestError && error.errors.some((e) => e.startsWith('email: ')),
   );
+});
+
+test('createCustomer without a requestId: a first attempt done only after the look-up checked is `created`, not `exists`', async () => {
+  // The race of a timeout: the first POST reaches the server late, after the SDK's look-up found nothing, and
+  // the SDK resends. The resend carries the first's X-REQUEST-ID (the SDK's own when the caller gave none), so
+  // the server answers it as a replay; without one it was a spec 7.3 refusal and the SDK said `exists`.
+  const body = usCustomer() as PostCustomerBody;
+  let heldFirst: (() => Promise<unknown>) | null = null;
+  const requestIds: Array<string | null> = [];
+  const client = createClient({
+    baseUrl: svc.url,
+    apiKey: a.key.api_key,
+    apiSecret: a.key.api_secret,
+    passphrase: a.key.passphrase,
+    retry: { sleep: async () => {} },
+    fetch: async (input, init) => {
+      if (init?.method === 'POST') {
+        requestIds.push(new Headers(init.headers).get('x-request-id'));
+        if (requestIds.length === 1) {
+          // Sent, but it arrives only later; the SDK sees no answer.
+          heldFirst = () => fetch(input, init).then((res) => res.text());
+          throw new TypeError('fetch failed');
+        }
+        await heldFirst!(); // the first lands (and commits) before the resend
+      }
+      return fetch(input, init);
+    },
+  });
+  const result = await client.participants.createCustomer(body);
+  assert.equal(result.outcome, 'created', JSON.stringify(result));
+  assert.equal(requestIds.length, 2);
+  assert.ok(requestIds[0], 'an X-REQUEST-ID is sent');
+  assert.equal(requestIds[1], requestIds[0], 'the resend is the same request');
+  // Two calls are two requests: the same payload again (another id) is refused as spec 7.3 says.
+  const again = await client.participants.createCustomer(body);
+  assert.equal(again.outcome, 'exists');
+  assert.equal(again.participant_code, result.participant_code);
 });
 
 test('getByEmail and list find the customer; unknown → SvcNotFoundError; another platform’s → SvcPermissionError', async () => {

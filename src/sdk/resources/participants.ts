@@ -58,6 +58,26 @@ type Answer =
  * const result = await client.participants.createCustomer(profile, { requestId: crypto.randomUUID() });
  * console.log(result.outcome, result.participant_code); // e.g. 'created' 'K3M9QZ'
  */
+/**
+ * The call's headers with one X-REQUEST-ID: `requestId` if given (replacing one among the headers in any letter
+ * case, which fetch would otherwise join to it as "a, b"), else one the caller put among the headers, else a new one.
+ */
+function withRequestId(
+  headers: Record<string, string> | undefined,
+  requestId: string | undefined,
+): Record<string, string> {
+  const others = Object.entries(headers ?? {}).filter(
+    ([name]) => name.toLowerCase() !== REQUEST_ID_HEADER.toLowerCase(),
+  );
+  const given = Object.entries(headers ?? {}).find(
+    ([name]) => name.toLowerCase() === REQUEST_ID_HEADER.toLowerCase(),
+  )?.[1];
+  return {
+    ...Object.fromEntries(others),
+    [REQUEST_ID_HEADER]: requestId ?? given ?? globalThis.crypto.randomUUID(),
+  };
+}
+
 export class ParticipantsResource {
   constructor(private readonly client: SvcClient) {}
 
@@ -93,8 +113,12 @@ export class ParticipantsResource {
     options: CallOptions & { requestId?: string } = {},
   ): Promise<CustomerCreation> {
     const { requestId, ...call } = options;
-    const headers =
-      requestId === undefined ? call.headers : { ...call.headers, [REQUEST_ID_HEADER]: requestId };
+    // Every call carries an X-REQUEST-ID, the caller's or one of its own, so that the SDK's own resend is the
+    // same request again (spec 7.3: the original answer). Without one, a first attempt that went unanswered and
+    // was done only after the look-up had checked made the resend "the same payload and no X-REQUEST-ID": refused,
+    // and reported `exists` for the customer this very call created (review). Two calls still differ, as two
+    // calls without an id do.
+    const headers = withRequestId(call.headers, requestId);
     const email = (body as { email?: unknown }).email;
     // No email, no look-up: the sender then returns the indeterminate answer instead of resending blindly.
     const lookUp =
