@@ -70,6 +70,10 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
   const options = resolveRetryOptions(plan.retry === false ? { maxRetries: 0 } : plan.retry);
   const retryClass = plan.retryClass ?? retryClassFor(plan.method, plan.path);
   const started = options.now();
+  /** An earlier attempt of this call was indeterminate (502, 504, no answer) and its check found nothing. */
+  let earlierIndeterminate = false;
+  /** Of those, one got no answer at all: the server may have done its work after the check looked. */
+  let earlierUnanswered = false;
   for (let attempt = 1; ; attempt++) {
     let response: RawResponse | undefined;
     let networkError: SvcConnectionError | undefined;
@@ -89,7 +93,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
      * server's work: after a timeout or a lost answer the check may run before the request is done, so an
      * empty check proves nothing then and the outcome stays unknown.
      */
-    const finish = (checked = false): T => {
+    const finish = (checked = false, mayHaveActed = false): T => {
       if (response && response.status >= 200 && response.status < 300) {
         if (answersJson(response)) return response.body as T;
         // Not this API's answer (every one but a 204 is a JSON object): a proxy's or a captive portal's page.
@@ -105,7 +109,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       }
       const error = failure();
       const indeterminate = !response || response.status === 502 || response.status === 504;
-      if (indeterminate && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;
+      if ((indeterminate || mayHaveActed) && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;
       throw error;
     };
     if (plan.retry === false && response) return finish();
@@ -114,8 +118,15 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       options,
     );
     switch (action.kind) {
-      case 'return':
-        return finish();
+      case 'return': {
+        // A resend refused (a tenant already added, already removed) after an indeterminate attempt: that attempt
+        // may be what made the state so, and the check, looking again now that the server has answered, can tell.
+        if (earlierIndeterminate && response && response.status >= 400 && plan.hooks?.idempotenceCheck) {
+          const done = await runCheck(plan.hooks.idempotenceCheck, failure);
+          if (done !== undefined) return done;
+        }
+        return finish(false, earlierUnanswered);
+      }
       case 'retry':
       case 'wait-rate-limit':
         await options.sleep(action.delayMs);
@@ -128,6 +139,8 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         if (done !== undefined) return done;
         if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck)
           return finish(plan.hooks?.idempotenceCheck !== undefined && response !== undefined);
+        earlierIndeterminate = true;
+        earlierUnanswered ||= response === undefined;
         await options.sleep(action.delayMs);
         continue;
       }

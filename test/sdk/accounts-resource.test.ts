@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { createClient } from '../../src/sdk/index.ts';
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
 import { SvcConflictError, SvcServerError } from '../../src/sdk/errors.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
@@ -60,6 +61,47 @@ test('removeTenant: a 504 after the work was done is recognised by the idempoten
     (await sdk.details(zrn)).pending_tenant_changes.map((c) => [c.participant_code, c.change]),
     [[tenant, 'remove']],
   );
+});
+
+test('a tenant change whose first attempt lands after the check looked: the refused resend is checked again, accepted', async () => {
+  // The race of a timeout: the first request reaches the server only after the SDK's check found nothing, and the
+  // resend is refused as a repeat (409: already a tenant, or its removal pending). The first attempt did the work.
+  const { platform, key } = await svc.newPlatform();
+  const holder = (await svc.newParticipant(platform.platform_code)).participant_code;
+  const tenant = (await svc.newParticipant(platform.platform_code)).participant_code;
+  const { zrn } = await svc.newCustomerAccount(platform.platform_code, holder);
+  let held: (() => Promise<unknown>) | null = null;
+  const writes: string[] = [];
+  const client = createClient({
+    baseUrl: svc.url,
+    apiKey: key.api_key,
+    apiSecret: key.api_secret,
+    passphrase: key.passphrase,
+    retry: noWait,
+    fetch: async (input, init) => {
+      if (init?.method === 'POST' || init?.method === 'DELETE') {
+        if (held === null) {
+          writes.push(`${init.method} → no answer`);
+          held = () => fetch(input, init).then((res) => res.text());
+          throw new TypeError('fetch failed');
+        }
+        await held(); // the first attempt lands now, before the resend
+        held = null;
+        const res = await fetch(input, init);
+        writes.push(`${init.method} → ${res.status}`);
+        return res;
+      }
+      return fetch(input, init);
+    },
+  });
+  assert.deepEqual(await client.accounts.addTenant(zrn, tenant), {});
+  await svc.runtime.services.tenants.applyPending(platform.platform_code, zrn);
+  assert.deepEqual((await client.accounts.details(zrn)).tenants, [tenant]);
+  assert.deepEqual(await client.accounts.removeTenant(zrn, tenant), {});
+  // Each resend refused as a repeat of the change the first attempt made (a removal pending is one too).
+  assert.deepEqual(writes, ['POST → no answer', 'POST → 409', 'DELETE → no answer', 'DELETE → 409']);
+  await svc.runtime.services.tenants.applyPending(platform.platform_code, zrn);
+  assert.deepEqual((await client.accounts.details(zrn)).tenants, []);
 });
 
 test('create: the same request sent again after an indeterminate answer gets 409 naming the pair and the zrn', async () => {

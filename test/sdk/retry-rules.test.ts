@@ -5,6 +5,7 @@ import {
   createClient,
   DATA_USED_WITH_DIFFERENT_REQUEST_ID,
   EMAIL_ALREADY_EXISTS,
+  SvcConflictError,
   SvcInvalidRequestError,
   SvcNotFoundError,
   SvcServerError,
@@ -297,6 +298,7 @@ describe('spec 7.1.2: a POST answered 503 is resent without a check', () => {
     const { client, sends } = rehearse({ 'POST /accounts/{zrn}/tenants': ['error_503'] });
     assert.deepEqual(await client.accounts.addTenant(zrn, tenant), {});
     assert.deepEqual(sends, [
+      'GET /accounts/{zrn}/details → 200',
       'POST /accounts/{zrn}/tenants [error_503] → 503',
       'POST /accounts/{zrn}/tenants → 202',
     ]);
@@ -437,6 +439,7 @@ describe('spec 7.1.2, 7.2: a POST answered 502/504 runs the idempotence check, a
       const { client, sends } = rehearse({ 'POST /accounts/{zrn}/tenants': [scenario] });
       assert.deepEqual(await client.accounts.addTenant(zrn, tenant), {});
       assert.deepEqual(sends, [
+        'GET /accounts/{zrn}/details → 200', // what the check compares with
         `POST /accounts/{zrn}/tenants [${scenario}] → ${scenario.slice(6, 9)}`,
         'GET /accounts/{zrn}/details → 200',
         ...(done ? [] : ['POST /accounts/{zrn}/tenants → 202']),
@@ -449,12 +452,45 @@ describe('spec 7.1.2, 7.2: a POST answered 502/504 runs the idempotence check, a
       await client.accounts.addTenant(zrn, tenant);
       await svc.runtime.services.tenants.applyPending(platformCode, zrn);
       assert.deepEqual(await client.accounts.removeTenant(zrn, tenant), {});
-      assert.deepEqual(sends.slice(1), [
+      assert.deepEqual(sends.slice(2), [
+        'GET /accounts/{zrn}/details → 200',
         `DELETE /accounts/{zrn}/tenants/{tenant} [${scenario}] → ${scenario.slice(6, 9)}`,
         'GET /accounts/{zrn}/details → 200',
         ...(done ? [] : ['DELETE /accounts/{zrn}/tenants/{tenant} → 202']),
       ]);
       assert.deepEqual(await tenantChanges(zrn, tenant), ['add', 'remove']);
+    });
+  }
+
+  for (const scenario of ['error_502', 'error_504']) {
+    test(`tenant changes the server would refuse, answered ${scenario} first: resent and refused, not reported accepted`, async () => {
+      const { zrn, tenant } = await accountAndTenant();
+      const stranger = (await svc.newParticipant(platformCode)).participant_code;
+      const { client, sends } = rehearse({
+        'POST /accounts/{zrn}/tenants': ['', scenario],
+        'DELETE /accounts/{zrn}/tenants/{tenant}': [scenario],
+      });
+      assert.deepEqual(await client.accounts.addTenant(zrn, tenant), {});
+      await svc.runtime.services.tenants.applyPending(platformCode, zrn);
+      // Added already: the check does not take the tenant for this call's work; the resend gets the 409.
+      await assert.rejects(client.accounts.addTenant(zrn, tenant), (e: unknown) => {
+        return e instanceof SvcConflictError && e.outcomeUnknown !== true;
+      });
+      // Never a tenant: "not among the tenants" is not a removal; the resend gets the 404.
+      await assert.rejects(client.accounts.removeTenant(zrn, stranger), (e: unknown) => {
+        return e instanceof SvcNotFoundError && e.outcomeUnknown !== true;
+      });
+      // The details read before each call said the change would be refused: nothing to check, one resend.
+      assert.deepEqual(sends.slice(2), [
+        'GET /accounts/{zrn}/details → 200',
+        `POST /accounts/{zrn}/tenants [${scenario}] → ${scenario.slice(6, 9)}`,
+        'POST /accounts/{zrn}/tenants → 409',
+        'GET /accounts/{zrn}/details → 200',
+        `DELETE /accounts/{zrn}/tenants/{tenant} [${scenario}] → ${scenario.slice(6, 9)}`,
+        'DELETE /accounts/{zrn}/tenants/{tenant} → 404',
+      ]);
+      assert.deepEqual(await tenantChanges(zrn, tenant), ['add']);
+      assert.deepEqual(await tenantChanges(zrn, stranger), []);
     });
   }
 

@@ -34,6 +34,16 @@ function accountPath(zrn: string, rest: string): string {
  * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.accounts is this resource
  * await client.accounts.addTenant('zrn:svc:us:account:customer:6a1c…', 'PAR002');
  */
+/** The account's tenants once its pending changes have taken effect, in the order they were accepted. */
+function tenantsOnceApplied(details: CustomerAccountDetails): Set<string> {
+  const tenants = new Set(details.tenants);
+  for (const { participant_code, change } of details.pending_tenant_changes) {
+    if (change === 'add') tenants.add(participant_code);
+    else tenants.delete(participant_code);
+  }
+  return tenants;
+}
+
 export class AccountsResource {
   constructor(private readonly client: SvcClient) {}
 
@@ -89,54 +99,60 @@ export class AccountsResource {
 
   /**
    * `POST /accounts/{zrn}/tenants`: asks to add a tenant; 202 `{}` means accepted, not in effect (spec 3.2).
-   * After a 502/504 the idempotence check (spec 7.1) reads the details: the tenant present or its add
-   * pending means the first attempt was accepted.
+   * The details are read first: after a 502/504 or no answer, the idempotence check (spec 7.1) reads them again,
+   * and the tenant now among the tenants or pending adds, when it was not before, means the call was accepted;
+   * so was a resend refused as "already a tenant" by then. A participant that was a tenant already gets the 409.
    *
    * @example
    * await client.accounts.addTenant(zrn, 'PAR002');
    */
   addTenant(zrn: string, participantCode: string, options: CallOptions = {}): Promise<AcceptedResponse> {
-    return this.client.request<AcceptedResponse>(
-      'POST',
-      accountPath(zrn, '/tenants'),
-      { ...options, body: { participant_code: participantCode } },
-      {
-        idempotenceCheck: async () => {
-          const details = await this.details(zrn, lookupOptions(options));
-          const accepted =
-            details.tenants.includes(participantCode) ||
-            details.pending_tenant_changes.some(
-              (c) => c.participant_code === participantCode && c.change === 'add',
-            );
-          return accepted ? {} : undefined;
-        },
-      },
+    return this.changeTenant(zrn, participantCode, 'add', options, (idempotenceCheck) =>
+      this.client.request<AcceptedResponse>(
+        'POST',
+        accountPath(zrn, '/tenants'),
+        { ...options, body: { participant_code: participantCode } },
+        { idempotenceCheck },
+      ),
     );
   }
 
   /**
-   * `DELETE /accounts/{zrn}/tenants/{tenant}`: asks to remove a tenant (exactly 6 characters); 202 `{}`.
-   * After a 502/504 the idempotence check reads the details: the removal pending, or the tenant gone with
-   * no add pending, means the first attempt was accepted.
+   * `DELETE /accounts/{zrn}/tenants/{tenant}`: asks to remove a tenant (exactly 6 characters); 202 `{}`. The
+   * details are read first: after a 502/504 or no answer, the tenant gone (or its removal pending) when it was
+   * a tenant before means the call was accepted; so was a resend refused as "not a tenant" by then. A
+   * participant that was no tenant gets the 404.
    *
    * @example
    * await client.accounts.removeTenant(zrn, 'PAR002');
    */
   removeTenant(zrn: string, tenant: string, options: CallOptions = {}): Promise<AcceptedResponse> {
-    return this.client.request<AcceptedResponse>(
-      'DELETE',
-      accountPath(zrn, `/tenants/${pathSegment(tenant, 'tenant')}`),
-      options,
-      {
-        idempotenceCheck: async () => {
-          const details = await this.details(zrn, lookupOptions(options));
-          const pending = details.pending_tenant_changes.filter((c) => c.participant_code === tenant);
-          const removed =
-            pending.some((c) => c.change === 'remove') ||
-            (!details.tenants.includes(tenant) && !pending.some((c) => c.change === 'add'));
-          return removed ? {} : undefined;
-        },
-      },
+    const path = accountPath(zrn, `/tenants/${pathSegment(tenant, 'tenant')}`);
+    return this.changeTenant(zrn, tenant, 'remove', options, (idempotenceCheck) =>
+      this.client.request<AcceptedResponse>('DELETE', path, options, { idempotenceCheck }),
     );
+  }
+
+  /**
+   * A tenant change with an idempotence check that tells "this call's change was accepted" from "it was so
+   * already": whether the participant is a tenant once the pending changes apply, read before the call and again
+   * at the check. Judged by the state after the call alone, a 502 before any work made a change the server would
+   * refuse (a participant that was never a tenant, removed) look accepted (review).
+   */
+  private async changeTenant(
+    zrn: string,
+    participantCode: string,
+    change: 'add' | 'remove',
+    options: CallOptions,
+    send: (idempotenceCheck: () => Promise<AcceptedResponse | undefined>) => Promise<AcceptedResponse>,
+  ): Promise<AcceptedResponse> {
+    const tenantOnceApplied = async () =>
+      tenantsOnceApplied(await this.details(zrn, lookupOptions(options))).has(participantCode);
+    const wanted = change === 'add';
+    if ((await tenantOnceApplied()) === wanted) {
+      // Already so: the server refuses the change (409 or 404), and no check can call it accepted.
+      return send(async () => undefined);
+    }
+    return send(async () => ((await tenantOnceApplied()) === wanted ? {} : undefined));
   }
 }
