@@ -10,8 +10,9 @@
 // half deleted (review: ERR_MODULE_NOT_FOUND). It is clean each time: tsc leaves the output of deleted sources
 // behind, and an incremental build did not re-create deleted outputs (review).
 //
-// --if-typescript (prepare): a production install without dev dependencies (`npm ci --omit=dev`) has no
-// TypeScript compiler; the install goes on without dist/ (the server then runs its source through tsx), and says so.
+// --if-typescript (prepare): an install with no TypeScript compiler goes on without dist/ (the server then runs its
+// source through tsx), and says so. (`npm ci --omit=dev` has one today, as a peer dependency of graphile-worker's
+// cosmiconfig, so it builds.)
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

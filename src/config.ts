@@ -1,4 +1,5 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { everyAddressIn, parseCidr } from './lib/cidr.ts';
 
@@ -188,10 +189,26 @@ function port(env: Env, name: string, fallback: number): number {
 function listen(env: Env, name: string): Listen | null {
   const raw = optional(env, name);
   if (raw === undefined) return null;
-  const match = /^\[([0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]:([^:]*)$/.exec(raw) ?? /^([^:[\]]+):([^:]*)$/.exec(raw);
+  const ipv6 = /^\[([0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]:([^:]*)$/.exec(raw);
+  const match = ipv6 ?? /^([^:[\]]+):([^:]*)$/.exec(raw);
   if (!match)
     throw new ConfigError(`${name}: "${raw}" is not host:port (an IPv6 address in brackets: [::1]:9000)`);
-  return { host: match[1]!, port: parsePort(name, match[2]!) };
+  return { host: ipv6 ? match[1]! : listenHost(name, match[1]!), port: parsePort(name, match[2]!) };
+}
+
+/** A host name (RFC 1123) or an IP address. */
+const HOST_NAME =
+  /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/**
+ * A host to listen on: an IP address, or a name to resolve. Refused here, a stray space or `999.1.1.1` (no IPv4
+ * address) failed only at the listen, after the migrations, as "cannot resolve" naming no setting (review).
+ */
+function listenHost(name: string, host: string): string {
+  if (isIP(host) !== 0) return host;
+  if (!HOST_NAME.test(host) || /^[0-9.]+$/.test(host))
+    throw new ConfigError(`${name}: "${host}" is neither an IP address nor a host name`);
+  return host;
 }
 
 /** A connection URL with one of `protocols`; its value is never quoted back (it may hold a password). */
@@ -304,7 +321,10 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     throw new ConfigError('SVC_SECRET_KEY: must be base64 of exactly 32 bytes');
   }
   const webhookTimeoutMs = int(env, 'SVC_WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000);
-  const publicListen = { host: str(env, 'SVC_HOST', '127.0.0.1'), port: port(env, 'SVC_PORT', 8080) };
+  const publicListen = {
+    host: listenHost('SVC_HOST', str(env, 'SVC_HOST', '127.0.0.1')),
+    port: port(env, 'SVC_PORT', 8080),
+  };
   const adminListen = listen(env, 'SVC_ADMIN_LISTEN');
   const opsListen = listen(env, 'SVC_OPS_LISTEN');
   const role = oneOf(env, 'SVC_ROLE', ROLES, 'all');

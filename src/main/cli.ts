@@ -174,6 +174,24 @@ function listenerSetting(config: Readonly<Config>, address?: string, port?: numb
   return (byPort ?? byHost ?? ['a listener'])[0];
 }
 
+/** The setting that names `hostname` (a listener's host, or the database's), for the message of a failed look-up. */
+function hostSetting(config: Readonly<Config>, hostname: string): string | null {
+  const listeners: Array<[string, Listen | null]> = [
+    ['SVC_OPS_LISTEN', config.opsListen],
+    ['SVC_ADMIN_LISTEN', config.adminListen],
+    ['SVC_HOST', config.listen],
+  ];
+  const listener = listeners.find(([, at]) => at?.host === hostname);
+  if (listener) return listener[0];
+  let databaseHost: string | null = null;
+  try {
+    databaseHost = config.databaseUrl ? new URL(config.databaseUrl).hostname : null;
+  } catch {
+    // validated at load; nothing to name otherwise
+  }
+  return databaseHost === hostname ? 'DATABASE_URL' : null;
+}
+
 const LISTEN_PROBLEMS: Record<string, string> = {
   EADDRINUSE: 'the address is already in use (another process, or another of these settings, listens there)',
   EADDRNOTAVAIL: 'no network interface of this machine has that address',
@@ -194,10 +212,15 @@ function startupProblem(error: unknown, config: Readonly<Config>): string {
     return `${listenerSetting(config, err.address, err.port)}: cannot listen on ${where}: ${problem}`;
   }
   if (err.syscall === 'getaddrinfo' && err.hostname) {
-    return `cannot resolve the host name "${err.hostname}" (${err.code})`;
+    const setting = hostSetting(config, err.hostname);
+    return `${setting ? `${setting}: ` : ''}cannot resolve the host name "${err.hostname}" (${err.code})`;
   }
   // The start connects to nothing else before it listens (Redis is optional: the limiter falls back).
-  const fromDatabase = err.syscall === 'connect' || 'severity' in (err as object);
+  // (pg's own timeouts too: a database that takes the connection and never answers.)
+  const fromDatabase =
+    err.syscall === 'connect' ||
+    'severity' in (err as object) ||
+    /^Connection terminated/.test(String((err as { message?: unknown }).message ?? ''));
   return `${config.databaseUrl && fromDatabase ? 'DATABASE_URL: ' : ''}${oneLine(error)}`;
 }
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo, type Server } from 'node:net';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -145,6 +145,12 @@ describe('start-up failures: one line naming the problem, no stack', () => {
         /^error: SVC_ADMIN_LISTEN: 127\.0\.0\.1:18480 is the public listener's address/,
       ],
       [{ SVC_ADMIN_LISTEN: '::1:18483' }, /^error: SVC_ADMIN_LISTEN: "::1:18483" is not host:port/],
+      // A host that cannot be one: refused here, not at the listen after the migrations.
+      [
+        { SVC_HOST: '999.1.1.1' },
+        /^error: SVC_HOST: "999\.1\.1\.1" is neither an IP address nor a host name/,
+      ],
+      [{ SVC_OPS_LISTEN: ' 127.0.0.1:18484' }, /^error: SVC_OPS_LISTEN: " 127\.0\.0\.1" is neither/],
     ];
     const results = await Promise.all(cases.map(([vars]) => runCli(['serve'], env(vars))));
     results.forEach((result, i) => {
@@ -154,6 +160,50 @@ describe('start-up failures: one line naming the problem, no stack', () => {
       assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
       assert.doesNotMatch(result.stderr, STACK_FRAME);
     });
+  });
+
+  test("a host name that does not resolve is named with its setting (the database's or a listener's)", async () => {
+    const url = new URL(database.url);
+    url.hostname = 'db.invalid';
+    const [db, listener] = await Promise.all([
+      runCli(['serve'], env({ DATABASE_URL: url.href })),
+      runCli(['serve', '--role', 'api'], env({ SVC_ADMIN_LISTEN: 'admin.invalid:18485' })),
+    ]);
+    // ENOTFOUND, or EAI_AGAIN on a machine with no DNS server to ask.
+    for (const [result, line] of [
+      [
+        db,
+        /^error: svc serve failed: DATABASE_URL: cannot resolve the host name "db\.invalid" \(E[A-Z_]+\)$/,
+      ],
+      [
+        listener,
+        /^error: svc serve failed: SVC_ADMIN_LISTEN: cannot resolve the host name "admin\.invalid" \(E[A-Z_]+\)$/,
+      ],
+    ] as const) {
+      assert.equal(result.code, 1, result.stderr);
+      const lines = result.stderr.split('\n').filter((l) => l.startsWith('error'));
+      assert.equal(lines.length, 1, result.stderr);
+      assert.match(lines[0]!, line);
+      assert.doesNotMatch(result.stderr, STACK_FRAME);
+    }
+  });
+
+  test('a database that takes the connection and never answers is named too', async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => void sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = new URL(database.url);
+      url.port = String((silent.address() as AddressInfo).port);
+      const result = await runCli(['serve'], env({ DATABASE_URL: url.href }));
+      assert.equal(result.code, 1, result.stderr);
+      const lines = result.stderr.split('\n').filter((l) => l.startsWith('error'));
+      assert.equal(lines.length, 1, result.stderr);
+      assert.match(lines[0]!, /^error: svc serve failed: DATABASE_URL: Connection terminated/);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 
   test('--role names the option, not SVC_ROLE', async () => {

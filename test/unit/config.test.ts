@@ -77,6 +77,17 @@ describe('ports and listeners', () => {
     refused({ SVC_ADMIN_LISTEN: '[::1]:' }, /^SVC_ADMIN_LISTEN: /);
   });
 
+  test('a host is an IP address or a host name, else refused naming the setting', () => {
+    for (const host of ['127.0.0.1', '0.0.0.0', '::', '::1', 'localhost', 'api-1.internal']) {
+      assert.equal(loadConfig({ SVC_HOST: host }).listen.host, host);
+    }
+    assert.equal(loadConfig({ SVC_OPS_LISTEN: 'metrics.internal:9090' }).opsListen?.host, 'metrics.internal');
+    refused({ SVC_HOST: '999.1.1.1' }, /^SVC_HOST: "999\.1\.1\.1" is neither an IP address nor a host name/);
+    refused({ SVC_HOST: 'my host' }, /^SVC_HOST: /);
+    refused({ SVC_ADMIN_LISTEN: ' 127.0.0.1:18162' }, /^SVC_ADMIN_LISTEN: " 127\.0\.0\.1" is neither/);
+    refused({ SVC_OPS_LISTEN: 'bad_host:9090' }, /^SVC_OPS_LISTEN: /);
+  });
+
   test("the operator listener cannot take the public listener's address", () => {
     refused(
       { SVC_PORT: '18480', SVC_ADMIN_LISTEN: '127.0.0.1:18480' },
