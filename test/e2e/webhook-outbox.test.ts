@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { serviceEnv, startReadyWorker, stopWorkerProcess } from '../helpers/webhook-processes.ts';
@@ -91,6 +92,31 @@ test('a rolled-back change leaves no notification and no delivery job', async ()
     .where('platform_code', '=', code)
     .execute();
   assert.deepEqual(committed, [{ status: 'pending' }]);
+});
+
+test("a notification's created_at is when it was recorded, not when its transaction began", async () => {
+  // The latency and oldest-pending metrics count from created_at ("since the commit"): a use case that works
+  // for a while before it records its notification does not make the delivery look that much later.
+  const code = await platformWithWebhook();
+  let began = 0;
+  await db()
+    .transaction()
+    .execute(async (trx) => {
+      began = (await sql<{ at: Date }>`select now() as at`.execute(trx)).rows[0]!.at.getTime();
+      await sql`select pg_sleep(0.3)`.execute(trx);
+      await recordNotification(trx, {
+        platformCode: code,
+        payloadType: 'participant_status_changed',
+        resourceKey: 'participant:LATEOK',
+        payload: { x: 1 },
+      });
+    });
+  const row = await db()
+    .selectFrom('webhook_notifications')
+    .select('created_at')
+    .where('platform_code', '=', code)
+    .executeTakeFirstOrThrow();
+  assert.ok(row.created_at.getTime() - began >= 300, `${row.created_at.toISOString()} vs ${began}`);
 });
 
 test('a change committed by a process SIGKILLed right after the commit is still delivered', async () => {

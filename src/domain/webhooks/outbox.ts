@@ -53,13 +53,17 @@ export async function recordNotification(trx: Executor, input: NotificationInput
     with endpoint as (
       select e.enabled, e.payload_types from webhook_endpoints e where e.platform_code = ${input.platformCode}
     ), inserted as (
+      -- created_at when it is recorded, not the column's default now() (the transaction's start): the latency and
+      -- oldest-pending metrics count from it, and redeliver-since reads it, as "since the commit" (review).
       insert into webhook_notifications
-        (notification_id, platform_code, payload_type, resource_key, payload, status, status_reason, skipped_at)
+        (notification_id, platform_code, payload_type, resource_key, payload, status, status_reason, skipped_at,
+         created_at)
       select ${notificationId}::uuid, ${input.platformCode}, ${input.payloadType}, ${input.resourceKey},
         ${JSON.stringify(input.payload)}::jsonb,
         case when skip.reason is null then 'pending' else 'skipped' end,
         skip.reason,
-        case when skip.reason is null then null else now() end
+        case when skip.reason is null then null else now() end,
+        clock_timestamp()
       from (select 1) one
       left join endpoint e on true
       cross join lateral (
