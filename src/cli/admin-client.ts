@@ -24,10 +24,18 @@ export class AdminApiError extends Error {
   outcomeUnknown?: true;
 }
 
-/** The connection was never made (refused, no such host): the request cannot have been carried out. */
+/**
+ * The connection was never made (refused, no such host, a port fetch will not use): the request cannot have been
+ * carried out. undici's refusal of a port (1, 6000, …) has no code, only its message.
+ */
 function neverSent(error: unknown): boolean {
-  for (let e = error as { code?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+  for (
+    let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
+    e;
+    e = e.cause as typeof e
+  ) {
     if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN') return true;
+    if (e.message === 'bad port') return true;
   }
   return false;
 }

@@ -308,6 +308,14 @@ describe('no usable answer', () => {
     assert.equal((jsonError(gateway.stderr) as { outcome_unknown?: boolean }).outcome_unknown, true);
     assert.equal(refused.code, 3, refused.stderr);
     assert.doesNotMatch(refused.stderr, /outcome unknown/);
+    // A port fetch will not use (6000, X11's) is never reached either.
+    const badPort = await runCli(
+      [...adjust, '--amount', '7', '--url', 'http://127.0.0.1:6000', '--token', 'x'],
+      base,
+    );
+    assert.equal(badPort.code, 3, badPort.stderr);
+    assert.match(badPort.stderr, /bad port/);
+    assert.doesNotMatch(badPort.stderr, /outcome unknown/);
     // A 200 that is not the operator API's answer: the write may have reached it or not.
     const portal = await runCli([...adjust, '--amount', '7', '--url', portalUrl, '--token', 'x'], base);
     assert.equal(portal.code, 1, portal.stderr);

@@ -142,7 +142,24 @@ const ADMIN_TABLE: Row[] = [
     path: '/platforms',
     valid: () => ({ name: 'ok' }),
     field: 'deposit_fee_bps',
-    values: [null, 5, '-5', 'abc', '1e3', '', ' 1', '1.', '.5', '0x10', HUGE_NUMBER, [], UNICODE, NUL],
+    // '2.00001': finer than a fund quote's number states it (the quote said 2, the deposit paid 2.00001).
+    values: [
+      null,
+      5,
+      '-5',
+      'abc',
+      '1e3',
+      '',
+      ' 1',
+      '1.',
+      '.5',
+      '0x10',
+      HUGE_NUMBER,
+      [],
+      UNICODE,
+      NUL,
+      '2.00001',
+    ],
   },
   {
     method: 'POST',
@@ -210,6 +227,7 @@ const ADMIN_TABLE: Row[] = [
       { 'BTC/USD': '0' },
       { 'BTC/USD': 1 },
       { 'BTC/USD': '1e5' },
+      { 'USD/USD': '2' }, // never read: an asset in itself is 1
       { 'BTC/USD': null },
       { 'BTC/USD': HUGE_NUMBER },
       { [`${HUGE}/USD`]: '1' },

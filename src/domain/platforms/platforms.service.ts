@@ -11,6 +11,8 @@ import * as repo from './platforms.repository.ts';
 
 /** A deposit fee is at most the whole deposit. */
 const MAX_BPS = 10_000;
+/** Decimal places a deposit fee may have: a fund quote's JSON number holds them exactly (a ten-thousandth of a bp). */
+const FEE_BPS_DECIMALS = 4;
 
 export interface PlatformView {
   platform_code: string;
@@ -93,6 +95,14 @@ export function createPlatformsService(deps: DomainDeps) {
       // A fee above the whole deposit (10,000 bps) is a typo, not a fee.
       if (input.deposit_fee_bps !== undefined && new Dec(input.deposit_fee_bps).gt(MAX_BPS)) {
         throw invalid(`deposit_fee_bps: must be at most ${MAX_BPS} (100 % of the deposit)`);
+      }
+      // A fund quote states the fee as a JSON number (the vendor's type): a finer fee was quoted rounded and charged
+      // exact, so a deposit paid more than its quote said (review).
+      if (
+        input.deposit_fee_bps !== undefined &&
+        new Dec(input.deposit_fee_bps).decimalPlaces() > FEE_BPS_DECIMALS
+      ) {
+        throw invalid(`deposit_fee_bps: must have at most ${FEE_BPS_DECIMALS} decimal places`);
       }
       // Codes are random; a collision (with a platform or a participant) is retried with a new code.
       for (let attempt = 0; ; attempt++) {

@@ -32,6 +32,8 @@ export function createPricesService(deps: DomainDeps) {
         // The key is the caller's text: named, but never echoed at any length.
         const field = `pairs.${pair.length > 64 ? `${pair.slice(0, 61)}…` : pair}`;
         if (!match) errors.push(`${field}: pair must look like "BTC/USD"`);
+        // Such a price is never read (an asset in itself is 1), so storing and listing it only misled (review).
+        else if (match[1] === match[2]) errors.push(`${field}: the two assets must differ`);
         if (typeof price !== 'string' || !isDecimalString(price) || !new Dec(price).gt(0)) {
           errors.push(`${field}: price must be a positive decimal string`);
         } else if (new Dec(price).decimalPlaces() > AMOUNT_DECIMALS) {
