@@ -42,17 +42,31 @@ export const Error429 = Type.Object({ error: Type.String() });
 export const Error500 = Type.Object({ error: Type.String() });
 export const Error503 = Type.Object({ error: Type.String() });
 
-/** The error responses every authenticated public route can give; routes spread this into `response`. */
+export const Error413 = Type.Object({ errors: Type.Array(Type.String()) });
+
+/**
+ * The error responses every authenticated public route can give; routes spread this into `response` (with
+ * {@link bodyErrorResponses} when they take a body, {@link conflictResponses} when they can refuse a repeat), so
+ * that /docs/json lists what each route answers, not what some other route does.
+ */
 export const publicErrorResponses = {
   400: Error400,
   401: Error401,
   403: Error403,
   404: Error404,
-  409: Error409,
   429: Error429,
   500: Error500,
   503: Error503,
 };
+
+/** A route that reads a body: one over the body limit (1 MiB) is refused whole. */
+export const bodyErrorResponses = { 413: Error413 };
+
+/**
+ * The routes that refuse a repeat, or a state they cannot apply to (an account's pair taken, a tenant already
+ * added, a customer whose creation is in flight): wire-contract §9's 409.
+ */
+export const conflictResponses = { 409: Error409 };
 
 /** Bounded so that page × page_size stays a valid OFFSET (a page of 1e20 failed in PostgreSQL as a 500). */
 export const PageParam = Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 });

@@ -226,6 +226,27 @@ describe('GET /docs', () => {
     }
     const accounts = doc.paths['/accounts']!.get as { security?: unknown };
     assert.equal(accounts.security, undefined, 'public routes keep the default (signed headers)');
+    // Each public route documents the errors it can answer: 409 only where a repeat is refused, 413 where a body
+    // is read (every route listed 409, and none 413: review).
+    const publicOps = operations('/').filter(({ at }) => !at.includes(' /admin/'));
+    const documenting = (status: string) =>
+      publicOps
+        .filter(({ op }) => (op as { responses?: Record<string, unknown> }).responses?.[status])
+        .map(({ at }) => at)
+        .sort();
+    assert.deepEqual(documenting('409'), [
+      'delete /accounts/{zrn}/tenants/{tenant}',
+      'post /accounts',
+      'post /accounts/{zrn}/tenants',
+      'post /participants/customers/new',
+    ]);
+    assert.deepEqual(
+      documenting('413'),
+      publicOps
+        .filter(({ at }) => at.startsWith('post '))
+        .map(({ at }) => at)
+        .sort(),
+    );
     // The unauthenticated routes are rate-limited too.
     for (const p of ['/time', '/.well-known/jwks.json']) {
       const get = doc.paths[p]!.get as { security?: unknown; responses: Record<string, unknown> };

@@ -9,7 +9,13 @@ import {
   TenantParams,
   ZrnParams,
 } from '../../contract/accounts.schemas.ts';
-import { Accepted, Envelope, publicErrorResponses } from '../../contract/responses.ts';
+import {
+  Accepted,
+  Envelope,
+  publicErrorResponses,
+  bodyErrorResponses,
+  conflictResponses,
+} from '../../contract/responses.ts';
 import type { CustomerAccountsService } from '../../domain/accounts/customer-accounts.service.ts';
 import type { TenantsService } from '../../domain/accounts/tenants.service.ts';
 import { callerOf } from '../request-context.ts';
@@ -50,7 +56,7 @@ export async function accountsRoutes(
         tags,
         summary: 'Create customer account (asynchronous)',
         body: CreateCustomerAccountRequest,
-        response: { 202: Accepted, ...publicErrorResponses },
+        response: { 202: Accepted, ...publicErrorResponses, ...bodyErrorResponses, ...conflictResponses },
       },
     },
     async (request, reply) => {
@@ -87,7 +93,7 @@ export async function accountsRoutes(
         summary: 'Add tenant to customer account (asynchronous)',
         params: ZrnParams,
         body: AddTenantBody,
-        response: { 202: Accepted, ...publicErrorResponses },
+        response: { 202: Accepted, ...publicErrorResponses, ...bodyErrorResponses, ...conflictResponses },
       },
     },
     async (request, reply) => {
@@ -103,7 +109,7 @@ export async function accountsRoutes(
         tags,
         summary: 'Remove tenant from customer account (asynchronous)',
         params: TenantParams,
-        response: { 202: Accepted, ...publicErrorResponses },
+        response: { 202: Accepted, ...publicErrorResponses, ...conflictResponses },
       },
     },
     async (request, reply) => {

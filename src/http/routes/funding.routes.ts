@@ -9,7 +9,7 @@ import {
   FundTransactionsResponse,
   RevokeClientAuthTokenBody,
 } from '../../contract/funding.schemas.ts';
-import { publicErrorResponses } from '../../contract/responses.ts';
+import { publicErrorResponses, bodyErrorResponses } from '../../contract/responses.ts';
 import type { FundingService } from '../../domain/funding/funding.service.ts';
 import { callerOf } from '../request-context.ts';
 
@@ -24,7 +24,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
         tags,
         summary: 'Create a JWT for the Account Funding SDK (with `fwc` it opens a funding session)',
         body: ClientAuthTokenBody,
-        response: { 201: ClientAuthTokenResponse, ...publicErrorResponses },
+        response: { 201: ClientAuthTokenResponse, ...publicErrorResponses, ...bodyErrorResponses },
       },
     },
     async (request, reply) =>
@@ -40,7 +40,11 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
         tags,
         summary: 'Revoke an Account Funding SDK token',
         body: RevokeClientAuthTokenBody,
-        response: { 204: Type.Null({ description: 'Revoked; empty body' }), ...publicErrorResponses },
+        response: {
+          204: Type.Null({ description: 'Revoked; empty body' }),
+          ...publicErrorResponses,
+          ...bodyErrorResponses,
+        },
       },
     },
     async (request, reply) => {
@@ -56,7 +60,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
         tags,
         summary: 'Request a fund quote and the deposit address (opens a funding session)',
         body: FundRfqBody,
-        response: { 200: FundQuoteResponse, ...publicErrorResponses },
+        response: { 200: FundQuoteResponse, ...publicErrorResponses, ...bodyErrorResponses },
       },
     },
     async (request) => ({

@@ -9,7 +9,7 @@ import {
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { customerRouteValidatorCompiler } from '../../contract/participants.validation.ts';
-import { publicErrorResponses } from '../../contract/responses.ts';
+import { publicErrorResponses, bodyErrorResponses, conflictResponses } from '../../contract/responses.ts';
 import type { ParticipantsService } from '../../domain/participants/participants.service.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { callerOf } from '../request-context.ts';
@@ -30,7 +30,12 @@ export async function participantsRoutes(
         summary: 'Create a customer; X-REQUEST-ID makes a repeat return the original answer (spec 7.3)',
         headers: CreateCustomerHeaders,
         body: PostCustomerBody,
-        response: { 201: CreateCustomerResponse, ...publicErrorResponses },
+        response: {
+          201: CreateCustomerResponse,
+          ...publicErrorResponses,
+          ...bodyErrorResponses,
+          ...conflictResponses,
+        },
       },
       // The body is one of the vendor's variants, with conditional and clock-dependent rules: one check
       // reports every bad field of the closest variant (src/contract/participants.validation.ts).
