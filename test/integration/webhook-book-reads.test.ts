@@ -8,6 +8,9 @@ import {
   createPartitionHoldings,
   type PartitionHoldings,
 } from '../../src/domain/webhooks/partition-holdings.ts';
+import type { Log } from '../../src/lib/log.ts';
+import { createStore, type Db } from '../../src/store/database.ts';
+import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, waitFor } from '../helpers/webhook-receiver.ts';
 
@@ -37,7 +40,7 @@ interface Reading {
   onReads: number;
 }
 
-function reading(): Reading {
+function reading(options: { db?: Db; logger?: Log; readRetryMs?: number } = {}): Reading {
   const book = createLaneBook<ReadNotification>({ headsPerLane: 20, maxHeadsPerLane: 40 });
   const reordered: Lane[] = [];
   holdings = createPartitionHoldings({
@@ -51,12 +54,13 @@ function reading(): Reading {
     onTaken: () => reads.read(),
   });
   const reads = createBookReads({
-    db: svc.runtime.store.db,
+    db: options.db ?? svc.runtime.store.db,
     book,
     holdings,
     maxHeadsPerLane: 40,
     maxHeld: 1_000,
-    logger: silent,
+    logger: options.logger ?? silent,
+    readRetryMs: options.readRetryMs,
     onReordered: (lanes) => reordered.push(...lanes),
     onRead: () => result.onReads++,
   });
@@ -117,4 +121,50 @@ test('the backlog of the partitions taken, then what is recorded later, with eac
   await r.reads.stop();
   r.reads.read();
   assert.equal(r.reordered.length, 0, 'nothing committed late here');
+});
+
+test('while the database is away, reads wait for the retry whoever asks for one, and the outage is logged once, then its end', async () => {
+  holdings?.stopWanting();
+  await holdings?.giveBackAll();
+  const proxy = await startTcpProxy(svc.database.url);
+  const store = createStore(proxy.url);
+  const lines: Array<{ level: string; message: string; fields: Record<string, unknown> }> = [];
+  const capture = (level: string) => (fields: object, message?: string) =>
+    void lines.push({ level, message: message ?? '', fields: fields as Record<string, unknown> });
+  const logger: Log = { info: capture('info'), warn: capture('warn'), error: capture('error') };
+  const retryMs = 100;
+  const r = reading({ db: store.db, logger, readRetryMs: retryMs });
+  try {
+    await holdings.renew();
+    await waitFor(() => holdings.covered().length === 64, 'every partition loaded');
+    await proxy.down();
+    // Everything that asks for a read during the outage (wake-ups, the poll, the slots): every 2 ms for 600 ms.
+    const started = performance.now();
+    while (performance.now() - started < 600) {
+      r.reads.read();
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    const outageMs = performance.now() - started;
+    await proxy.up();
+    const recovered = await waitFor(
+      () => lines.find((line) => line.message === 'webhook notifications read again'),
+      'the reads back',
+    );
+    const errors = lines.filter((line) => line.level === 'error');
+    assert.deepEqual(
+      errors.map((line) => line.message),
+      ['webhook notifications not read; trying again'],
+      'the outage logged once',
+    );
+    // One read, then one per retry: without the wait, each of the ~300 asks started a read of its own.
+    const failures = recovered.fields.failures as number;
+    assert.ok(
+      failures >= 1 && failures <= outageMs / retryMs + 3,
+      `${failures} failed reads in ${outageMs} ms`,
+    );
+  } finally {
+    await r.reads.stop();
+    await store.close();
+    await proxy.close();
+  }
 });

@@ -10,6 +10,7 @@ import {
 } from './lane-reads.repository.ts';
 import type { PartitionHoldings } from './partition-holdings.ts';
 import * as repo from './webhooks.repository.ts';
+import { createFailureLog } from '../../lib/failure-log.ts';
 import type { Log } from '../../lib/log.ts';
 
 /**
@@ -43,6 +44,8 @@ export interface BookReadsDeps {
    */
   maxHeld: number;
   logger: Log;
+  /** TESTS ONLY: the wait after a failed read (READ_RETRY_MS). */
+  readRetryMs?: number;
   /** Lanes whose order changed under them (an earlier notification committed late, a new state): stop before their next attempt. */
   onReordered(lanes: Lane[]): void;
   /** The book has taken something in: lanes may be due. */
@@ -81,6 +84,14 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
   let readAgain = false;
   let readsStarted = 0;
   let stopped = false;
+  const readRetryMs = deps.readRetryMs ?? READ_RETRY_MS;
+  /** Set after a failed read: the next read waits for it, whoever asks (see read()). */
+  let retryTimer: NodeJS.Timeout | null = null;
+  const failures = createFailureLog(logger, {
+    failed: 'webhook notifications not read; trying again',
+    stillFailing: 'webhook notifications still not read',
+    recovered: 'webhook notifications read again',
+  });
   /** The cursor stopped at maxHeld: read again once the slots have worked through half. */
   let heldBack = false;
   /** Each platform's endpoint (null: none), read before any of its notifications is taken in. */
@@ -95,14 +106,23 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
 
   function read(): void {
     if (stopped) return;
+    // After a failure every read waits for the retry, which reads all there is: during an outage the wake-ups,
+    // the poll, the slots and the holdings each started one at once, six failed reads a second, each logged with
+    // its stack (review).
+    if (retryTimer) return;
     if (reading) {
       readAgain = true;
       return;
     }
     reading = readLoop()
-      .catch((err: unknown) => {
-        logger.error({ err }, 'webhook notifications not read');
-        setTimeout(read, READ_RETRY_MS).unref();
+      .then(failures.succeeded, (err: unknown) => {
+        failures.failed(err, { retryInMs: readRetryMs });
+        readAgain = false;
+        retryTimer = setTimeout(() => {
+          retryTimer = null;
+          read();
+        }, readRetryMs);
+        retryTimer.unref();
       })
       .finally(() => {
         reading = null;
@@ -232,6 +252,8 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
     }),
     async stop() {
       stopped = true;
+      if (retryTimer) clearTimeout(retryTimer);
+      retryTimer = null;
       await reading;
     },
   };

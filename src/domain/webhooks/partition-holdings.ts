@@ -1,5 +1,6 @@
 import type { Db } from '../../store/database.ts';
 import * as repo from './webhooks.repository.ts';
+import { createFailureLog } from '../../lib/failure-log.ts';
 import type { Log } from '../../lib/log.ts';
 
 /**
@@ -66,6 +67,12 @@ export interface PartitionHoldings {
 
 export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionHoldings {
   const { db, owner, leaseMs, slackMs, logger } = deps;
+  // Renewed every second: during an outage each failure was a line with its stack.
+  const renewals = createFailureLog(logger, {
+    failed: 'webhook partition leases not renewed; trying again every second',
+    stillFailing: 'webhook partition leases still not renewed',
+    recovered: 'webhook partition leases renewed again',
+  });
   const held = new Map<number, Holding>();
   /** Partitions lost whose lanes are still to be dropped. */
   const lost = new Set<number>();
@@ -121,9 +128,10 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
       leases = await repo.leasePartitions(db, owner, { leaseMs, giveBack, wants: wanting && !stuck });
     } catch (err) {
       // Those given back are left to expire. The others' renewals are older now: attempts wait for a fresh one.
-      logger.error({ err }, 'webhook partition leases not renewed');
+      renewals.failed(err);
       return;
     }
+    renewals.succeeded();
     renewSentAt = sentAt;
     fairShare = leases.fairShare;
     // Newly told that another worker is short while over its share: it gives back now, not a second later
