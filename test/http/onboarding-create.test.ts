@@ -115,6 +115,11 @@ describe('creation', () => {
     assert.equal(payload.participant_code, code);
     assert.equal(payload.participant_status, 'submitted');
     assert.ok(Number.isInteger(payload.timestamp));
+    // The creation's time, as the list says it (a receiver matches the two).
+    const listed = await a.client.send<{ message: Array<{ updated_at: number }> }>('GET', '/participants', {
+      query: { participant_code: code },
+    });
+    assert.equal(listed.body.message[0]!.updated_at, payload.timestamp);
   });
 
   test('every later status change records another participant_status_changed', async () => {

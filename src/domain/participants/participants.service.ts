@@ -111,6 +111,10 @@ export async function insertParticipant(
           first_name: input.first_name,
           last_name: input.last_name,
           status: input.status ?? 'approved',
+          // The creation's one time: its participant_status_changed says `timestamp`, and GET /participants
+          // `created_at`/`updated_at` must say the same (the column default, now(), differed by a few ms: review).
+          created_at: new Date(timestamp),
+          updated_at: new Date(timestamp),
         })
         .returningAll()
         .executeTakeFirstOrThrow();
