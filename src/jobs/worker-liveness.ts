@@ -19,11 +19,23 @@ export interface WorkerLivenessOptions {
   reapMs?: number;
   /** Tasks always enqueued with a job key: a job of theirs without one was superseded (see reap). */
   keyedTasks?: readonly string[];
+  /**
+   * How long a job of ours may stay locked once it is no longer running here (its completion statement under way)
+   * before it counts as orphaned and is unlocked (see reap). 30 s.
+   */
+  orphanGraceMs?: number;
   onError?: (error: unknown) => void;
+  /** Jobs of this process found locked though it was not running them, and unlocked to run again. */
+  onOrphans?: (jobIds: string[]) => void;
 }
 
 export class WorkerLiveness {
   private readonly ids = new Set<string>();
+  /** The jobs this process is running (graphile-worker's job:start, until job:complete). */
+  private readonly running = new Set<string>();
+  /** Jobs that ended here and whose completion statement was sent, by when they ended (performance.now()). */
+  private readonly finished = new Map<string, number>();
+  private readonly orphanGraceMs: number;
   private timers: NodeJS.Timeout[] = [];
   private readonly heartbeatMs: number;
   private readonly staleMs: number;
@@ -33,6 +45,18 @@ export class WorkerLiveness {
     this.heartbeatMs = options.heartbeatMs ?? 5_000;
     this.staleMs = options.staleMs ?? 20_000;
     this.reapMs = options.reapMs ?? 10_000;
+    this.orphanGraceMs = options.orphanGraceMs ?? 30_000;
+  }
+
+  /** A job of this process started (graphile-worker's `job:start`). */
+  jobStarted(jobId: string): void {
+    this.running.add(jobId);
+  }
+
+  /** A job of this process ended and its completion or failure is being recorded (`job:complete`). */
+  jobFinished(jobId: string): void {
+    this.running.delete(jobId);
+    this.finished.set(jobId, performance.now());
   }
 
   add(workerId: string): void {
@@ -109,6 +133,7 @@ export class WorkerLiveness {
       await this.options.pool.query('select graphile_worker.force_unlock_workers($1::text[])', [dead]);
       await this.options.pool.query('delete from worker_heartbeats where worker_id = any($1)', [dead]);
     }
+    await this.unlockOrphans();
     if (this.options.keyedTasks?.length) {
       await this.options.pool.query(
         // The task ids first: joined, the planner scanned the jobs once per keyed task (review).
@@ -126,6 +151,48 @@ export class WorkerLiveness {
       [[...this.ids], this.staleMs],
     );
     return dead;
+  }
+
+  /**
+   * Unlocks the jobs locked by this process's own ids that it is not running: graphile-worker records a job's end
+   * without awaiting it, and when that statement fails (the database dropped the connection mid-job) the job stays
+   * locked by a live, heartbeating process, which no reaper frees, for 4 hours (review: a settlement and an account
+   * creation stalled so). A job is left alone while it runs, for orphanGraceMs after it ended (its statement may be
+   * under way), and, never seen to start, for orphanGraceMs after it was locked (the moment between its claim and
+   * `job:start`). graphile-worker has no call to unlock one job: its `force_unlock_workers` frees every job of an id,
+   * running ones included; this is that function's statement for these jobs (the tables of 0.17, pinned).
+   */
+  private async unlockOrphans(): Promise<void> {
+    if (this.ids.size === 0) return;
+    const { rows } = await this.options.pool.query<{ id: string; locked_ms: number }>(
+      `select j.id::text, extract(epoch from now() - j.locked_at)::float8 * 1000 as locked_ms
+         from graphile_worker._private_jobs j
+        where j.locked_by = any($1::text[])`,
+      [[...this.ids]],
+    );
+    const now = performance.now();
+    const lockedHere = new Set(rows.map((row) => row.id));
+    // Ended, and no longer locked: recorded. Only those still locked are kept in mind.
+    for (const id of this.finished.keys()) if (!lockedHere.has(id)) this.finished.delete(id);
+    const orphans = rows
+      .filter(({ id, locked_ms }) => {
+        if (this.running.has(id)) return false;
+        const endedAt = this.finished.get(id);
+        return endedAt === undefined ? locked_ms >= this.orphanGraceMs : now - endedAt >= this.orphanGraceMs;
+      })
+      .map(({ id }) => id);
+    if (orphans.length === 0) return;
+    await this.options.pool.query(
+      `with freed as (
+         update graphile_worker._private_jobs j set locked_at = null, locked_by = null
+          where j.id = any($1::bigint[]) and j.locked_by = any($2::text[])
+          returning j.job_queue_id)
+       update graphile_worker._private_job_queues q set locked_at = null, locked_by = null
+        where q.id in (select job_queue_id from freed) and q.locked_by = any($2::text[])`,
+      [orphans, [...this.ids]],
+    );
+    for (const id of orphans) this.finished.delete(id);
+    this.options.onOrphans?.(orphans);
   }
 
   private readonly report = (error: unknown) => this.options.onError?.(error);

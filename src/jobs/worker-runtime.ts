@@ -42,6 +42,11 @@ export async function startWorker(options: {
     pool: options.pool,
     keyedTasks: options.keyedTasks,
     onError: (err) => log.warn({ err }, 'worker liveness check failed'),
+    onOrphans: (jobIds) =>
+      log.warn(
+        { jobIds },
+        'jobs of this process left locked after their end could not be recorded (a database outage): unlocked to run again',
+      ),
   });
   const events: WorkerEvents = new EventEmitter();
   // The id jobs are locked with (`locked_by`) is the worker pool's, not its workers' (graphile-worker 0.17):
@@ -49,6 +54,9 @@ export async function startWorker(options: {
   // reaper unlocked it, so a job running longer than a reap period was started again beside itself.
   events.on('pool:create', ({ workerPool }) => liveness.add(workerPool.id));
   events.on('pool:release', ({ workerPool }) => liveness.remove(workerPool.id));
+  // Which jobs run here: one left locked by this process once it ended (its end not recorded) is freed (reap).
+  events.on('job:start', ({ job }) => liveness.jobStarted(job.id));
+  events.on('job:complete', ({ job }) => liveness.jobFinished(job.id));
   const runner = await run({
     pgPool: options.pool,
     taskList: options.taskList,

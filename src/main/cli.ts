@@ -271,7 +271,8 @@ async function serve(config: Readonly<Config>): Promise<void> {
   const logger = createLogger(config.logLevel);
   // A rejection nobody handles would end the process, and with role `all` the API with it. graphile-worker
   // completes and fails jobs without awaiting them, so a database that drops while a job runs rejects there:
-  // logged, and the job, left locked, runs again (jobs are at least once and idempotent).
+  // logged, and the job, left locked by this live process, is unlocked by its own reaper after 30 s and runs again
+  // (src/jobs/worker-liveness.ts; jobs are at least once and idempotent).
   process.on('unhandledRejection', (reason) => {
     logger.error({ err: reason }, 'unhandled promise rejection; the process carries on');
   });

@@ -143,3 +143,57 @@ test('the reaper drops what dead processes leave: superseded keyed jobs and old 
   const gone = await store.pool.query("select 1 from worker_heartbeats where worker_id = 'pool-long-gone'");
   assert.equal(gone.rowCount, 0);
 });
+
+test('a job this live process no longer runs, whose end could not be recorded, is unlocked by its own reaper after a grace', async () => {
+  // graphile-worker records a job's end without awaiting it; when the database drops the connection then, the job
+  // stays locked by a live, heartbeating process that no reaper frees (review: a settlement stalled for hours).
+  const own = 'pool-alive-but-lost-a-completion';
+  const jobIds: Record<string, string> = {};
+  for (const task of ['liveness_orphan', 'liveness_running', 'liveness_just_ended']) {
+    await enqueueJob(store.db, task, { task });
+    await lockAs(task, own);
+    const { rows } = await store.pool.query<{ id: string }>(
+      'select id::text from graphile_worker.jobs where task_identifier = $1',
+      [task],
+    );
+    jobIds[task] = rows[0]!.id;
+  }
+  // Locked a minute ago: long past the moment between a claim and its job:start.
+  await store.pool.query(
+    "update graphile_worker._private_jobs set locked_at = now() - interval '1 minute' where locked_by = $1",
+    [own],
+  );
+  const orphaned: string[][] = [];
+  const liveness = new WorkerLiveness({ pool: store.pool, onOrphans: (ids) => orphaned.push(ids) });
+  liveness.add(own);
+  liveness.jobStarted(jobIds.liveness_running!);
+  liveness.jobStarted(jobIds.liveness_just_ended!);
+  liveness.jobFinished(jobIds.liveness_just_ended!); // its end being recorded: within the grace
+  try {
+    await liveness.reap();
+    assert.deepEqual(orphaned, [[jobIds.liveness_orphan]]);
+    assert.equal(await lockedBy('liveness_orphan'), null, 'the orphan is free to run again');
+    assert.equal(await lockedBy('liveness_running'), own, 'a job running here is left alone');
+    assert.equal(
+      await lockedBy('liveness_just_ended'),
+      own,
+      'a job whose end is being recorded is left alone',
+    );
+  } finally {
+    await liveness.stop();
+  }
+  // Past the grace, an ended job still locked is an orphan too.
+  const later = new WorkerLiveness({ pool: store.pool, orphanGraceMs: 0 });
+  later.add(own);
+  later.jobStarted(jobIds.liveness_running!);
+  later.jobStarted(jobIds.liveness_just_ended!);
+  later.jobFinished(jobIds.liveness_just_ended!);
+  try {
+    await later.reap();
+    assert.equal(await lockedBy('liveness_just_ended'), null);
+    assert.equal(await lockedBy('liveness_running'), own);
+  } finally {
+    await later.stop();
+    await store.pool.query('delete from graphile_worker._private_jobs where locked_by = $1', [own]);
+  }
+});
