@@ -56,18 +56,6 @@ export function apiClient(
   extra: Partial<ClientOptions> = {},
   credentials: 'required' | 'unused' = 'required',
 ): SvcPlatform {
-  if (credentials === 'unused') {
-    // The SDK's client always holds credentials; the calls of such a command never send them (authenticate: false).
-    return createClient({
-      baseUrl: connection.baseUrl,
-      apiKey: connection.apiKey ?? '',
-      apiSecret: connection.apiSecret ?? '',
-      passphrase: connection.passphrase ?? '',
-      ...(connection.retry === false ? { retry: false } : {}),
-      timeoutMs: connection.timeoutMs,
-      ...extra,
-    });
-  }
   const missing = (
     [
       ['apiKey', '--api-key or SVC_API_KEY'],
@@ -75,14 +63,15 @@ export function apiClient(
       ['passphrase', '--passphrase or SVC_PASSPHRASE'],
     ] as const
   ).filter(([field]) => !connection[field]);
-  if (missing.length > 0) {
+  // A command whose calls send no credentials (authenticate: false) needs none; the SDK's client still holds some.
+  if (credentials === 'required' && missing.length > 0) {
     throw new UsageError(`platform credentials missing: ${missing.map(([, how]) => how).join(', ')}`);
   }
   return createClient({
     baseUrl: connection.baseUrl,
-    apiKey: connection.apiKey!,
-    apiSecret: connection.apiSecret!,
-    passphrase: connection.passphrase!,
+    apiKey: connection.apiKey ?? '',
+    apiSecret: connection.apiSecret ?? '',
+    passphrase: connection.passphrase ?? '',
     ...(connection.retry === false ? { retry: false } : {}),
     timeoutMs: connection.timeoutMs,
     ...extra,

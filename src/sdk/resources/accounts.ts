@@ -26,14 +26,6 @@ function accountPath(zrn: string, rest: string): string {
   return `/accounts/${pathSegment(zrn, 'zrn')}${rest}`;
 }
 
-/**
- * Balance accounts, customer accounts and tenants (spec 2.1, 3.2, 4.1, 4.2). One method per endpoint; each
- * applies the retry rules of spec 7 through `SvcClient.request` and throws the status family's `SvcError`.
- *
- * @example
- * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.accounts is this resource
- * await client.accounts.addTenant('zrn:svc:us:account:customer:6a1c…', 'PAR002');
- */
 /** The account's tenants once its pending changes have taken effect, in the order they were accepted. */
 function tenantsOnceApplied(details: CustomerAccountDetails): Set<string> {
   const tenants = new Set(details.tenants);
@@ -44,6 +36,14 @@ function tenantsOnceApplied(details: CustomerAccountDetails): Set<string> {
   return tenants;
 }
 
+/**
+ * Balance accounts, customer accounts and tenants (spec 2.1, 3.2, 4.1, 4.2). One method per endpoint; each
+ * applies the retry rules of spec 7 through `SvcClient.request` and throws the status family's `SvcError`.
+ *
+ * @example
+ * const client = createClient({ baseUrl, apiKey, apiSecret, passphrase }); // client.accounts is this resource
+ * await client.accounts.addTenant('zrn:svc:us:account:customer:6a1c…', 'PAR002');
+ */
 export class AccountsResource {
   constructor(private readonly client: SvcClient) {}
 

@@ -66,16 +66,13 @@ function withRequestId(
   headers: Record<string, string> | undefined,
   requestId: string | undefined,
 ): Record<string, string> {
-  const others = Object.entries(headers ?? {}).filter(
-    ([name]) => name.toLowerCase() !== REQUEST_ID_HEADER.toLowerCase(),
-  );
-  const given = Object.entries(headers ?? {}).find(
-    ([name]) => name.toLowerCase() === REQUEST_ID_HEADER.toLowerCase(),
-  )?.[1];
-  return {
-    ...Object.fromEntries(others),
-    [REQUEST_ID_HEADER]: requestId ?? given ?? globalThis.crypto.randomUUID(),
-  };
+  const others: Record<string, string> = {};
+  let given: string | undefined;
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (name.toLowerCase() === REQUEST_ID_HEADER) given = value;
+    else others[name] = value;
+  }
+  return { ...others, [REQUEST_ID_HEADER]: requestId ?? given ?? globalThis.crypto.randomUUID() };
 }
 
 export class ParticipantsResource {
