@@ -118,6 +118,7 @@ export const RedeliverSinceBody = Type.Object(
       Type.Array(Type.String({ maxLength: 20 }), {
         minItems: 1,
         maxItems: 5,
+        uniqueItems: true,
         description: 'only notifications in these states (default: every state)',
       }),
     ),

@@ -390,6 +390,10 @@ describe('redelivery', () => {
     const none = await send('POST', `/platforms/${code}/redeliver`, { since, status: [] });
     assert.equal(none.status, 400);
     assert.match(JSON.stringify(none.body), /status/);
+    // A state named twice is a mistake in the caller's list (a typo of another state, most likely).
+    const twice = await send('POST', `/platforms/${code}/redeliver`, { since, status: ['dead', 'dead'] });
+    assert.equal(twice.status, 400);
+    assert.match((twice.body.errors as string[])[0]!, /^status: .*duplicate/);
 
     const result = await svc.admin.post<{ redelivered: number }>(`/platforms/${code}/redeliver`, { since });
     assert.deepEqual(result, { redelivered: 3 });
