@@ -160,29 +160,34 @@ function configOnDemand(): () => Readonly<Config> {
   return () => (config ??= loadConfig());
 }
 
+/**
+ * The listeners the role opens, each with its setting and the one that names its host: the ops listener in
+ * every role (when set), the API's two only outside role worker.
+ */
+function openedListeners(config: Readonly<Config>): Array<{ setting: string; host: string; at: Listen }> {
+  const api = config.role !== 'worker';
+  const all = [
+    { setting: 'SVC_OPS_LISTEN', host: 'SVC_OPS_LISTEN', at: config.opsListen },
+    { setting: 'SVC_ADMIN_LISTEN', host: 'SVC_ADMIN_LISTEN', at: api ? config.adminListen : null },
+    { setting: 'SVC_HOST/SVC_PORT', host: 'SVC_HOST', at: api ? config.listen : null },
+  ];
+  return all.filter(
+    (listener): listener is { setting: string; host: string; at: Listen } => listener.at !== null,
+  );
+}
+
 /** The setting that placed a listener on `address`/`port`, for the message of a failed listen. */
 function listenerSetting(config: Readonly<Config>, address?: string, port?: number): string {
-  // What the role opens: the ops listener in every role (when set), the API's two only outside role worker.
-  const api = config.role !== 'worker';
-  const listeners: Array<[string, Listen | null]> = [
-    ['SVC_OPS_LISTEN', config.opsListen],
-    ['SVC_ADMIN_LISTEN', api ? config.adminListen : null],
-    ['SVC_HOST/SVC_PORT', api ? config.listen : null],
-  ];
-  const byPort = listeners.find(([, at]) => at && port !== undefined && at.port === port);
-  const byHost = listeners.find(([, at]) => at && at.host === address);
-  return (byPort ?? byHost ?? ['a listener'])[0];
+  const listeners = openedListeners(config);
+  const byPort = listeners.find(({ at }) => port !== undefined && at.port === port);
+  const byHost = listeners.find(({ at }) => at.host === address);
+  return (byPort ?? byHost)?.setting ?? 'a listener';
 }
 
 /** The setting that names `hostname` (a listener's host, or the database's), for the message of a failed look-up. */
 function hostSetting(config: Readonly<Config>, hostname: string): string | null {
-  const listeners: Array<[string, Listen | null]> = [
-    ['SVC_OPS_LISTEN', config.opsListen],
-    ['SVC_ADMIN_LISTEN', config.adminListen],
-    ['SVC_HOST', config.listen],
-  ];
-  const listener = listeners.find(([, at]) => at?.host === hostname);
-  if (listener) return listener[0];
+  const listener = openedListeners(config).find(({ at }) => at.host === hostname);
+  if (listener) return listener.host;
   let databaseHost: string | null = null;
   try {
     databaseHost = config.databaseUrl ? new URL(config.databaseUrl).hostname : null;
