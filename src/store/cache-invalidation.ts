@@ -32,6 +32,15 @@ export class CacheInvalidation {
     this.events.emit('event', event);
   }
 
+  /**
+   * Whether another instance's change would reach this one now (PgListener.hearing; always, without a
+   * listener: a single process hears its own). While false, a cache checks the database before trusting
+   * what it holds: a revocation published meanwhile is lost to this instance.
+   */
+  hearing(): boolean {
+    return this.listener?.hearing() ?? true;
+  }
+
   subscribe(handler: (event: CacheEvent) => void): void {
     this.events.on('event', handler);
   }

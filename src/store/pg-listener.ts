@@ -25,13 +25,16 @@ export interface PgListenerOptions {
 }
 
 /**
- * The defaults notice a connection that went silent within 10 s. A heartbeat is one trivial statement every
- * 5 s per process; a server too loaded to answer `select 1` within 5 s costs at worst a needless
- * reconnection (its owners drop their caches and look for work).
+ * The defaults replace a connection that went silent within 6 s, and stop counting it as heard from (see
+ * `hearing`) within 2 s. A heartbeat is one trivial statement a second per process; a server too loaded to
+ * answer `select 1` within 5 s costs at worst a needless reconnection (its owners drop their caches and look
+ * for work), one slower than a second only a few seconds of `hearing()` false.
  */
-const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+const DEFAULT_HEARTBEAT_INTERVAL_MS = 1_000;
 const DEFAULT_HEARTBEAT_TIMEOUT_MS = 5_000;
 const RECONNECT_DELAY_MS = 1_000;
+/** How late past the heartbeat interval the last answer may be while the connection still counts as heard. */
+const HEARING_GRACE_MS = 1_000;
 
 /**
  * LISTEN on PostgreSQL channels on one connection of its own per process, reconnecting after a second
@@ -56,6 +59,8 @@ export class PgListener {
   private listenedBefore = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
+  /** When the connection in use last answered (its LISTENs, then each heartbeat), by performance.now(). */
+  private answeredAt = 0;
   private readonly channels = new Map<string, ChannelHandlers>();
   private readonly heartbeatIntervalMs: number;
   private readonly heartbeatTimeoutMs: number;
@@ -66,6 +71,20 @@ export class PgListener {
   ) {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
+  }
+
+  /**
+   * Whether notifications can be trusted to arrive now: a connection listens and has answered within the
+   * heartbeat interval (plus a second). False while disconnected, reconnecting, before the first connection,
+   * and once a heartbeat is late: a connection gone silent is not yet replaced (that waits for the heartbeat
+   * timeout), but what it would have carried may already be lost. Owners of caches check the database
+   * instead while it is false.
+   */
+  hearing(): boolean {
+    return (
+      this.client !== null &&
+      performance.now() - this.answeredAt <= this.heartbeatIntervalMs + HEARING_GRACE_MS
+    );
   }
 
   /** Listens on `channel` from now on (at once if connected, else from the next connection). */
@@ -113,6 +132,7 @@ export class PgListener {
       if (this.connecting !== client) return; // stopped meanwhile
       this.connecting = null;
       this.client = client;
+      this.answeredAt = performance.now();
       const reconnected = this.listenedBefore;
       this.listenedBefore = true;
       for (const handlers of this.channels.values()) {
@@ -136,7 +156,9 @@ export class PgListener {
       if (this.client !== client) return;
       this.answered(client, 'select 1').then(
         () => {
-          if (this.client === client && !this.heartbeatTimer) this.scheduleHeartbeat(client);
+          if (this.client !== client) return;
+          this.answeredAt = performance.now();
+          if (!this.heartbeatTimer) this.scheduleHeartbeat(client);
         },
         () => this.reconnect(client),
       );

@@ -5,9 +5,12 @@ import { after, before, describe, test } from 'node:test';
 import { ConfigError } from '../../src/config.ts';
 import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
 import { createAuthenticator, type Authenticator } from '../../src/domain/platforms/authenticator.ts';
+import { createNetworkRules } from '../../src/domain/platforms/network-rules.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
+import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
+import { PgListener } from '../../src/store/pg-listener.ts';
 import { holdingQueries } from '../helpers/held-queries.ts';
 import { startInstance } from '../helpers/instance.ts';
 import {
@@ -17,7 +20,9 @@ import {
   type ProbeApp,
   type RawResponse,
 } from '../helpers/probe-app.ts';
+import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+import { waitFor } from '../helpers/webhook-receiver.ts';
 import { newAccountHolder } from '../helpers/funding-fixtures.ts';
 
 /**
@@ -355,6 +360,86 @@ describe('revocation racing a cold key load', () => {
     await inFlight.catch(() => {});
     await afterRevocation;
     await assert.rejects(request(), /revoked/);
+  });
+});
+
+describe('an instance that may be missing notifications', () => {
+  /**
+   * An authenticator and allow-list of an instance of the test's own, whose LISTEN connection goes through a
+   * TCP proxy the test cuts or silences; its reads go straight to the database. The heartbeat is checked
+   * every 100 ms but a silent connection is replaced only after a minute, so `hearing()` alone tells it.
+   */
+  async function unheardInstance() {
+    const proxy = await startTcpProxy(svc.database.url);
+    const listener = new PgListener(proxy.url, { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 60_000 });
+    const cache = new CacheInvalidation(listener);
+    await cache.start();
+    await listener.start();
+    await waitFor(() => cache.hearing(), 'the listener heard from');
+    const deps = { ...svc.domainDeps({ db: svc.runtime.store.db, clock }), cache };
+    return {
+      proxy,
+      cache,
+      authenticator: createAuthenticator(deps),
+      network: createNetworkRules(deps),
+      async close() {
+        await proxy.close(); // first: it cuts a frozen connection that would hold stop() up
+        await listener.stop();
+      },
+    };
+  }
+
+  test('a key revoked while its connection is down, after the key was cached again, is refused', async () => {
+    // Review: the cache was dropped when the connection dropped, then filled again from the database while
+    // it reconnected; a revocation in that second was never heard, and the key kept working until the
+    // reconnection (or, silent, for 10 s).
+    const d = remember(await svc.newPlatform());
+    const instance = await unheardInstance();
+    try {
+      const whoami = () => whoamiThrough(instance.authenticator, d.key);
+      assert.equal((await whoami()).platformCode, d.platform.platform_code);
+      await instance.proxy.down();
+      await waitFor(() => !instance.cache.hearing(), 'the lost connection noticed');
+      assert.equal((await whoami()).platformCode, d.platform.platform_code, 'cached again');
+      await svc.admin.delete(`/api_keys/${d.key.api_key}`);
+      await assert.rejects(whoami(), /revoked/);
+      await instance.proxy.up();
+      await waitFor(() => instance.cache.hearing(), 'listening again');
+      await assert.rejects(whoami(), /revoked/);
+    } finally {
+      await instance.close();
+    }
+  });
+
+  test('a key revoked while its connection is silent is refused once a heartbeat is late', async () => {
+    const d = remember(await svc.newPlatform());
+    const instance = await unheardInstance();
+    try {
+      const whoami = () => whoamiThrough(instance.authenticator, d.key);
+      assert.equal((await whoami()).platformCode, d.platform.platform_code);
+      instance.proxy.freeze();
+      await svc.admin.delete(`/api_keys/${d.key.api_key}`); // its NOTIFY is lost in the silence
+      await waitFor(() => !instance.cache.hearing(), 'the late heartbeat noticed');
+      await assert.rejects(whoami(), /revoked/);
+    } finally {
+      await instance.close();
+    }
+  });
+
+  test('an allow-list changed while its connection is silent applies within a second', async () => {
+    const d = remember(await svc.newPlatform());
+    const code = d.platform.platform_code;
+    const instance = await unheardInstance();
+    try {
+      assert.equal(await instance.network.platformAllows(code, '127.0.0.1'), true);
+      instance.proxy.freeze();
+      await waitFor(() => !instance.cache.hearing(), 'the late heartbeat noticed');
+      await svc.admin.put(`/platforms/${code}/ip_allowlist`, { cidrs: ['192.0.2.0/24'] });
+      clock.advance(1_000);
+      assert.equal(await instance.network.platformAllows(code, '127.0.0.1'), false);
+    } finally {
+      await instance.close();
+    }
   });
 });
 

@@ -10,7 +10,8 @@ import { findApiKey } from './platforms.repository.ts';
 /**
  * wire-contract §1 API-key authentication. Decrypting a secret and checking an scrypt hash are too slow for
  * the hot path, so verified keys are cached in memory (bounded, with a TTL) and dropped on revocation on
- * every instance through the cache-invalidation bus.
+ * every instance through the cache-invalidation bus; while that bus may be missing revocations, each use of a
+ * cached key reads its revocation from the database.
  */
 export interface SignedRequest {
   apiKey: string | undefined;
@@ -73,9 +74,26 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
     }
   });
 
+  /**
+   * A cached key used while revocations may not reach this instance (cache-invalidation `hearing`): its row is
+   * read again for the revocation, one primary-key look-up a request; the decrypted secret and the verified
+   * passphrase stay cached (a key's secret and passphrase never change).
+   */
+  async function confirmed(apiKey: string, entry: CachedKey): Promise<CachedKey | null> {
+    const row = await findApiKey(deps.db, apiKey);
+    if (!row) {
+      cache.delete(apiKey);
+      return null;
+    }
+    if (row.revoked_at !== null) entry.revoked = true;
+    return entry;
+  }
+
   async function load(apiKey: string): Promise<CachedKey | null> {
     const hit = cache.get(apiKey);
-    if (hit && deps.clock.now() - hit.loadedAt < CACHE_TTL_MS) return hit;
+    if (hit && deps.clock.now() - hit.loadedAt < CACHE_TTL_MS) {
+      return deps.cache.hearing() ? hit : confirmed(apiKey, hit);
+    }
     let pending = loading.get(apiKey);
     if (!pending) {
       const started = generation;

@@ -5,7 +5,7 @@ import { listAllowlists } from './platforms.repository.ts';
 /**
  * wire-contract §2.1–§2.2: the firewall (an IP on no platform's allow-list) and the per-platform allow-list.
  * Both read an in-memory snapshot of every allow-list, reloaded when any platform changes (on any instance)
- * and at least every SNAPSHOT_TTL_MS as a safety net.
+ * and at least every SNAPSHOT_TTL_MS as a safety net; every second while changes may not reach this instance.
  */
 interface Snapshot {
   byPlatform: Map<string, CidrSet>;
@@ -22,6 +22,8 @@ interface Snapshot {
 }
 
 const SNAPSHOT_TTL_MS = 30_000;
+/** The age past which a snapshot is read again while this instance may be missing changes (cache `hearing`). */
+const UNHEARD_SNAPSHOT_TTL_MS = 1_000;
 const MAX_REMEMBERED_DECISIONS = 10_000;
 
 function decide(snapshot: Snapshot, key: string, compute: () => boolean): boolean {
@@ -56,7 +58,8 @@ export function createNetworkRules(deps: DomainDeps) {
   });
 
   async function current(): Promise<Snapshot> {
-    if (snapshot && deps.clock.now() - snapshot.loadedAt < SNAPSHOT_TTL_MS) return snapshot;
+    const age = snapshot ? deps.clock.now() - snapshot.loadedAt : Infinity;
+    if (age < (deps.cache.hearing() ? SNAPSHOT_TTL_MS : UNHEARD_SNAPSHOT_TTL_MS)) return snapshot!;
     if (!loading) {
       const started = generation;
       const load = (async () => {
