@@ -10,8 +10,8 @@
  *     SVC_WEBHOOK_SECRET=whatever-you-like WEBHOOK_PORT=4000 node --import tsx examples/end-to-end.ts
  *
  * and have the operator point the platform's webhook at the receiver it starts:
- * `svc webhooks set PLATFORM http://127.0.0.1:4000/ --secret whatever-you-like`. When it prints the
- * deposit address, play the blockchain: `svc deposits record ADDRESS 100 --fund-asset USDC.ETH`.
+ * `npx svc webhooks set PLATFORM http://127.0.0.1:4000/ --secret whatever-you-like`. When it prints the
+ * deposit address, play the blockchain: `npx svc deposits record ADDRESS 100 --fund-asset USDC.ETH`.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';

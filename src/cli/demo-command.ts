@@ -90,7 +90,7 @@ export async function runDemo(client: AdminClient, options: DemoOptions = {}) {
     })
     .then((quote) => ({
       ...quote,
-      try_a_deposit: `svc deposits record ${quote.deposit_address} 100 --fund-asset USDC.ETH`,
+      try_a_deposit: `npx svc deposits record ${quote.deposit_address} 100 --fund-asset USDC.ETH`,
     }))
     .catch((error: Error) => ({ error: `no fund quote: ${error.message}` }));
   return {
@@ -110,8 +110,8 @@ export async function runDemo(client: AdminClient, options: DemoOptions = {}) {
       then: 'POST /liquidity/execute {"quote_id":"<quote_id>"}, then GET /trades?client_trade_id=<quote_id>',
       with_the_cli: [
         `export SVC_URL=${publicUrl}${client.baseUrl === publicUrl ? '' : ` SVC_ADMIN_URL=${client.baseUrl}`} SVC_API_KEY=${key.api_key} SVC_API_SECRET=${key.api_secret} SVC_PASSPHRASE=${key.passphrase}`,
-        `svc api quote --side buy --underlying BTC --quoted-currency USD --quantity 0.01 --participant ${holder.participant_code}`,
-        'svc api execute <quote_id>',
+        `npx svc api quote --side buy --underlying BTC --quoted-currency USD --quantity 0.01 --participant ${holder.participant_code}`,
+        'npx svc api execute <quote_id>',
       ],
     },
   };

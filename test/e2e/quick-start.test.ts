@@ -167,6 +167,37 @@ describe('quick start on an embedded PostgreSQL', () => {
     assert.equal((await stop(again)).code, 0, again.stderr());
   });
 
+  test('SIGTERM to `npm start` (a supervisor stopping the quick start) stops svc and its PostgreSQL', async () => {
+    // Review: npm passed the signal to the shell running the script, which died without passing it on: svc
+    // and its cluster kept running, and the next start failed on the data dir's lock. The script now execs.
+    const npmCli =
+      process.env.npm_execpath ??
+      path.join(path.dirname(process.execPath), '../lib/node_modules/npm/bin/npm-cli.js');
+    const proc = startCli(
+      [],
+      { SVC_PORT: '0', SVC_LOG_LEVEL: 'warn', SVC_DATA_DIR: dataDir },
+      {
+        entry: [npmCli, 'start', '--silent'],
+      },
+    );
+    processes.push(proc);
+    await banner(proc);
+    const lock = path.join(dataDir, 'pg', 'postmaster.pid');
+    const cluster = Number(readFileSync(lock, 'utf8').split('\n')[0]);
+    try {
+      proc.child.kill('SIGTERM');
+      await eventually(
+        async () => (!existsSync(lock) && !existsSync(`/proc/${cluster}`)) || undefined,
+        20_000,
+        'svc and its embedded PostgreSQL stopped',
+      );
+      await proc.exited;
+    } finally {
+      // Failed: not left running after the run.
+      if (existsSync(`/proc/${cluster}`)) process.kill(cluster, 'SIGINT');
+    }
+  });
+
   test('a svc killed outright leaves its embedded PostgreSQL running; the next start stops that and starts', async () => {
     const killed = serve({ SVC_DATA_DIR: dataDir });
     await banner(killed);
