@@ -475,6 +475,37 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('a Redis that stalled and answers again ends the fallback at the readiness probe, with no request', async () => {
+    // Review: a stall is no disconnect, so no 'ready' came; an idle instance kept
+    // svc_rate_limit_fallback_active 1 (and logged no recovery) while /readyz said redis: true.
+    const relay = await startReplyHoldingRelay(REDIS_URL!);
+    const logger = new CapturingLogger();
+    const limiter = await createRateLimiter({
+      redisUrl: relay.url,
+      logger,
+      clock: new ManualClock(),
+      keyPrefix: freshPrefix(),
+      redisOptions: { commandTimeout: 300 },
+    });
+    try {
+      relay.hold();
+      assert.equal(
+        (await limiter.check('203.0.113.61')).allowed,
+        true,
+        'decided from memory after the timeout',
+      );
+      assert.equal(limiter.fallbackActive, true);
+      relay.release();
+      assert.equal(await limiter.sharedReachable(), true);
+      assert.equal(limiter.fallbackActive, false, 'the probe got through: the shared limit is back');
+      assert.deepEqual(logger.infos, ['rate limit: Redis is back, the shared limit applies again']);
+    } finally {
+      relay.release();
+      await limiter.close();
+      await relay.close();
+    }
+  });
+
   it('an unblock is not lost: not by an instance that was disconnected, nor to a refusal under way', async () => {
     const policy = { limit: 5 };
     const prefix = freshPrefix();

@@ -88,13 +88,7 @@ export class RateLimiterService implements RateLimiter {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly closeSubscription: () => void;
   private readonly onSharedError = (): void => {};
-  private readonly onSharedReady = (): void => {
-    this.retrySharedAt = 0;
-    this.dropSharedBlocks();
-    // Reconnected: the shared limit applies again now, not at the next request (an idle instance's
-    // svc_rate_limit_fallback_active stayed 1 until one came, while /readyz said ready; review).
-    if (this.inFallback) this.resume();
-  };
+  private readonly onSharedReady = (): void => this.sharedBack();
 
   constructor(options: RateLimiterServiceOptions = {}) {
     this.policy = resolvePolicy(options.shared?.policy ?? options.policy);
@@ -256,9 +250,24 @@ export class RateLimiterService implements RateLimiter {
   async sharedReachable(): Promise<boolean> {
     if (this.shared === undefined) return true;
     return this.shared.client.ping().then(
-      () => true,
+      () => {
+        // A stall ends with no reconnection ('ready'): the probe that finds Redis answering ends the fallback.
+        if (this.inFallback) this.sharedBack();
+        return true;
+      },
       () => false,
     );
+  }
+
+  /**
+   * Redis answers again (reconnected, or found answering by the readiness probe): the shared limit applies
+   * again now, not at the next request (an idle instance's svc_rate_limit_fallback_active stayed 1 until one
+   * came, while /readyz said ready; review).
+   */
+  private sharedBack(): void {
+    this.retrySharedAt = 0;
+    this.dropSharedBlocks();
+    if (this.inFallback) this.resume();
   }
 
   /** Drops idle IPs from memory and ended blocks from the cache. Runs on a timer unless disabled. */
