@@ -1,4 +1,5 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import ipaddr from 'ipaddr.js';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { everyAddressIn, parseCidr } from './lib/cidr.ts';
@@ -316,6 +317,15 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     );
   if (trustsAll.together)
     throw new ConfigError(`SVC_TRUST_PROXY: together trusts every ${trustsAll.together} address, ${why}`);
+  // The parser that reads the list at start (proxy-addr's: ipaddr.js) is stricter than node's isIP: it
+  // refuses a zone id with a `-` or `.` (`fe80::1%br-lan`), which otherwise failed the start after the
+  // migrations with a message naming no setting (review).
+  for (const cidr of trustProxy) {
+    if (!ipaddr.isValid(cidr.split('/')[0]!))
+      throw new ConfigError(
+        `SVC_TRUST_PROXY: "${cidr}" is not a CIDR (a zone id after % takes letters and digits only)`,
+      );
+  }
   const secretKey = optional(env, 'SVC_SECRET_KEY');
   if (secretKey !== undefined && Buffer.from(secretKey, 'base64').length !== 32) {
     throw new ConfigError('SVC_SECRET_KEY: must be base64 of exactly 32 bytes');
