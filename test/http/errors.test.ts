@@ -561,7 +561,7 @@ describe('X-REQUEST-ID on every response', () => {
   });
 
   test('any id the caller sends is echoed as sent, up to 255 characters (onboarding keys on it)', async () => {
-    for (const id of ['has spaces in it', 'abc/def', 'YWJj+ZGVm==', '{6f1c}', 'x'.repeat(255)]) {
+    for (const id of ['has spaces in it', 'a\ttab', 'abc/def', 'YWJj+ZGVm==', '{6f1c}', 'x'.repeat(255)]) {
       const h = { 'x-request-id': id };
       for (const res of [
         await rawRequest(probe.url, 'GET', '/time', { headers: h }),
