@@ -90,9 +90,10 @@ function withFormats(ajv: Ajv): Ajv {
 /**
  * wire-contract §3: the caller's X-REQUEST-ID is echoed as sent (onboarding takes any up to 255 characters as
  * its idempotency key); a longer one is not sent back, the answer gets a new id. Node has already refused
- * control characters other than a tab in header values. One with bytes beyond ASCII is not echoed either: Node writes the
- * header block as UTF-8 when a string body follows it, so those bytes went back encoded twice (review: `é`
- * came back as `Ã©`); the answer gets a new id. (Onboarding reads the header itself, whatever is echoed.)
+ * control characters other than a tab in header values. One with bytes beyond ASCII is not echoed either:
+ * Node writes the header block as UTF-8 when a string body follows it, so those bytes went back encoded twice
+ * (review: `é` came back as `Ã©`); the answer gets a new id. (Onboarding reads the header itself, whatever is
+ * echoed.)
  */
 const MAX_REQUEST_ID_LENGTH = 255;
 /** The ops routes (routes/ops.routes.ts), logged at debug. */
