@@ -110,6 +110,33 @@ test('createCustomer without a requestId: a first attempt done only after the lo
   assert.equal(again.participant_code, result.participant_code);
 });
 
+test('createCustomer sends one X-REQUEST-ID: the caller’s among its headers, or requestId over it', async () => {
+  const sent: Array<string | null> = [];
+  const client = createClient({
+    baseUrl: svc.url,
+    apiKey: a.key.api_key,
+    apiSecret: a.key.api_secret,
+    passphrase: a.key.passphrase,
+    fetch: async (input, init) => {
+      if (init?.method === 'POST') sent.push(new Headers(init.headers).get('x-request-id'));
+      return fetch(input, init);
+    },
+  });
+  const mine = `mine-${randomUUID()}`;
+  const body = usCustomer() as PostCustomerBody;
+  const created = await client.participants.createCustomer(body, { headers: { 'X-Request-ID': mine } });
+  assert.equal(created.outcome, 'created');
+  // Given both ways, the option wins and is sent once (fetch joins two headers of one name as "a, b").
+  const option = `option-${randomUUID()}`;
+  await client.participants.createCustomer(usCustomer() as PostCustomerBody, {
+    requestId: option,
+    headers: { 'x-request-id': `header-${randomUUID()}` },
+  });
+  assert.deepEqual(sent, [mine, option]);
+  // The server keyed the creation on the caller's id: the same payload and id is a replay of it.
+  assert.deepEqual(await client.participants.createCustomer(body, { requestId: mine }), created);
+});
+
 test('getByEmail and list find the customer; unknown → SvcNotFoundError; another platform’s → SvcPermissionError', async () => {
   const body = usCustomer() as PostCustomerBody;
   const created = await participants.createCustomer(body);
