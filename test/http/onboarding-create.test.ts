@@ -120,6 +120,12 @@ describe('creation', () => {
       query: { participant_code: code },
     });
     assert.equal(listed.body.message[0]!.updated_at, payload.timestamp);
+    // Created and last changed by the same event, at its time (they differed by a few ms; review).
+    const operatorView = await svc.admin.get<{ created_at: number; updated_at: number }>(
+      `/participants/${code}`,
+    );
+    assert.equal(operatorView.created_at, payload.timestamp);
+    assert.equal(operatorView.updated_at, payload.timestamp);
   });
 
   test('every later status change records another participant_status_changed', async () => {
