@@ -26,7 +26,7 @@ import {
   sendUnavailable,
 } from './http/error-handler.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
-import { authenticationPlugin } from './http/plugins/authentication.plugin.ts';
+import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
 import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
@@ -124,6 +124,12 @@ function logCompleted(
   );
 }
 
+/** Whether a request announces a body (read or not). */
+function hasBody(request: FastifyRequest): boolean {
+  const { headers } = request.raw;
+  return headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+}
+
 /** Builds the HTTP application; never listens (entry points do). */
 export async function buildApp(
   deps: AppDeps,
@@ -133,6 +139,12 @@ export async function buildApp(
   // wire-contract §2 and §9: firewall, then rate limit, before anything else a public request meets.
   const edge: EdgeHook[] = parts.public
     ? publicEdgeHooks({ networkRules: services.networkRules, rateLimiter: deps.rateLimiter })
+    : [];
+  // A public URL the router refuses is refused (400) after the same checks as any other public request, in
+  // wire-contract §9's order: the edge, then authentication and the allow-list (the signature only when there
+  // is no body: it covers the body, which is not read). Unsigned, it was a 400 before any 401 (review).
+  const unroutedPublic: EdgeHook[] = parts.public
+    ? [...edge, async (request) => void (await authenticatedCaller(services, request, hasBody(request)))]
     : [];
   const isOperatorUrl = (url: string) => parts.admin && /^\/admin(\/|\?|$)/.test(url);
   // wire-contract §2.4: X-Forwarded-For is believed only from configured proxies. Compiled once, with the
@@ -196,7 +208,7 @@ export async function buildApp(
       reply.header(REQUEST_ID_HEADER, request.id);
       if (trusted) Object.defineProperty(request, 'ip', { value: proxyAddr(request.raw, trusted) });
       runEdgeHooks(
-        isOperatorUrl(request.url) ? [] : edge,
+        isOperatorUrl(request.url) ? [] : unroutedPublic,
         request,
         reply,
         () => void reply.code(400).send({ errors: [problem] }),

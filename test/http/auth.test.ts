@@ -363,6 +363,39 @@ describe('revocation racing a cold key load', () => {
   });
 });
 
+describe('a URL the router refuses (wire-contract §9: authentication before input validation)', () => {
+  const targets = ['/trades/%E0%A4%A', '/accounts/%zz/details', `/trades/${'a'.repeat(600)}`];
+
+  test('unsigned, or signed wrong, it is a 401; signed, a 400 naming the path', async () => {
+    // Review: it was a 400 for anyone, answered before authentication.
+    for (const target of targets) {
+      assert401(await rawRequest(probe.url, 'GET', target), /missing header X-SCX-API-KEY/);
+      assert401(await signed('GET', target, { signTarget: '/time' }), /invalid signature/);
+      const res = await signed('GET', target);
+      assert.equal(res.status, 400, res.text);
+      assert.match((res.json as { errors: string[] }).errors[0]!, /^path: /);
+    }
+  });
+
+  test('with a body, which is never read, every check but the signature comes first', async () => {
+    const body = '{"quote_id":"x"}';
+    const target = '/trades/%zz';
+    assert401(await rawRequest(probe.url, 'POST', target, { body }), /missing header X-SCX-API-KEY/);
+    assert401(
+      await signed('POST', target, { body, override: { [AUTH_HEADERS.passphrase]: 'wrong' } }),
+      /passphrase/,
+    );
+    assert.equal((await signed('POST', target, { body })).status, 400);
+  });
+
+  test('a caller from an IP its platform does not list gets the 403 first', async () => {
+    // Another platform's IP passes the firewall; this platform's list names only another address.
+    const narrow = remember(await svc.newPlatform({ allowlist: ['192.0.2.10/32'] }));
+    const res = await signed('GET', targets[0]!, { key: narrow.key });
+    assert.equal(res.status, 403, res.text);
+  });
+});
+
 describe('an instance that may be missing notifications', () => {
   /**
    * An authenticator and allow-list of an instance of the test's own, whose LISTEN connection goes through a

@@ -113,9 +113,10 @@ describe('firewall and allow-lists (no trusted proxy)', () => {
       (await probe.app.inject({ method: 'GET', url: '/nope', remoteAddress: A_IP })).statusCode,
       404,
     );
+    // (a refused URL: authentication comes first, wire-contract §9)
     assert.equal(
       (await probe.app.inject({ method: 'GET', url: '/%zz', remoteAddress: A_IP })).statusCode,
-      400,
+      401,
     );
     // The operator API answers its own unknown paths, behind its token.
     const app = svc.runtime.apps[0]!;
@@ -243,9 +244,10 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
         remoteAddress: PROXY_IP,
         headers: { 'x-forwarded-for': forwardedFor },
       });
+    // Past the firewall, unsigned: authentication's 401 (wire-contract §9).
     const allowed = await refused(A_IP);
-    assert.equal(allowed.statusCode, 400, allowed.body);
-    assert.deepEqual(allowed.json(), { errors: ['path: is not a valid URL'] });
+    assert.equal(allowed.statusCode, 401, allowed.body);
+    assert.deepEqual(allowed.json(), { error: 'missing header X-SCX-API-KEY' });
     assert1020(await refused(NOWHERE_IP));
   });
 

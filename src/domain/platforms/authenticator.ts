@@ -22,6 +22,11 @@ export interface SignedRequest {
   /** The request target exactly as received: path plus ?query, not re-encoded. */
   route: string;
   rawBody: Buffer | undefined;
+  /**
+   * The request has a body that was never read (a URL the router refused): every check but the signature's,
+   * which covers the body.
+   */
+  bodyUnread?: boolean;
 }
 
 export interface Caller {
@@ -150,8 +155,10 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
       const entry = await load(req.apiKey);
       if (!entry) throw unauthenticated('unknown API key');
       if (entry.revoked) throw unauthenticated('API key revoked');
-      const message = signingMessage(req.timestamp, req.method, req.route, req.rawBody);
-      if (!signatureMatches(entry.secret, message, req.signature)) throw unauthenticated('invalid signature');
+      if (!req.bodyUnread) {
+        const message = signingMessage(req.timestamp, req.method, req.route, req.rawBody);
+        if (!signatureMatches(entry.secret, message, req.signature)) throw unauthenticated('invalid signature');
+      }
       if (!(await passphraseMatches(entry, req.passphrase))) throw unauthenticated('invalid passphrase');
       return { platformCode: entry.platformCode, apiKey: req.apiKey };
     },

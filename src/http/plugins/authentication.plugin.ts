@@ -1,7 +1,7 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AUTH_HEADERS } from '../../contract/request-signature.ts';
 import { forbidden } from '../../domain/errors.ts';
-import type { Authenticator } from '../../domain/platforms/authenticator.ts';
+import type { Authenticator, Caller } from '../../domain/platforms/authenticator.ts';
 import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import '../request-context.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
@@ -11,29 +11,44 @@ function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+export interface AuthenticationDeps {
+  authenticator: Authenticator;
+  networkRules: NetworkRules;
+}
+
+/**
+ * Authentication (401), then the caller's platform allow-list (403): the request's caller. `bodyUnread`: a
+ * request refused before its body was read, whose signature (over the body) cannot be checked.
+ */
+export async function authenticatedCaller(
+  deps: AuthenticationDeps,
+  request: FastifyRequest,
+  bodyUnread = false,
+): Promise<Caller> {
+  const caller = await deps.authenticator.authenticate({
+    apiKey: header(request.headers[AUTH_HEADERS.apiKey]),
+    signature: header(request.headers[AUTH_HEADERS.signed]),
+    timestamp: header(request.headers[AUTH_HEADERS.timestamp]),
+    passphrase: header(request.headers[AUTH_HEADERS.passphrase]),
+    method: request.method,
+    route: request.raw.url ?? request.url,
+    rawBody: request.rawBody,
+    bodyUnread,
+  });
+  if (!(await deps.networkRules.platformAllows(caller.platformCode, request.ip))) {
+    throw forbidden(`IP address ${request.ip} is not on the allow-list of platform ${caller.platformCode}`);
+  }
+  return caller;
+}
+
 /**
  * wire-contract §9 order, after the firewall and the rate limit: authentication (401) → platform
  * allow-list (403) → the body is JSON (400) → schema validation (400) → the route.
  */
-async function authentication(
-  app: FastifyInstance,
-  options: { authenticator: Authenticator; networkRules: NetworkRules },
-): Promise<void> {
+async function authentication(app: FastifyInstance, options: AuthenticationDeps): Promise<void> {
   app.decorateRequest('caller', null);
   app.addHook('preValidation', async (request) => {
-    const caller = await options.authenticator.authenticate({
-      apiKey: header(request.headers[AUTH_HEADERS.apiKey]),
-      signature: header(request.headers[AUTH_HEADERS.signed]),
-      timestamp: header(request.headers[AUTH_HEADERS.timestamp]),
-      passphrase: header(request.headers[AUTH_HEADERS.passphrase]),
-      method: request.method,
-      route: request.raw.url ?? request.url,
-      rawBody: request.rawBody,
-    });
-    if (!(await options.networkRules.platformAllows(caller.platformCode, request.ip))) {
-      throw forbidden(`IP address ${request.ip} is not on the allow-list of platform ${caller.platformCode}`);
-    }
-    request.caller = caller;
+    request.caller = await authenticatedCaller(options, request);
     assertParsableInput(request);
   });
 }
