@@ -157,7 +157,8 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
       if (entry.revoked) throw unauthenticated('API key revoked');
       if (!req.bodyUnread) {
         const message = signingMessage(req.timestamp, req.method, req.route, req.rawBody);
-        if (!signatureMatches(entry.secret, message, req.signature)) throw unauthenticated('invalid signature');
+        if (!signatureMatches(entry.secret, message, req.signature))
+          throw unauthenticated('invalid signature');
       }
       if (!(await passphraseMatches(entry, req.passphrase))) throw unauthenticated('invalid passphrase');
       return { platformCode: entry.platformCode, apiKey: req.apiKey };
