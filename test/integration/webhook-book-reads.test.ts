@@ -10,6 +10,7 @@ import {
 } from '../../src/domain/webhooks/partition-holdings.ts';
 import type { Log } from '../../src/lib/log.ts';
 import { createStore, type Db } from '../../src/store/database.ts';
+import { holdingQueries } from '../helpers/held-queries.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, waitFor } from '../helpers/webhook-receiver.ts';
@@ -167,4 +168,22 @@ test('while the database is away, reads wait for the retry whoever asks for one,
     await store.close();
     await proxy.close();
   }
+});
+
+test('a read asked for while the reads are stopping is not made: the pass under way is the last', async () => {
+  holdings?.stopWanting();
+  await holdings?.giveBackAll();
+  // Every statement of the reads is held until released: a pass is under way, its first statement answered late.
+  const held = holdingQueries(svc.runtime.store.db, () => true);
+  const r = reading({ db: held.db });
+  r.reads.endpointsStale(); // the pass begins with a statement (every endpoint read again)
+  r.reads.read();
+  await held.reached;
+  assert.equal(r.onReads, 0, 'the pass has not landed');
+  // Asked for during the pass (a wake-up, the poll): queued, to be made once it ends.
+  r.reads.read();
+  const stopping = r.reads.stop();
+  held.release();
+  await stopping;
+  assert.equal(r.onReads, 1, 'the pass under way landed, and no pass began after the stop');
 });

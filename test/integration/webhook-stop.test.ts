@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
 import { PgListener } from '../../src/store/pg-listener.ts';
 import { inProcessDelivery, QUIET_LOGGER } from '../helpers/in-process-delivery.ts';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
@@ -51,5 +52,43 @@ test('stopIntake with a silent LISTEN connection: nothing recorded after the sto
     proxy.thaw();
     await worker.close();
     await listener.stop();
+  }
+});
+
+test('stopIntake whose last wait fails (here giving up the LISTEN channel) still gives every partition back', async () => {
+  const db = svc.runtime.store.db;
+  /** The partitions each owner holds, from the lease table. */
+  const owners = async () =>
+    (
+      await sql<{ owner: string; n: number }>`select owner, count(*)::int as n from webhook_partitions
+        where owner is not null group by owner`.execute(db)
+    ).rows;
+  // The wait at the stop fails: here its giving up the channel (a listener whose unlisten rejects; the rejection
+  // marked handled, as it is only awaited once the attempts under way have stopped).
+  const unlistenFailed = new Error('unlisten failed');
+  const listener = {
+    listen: async () => {},
+    unlisten: () => {
+      const failed = Promise.reject(unlistenFailed);
+      failed.catch(() => {});
+      return failed;
+    },
+  } as unknown as PgListener;
+  const worker = inProcessDelivery(svc).startWorkerSide(QUIET_LOGGER, { listener });
+  let stopped = false;
+  try {
+    const held = await waitFor(async () => {
+      const rows = await owners();
+      return rows.length === 1 && rows[0]!.n === 64 ? rows[0] : null;
+    }, 'the worker holding every partition');
+    await assert.rejects(worker.stopIntake(), unlistenFailed, 'the failure reaches the caller');
+    stopped = true;
+    assert.deepEqual(
+      await owners(),
+      [],
+      `given back despite the failure, not renewed by ${held.owner} until the process exits`,
+    );
+  } finally {
+    if (!stopped) await worker.stopIntake().catch(() => {});
   }
 });
