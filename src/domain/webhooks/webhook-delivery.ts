@@ -682,9 +682,13 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       // Once, like the stop: a second close waits for the first rather than closing what it closed.
       close: () =>
         (closed ??= (async () => {
-          await stopIntake();
-          await sender.close();
-          await store?.close();
+          // The connections are closed even when the stop failed (its failure still reaches the caller).
+          try {
+            await stopIntake();
+          } finally {
+            await sender.close();
+            await store?.close();
+          }
         })()),
     };
   }
