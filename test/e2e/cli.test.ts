@@ -41,8 +41,46 @@ async function svcJson<T = Record<string, unknown>>(...args: string[]): Promise<
 }
 
 describe('operator commands against a live server', () => {
+  // What the tests below act on, made here so that each test also runs alone (--test-name-pattern): a
+  // platform with no API key, an approved participant of it, and that participant's account 'balances'.
+  // The tests of `platforms create`, `participants create` and `accounts create` make their own.
   let platform: string;
   let participant: string;
+
+  before(async () => {
+    ({ platform_code: platform } = await svcJson<{ platform_code: string }>(
+      'platforms',
+      'create',
+      '--name',
+      'CLI shared platform',
+      '--allow',
+      '127.0.0.1/32',
+    ));
+    ({ participant_code: participant } = await svcJson<{ participant_code: string }>(
+      'participants',
+      'create',
+      '--platform',
+      platform,
+      '--email',
+      'cli-shared@example.com',
+      '--first-name',
+      'Cli',
+      '--last-name',
+      'Shared',
+    ));
+    await svcJson(
+      'accounts',
+      'create',
+      '--platform',
+      platform,
+      '--participant',
+      participant,
+      '--region',
+      'uk',
+      '--label',
+      'balances',
+    );
+  });
 
   test('platforms create / show / list', async () => {
     const created = await svcJson<{ platform_code: string; ip_allowlist: string[]; quote_expiry_ms: number }>(
@@ -59,15 +97,15 @@ describe('operator commands against a live server', () => {
       '--deposit-fee-bps',
       '12.5',
     );
-    platform = created.platform_code;
-    assert.match(platform, /^[A-Z0-9]{6}$/);
+    const code = created.platform_code;
+    assert.match(code, /^[A-Z0-9]{6}$/);
     assert.deepEqual(created.ip_allowlist, ['127.0.0.1/32', '10.0.0.0/8', '192.0.2.0/24']);
     assert.equal(created.quote_expiry_ms, 20_000);
-    const shown = await svcJson<{ name: string; deposit_fee_bps: string }>('platforms', 'show', platform);
+    const shown = await svcJson<{ name: string; deposit_fee_bps: string }>('platforms', 'show', code);
     assert.equal(shown.name, 'CLI platform');
     assert.equal(shown.deposit_fee_bps, '12.5');
     const listed = await svcJson<Array<{ platform_code: string }>>('platforms', 'list');
-    assert.ok(listed.some((p) => p.platform_code === platform));
+    assert.ok(listed.some((p) => p.platform_code === code));
   });
 
   test('allowlist set', async () => {
@@ -118,20 +156,20 @@ describe('operator commands against a live server', () => {
       '--last-name',
       'User',
     );
-    participant = created.participant_code;
+    const code = created.participant_code;
     assert.equal(created.status, 'approved');
-    const shown = await svcJson<{ email: string }>('participants', 'show', participant);
+    const shown = await svcJson<{ email: string }>('participants', 'show', code);
     assert.equal(shown.email, 'cli@example.com');
     const changed = await svcJson<{ status: string; reason_code: string }>(
       'participants',
       'set-status',
-      participant,
+      code,
       'locked',
       '--reason',
       'kyc_review',
     );
     assert.deepEqual([changed.status, changed.reason_code], ['locked', 'kyc_review']);
-    await svcJson('participants', 'set-status', participant, 'approved');
+    await svcJson('participants', 'set-status', code, 'approved');
   });
 
   test('accounts create', async () => {
@@ -170,7 +208,7 @@ describe('operator commands against a live server', () => {
       '--participant',
       participant,
       '--label',
-      'cli',
+      'balances',
       '--asset',
       'USD',
       '--amount',
@@ -183,7 +221,7 @@ describe('operator commands against a live server', () => {
       '--participant',
       participant,
       '--label',
-      'cli',
+      'balances',
       '--asset',
       'USD',
       '--amount',
