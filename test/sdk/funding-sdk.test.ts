@@ -79,7 +79,7 @@ test('svc demo shows a fund quote with a deposit address and the command to fund
   };
   assert.ok(quote.deposit_address && isValidAddress('evm', quote.deposit_address), JSON.stringify(quote));
   assert.match(quote.reference_id ?? '', /^demo-/);
-  assert.match(quote.try_a_deposit ?? '', /^svc deposits record 0x[0-9a-fA-F]{40} 100/);
+  assert.match(quote.try_a_deposit ?? '', /^npx svc deposits record 0x[0-9a-fA-F]{40} 100/);
 });
 
 test('svc demo against a prod server gives its platform a loopback allow-list (the server decides, not the CLI)', async () => {
