@@ -92,3 +92,33 @@ test('stopIntake whose last wait fails (here giving up the LISTEN channel) still
     if (!stopped) await worker.stopIntake().catch(() => {});
   }
 });
+
+test('close whose stop fails still closes the worker side’s own connections (its failure reaches the caller)', async () => {
+  const db = svc.runtime.store.db;
+  // The bookkeeping pool's connections, told apart by their application name.
+  const url = new URL(svc.database.url);
+  url.searchParams.set('application_name', 'svc-close-test');
+  const connections = async () =>
+    (
+      await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where application_name = 'svc-close-test'`.execute(db)
+    ).rows[0]!.n;
+  const unlistenFailed = new Error('unlisten failed');
+  const listener = {
+    listen: async () => {},
+    unlisten: () => {
+      const failed = Promise.reject(unlistenFailed);
+      failed.catch(() => {});
+      return failed;
+    },
+  } as unknown as PgListener;
+  const worker = inProcessDelivery(svc).startWorkerSide(QUIET_LOGGER, { databaseUrl: url.href, listener });
+  await waitFor(async () => (await connections()) > 0, 'the bookkeeping pool at work (taking partitions)');
+  await assert.rejects(worker.close(), unlistenFailed);
+  // (A backend leaves pg_stat_activity a moment after its client has gone; an open pool's stay for 30 s idle.)
+  await waitFor(
+    async () => (await connections()) === 0,
+    'the bookkeeping pool ended despite the failed stop',
+    5_000,
+  );
+});
