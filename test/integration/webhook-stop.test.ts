@@ -25,6 +25,21 @@ after(async () => {
   await svc?.close();
 });
 
+/**
+ * A listener whose giving up the channel fails, so that a worker side's stop fails at its last wait (the rejection
+ * marked handled, as it is only awaited once the attempts under way have stopped).
+ */
+function listenerWhoseUnlistenFails(failure: Error): PgListener {
+  return {
+    listen: async () => {},
+    unlisten: () => {
+      const failed = Promise.reject(failure);
+      failed.catch(() => {});
+      return failed;
+    },
+  } as unknown as PgListener;
+}
+
 test('stopIntake with a silent LISTEN connection: nothing recorded after the stop is attempted', async () => {
   const listener = new PgListener(proxy.url);
   await listener.start();
@@ -63,17 +78,9 @@ test('stopIntake whose last wait fails (here giving up the LISTEN channel) still
       await sql<{ owner: string; n: number }>`select owner, count(*)::int as n from webhook_partitions
         where owner is not null group by owner`.execute(db)
     ).rows;
-  // The wait at the stop fails: here its giving up the channel (a listener whose unlisten rejects; the rejection
-  // marked handled, as it is only awaited once the attempts under way have stopped).
+  // The wait at the stop fails: here its giving up the channel.
   const unlistenFailed = new Error('unlisten failed');
-  const listener = {
-    listen: async () => {},
-    unlisten: () => {
-      const failed = Promise.reject(unlistenFailed);
-      failed.catch(() => {});
-      return failed;
-    },
-  } as unknown as PgListener;
+  const listener = listenerWhoseUnlistenFails(unlistenFailed);
   const worker = inProcessDelivery(svc).startWorkerSide(QUIET_LOGGER, { listener });
   let stopped = false;
   try {
@@ -104,14 +111,7 @@ test('close whose stop fails still closes the worker side’s own connections (i
         where application_name = 'svc-close-test'`.execute(db)
     ).rows[0]!.n;
   const unlistenFailed = new Error('unlisten failed');
-  const listener = {
-    listen: async () => {},
-    unlisten: () => {
-      const failed = Promise.reject(unlistenFailed);
-      failed.catch(() => {});
-      return failed;
-    },
-  } as unknown as PgListener;
+  const listener = listenerWhoseUnlistenFails(unlistenFailed);
   const worker = inProcessDelivery(svc).startWorkerSide(QUIET_LOGGER, { databaseUrl: url.href, listener });
   await waitFor(async () => (await connections()) > 0, 'the bookkeeping pool at work (taking partitions)');
   await assert.rejects(worker.close(), unlistenFailed);
