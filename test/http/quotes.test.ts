@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { AdminApiError } from '../../src/cli/admin-client.ts';
 import type { IssuedApiKey, Platform } from '../../src/contract/admin.schemas.ts';
 import type { LiquidityQuote } from '../../src/contract/quotes.schemas.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
@@ -184,6 +185,51 @@ describe('liquidity quotes', () => {
     });
     assert.equal(res.status, 400);
     assert.deepEqual(res.body, { errors: ['underlying: no price for DOGE/USD'] });
+  });
+
+  test('an asset on a network no one knows → 400 naming underlying, in quotes and in booked trades; a known one is quoted', async () => {
+    const message =
+      'underlying: BTC.NOPE is not an asset on a network this service knows (e.g. USDC.ETH; or the asset alone, e.g. USDC)';
+    const liquidity = await client.send('GET', '/liquidity/rfq', {
+      query: { side: 'buy', underlying: 'BTC.NOPE', quoted_currency: 'USD', quantity: '1' },
+    });
+    assert.equal(liquidity.status, 400);
+    assert.deepEqual(liquidity.body, { errors: [message] });
+    const withdraw = await client.send('POST', '/convert_withdraw/rfq', {
+      body: {
+        side: 'buy',
+        underlying: 'BTC.NOPE',
+        quoted_currency: 'USD',
+        quantity: '1',
+        withdrawal_address: 'anything',
+      },
+    });
+    assert.equal(withdraw.status, 400);
+    assert.deepEqual(withdraw.body, { errors: [message] });
+    const booked = await svc.admin
+      .post('/trades', {
+        platform_code: platformCode,
+        participant_code: customer,
+        side: 'buy',
+        underlying: 'BTC.NOPE',
+        quoted_currency: 'USD',
+        quantity: '1',
+        price: '1',
+      })
+      .then(
+        () => assert.fail('booked'),
+        (error: AdminApiError) => error,
+      );
+    assert.equal(booked.status, 400);
+    assert.deepEqual(booked.body, { errors: [message] });
+    // A network the vendor lists is quoted at the asset's own price (the ledger holds the asset without it).
+    const known = await liquidityQuote(client, {
+      ...ACCOUNT_ACTIONS,
+      underlying: 'ETH.ARBITRUM',
+      quantity: '2',
+    });
+    assert.equal(known.underlying, 'ETH.ARBITRUM');
+    assert.equal(known.price, '3');
   });
 
   test('decimals are exact where binary floats are not', async () => {
