@@ -137,8 +137,13 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
           ? await runCheck(plan.hooks.idempotenceCheck, failure)
           : undefined;
         if (done !== undefined) return done;
+        // An empty check after this answer shows this attempt did nothing, but not an earlier one that got no
+        // answer: that one may still be at work (review: a timeout, then 504s, was thrown as known not done).
         if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck)
-          return finish(plan.hooks?.idempotenceCheck !== undefined && response !== undefined);
+          return finish(
+            plan.hooks?.idempotenceCheck !== undefined && response !== undefined && !earlierUnanswered,
+            earlierUnanswered,
+          );
         earlierIndeterminate = true;
         earlierUnanswered ||= response === undefined;
         await options.sleep(action.delayMs);

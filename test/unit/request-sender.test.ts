@@ -274,6 +274,26 @@ describe('request sender applies the spec 7 table', () => {
     }
   });
 
+  test('an earlier attempt with no answer keeps the outcome unknown when the last one is a 502 or 504 and its check is empty', async () => {
+    for (const last of [502, 504]) {
+      const s = script(['network', last, last, last]);
+      let checks = 0;
+      await assert.rejects(
+        sendWithRetries({
+          method: 'POST',
+          path: '/liquidity/execute',
+          send: s.send,
+          retry: clock().retry,
+          hooks: { idempotenceCheck: async () => (checks++, undefined) },
+        }),
+        (e: unknown) => e instanceof SvcServerError && e.status === last && e.outcomeUnknown === true,
+        `network, then ${last}s`,
+      );
+      assert.equal(s.calls.length, 4);
+      assert.equal(checks, 4);
+    }
+  });
+
   test('budget spent on an indeterminate answer: the last check still finds the work', async () => {
     const s = script([504, 504]);
     let checks = 0;
