@@ -212,7 +212,7 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
     probe = await startProbeApp(svc.runtime, {
       config: { ...svc.runtime.config, trustProxy: config.trustProxy },
     });
-    a = await svc.newPlatform({ allowlist: [`${A_IP}/32`] });
+    a = await svc.newPlatform({ allowlist: [`${A_IP}/32`, `${A_IPV6}/128`] });
     b = await svc.newPlatform({ allowlist: [`${B_IP}/32`] });
   });
   after(async () => {
@@ -249,6 +249,25 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
     assert.equal(allowed.statusCode, 401, allowed.body);
     assert.deepEqual(allowed.json(), { error: 'missing header X-SCX-API-KEY' });
     assert1020(await refused(NOWHERE_IP));
+  });
+
+  test("an entry written with the client's port (as some proxies write it) is that client, for every check", async () => {
+    for (const entry of [`${A_IP}:51234`, `[${A_IPV6}]:443`, `[${A_IPV6}]`]) {
+      const ip = entry.startsWith('[') ? A_IPV6 : A_IP;
+      assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: entry })), ip, entry);
+      // The allow-list of another platform, and the firewall of a path no route matches, see it too.
+      assertAllowListRefusal(await whoami(probe.app, PROXY_IP, { key: b.key, forwardedFor: entry }));
+      const unrouted = await probe.app.inject({
+        method: 'GET',
+        url: '/nowhere',
+        remoteAddress: PROXY_IP,
+        headers: { 'x-forwarded-for': entry },
+      });
+      assert.equal(unrouted.statusCode, 404, `${entry}: ${unrouted.body}`);
+    }
+    assert1020(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: `${NOWHERE_IP}:51234` }));
+    // Not an address with a port: as given, so on no list.
+    assert1020(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: `${A_IP}:port` }));
   });
 
   test('a trusted proxy without X-Forwarded-For is itself the source (on no list → 1020)', async () => {

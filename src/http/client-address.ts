@@ -1,0 +1,31 @@
+import type { IncomingMessage } from 'node:http';
+import { isIPv4, isIPv6 } from 'node:net';
+import proxyAddr from '@fastify/proxy-addr';
+
+/** Which peers are trusted proxies (wire-contract §2.4), compiled by proxy-addr. */
+export type ProxyTrust = ReturnType<typeof proxyAddr.compile>;
+
+const IPV4_WITH_PORT = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/;
+const BRACKETED_IPV6 = /^\[([^\]]+)\](?::\d{1,5})?$/;
+
+/**
+ * An X-Forwarded-For entry without the port some proxies write with it (Azure Application Gateway:
+ * `203.0.113.9:51234`, `[2001:db8::1]:443`). proxy-addr, Fastify's, takes the entry as written, so every
+ * connection of one client was a client of its own: a rate limit per connection, not per IP, and a 1020 for a
+ * client on an allow-list (review). Our own code: proxy-addr has no option for it. Anything else is as given.
+ */
+export function withoutPort(address: string): string {
+  const v4 = IPV4_WITH_PORT.exec(address);
+  if (v4 && isIPv4(v4[1]!)) return v4[1]!;
+  const v6 = BRACKETED_IPV6.exec(address);
+  if (v6 && isIPv6(v6[1]!)) return v6[1]!;
+  return address;
+}
+
+/**
+ * The client's address (wire-contract §2.4): the socket peer, or, when that is a trusted proxy, the right-most
+ * X-Forwarded-For entry that is not one, without a port.
+ */
+export function forwardedClientAddress(request: IncomingMessage, trust: ProxyTrust): string {
+  return withoutPort(proxyAddr(request, trust));
+}
