@@ -54,8 +54,9 @@ export interface Config {
   /** When set, the operator API is served only on this listener. */
   adminListen: Listen | null;
   /**
-   * When set, a process of role worker (which serves no API) serves /healthz, /readyz and /metrics here, so
-   * its job and webhook-delivery metrics can be scraped. Roles api and all serve them with the API.
+   * When set, /healthz, /readyz and /metrics are served here and only here, in every role: a worker (which
+   * serves no API) so that its job and webhook-delivery metrics can be scraped, an api or all process so that
+   * they are off the public listener. Unset, roles api and all serve them with the API, and a worker none.
    */
   opsListen: Listen | null;
   /** Undefined until main resolves it (generated and saved in the data dir on first start). */
