@@ -28,6 +28,22 @@ function status2body(status: number): unknown {
   return status < 300 ? { message: { ok: true } } : { error: `status ${status}` };
 }
 
+/** `POST /liquidity/execute` sent by `send`, whose idempotence check never finds a trade; `checks` counts its looks. */
+function executeWithEmptyCheck(
+  send: () => Promise<RawResponse>,
+  retry: false | ReturnType<typeof clock>['retry'],
+) {
+  let checks = 0;
+  const sent = sendWithRetries({
+    method: 'POST',
+    path: '/liquidity/execute',
+    send,
+    retry,
+    hooks: { idempotenceCheck: async () => (checks++, undefined) },
+  });
+  return { sent, checks: () => checks };
+}
+
 function clock() {
   const slept: number[] = [];
   let now = 0;
@@ -258,39 +274,27 @@ describe('request sender applies the spec 7 table', () => {
     // (review: an execute held 8 s by a row lock, `--timeout-ms 1000`, booked its trade after an empty check).
     for (const retry of [false, undefined] as const) {
       const s = script(retry === false ? ['network'] : ['network', 'network', 'network', 'network']);
-      let checks = 0;
+      const execute = executeWithEmptyCheck(s.send, retry ?? clock().retry);
       await assert.rejects(
-        sendWithRetries({
-          method: 'POST',
-          path: '/liquidity/execute',
-          send: s.send,
-          retry: retry ?? clock().retry,
-          hooks: { idempotenceCheck: async () => (checks++, undefined) },
-        }),
+        execute.sent,
         (e: unknown) => e instanceof SvcConnectionError && e.outcomeUnknown === true,
         `retry ${String(retry)}`,
       );
-      assert.ok(checks >= 1, 'the check still ran: it finds work that is done');
+      assert.ok(execute.checks() >= 1, 'the check still ran: it finds work that is done');
     }
   });
 
   test('an earlier attempt with no answer keeps the outcome unknown when the last one is a 502 or 504 and its check is empty', async () => {
     for (const last of [502, 504]) {
       const s = script(['network', last, last, last]);
-      let checks = 0;
+      const execute = executeWithEmptyCheck(s.send, clock().retry);
       await assert.rejects(
-        sendWithRetries({
-          method: 'POST',
-          path: '/liquidity/execute',
-          send: s.send,
-          retry: clock().retry,
-          hooks: { idempotenceCheck: async () => (checks++, undefined) },
-        }),
+        execute.sent,
         (e: unknown) => e instanceof SvcServerError && e.status === last && e.outcomeUnknown === true,
         `network, then ${last}s`,
       );
       assert.equal(s.calls.length, 4);
-      assert.equal(checks, 4);
+      assert.equal(execute.checks(), 4);
     }
   });
 
