@@ -18,7 +18,8 @@ export interface AuthenticationDeps {
 
 /**
  * Authentication (401), then the caller's platform allow-list (403): the request's caller. `bodyUnread`: a
- * request refused before its body was read, whose signature (over the body) cannot be checked.
+ * request refused before its body was read, whose signature (over the body) cannot be checked, nor therefore
+ * its passphrase (authenticator.ts).
  */
 export async function authenticatedCaller(
   deps: AuthenticationDeps,
