@@ -193,6 +193,25 @@ describe('every authentication failure → 401 {"error": reason}', () => {
     assert401(await rawRequest(probe.url, 'GET', '/probe/whoami'));
   });
 
+  test('a body is not read as JSON before its caller is authenticated (an unauthenticated 1 MB body cost up to 135 ms)', async () => {
+    const body = `{"amount":"1","note":"${randomBytes(8).toString('hex')}"}`;
+    const parse = JSON.parse;
+    let parsed = 0;
+    JSON.parse = ((text: string, reviver?: Parameters<typeof parse>[1]) => {
+      if (text === body) parsed++;
+      return parse(text, reviver);
+    }) as typeof JSON.parse;
+    try {
+      assert401(await rawRequest(probe.url, 'POST', '/probe/echo', { body }));
+      assert401(await signed('POST', '/probe/echo', { body, override: { [AUTH_HEADERS.signed]: 'x' } }));
+      assert.equal(parsed, 0, 'parsed before the 401');
+      assert.equal((await signed('POST', '/probe/echo', { body })).status, 200);
+      assert.equal(parsed, 1, 'parsed once authenticated');
+    } finally {
+      JSON.parse = parse;
+    }
+  });
+
   test('unknown key', async () => {
     const unknown = { ...a.key, api_key: randomBytes(16).toString('hex') };
     assert401(await signed('GET', '/probe/whoami', { key: unknown }), /unknown API key/);
