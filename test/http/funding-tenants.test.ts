@@ -128,6 +128,12 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
     body: { participant_code: tenant, fund_asset: 'BTC.BTC', account_label: 'joint' },
   });
   assert.equal(quote.status, 403);
+  // The body's faults come first (wire-contract §9: input, then who acts; review).
+  const badAsset = await platform.client.send<{ errors: string[] }>('POST', '/fund/rfq', {
+    body: { participant_code: tenant, fund_asset: 'XRP.XRP', account_label: 'joint' },
+  });
+  assert.equal(badAsset.status, 400, JSON.stringify(badAsset.body));
+  assert.match(badAsset.body.errors.join('\n'), /^fund_asset: /m);
   const token = await platform.client.send('POST', '/client_auth_token', {
     body: { participant_code: tenant, permissions: ['fwc'], deposit_details: { account_label: 'joint' } },
   });

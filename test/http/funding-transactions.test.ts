@@ -235,5 +235,11 @@ test("naming another platform's participant, fund event or address → 403 (cros
       { method: 'GET', path: '/fund/transactions', options: { query } },
       { owner: other.client, other: owner.client },
     );
+    // A fault of the input is a 400 first (wire-contract §9: input, then ownership; review).
+    const bad = await owner.client.send<{ errors: string[] }>('GET', '/fund/transactions', {
+      query: { ...query, deposit_timestamp_gte: '999999999999999' },
+    });
+    assert.equal(bad.status, 400, JSON.stringify(bad.body));
+    assert.match(bad.body.errors[0]!, /^deposit_timestamp_gte: must be at most /);
   }
 });

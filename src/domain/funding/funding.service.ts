@@ -113,17 +113,23 @@ async function recordFundNotification(trx: Executor, row: repo.FundEventRow) {
   });
 }
 
-/** `resolveAccountHolder`, with its refusals returned as messages so they join the caller's other 400s. */
-async function holderOrProblems(
+/**
+ * `resolveAccountHolder`'s refusals, kept for the caller: its 400s as messages, to join the caller's other ones,
+ * and its 403 (a former tenant), to be thrown only when there are none (wire-contract §9: input before ownership).
+ */
+async function holderRefusals(
   db: Executor,
   platformCode: string,
   participantCode: string,
   accountLabel: string,
-): Promise<AccountHolder | string[]> {
+): Promise<{ problems: string[]; refusal?: DomainError }> {
   try {
-    return await resolveAccountHolder(db, platformCode, participantCode, accountLabel);
+    await resolveAccountHolder(db, platformCode, participantCode, accountLabel);
+    return { problems: [] };
   } catch (error) {
-    if (error instanceof DomainError && error.code === 'invalid') return error.messages;
+    if (!(error instanceof DomainError)) throw error;
+    if (error.code === 'invalid') return { problems: error.messages };
+    if (error.code === 'forbidden') return { problems: [], refusal: error };
     throw error;
   }
 }
@@ -310,8 +316,8 @@ export function createFundingService(deps: DomainDeps) {
     async requestFundQuote(platformCode: string, body: FundRfqBody): Promise<FundQuote> {
       const accountLabel = body.account_label ?? DEFAULT_ACCOUNT_LABEL;
       const asset = supportedAssetOrProblem(body.fund_asset);
-      const holder = await holderOrProblems(db, platformCode, body.participant_code, accountLabel);
-      const problems = Array.isArray(holder) ? [...holder] : [];
+      const holder = await holderRefusals(db, platformCode, body.participant_code, accountLabel);
+      const problems = [...holder.problems];
       let rate: string | null = null;
       if (typeof asset === 'string') problems.push(asset);
       else {
@@ -321,6 +327,7 @@ export function createFundingService(deps: DomainDeps) {
         if (rate === null) problems.push(`fund_asset: no ${asset.asset}/${QUOTED_CURRENCY} price`);
       }
       if (problems.length > 0 || typeof asset === 'string' || rate === null) throw invalid(...problems);
+      if (holder.refusal) throw holder.refusal;
       const platform = await findPlatform(db, platformCode);
       const expiryTimestamp = clock.now() + (platform?.quote_expiry_ms ?? config.quoteExpiryMs);
       const referenceId = body.client_fund_id ?? '';
@@ -626,6 +633,13 @@ export function createFundingService(deps: DomainDeps) {
     async listFundTransactions(platformCode: string, query: FundTransactionsQuery) {
       if (query.deposit_address !== undefined)
         query = { ...query, deposit_address: canonicalDepositAddress(query.deposit_address) };
+      // The input's faults (400) before the filters' owners (403), as wire-contract §9 orders them (review).
+      const bounds = {
+        deposit_timestamp_gte: depositTimestampBound(query, 'gte'),
+        deposit_timestamp_gt: depositTimestampBound(query, 'gt'),
+        deposit_timestamp_lt: depositTimestampBound(query, 'lt'),
+        deposit_timestamp_lte: depositTimestampBound(query, 'lte'),
+      };
       const owners = await Promise.all([
         query.participant_code
           ? findParticipant(db, query.participant_code).then((p) => p?.platform_code)
@@ -638,13 +652,7 @@ export function createFundingService(deps: DomainDeps) {
       }
       const page = pageOf(query);
       const { page: _p, page_size: _s, ...given } = query;
-      const filters: repo.FundEventFilters = {
-        ...given,
-        deposit_timestamp_gte: depositTimestampBound(given, 'gte'),
-        deposit_timestamp_gt: depositTimestampBound(given, 'gt'),
-        deposit_timestamp_lt: depositTimestampBound(given, 'lt'),
-        deposit_timestamp_lte: depositTimestampBound(given, 'lte'),
-      };
+      const filters: repo.FundEventFilters = { ...given, ...bounds };
       const { rows, count } = await inOneSnapshot(db, (trx) =>
         repo.listFundEvents(trx, platformCode, filters, page),
       );
