@@ -133,15 +133,27 @@ function adminTokenOf(env: Env): string | undefined {
 }
 
 /**
- * Why this configuration exposes the operator API, or null. In prod, without SVC_ADMIN_LISTEN, `/admin` is
- * served on the public listener: outside the firewall (which must let the operator create the first platform)
- * and the rate limit, to anyone who reaches that address, with the token as the only bar (review).
+ * What this configuration serves on a public listener that should not be there, one warning each (none outside
+ * prod, on loopback, or in role worker, which has no public listener). Without SVC_ADMIN_LISTEN, `/admin` is
+ * served on the public listener: outside the firewall (which must let the operator create the first platform) and
+ * the rate limit, to anyone who reaches that address, with the token as the only bar (review). Without
+ * SVC_OPS_LISTEN, `/metrics` (every route's counts, the queues' state) and `/readyz` (a database statement a call)
+ * are too, to anyone, the firewall's refused included (review).
  */
-export function exposedOperatorApi(config: Readonly<Config>): string | null {
-  if (config.env !== 'prod' || config.adminListen !== null || config.role === 'worker') return null;
-  const host = config.listen.host;
-  if (host === 'localhost' || host === '::1' || host.startsWith('127.')) return null;
-  return `the operator API (/admin) is served on the public listener ${host}:${config.listen.port}: set SVC_ADMIN_LISTEN to a private address`;
+export function publicListenerExposures(config: Readonly<Config>): string[] {
+  if (config.env !== 'prod' || config.role === 'worker') return [];
+  const { host, port } = config.listen;
+  if (host === 'localhost' || host === '::1' || host.startsWith('127.')) return [];
+  const exposures: string[] = [];
+  if (config.adminListen === null)
+    exposures.push(
+      `the operator API (/admin) is served on the public listener ${host}:${port}: set SVC_ADMIN_LISTEN to a private address`,
+    );
+  if (config.opsListen === null)
+    exposures.push(
+      `/metrics and /readyz are served on the public listener ${host}:${port}, outside the firewall and the rate limit: set SVC_OPS_LISTEN to a private address`,
+    );
+  return exposures;
 }
 
 /** The longest delay a Node timer keeps (a longer one fires at once, with a warning). */

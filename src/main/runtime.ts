@@ -4,7 +4,7 @@ import type { Runner } from 'graphile-worker';
 import type pino from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { buildApp, type AppDeps, type AppParts } from '../app.ts';
-import { ConfigError, exposedOperatorApi, type Config } from '../config.ts';
+import { ConfigError, publicListenerExposures, type Config } from '../config.ts';
 import type { DomainDeps } from '../domain/deps.ts';
 import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
 import { registerJobMetrics } from '../jobs/job-metrics.ts';
@@ -105,8 +105,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         'secrets taken from the local data dir: set them in the environment so that every instance agrees',
       );
     }
-    const exposed = exposedOperatorApi(config);
-    if (exposed) logger.warn({ listen: config.listen }, exposed);
+    for (const exposure of publicListenerExposures(config)) logger.warn({ listen: config.listen }, exposure);
     if (!(await secretKeyOpensStoredSecrets(store.db, secrets.secretKey))) {
       const source = secrets.fromDataDir.includes('SVC_SECRET_KEY')
         ? `the key generated in ${config.dataDir}`

@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import {
   checkServing,
   ConfigError,
-  exposedOperatorApi,
+  publicListenerExposures,
   jwtSigningKeyPem,
   loadConfig,
   MAX_RETRY_DELAY_MS,
@@ -286,17 +286,43 @@ describe('operator token', () => {
   });
 });
 
-describe('the operator API’s exposure', () => {
-  test('in prod, /admin on a public listener without SVC_ADMIN_LISTEN is warned about at start', () => {
-    const warning = (env: Record<string, string>) =>
-      exposedOperatorApi(loadConfig({ SVC_DATA_DIR: '/tmp/unused', ...env }));
+describe('what a public listener exposes', () => {
+  test('in prod, /admin without SVC_ADMIN_LISTEN and /metrics and /readyz without SVC_OPS_LISTEN are warned about at start', () => {
+    const warnings = (env: Record<string, string>) =>
+      publicListenerExposures(loadConfig({ SVC_DATA_DIR: '/tmp/unused', ...env }));
+    const both = warnings({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0' });
+    assert.equal(both.length, 2);
     assert.match(
-      warning({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0' }) ?? '',
+      both[0]!,
       /^the operator API \(\/admin\) is served on the public listener 0\.0\.0\.0:8080: set SVC_ADMIN_LISTEN/,
     );
-    assert.equal(warning({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_ADMIN_LISTEN: '10.0.1.5:8081' }), null);
-    assert.equal(warning({ SVC_ENV: 'prod', SVC_HOST: '127.0.0.1' }), null);
-    assert.equal(warning({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_ROLE: 'worker' }), null);
-    assert.equal(warning({ SVC_ENV: 'cert', SVC_HOST: '0.0.0.0' }), null);
+    assert.match(
+      both[1]!,
+      /^\/metrics and \/readyz are served on the public listener 0\.0\.0\.0:8080, outside the firewall and the rate limit: set SVC_OPS_LISTEN/,
+    );
+    assert.deepEqual(
+      warnings({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_ADMIN_LISTEN: '10.0.1.5:8081' }).map(
+        (w) => w.split(' ')[0],
+      ),
+      ['/metrics'],
+    );
+    assert.deepEqual(
+      warnings({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_OPS_LISTEN: '10.0.1.5:9090' }).map(
+        (w) => w.split(' ')[1],
+      ),
+      ['operator'],
+    );
+    assert.deepEqual(
+      warnings({
+        SVC_ENV: 'prod',
+        SVC_HOST: '0.0.0.0',
+        SVC_ADMIN_LISTEN: '10.0.1.5:8081',
+        SVC_OPS_LISTEN: '10.0.1.5:9090',
+      }),
+      [],
+    );
+    assert.deepEqual(warnings({ SVC_ENV: 'prod', SVC_HOST: '127.0.0.1' }), []);
+    assert.deepEqual(warnings({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_ROLE: 'worker' }), []);
+    assert.deepEqual(warnings({ SVC_ENV: 'cert', SVC_HOST: '0.0.0.0' }), []);
   });
 });
