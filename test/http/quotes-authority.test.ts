@@ -108,6 +108,19 @@ test("a former tenant's quote request with faulty fields gets the 400 listing th
   assert.equal(res.status, 400, JSON.stringify(res.body));
   assert.match(JSON.stringify(res.body), /commission/);
   assert.match(JSON.stringify(res.body), /quantity/);
+  // An amount the price makes impossible is a fault of the input too (review: it was the 403).
+  const tooSmall = await platform.client.send('POST', '/liquidity/rfq', {
+    body: {
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      total: '0.000000000000000001',
+      participant_code: tenant,
+      account_label: 'joint',
+    },
+  });
+  assert.equal(tooSmall.status, 400, JSON.stringify(tooSmall.body));
+  assert.match(JSON.stringify(tooSmall.body), /"total: too small to buy any of the underlying/);
 });
 
 test('a quote made before its participant opened a customer account under the label still executes', async () => {

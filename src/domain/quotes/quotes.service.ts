@@ -151,10 +151,7 @@ export function createQuotesService(deps: DomainDeps) {
     const sourcePrice = await findPrice(db, asset, input.quoted_currency);
     // Issue 7: a pair without a price cannot be quoted.
     if (sourcePrice === null) errors.push(`underlying: no price for ${asset}/${input.quoted_currency}`);
-    if (errors.length) throw invalid(...errors);
-    if (refusal) throw refusal;
-    if (!holder || sourcePrice === null) throw invalid(...errors);
-
+    if (errors.length || sourcePrice === null) throw invalid(...errors);
     const spreadBps = toDecimalString(input.spread ?? '0');
     const priced = priceQuote({
       side: input.side,
@@ -165,7 +162,10 @@ export function createQuotesService(deps: DomainDeps) {
       networkFeeNotional: kind === 'convert_withdraw' ? NETWORK_FEE : undefined,
       feeInclusive: input.fee_inclusive === true,
     });
+    // Amounts the price makes impossible are faults of the input too: before the refusal (review).
     if ('problem' in priced) throw invalid(`${priced.field}: ${priced.problem}`);
+    if (refusal) throw refusal;
+    if (!holder) throw invalid(...errors);
 
     const platform = await findPlatform(db, platformCode);
     // The request's vendor `quote_expiry` window, else (wire-contract §7) the platform's own expiry, else the
