@@ -24,8 +24,10 @@ export function withoutPort(address: string): string {
 
 /**
  * The client's address (wire-contract §2.4): the socket peer, or, when that is a trusted proxy, the right-most
- * X-Forwarded-For entry that is not one, without a port.
+ * X-Forwarded-For entry that is not one, without a port. Each entry is judged without its port too: judged as
+ * written, a trusted hop with one (`client, 10.2.2.2:443`, a gateway behind a CDN) could not be parsed, so was
+ * taken for the client, and every client was that proxy (review).
  */
 export function forwardedClientAddress(request: IncomingMessage, trust: ProxyTrust): string {
-  return withoutPort(proxyAddr(request, trust));
+  return withoutPort(proxyAddr(request, (address, hop) => trust(withoutPort(address), hop)));
 }

@@ -265,6 +265,9 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
       });
       assert.equal(unrouted.statusCode, 404, `${entry}: ${unrouted.body}`);
     }
+    // A trusted hop written with its port is skipped like any trusted hop.
+    const viaGateway = `${A_IP}:51234, 10.9.0.3:443, [::ffff:172.16.0.1]:8443`;
+    assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: viaGateway })), A_IP);
     assert1020(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: `${NOWHERE_IP}:51234` }));
     // Not an address with a port: as given, so on no list.
     assert1020(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: `${A_IP}:port` }));
