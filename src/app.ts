@@ -142,8 +142,9 @@ export async function buildApp(
     ? publicEdgeHooks({ networkRules: services.networkRules, rateLimiter: deps.rateLimiter })
     : [];
   // A public URL the router refuses is refused (400) after the same checks as any other public request, in
-  // wire-contract §9's order: the edge, then authentication and the allow-list (the signature only when there
-  // is no body: it covers the body, which is not read). Unsigned, it was a 400 before any 401 (review).
+  // wire-contract §9's order: the edge, then authentication and the allow-list (with a body, which is not read,
+  // neither the signature, which covers it, nor the passphrase: authenticator.ts). Unsigned, it was a 400
+  // before any 401 (review).
   const unroutedPublic: EdgeHook[] = parts.public
     ? [...edge, async (request) => void (await authenticatedCaller(services, request, hasBody(request)))]
     : [];

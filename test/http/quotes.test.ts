@@ -230,6 +230,9 @@ describe('liquidity quotes', () => {
     });
     assert.equal(known.underlying, 'ETH.ARBITRUM');
     assert.equal(known.price, '3');
+    // And so is a fund asset of this service's own (funding's ETH.ETH).
+    const funded = await liquidityQuote(client, { ...ACCOUNT_ACTIONS, underlying: 'ETH.ETH', quantity: '2' });
+    assert.equal(funded.price, '3');
   });
 
   test('decimals are exact where binary floats are not', async () => {

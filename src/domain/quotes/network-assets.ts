@@ -1,9 +1,12 @@
+import { isFundAsset } from '../funding/fund-assets.ts';
+
 /**
  * The assets quoted on a named network (`USDC.ETH`): those the vendor's published underlying currencies name
  * (its `UnderlyingCurrency` and `LiquidityEnabledUnderlyingCurrency` enums). The network decides nothing here, as
  * the ledger holds the asset without it (pricing.ts `ledgerAsset`), but a network no one knows (`BTC.NOPE`) was
  * quoted, booked and settled as if it were real: a withdrawal booked on a chain that does not exist (review).
- * An asset without a network is any the operator prices.
+ * The service's own fund assets (fund-assets.ts) are known too. An asset without a network is any the operator
+ * prices.
  */
 // prettier-ignore
 const NETWORK_ASSETS: ReadonlySet<string> = new Set([
@@ -23,5 +26,7 @@ const NETWORK_ASSETS: ReadonlySet<string> = new Set([
 /** Why `underlying` cannot be quoted or booked as named, or null: an `ASSET.NETWORK` this service does not know. */
 export function underlyingProblem(underlying: string): string | null {
   if (!underlying.includes('.') || NETWORK_ASSETS.has(underlying)) return null;
+  // The service's own fund assets too (`SOL.SOL`): what a platform funds with, it may quote (review).
+  if (isFundAsset(underlying)) return null;
   return `underlying: ${underlying} is not an asset on a network this service knows (e.g. USDC.ETH; or the asset alone, e.g. USDC)`;
 }

@@ -15,7 +15,7 @@ async function adminAuth(app: FastifyInstance, options: { adminToken: string }):
     const given = createHash('sha256').update(match[1]!).digest();
     if (!timingSafeEqual(given, expected)) throw unauthenticated('invalid admin token');
   });
-  // Input problems that the raw-body parser defers are reported after the token check.
+  // The body is read as JSON, and its problems reported, only after the token check (raw-body.plugin.ts).
   app.addHook('preValidation', async (request) => {
     assertParsableInput(request);
   });
