@@ -91,6 +91,8 @@ test('with no deposit, the quote session is reported expired with reference_id =
   assert.equal(event.participant_code, code);
   assert.equal(event.fund_asset, 'BTC.BTC');
   assert.equal(event.deposit_address, quote.deposit_address, 'the address the quote showed');
+  assert.equal(event.rate, quote.rate, 'the rate the quote showed');
+  assert.deepEqual([event.quantity, event.notional], ['0', '0']);
   assert.equal(event.deposit_timestamp, openedAt + EXPIRY_MS);
   assertVendorSchema(event, 'GetFundTransactionsEntity');
 

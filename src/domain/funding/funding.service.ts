@@ -605,7 +605,8 @@ export function createFundingService(deps: DomainDeps) {
           account_label: session.account_label,
           fund_asset: session.fund_asset ?? '',
           deposited_asset: '',
-          rate: '0',
+          // The rate a fund quote showed, for the platform's reconciliation (nothing deposited: notional 0).
+          rate: session.quoted_rate ?? '0',
           quoted_currency: QUOTED_CURRENCY,
           source_address: '',
           deposit_address: address?.address ?? null,
