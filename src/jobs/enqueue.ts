@@ -3,6 +3,13 @@ import type { Executor } from '../store/database.ts';
 
 export interface EnqueueOptions {
   runAt?: Date;
+  /**
+   * Instead of runAt: due this long after now by the database's clock, which is the one the queue runs jobs by.
+   * A job that finds it ran early by the service's clock (a clock behind the database's) waits this way: added
+   * again at a `runAt` from the service's clock, it was due at once, and ran again, for as long as the clocks
+   * differ.
+   */
+  delayMs?: number;
   /** Jobs in one named queue run one at a time, in order (graphile-worker's queue_name). */
   queueName?: string;
   jobKey?: string;
@@ -35,7 +42,11 @@ export async function enqueueJob(
         ${task}::text,
         ${JSON.stringify(payload)}::json,
         queue_name => ${options.queueName ?? null}::text,
-        run_at => ${options.runAt ?? null}::timestamptz,
+        run_at => ${
+          options.delayMs !== undefined
+            ? sql`now() + ${options.delayMs} * interval '1 millisecond'`
+            : sql`${options.runAt ?? null}::timestamptz`
+        },
         max_attempts => ${options.maxAttempts ?? 25}::int,
         job_key => ${options.jobKey ?? null}::text
       )).id`.execute(db);

@@ -2,8 +2,8 @@ import type { CronItem, TaskList } from 'graphile-worker';
 import type { Services } from '../domain/services.ts';
 import { tradesTaskList } from '../domain/trades/trades.jobs.ts';
 import { SETTLE_TASK } from '../domain/trades/trades.service.ts';
-import { ACCOUNT_TASKS, accountsTaskList } from '../domain/accounts/accounts.jobs.ts';
-import { fundingTaskList } from '../domain/funding/funding.jobs.ts';
+import { ACCOUNT_TASKS, accountsCronItems, accountsTaskList } from '../domain/accounts/accounts.jobs.ts';
+import { fundingCronItems, fundingTaskList } from '../domain/funding/funding.jobs.ts';
 import { EXPIRE_SESSION_TASK } from '../domain/funding/funding.service.ts';
 import { quotesCronItems, quotesTaskList } from '../domain/quotes/quotes.jobs.ts';
 import { webhooksCronItems, webhooksTaskList } from '../domain/webhooks/webhooks.jobs.ts';
@@ -25,9 +25,15 @@ export function buildTaskList(services: Services): TaskList {
  */
 export const keyedTasks: readonly string[] = [
   SETTLE_TASK,
+  ACCOUNT_TASKS.createCustomerAccount,
   ACCOUNT_TASKS.applyTenantChanges,
   EXPIRE_SESSION_TASK,
 ];
 
 /** Recurring tasks (each in the task list above), run by graphile-worker's cron on the worker processes. */
-export const cronItems: CronItem[] = [...quotesCronItems, ...webhooksCronItems];
+export const cronItems: CronItem[] = [
+  ...accountsCronItems,
+  ...fundingCronItems,
+  ...quotesCronItems,
+  ...webhooksCronItems,
+];

@@ -1,4 +1,4 @@
-import { Logger, runOnce } from 'graphile-worker';
+import { Logger, runOnce, type TaskList } from 'graphile-worker';
 import pg from 'pg';
 import { accountsTaskList } from '../../src/domain/accounts/accounts.jobs.ts';
 import type { TestService } from './test-service.ts';
@@ -10,6 +10,14 @@ import type { TestService } from './test-service.ts';
  * apart.
  */
 export function accountsJobRunner(svc: TestService): { run(): Promise<void>; close(): Promise<void> } {
+  return jobRunner(svc, accountsTaskList(svc.runtime.services));
+}
+
+/** As accountsJobRunner, for any of the service's task lists. */
+export function jobRunner(
+  svc: TestService,
+  taskList: TaskList,
+): { run(): Promise<void>; close(): Promise<void> } {
   const pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
   // As the service's own pool (src/store/database.ts): a dropped connection is the pool's to replace. Both
   // handlers, or graphile-worker warns on every pass.
@@ -20,7 +28,7 @@ export function accountsJobRunner(svc: TestService): { run(): Promise<void>; clo
     run: () =>
       runOnce({
         pgPool: pool,
-        taskList: accountsTaskList(svc.runtime.services),
+        taskList,
         concurrency: 2,
         noHandleSignals: true,
         logger,

@@ -1,4 +1,4 @@
-import type { Task, TaskList } from 'graphile-worker';
+import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { Type, type Static, type TSchema } from 'typebox';
 import { Value } from 'typebox/value';
 import type { Services } from '../services.ts';
@@ -12,7 +12,15 @@ import type { Services } from '../services.ts';
 export const ACCOUNT_TASKS = {
   createCustomerAccount: 'accounts.create_customer_account',
   applyTenantChanges: 'accounts.apply_tenant_changes',
+  reviveStalledCreations: 'accounts.revive_stalled_creations',
 } as const;
+
+/**
+ * How long an accepted creation may stay pending before the sweep adds its job again: far beyond a creation's
+ * usual seconds, so the sweep only ever meets a job that used up its attempts, or lost (a worker down that long
+ * is met too, harmlessly: the job is keyed).
+ */
+export const CREATION_STALLED_AFTER_MS = 10 * 60_000;
 
 export const CreateCustomerAccountJob = Type.Object({
   platform_code: Type.String({ minLength: 1 }),
@@ -43,8 +51,25 @@ export function accountsTaskList(services: Services): TaskList {
     const job = checked(ApplyTenantChangesJob, ACCOUNT_TASKS.applyTenantChanges, payload);
     await services.tenants.applyPending(job.platform_code, job.zrn);
   };
+  const reviveStalledCreations: Task = async (_payload, helpers) => {
+    const revived = await services.customerAccounts.reviveStalledCreations(CREATION_STALLED_AFTER_MS);
+    if (revived > 0)
+      helpers.logger.warn(
+        `${ACCOUNT_TASKS.reviveStalledCreations}: ${revived} account creations pending for over ${CREATION_STALLED_AFTER_MS / 60_000} min given their job again`,
+      );
+  };
   return {
     [ACCOUNT_TASKS.createCustomerAccount]: createCustomerAccount,
     [ACCOUNT_TASKS.applyTenantChanges]: applyTenantChanges,
+    [ACCOUNT_TASKS.reviveStalledCreations]: reviveStalledCreations,
   };
 }
+
+export const accountsCronItems: CronItem[] = [
+  {
+    task: ACCOUNT_TASKS.reviveStalledCreations,
+    match: '*/10 * * * *',
+    identifier: ACCOUNT_TASKS.reviveStalledCreations,
+    options: { queueName: ACCOUNT_TASKS.reviveStalledCreations },
+  },
+];

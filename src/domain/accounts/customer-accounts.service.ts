@@ -273,6 +273,22 @@ function duplicatePair(
   );
 }
 
+/** Most stalled creations the sweep revives in one run; the next run takes the rest. */
+const REVIVE_BATCH = 500;
+
+/**
+ * The job that creates a requested account, keyed by the request: added again (the sweep), it replaces the one
+ * still waiting.
+ */
+function enqueueCreation(db: Executor, platformCode: string, requestId: string): Promise<void> {
+  return enqueueJob(
+    db,
+    ACCOUNT_TASKS.createCustomerAccount,
+    { platform_code: platformCode, request_id: requestId },
+    { jobKey: `${ACCOUNT_TASKS.createCustomerAccount}:${requestId}` },
+  );
+}
+
 export function createCustomerAccountsService(deps: DomainDeps) {
   const { db, clock } = deps;
 
@@ -392,10 +408,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
               effective_at: null,
             })),
           );
-          await enqueueJob(trx, ACCOUNT_TASKS.createCustomerAccount, {
-            platform_code: platformCode,
-            request_id: requestId,
-          });
+          await enqueueCreation(trx, platformCode, requestId);
         });
       } catch (error) {
         throw uniqueViolationToConflict(
@@ -403,6 +416,27 @@ export function createCustomerAccountsService(deps: DomainDeps) {
           `customer account for (participant_code ${holder}, account_label ${body.account_label}): a conflicting request was accepted first`,
         );
       }
+    },
+
+    /**
+     * The recurring sweep (accounts.jobs.ts): a creation still pending `stalledAfterMs` after it was accepted has
+     * its job added again, due now with its attempts afresh. A job that used up its attempts (a database
+     * unreachable for days) left the account pending for good: its details 404, the same request a 409, its
+     * (participant, label) pairs taken (review). Keyed, the job replaces one still waiting rather than doubling
+     * it. Returns how many were revived.
+     */
+    async reviveStalledCreations(stalledAfterMs: number): Promise<number> {
+      const stalled = await db
+        .selectFrom('customer_account_requests')
+        .select(['platform_code', 'request_id'])
+        .where('applied_at', 'is', null)
+        .where('accepted_at', '<', new Date(clock.now() - stalledAfterMs))
+        .orderBy('accepted_at')
+        .limit(REVIVE_BATCH)
+        .execute();
+      for (const { platform_code, request_id } of stalled)
+        await enqueueCreation(db, platform_code, request_id);
+      return stalled.length;
     },
 
     /**

@@ -1,7 +1,10 @@
-import type { Task, TaskList } from 'graphile-worker';
+import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
-import { EXPIRE_SESSION_TASK, type FundingService } from './funding.service.ts';
+import { EXPIRE_SESSION_TASK, REVIVE_EXPIRIES_TASK, type FundingService } from './funding.service.ts';
+
+/** How long past its expiry a session may stay unreported before the sweep adds its expiry job again. */
+export const EXPIRY_STALLED_AFTER_MS = 10 * 60_000;
 
 /**
  * Background work of account funding (DESIGN §2 "Workers": session expiry). The job is enqueued in the
@@ -19,5 +22,21 @@ export function fundingTaskList(funding: FundingService): TaskList {
     }
     await funding.expireSession(payload.session_id);
   };
-  return { [EXPIRE_SESSION_TASK]: expireSession };
+  const reviveStalledExpiries: Task = async (_payload, helpers) => {
+    const revived = await funding.reviveStalledExpiries(EXPIRY_STALLED_AFTER_MS);
+    if (revived > 0)
+      helpers.logger.warn(
+        `${REVIVE_EXPIRIES_TASK}: ${revived} sessions unreported ${EXPIRY_STALLED_AFTER_MS / 60_000} min past their expiry given their job again`,
+      );
+  };
+  return { [EXPIRE_SESSION_TASK]: expireSession, [REVIVE_EXPIRIES_TASK]: reviveStalledExpiries };
 }
+
+export const fundingCronItems: CronItem[] = [
+  {
+    task: REVIVE_EXPIRIES_TASK,
+    match: '*/10 * * * *',
+    identifier: REVIVE_EXPIRIES_TASK,
+    options: { queueName: REVIVE_EXPIRIES_TASK },
+  },
+];

@@ -15,7 +15,7 @@ import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { splitDecimal, wholeBound, type RangeOp } from '../../lib/range-bound.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
-import { enqueueJob } from '../../jobs/enqueue.ts';
+import { enqueueJob, type EnqueueOptions } from '../../jobs/enqueue.ts';
 import { resolveAccountHolder, type AccountHolder } from '../accounts/account-holder.ts';
 import { applyMovements } from '../balances/balances.service.ts';
 import type { DomainDeps } from '../deps.ts';
@@ -63,6 +63,8 @@ import { FUNDING_PERMISSION } from '../../contract/wire-values.ts';
  * reference (spec 2.3) and the expiry of funding sessions without a deposit (wire-contract §5).
  */
 export const EXPIRE_SESSION_TASK = 'funding.expire_session';
+/** The recurring sweep that gives stalled session expiries their job again (funding.jobs.ts). */
+export const REVIVE_EXPIRIES_TASK = 'funding.revive_stalled_expiries';
 /** wire-contract §6: tokens live one hour. */
 export const CLIENT_TOKEN_LIFETIME_MS = 60 * 60_000;
 /** wire-contract §5: the reason an expired funding session is reported with. */
@@ -111,6 +113,28 @@ async function recordFundNotification(trx: Executor, row: repo.FundEventRow) {
     resourceKey: `fund:${row.fund_id}`,
     payload,
   });
+}
+
+/** Most stalled session expiries the sweep revives in one run; the next run takes the rest. */
+const REVIVE_BATCH = 500;
+/**
+ * How far back the sweep looks: sessions with a deposit are never marked, so an unbounded look would read every
+ * one of them at each run. A week is far beyond the expiry job's own retries (10 attempts, hours).
+ */
+const REVIVE_WINDOW_MS = 7 * 24 * 3_600_000;
+
+/** A session's expiry job, keyed by the session: added again, it replaces the one still waiting. */
+function enqueueExpiry(
+  db: Executor,
+  sessionId: string,
+  when: Pick<EnqueueOptions, 'runAt' | 'delayMs'>,
+): Promise<void> {
+  return enqueueJob(
+    db,
+    EXPIRE_SESSION_TASK,
+    { session_id: sessionId },
+    { ...when, jobKey: `funding-expiry:${sessionId}`, maxAttempts: 10 },
+  );
 }
 
 /**
@@ -220,12 +244,7 @@ export function createFundingService(deps: DomainDeps) {
     });
     // wire-contract §5: a session with no deposit in the expiry time is reported expired; the job commits
     // with the session.
-    await enqueueJob(
-      trx,
-      EXPIRE_SESSION_TASK,
-      { session_id: sessionId },
-      { runAt: new Date(expiresAt), jobKey: `funding-expiry:${sessionId}`, maxAttempts: 10 },
-    );
+    await enqueueExpiry(trx, sessionId, { runAt: new Date(expiresAt) });
     return sessionId;
   }
 
@@ -570,6 +589,38 @@ export function createFundingService(deps: DomainDeps) {
     },
 
     /**
+     * The recurring sweep (funding.jobs.ts): a session whose expiry passed more than `stalledAfterMs` ago (within
+     * REVIVE_WINDOW_MS) without being reported, and without a deposit, has its expiry job added again, due now
+     * with its attempts afresh: a job that used up its attempts left it unreported for good (review). Keyed, the
+     * job replaces one still waiting. Returns how many were revived.
+     */
+    async reviveStalledExpiries(stalledAfterMs: number): Promise<number> {
+      const now = clock.now();
+      const stalled = await db
+        .selectFrom('funding_sessions as s')
+        .select('s.session_id')
+        .where('s.expired_at', 'is', null)
+        .where('s.expires_at', '<', new Date(now - stalledAfterMs))
+        .where('s.expires_at', '>', new Date(now - REVIVE_WINDOW_MS))
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('fund_events as e')
+                .select('e.fund_id')
+                .whereRef('e.session_id', '=', 's.session_id')
+                .where('e.kind', '=', 'deposit')
+                .whereRef('e.deposit_timestamp', '<=', 's.expires_at'),
+            ),
+          ),
+        )
+        .orderBy('s.expires_at')
+        .limit(REVIVE_BATCH)
+        .execute();
+      for (const { session_id } of stalled) await enqueueExpiry(db, session_id, { delayMs: 0 });
+      return stalled.length;
+    },
+
+    /**
      * The job of wire-contract §5: a funding session (SDK token with `fwc`, or fund quote) with no deposit by
      * its expiry becomes a failed fund event with reason `deposit session has expired.` and the session's
      * reference (`reference_id`, resp. `client_fund_id`). Runs at most once per session.
@@ -578,6 +629,13 @@ export function createFundingService(deps: DomainDeps) {
       const found = await repo.findSession(db, sessionId);
       // A fund quote session opened before fund quote sessions expired has no expiry time: never reported.
       if (!found || found.expired_at || !found.expires_at) return null;
+      // The queue runs the job by the database's clock, the expiry is by the service's: a job run early (a clock
+      // behind the database's) waits for the expiry rather than report a session that still runs (review).
+      const early = found.expires_at.getTime() - clock.now();
+      if (early > 0) {
+        await enqueueExpiry(db, sessionId, { delayMs: early });
+        return null;
+      }
       return db.transaction().execute(async (trx) => {
         await repo.lockParticipantFunding(trx, found.participant_code);
         const session = await repo.lockSession(trx, sessionId);

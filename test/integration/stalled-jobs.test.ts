@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { ACCOUNT_TASKS, CREATION_STALLED_AFTER_MS } from '../../src/domain/accounts/accounts.jobs.ts';
+import { EXPIRY_STALLED_AFTER_MS, fundingTaskList } from '../../src/domain/funding/funding.jobs.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { accountsJobRunner, jobRunner } from '../helpers/accounts-jobs.ts';
+import { fundQuote, newAccountHolder, recordDeposit, setPrices, txId } from '../helpers/funding-fixtures.ts';
+import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
+
+/**
+ * A job that used up its attempts (a database unreachable for days) left its work undone for good: an account
+ * pending forever (details 404, the same request 409), a session never reported expired. A recurring sweep gives
+ * such work its job again (review). The service runs no worker; its jobs are run on demand.
+ */
+const clock = new ManualClock(Date.now());
+let svc: TestService;
+let platform: PlatformFixture;
+before(async () => {
+  svc = await startTestService({ clock });
+  platform = await svc.newPlatform();
+  await setPrices(svc);
+});
+after(() => svc?.close());
+
+/** Makes the job of `key` look as the queue leaves one that used up its attempts. */
+async function exhaust(key: string): Promise<void> {
+  const { numAffectedRows } = await sql`update graphile_worker._private_jobs
+    set attempts = max_attempts, last_error = 'simulated: out of attempts'
+    where key = ${key}`.execute(svc.runtime.store.db);
+  assert.equal(numAffectedRows, 1n, `the job ${key}`);
+}
+
+/** The job of `key`: its attempts and how far from the database's now it is due (ms). */
+async function job(key: string) {
+  const { rows } = await sql<{ attempts: number; due_in_ms: number }>`select attempts,
+      (extract(epoch from run_at - now()) * 1000)::float8 as due_in_ms
+    from graphile_worker._private_jobs where key = ${key}`.execute(svc.runtime.store.db);
+  return rows[0];
+}
+
+test('an account creation whose job used up its attempts is given it again once stalled, and is created', async () => {
+  const code = platform.platform.platform_code;
+  const holder = (await svc.newParticipant(code)).participant_code;
+  const accepted = await platform.client.send('POST', '/accounts', {
+    body: { participant_code: holder, account_label: 'stalled', type: 'jtic', tier: 'pro', tenants: [] },
+  });
+  assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+  const request = await svc.runtime.store.db
+    .selectFrom('customer_account_requests')
+    .select(['request_id', 'zrn'])
+    .where('participant_code', '=', holder)
+    .executeTakeFirstOrThrow();
+  const key = `${ACCOUNT_TASKS.createCustomerAccount}:${request.request_id}`;
+  await exhaust(key);
+  const runner = accountsJobRunner(svc);
+  try {
+    await runner.run();
+    const details = () => platform.client.send('GET', `/accounts/${request.zrn}/details`);
+    assert.equal((await details()).status, 404, 'pending: its job is out of attempts');
+
+    const revive = () =>
+      svc.runtime.services.customerAccounts.reviveStalledCreations(CREATION_STALLED_AFTER_MS);
+    assert.equal(await revive(), 0, 'not stalled yet');
+    clock.advance(CREATION_STALLED_AFTER_MS + 1);
+    assert.equal(await revive(), 1);
+    assert.equal((await job(key))?.attempts, 0, 'its attempts afresh');
+    await runner.run();
+    assert.equal((await details()).status, 200, 'created');
+    assert.equal(await revive(), 0, 'nothing stalled left');
+  } finally {
+    await runner.close();
+  }
+});
+
+test('a session whose expiry job used up its attempts is given it again once stalled, and reported expired', async () => {
+  const code = platform.platform.platform_code;
+  const { code: participant } = await newAccountHolder(svc, code);
+  const { code: depositor } = await newAccountHolder(svc, code);
+  const stalled = await fundQuote(platform.client, { participant_code: participant, fund_asset: 'BTC.BTC' });
+  const funded = await fundQuote(platform.client, { participant_code: depositor, fund_asset: 'BTC.BTC' });
+  await recordDeposit(svc, {
+    deposit_address: funded.deposit_address,
+    quantity: '0.1',
+    transaction_id: txId(),
+  });
+  for (const quote of [stalled, funded]) await exhaust(`funding-expiry:${quote.request_id}`);
+  const revive = () => svc.runtime.services.funding.reviveStalledExpiries(EXPIRY_STALLED_AFTER_MS);
+  clock.advance(svc.runtime.config.fundingSessionExpiryMs + EXPIRY_STALLED_AFTER_MS + 1);
+  // The session with a deposit has nothing to report: left alone.
+  assert.equal(await revive(), 1);
+  assert.equal(
+    (await job(`funding-expiry:${funded.request_id}`))?.attempts,
+    10,
+    'untouched: still out of attempts',
+  );
+  const runner = jobRunner(svc, fundingTaskList(svc.runtime.services.funding));
+  try {
+    await runner.run();
+  } finally {
+    await runner.close();
+  }
+  const events = await svc.runtime.store.db
+    .selectFrom('fund_events')
+    .select(['session_id', 'status_reason'])
+    .where('kind', '=', 'session_expired')
+    .where('session_id', 'in', [stalled.request_id, funded.request_id])
+    .execute();
+  assert.deepEqual(events, [
+    { session_id: stalled.request_id, status_reason: 'deposit session has expired.' },
+  ]);
+  assert.equal(await revive(), 0, 'nothing stalled left');
+});
+
+test('an expiry job run before the expiry by the service clock waits for it, by the database clock', async () => {
+  const code = platform.platform.platform_code;
+  const { code: participant } = await newAccountHolder(svc, code);
+  const quote = await fundQuote(platform.client, { participant_code: participant, fund_asset: 'BTC.BTC' });
+  const remaining = svc.runtime.config.fundingSessionExpiryMs - 60_000;
+  clock.advance(60_000);
+  // As when the queue, by a database clock ahead of the service's, runs the job early.
+  assert.equal(await svc.runtime.services.funding.expireSession(quote.request_id), null, 'not expired yet');
+  const again = await job(`funding-expiry:${quote.request_id}`);
+  assert.ok(again, 'its job is there again');
+  // Due in what remains by the service's clock, counted from the database's now (± a few seconds of test).
+  assert.ok(Math.abs(again.due_in_ms - remaining) < 5_000, `due in ${again.due_in_ms} ms, not ${remaining}`);
+  clock.advance(remaining);
+  const event = await svc.runtime.services.funding.expireSession(quote.request_id);
+  assert.equal(event?.status_reason, 'deposit session has expired.');
+});
