@@ -95,38 +95,69 @@ test('GET /participants: the customers come in order from participants_customers
   assert.ok(!list!.includes('Sort'), list!.join(' > '));
 });
 
-test('GET /trades?party_code=: the trades of either side come through the owner and counterparty indexes', async () => {
-  // A platform with 20,000 trades among 200 participants, analysed: on an empty table the planner thinks
-  // walking every trade of the platform newest first as cheap as anything.
-  await pool.query(`insert into platforms (platform_code, name) values ('PLAN02', 'Trades')`);
+/**
+ * A platform with 20,000 trades among 200 participants, analysed: on an empty table the planner thinks walking
+ * every trade of the platform newest first as cheap as anything. Labels, underlyings and quoted currencies vary.
+ */
+async function seedTrades(platformCode: string, participantPrefix: string): Promise<void> {
+  await pool.query(`insert into platforms (platform_code, name) values ($1, 'Trades')`, [platformCode]);
   await pool.query(
     `insert into participants (participant_code, platform_code)
-     select 'T' || lpad(i::text, 5, '0'), 'PLAN02' from generate_series(1, 200) i`,
+     select $2 || lpad(i::text, 4, '0'), $1 from generate_series(1, 200) i`,
+    [platformCode, participantPrefix],
   );
   await pool.query(
     `insert into trades (trade_id, platform_code, client_trade_id, source, participant_code,
        owner_participant_code, account_label, counterparty_code, side, underlying, quoted_currency,
        trade_price, trade_quantity, total_notional, asset_cost_notional, pay_asset, pay_amount,
        receive_asset, receive_amount, transaction_at, accepted_at, settlement_at, updated_at)
-     select gen_random_uuid(), 'PLAN02', 'c' || i, 'operator', o, o, 'general', c, 'buy', 'BTC', 'USD',
-       1, 1, 1, 1, 'USD', 1, 'BTC', 1, t, t, t, t
+     select gen_random_uuid(), $1, 'c' || i, 'operator', o, o, 'label' || (i % 50), c, 'buy',
+       'A' || (i % 40), 'Q' || (i % 30), 1, 1, 1, 1, 'USD', 1, 'BTC', 1, t, t, t, t
      from generate_series(1, 20000) i,
-       lateral (select 'T' || lpad((1 + i % 200)::text, 5, '0') as o,
-                       'T' || lpad((1 + (i * 7) % 200)::text, 5, '0') as c,
+       lateral (select $2 || lpad((1 + i % 200)::text, 4, '0') as o,
+                       $2 || lpad((1 + (i * 7) % 200)::text, 4, '0') as c,
                        now() - i * interval '1 minute' as t) x`,
+    [platformCode, participantPrefix],
   );
   await pool.query('analyze participants, trades');
-  const plans = await plansOf(() => listPlatformTrades(db, 'PLAN02', { partyCodes: ['T00042'] }, page));
-  for (const plan of plans) {
-    assert.ok(
-      plan.some((n) => n.endsWith(':trades_owner_time')),
-      plan.join(' > '),
-    );
-    assert.ok(
-      plan.some((n) => n.endsWith(':trades_counterparty_time')),
-      plan.join(' > '),
-    );
-  }
+}
+
+/** Whether every plan reads through each of `indexes`. */
+function assertReadThrough(plans: string[][], ...indexes: string[]): void {
+  for (const plan of plans)
+    for (const index of indexes)
+      assert.ok(
+        plan.some((n) => n.endsWith(`:${index}`)),
+        `${index}: ${plan.join(' > ')}`,
+      );
+}
+
+test('GET /trades?party_code=: the trades of either side come through the owner and counterparty indexes', async () => {
+  await seedTrades('PLAN02', 'T2');
+  const plans = await plansOf(() => listPlatformTrades(db, 'PLAN02', { partyCodes: ['T20042'] }, page));
+  assertReadThrough(plans, 'trades_owner_time', 'trades_counterparty_time');
+});
+
+test('GET /trades?account_label= and ?asset=: through the label index in order, and the underlying and quoted-currency indexes', async () => {
+  await seedTrades('PLAN03', 'T3');
+  const label = await plansOf(() => listPlatformTrades(db, 'PLAN03', { accountLabel: 'label7' }, page));
+  assertReadThrough(label, 'trades_label_time');
+  assert.ok(!label[0]!.includes('Sort'), label[0]!.join(' > '));
+  // An asset the platform rarely trades, the case that read every trade: a common one is met soon enough in the
+  // newest-first walk of trades_platform_time.
+  const asset = await plansOf(() => listPlatformTrades(db, 'PLAN03', { asset: 'RARE' }, page));
+  assertReadThrough(asset, 'trades_underlying_time', 'trades_quoted_time');
+});
+
+test('GET /fund/transactions?fund_asset= and GET /accounts?asset=: through their asset indexes, in order', async () => {
+  const funds = await plansOf(() => listFundEvents(db, 'PLAN01', { fund_asset: 'BTC.BTC' }, page));
+  assertReadThrough(funds, 'fund_events_asset');
+  assert.ok(!funds[0]!.includes('Sort'), funds[0]!.join(' > '));
+  const [accounts] = await plansOf(() =>
+    listBalanceAccounts(db, { platformCode: 'PLAN01', asset: 'USD' }, 40, 20),
+  );
+  assertReadThrough([accounts!], 'balance_accounts_asset_created');
+  assert.ok(!accounts!.includes('Sort'), accounts!.join(' > '));
 });
 
 test('the quote purge probes each quote of its batch by key, without joining a scan of every quote', async () => {
