@@ -226,10 +226,16 @@ test('every bad query parameter gets a 400 naming it; page_size over 50 → 400'
 test("naming another platform's participant, fund event or address → 403 (cross-platform helper)", async () => {
   const theirs = await other.client.request<Page>('GET', '/fund/transactions');
   const event = theirs.message[0]!;
+  // A session of theirs too (review: it was an empty page where the others are 403).
+  const { deposit_intent_id } = await clientToken(other.client, {
+    participant_code: event.participant_code,
+    reference_id: 'theirs',
+  });
   for (const query of [
     { fund_id: event.fund_id },
     { participant_code: event.participant_code },
     { deposit_address: event.deposit_address },
+    { deposit_intent_id: deposit_intent_id! },
   ]) {
     await assertOtherPlatformForbidden(
       { method: 'GET', path: '/fund/transactions', options: { query } },

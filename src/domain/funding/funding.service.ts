@@ -687,7 +687,7 @@ export function createFundingService(deps: DomainDeps) {
 
     /**
      * GET /fund/transactions (spec 4.5): the platform's fund events, newest first. A filter naming another
-     * platform's participant, fund event or address → 403 (wire-contract §9, as for a path).
+     * platform's participant, fund event, address or session → 403 (wire-contract §9, as for a path).
      */
     async listFundTransactions(platformCode: string, query: FundTransactionsQuery) {
       if (query.deposit_address !== undefined)
@@ -705,6 +705,9 @@ export function createFundingService(deps: DomainDeps) {
           : undefined,
         query.fund_id ? repo.platformOfFundEvent(db, query.fund_id) : undefined,
         query.deposit_address ? repo.platformOfAddress(db, query.deposit_address) : undefined,
+        query.deposit_intent_id
+          ? repo.findSession(db, query.deposit_intent_id).then((session) => session?.platform_code)
+          : undefined,
       ]);
       if (owners.some((owner) => owner !== undefined && owner !== platformCode)) {
         throw forbidden('the named resource belongs to another platform');
