@@ -112,7 +112,9 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       if ((indeterminate || mayHaveActed) && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;
       throw error;
     };
-    if (plan.retry === false && response) return finish();
+    // `retry: false` is a budget of no resends (resolveRetryOptions), not a skip of the spec 7.1–7.3 look-ups,
+    // which resend nothing: without them an executed quote's 404 read as "expired", and a caller who had turned
+    // retries off to avoid duplicates could quote and trade again (review).
     const action = decideRetry(
       { method: plan.method, retryClass, outcome, attempt, elapsedMs: options.now() - started },
       options,

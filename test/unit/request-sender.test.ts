@@ -207,6 +207,31 @@ describe('request sender applies the spec 7 table', () => {
     assert.equal(s.calls.length, 1);
   });
 
+  test('retry: false still runs the look-ups, which resend nothing: an execute 404 finds its trade, a 7.3 400 its participant', async () => {
+    const trade = { found: 't1' };
+    const executed = script([404]);
+    const found = await sendWithRetries({
+      method: 'POST',
+      path: '/liquidity/execute',
+      send: executed.send,
+      retry: false,
+      hooks: { recover404: async () => trade },
+    });
+    assert.equal(found, trade);
+    assert.equal(executed.calls.length, 1);
+    const existing = { message: { participant_code: 'ABC123' } };
+    const created = script([[400, { errors: ['Participant data already used with different requestID'] }]]);
+    const participant = await sendWithRetries({
+      method: 'POST',
+      path: '/participants/customers/new',
+      send: created.send,
+      retry: false,
+      hooks: { recover73: async () => existing },
+    });
+    assert.equal(participant, existing);
+    assert.equal(created.calls.length, 1);
+  });
+
   test('a write left with a 502/504 or no answer and no check run is of unknown outcome; a read, or a 500, is not', async () => {
     const outcome = async (method: string, answer: number | 'network', retry: false | undefined) => {
       const s = script([answer]);
