@@ -1,6 +1,6 @@
 import { AUTH_HEADERS, signRequest, signingMessage } from '../contract/request-signature.ts';
 import type { RetryOptions } from './backoff.ts';
-import { SvcConnectionError } from './errors.ts';
+import { SvcArgumentError, SvcConnectionError } from './errors.ts';
 import { sendWithRetries, type RecoveryHooks } from './request-sender.ts';
 import { REQUEST_ID_HEADER, SIMULATOR_SCENARIO_HEADER } from '../contract/wire-values.ts';
 
@@ -86,6 +86,18 @@ export class SvcClient {
       throw new RangeError(
         `timeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}, got ${timeoutMs}`,
       );
+    // A base URL fetch cannot use failed every call as "no answer" (a write then of unknown outcome), after
+    // retries with backoff: it is the caller's mistake, said at once (review).
+    let base: URL | null = null;
+    try {
+      base = new URL(options.baseUrl);
+    } catch {
+      // refused below
+    }
+    if (!base || (base.protocol !== 'http:' && base.protocol !== 'https:'))
+      throw new SvcArgumentError(
+        `baseUrl must be an http or https URL (e.g. http://127.0.0.1:8080), got ${JSON.stringify(options.baseUrl)}`,
+      );
     this.fetchImpl = options.fetch ?? fetch;
     this.now = options.now ?? Date.now;
   }
@@ -103,6 +115,8 @@ export class SvcClient {
     path: string,
     options: RequestOptions = {},
   ): Promise<SvcResponse<T>> {
+    // As HTTP sends it: signed in one case and sent in another, a lower-case method was refused (review).
+    method = method.toUpperCase();
     const target = buildTarget(path, options.query);
     const body =
       options.body === undefined
@@ -110,16 +124,24 @@ export class SvcClient {
         : typeof options.body === 'string'
           ? options.body
           : JSON.stringify(options.body);
-    const headers: Record<string, string> = {
-      ...(options.authenticate === false ? {} : this.authHeaders(method, target, body)),
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      ...this.options.headers,
-      ...options.headers,
-    };
+    const headers = mergedHeaders(
+      options.authenticate === false ? {} : this.authHeaders(method, target, body),
+      body === undefined ? {} : { 'content-type': 'application/json' },
+      this.options.headers,
+      options.headers,
+    );
     if (options.withoutScenario) {
       for (const name of Object.keys(headers))
         if (name.toLowerCase() === SIMULATOR_SCENARIO_HEADER) delete headers[name];
     }
+    // A value fetch cannot send (a line break, a character past Latin-1, say in the passphrase) failed inside
+    // fetch, read as "no answer": a write of unknown outcome that was never sent (review). The name only: the
+    // value may be a credential.
+    for (const [name, value] of Object.entries(headers))
+      if (!HEADER_VALUE.test(value))
+        throw new SvcArgumentError(
+          `header ${name}: its value cannot be sent (a line break, or a character past Latin-1)`,
+        );
     let response: Response;
     let text: string;
     try {
@@ -189,7 +211,14 @@ export class SvcClient {
     hooks?: RecoveryHooks<T>,
   ): Promise<T> {
     const retry = mergeRetry(this.options.retry, options.retry);
-    return sendWithRetries<T>({ method, path, hooks, retry, send: () => this.send(method, path, options) });
+    const verb = method.toUpperCase();
+    return sendWithRetries<T>({
+      method: verb,
+      path,
+      hooks,
+      retry,
+      send: () => this.send(verb, path, options),
+    });
   }
 }
 
@@ -210,6 +239,26 @@ function mergeRetry(
   ) as RetryOptions;
   if (client === false) return { maxRetries: 0, ...given };
   return { ...client, ...given };
+}
+
+/** What an HTTP header value may hold, as fetch sends it (a ByteString without CR, LF or NUL). */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/**
+ * Headers from several sources, later ones winning, by name in any letter case: spread as objects, a client-wide
+ * `X-Request-Id` and a call's `x-request-id` both went, and fetch joined them ("client-wide, per-call"; review).
+ */
+function mergedHeaders(...sources: Array<Record<string, string> | undefined>): Record<string, string> {
+  const merged: Record<string, string> = {};
+  const nameOf = new Map<string, string>();
+  for (const source of sources)
+    for (const [name, value] of Object.entries(source ?? {})) {
+      const previous = nameOf.get(name.toLowerCase());
+      if (previous !== undefined) delete merged[previous];
+      nameOf.set(name.toLowerCase(), name);
+      merged[name] = value;
+    }
+  return merged;
 }
 
 /** undici hides the useful part (ECONNREFUSED, ENOTFOUND, a timeout) in `cause`. */

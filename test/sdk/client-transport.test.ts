@@ -116,3 +116,45 @@ test('a timeoutMs beyond what a timer holds (2^31 - 1 ms) is refused when the cl
     createClient({ baseUrl: unavailable.url, ...credentials, timeoutMs: 2 ** 31 - 1 }),
   );
 });
+
+test('a baseUrl fetch cannot use is refused when the client is made, not retried as "no answer"', () => {
+  for (const baseUrl of ['api.example.com', 'ftp://example.com', '', '127.0.0.1:8080'])
+    assert.throws(
+      () => createClient({ baseUrl, ...credentials }),
+      (e: unknown) =>
+        e instanceof TypeError && /^baseUrl must be an http or https URL/.test(String((e as Error).message)),
+      baseUrl,
+    );
+  assert.doesNotThrow(() => createClient({ baseUrl: 'https://api.example.com/', ...credentials }));
+});
+
+test('a header value that cannot be sent is refused naming the header, nothing sent, not an unknown outcome', async () => {
+  const before = elsewhere.requests.length;
+  for (const passphrase of ['pass\nphrase', 'pässphrase✓']) {
+    const client = createClient({ baseUrl: elsewhere.url, ...credentials, passphrase, retry: noWaiting });
+    await assert.rejects(
+      client.participants.createCustomer({ email: 'a@example.com' } as never),
+      (e: unknown) => {
+        assert.ok(e instanceof TypeError, String(e));
+        assert.match((e as Error).message, /^header X-SCX-PASSPHRASE: its value cannot be sent/i);
+        assert.equal((e as Error).message.includes(passphrase), false, 'the value is not echoed');
+        return true;
+      },
+    );
+  }
+  assert.equal(elsewhere.requests.length, before, 'nothing was sent');
+});
+
+test('a method in lower case is sent as signed, in upper case; a client-wide header and a call’s of the same name are one', async () => {
+  const client = createClient({
+    baseUrl: elsewhere.url,
+    ...credentials,
+    headers: { 'X-Request-Id': 'client-wide' },
+    retry: noWaiting,
+  });
+  const res = await client.http.send('get', '/time', { headers: { 'x-request-id': 'per-call' } });
+  assert.equal(res.status, 200);
+  const sent = elsewhere.requests.at(-1)!;
+  assert.equal(sent.method, 'GET');
+  assert.equal(sent.headers['x-request-id'], 'per-call');
+});
