@@ -73,6 +73,13 @@ export interface VerifiedWebhook<TPayload = unknown> {
   payloadType: string;
   /** Stable across retries and redeliveries: de-duplicate on it (delivery is at least once). */
   notificationId: string;
+  /**
+   * Whether a signature covers `notificationId`: the Standard Webhooks one does (`webhook-id`), which this
+   * service sends beside its own whenever a secret is set. With `x-svc-hook-signature` alone, the id is an
+   * unsigned header: someone replaying a signed delivery within the tolerance could change it and get past
+   * de-duplication (review). Refuse such deliveries, or de-duplicate them on the body too, when it matters.
+   */
+  notificationIdSigned: boolean;
   /** Epoch ms of the delivery attempt. */
   timestamp: number;
   /** The parsed JSON body. */
@@ -86,8 +93,9 @@ export interface VerifiedWebhook<TPayload = unknown> {
  * Accepted schemes (wire-contract §5): `x-svc-hook-signature` (hex HMAC over raw body + ms
  * timestamp, with `x-svc-hook-timestamp`), or the Standard Webhooks headers (`webhook-id`,
  * `webhook-timestamp`, `webhook-signature`). Either one alone is enough; when both are present both
- * must verify and agree on id and time, so a replay cannot swap the (otherwise unsigned)
- * notification id that receivers de-duplicate on. The legacy `x-svc-hook-signature-256` is not
+ * must verify and agree on id and time, so a replay cannot swap the notification id that receivers
+ * de-duplicate on. With `x-svc-hook-signature` alone the id is not signed (`notificationIdSigned` false).
+ * The legacy `x-svc-hook-signature-256` is not
  * accepted on its own: it binds no timestamp, so it cannot stop replays.
  *
  * `rawBody` must be the exact bytes received, before any JSON parsing. `headers` may be Node's
@@ -116,12 +124,14 @@ export function verifyWebhook<TPayload = unknown>(
   options: VerifyWebhookOptions = {},
 ): VerifiedWebhook<TPayload> {
   // The bytes as a fetch Request gives them (`await request.arrayBuffer()`) are taken too.
+  // By what the value is, not by `instanceof`: bytes made in another realm (a vm context, as some test runners
+  // use) are of another ArrayBuffer and Uint8Array, and were refused as "not the raw body" (review).
   const body =
     typeof rawBody === 'string'
       ? rawBody
-      : rawBody instanceof ArrayBuffer
-        ? Buffer.from(rawBody)
-        : rawBody instanceof Uint8Array
+      : Object.prototype.toString.call(rawBody) === '[object ArrayBuffer]'
+        ? Buffer.from(rawBody as ArrayBuffer)
+        : ArrayBuffer.isView(rawBody)
           ? Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength)
           : null;
   if (body === null) {
@@ -226,7 +236,13 @@ export function verifyWebhook<TPayload = unknown>(
   } catch {
     throw new WebhookVerificationError('invalid_payload', 'body is not valid JSON');
   }
-  return { payloadType, notificationId, timestamp, payload };
+  return {
+    payloadType,
+    notificationId,
+    notificationIdSigned: standardSignature !== undefined,
+    timestamp,
+    payload,
+  };
 }
 
 /** `toleranceMs` as given, or the default; refused when it would silently turn the check off. */

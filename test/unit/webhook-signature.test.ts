@@ -167,6 +167,7 @@ describe('verifyWebhook', () => {
     assert.deepEqual(event, {
       payloadType: 'trade_status_changed',
       notificationId: ID,
+      notificationIdSigned: true,
       timestamp: TS_MS,
       payload: JSON.parse(BODY),
     });

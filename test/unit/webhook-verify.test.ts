@@ -4,6 +4,7 @@ import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { Headers as UndiciHeaders } from 'undici';
 import { connect, type AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
+import { runInNewContext } from 'node:vm';
 import {
   HOOK_NOTIFICATION_ID_HEADER,
   HOOK_PAYLOAD_TYPE_HEADER,
@@ -225,5 +226,38 @@ describe('verifyWebhook: several signatures', () => {
       server.close();
       await once(server, 'close');
     }
+  });
+});
+
+describe('verifyWebhook: what the result says, and bytes from elsewhere', () => {
+  test('notificationIdSigned: true when the Standard Webhooks signature covers the id, false with ours alone', () => {
+    const both = verifyWebhook(BODY, headers, SECRET, { now: at(TS_MS) });
+    assert.equal(both.notificationIdSigned, true);
+    const standard = verifyWebhook(
+      BODY,
+      { ...standardOnly, [STANDARD_WEBHOOK_SIGNATURE_HEADER]: STANDARD_SIGNATURE },
+      SECRET,
+      { now: at(TS_MS) },
+    );
+    assert.equal(standard.notificationIdSigned, true);
+    // Ours alone: a replay may carry another id, and it is returned, unsigned (review).
+    const replayed = verifyWebhook(
+      BODY,
+      { ...svcOnly, [HOOK_SIGNATURE_HEADER]: SVC_SIGNATURE, [HOOK_NOTIFICATION_ID_HEADER]: 'another-id' },
+      SECRET,
+      { now: at(TS_MS) },
+    );
+    assert.deepEqual([replayed.notificationId, replayed.notificationIdSigned], ['another-id', false]);
+  });
+
+  test('a Uint8Array or ArrayBuffer from another realm (a vm context) is the raw body too', () => {
+    // The body is ASCII: its bytes are its character codes, made by the other realm's own Uint8Array.
+    const foreign = runInNewContext(
+      '(text) => { const bytes = new Uint8Array(text.length); for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i); return [bytes, bytes.buffer]; }',
+    ) as (text: string) => [Uint8Array, ArrayBuffer];
+    const [bytes, buffer] = foreign(BODY);
+    assert.equal(bytes instanceof Uint8Array, false, 'another realm');
+    for (const raw of [bytes, buffer])
+      assert.equal(verifyWebhook(raw, headers, SECRET, { now: at(TS_MS) }).notificationId, ID);
   });
 });
