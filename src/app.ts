@@ -25,7 +25,7 @@ import {
   sendNotFound,
   sendUnavailable,
 } from './http/error-handler.ts';
-import { forwardedClientAddress } from './http/client-address.ts';
+import { setClientAddress } from './http/client-address.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
@@ -208,8 +208,7 @@ export async function buildApp(
         logCompleted(request, 'info', status, seconds * 1000, { code: error.code });
       });
       reply.header(REQUEST_ID_HEADER, request.id);
-      if (trusted)
-        Object.defineProperty(request, 'ip', { value: forwardedClientAddress(request.raw, trusted) });
+      if (trusted) setClientAddress(request, trusted);
       runEdgeHooks(
         isOperatorUrl(request.url) ? [] : unroutedPublic,
         request,
@@ -245,11 +244,10 @@ export async function buildApp(
   app.addHook('preClose', async () => {
     closing = true;
   });
-  // Behind trusted proxies, the client's address as every hook reads it (firewall, rate limit, allow-list, log),
-  // found once: without its port (client-address.ts), and not again by Fastify's getter at each read.
+  // Behind trusted proxies, the client's address, found once before any hook reads it (client-address.ts).
   if (trusted) {
     app.addHook('onRequest', (request, _reply, done) => {
-      Object.defineProperty(request, 'ip', { value: forwardedClientAddress(request.raw, trusted) });
+      setClientAddress(request, trusted);
       done();
     });
   }

@@ -28,6 +28,24 @@ export const notFound = (what = 'Not Found') => new DomainError('not_found', [wh
 export const conflict = (reason: string) => new DomainError('conflict', [reason]);
 export const unavailable = (reason: string) => new DomainError('unavailable', [reason]);
 
+/**
+ * What `work` gave or refused, for a caller that reports every fault of the input (400) before a refusal of who
+ * acts (403), as wire-contract §9 orders them: its value, or its 400's messages to join the caller's own, or its
+ * 403 to throw once there are none. Any other failure is thrown.
+ */
+export async function faultsBeforeRefusal<T>(
+  work: Promise<T>,
+): Promise<{ value?: T; problems: string[]; refusal?: DomainError }> {
+  try {
+    return { value: await work, problems: [] };
+  } catch (error) {
+    if (!(error instanceof DomainError)) throw error;
+    if (error.code === 'invalid') return { problems: error.messages };
+    if (error.code === 'forbidden') return { problems: [], refusal: error };
+    throw error;
+  }
+}
+
 /** PostgreSQL error codes the domain turns into conflicts or retryable answers. */
 export const PG_UNIQUE_VIOLATION = '23505';
 export const PG_SERIALIZATION_FAILURE = '40001';

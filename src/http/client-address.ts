@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { FastifyRequest } from 'fastify';
 import { isIPv4, isIPv6 } from 'node:net';
 import proxyAddr from '@fastify/proxy-addr';
 
@@ -14,7 +15,7 @@ const BRACKETED_IPV6 = /^\[([^\]]+)\](?::\d{1,5})?$/;
  * connection of one client was a client of its own: a rate limit per connection, not per IP, and a 1020 for a
  * client on an allow-list (review). Our own code: proxy-addr has no option for it. Anything else is as given.
  */
-export function withoutPort(address: string): string {
+function withoutPort(address: string): string {
   const v4 = IPV4_WITH_PORT.exec(address);
   if (v4 && isIPv4(v4[1]!)) return v4[1]!;
   const v6 = BRACKETED_IPV6.exec(address);
@@ -28,6 +29,14 @@ export function withoutPort(address: string): string {
  * written, a trusted hop with one (`client, 10.2.2.2:443`, a gateway behind a CDN) could not be parsed, so was
  * taken for the client, and every client was that proxy (review).
  */
-export function forwardedClientAddress(request: IncomingMessage, trust: ProxyTrust): string {
+function forwardedClientAddress(request: IncomingMessage, trust: ProxyTrust): string {
   return withoutPort(proxyAddr(request, (address, hop) => trust(withoutPort(address), hop)));
+}
+
+/**
+ * Sets `request.ip` to the client's address, found once: every hook that reads it (firewall, rate limit,
+ * allow-list, log) gets it without its port, and Fastify's getter does not run proxy-addr again at each read.
+ */
+export function setClientAddress(request: FastifyRequest, trust: ProxyTrust): void {
+  Object.defineProperty(request, 'ip', { value: forwardedClientAddress(request.raw, trust) });
 }

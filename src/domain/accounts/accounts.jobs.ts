@@ -1,6 +1,7 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { Type, type Static, type TSchema } from 'typebox';
 import { Value } from 'typebox/value';
+import { serialCronItem } from '../../jobs/cron.ts';
 import type { Services } from '../services.ts';
 
 /**
@@ -66,10 +67,5 @@ export function accountsTaskList(services: Services): TaskList {
 }
 
 export const accountsCronItems: CronItem[] = [
-  {
-    task: ACCOUNT_TASKS.reviveStalledCreations,
-    match: '*/10 * * * *',
-    identifier: ACCOUNT_TASKS.reviveStalledCreations,
-    options: { queueName: ACCOUNT_TASKS.reviveStalledCreations },
-  },
+  serialCronItem(ACCOUNT_TASKS.reviveStalledCreations, '*/10 * * * *'),
 ];

@@ -1,6 +1,7 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
+import { serialCronItem } from '../../jobs/cron.ts';
 import { EXPIRE_SESSION_TASK, REVIVE_EXPIRIES_TASK, type FundingService } from './funding.service.ts';
 
 /** How long past its expiry a session may stay unreported before the sweep adds its expiry job again. */
@@ -32,11 +33,4 @@ export function fundingTaskList(funding: FundingService): TaskList {
   return { [EXPIRE_SESSION_TASK]: expireSession, [REVIVE_EXPIRIES_TASK]: reviveStalledExpiries };
 }
 
-export const fundingCronItems: CronItem[] = [
-  {
-    task: REVIVE_EXPIRIES_TASK,
-    match: '*/10 * * * *',
-    identifier: REVIVE_EXPIRIES_TASK,
-    options: { queueName: REVIVE_EXPIRIES_TASK },
-  },
-];
+export const fundingCronItems: CronItem[] = [serialCronItem(REVIVE_EXPIRIES_TASK, '*/10 * * * *')];

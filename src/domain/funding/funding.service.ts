@@ -22,6 +22,7 @@ import type { DomainDeps } from '../deps.ts';
 import {
   conflict,
   DomainError,
+  faultsBeforeRefusal,
   forbidden,
   invalid,
   notFound,
@@ -135,27 +136,6 @@ function enqueueExpiry(
     { session_id: sessionId },
     { ...when, jobKey: `funding-expiry:${sessionId}`, maxAttempts: 10 },
   );
-}
-
-/**
- * `resolveAccountHolder`'s refusals, kept for the caller: its 400s as messages, to join the caller's other ones,
- * and its 403 (a former tenant), to be thrown only when there are none (wire-contract §9: input before ownership).
- */
-async function holderRefusals(
-  db: Executor,
-  platformCode: string,
-  participantCode: string,
-  accountLabel: string,
-): Promise<{ problems: string[]; refusal?: DomainError }> {
-  try {
-    await resolveAccountHolder(db, platformCode, participantCode, accountLabel);
-    return { problems: [] };
-  } catch (error) {
-    if (!(error instanceof DomainError)) throw error;
-    if (error.code === 'invalid') return { problems: error.messages };
-    if (error.code === 'forbidden') return { problems: [], refusal: error };
-    throw error;
-  }
 }
 
 function supportedAssetOrProblem(fundAsset: string, field = 'fund_asset'): ParsedFundAsset | string {
@@ -335,7 +315,10 @@ export function createFundingService(deps: DomainDeps) {
     async requestFundQuote(platformCode: string, body: FundRfqBody): Promise<FundQuote> {
       const accountLabel = body.account_label ?? DEFAULT_ACCOUNT_LABEL;
       const asset = supportedAssetOrProblem(body.fund_asset);
-      const holder = await holderRefusals(db, platformCode, body.participant_code, accountLabel);
+      // wire-contract §9: the input's faults (400) before a refusal of who acts (a former tenant's 403).
+      const holder = await faultsBeforeRefusal(
+        resolveAccountHolder(db, platformCode, body.participant_code, accountLabel),
+      );
       const problems = [...holder.problems];
       let rate: string | null = null;
       if (typeof asset === 'string') problems.push(asset);

@@ -1,4 +1,4 @@
-import { isFundAsset } from '../funding/fund-assets.ts';
+import { FUND_ASSETS } from '../funding/fund-assets.ts';
 
 /**
  * The assets quoted on a named network (`USDC.ETH`): those the vendor's published underlying currencies name
@@ -9,7 +9,7 @@ import { isFundAsset } from '../funding/fund-assets.ts';
  * prices.
  */
 // prettier-ignore
-const NETWORK_ASSETS: ReadonlySet<string> = new Set([
+const VENDOR_NETWORK_ASSETS = [
   'AAVE.ETH', 'APE.ETH', 'ARB.ARBITRUM', 'BAT.ETH', 'BONK.SOL', 'BUSD.ETH', 'COMP.ETH', 'CRV.ETH', 'DAI.ETH',
   'ENA.ETH', 'ENJ.ETH', 'ETH.ARBITRUM', 'ETH.BASE', 'ETH.OPTIMISM', 'ETH.WORLDCHAIN', 'ETH.ZKSYNC', 'EURC.XLM',
   'GALA.ETH', 'GRT.ETH', 'GYEN.ETH', 'INJ.ETH', 'JTO.SOL', 'KNC.ETH', 'LDO.ETH', 'LINK.ETH', 'MANA.ETH',
@@ -21,12 +21,12 @@ const NETWORK_ASSETS: ReadonlySet<string> = new Set([
   'USDC.ZKSYNC', 'USDCX.CANTON', 'USDP.SOL', 'USDT.ARBITRUM', 'USDT.AVAX', 'USDT.BSC', 'USDT.CELO',
   'USDT.DOTHUB', 'USDT.ETH', 'USDT.OPTIMISM', 'USDT.POLYGON', 'USDT.SOL', 'USDT.TRX', 'USDT.XPL', 'W.SOL',
   'WBTC.ETH', 'WIF.SOL', 'WLD.WORLDCHAIN', 'WLFI.ETH', 'ZK.ZKSYNC', 'ZRO.ETH', 'ZRX.ETH', 'ZUSD.ETH',
-]);
+];
+/** And the service's own fund assets (`SOL.SOL`): what a platform funds with, it may quote (review). */
+const NETWORK_ASSETS: ReadonlySet<string> = new Set([...VENDOR_NETWORK_ASSETS, ...FUND_ASSETS]);
 
 /** Why `underlying` cannot be quoted or booked as named, or null: an `ASSET.NETWORK` this service does not know. */
 export function underlyingProblem(underlying: string): string | null {
   if (!underlying.includes('.') || NETWORK_ASSETS.has(underlying)) return null;
-  // The service's own fund assets too (`SOL.SOL`): what a platform funds with, it may quote (review).
-  if (isFundAsset(underlying)) return null;
   return `underlying: ${underlying} is not an asset on a network this service knows (e.g. USDC.ETH; or the asset alone, e.g. USDC)`;
 }

@@ -1,4 +1,5 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
+import { serialCronItem } from '../../jobs/cron.ts';
 import { PURGE_QUOTES_TASK, type QuotesService } from './quotes.service.ts';
 
 /**
@@ -14,12 +15,4 @@ export function quotesTaskList(quotes: QuotesService): TaskList {
   return { [PURGE_QUOTES_TASK]: purge };
 }
 
-export const quotesCronItems: CronItem[] = [
-  {
-    task: PURGE_QUOTES_TASK,
-    match: '17 * * * *',
-    identifier: PURGE_QUOTES_TASK,
-    // Serially, as the notifications' purge: a run still going an hour later is not joined by the next.
-    options: { queueName: PURGE_QUOTES_TASK },
-  },
-];
+export const quotesCronItems: CronItem[] = [serialCronItem(PURGE_QUOTES_TASK, '17 * * * *')];

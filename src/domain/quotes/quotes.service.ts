@@ -11,7 +11,7 @@ import { Dec, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { QuoteKind } from '../../store/tables/trades.tables.ts';
 import type { DomainDeps } from '../deps.ts';
-import { DomainError, forbidden, invalid, notFound } from '../errors.ts';
+import { faultsBeforeRefusal, forbidden, invalid, notFound } from '../errors.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { findPrice } from '../prices/prices.service.ts';
 import { bookTrade, isUuid, resolveTradingHolder } from '../trades/trades.service.ts';
@@ -137,17 +137,15 @@ export function createQuotesService(deps: DomainDeps) {
         errors.push('destination_tag: must not be given with no_destination_tag=true');
       }
     }
-    let holder;
     // wire-contract §9: the input's faults (400) are reported before a refusal of who acts (a former tenant's 403).
-    let refusal: unknown;
-    try {
-      holder = await resolveTradingHolder(db, platformCode, input.participant_code, input.account_label);
-    } catch (error) {
-      if (!(error instanceof DomainError)) throw error;
-      if (error.code === 'invalid') errors.push(...error.messages);
-      else if (error.code === 'forbidden') refusal = error;
-      else throw error;
-    }
+    const {
+      value: holder,
+      problems,
+      refusal,
+    } = await faultsBeforeRefusal(
+      resolveTradingHolder(db, platformCode, input.participant_code, input.account_label),
+    );
+    errors.push(...problems);
     const sourcePrice = await findPrice(db, asset, input.quoted_currency);
     // Issue 7: a pair without a price cannot be quoted.
     if (sourcePrice === null) errors.push(`underlying: no price for ${asset}/${input.quoted_currency}`);

@@ -1,4 +1,5 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
+import { serialCronItem } from '../../jobs/cron.ts';
 import { PURGE_NOTIFICATIONS_TASK, type WebhooksService } from './webhooks.service.ts';
 
 /**
@@ -15,13 +16,4 @@ export function webhooksTaskList(webhooks: WebhooksService): TaskList {
   return { [PURGE_NOTIFICATIONS_TASK]: purge };
 }
 
-export const webhooksCronItems: CronItem[] = [
-  {
-    task: PURGE_NOTIFICATIONS_TASK,
-    match: '41 * * * *',
-    identifier: PURGE_NOTIFICATIONS_TASK,
-    // Serially: a run still going an hour later (a large backlog) is not joined by the next one, which would
-    // walk the same rows and wait on the same locks.
-    options: { queueName: PURGE_NOTIFICATIONS_TASK },
-  },
-];
+export const webhooksCronItems: CronItem[] = [serialCronItem(PURGE_NOTIFICATIONS_TASK, '41 * * * *')];
