@@ -68,6 +68,11 @@ export interface Config {
    * opens DELIVERY_POOL_SIZE (4) for webhook bookkeeping, and every process one for LISTEN.
    */
   databasePoolMax: number;
+  /**
+   * How long a migration's statement waits for a table lock before its try is undone and run again: while it
+   * waits, every query on that table waits behind it.
+   */
+  migrationLockTimeoutMs: number;
   redisUrl: string | undefined;
   trustProxy: string[];
   /** Base64 of 32 bytes: encrypts API secrets at rest. Undefined → generated in the data dir. */
@@ -383,6 +388,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       'postgres://user:password@host:5432/database',
     ),
     databasePoolMax: int(env, 'SVC_DB_POOL_MAX', 20, 2),
+    migrationLockTimeoutMs: int(env, 'SVC_MIGRATION_LOCK_TIMEOUT_MS', 3_000, 1, MAX_TIMER_MS),
     redisUrl: serviceUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], 'redis://host:6379'),
     trustProxy,
     secretKey,

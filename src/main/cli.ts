@@ -371,7 +371,7 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
     const { url, embedded } = await openDatabase(config, logger);
     const store = createStore(url, { max: 2 });
     try {
-      return await migrate(store.pool, logger);
+      return await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
     } finally {
       await store.close();
       await embedded?.stop();

@@ -97,7 +97,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
   cleanups.push(async () => embedded?.stop());
   cleanups.push(() => store.close());
   try {
-    await migrate(store.pool, logger);
+    await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
     const secrets = await resolveSecrets(config);
     if (config.databaseUrl && secrets.fromDataDir.length > 0) {
       logger.warn(

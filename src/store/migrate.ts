@@ -15,6 +15,12 @@ import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'grap
  * CONCURRENTLY (a plain build blocks every write to the table for as long as it takes: seconds per million
  * rows). Such a file holds only plain statements, each ending with `;` at the end of a line, each safe to run
  * again (a file stopped halfway is run again whole: `drop index concurrently if exists` first).
+ *
+ * A transactional file waits at most `lockTimeoutMs` for each table lock it takes (PostgreSQL's lock_timeout,
+ * set for its transaction only). Without the bound, an ALTER TABLE behind one long-open transaction waits for
+ * as long as that lasts, and every query on the table queues behind the ALTER: the service stops while the
+ * migration waits. A try that times out is undone and run again after a pause, up to `lockAttempts` tries;
+ * then the start fails naming the transactions that were open longer than the wait.
  */
 const MIGRATION_LOCK_ID = 7_351_846_001;
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
@@ -40,6 +46,21 @@ export interface MigrationLog {
   info(message: string): void;
   warn(message: string): void;
 }
+
+export interface MigrateOptions {
+  /** How long a statement of a transactional migration waits for a lock before its try is undone. */
+  lockTimeoutMs?: number;
+  /** Tries of one migration that time out waiting for a lock before the start fails. */
+  lockAttempts?: number;
+  /** The files to apply: by default, every file in src/store/migrations (tests give their own). */
+  files?: MigrationFile[];
+}
+
+/** The default of SVC_MIGRATION_LOCK_TIMEOUT_MS (config.ts). */
+const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS = 3_000;
+const DEFAULT_LOCK_ATTEMPTS = 20;
+/** PostgreSQL's lock_not_available: the lock_timeout ran out. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 export async function listMigrations(): Promise<MigrationFile[]> {
   const names = (await readdir(MIGRATIONS_DIR)).filter((n) => /^\d{4}_[a-z0-9_]+\.sql$/.test(n)).sort();
@@ -82,7 +103,10 @@ async function lock(client: pg.PoolClient): Promise<void> {
 export async function migrate(
   pool: pg.Pool,
   log: MigrationLog = { info: () => {}, warn: () => {} },
+  options: MigrateOptions = {},
 ): Promise<string[]> {
+  const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS;
+  const lockAttempts = options.lockAttempts ?? DEFAULT_LOCK_ATTEMPTS;
   const client = await pool.connect();
   const applied: string[] = [];
   try {
@@ -92,7 +116,7 @@ export async function migrate(
          version text primary key, name text not null, applied_at timestamptz not null default now())`,
     );
     await client.query('alter table schema_migrations add column if not exists checksum text');
-    const files = await listMigrations();
+    const files = options.files ?? (await listMigrations());
     const known = new Map(files.map((f) => [f.version, f]));
     const { rows } = await client.query<{ version: string; name: string; checksum: string | null }>(
       'select version, name, checksum from schema_migrations order by version',
@@ -121,7 +145,28 @@ export async function migrate(
     const done = new Set(rows.map((r) => r.version));
     for (const file of files) {
       if (done.has(file.version)) continue;
-      await apply(client, file);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await apply(client, file, lockTimeoutMs);
+          break;
+        } catch (error) {
+          if (!isLockTimeout(error)) throw error;
+          if (attempt >= lockAttempts) {
+            const holders = await longTransactions(client, lockTimeoutMs);
+            throw new Error(
+              `migration ${file.name} failed: it waited ${lockTimeoutMs} ms for a table lock ${attempt} times; ` +
+                (holders.length
+                  ? `transactions open longer than that: ${holders.join('; ')}`
+                  : 'no transaction is open that long now: start again'),
+              { cause: error },
+            );
+          }
+          log.warn(
+            `migration ${file.name} waited ${lockTimeoutMs} ms for a table lock (try ${attempt} of ${lockAttempts}): undone, trying again`,
+          );
+          await sleep(Math.min(lockTimeoutMs, 1_000));
+        }
+      }
       applied.push(file.name);
       log.info(`applied migration ${file.name}`);
     }
@@ -133,7 +178,33 @@ export async function migrate(
   return applied;
 }
 
-async function apply(client: pg.PoolClient, file: MigrationFile): Promise<void> {
+function isLockTimeout(error: unknown): boolean {
+  return (error as { cause?: { code?: string } }).cause?.code === LOCK_NOT_AVAILABLE;
+}
+
+/** Other sessions' transactions open longer than `ms`: what a lock wait that long most likely waited for. */
+async function longTransactions(client: pg.PoolClient, ms: number): Promise<string[]> {
+  const { rows } = await client.query<{
+    pid: number;
+    app: string;
+    state: string;
+    secs: number;
+    query: string;
+  }>(
+    `select pid, application_name as app, state, extract(epoch from now() - xact_start)::int as secs,
+            left(query, 120) as query
+       from pg_stat_activity
+      where datname = current_database() and pid <> pg_backend_pid()
+        and xact_start < now() - make_interval(secs => $1::double precision / 1000)
+      order by xact_start`,
+    [ms],
+  );
+  return rows.map(
+    (r) => `pid ${r.pid}${r.app ? ` (${r.app})` : ''}, ${r.state} for ${r.secs} s, last query: ${r.query}`,
+  );
+}
+
+async function apply(client: pg.PoolClient, file: MigrationFile, lockTimeoutMs: number): Promise<void> {
   const record = () =>
     client.query('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
       file.version,
@@ -147,6 +218,7 @@ async function apply(client: pg.PoolClient, file: MigrationFile): Promise<void> 
       return;
     }
     await client.query('begin');
+    await client.query(`select set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
     await client.query(file.sql);
     await record();
     await client.query('commit');

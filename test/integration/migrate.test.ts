@@ -244,6 +244,101 @@ describe('migrations', () => {
     }
   });
 
+  describe('a migration waiting for a table lock', () => {
+    const probe = (sql: string) => ({
+      version: '9998',
+      name: '9998_lock_probe.sql',
+      sql,
+      checksum: checksumOf(sql),
+    });
+    const alterTrades = 'alter table trades add column lock_probe text;';
+    const hasProbeColumn = async (pool: pg.Pool) =>
+      (
+        await pool.query(
+          `select 1 from information_schema.columns where table_name = 'trades' and column_name = 'lock_probe'`,
+        )
+      ).rowCount === 1;
+
+    test('lets the queries queued behind it through, then applies once the long transaction ends', async () => {
+      const url = await freshDatabase();
+      const store = createStore(url, { max: 4 });
+      try {
+        await migrate(store.pool);
+        const files = [...(await listMigrations()), probe(alterTrades)];
+        // A long-open transaction that read trades holds a lock the ALTER must wait for.
+        const reader = await store.pool.connect();
+        await reader.query('begin');
+        await reader.query('select count(*) from trades');
+        const warnings: string[] = [];
+        const migrating = migrate(
+          store.pool,
+          { info: () => {}, warn: (m) => warnings.push(m) },
+          { files, lockTimeoutMs: 150, lockAttempts: 1_000 },
+        );
+        await eventually(
+          async () => {
+            const { rows } = await store.pool.query<{ n: number }>(
+              `select count(*)::int as n from pg_stat_activity
+               where datname = current_database() and query like 'alter table trades add column lock_probe%'
+                 and wait_event_type = 'Lock'`,
+            );
+            return rows[0]!.n === 1 || undefined;
+          },
+          10_000,
+          'the ALTER waiting for the reader',
+        );
+        // A query queued behind the waiting ALTER: without the bound on the wait, it would wait as long as the
+        // reader's transaction (here: for ever, since the reader ends only after it).
+        const { rows } = await store.pool.query<{ n: number }>('select count(*)::int as n from trades');
+        assert.equal(rows[0]!.n, 0);
+        assert.equal(await hasProbeColumn(store.pool), false);
+        await reader.query('commit');
+        reader.release();
+        assert.deepEqual(await migrating, ['9998_lock_probe.sql']);
+        assert.equal(await hasProbeColumn(store.pool), true);
+        assert.ok(warnings.length >= 1);
+        assert.match(
+          warnings[0]!,
+          /^migration 9998_lock_probe\.sql waited 150 ms for a table lock \(try 1 of 1000\): undone, trying again$/,
+        );
+      } finally {
+        await store.close();
+      }
+    });
+
+    test('fails after its tries naming the transaction it waited for, with nothing applied', async () => {
+      const url = await freshDatabase();
+      const store = createStore(url, { max: 4 });
+      const holder = new pg.Client({ connectionString: url, application_name: 'long-report' });
+      await holder.connect();
+      try {
+        await migrate(store.pool);
+        await holder.query('begin');
+        await holder.query('select count(*) from trades');
+        const files = [...(await listMigrations()), probe(alterTrades)];
+        await assert.rejects(
+          migrate(store.pool, undefined, { files, lockTimeoutMs: 100, lockAttempts: 3 }),
+          (error: Error) => {
+            assert.match(
+              error.message,
+              /^migration 9998_lock_probe\.sql failed: it waited 100 ms for a table lock 3 times; transactions open longer than that: pid \d+ \(long-report\), idle in transaction for \d+ s, last query: select count\(\*\) from trades$/,
+            );
+            return true;
+          },
+        );
+        await holder.query('commit');
+        assert.equal(await hasProbeColumn(store.pool), false);
+        assert.deepEqual((await appliedVersions(url)).slice(-1), [files.at(-2)!.version]);
+        // The bound is the transaction's own: the pool's next user does not inherit it.
+        const { rows } = await store.pool.query<{ lock_timeout: string }>('show lock_timeout');
+        assert.equal(rows[0]!.lock_timeout, '0');
+      } finally {
+        await holder.end();
+        await store.close();
+      }
+    });
+  });
+
   test('migration files are numbered NNNN_name.sql, in order, with no number used twice', async () => {
     const files = await listMigrations();
     assert.ok(files.length >= 1);
