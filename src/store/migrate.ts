@@ -25,6 +25,7 @@ import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'grap
 const MIGRATION_LOCK_ID = 7_351_846_001;
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const NO_TRANSACTION = /^-- svc:no-transaction\s*$/m;
+const CONCURRENT = /^(create|drop) (unique )?index concurrently /i;
 /**
  * How often a start that waits for another's migrations tries the lock. Polled rather than waited for in one
  * statement: a waiting statement holds a snapshot, and the holder's CREATE INDEX CONCURRENTLY waits for
@@ -204,6 +205,17 @@ async function longTransactions(client: pg.PoolClient, ms: number): Promise<stri
   );
 }
 
+async function inBoundedTransaction(
+  client: pg.PoolClient,
+  lockTimeoutMs: number,
+  work: () => Promise<unknown>,
+): Promise<void> {
+  await client.query('begin');
+  await client.query(`select set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
+  await work();
+  await client.query('commit');
+}
+
 async function apply(client: pg.PoolClient, file: MigrationFile, lockTimeoutMs: number): Promise<void> {
   const record = () =>
     client.query('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
@@ -213,15 +225,19 @@ async function apply(client: pg.PoolClient, file: MigrationFile, lockTimeoutMs: 
     ]);
   try {
     if (NO_TRANSACTION.test(file.sql.split('\n', 1)[0]!)) {
-      for (const statement of plainStatements(file.sql)) await client.query(statement);
+      for (const statement of plainStatements(file.sql)) {
+        // A CONCURRENTLY build waits for older transactions without holding up anyone else's writes: it may
+        // wait. Any other statement (an ALTER TABLE) gets the bounded wait, in a transaction of its own.
+        if (CONCURRENT.test(statement)) await client.query(statement);
+        else await inBoundedTransaction(client, lockTimeoutMs, () => client.query(statement));
+      }
       await record();
       return;
     }
-    await client.query('begin');
-    await client.query(`select set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
-    await client.query(file.sql);
-    await record();
-    await client.query('commit');
+    await inBoundedTransaction(client, lockTimeoutMs, async () => {
+      await client.query(file.sql);
+      await record();
+    });
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw new Error(`migration ${file.name} failed: ${(error as Error).message}`, { cause: error });

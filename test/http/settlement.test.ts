@@ -188,6 +188,17 @@ describe('operator advance', () => {
     assert.equal(await balanceOf(svc, buyer, 'BTC'), '1');
   });
 
+  test('no balance goes below zero, even by a correction made in the database (0029)', async () => {
+    const holder = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, holder, 'USD', '10');
+    const set = (delta: string) =>
+      sql`update balance_accounts set balance = balance + ${delta}::numeric
+          where participant_code = ${holder} and asset = 'USD'`.execute(svc.runtime.store.db);
+    await assert.rejects(set('-10.000000001'), /balance_accounts_not_negative/);
+    await set('-10');
+    assert.equal(await balanceOf(svc, holder, 'USD'), '0');
+  });
+
   test('a POST with no body at all advances as `{}` does (the body is optional), and an unknown trade is a 404', async () => {
     const buyer = (await svc.newParticipant(platformCode)).participant_code;
     await fund(svc, buyer, 'USD', '100000');

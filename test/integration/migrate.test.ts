@@ -339,6 +339,30 @@ describe('migrations', () => {
     });
   });
 
+  test('a no-transaction file bounds the wait of its statements that are not CONCURRENTLY builds', async () => {
+    const url = await freshDatabase();
+    const store = createStore(url, { max: 4 });
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await migrate(store.pool);
+      await holder.query('begin');
+      await holder.query('select count(*) from balance_accounts');
+      // 0029 as a new file: its ALTERs wait for the holder's lock, each for at most the bound.
+      const file = (await listMigrations()).find((f) => f.version === '0029')!;
+      await store.pool.query(`delete from schema_migrations where version = '0029'`);
+      await assert.rejects(
+        migrate(store.pool, undefined, { lockTimeoutMs: 100, lockAttempts: 2 }),
+        /^Error: migration 0029_balance_not_negative\.sql failed: it waited 100 ms for a table lock 2 times; transactions open longer than that: pid \d+, idle in transaction/,
+      );
+      await holder.query('commit');
+      assert.deepEqual(await migrate(store.pool, undefined, { lockTimeoutMs: 100 }), [file.name]);
+    } finally {
+      await holder.end();
+      await store.close();
+    }
+  });
+
   test('migration files are numbered NNNN_name.sql, in order, with no number used twice', async () => {
     const files = await listMigrations();
     assert.ok(files.length >= 1);
