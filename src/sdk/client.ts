@@ -1,6 +1,6 @@
 import { AUTH_HEADERS, signRequest, signingMessage } from '../contract/request-signature.ts';
 import type { RetryOptions } from './backoff.ts';
-import { SvcArgumentError, SvcConnectionError } from './errors.ts';
+import { SvcAbortedError, SvcArgumentError, SvcConnectionError } from './errors.ts';
 import { sendWithRetries, type RecoveryHooks } from './request-sender.ts';
 import { REQUEST_ID_HEADER, SIMULATOR_SCENARIO_HEADER } from '../contract/wire-values.ts';
 
@@ -55,7 +55,15 @@ export interface RequestOptions {
    * idempotence check or recovery look-up must see the real state (see {@link lookupOptions}).
    */
   withoutScenario?: boolean;
+  /**
+   * Cancels the call: the attempt under way, a wait between attempts and the spec 7 look-ups end with
+   * `SvcAbortedError` (its `outcomeUnknown` set when a write may already have reached the server).
+   */
+  signal?: AbortSignal;
 }
+
+/** The options every resource method takes. */
+export type CallOptions = Pick<RequestOptions, 'headers' | 'retry' | 'signal'>;
 
 export interface SvcResponse<T = unknown> {
   status: number;
@@ -142,6 +150,10 @@ export class SvcClient {
         throw new SvcArgumentError(
           `header ${name}: its value cannot be sent (a line break, or a character past Latin-1)`,
         );
+    const { signal } = options;
+    if (signal?.aborted)
+      throw new SvcAbortedError(`${method} ${target}: aborted before it was sent`, signal.reason);
+    const timeout = AbortSignal.timeout(this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     let response: Response;
     let text: string;
     try {
@@ -149,7 +161,7 @@ export class SvcClient {
         method,
         headers,
         body,
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         // A redirect is not followed: fetch would send the API key, passphrase and signature on to wherever
         // it points (it strips only Authorization and Cookie), and turn a POST into a GET. It is an error.
         redirect: 'manual',
@@ -157,6 +169,12 @@ export class SvcClient {
       // Inside the try: a connection cut while the body streams in is "no response" too.
       text = await response.text();
     } catch (error) {
+      if (signal?.aborted) {
+        const aborted = new SvcAbortedError(`${method} ${target}: aborted`, signal.reason);
+        // It was sent: a write may be carried out all the same.
+        if (method !== 'GET') aborted.outcomeUnknown = true;
+        throw aborted;
+      }
       throw new SvcConnectionError(`${method} ${target}: ${describeFetchError(error)}`, error);
     }
     let parsed: unknown = text;
@@ -217,6 +235,7 @@ export class SvcClient {
       path,
       hooks,
       retry,
+      signal: options.signal,
       send: () => this.send(verb, path, options),
     });
   }
@@ -274,8 +293,6 @@ function describeFetchError(error: unknown): string {
  * (so an injected sleep or clock applies) and headers, without `X-Simulator-Scenario`, the call's or the
  * client's (a rehearsed failure is for the call itself; the check must see the real state).
  */
-export function lookupOptions(
-  options: Pick<RequestOptions, 'headers' | 'retry'>,
-): Pick<RequestOptions, 'headers' | 'retry' | 'withoutScenario'> {
-  return { retry: options.retry, headers: options.headers, withoutScenario: true };
+export function lookupOptions(options: CallOptions): CallOptions & Pick<RequestOptions, 'withoutScenario'> {
+  return { retry: options.retry, headers: options.headers, signal: options.signal, withoutScenario: true };
 }

@@ -73,6 +73,17 @@ export class SvcConnectionError extends SvcError {
   }
 }
 
+/**
+ * The caller's `signal` aborted the call. Before anything was sent, nothing happened; after, a write
+ * (`outcomeUnknown`) may have been carried out: look before repeating it. `cause` is the signal's reason.
+ */
+export class SvcAbortedError extends SvcError {
+  constructor(message: string, reason: unknown) {
+    super(message, 0, undefined, undefined);
+    this.cause = reason;
+  }
+}
+
 export function errorForStatus(status: number, requestId: string | undefined, body: unknown): SvcError {
   const detail =
     typeof body === 'string'

@@ -10,6 +10,7 @@ export {
   type ClientOptions,
   type ClientCredentials,
   type QueryValue,
+  type CallOptions,
   type RequestOptions,
   type SvcResponse,
 } from './client.ts';

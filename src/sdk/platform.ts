@@ -1,5 +1,5 @@
 import type { TimeResponse } from '../contract/time.schemas.ts';
-import { SvcClient, type ClientOptions, type RequestOptions } from './client.ts';
+import { SvcClient, type ClientOptions, type CallOptions } from './client.ts';
 import { AccountsResource } from './resources/accounts.ts';
 import { FundingResource } from './resources/funding.ts';
 import { ParticipantsResource } from './resources/participants.ts';
@@ -8,8 +8,6 @@ import { TradesResource } from './resources/trades.ts';
 
 /** `GET /time`: the server's clock (wire-contract §9). */
 export type ServerTime = TimeResponse['message'];
-
-type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
 /**
  * The SDK's entry point: one signed client (`http`, the request sender that owns signing, the retry rules

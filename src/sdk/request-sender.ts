@@ -1,5 +1,5 @@
 import { resolveRetryOptions, type RetryOptions } from './backoff.ts';
-import { errorForStatus, SvcConnectionError, SvcError, SvcServerError } from './errors.ts';
+import { errorForStatus, SvcAbortedError, SvcConnectionError, SvcError, SvcServerError } from './errors.ts';
 import { decideRetry, retryClassFor, type RequestOutcome, type RetryClass } from './retry-policy.ts';
 
 /**
@@ -34,6 +34,8 @@ export interface SendPlan<T> {
   send: () => Promise<RawResponse>;
   hooks?: RecoveryHooks<T>;
   retry?: RetryOptions | false;
+  /** The caller's cancellation: also ends a wait between attempts. */
+  signal?: AbortSignal;
 }
 
 function errorFor(response: RawResponse): SvcError {
@@ -53,6 +55,11 @@ async function runCheck<T>(
   try {
     return await check();
   } catch (checkError) {
+    // The caller gave up: said as such, the call's outcome unknown (the check did not finish looking).
+    if (checkError instanceof SvcAbortedError) {
+      checkError.outcomeUnknown = true;
+      throw checkError;
+    }
     const error = original();
     error.checkError = checkError;
     error.outcomeUnknown = true;
@@ -64,6 +71,41 @@ async function runCheck<T>(
 function answersJson(response: RawResponse): boolean {
   if (response.status === 204) return response.body === '' || response.body === undefined;
   return typeof response.body === 'object' && response.body !== null;
+}
+
+/**
+ * The retry options' sleep, ended early by the caller's signal. The injected sleep (tests, a caller's own
+ * scheduler) takes no signal, so the wait is raced against it rather than cancelled inside it.
+ */
+async function pause(
+  sleep: (ms: number) => Promise<void>,
+  ms: number,
+  signal: AbortSignal | undefined,
+  aborted: () => SvcAbortedError,
+): Promise<void> {
+  if (!signal) return sleep(ms);
+  if (signal.aborted) throw aborted();
+  let onAbort!: () => void;
+  const abort = new Promise<never>((_, reject) => {
+    onAbort = () => reject(aborted());
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    await Promise.race([sleep(ms), abort]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+function abortedBetweenAttempts(
+  method: string,
+  path: string,
+  signal: AbortSignal,
+  mayHaveActed: boolean,
+): SvcAbortedError {
+  const error = new SvcAbortedError(`${method} ${path}: aborted while waiting to send again`, signal.reason);
+  if (mayHaveActed && method !== 'GET') error.outcomeUnknown = true;
+  return error;
 }
 
 export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
@@ -130,9 +172,13 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         return finish(false, earlierUnanswered);
       }
       case 'retry':
-      case 'wait-rate-limit':
-        await options.sleep(action.delayMs);
+      case 'wait-rate-limit': {
+        const indeterminate = !response || response.status === 502 || response.status === 504;
+        await pause(options.sleep, action.delayMs, plan.signal, () =>
+          abortedBetweenAttempts(plan.method, plan.path, plan.signal!, earlierUnanswered || indeterminate),
+        );
         continue;
+      }
       case 'check-then-retry':
       case 'check-then-return': {
         const done = plan.hooks?.idempotenceCheck
@@ -148,7 +194,10 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
           );
         earlierIndeterminate = true;
         earlierUnanswered ||= response === undefined;
-        await options.sleep(action.delayMs);
+        // The check found nothing done: only an attempt that got no answer may still be at work.
+        await pause(options.sleep, action.delayMs, plan.signal, () =>
+          abortedBetweenAttempts(plan.method, plan.path, plan.signal!, earlierUnanswered),
+        );
         continue;
       }
       case 'recover-404': {

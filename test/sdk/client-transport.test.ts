@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, test } from 'node:test';
-import { createClient, SvcError, SvcServerError } from 'svc-platform/sdk';
+import { after, before, describe, test } from 'node:test';
+import { eventually } from '../helpers/service-process.ts';
+import { createClient, SvcAbortedError, SvcError, SvcServerError } from 'svc-platform/sdk';
 
 /**
  * The SDK's transport against real local HTTP servers: a redirect is an error, never followed with the
@@ -157,4 +158,81 @@ test('a method in lower case is sent as signed, in upper case; a client-wide hea
   const sent = elsewhere.requests.at(-1)!;
   assert.equal(sent.method, 'GET');
   assert.equal(sent.headers['x-request-id'], 'per-call');
+});
+
+describe("a call's signal", () => {
+  let hanging: Recorder;
+  before(async () => {
+    hanging = await serve(() => {}); // never answers
+  });
+  after(async () => {
+    hanging?.server.closeAllConnections();
+    await new Promise((resolve) => hanging?.server.close(resolve));
+  });
+
+  const rejection = (call: Promise<unknown>) =>
+    call.then(
+      () => assert.fail('expected the call to be aborted'),
+      (e: unknown) => e,
+    );
+
+  test('aborted already: nothing is sent, and nothing happened', async () => {
+    const client = createClient({ baseUrl: hanging.url, ...credentials, retry: noWaiting });
+    const before = hanging.requests.length;
+    const error = await rejection(
+      client.http.request('POST', '/liquidity/execute', { body: {}, signal: AbortSignal.abort('gone') }),
+    );
+    assert.ok(error instanceof SvcAbortedError, String(error));
+    assert.equal(error.cause, 'gone');
+    assert.equal(error.outcomeUnknown, undefined);
+    assert.equal(hanging.requests.length, before);
+  });
+
+  test('ends the attempt under way, long before its timeout; a write sent may have been carried out', async () => {
+    const client = createClient({ baseUrl: hanging.url, ...credentials, retry: noWaiting });
+    for (const method of ['POST', 'GET'] as const) {
+      const before = hanging.requests.length;
+      const controller = new AbortController();
+      const call = rejection(
+        client.http.request(method, '/liquidity/execute', {
+          body: method === 'POST' ? {} : undefined,
+          signal: controller.signal,
+        }),
+      );
+      // The server holds the request: then the caller gives up.
+      await eventually(
+        async () => hanging.requests.length > before || undefined,
+        10_000,
+        'the request arriving',
+      );
+      controller.abort(new Error('user left'));
+      const error = await call;
+      assert.ok(error instanceof SvcAbortedError, String(error));
+      assert.equal((error.cause as Error).message, 'user left');
+      // Not retried as "no answer": one request.
+      assert.equal(hanging.requests.length, before + 1);
+      assert.equal(error.outcomeUnknown, method === 'POST' ? true : undefined, method);
+    }
+  });
+
+  test('ends a wait between attempts; resource methods take it too', async () => {
+    const waits: number[] = [];
+    const client = createClient({
+      baseUrl: unavailable.url,
+      ...credentials,
+      // A wait that would never end by itself: only the signal ends it.
+      retry: { sleep: (ms) => (waits.push(ms), new Promise<void>(() => {})) },
+    });
+    const before = unavailable.requests.length;
+    const controller = new AbortController();
+    const call = rejection(
+      client.trades.get('7f0c1d2e-3333-4333-8333-333333333333', { signal: controller.signal }),
+    );
+    await eventually(async () => waits.length === 1 || undefined, 10_000, 'the wait after the 503');
+    controller.abort();
+    const error = await call;
+    assert.ok(error instanceof SvcAbortedError, String(error));
+    assert.match(error.message, /aborted while waiting to send again/);
+    assert.equal(unavailable.requests.length - before, 1);
+  });
 });

@@ -4,7 +4,7 @@ import type {
   ListAccountsQuery,
   ListAccountsResponse,
 } from '../../contract/accounts.schemas.ts';
-import { lookupOptions, type QueryValue, type RequestOptions, type SvcClient } from '../client.ts';
+import { lookupOptions, type QueryValue, type CallOptions, type SvcClient } from '../client.ts';
 
 export type {
   BalanceAccount,
@@ -18,8 +18,6 @@ import { pathSegment } from '../path-segment.ts';
 
 /** The body of a 202: the request was accepted, the change is applied later (spec 3.2). */
 export type AcceptedResponse = Record<string, never>;
-
-type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
 /** A zrn in a path: `:` is sent as `%3A`, which the service accepts and signs as sent (wire-contract §1). */
 function accountPath(zrn: string, rest: string): string {

@@ -8,7 +8,7 @@ import type {
 } from '../../contract/funding.schemas.ts';
 import type { FundTransactionsResponse } from '../../contract/funding.schemas.ts';
 import type { Static } from 'typebox';
-import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+import type { CallOptions, QueryValue, SvcClient } from '../client.ts';
 
 export type {
   ClientAuthToken,
@@ -33,8 +33,6 @@ export type FundTransactionsQuery = Omit<ServerTransactionsQuery, DepositTimesta
 
 /** A page of `GET /fund/transactions`, newest first (the contract's `FundTransactionsResponse`). */
 export type FundTransactionsPage = Static<typeof FundTransactionsResponse>;
-
-type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
 /**
  * Account funding (spec 2.2, 2.3, 4.3–4.5; wire-contract §6): SDK tokens, fund quotes with the deposit

@@ -5,7 +5,7 @@ import type {
   ParticipantByEmail,
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
-import { lookupOptions, type QueryValue, type RequestOptions, type SvcClient } from '../client.ts';
+import { lookupOptions, type QueryValue, type CallOptions, type SvcClient } from '../client.ts';
 import { SvcNotFoundError, SvcPermissionError } from '../errors.ts';
 import type { RawResponse } from '../request-sender.ts';
 
@@ -24,8 +24,6 @@ import {
   EMAIL_ALREADY_EXISTS,
 } from '../../contract/wire-values.ts';
 export { DATA_USED_WITH_DIFFERENT_REQUEST_ID, EMAIL_ALREADY_EXISTS } from '../../contract/wire-values.ts';
-
-type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
 /**
  * What `createCustomer` resolves to (spec 7.2 last row, 7.3):

@@ -9,7 +9,7 @@ import type {
   LiquidityQuoteRequest,
 } from '../../contract/quotes.schemas.ts';
 import type { Trade } from '../../contract/trades.schemas.ts';
-import { lookupOptions, type QueryValue, type RequestOptions, type SvcClient } from '../client.ts';
+import { lookupOptions, type QueryValue, type CallOptions, type SvcClient } from '../client.ts';
 import type { ResolvedRetryOptions } from '../backoff.ts';
 import { TradesResource } from './trades.ts';
 
@@ -23,8 +23,6 @@ export type {
   LiquidityQuoteBody,
   LiquidityQuoteRequest,
 } from '../../contract/quotes.schemas.ts';
-
-type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
 /**
  * What an execute call resolves to (spec 7.2):

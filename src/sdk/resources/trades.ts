@@ -4,7 +4,7 @@ import type {
   Trade,
   TradesPage as TradesPageSchema,
 } from '../../contract/trades.schemas.ts';
-import type { QueryValue, RequestOptions, SvcClient } from '../client.ts';
+import type { CallOptions, QueryValue, SvcClient } from '../client.ts';
 
 export type { Trade, TradeParty, TradeStatusNotification } from '../../contract/trades.schemas.ts';
 import { pathSegment } from '../path-segment.ts';
@@ -13,8 +13,6 @@ export {
   TRADE_NOTIFICATION_OMITTED_FIELDS,
   TRADE_STATES,
 } from '../../contract/wire-values.ts';
-
-type CallOptions = Pick<RequestOptions, 'headers' | 'retry'>;
 
 type TimestampBound = `transaction_timestamp[${'gt' | 'gte' | 'e' | 'lt' | 'lte'}]`;
 
