@@ -1,6 +1,6 @@
 import type { CronItem, TaskList } from 'graphile-worker';
 import type { Services } from '../domain/services.ts';
-import { tradesTaskList } from '../domain/trades/trades.jobs.ts';
+import { tradesCronItems, tradesTaskList } from '../domain/trades/trades.jobs.ts';
 import { SETTLE_TASK } from '../domain/trades/trades.service.ts';
 import { ACCOUNT_TASKS, accountsCronItems, accountsTaskList } from '../domain/accounts/accounts.jobs.ts';
 import { fundingCronItems, fundingTaskList } from '../domain/funding/funding.jobs.ts';
@@ -36,4 +36,5 @@ export const cronItems: CronItem[] = [
   ...fundingCronItems,
   ...quotesCronItems,
   ...webhooksCronItems,
+  ...tradesCronItems,
 ];

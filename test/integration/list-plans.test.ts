@@ -6,7 +6,7 @@ import { listBalanceAccounts } from '../../src/domain/accounts/balance-accounts.
 import { listFundEvents } from '../../src/domain/funding/funding.repository.ts';
 import { listPlatformCustomers } from '../../src/domain/participants/participants.repository.ts';
 import { deleteUnexecutedQuotesExpiredBefore } from '../../src/domain/quotes/quotes.repository.ts';
-import { listPlatformTrades } from '../../src/domain/trades/trades.repository.ts';
+import { findOverdueTrades, listPlatformTrades } from '../../src/domain/trades/trades.repository.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 
@@ -158,6 +158,15 @@ test('GET /fund/transactions?fund_asset= and GET /accounts?asset=: through their
   );
   assertReadThrough([accounts!], 'balance_accounts_asset_created');
   assert.ok(!accounts!.includes('Sort'), accounts!.join(' > '));
+});
+
+test('the settlement sweep reads the unsettled trades alone, oldest first, through trades_unsettled_updated', async () => {
+  await seedTrades('PLAN04', 'T4');
+  const [overdue] = await plansOf(() =>
+    findOverdueTrades(db, { accepted: new Date(), active: new Date() }, 500),
+  );
+  assertReadThrough([overdue!], 'trades_unsettled_updated');
+  assert.ok(!overdue!.includes('Sort'), overdue!.join(' > '));
 });
 
 test('the quote purge probes each quote of its batch by key, without joining a scan of every quote', async () => {

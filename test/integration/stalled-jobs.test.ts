@@ -3,9 +3,11 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { ACCOUNT_TASKS, CREATION_STALLED_AFTER_MS } from '../../src/domain/accounts/accounts.jobs.ts';
 import { EXPIRY_STALLED_AFTER_MS, fundingTaskList } from '../../src/domain/funding/funding.jobs.ts';
+import { SETTLEMENT_STALLED_AFTER_MS, tradesTaskList } from '../../src/domain/trades/trades.jobs.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { accountsJobRunner, jobRunner } from '../helpers/accounts-jobs.ts';
 import { fundQuote, newAccountHolder, recordDeposit, setPrices, txId } from '../helpers/funding-fixtures.ts';
+import { executeLiquidity, fund, getTrade, liquidityQuote } from '../helpers/trades-fixtures.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 
 /**
@@ -127,4 +129,48 @@ test('an expiry job run before the expiry by the service clock waits for it, by 
   clock.advance(remaining);
   const event = await svc.runtime.services.funding.expireSession(quote.request_id);
   assert.equal(event?.status_reason, 'deposit session has expired.');
+});
+
+test('a trade whose settlement job used up its attempts is given it again once overdue, and settles', async () => {
+  const code = platform.platform.platform_code;
+  const buyer = (await svc.newParticipant(code)).participant_code;
+  await fund(svc, buyer, 'USD', '100000');
+  const buy = async () => {
+    const quote = await liquidityQuote(platform.client, {
+      side: 'buy',
+      underlying: 'BTC',
+      quoted_currency: 'USD',
+      quantity: '0.01',
+      participant_code: buyer,
+    });
+    return (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
+  };
+  const stuck = await buy();
+  await exhaust(`trade-settle:${stuck}`);
+  const { activeAfterMs, terminateAfterMs } = svc.runtime.config.settlement;
+  const revive = () => svc.runtime.services.trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS);
+  clock.advance(activeAfterMs + SETTLEMENT_STALLED_AFTER_MS - 1);
+  assert.equal(await revive(), 0, 'not overdue long enough yet');
+  clock.advance(2);
+  // A trade booked now is not due: left alone.
+  const fresh = await buy();
+  assert.equal(await revive(), 1);
+  assert.equal((await job(`trade-settle:${stuck}`))?.attempts, 0, 'its attempts afresh');
+  const runner = jobRunner(svc, tradesTaskList(svc.runtime.services.trades));
+  try {
+    await runner.run();
+    assert.equal((await getTrade(platform.client, stuck)).trade_state, 'active');
+    assert.equal((await getTrade(platform.client, fresh)).trade_state, 'accepted');
+    assert.equal(await revive(), 0, 'its next step is not overdue');
+    // Its next job used up its attempts too: the active trade is revived once its settlement is overdue.
+    await exhaust(`trade-settle:${stuck}`);
+    clock.advance(terminateAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
+    // The fresh trade is overdue by then too, though its job is only waiting: it gets the job again, once.
+    assert.equal(await revive(), 2);
+    await runner.run();
+    assert.equal((await getTrade(platform.client, stuck)).trade_state, 'terminated');
+    assert.equal((await getTrade(platform.client, fresh)).trade_state, 'active');
+  } finally {
+    await runner.close();
+  }
 });

@@ -1,5 +1,12 @@
-import type { Task, TaskList } from 'graphile-worker';
-import { isUuid, SETTLE_TASK, type SettleJobPayload, type TradesService } from './trades.service.ts';
+import type { CronItem, Task, TaskList } from 'graphile-worker';
+import { serialCronItem } from '../../jobs/cron.ts';
+import {
+  isUuid,
+  REVIVE_SETTLEMENTS_TASK,
+  SETTLE_TASK,
+  type SettleJobPayload,
+  type TradesService,
+} from './trades.service.ts';
 import { TRADE_STATES } from '../../contract/wire-values.ts';
 
 /**
@@ -10,6 +17,9 @@ import { TRADE_STATES } from '../../contract/wire-values.ts';
  * short at settlement) throws, and graphile-worker retries it with backoff: the trade stays `active`,
  * "settlement attempted but not complete".
  */
+/** How long past its due time a trade's next step may stay undone before the sweep adds its job again. */
+export const SETTLEMENT_STALLED_AFTER_MS = 10 * 60_000;
+
 function parsePayload(payload: unknown): SettleJobPayload | null {
   if (typeof payload !== 'object' || payload === null) return null;
   const { trade_id: tradeId, from } = payload as Record<string, unknown>;
@@ -28,5 +38,14 @@ export function tradesTaskList(trades: TradesService): TaskList {
     }
     await trades.settleStep(parsed);
   };
-  return { [SETTLE_TASK]: settle };
+  const reviveStalledSettlements: Task = async (_payload, helpers) => {
+    const revived = await trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS);
+    if (revived > 0)
+      helpers.logger.warn(
+        `${REVIVE_SETTLEMENTS_TASK}: ${revived} trades whose next settlement step was ${SETTLEMENT_STALLED_AFTER_MS / 60_000} min overdue given their job again`,
+      );
+  };
+  return { [SETTLE_TASK]: settle, [REVIVE_SETTLEMENTS_TASK]: reviveStalledSettlements };
 }
+
+export const tradesCronItems: CronItem[] = [serialCronItem(REVIVE_SETTLEMENTS_TASK, '*/10 * * * *')];

@@ -67,6 +67,36 @@ export async function updateTradeState(
     .executeTakeFirstOrThrow();
 }
 
+/**
+ * Unsettled trades whose next step was due before the given times (accepted: `accepted`, active: `active`),
+ * oldest first. A trade's updated_at is when it entered its state: nothing else of a trade changes
+ * (trades_guard_update). Through trades_unsettled_updated (0030): the unsettled trades alone.
+ */
+export function findOverdueTrades(
+  db: Executor,
+  enteredBefore: { accepted: Date; active: Date },
+  limit: number,
+): Promise<Array<{ trade_id: string; trade_state: TradeState }>> {
+  return db
+    .selectFrom('trades')
+    .select(['trade_id', 'trade_state'])
+    .where('trade_state', '<>', 'terminated')
+    .where(
+      'updated_at',
+      '<',
+      enteredBefore.accepted > enteredBefore.active ? enteredBefore.accepted : enteredBefore.active,
+    )
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('trade_state', '=', 'accepted'), eb('updated_at', '<', enteredBefore.accepted)]),
+        eb.and([eb('trade_state', '=', 'active'), eb('updated_at', '<', enteredBefore.active)]),
+      ]),
+    )
+    .orderBy('updated_at')
+    .limit(limit)
+    .execute();
+}
+
 export async function markWithdrawalSettled(db: Executor, withdrawalRequestId: string, at: Date) {
   await db
     .updateTable('withdrawal_requests')

@@ -1,6 +1,6 @@
 import type { BookTradeBody, ListTradesQuery } from '../../contract/trades.schemas.ts';
 import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
-import { enqueueJob } from '../../jobs/enqueue.ts';
+import { enqueueJob, type EnqueueOptions } from '../../jobs/enqueue.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { splitDecimal, wholeBound } from '../../lib/range-bound.ts';
 import { newUuid } from '../../lib/ids.ts';
@@ -23,6 +23,7 @@ import {
   insertWithdrawalRequest,
   listPlatformTrades,
   lockSpendableBalance,
+  findOverdueTrades,
   lockTrade,
   markWithdrawalSettled,
   tradeExists,
@@ -44,6 +45,10 @@ import type { TradeState } from '../../contract/wire-values.ts';
 
 /** graphile-worker task that moves a trade to its next state when its time comes (trades.jobs.ts). */
 export const SETTLE_TASK = 'trades.settle';
+/** The recurring sweep that gives a trade whose settlement job used up its attempts its job again. */
+export const REVIVE_SETTLEMENTS_TASK = 'trades.revive_stalled_settlements';
+/** Trades one sweep gives their job again; the next sweep takes the rest. */
+const REVIVE_BATCH = 500;
 /**
  * The counterparty of every quote-based trade: the house liquidity provider. External liquidity is out
  * of scope (DESIGN §1), so it has no ledger account; only the participant's balances move.
@@ -151,12 +156,20 @@ async function scheduleNextStep(deps: DomainDeps, trx: Executor, row: TradeWithW
     row.trade_state === 'accepted'
       ? deps.config.settlement.activeAfterMs
       : deps.config.settlement.terminateAfterMs;
-  const payload: SettleJobPayload = { trade_id: row.trade_id, from: row.trade_state };
-  // One pending settlement job per trade: an operator's advance replaces the timer it overtakes.
-  await enqueueJob(trx, SETTLE_TASK, payload, {
-    runAt: new Date(now + delay),
-    jobKey: `trade-settle:${row.trade_id}`,
-  });
+  await enqueueSettleStep(
+    trx,
+    { trade_id: row.trade_id, from: row.trade_state },
+    { runAt: new Date(now + delay) },
+  );
+}
+
+/** One pending settlement job per trade: an operator's advance replaces the timer it overtakes. */
+function enqueueSettleStep(
+  db: Executor,
+  payload: SettleJobPayload,
+  when: Pick<EnqueueOptions, 'runAt' | 'delayMs'>,
+) {
+  return enqueueJob(db, SETTLE_TASK, payload, { ...when, jobKey: `trade-settle:${payload.trade_id}` });
 }
 
 /**
@@ -450,6 +463,31 @@ export function createTradesService(deps: DomainDeps) {
         if (!locked || locked.trade_state !== payload.from) return null;
         return (await advanceLocked(deps, trx, locked)).trade_state;
       });
+    },
+
+    /**
+     * The recurring sweep (trades.jobs.ts): a trade whose next step is more than `stalledAfterMs` overdue has
+     * its settlement job added again, due now with its attempts afresh. A job that used up its attempts (a
+     * database unreachable for days) left the trade unsettled for good, its pay amount promised to it for ever
+     * (review). Keyed, the job replaces one still waiting; one still failing (a balance corrected below what
+     * the trade needs) is tried again each sweep. Returns how many were revived.
+     */
+    async reviveStalledSettlements(stalledAfterMs: number): Promise<number> {
+      const now = deps.clock.now();
+      const { activeAfterMs, terminateAfterMs } = deps.config.settlement;
+      const stalled = await findOverdueTrades(
+        db,
+        {
+          accepted: new Date(now - activeAfterMs - stalledAfterMs),
+          active: new Date(now - terminateAfterMs - stalledAfterMs),
+        },
+        REVIVE_BATCH,
+      );
+      for (const trade of stalled) {
+        if (trade.trade_state === 'terminated') continue;
+        await enqueueSettleStep(db, { trade_id: trade.trade_id, from: trade.trade_state }, { delayMs: 0 });
+      }
+      return stalled.length;
     },
 
     /** `POST /admin/trades`: books a trade directly, e.g. a net settlement (allocation) trade. */
