@@ -107,13 +107,17 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     run: (c, p) => c.get<Participant>(`/participants/${encodeURIComponent(positional(p, 0, 'CODE'))}`),
   },
   'participants set-status': {
-    usage: 'svc participants set-status CODE STATUS [--reason REASON_CODE]',
-    summary: "change a participant's status (sends participant_status_changed)",
-    run: (c, p, o) =>
-      c.patch<Participant>(`/participants/${encodeURIComponent(positional(p, 0, 'CODE'))}`, {
+    usage: 'svc participants set-status CODE STATUS [--reason REASON_CODE | --no-reason]',
+    summary:
+      "change a participant's status (sends participant_status_changed); without --reason the reason stays while the status does",
+    run: (c, p, o) => {
+      if (o.reason !== undefined && o['no-reason'] === true)
+        throw new UsageError('--reason and --no-reason exclude each other');
+      return c.patch<Participant>(`/participants/${encodeURIComponent(positional(p, 0, 'CODE'))}`, {
         status: positional(p, 1, 'STATUS'),
-        reason_code: optionalString(o, 'reason'),
-      }),
+        reason_code: o['no-reason'] === true ? null : optionalString(o, 'reason'),
+      });
+    },
   },
   'accounts create': {
     usage: 'svc accounts create --platform CODE --participant CODE [--region us] [--label general]',
@@ -344,6 +348,7 @@ export const OPERATOR_OPTIONS = {
   'fund-asset': { type: 'string' },
   'deposit-timestamp': { type: 'string' },
   failed: { type: 'boolean' },
+  'no-reason': { type: 'boolean' },
   // webhooks (also `svc webhooks listen --port N --secret S`)
   secret: { type: 'string' },
   'no-secret': { type: 'boolean' },

@@ -89,7 +89,11 @@ export type CreateParticipantBody = Static<typeof CreateParticipantBody>;
 export const UpdateParticipantBody = Type.Object(
   {
     status: ParticipantStatus,
-    reason_code: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+    /**
+     * Left out: the stored reason stays while the status does, and goes with a status change (a reason for the
+     * old status does not explain the new one); null removes it.
+     */
+    reason_code: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 50 }), Type.Null()])),
   },
   { additionalProperties: false },
 );

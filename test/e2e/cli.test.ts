@@ -169,6 +169,16 @@ describe('operator commands against a live server', () => {
       'kyc_review',
     );
     assert.deepEqual([changed.status, changed.reason_code], ['locked', 'kyc_review']);
+    const again = await svcJson<{ reason_code: string | null }>('participants', 'set-status', code, 'locked');
+    assert.equal(again.reason_code, 'kyc_review', 'kept without --reason');
+    const cleared = await svcJson<{ reason_code: string | null }>(
+      'participants',
+      'set-status',
+      code,
+      'locked',
+      '--no-reason',
+    );
+    assert.equal(cleared.reason_code, null);
     await svcJson('participants', 'set-status', code, 'approved');
   });
 

@@ -156,11 +156,22 @@ describe('creation', () => {
     assert.equal(reasonOnly.reason_code, 'fraud_review');
     const stored = await svc.admin.get<{ reason_code: string | null }>(`/participants/${code}`);
     assert.equal(stored.reason_code, 'fraud_review', 'the new reason is recorded');
-    const cleared = await svc.admin.patch<{ reason_code: string | null }>(`/participants/${code}`, {
+    // Left out, the reason stays while the status does (the CLI's set-status without --reason erased it).
+    const kept = await svc.admin.patch<{ reason_code: string | null }>(`/participants/${code}`, {
       status: 'locked',
     });
+    assert.equal(kept.reason_code, 'fraud_review');
+    const cleared = await svc.admin.patch<{ reason_code: string | null }>(`/participants/${code}`, {
+      status: 'locked',
+      reason_code: null,
+    });
     assert.equal(cleared.reason_code, null);
-    await svc.admin.patch(`/participants/${code}`, { status: 'approved' });
+    await svc.admin.patch(`/participants/${code}`, { status: 'locked', reason_code: 'fraud_review' });
+    // And goes with a status change: a reason for being locked does not explain being approved.
+    const approved = await svc.admin.patch<{ reason_code: string | null }>(`/participants/${code}`, {
+      status: 'approved',
+    });
+    assert.equal(approved.reason_code, null);
     const payloads = (await participantNotifications(code)).map((n) => n.payload as Record<string, unknown>);
     assert.deepEqual(
       payloads.map((p) => [p.participant_status, p.reason_code]),

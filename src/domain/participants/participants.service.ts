@@ -338,12 +338,14 @@ export function createParticipantsService(deps: DomainDeps) {
     /**
      * Sets the status and reason code. wire-contract §5 "participant on status change": a status change and
      * its participant_status_changed notification commit together; a new reason code under the same status
-     * is recorded without a notification.
+     * is recorded without a notification. `reasonCode` left out keeps the stored one while the status stays,
+     * and drops it with a status change; null drops it. Left out, it was dropped always: setting the status
+     * again without it erased the reason an operator had given (review).
      */
     async setStatus(
       participantCode: string,
       status: ParticipantStatus,
-      reasonCode?: string,
+      reasonCode?: string | null,
     ): Promise<ParticipantView> {
       const row = await db.transaction().execute(async (trx) => {
         const current = await trx
@@ -354,7 +356,8 @@ export function createParticipantsService(deps: DomainDeps) {
           .executeTakeFirst();
         if (!current || current.kind === 'platform')
           throw notFound(`participant ${participantCode} not found`);
-        const reason = reasonCode ?? null;
+        const reason =
+          reasonCode !== undefined ? reasonCode : current.status === status ? current.reason_code : null;
         if (current.status === status && reason === current.reason_code) return current;
         const now = clock.now();
         const updated = await trx
