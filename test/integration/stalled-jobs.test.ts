@@ -174,3 +174,37 @@ test('a trade whose settlement job used up its attempts is given it again once o
     await runner.close();
   }
 });
+
+test('a tenant change whose job used up its attempts is given it again once stalled, and takes effect', async () => {
+  const code = platform.platform.platform_code;
+  const { zrn } = await newAccountHolder(svc, code, 'joint');
+  const tenant = (await svc.newParticipant(code)).participant_code;
+  const added = await platform.client.send('POST', `/accounts/${encodeURIComponent(zrn)}/tenants`, {
+    body: { participant_code: tenant },
+  });
+  assert.equal(added.status, 202, JSON.stringify(added.body));
+  const key = `${ACCOUNT_TASKS.applyTenantChanges}:${zrn}`;
+  await exhaust(key);
+  const tenants = async () =>
+    (
+      await platform.client.request<{ message: { tenants: string[] } }>(
+        'GET',
+        `/accounts/${encodeURIComponent(zrn)}/details`,
+      )
+    ).message.tenants;
+  const runner = accountsJobRunner(svc);
+  try {
+    await runner.run();
+    assert.deepEqual(await tenants(), [], 'pending: its job is out of attempts');
+    const revive = () => svc.runtime.services.tenants.reviveStalledChanges(CREATION_STALLED_AFTER_MS);
+    assert.equal(await revive(), 0, 'not stalled yet');
+    clock.advance(CREATION_STALLED_AFTER_MS + 1);
+    assert.equal(await revive(), 1);
+    assert.equal((await job(key))?.attempts, 0, 'its attempts afresh');
+    await runner.run();
+    assert.deepEqual(await tenants(), [tenant], 'in effect');
+    assert.equal(await revive(), 0, 'nothing stalled left');
+  } finally {
+    await runner.close();
+  }
+});

@@ -14,10 +14,11 @@ export const ACCOUNT_TASKS = {
   createCustomerAccount: 'accounts.create_customer_account',
   applyTenantChanges: 'accounts.apply_tenant_changes',
   reviveStalledCreations: 'accounts.revive_stalled_creations',
+  reviveStalledTenantChanges: 'accounts.revive_stalled_tenant_changes',
 } as const;
 
 /**
- * How long an accepted creation may stay pending before the sweep adds its job again: far beyond a creation's
+ * How long an accepted creation or tenant change may stay pending before the sweep adds its job again: far beyond a creation's
  * usual seconds, so the sweep only ever meets a job that used up its attempts, or lost (a worker down that long
  * is met too, harmlessly: the job is keyed).
  */
@@ -59,13 +60,22 @@ export function accountsTaskList(services: Services): TaskList {
         `${ACCOUNT_TASKS.reviveStalledCreations}: ${revived} account creations pending for over ${CREATION_STALLED_AFTER_MS / 60_000} min given their job again`,
       );
   };
+  const reviveStalledTenantChanges: Task = async (_payload, helpers) => {
+    const revived = await services.tenants.reviveStalledChanges(CREATION_STALLED_AFTER_MS);
+    if (revived > 0)
+      helpers.logger.warn(
+        `${ACCOUNT_TASKS.reviveStalledTenantChanges}: ${revived} accounts with tenant changes pending for over ${CREATION_STALLED_AFTER_MS / 60_000} min given their job again`,
+      );
+  };
   return {
     [ACCOUNT_TASKS.createCustomerAccount]: createCustomerAccount,
     [ACCOUNT_TASKS.applyTenantChanges]: applyTenantChanges,
     [ACCOUNT_TASKS.reviveStalledCreations]: reviveStalledCreations,
+    [ACCOUNT_TASKS.reviveStalledTenantChanges]: reviveStalledTenantChanges,
   };
 }
 
 export const accountsCronItems: CronItem[] = [
   serialCronItem(ACCOUNT_TASKS.reviveStalledCreations, '*/10 * * * *'),
+  serialCronItem(ACCOUNT_TASKS.reviveStalledTenantChanges, '*/10 * * * *'),
 ];

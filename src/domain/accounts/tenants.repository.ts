@@ -30,6 +30,23 @@ export function oldestPendingChange(trx: Trx, platformCode: string, zrn: string)
   return pendingChanges(trx, platformCode, zrn).limit(1).executeTakeFirst();
 }
 
+/**
+ * Accounts with a change pending since before `acceptedBefore`, the longest waiting first: through
+ * tenant_changes_pending, which holds the pending changes alone.
+ */
+export function accountsWithChangesPendingSince(db: Executor, acceptedBefore: Date, limit: number) {
+  return db
+    .selectFrom('tenant_changes')
+    .select(['platform_code', 'zrn'])
+    .select((eb) => eb.fn.min('accepted_at').as('oldest'))
+    .where('applied_at', 'is', null)
+    .where('accepted_at', '<', acceptedBefore)
+    .groupBy(['platform_code', 'zrn'])
+    .orderBy('oldest')
+    .limit(limit)
+    .execute();
+}
+
 export async function markChangeApplied(trx: Trx, changeId: string, at: Date): Promise<void> {
   await trx.updateTable('tenant_changes').set({ applied_at: at }).where('change_id', '=', changeId).execute();
 }

@@ -1,6 +1,6 @@
 import { newUuid } from '../../lib/ids.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
-import type { Trx } from '../../store/database.ts';
+import type { Executor, Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
 import { conflict, forbidden, invalid, notFound } from '../errors.ts';
 import { codeOnOtherPlatform, findPlatformParticipant } from '../participants/participants.repository.ts';
@@ -23,6 +23,7 @@ import {
   uniqueViolationToConflict,
 } from './customer-accounts.service.ts';
 import {
+  accountsWithChangesPendingSince,
   insertTenantChange,
   listPendingChanges,
   markChangeApplied,
@@ -38,10 +39,16 @@ import {
  * meanwhile (see `refusal`). Acceptances and applications of one account serialise on a
  * lock of the account row, so changes take effect in acceptance order (tenant_changes.seq).
  */
+/** Accounts one sweep gives their job again; the next sweep takes the rest. */
+const REVIVE_BATCH = 500;
+
 export function createTenantsService(deps: DomainDeps) {
   const { db, clock } = deps;
 
-  async function enqueueApply(trx: Trx, account: CustomerAccountRow): Promise<void> {
+  async function enqueueApply(
+    trx: Executor,
+    account: Pick<CustomerAccountRow, 'platform_code' | 'zrn'>,
+  ): Promise<void> {
     // One job key per account: a burst of changes wakes one job that applies them all in order; a change
     // accepted while that job runs gets a new job (graphile-worker clears the key of a running job).
     await enqueueJob(
@@ -226,6 +233,22 @@ export function createTenantsService(deps: DomainDeps) {
       let applied = 0;
       while (await applyOldest(platformCode, zrn)) applied++;
       return applied;
+    },
+
+    /**
+     * The recurring sweep (accounts.jobs.ts): an account with a change pending for more than `stalledAfterMs`
+     * has its job added again, with its attempts afresh. A job that used up its attempts left the change
+     * pending until the account's next change woke another (review). Keyed, the job replaces one still
+     * waiting. Returns how many accounts were given their job again.
+     */
+    async reviveStalledChanges(stalledAfterMs: number): Promise<number> {
+      const stalled = await accountsWithChangesPendingSince(
+        db,
+        new Date(clock.now() - stalledAfterMs),
+        REVIVE_BATCH,
+      );
+      for (const account of stalled) await enqueueApply(db, account);
+      return stalled.length;
     },
   };
 }
