@@ -145,11 +145,16 @@ export class SvcClient {
     // A value fetch cannot send (a line break, a character past Latin-1, say in the passphrase) failed inside
     // fetch, read as "no answer": a write of unknown outcome that was never sent (review). The name only: the
     // value may be a credential.
-    for (const [name, value] of Object.entries(headers))
+    for (const [name, value] of Object.entries(headers)) {
+      if (!HEADER_NAME.test(name))
+        throw new SvcArgumentError(
+          `header ${JSON.stringify(name)}: not a header name (letters, digits and !#$%&'*+-.^_\`|~ only)`,
+        );
       if (!HEADER_VALUE.test(value))
         throw new SvcArgumentError(
           `header ${name}: its value cannot be sent (a line break, or a character past Latin-1)`,
         );
+    }
     const { signal } = options;
     if (signal?.aborted)
       throw new SvcAbortedError(`${method} ${target}: aborted before it was sent`, signal.reason);
@@ -260,6 +265,8 @@ function mergeRetry(
   return { ...client, ...given };
 }
 
+/** An HTTP header name (RFC 9110 token): fetch throws for any other, which read as "no answer" (review). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** What an HTTP header value may hold, as fetch sends it (a ByteString without CR, LF or NUL). */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 

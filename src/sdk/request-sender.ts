@@ -18,7 +18,14 @@ export interface RecoveryHooks<T> {
   /** spec 7.1.2: after a 502/504 on a write, find out whether the work happened; its result if it did. */
   idempotenceCheck?: () => Promise<T | undefined>;
   /** spec 7.2: execute answered 404: look the trade up, re-quote if allowed; undefined → throw the 404. */
-  recover404?: (options: ReturnType<typeof resolveRetryOptions>) => Promise<T | undefined>;
+  /**
+   * `earlierUnanswered`: an earlier attempt of this call got no answer, so it may still be carried out: the
+   * 404 does not show the quote expired unexecuted, and a re-quote could trade twice.
+   */
+  recover404?: (
+    options: ReturnType<typeof resolveRetryOptions>,
+    context: { earlierUnanswered: boolean },
+  ) => Promise<T | undefined>;
   /**
    * spec 7.3: customer creation answered a conflict 400 (`refusal` is that answer): look the participant
    * up; undefined → throw the 400.
@@ -63,6 +70,19 @@ async function runCheck<T>(
     const error = original();
     error.checkError = checkError;
     error.outcomeUnknown = true;
+    throw error;
+  }
+}
+
+/**
+ * Runs a spec 7.2/7.3 recovery. Aborted by the caller while it looks, the call's outcome is unknown when an
+ * earlier attempt got no answer (the look-up's own abort, a GET, said nothing of the write).
+ */
+async function recovering<T>(recover: () => Promise<T | undefined>, earlierUnanswered: boolean) {
+  try {
+    return await recover();
+  } catch (error) {
+    if (error instanceof SvcAbortedError && earlierUnanswered) error.outcomeUnknown = true;
     throw error;
   }
 }
@@ -200,16 +220,22 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         );
         continue;
       }
+      // After an attempt that got no answer, the look-up finding nothing leaves the outcome unknown (review: it
+      // was thrown as known not done, and re-quoted).
       case 'recover-404': {
-        const recovered = plan.hooks?.recover404 ? await plan.hooks.recover404(options) : undefined;
+        const recover404 = plan.hooks?.recover404;
+        const recovered = recover404
+          ? await recovering(() => recover404(options, { earlierUnanswered }), earlierUnanswered)
+          : undefined;
         if (recovered !== undefined) return recovered;
-        return finish();
+        return finish(false, earlierUnanswered);
       }
       case 'recover-7.3': {
+        const recover73 = plan.hooks?.recover73;
         const recovered =
-          plan.hooks?.recover73 && response ? await plan.hooks.recover73(response) : undefined;
+          recover73 && response ? await recovering(() => recover73(response!), earlierUnanswered) : undefined;
         if (recovered !== undefined) return recovered;
-        return finish();
+        return finish(false, earlierUnanswered);
       }
     }
   }

@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { eventually } from '../helpers/service-process.ts';
-import { createClient, SvcAbortedError, SvcError, SvcServerError } from 'svc-platform/sdk';
+import { createClient, SvcAbortedError, SvcArgumentError, SvcError, SvcServerError } from 'svc-platform/sdk';
 
 /**
  * The SDK's transport against real local HTTP servers: a redirect is an error, never followed with the
@@ -139,6 +139,22 @@ test('a header value that cannot be sent is refused naming the header, nothing s
         assert.ok(e instanceof TypeError, String(e));
         assert.match((e as Error).message, /^header X-SCX-PASSPHRASE: its value cannot be sent/i);
         assert.equal((e as Error).message.includes(passphrase), false, 'the value is not echoed');
+        return true;
+      },
+    );
+  }
+  assert.equal(elsewhere.requests.length, before, 'nothing was sent');
+});
+
+test('a header name that cannot be sent is refused naming it, nothing sent, not an unknown outcome', async () => {
+  const before = elsewhere.requests.length;
+  for (const name of ['X Tenant', 'X-Tenant:', 'X-Ténant', '']) {
+    const client = createClient({ baseUrl: elsewhere.url, ...credentials, retry: noWaiting });
+    await assert.rejects(
+      client.http.request('POST', '/fund/rfq', { body: {}, headers: { [name]: 'v' } }),
+      (e: unknown) => {
+        assert.ok(e instanceof SvcArgumentError, String(e));
+        assert.match((e as Error).message, /: not a header name/);
         return true;
       },
     );

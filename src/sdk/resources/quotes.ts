@@ -221,9 +221,11 @@ export class QuotesResource {
         // spec 7.1.2, 7.2: after 502/504 the state is unknown: look before resending.
         idempotenceCheck: found,
         // spec 7.2: 404 → look the trade up; none → the quote expired (re-quote if allowed).
-        recover404: async (resolved) => {
+        recover404: async (resolved, { earlierUnanswered }) => {
           const trade = await found();
           if (trade) return trade;
+          // An attempt that got no answer may still execute this quote: a new one could make a second trade.
+          if (earlierUnanswered) return undefined;
           const requoted = requote ? await requote(resolved) : undefined;
           return requoted ? { requoted } : undefined;
         },
