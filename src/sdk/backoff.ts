@@ -77,8 +77,11 @@ export interface RetryOptions {
   capMs?: number;
   /** Uniform source in [0, 1). Default `Math.random`. */
   random?: () => number;
-  /** Waits `ms`; inject a fake in tests so nothing really waits. Default `timers/promises.setTimeout`. */
-  sleep?: (ms: number) => Promise<void>;
+  /**
+   * Waits `ms`; inject a fake in tests so nothing really waits. Default `timers/promises.setTimeout`, ended by
+   * the call's `signal` (given as the second argument), so an aborted call leaves no timer behind.
+   */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Current epoch ms, for the deadline and for a `Retry-After` given as a date. Default `Date.now`. */
   now?: () => number;
   /** spec 7.2: on execute 404 with no trade found, request a new quote and execute it. Default false. */
@@ -94,8 +97,9 @@ export const DEFAULT_RETRY_OPTIONS: ResolvedRetryOptions = Object.freeze({
   deadlineMs: 60_000,
   capMs: DEFAULT_BACKOFF.capMs,
   random: Math.random,
-  sleep: async (ms: number) => {
-    await delay(ms);
+  sleep: async (ms: number, signal?: AbortSignal) => {
+    // An abort ends the wait; the call's own handling of it (request-sender.ts `pause`) says what it means.
+    await delay(ms, undefined, { signal }).catch(() => {});
   },
   now: Date.now,
   allowRequote: false,

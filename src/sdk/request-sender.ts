@@ -94,11 +94,11 @@ function answersJson(response: RawResponse): boolean {
 }
 
 /**
- * The retry options' sleep, ended early by the caller's signal. The injected sleep (tests, a caller's own
- * scheduler) takes no signal, so the wait is raced against it rather than cancelled inside it.
+ * The retry options' sleep, ended early by the caller's signal. The sleep is given the signal (the default one
+ * then stops its timer), and raced against it too: an injected sleep (tests, a caller's scheduler) may ignore it.
  */
 async function pause(
-  sleep: (ms: number) => Promise<void>,
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void>,
   ms: number,
   signal: AbortSignal | undefined,
   aborted: () => SvcAbortedError,
@@ -111,7 +111,9 @@ async function pause(
     signal.addEventListener('abort', onAbort, { once: true });
   });
   try {
-    await Promise.race([sleep(ms), abort]);
+    await Promise.race([sleep(ms, signal), abort]);
+    // The default sleep ends quietly when aborted: whichever settled first, an abort is an abort.
+    if (signal.aborted) throw aborted();
   } finally {
     signal.removeEventListener('abort', onAbort);
   }

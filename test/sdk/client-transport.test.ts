@@ -3,7 +3,14 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { eventually } from '../helpers/service-process.ts';
-import { createClient, SvcAbortedError, SvcArgumentError, SvcError, SvcServerError } from 'svc-platform/sdk';
+import {
+  createClient,
+  DEFAULT_RETRY_OPTIONS,
+  SvcAbortedError,
+  SvcArgumentError,
+  SvcError,
+  SvcServerError,
+} from 'svc-platform/sdk';
 
 /**
  * The SDK's transport against real local HTTP servers: a redirect is an error, never followed with the
@@ -229,6 +236,17 @@ describe("a call's signal", () => {
       assert.equal(hanging.requests.length, before + 1);
       assert.equal(error.outcomeUnknown, method === 'POST' ? true : undefined, method);
     }
+  });
+
+  test('the default wait ends, its timer gone, when the signal aborts', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const controller = new AbortController();
+    const waiting = DEFAULT_RETRY_OPTIONS.sleep(3_600_000, controller.signal);
+    assert.equal(timers(), before + 1);
+    controller.abort();
+    await waiting; // ends at once, not in an hour
+    assert.equal(timers(), before);
   });
 
   test('ends a wait between attempts; resource methods take it too', async () => {
