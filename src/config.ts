@@ -164,6 +164,12 @@ export function publicListenerExposures(config: Readonly<Config>): string[] {
 /** The longest delay a Node timer keeps (a longer one fires at once, with a warning). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
+ * The longest lifetime or delay of a quote, a funding session or a settlement step: a year. Unbounded, a value
+ * past the last date a timestamp holds was accepted at start, and every quote, session or trade was then
+ * refused with a 400 that blamed the caller (review).
+ */
+const MAX_LIFETIME_MS = 365 * 24 * 3_600_000;
+/**
  * The longest webhook retry delay: with +20 % jitter it must still fit the lane functions' integer
  * milliseconds (about 497 h); a longer one failed every record of the attempt.
  */
@@ -412,7 +418,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     webhooks: {
       timeoutMs: webhookTimeoutMs,
-      fastRetries: int(env, 'SVC_WEBHOOK_FAST_RETRIES', 4),
+      fastRetries: int(env, 'SVC_WEBHOOK_FAST_RETRIES', 4, 0, 100),
       fastRetryDelayMs: int(env, 'SVC_WEBHOOK_FAST_RETRY_DELAY_MS', 250, 0, MAX_RETRY_DELAY_MS),
       retryScheduleMs: parseDurationList(
         'SVC_WEBHOOK_RETRY_SCHEDULE',
@@ -423,12 +429,12 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       retentionMs: retentionMs(int(env, 'SVC_WEBHOOK_RETENTION_DAYS', 30, 0, 36_500)),
       maxHeldNotifications: int(env, 'SVC_WEBHOOK_MAX_HELD', 100_000, 10),
     },
-    quoteExpiryMs: int(env, 'SVC_QUOTE_EXPIRY_MS', 30_000, 1),
+    quoteExpiryMs: int(env, 'SVC_QUOTE_EXPIRY_MS', 30_000, 1, MAX_LIFETIME_MS),
     settlement: {
-      activeAfterMs: int(env, 'SVC_SETTLEMENT_ACTIVE_AFTER_MS', 5_000),
-      terminateAfterMs: int(env, 'SVC_SETTLEMENT_TERMINATE_AFTER_MS', 10_000),
+      activeAfterMs: int(env, 'SVC_SETTLEMENT_ACTIVE_AFTER_MS', 5_000, 0, MAX_LIFETIME_MS),
+      terminateAfterMs: int(env, 'SVC_SETTLEMENT_TERMINATE_AFTER_MS', 10_000, 0, MAX_LIFETIME_MS),
     },
-    fundingSessionExpiryMs: int(env, 'SVC_FUNDING_SESSION_EXPIRY_MS', 30 * 60_000, 1),
+    fundingSessionExpiryMs: int(env, 'SVC_FUNDING_SESSION_EXPIRY_MS', 30 * 60_000, 1, MAX_LIFETIME_MS),
   };
   return deepFreeze(config);
 }

@@ -284,9 +284,18 @@ async function serve(config: Readonly<Config>): Promise<void> {
   // A signal during the start (the embedded PostgreSQL takes seconds) is kept and acted on once the runtime
   // is up, so that its shutdown stops that PostgreSQL too; Node's default would end the process and leave it
   // running, holding the data dir.
+  // Bounded, though: a start that cannot finish (waiting for another instance's migrations, or for a table
+  // lock) ignored its supervisor's stop for as long as it waited (review). It gets SVC_SHUTDOWN_TIMEOUT_MS
+  // from the signal, as a running instance does, then the process ends.
   let signalled: string | null = null;
   const early = (signal: string) => {
-    signalled ??= signal;
+    if (signalled) return;
+    signalled = signal;
+    logger.info({ signal }, 'stop asked during the start: stopping once started');
+    setTimeout(() => {
+      logger.error('the start did not finish within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting');
+      process.exit(EXIT.failed);
+    }, config.shutdownTimeoutMs).unref();
   };
   for (const signal of STOP_SIGNALS) process.on(signal, early);
   const runtime = await starting('svc serve', config, logger, () => startRuntime(config, { logger }));

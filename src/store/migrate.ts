@@ -91,12 +91,25 @@ export function plainStatements(sql: string): string[] {
     .filter(Boolean);
 }
 
-async function lock(client: pg.PoolClient): Promise<void> {
-  for (;;) {
+async function lock(client: pg.PoolClient, log: MigrationLog): Promise<void> {
+  for (let tries = 1; ; tries++) {
     const { rows } = await client.query<{ locked: boolean }>('select pg_try_advisory_lock($1) as locked', [
       MIGRATION_LOCK_ID,
     ]);
     if (rows[0]!.locked) return;
+    // Said once, naming the holder: a start that waits in silence looks hung (review).
+    if (tries === 1) {
+      const holder = await client.query<{ pid: number; app: string }>(
+        `select l.pid, a.application_name as app from pg_locks l join pg_stat_activity a using (pid)
+          where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+            and ((l.classid::bigint << 32) | l.objid::bigint) = $1`,
+        [MIGRATION_LOCK_ID],
+      );
+      const who = holder.rows[0]
+        ? `PostgreSQL pid ${holder.rows[0].pid}${holder.rows[0].app ? ` (${holder.rows[0].app})` : ''}`
+        : 'a session that just let go';
+      log.info(`waiting for another instance's migrations: ${who} holds the migration lock`);
+    }
     await sleep(LOCK_POLL_MS);
   }
 }
@@ -111,7 +124,7 @@ export async function migrate(
   const client = await pool.connect();
   const applied: string[] = [];
   try {
-    await lock(client);
+    await lock(client, log);
     await client.query(
       `create table if not exists schema_migrations (
          version text primary key, name text not null, applied_at timestamptz not null default now())`,

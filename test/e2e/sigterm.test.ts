@@ -210,6 +210,33 @@ describe('SIGTERM', () => {
     await holder.query('rollback');
   });
 
+  test("a start waiting for another instance's migrations says so, and a stop ends it within SVC_SHUTDOWN_TIMEOUT_MS (exit 1)", async () => {
+    // Another instance migrating: it holds the migration lock (src/store/migrate.ts) for as long as the test likes.
+    const other = new pg.Client({ connectionString: database.url, application_name: 'other-instance' });
+    await other.connect();
+    clients.push(other);
+    await other.query('select pg_advisory_lock(7351846001)');
+    const proc = startCli(['serve'], {
+      DATABASE_URL: database.url,
+      SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-sigterm-')),
+      SVC_SECRET_KEY: SECRET_KEY,
+      SVC_ADMIN_TOKEN: TOKEN,
+      SVC_PORT: '0',
+      SVC_LOG_LEVEL: 'info',
+      SVC_SHUTDOWN_TIMEOUT_MS: '1000',
+    });
+    processes.push(proc);
+    await proc.waitFor(
+      /waiting for another instance's migrations: PostgreSQL pid \d+ \(other-instance\) holds the migration lock/,
+    );
+    proc.child.kill('SIGTERM');
+    // Before, the signal was kept for after the start, which waited for the lock: for ever, here.
+    const exit = await proc.exited;
+    assert.equal(exit.code, 1);
+    assert.match(proc.stdout(), /the start did not finish within SVC_SHUTDOWN_TIMEOUT_MS of the stop/);
+    await other.query('select pg_advisory_unlock(7351846001)');
+  });
+
   test('with SVC_SHUTDOWN_DRAIN_MS it goes on serving, /readyz 503 and answers closing their connections, then exits 0', async (t) => {
     // Without a drain, a request written on an idle keep-alive connection as the listener closed was reset
     // unanswered (review: up to 10 of them per SIGTERM under load); /readyz went from 200 to refused.

@@ -243,6 +243,26 @@ describe('durations that timers and the lane functions can hold', () => {
     assert.equal(loadConfig({ SVC_DB_POOL_MAX: '8' }).databasePoolMax, 8, 'read by every command');
   });
 
+  test('lifetimes and delays past a year, and more than 100 fast webhook retries, are refused, naming the setting', () => {
+    for (const name of [
+      'SVC_QUOTE_EXPIRY_MS',
+      'SVC_SETTLEMENT_ACTIVE_AFTER_MS',
+      'SVC_SETTLEMENT_TERMINATE_AFTER_MS',
+      'SVC_FUNDING_SESSION_EXPIRY_MS',
+    ]) {
+      // Past the last date a timestamp holds: every quote, session or trade was refused with a 400.
+      refused(
+        { [name]: String(Number.MAX_SAFE_INTEGER) },
+        new RegExp(`^${name}: must be an integer from \\d+ to 31536000000`),
+      );
+      assert.doesNotThrow(() => loadConfig({ [name]: '31536000000' }));
+    }
+    refused(
+      { SVC_WEBHOOK_FAST_RETRIES: '101' },
+      /^SVC_WEBHOOK_FAST_RETRIES: must be an integer from 0 to 100/,
+    );
+  });
+
   test('timer settings above 2^31 - 1 ms (a timer then fires at once) are refused, naming the setting', () => {
     for (const name of [
       'SVC_SHUTDOWN_TIMEOUT_MS',
