@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import {
   checkServing,
@@ -9,6 +11,7 @@ import {
   loadConfig,
   MAX_RETRY_DELAY_MS,
 } from '../../src/config.ts';
+import { PROJECT_ROOT } from '../helpers/service-process.ts';
 
 /**
  * README "Configuration": every setting is validated by loadConfig, and a bad value stops the start with a
@@ -344,5 +347,33 @@ describe('what a public listener exposes', () => {
     assert.deepEqual(warnings({ SVC_ENV: 'prod', SVC_HOST: '127.0.0.1' }), []);
     assert.deepEqual(warnings({ SVC_ENV: 'prod', SVC_HOST: '0.0.0.0', SVC_ROLE: 'worker' }), []);
     assert.deepEqual(warnings({ SVC_ENV: 'cert', SVC_HOST: '0.0.0.0' }), []);
+  });
+});
+
+describe('.env.example', () => {
+  const text = readFileSync(path.join(PROJECT_ROOT, '.env.example'), 'utf8');
+  /** As `docker run --env-file` and systemd's EnvironmentFile read it: NAME=value, the rest of the line the value. */
+  const asEnvFile = () =>
+    Object.fromEntries(
+      text
+        .split('\n')
+        .filter((line) => line.trim() !== '' && !line.startsWith('#'))
+        .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+    );
+
+  test('is read as an env file alike by every reader: one NAME=value a line, comments on lines of their own', () => {
+    for (const line of text.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')))
+      assert.match(line, /^[A-Z_]+=[^\s#]*$/, `a line a plain env-file reader takes as written: ${line}`);
+  });
+
+  test('gives every setting its default, and names every variable the service and the CLI read', () => {
+    // Inline comments became part of the value for docker and systemd: SVC_ENV='cert    # cert | prod …' (review).
+    assert.deepEqual(loadConfig(asEnvFile()), loadConfig({}));
+    const sources = ['src/config.ts', 'src/main/cli.ts']
+      .map((file) => readFileSync(path.join(PROJECT_ROOT, file), 'utf8'))
+      .join('\n');
+    const read = new Set(sources.match(/\b(SVC_[A-Z_]+|DATABASE_URL|REDIS_URL)\b/g));
+    const listed = new Set(Object.keys(asEnvFile()));
+    assert.deepEqual([...read].filter((name) => !listed.has(name)).sort(), []);
   });
 });
