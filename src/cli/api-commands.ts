@@ -331,6 +331,8 @@ export function findApiCommand(words: string[]): { command: ApiCommand; position
   if (two) return { command: two, positionals: words.slice(2) };
   const one = words[0] === undefined ? undefined : API_COMMANDS[words[0]];
   if (one) return { command: one, positionals: words.slice(1) };
+  if (words.length === 0)
+    throw new UsageError(`svc api needs a command: ${Object.keys(API_COMMANDS).join(', ')}; see svc --help`);
   throw new UsageError(`unknown command "svc api ${words.join(' ')}"; see svc --help`);
 }
 

@@ -285,10 +285,11 @@ describe('errors and exit codes', () => {
       runCli(['api', 'customers', 'create', '--file', path.join(tmp, 'missing.json')], env),
       runCli(['api', 'trades', '--page', 'two'], env),
       runCli(['api', 'accounts'], noCredentials),
+      runCli(['api'], env),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[0]!.stderr, /unknown command "svc api no-such-call"/);
@@ -296,6 +297,7 @@ describe('errors and exit codes', () => {
     assert.match(cases[2]!.stderr, /--side must be one of buy, sell/);
     assert.match(cases[3]!.stderr, /exactly one of --quantity and --total/);
     assert.match(cases[6]!.stderr, /--api-key or SVC_API_KEY.*--api-secret or SVC_API_SECRET.*--passphrase/);
+    assert.match(cases[7]!.stderr, /^error: svc api needs a command: time, jwks, accounts, /);
   });
 
   test('3 when no server answers', async () => {
