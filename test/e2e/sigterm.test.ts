@@ -34,7 +34,8 @@ after(async () => {
   await database?.drop();
 });
 
-async function serve(env: Record<string, string> = {}) {
+/** `svc serve` on the test's database, not waited for. */
+function startServe(env: Record<string, string>): CliProcess {
   const proc = startCli(['serve'], {
     DATABASE_URL: database.url,
     SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-sigterm-')),
@@ -46,6 +47,11 @@ async function serve(env: Record<string, string> = {}) {
     ...env,
   });
   processes.push(proc);
+  return proc;
+}
+
+async function serve(env: Record<string, string> = {}) {
+  const proc = startServe(env);
   const url = (await proc.waitFor(/^ {2}public API +(http:\/\/\S+)$/m, 60_000))[1]!;
   await proc.waitFor(/^ {2}database /m);
   return { proc, url };
@@ -216,16 +222,7 @@ describe('SIGTERM', () => {
     await other.connect();
     clients.push(other);
     await other.query('select pg_advisory_lock(7351846001)');
-    const proc = startCli(['serve'], {
-      DATABASE_URL: database.url,
-      SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-sigterm-')),
-      SVC_SECRET_KEY: SECRET_KEY,
-      SVC_ADMIN_TOKEN: TOKEN,
-      SVC_PORT: '0',
-      SVC_LOG_LEVEL: 'info',
-      SVC_SHUTDOWN_TIMEOUT_MS: '1000',
-    });
-    processes.push(proc);
+    const proc = startServe({ SVC_LOG_LEVEL: 'info', SVC_SHUTDOWN_TIMEOUT_MS: '1000' });
     await proc.waitFor(
       /waiting for another instance's migrations: PostgreSQL pid \d+ \(other-instance\) holds the migration lock/,
     );
