@@ -1,6 +1,12 @@
 import { resolveRetryOptions, type RetryOptions } from './backoff.ts';
 import { errorForStatus, SvcAbortedError, SvcConnectionError, SvcError, SvcServerError } from './errors.ts';
-import { decideRetry, retryClassFor, type RequestOutcome, type RetryClass } from './retry-policy.ts';
+import {
+  decideRetry,
+  isIndeterminateStatus,
+  retryClassFor,
+  type RequestOutcome,
+  type RetryClass,
+} from './retry-policy.ts';
 
 /**
  * Applies the retry table of spec 7.1–7.3 (`retry-policy.ts`) to one call: sends, asks `decideRetry` what
@@ -172,7 +178,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         throw error;
       }
       const error = failure();
-      const indeterminate = !response || response.status === 502 || response.status === 504;
+      const indeterminate = !response || isIndeterminateStatus(response.status);
       if ((indeterminate || mayHaveActed) && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;
       throw error;
     };
@@ -195,7 +201,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       }
       case 'retry':
       case 'wait-rate-limit': {
-        const indeterminate = !response || response.status === 502 || response.status === 504;
+        const indeterminate = !response || isIndeterminateStatus(response.status);
         await pause(options.sleep, action.delayMs, plan.signal, () =>
           abortedBetweenAttempts(plan.method, plan.path, plan.signal!, earlierUnanswered || indeterminate),
         );

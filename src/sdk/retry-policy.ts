@@ -265,11 +265,35 @@ export interface RetryDecisionInput {
 /** spec 7 table and part 8: after a 429 wait 10 s. */
 export const RATE_LIMIT_WAIT_MS = 10_000;
 
+/**
+ * The statuses a CDN in front of the API (the vendor's answers its firewall's `error code: 1020`) answers for
+ * the origin, read as the origin's own statuses of the same meaning. 520 (the origin answered something that is
+ * not HTTP) and 524 (the origin took the request and did not answer in time) may follow work done: indeterminate,
+ * as 502 and 504. 521, 522 and 523 (origin down, no TCP connection, unreachable) mean the request never reached
+ * it: transient, as 503. Read as "any other error", a 524 on an execute that had traded was thrown as a plain
+ * failure, with no look-up and no `outcomeUnknown`.
+ */
+const CDN_STATUSES: Readonly<Record<number, '502' | '503' | '504'>> = {
+  520: '502',
+  521: '503',
+  522: '503',
+  523: '503',
+  524: '504',
+};
+
+/** An answer after which a write may or may not have been carried out (spec 7.1.2's 502 and 504). */
+export function isIndeterminateStatus(status: number): boolean {
+  const cls = CDN_STATUSES[status] ?? String(status);
+  return cls === '502' || cls === '504';
+}
+
 /** Sorts an outcome into one of the table's {@link OutcomeClass}es. */
 export function classifyOutcome(outcome: RequestOutcome): OutcomeClass {
   if (outcome.kind === 'network-error') return 'network-error';
   const { status } = outcome;
   if (status < 400) return 'success';
+  const cdn = CDN_STATUSES[status];
+  if (cdn) return cdn;
   switch (status) {
     case 400:
       return hasSpec73Message(outcome.body) ? '400-spec-7.3' : '400';
