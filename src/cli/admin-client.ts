@@ -1,5 +1,6 @@
 import { SvcClient } from '../sdk/client.ts';
 import { SvcConnectionError } from '../sdk/errors.ts';
+import { isIndeterminateStatus } from '../sdk/retry-policy.ts';
 
 /** A small client for the operator API (DESIGN §3), used by the CLI and by tests. */
 export class AdminApiError extends Error {
@@ -20,7 +21,7 @@ export class AdminApiError extends Error {
     this.name = 'AdminApiError';
   }
 
-  /** A write answered 502 or 504: it may have been carried out (spec 7.1.2), as the SDK's own errors say. */
+  /** A write answered 502 or 504 (or a CDN's 520, 524): it may have been carried out (spec 7.1.2), as the SDK's own errors say. */
   outcomeUnknown?: true;
 }
 
@@ -99,7 +100,7 @@ export class AdminClient {
     const answer = response.body === '' ? undefined : response.body;
     const refused = () => new AdminApiError(response.status, answer, response.requestId);
     if (response.status < 200 || response.status > 299) {
-      throw response.status === 502 || response.status === 504 ? outcomeUnknownIfWrite(refused()) : refused();
+      throw isIndeterminateStatus(response.status) ? outcomeUnknownIfWrite(refused()) : refused();
     }
     // Not the operator API's answer (a proxy's page): a write may have reached it or not.
     if (typeof answer !== 'object' || answer === null || !('message' in answer)) {

@@ -241,6 +241,18 @@ describe('every authentication failure → 401 {"error": reason}', () => {
     assert401(await signed('POST', '/probe/echo', { body: '{"amount":"1"}', timestampS: nowS() + 61 }));
   });
 
+  test("a timestamp 60.5 s behind the server's clock is more than 60 s away (it was compared in whole seconds)", async () => {
+    const second = nowS();
+    clock.advance(500);
+    try {
+      assert401(await signed('GET', '/probe/whoami', { timestampS: second - 60 }), /60 seconds/);
+      // 59.5 s ahead: within.
+      assert.equal((await signed('GET', '/probe/whoami', { timestampS: second + 60 })).status, 200);
+    } finally {
+      clock.advance(500); // back on a whole second, as the other tests expect
+    }
+  });
+
   test('the server clock decides: moving it 61 s makes a signed request stale', async () => {
     const timestampS = nowS();
     assert.equal((await signed('GET', '/probe/whoami', { timestampS })).status, 200);

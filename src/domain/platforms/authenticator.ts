@@ -152,8 +152,9 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
       if (!req.passphrase) throw unauthenticated('missing header X-SCX-PASSPHRASE');
       if (!/^\d{1,12}$/.test(req.timestamp))
         throw unauthenticated('X-SCX-TIMESTAMP must be Unix time in seconds');
-      const skew = Math.abs(Math.floor(deps.clock.now() / 1000) - Number(req.timestamp));
-      if (skew > TIMESTAMP_TOLERANCE_S)
+      // In milliseconds: the server's time floored to the second let a timestamp up to 60.999 s old through.
+      const skewMs = Math.abs(deps.clock.now() - Number(req.timestamp) * 1000);
+      if (skewMs > TIMESTAMP_TOLERANCE_S * 1000)
         throw unauthenticated('X-SCX-TIMESTAMP is more than 60 seconds from server time');
       const entry = await load(req.apiKey);
       if (!entry) throw unauthenticated('unknown API key');
