@@ -118,12 +118,18 @@ export interface LaneBook<H extends BookRow> {
    * A record of a lane's notification landed. `next` null: it is done (delivered, dead, skipped), or its state
    * changed under us (an operator's redelivery: the reads bring its new state). Otherwise it stays, with the
    * fields given (its new state token among them) and due in `waitMs`.
+   *
+   * `moved` false: the database kept the notification on `token` (a record that landed after the partition's
+   * lease ran out moves nothing on). The token is then not retired: the partition's next holder, this worker
+   * again as often as not, reads the notification with it, and must take it in. Retired, it was dropped as a
+   * stale read, left pending for good while later notifications of its resource went ahead (review).
    */
   settled(
     lane: Lane,
     notificationId: string,
     token: string,
     next: { update: Partial<H>; waitMs: number } | null,
+    moved?: boolean,
   ): void;
   /** ms until the next lane is due (0: now), null when none; of the platforms not `excluded`. */
   nextDueInMs(excluded?: readonly string[]): number | null;
@@ -382,7 +388,7 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
       return book.heads.length > 0;
     },
 
-    settled(lane, notificationId, token, next) {
+    settled(lane, notificationId, token, next, moved = true) {
       const book = lanes.get(laneKey(lane));
       const at = book?.heads.findIndex((h) => h.row.notification_id === notificationId) ?? -1;
       if (!book || at < 0 || book.heads[at]!.row.state_token !== token) return;
@@ -394,10 +400,12 @@ export function createLaneBook<H extends BookRow>(options: LaneBookOptions): Lan
         book.heads[at] = { row, dueAt: now() + next.waitMs };
       }
       // Only a record of ours moves a token on: a read bringing the old one back read before the record landed.
-      retired.add(token);
-      if (retired.size >= RETIRED_PER_GENERATION) {
-        retiredBefore = retired;
-        retired = new Set();
+      if (moved) {
+        retired.add(token);
+        if (retired.size >= RETIRED_PER_GENERATION) {
+          retiredBefore = retired;
+          retired = new Set();
+        }
       }
       if (!book.held) schedule(book);
       else if (wantsMore(book)) refills.add(book);

@@ -55,6 +55,12 @@ export interface PartitionHoldings {
   covered(): number[];
   /** Of a partition held and read (a read may answer after the partition was given back or lost). */
   isCovered(partition: number): boolean;
+  /**
+   * A record was refused for want of the lease: another worker held the partition then, whatever the last renewal
+   * said. Lost now (its lanes stop), so that if the next renewal gets it back its backlog is read afresh: what
+   * this worker holds of it is stale, and a record that moved nothing on left its notification to that read.
+   */
+  leaseLost(partition: number): void;
   /** Every slot is held by receivers that hang (true): want no partitions, give back those not being worked. */
   slotsStuck(stuck: boolean): void;
   /** Renews now, then every RENEW_EVERY_MS until giveBackAll. */
@@ -200,6 +206,9 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
     },
     covered: () => [...held.values()].filter((holding) => holding.loaded).map((holding) => holding.partition),
     isCovered: (partition) => held.get(partition)?.loaded === true,
+    leaseLost(partition) {
+      if (held.has(partition)) partitionLost(partition);
+    },
     slotsStuck(value) {
       stuck = value;
     },

@@ -422,6 +422,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
                   waitMs: nextAttemptInMs ?? 0,
                 }
               : null,
+            // Not applied with the lease held: a redelivery moved it to a new token. Not applied without the
+            // lease: the database kept it on this one, for whoever holds the partition next.
+            applied || recorded.leaseHeld,
           );
           if (!applied) {
             // An operator's redelivery came first: the platform's lanes wait for a read begun now, which brings
@@ -437,7 +440,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           }
           if (status === 'dead') metrics.deadLettered();
         });
-        if (!recorded.leaseHeld) run.lost = true;
+        if (!recorded.leaseHeld) {
+          run.lost = true;
+          holdings.leaseLost(run.partition);
+        }
       } catch (err) {
         // The attempts were made but are not recorded: the notifications stay as they were, in the book too, and
         // are attempted again (at least once). Stop working the lane.
