@@ -269,17 +269,21 @@ export function createWebhooksService(deps: DomainDeps) {
       }
       if (errors.length) throw invalid(...errors);
       await requirePlatform(platformCode);
-      const row = await repo.upsertEndpoint(db, platformCode, {
-        url: (checked as { url: string }).url,
-        secretCiphertext:
-          input.secret === undefined
-            ? undefined
-            : input.secret === null
-              ? null
-              : encryptSecret(deps.secretKey, input.secret),
-        payloadTypes: input.payload_types ?? null,
-        enabled: input.enabled ?? true,
-      });
+      // One transaction: the change and its NOTIFY commit together. Two statements, a NOTIFY that failed after the
+      // change had committed answered 500 for a change made, and left the workers on the old settings (review).
+      const row = await db.transaction().execute((trx) =>
+        repo.upsertEndpoint(trx, platformCode, {
+          url: (checked as { url: string }).url,
+          secretCiphertext:
+            input.secret === undefined
+              ? undefined
+              : input.secret === null
+                ? null
+                : encryptSecret(deps.secretKey, input.secret),
+          payloadTypes: input.payload_types ?? null,
+          enabled: input.enabled ?? true,
+        }),
+      );
       return endpointView(row);
     },
 
