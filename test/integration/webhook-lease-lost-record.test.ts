@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { Writable } from 'node:stream';
 import { sql } from 'kysely';
+import { createLogger } from '../../src/main/logger.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   notificationState,
@@ -19,12 +21,20 @@ import {
  * while the resource's later notifications went ahead (review).
  */
 let svc: TestService;
+const logLines: string[] = [];
 let receiver: TestReceiver;
 let answerFirst!: (action: ReceiverAction) => void;
 const firstAnswer = new Promise<ReceiverAction>((resolve) => (answerFirst = resolve));
 
 before(async () => {
+  const logStream = new Writable({
+    write(chunk, _encoding, done) {
+      logLines.push(String(chunk));
+      done();
+    },
+  });
   svc = await startTestService({
+    logger: createLogger('warn', logStream),
     env: {
       SVC_ROLE: 'all',
       SVC_WEBHOOK_FAST_RETRY_DELAY_MS: '20',
@@ -57,15 +67,17 @@ test('a notification whose attempt was recorded after the lease was lost is atte
   const partition = sql`(select lane_partition from webhook_notifications where notification_id = ${first}::uuid)`;
   await sql`update webhook_partitions set owner = 'another-worker', lease_until = now() + interval '1 hour'
             where lane_partition = ${partition}`.execute(db);
-  // ...before the attempt's answer, a 500: its record lands without the lease and moves nothing on.
+  // ...before the attempt's answer, a 500: its record lands without the lease and moves nothing on (the case
+  // of the review). On a busy machine the worker's renewal may see the loss first, and not record it at all:
+  // either way the notification is the partition's next holder's.
   answerFirst(500);
   await waitFor(
     async () =>
       (
         await sql<{ n: number }>`select count(*)::int as n from webhook_attempts
                                  where notification_id = ${first}::uuid`.execute(db)
-      ).rows[0]!.n === 1,
-    'the attempt recorded',
+      ).rows[0]!.n === 1 || logLines.some((l) => l.includes('webhook partition lease lost')),
+    'the attempt recorded, or the loss seen',
   );
   assert.equal((await notificationState(db, first))?.status, 'pending', 'moved nothing on');
   // The other holder is gone: its lease runs out, and this worker, the only one, takes the partition back.
@@ -78,9 +90,9 @@ test('a notification whose attempt was recorded after the lease was lost is atte
     30_000,
   );
   assert.equal((await notificationState(db, first))?.status, 'delivered');
-  assert.deepEqual(
-    receiver.deliveries.map((d) => (JSON.parse(d.rawBody) as { e: number }).e),
-    [1, 1, 2],
-    'the first again, then the second',
-  );
+  // At least once: the first again (on a busy machine perhaps twice, a duplicate the contract allows), and all
+  // of its attempts before the second's.
+  const events = receiver.deliveries.map((d) => (JSON.parse(d.rawBody) as { e: number }).e);
+  assert.ok(events.filter((e) => e === 1).length >= 2, `the first attempted again: ${events.join(',')}`);
+  assert.ok(events.lastIndexOf(1) < events.indexOf(2), `the first before the second: ${events.join(',')}`);
 });
