@@ -1,4 +1,4 @@
-import type { CronItem } from 'graphile-worker';
+import type { CronItem, Task } from 'graphile-worker';
 
 /**
  * A recurring task as graphile-worker's cron runs it on any number of worker processes (each firing recorded
@@ -7,4 +7,20 @@ import type { CronItem } from 'graphile-worker';
  */
 export function serialCronItem(task: string, match: string): CronItem {
   return { task, match, identifier: task, options: { queueName: task } };
+}
+
+/**
+ * The stalled-work sweeps (every 10 minutes: account creations, tenant changes, funding session expiries,
+ * settlements): work whose job used up its attempts is given its job again. At most this many items a run; the
+ * next run takes the rest.
+ */
+export const REVIVE_BATCH = 500;
+export const SWEEP_SCHEDULE = '*/10 * * * *';
+
+/** A sweep's task: runs `revive` and warns when it found stalled work (`what`: "<n> <what> given their job again"). */
+export function sweepTask(task: string, revive: () => Promise<number>, what: string): Task {
+  return async (_payload, helpers) => {
+    const revived = await revive();
+    if (revived > 0) helpers.logger.warn(`${task}: ${revived} ${what} given their job again`);
+  };
 }

@@ -158,6 +158,8 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       : { kind: 'network-error', error: networkError };
     /** What this attempt ended with, as the error to throw. */
     const failure = (): SvcError => (response ? errorFor(response) : networkError!);
+    /** No answer, or a 502/504 (a CDN's 520/524): this attempt may or may not have been carried out. */
+    const indeterminate = !response || isIndeterminateStatus(response.status);
     /**
      * `checked`: an idempotence check has just shown the call was not carried out. Only an answer ends the
      * server's work: after a timeout or a lost answer the check may run before the request is done, so an
@@ -178,7 +180,6 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         throw error;
       }
       const error = failure();
-      const indeterminate = !response || isIndeterminateStatus(response.status);
       if ((indeterminate || mayHaveActed) && plan.method !== 'GET' && !checked) error.outcomeUnknown = true;
       throw error;
     };
@@ -200,13 +201,11 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         return finish(false, earlierUnanswered);
       }
       case 'retry':
-      case 'wait-rate-limit': {
-        const indeterminate = !response || isIndeterminateStatus(response.status);
+      case 'wait-rate-limit':
         await pause(options.sleep, action.delayMs, plan.signal, () =>
           abortedBetweenAttempts(plan.method, plan.path, plan.signal!, earlierUnanswered || indeterminate),
         );
         continue;
-      }
       case 'check-then-retry':
       case 'check-then-return': {
         const done = plan.hooks?.idempotenceCheck

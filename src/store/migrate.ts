@@ -106,7 +106,7 @@ async function lock(client: pg.PoolClient, log: MigrationLog): Promise<void> {
         [MIGRATION_LOCK_ID],
       );
       const who = holder.rows[0]
-        ? `PostgreSQL pid ${holder.rows[0].pid}${holder.rows[0].app ? ` (${holder.rows[0].app})` : ''}`
+        ? `PostgreSQL ${sessionName(holder.rows[0].pid, holder.rows[0].app)}`
         : 'a session that just let go';
       log.info(`waiting for another instance's migrations: ${who} holds the migration lock`);
     }
@@ -159,28 +159,7 @@ export async function migrate(
     const done = new Set(rows.map((r) => r.version));
     for (const file of files) {
       if (done.has(file.version)) continue;
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await apply(client, file, lockTimeoutMs);
-          break;
-        } catch (error) {
-          if (!isLockTimeout(error)) throw error;
-          if (attempt >= lockAttempts) {
-            const holders = await longTransactions(client, lockTimeoutMs);
-            throw new Error(
-              `migration ${file.name} failed: it waited ${lockTimeoutMs} ms for a table lock ${attempt} times; ` +
-                (holders.length
-                  ? `transactions open longer than that: ${holders.join('; ')}`
-                  : 'no transaction is open that long now: start again'),
-              { cause: error },
-            );
-          }
-          log.warn(
-            `migration ${file.name} waited ${lockTimeoutMs} ms for a table lock (try ${attempt} of ${lockAttempts}): undone, trying again`,
-          );
-          await sleep(Math.min(lockTimeoutMs, 1_000));
-        }
-      }
+      await applyWithinLockWaits(client, file, { lockTimeoutMs, lockAttempts }, log);
       applied.push(file.name);
       log.info(`applied migration ${file.name}`);
     }
@@ -190,6 +169,41 @@ export async function migrate(
     client.release();
   }
   return applied;
+}
+
+/** Applies the file, trying again (after a pause) each time a lock wait runs out, up to `lockAttempts` tries. */
+async function applyWithinLockWaits(
+  client: pg.PoolClient,
+  file: MigrationFile,
+  { lockTimeoutMs, lockAttempts }: { lockTimeoutMs: number; lockAttempts: number },
+  log: MigrationLog,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await apply(client, file, lockTimeoutMs);
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+      if (attempt >= lockAttempts) {
+        const holders = await longTransactions(client, lockTimeoutMs);
+        throw new Error(
+          `migration ${file.name} failed: it waited ${lockTimeoutMs} ms for a table lock ${attempt} times; ` +
+            (holders.length
+              ? `transactions open longer than that: ${holders.join('; ')}`
+              : 'no transaction is open that long now: start again'),
+          { cause: error },
+        );
+      }
+      log.warn(
+        `migration ${file.name} waited ${lockTimeoutMs} ms for a table lock (try ${attempt} of ${lockAttempts}): undone, trying again`,
+      );
+      await sleep(Math.min(lockTimeoutMs, 1_000));
+    }
+  }
+}
+
+/** A PostgreSQL session as the log names it: its pid, and its application when it gave one. */
+function sessionName(pid: number, app: string): string {
+  return `pid ${pid}${app ? ` (${app})` : ''}`;
 }
 
 function isLockTimeout(error: unknown): boolean {
@@ -213,9 +227,7 @@ async function longTransactions(client: pg.PoolClient, ms: number): Promise<stri
       order by xact_start`,
     [ms],
   );
-  return rows.map(
-    (r) => `pid ${r.pid}${r.app ? ` (${r.app})` : ''}, ${r.state} for ${r.secs} s, last query: ${r.query}`,
-  );
+  return rows.map((r) => `${sessionName(r.pid, r.app)}, ${r.state} for ${r.secs} s, last query: ${r.query}`);
 }
 
 async function inBoundedTransaction(

@@ -1,7 +1,7 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { Type, type Static, type TSchema } from 'typebox';
 import { Value } from 'typebox/value';
-import { serialCronItem } from '../../jobs/cron.ts';
+import { serialCronItem, SWEEP_SCHEDULE, sweepTask } from '../../jobs/cron.ts';
 import type { Services } from '../services.ts';
 
 /**
@@ -18,8 +18,8 @@ export const ACCOUNT_TASKS = {
 } as const;
 
 /**
- * How long an accepted creation or tenant change may stay pending before the sweep adds its job again: far beyond a creation's
- * usual seconds, so the sweep only ever meets a job that used up its attempts, or lost (a worker down that long
+ * How long an accepted creation or tenant change may stay pending before the sweep adds its job again: far
+ * beyond the usual seconds, so the sweep only ever meets a job that used up its attempts, or lost (a worker down that long
  * is met too, harmlessly: the job is keyed).
  */
 export const CREATION_STALLED_AFTER_MS = 10 * 60_000;
@@ -53,20 +53,17 @@ export function accountsTaskList(services: Services): TaskList {
     const job = checked(ApplyTenantChangesJob, ACCOUNT_TASKS.applyTenantChanges, payload);
     await services.tenants.applyPending(job.platform_code, job.zrn);
   };
-  const reviveStalledCreations: Task = async (_payload, helpers) => {
-    const revived = await services.customerAccounts.reviveStalledCreations(CREATION_STALLED_AFTER_MS);
-    if (revived > 0)
-      helpers.logger.warn(
-        `${ACCOUNT_TASKS.reviveStalledCreations}: ${revived} account creations pending for over ${CREATION_STALLED_AFTER_MS / 60_000} min given their job again`,
-      );
-  };
-  const reviveStalledTenantChanges: Task = async (_payload, helpers) => {
-    const revived = await services.tenants.reviveStalledChanges(CREATION_STALLED_AFTER_MS);
-    if (revived > 0)
-      helpers.logger.warn(
-        `${ACCOUNT_TASKS.reviveStalledTenantChanges}: ${revived} accounts with tenant changes pending for over ${CREATION_STALLED_AFTER_MS / 60_000} min given their job again`,
-      );
-  };
+  const minutes = CREATION_STALLED_AFTER_MS / 60_000;
+  const reviveStalledCreations = sweepTask(
+    ACCOUNT_TASKS.reviveStalledCreations,
+    () => services.customerAccounts.reviveStalledCreations(CREATION_STALLED_AFTER_MS),
+    `account creations pending for over ${minutes} min`,
+  );
+  const reviveStalledTenantChanges = sweepTask(
+    ACCOUNT_TASKS.reviveStalledTenantChanges,
+    () => services.tenants.reviveStalledChanges(CREATION_STALLED_AFTER_MS),
+    `accounts with tenant changes pending for over ${minutes} min`,
+  );
   return {
     [ACCOUNT_TASKS.createCustomerAccount]: createCustomerAccount,
     [ACCOUNT_TASKS.applyTenantChanges]: applyTenantChanges,
@@ -76,6 +73,6 @@ export function accountsTaskList(services: Services): TaskList {
 }
 
 export const accountsCronItems: CronItem[] = [
-  serialCronItem(ACCOUNT_TASKS.reviveStalledCreations, '*/10 * * * *'),
-  serialCronItem(ACCOUNT_TASKS.reviveStalledTenantChanges, '*/10 * * * *'),
+  serialCronItem(ACCOUNT_TASKS.reviveStalledCreations, SWEEP_SCHEDULE),
+  serialCronItem(ACCOUNT_TASKS.reviveStalledTenantChanges, SWEEP_SCHEDULE),
 ];

@@ -5,6 +5,7 @@ import type {
   ListAccountsQuery,
   PendingTenantChange,
 } from '../../contract/accounts.schemas.ts';
+import { REVIVE_BATCH } from '../../jobs/cron.ts';
 import { makeZrn } from '../../contract/identifiers.ts';
 import { toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
@@ -272,9 +273,6 @@ function duplicatePair(
       : `${pair} already exists: ${account.zrn}`,
   );
 }
-
-/** Most stalled creations the sweep revives in one run; the next run takes the rest. */
-const REVIVE_BATCH = 500;
 
 /**
  * The job that creates a requested account, keyed by the request: added again (the sweep), it replaces the one

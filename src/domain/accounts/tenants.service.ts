@@ -1,3 +1,4 @@
+import { REVIVE_BATCH } from '../../jobs/cron.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import type { Executor, Trx } from '../../store/database.ts';
@@ -39,9 +40,6 @@ import {
  * meanwhile (see `refusal`). Acceptances and applications of one account serialise on a
  * lock of the account row, so changes take effect in acceptance order (tenant_changes.seq).
  */
-/** Accounts one sweep gives their job again; the next sweep takes the rest. */
-const REVIVE_BATCH = 500;
-
 export function createTenantsService(deps: DomainDeps) {
   const { db, clock } = deps;
 

@@ -1,7 +1,7 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
-import { serialCronItem } from '../../jobs/cron.ts';
+import { serialCronItem, SWEEP_SCHEDULE, sweepTask } from '../../jobs/cron.ts';
 import { EXPIRE_SESSION_TASK, REVIVE_EXPIRIES_TASK, type FundingService } from './funding.service.ts';
 
 /** How long past its expiry a session may stay unreported before the sweep adds its expiry job again. */
@@ -23,14 +23,12 @@ export function fundingTaskList(funding: FundingService): TaskList {
     }
     await funding.expireSession(payload.session_id);
   };
-  const reviveStalledExpiries: Task = async (_payload, helpers) => {
-    const revived = await funding.reviveStalledExpiries(EXPIRY_STALLED_AFTER_MS);
-    if (revived > 0)
-      helpers.logger.warn(
-        `${REVIVE_EXPIRIES_TASK}: ${revived} sessions unreported ${EXPIRY_STALLED_AFTER_MS / 60_000} min past their expiry given their job again`,
-      );
-  };
+  const reviveStalledExpiries = sweepTask(
+    REVIVE_EXPIRIES_TASK,
+    () => funding.reviveStalledExpiries(EXPIRY_STALLED_AFTER_MS),
+    `sessions unreported ${EXPIRY_STALLED_AFTER_MS / 60_000} min past their expiry`,
+  );
   return { [EXPIRE_SESSION_TASK]: expireSession, [REVIVE_EXPIRIES_TASK]: reviveStalledExpiries };
 }
 
-export const fundingCronItems: CronItem[] = [serialCronItem(REVIVE_EXPIRIES_TASK, '*/10 * * * *')];
+export const fundingCronItems: CronItem[] = [serialCronItem(REVIVE_EXPIRIES_TASK, SWEEP_SCHEDULE)];

@@ -1,3 +1,4 @@
+import { REVIVE_BATCH } from '../../jobs/cron.ts';
 import { randomBytes } from 'node:crypto';
 import type {
   ClientAuthToken,
@@ -116,8 +117,6 @@ async function recordFundNotification(trx: Executor, row: repo.FundEventRow) {
   });
 }
 
-/** Most stalled session expiries the sweep revives in one run; the next run takes the rest. */
-const REVIVE_BATCH = 500;
 /**
  * How far back the sweep looks: sessions with a deposit are never marked, so an unbounded look would read every
  * one of them at each run. A week is far beyond the expiry job's own retries (10 attempts, hours).

@@ -1,5 +1,5 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
-import { serialCronItem } from '../../jobs/cron.ts';
+import { serialCronItem, SWEEP_SCHEDULE, sweepTask } from '../../jobs/cron.ts';
 import {
   isUuid,
   REVIVE_SETTLEMENTS_TASK,
@@ -9,6 +9,9 @@ import {
 } from './trades.service.ts';
 import { TRADE_STATES } from '../../contract/wire-values.ts';
 
+/** How long past its due time a trade's next step may stay undone before the sweep adds its job again. */
+export const SETTLEMENT_STALLED_AFTER_MS = 10 * 60_000;
+
 /**
  * The settlement worker (spec 3.1, wire-contract §7): each trade has one pending job that moves it to its
  * next state when the configured delay has passed (SVC_SETTLEMENT_ACTIVE_AFTER_MS, then
@@ -17,9 +20,6 @@ import { TRADE_STATES } from '../../contract/wire-values.ts';
  * short at settlement) throws, and graphile-worker retries it with backoff: the trade stays `active`,
  * "settlement attempted but not complete".
  */
-/** How long past its due time a trade's next step may stay undone before the sweep adds its job again. */
-export const SETTLEMENT_STALLED_AFTER_MS = 10 * 60_000;
-
 function parsePayload(payload: unknown): SettleJobPayload | null {
   if (typeof payload !== 'object' || payload === null) return null;
   const { trade_id: tradeId, from } = payload as Record<string, unknown>;
@@ -38,14 +38,12 @@ export function tradesTaskList(trades: TradesService): TaskList {
     }
     await trades.settleStep(parsed);
   };
-  const reviveStalledSettlements: Task = async (_payload, helpers) => {
-    const revived = await trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS);
-    if (revived > 0)
-      helpers.logger.warn(
-        `${REVIVE_SETTLEMENTS_TASK}: ${revived} trades whose next settlement step was ${SETTLEMENT_STALLED_AFTER_MS / 60_000} min overdue given their job again`,
-      );
-  };
+  const reviveStalledSettlements = sweepTask(
+    REVIVE_SETTLEMENTS_TASK,
+    () => trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS),
+    `trades whose next settlement step was ${SETTLEMENT_STALLED_AFTER_MS / 60_000} min overdue`,
+  );
   return { [SETTLE_TASK]: settle, [REVIVE_SETTLEMENTS_TASK]: reviveStalledSettlements };
 }
 
-export const tradesCronItems: CronItem[] = [serialCronItem(REVIVE_SETTLEMENTS_TASK, '*/10 * * * *')];
+export const tradesCronItems: CronItem[] = [serialCronItem(REVIVE_SETTLEMENTS_TASK, SWEEP_SCHEDULE)];

@@ -76,25 +76,28 @@ export function findOverdueTrades(
   db: Executor,
   enteredBefore: { accepted: Date; active: Date },
   limit: number,
-): Promise<Array<{ trade_id: string; trade_state: TradeState }>> {
-  return db
-    .selectFrom('trades')
-    .select(['trade_id', 'trade_state'])
-    .where('trade_state', '<>', 'terminated')
-    .where(
-      'updated_at',
-      '<',
-      enteredBefore.accepted > enteredBefore.active ? enteredBefore.accepted : enteredBefore.active,
-    )
-    .where((eb) =>
-      eb.or([
-        eb.and([eb('trade_state', '=', 'accepted'), eb('updated_at', '<', enteredBefore.accepted)]),
-        eb.and([eb('trade_state', '=', 'active'), eb('updated_at', '<', enteredBefore.active)]),
-      ]),
-    )
-    .orderBy('updated_at')
-    .limit(limit)
-    .execute();
+): Promise<Array<{ trade_id: string; trade_state: Exclude<TradeState, 'terminated'> }>> {
+  return (
+    db
+      .selectFrom('trades')
+      .select(['trade_id', 'trade_state'])
+      .where('trade_state', '<>', 'terminated')
+      // The later of the two bounds, as a range the index can scan; the states' own bounds below narrow it.
+      .where(
+        'updated_at',
+        '<',
+        enteredBefore.accepted > enteredBefore.active ? enteredBefore.accepted : enteredBefore.active,
+      )
+      .where((eb) =>
+        eb.or([
+          eb.and([eb('trade_state', '=', 'accepted'), eb('updated_at', '<', enteredBefore.accepted)]),
+          eb.and([eb('trade_state', '=', 'active'), eb('updated_at', '<', enteredBefore.active)]),
+        ]),
+      )
+      .orderBy('updated_at')
+      .limit(limit)
+      .execute() as Promise<Array<{ trade_id: string; trade_state: Exclude<TradeState, 'terminated'> }>>
+  );
 }
 
 export async function markWithdrawalSettled(db: Executor, withdrawalRequestId: string, at: Date) {

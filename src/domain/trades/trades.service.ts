@@ -1,3 +1,4 @@
+import { REVIVE_BATCH } from '../../jobs/cron.ts';
 import type { BookTradeBody, ListTradesQuery } from '../../contract/trades.schemas.ts';
 import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
 import { enqueueJob, type EnqueueOptions } from '../../jobs/enqueue.ts';
@@ -47,8 +48,6 @@ import type { TradeState } from '../../contract/wire-values.ts';
 export const SETTLE_TASK = 'trades.settle';
 /** The recurring sweep that gives a trade whose settlement job used up its attempts its job again. */
 export const REVIVE_SETTLEMENTS_TASK = 'trades.revive_stalled_settlements';
-/** Trades one sweep gives their job again; the next sweep takes the rest. */
-const REVIVE_BATCH = 500;
 /**
  * The counterparty of every quote-based trade: the house liquidity provider. External liquidity is out
  * of scope (DESIGN §1), so it has no ledger account; only the participant's balances move.
@@ -483,10 +482,8 @@ export function createTradesService(deps: DomainDeps) {
         },
         REVIVE_BATCH,
       );
-      for (const trade of stalled) {
-        if (trade.trade_state === 'terminated') continue;
+      for (const trade of stalled)
         await enqueueSettleStep(db, { trade_id: trade.trade_id, from: trade.trade_state }, { delayMs: 0 });
-      }
       return stalled.length;
     },
 
