@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import pg from 'pg';
 import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
 import { accountsJobRunner } from '../helpers/accounts-jobs.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
@@ -113,6 +115,53 @@ describe('POST /accounts: a (participant_code, account_label) pair is submitted 
     assert.equal((await post({ ...base, participant_code: other })).status, 202);
     assert.equal((await post({ ...base, participant_code: other })).status, 409);
     assert.equal((await creationRequests(holder)).length, 2);
+  });
+});
+
+describe('POST /accounts racing another request for a tenant', () => {
+  test("a tenant's pair claimed by a request accepted meanwhile → 409 naming the tenant, not the holder", async () => {
+    const holder = (await svc.newParticipant(a.platform.platform_code)).participant_code;
+    const tenant = (await svc.newParticipant(a.platform.platform_code)).participant_code;
+    // The other request, caught between its check and its commit: its claim of the tenant's pair is written and
+    // not committed, so this request's check does not see it and its own claim waits for it.
+    const other = new pg.Client({ connectionString: svc.database.url });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query(
+        `insert into account_memberships (platform_code, participant_code, account_label, zrn, role, effective_at)
+         values ($1, $2, 'raced', $3, 'tenant', null)`,
+        [a.platform.platform_code, tenant, `zrn:svc:us:account:customer:${randomUUID()}`],
+      );
+      const response = post({
+        participant_code: holder,
+        account_label: 'raced',
+        type: 'jtic',
+        tier: 'pro',
+        tenants: [tenant],
+      });
+      for (;;) {
+        const { rows } = await sql<{ n: number }>`
+          select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'`.execute(svc.runtime.store.db);
+        if (rows[0]!.n > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await other.query('commit');
+      const res = await response;
+      assert.equal(res.status, 409, JSON.stringify(res.body));
+      assert.deepEqual(errorsOf(res), [
+        `tenants: participant ${tenant} was made a member of an account with account_label raced by a request accepted at the same time; a participant acts for one account per label`,
+      ]);
+      // Nothing of the refused request: no creation request, and the holder claims nothing under the label.
+      assert.deepEqual(await creationRequests(holder), []);
+      assert.deepEqual(
+        (await memberships('raced', [holder, tenant])).map((m) => m.participant_code),
+        [tenant],
+      );
+    } finally {
+      await other.end();
+    }
   });
 });
 
