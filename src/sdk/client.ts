@@ -106,6 +106,14 @@ export class SvcClient {
       throw new SvcArgumentError(
         `baseUrl must be an http or https URL (e.g. http://127.0.0.1:8080), got ${JSON.stringify(options.baseUrl)}`,
       );
+    // Each is signed into every request: one left out (`apiSecret: process.env.SVC_API_SECRET`, unset) threw a
+    // TypeError of node:crypto at the first call, or sent the key "undefined" (review). Said now, by name.
+    for (const name of ['apiKey', 'apiSecret', 'passphrase'] as const) {
+      if (typeof options[name] !== 'string')
+        throw new SvcArgumentError(
+          `${name} must be a string, got ${options[name] === null ? 'null' : typeof options[name]}`,
+        );
+    }
     this.fetchImpl = options.fetch ?? fetch;
     this.now = options.now ?? Date.now;
   }

@@ -136,6 +136,25 @@ test('a baseUrl fetch cannot use is refused when the client is made, not retried
   assert.doesNotThrow(() => createClient({ baseUrl: 'https://api.example.com/', ...credentials }));
 });
 
+test('credentials left out are refused by name when the client is made, not at its first call', () => {
+  for (const name of ['apiKey', 'apiSecret', 'passphrase'] as const) {
+    for (const value of [undefined, null, 42]) {
+      assert.throws(
+        () =>
+          createClient({
+            baseUrl: 'https://api.example.com',
+            ...credentials,
+            [name]: value as unknown as string,
+          }),
+        (e: unknown) =>
+          e instanceof SvcArgumentError &&
+          new RegExp(`^${name} must be a string, got `).test((e as Error).message),
+        `${name}: ${value}`,
+      );
+    }
+  }
+});
+
 test('a header value that cannot be sent is refused naming the header, nothing sent, not an unknown outcome', async () => {
   const before = elsewhere.requests.length;
   for (const passphrase of ['pass\nphrase', 'pässphrase✓']) {
