@@ -72,7 +72,8 @@ export const PARTICIPANT_STATUS_VALUES = [
   'divested',
   'closed',
 ] as const;
-const ParticipantStatus = Type.Union(PARTICIPANT_STATUS_VALUES.map((s) => Type.Literal(s)));
+// An enum, not a union of literals: a bad value is then one error that lists the values (error-handler.ts).
+const ParticipantStatus = Type.Enum(PARTICIPANT_STATUS_VALUES);
 
 export const CreateParticipantBody = Type.Object(
   {

@@ -9,6 +9,8 @@ import {
   EpochMsParam,
   PagedEnvelopeWithoutCount,
   PageParam,
+  PRINTABLE_TEXT,
+  PRINTABLE_TEXT_PATTERN,
 } from './responses.ts';
 
 /**
@@ -18,7 +20,11 @@ import {
  */
 
 /** wire-contract §6: the platform's reference, at most 50 characters. */
-const Reference = Type.String({ maxLength: 50 });
+const Reference = Type.String({
+  maxLength: 50,
+  pattern: PRINTABLE_TEXT_PATTERN,
+  description: PRINTABLE_TEXT,
+});
 /** `<ASSET>.<NETWORK>`; whether it is supported is checked by the service, which lists the supported ones. */
 const FundAssetForm = Type.String({
   pattern: '^[A-Z0-9]{1,12}\\.[A-Z0-9]{1,12}$',

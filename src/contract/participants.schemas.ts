@@ -1,6 +1,6 @@
 import { Type, type Static, type TObject, type TOptional, type TSchema } from 'typebox';
 import { GENERATED_CODE_PATTERN, GeneratedCode } from './identifiers.ts';
-import { PageQuery, PagedEnvelope, Envelope } from './responses.ts';
+import { PageQuery, PagedEnvelope, Envelope, PRINTABLE_TEXT, PRINTABLE_TEXT_PATTERN } from './responses.ts';
 
 /**
  * Customer onboarding and participant look-ups (spec 4.6, 7.2 last row, 7.3; wire-contract §7, §9) in the
@@ -178,7 +178,12 @@ export const WINDOWED_TIMESTAMP_FIELDS = [
 const EpochMs = (description: string) =>
   Type.Number({ minimum: 1_000_000_000_000, maximum: 9_999_999_999_999, description });
 const Text = (maxLength = 255, description?: string) =>
-  Type.String({ minLength: 1, maxLength, ...(description ? { description } : {}) });
+  Type.String({
+    minLength: 1,
+    maxLength,
+    pattern: PRINTABLE_TEXT_PATTERN,
+    description: description ? `${description}; ${PRINTABLE_TEXT}` : PRINTABLE_TEXT,
+  });
 const IsoDate = (description: string) => Type.String({ format: 'date', description });
 const Choice = <T extends readonly string[]>(values: T, description?: string) =>
   Type.Enum(values, description ? { description } : {});

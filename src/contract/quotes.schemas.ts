@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { AccountLabel, Envelope } from './responses.ts';
+import { AccountLabel, Envelope, PRINTABLE_TEXT } from './responses.ts';
 import { ParticipantCodeRef } from './identifiers.ts';
 import { SIDES } from './wire-values.ts';
 
@@ -28,7 +28,9 @@ export const CURRENCY_PATTERN = '^[A-Z0-9]{1,12}$';
 /** A non-negative decimal string (fee amounts of the vendor's request shapes). */
 const UNSIGNED_DECIMAL_PATTERN = '^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$';
 
-export const Amount = Type.String({ pattern: AMOUNT_PATTERN, description: 'positive decimal string' });
+/** How an amount out of AMOUNT_PATTERN is told: its bounds too (review: "positive decimal string" for 13 digits). */
+const AMOUNT_FORM = 'positive decimal string, at most 12 digits before the point and 18 after';
+export const Amount = Type.String({ pattern: AMOUNT_PATTERN, description: AMOUNT_FORM });
 /** The vendor's party amounts are at most 30 characters: those asked for, and those a quote computes (pricing.ts). */
 export const MAX_AMOUNT_LENGTH = 30;
 /**
@@ -38,7 +40,7 @@ export const MAX_AMOUNT_LENGTH = 30;
 const QuoteAmount = Type.String({
   pattern: AMOUNT_PATTERN,
   maxLength: MAX_AMOUNT_LENGTH,
-  description: 'positive decimal string',
+  description: AMOUNT_FORM,
 });
 const Side = Type.Enum(SIDES, { description: "the participant's side" });
 export const Underlying = Type.String({
@@ -55,7 +57,7 @@ const ParticipantCode = Type.String({
 });
 const QuoteAccountLabel = Type.String({
   ...AccountLabel,
-  description: "the account that funds the trade; default 'general'",
+  description: `the account that funds the trade; default 'general'; ${PRINTABLE_TEXT}`,
 });
 const Spread = Type.String({ pattern: SPREAD_PATTERN, description: 'spread in basis points' });
 

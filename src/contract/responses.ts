@@ -22,6 +22,18 @@ export const PagedEnvelope = <T extends TSchema>(item: T) =>
 export const PagedEnvelopeWithoutCount = <T extends TSchema>(item: T) => Type.Object(pageOfItems(item));
 
 /**
+ * Text a caller names something with or that is shown to people (account labels, references, a customer's names
+ * and address): no control character (C0, DEL, C1: a newline, a bell) and no bidirectional control (U+202E and
+ * the like), which make two values that print alike differ or one print as another. Such values travel in
+ * webhooks and trade parties, and a label is half of the (participant, label) key (review: `"a\nb"` and
+ * `"\u202egeneral"` were taken as labels, and a BEL in a first name).
+ */
+export const PRINTABLE_TEXT_PATTERN =
+  '^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u202A-\\u202E\\u2066-\\u2069]*$';
+/** How a value refused by PRINTABLE_TEXT_PATTERN is told (a pattern's error is said in its description). */
+export const PRINTABLE_TEXT = 'no control characters';
+
+/**
  * An account label where one is named for an account to hold or move balances (quotes, trades, funding,
  * customer accounts, the operator's balances and trades): at most 40 characters, the vendor's bound on a
  * trade party's `account_label` (TradeResponseEntity) and a fund quote's (PostFundRfqBody). A longer one,
@@ -29,7 +41,12 @@ export const PagedEnvelopeWithoutCount = <T extends TSchema>(item: T) => Type.Ob
  * schema. Filters keep a looser bound (a longer one only matches nothing), and so does the operator's balance
  * adjustment, so that balances recorded under a longer label before stay within reach.
  */
-export const AccountLabel = Type.String({ minLength: 1, maxLength: 40 });
+export const AccountLabel = Type.String({
+  minLength: 1,
+  maxLength: 40,
+  pattern: PRINTABLE_TEXT_PATTERN,
+  description: PRINTABLE_TEXT,
+});
 
 export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });
 

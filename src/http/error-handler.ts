@@ -60,6 +60,9 @@ function clip(name: string): string {
   return name.length > 64 ? `${name.slice(0, 61)}…` : name;
 }
 
+/** The most allowed values a 400 lists. */
+const MAX_VALUES_LISTED = 16;
+
 /** ajv error → "<field>: <problem>", naming the field as the caller sent it. */
 function describeValidation(error: FastifyError): string[] {
   const items = error.validation ?? [];
@@ -81,6 +84,11 @@ function describeValidation(error: FastifyError): string[] {
     const description = (item as { parentSchema?: { description?: unknown } }).parentSchema?.description;
     if (item.keyword === 'pattern' && typeof description === 'string')
       return `${field}: is not in the expected form (${description})`;
+    // A short list is said (review: "must be equal to one of the allowed values" left the caller guessing); a long
+    // one (countries) is in the API docs.
+    const allowed = params.allowedValues;
+    if (item.keyword === 'enum' && Array.isArray(allowed) && allowed.length <= MAX_VALUES_LISTED)
+      return `${field}: must be one of ${allowed.join(', ')}`;
     return `${field}: ${item.message ?? 'is invalid'}`;
   });
   return [...new Set(messages)];

@@ -13,6 +13,7 @@ import {
   type PlatformFixture,
   type TestService,
 } from '../helpers/test-service.ts';
+import { usCustomer } from '../helpers/onboarding-fixtures.ts';
 
 /**
  * Issue 2 "Bad input": every field is validated with a message that names it, nothing reaches the database
@@ -59,6 +60,15 @@ function signed(baseUrl: string, method: string, target: string, body?: unknown)
     },
     body: text,
   });
+}
+
+async function countQuotes(): Promise<number> {
+  const { db } = svc.runtime.store;
+  const row = await db
+    .selectFrom('quotes')
+    .select(db.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
 }
 
 function assertRefusedNaming(res: RawResponse, field: string, what: string) {
@@ -448,6 +458,113 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         );
       }
     }
+  });
+
+  test('control and bidirectional-control characters in labels, references and names: 400 naming the field', async () => {
+    const CONTROLS = ['a\nb', 'a\tb', '\u202egeneral', 'gen\u0007', 'x\u0085', 'a\u2066b'];
+    const countOf = async (table: 'customer_account_requests' | 'participants' | 'funding_sessions') => {
+      const { db } = svc.runtime.store;
+      const row = await db
+        .selectFrom(table)
+        .select(db.fn.countAll<string>().as('n'))
+        .executeTakeFirstOrThrow();
+      return Number(row.n);
+    };
+    const before = await Promise.all([
+      countOf('customer_account_requests'),
+      countOf('participants'),
+      countOf('funding_sessions'),
+    ]);
+    for (const value of CONTROLS) {
+      const what = JSON.stringify(value);
+      const account = await signed(svc.url, 'POST', '/accounts', {
+        participant_code: participant,
+        account_label: value,
+        type: 'individual',
+        tier: 'pro',
+      });
+      assertRefusedNaming(account, 'account_label', `account ${what}`);
+      assert.deepEqual((account.json as { errors: string[] }).errors, [
+        'account_label: is not in the expected form (no control characters)',
+      ]);
+      assertRefusedNaming(
+        await signed(svc.url, 'POST', '/fund/rfq', {
+          participant_code: participant,
+          fund_asset: 'BTC.BTC',
+          client_fund_id: value,
+        }),
+        'client_fund_id',
+        `fund ${what}`,
+      );
+      assertRefusedNaming(
+        await signed(svc.url, 'POST', '/participants/customers/new', usCustomer({ first_name: value })),
+        'first_name',
+        `customer ${what}`,
+      );
+    }
+    const rfq = await signed(
+      svc.url,
+      'GET',
+      `/liquidity/rfq?side=buy&underlying=BTC&quoted_currency=USD&quantity=0.01&participant_code=${participant}&account_label=a%0Ab`,
+    );
+    assertRefusedNaming(rfq, 'account_label', 'rfq');
+    const after = await Promise.all([
+      countOf('customer_account_requests'),
+      countOf('participants'),
+      countOf('funding_sessions'),
+    ]);
+    assert.deepEqual(after, before);
+    // Letters of any script, emoji and spaces inside are text like any other.
+    const fine = await signed(
+      svc.url,
+      'POST',
+      '/participants/customers/new',
+      usCustomer({ first_name: 'Zoë 💥 Ñ' }),
+    );
+    assert.equal(fine.status, 201, fine.text);
+  });
+
+  test('a value outside a short list is refused with the list', async () => {
+    const operator = await admin('POST', '/participants', { ...validParticipant(), status: 'bogus' });
+    assert.equal(operator.status, 400, operator.text);
+    assert.deepEqual((operator.json as { errors: string[] }).errors, [
+      'status: must be one of submitted, approved, rejected, locked, disabled, divested, closed',
+    ]);
+    const listed = await platform.client.send<{ errors: string[] }>('GET', '/participants', {
+      query: { status: 'bogus' },
+    });
+    assert.equal(listed.status, 400);
+    assert.equal(listed.body.errors.length, 1, JSON.stringify(listed.body));
+    assert.match(listed.body.errors[0]!, /^status: must be one of .*\bapproved\b/);
+  });
+
+  test('query strings that are not valid percent-encoded UTF-8: 400 naming the parameter, nothing stored', async () => {
+    const quotesBefore = await countQuotes();
+    const rfq = `/liquidity/rfq?side=buy&underlying=BTC&quoted_currency=USD&quantity=0.01&participant_code=${participant}`;
+    for (const [target, field] of [
+      [`${rfq}&account_label=%ZZ`, 'account_label'],
+      [`${rfq}&account_label=gen%`, 'account_label'],
+      [`${rfq}&account_label=%FF`, 'account_label'],
+      // An encoded lone surrogate: not UTF-8.
+      [`${rfq}&account_label=%ED%A0%80`, 'account_label'],
+      ['/accounts?account_label=%ZZ', 'account_label'],
+      ['/trades?account_label=ab%2', 'account_label'],
+      ['/fund/transactions?account_label=%C3', 'account_label'],
+      ['/participants?email=a%G0', 'email'],
+      ['/accounts?%ZZ=1', 'query'],
+    ] as const) {
+      assertRefusedNaming(await signed(svc.url, 'GET', target), field, target);
+    }
+    const quotesAfter = await countQuotes();
+    assert.equal(quotesAfter, quotesBefore);
+    // Well-formed escapes and `+` for a space still read as before.
+    const fine = await signed(svc.url, 'GET', '/accounts?account_label=gen%65ral+x');
+    assert.equal(fine.status, 200, fine.text);
+    const operator = await admin('GET', '/platforms?x=%ZZ');
+    assert.equal(operator.status, 400, operator.text);
+    assert.deepEqual((operator.json as { errors: string[] }).errors, [
+      'x: is not valid percent-encoded UTF-8',
+    ]);
   });
 
   test('path fields: zrn (wire-contract §4) and tenant', async () => {

@@ -328,6 +328,18 @@ describe('bad requests name every bad field', () => {
     assert.deepEqual(both.body.errors.map((e) => e.split(':')[0]).sort(), ['quantity', 'total']);
   });
 
+  test('an amount out of its form is refused with the form, bounds included', async () => {
+    for (const value of ['1000000000000', '1.0000000000000000001']) {
+      const res = await client.send<{ errors: string[] }>('GET', '/liquidity/rfq', {
+        query: { ...ACCOUNT_ACTIONS, total: value },
+      });
+      assert.equal(res.status, 400, value);
+      assert.deepEqual(res.body.errors, [
+        'total: is not in the expected form (positive decimal string, at most 12 digits before the point and 18 after)',
+      ]);
+    }
+  });
+
   test('an amount asked for is at most 30 characters, refused as such (not as a computed amount too large at the price)', async () => {
     for (const field of ['quantity', 'total'] as const) {
       const res = await client.send<{ errors: string[] }>('POST', '/liquidity/rfq', {
