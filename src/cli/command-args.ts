@@ -78,6 +78,14 @@ export function positional(positionals: string[], index: number, name: string): 
   return value;
 }
 
+/** A non-negative decimal option (`--deposit-fee-bps 12.5`), or undefined when absent; its range is the server's. */
+export function optionalDecimal(options: Options, name: string): string | undefined {
+  const value = optionalString(options, name);
+  if (value === undefined) return undefined;
+  if (!/^\d+(\.\d+)?$/.test(value)) throw new UsageError(`--${name} must be a decimal number, got "${value}"`);
+  return value;
+}
+
 /** A positive integer option (`--page 2`), or undefined when absent. */
 export function optionalInteger(options: Options, name: string): number | undefined {
   const value = optionalString(options, name);

@@ -6,6 +6,7 @@ import type { AdminTrade, AdvanceTradeBody, BookTradeBody } from '../contract/tr
 import type { AdminClient } from './admin-client.ts';
 import {
   list,
+  optionalDecimal,
   optionalInteger,
   optionalString,
   positional,
@@ -52,7 +53,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         name: required(o, 'name'),
         ip_allowlist: list(o, 'allow'),
         quote_expiry_ms: optionalInteger(o, 'quote-expiry-ms'),
-        deposit_fee_bps: optionalString(o, 'deposit-fee-bps'),
+        deposit_fee_bps: optionalDecimal(o, 'deposit-fee-bps'),
       }),
   },
   'platforms list': {
@@ -231,11 +232,17 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         ['status', 'status'],
         ['payload_type', 'type'],
         ['resource_key', 'resource'],
-        ['page', 'page'],
-        ['page_size', 'page-size'],
       ] as const) {
         const value = optionalString(o, option);
         if (value !== undefined) query.set(param, value);
+      }
+      // Checked here, as every other command's page is: sent as given, "abc" came back a 400 (exit 1, not 2).
+      for (const [param, option] of [
+        ['page', 'page'],
+        ['page_size', 'page-size'],
+      ] as const) {
+        const value = optionalInteger(o, option);
+        if (value !== undefined) query.set(param, String(value));
       }
       const suffix = query.size ? `?${query}` : '';
       // With the page it is, and how many there are: whether more (dead letters) lie beyond it.

@@ -432,6 +432,19 @@ describe('numbers and choices given as options', () => {
         ['platforms', 'create', '--name', 'p', '--quote-expiry-ms', '1e4', ...OPERATOR_OFFLINE_ARGS],
         '--quote-expiry-ms must be a whole number, got "1e4"',
       ],
+      // Sent as given, these came back a 400 from the server (exit 1).
+      [
+        ['platforms', 'create', '--name', 'p', '--deposit-fee-bps', 'abc', ...OPERATOR_OFFLINE_ARGS],
+        '--deposit-fee-bps must be a decimal number, got "abc"',
+      ],
+      [
+        ['webhooks', 'notifications', 'ABC123', '--page', 'abc', ...OPERATOR_OFFLINE_ARGS],
+        '--page must be a whole number, got "abc"',
+      ],
+      [
+        ['webhooks', 'notifications', 'ABC123', '--page-size', '1e2', ...OPERATOR_OFFLINE_ARGS],
+        '--page-size must be a whole number, got "1e2"',
+      ],
       [
         ['webhooks', 'listen', '--port', ' 0x7631', '--secret', 's'],
         '--port must be a port number 0-65535 (0 = any free port), got " 0x7631"',
