@@ -87,9 +87,12 @@ export async function loadPartitions(
 
 /**
  * Up to `limit` undelivered notifications of `partitions` that `cursor` has not seen, in seq order, and the cursor
- * past them. Two index reads, each in seq order and at most `limit` long: those after the cursor's seq (the
- * undelivered seq index), and those below it of the transactions the cursor's snapshot did not show (migration
- * 0026's txid index); they do not overlap.
+ * past them. Two index reads that do not overlap: those after the cursor's seq, in seq order and at most `limit`
+ * (migration 0031's seq index of the undelivered, from the cursor on), and those below it of the transactions the
+ * cursor's snapshot did not show (0026's txid index, a range for those begun since and the open ones by equality).
+ * Each reads what it brings: planned on statistics from when nothing was pending, every partial index of the
+ * undelivered looks empty, and a read once went through one of them whole, so that reading a backlog cost the square
+ * of its length (test/integration/webhook-read-plans.test.ts).
  */
 export async function readAfter(
   db: Executor,
@@ -103,15 +106,26 @@ export async function readAfter(
     -- planner read the seq index from the cursor down, every notification ever recorded below it, at each read
     -- (bench: PostgreSQL's CPU per delivery 1.5 times the record's; test/integration/webhook-read-plans.test.ts).
     -- Unordered and unbounded by seq, in a CTE of its own, it takes the few the txids name: those committed since
-    -- the last read, of which those below the cursor are kept.
+    -- the last read, of which those below the cursor are kept. Each txid condition an index bound of its own: joined
+    -- by OR, neither was, and the txid index was read whole at each read. No open transactions (the usual case), no
+    -- equality: "= any ('{}')" is false, which the planner takes to allow any index, and it read one whole.
     late as materialized (
+      ${
+        cursor.openXids.length > 0
+          ? sql`select w.* from webhook_notifications w
+              where w.txid = any (${cursor.openXids}::xid8[])
+                and w.status in ('pending', 'retrying') and w.lane_partition = any (${partitions}::smallint[])
+              union all`
+          : sql``
+      }
       select w.* from webhook_notifications w
-      where (w.txid = any (${cursor.openXids}::xid8[]) or w.txid >= ${cursor.xmax}::xid8)
+      where w.txid >= ${cursor.xmax}::xid8
         and w.status in ('pending', 'retrying') and w.lane_partition = any (${partitions}::smallint[])
     ),
     found as (
+      -- w.seq > 0 (always so) is the condition of 0031's index, which no other read can take.
       (select w.* from webhook_notifications w
-        where w.seq > ${cursor.afterSeq}::bigint and w.status in ('pending', 'retrying')
+        where w.seq > ${cursor.afterSeq}::bigint and w.seq > 0 and w.status in ('pending', 'retrying')
           and w.lane_partition = any (${partitions}::smallint[])
         order by w.seq limit ${limit}::int)
       union all
