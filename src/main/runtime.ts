@@ -133,42 +133,9 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const taskList = buildTaskList(services);
     registerJobMetrics(metrics, store.db, Object.keys(taskList));
 
-    let worker: Runner | null = null;
-    if (config.role !== 'api') {
-      // Webhook delivery's dispatcher (issue 4) runs beside the job runner: both stop taking work at once, and
-      // the dispatcher closes its connections after the runner has stopped (cleanups run in reverse order).
-      const webhookWorker = services.webhooks.delivery.startWorkerSide(logger, { databaseUrl, listener });
-      cleanups.push(() => webhookWorker.close());
-      worker = await startWorker({
-        pool: store.pool,
-        taskList,
-        cronItems,
-        keyedTasks,
-        concurrency: config.worker.concurrency,
-        pollIntervalMs: config.worker.pollIntervalMs,
-        logger,
-      });
-      const running = worker;
-      // Webhook attempts under way may finish until SHUTDOWN_DRAIN_SHARE of the shutdown time has passed; the
-      // jobs under way are waited for meanwhile, not after; the rest of the time is for the attempts' records,
-      // the connections and an embedded PostgreSQL.
-      // Settled, not all: the connections close (next cleanup) only once both have stopped, even if one failed.
-      // Begun at the start of the shutdown, before an HTTP drain (SVC_SHUTDOWN_DRAIN_MS), which is for the
-      // load balancer: the worker side stops taking work at the signal, and its share runs from then.
-      let workStopped: Promise<unknown> | null = null;
-      stopWork = () =>
-        (workStopped ??= Promise.allSettled([
-          webhookWorker.stopIntake({
-            drainMs: Math.max(
-              0,
-              closingSince + config.shutdownTimeoutMs * SHUTDOWN_DRAIN_SHARE - performance.now(),
-            ),
-          }),
-          running.stop(),
-        ]));
-      cleanups.push(stopWork);
-    }
-
+    // The worker side's cleanups go here, before the listeners' (cleanups run in reverse): at shutdown the listeners
+    // stop taking connections first, while the worker side drains, as before its start moved after them (review).
+    const workerCleanupsAt = cleanups.length;
     const apps: FastifyInstance[] = [];
     /** Builds an app of `parts`, closed at shutdown, listening on `at`; returns its URL. */
     const serve = async (deps: AppDeps, parts: AppParts, at: { host: string; port: number }) => {
@@ -228,6 +195,45 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       if (config.opsListen) {
         opsUrl = await serve(appDeps, { public: false, admin: false }, config.opsListen);
       }
+    }
+
+    // The worker side starts once every listener is bound: a start that fails on a taken port had migrated, then
+    // taken webhook partitions and started jobs before it failed, competing with the running workers for a moment
+    // (review). Jobs enqueued by the first requests meanwhile wait for it, as for any busy worker.
+    let worker: Runner | null = null;
+    if (config.role !== 'api') {
+      // Webhook delivery's dispatcher (issue 4) runs beside the job runner: both stop taking work at once, and
+      // the dispatcher closes its connections after the runner has stopped (cleanups run in reverse order).
+      const webhookWorker = services.webhooks.delivery.startWorkerSide(logger, { databaseUrl, listener });
+      cleanups.splice(workerCleanupsAt, 0, () => webhookWorker.close());
+      worker = await startWorker({
+        pool: store.pool,
+        taskList,
+        cronItems,
+        keyedTasks,
+        concurrency: config.worker.concurrency,
+        pollIntervalMs: config.worker.pollIntervalMs,
+        logger,
+      });
+      const running = worker;
+      // Webhook attempts under way may finish until SHUTDOWN_DRAIN_SHARE of the shutdown time has passed; the
+      // jobs under way are waited for meanwhile, not after; the rest of the time is for the attempts' records,
+      // the connections and an embedded PostgreSQL.
+      // Settled, not all: the connections close (next cleanup) only once both have stopped, even if one failed.
+      // Begun at the start of the shutdown, before an HTTP drain (SVC_SHUTDOWN_DRAIN_MS), which is for the
+      // load balancer: the worker side stops taking work at the signal, and its share runs from then.
+      let workStopped: Promise<unknown> | null = null;
+      stopWork = () =>
+        (workStopped ??= Promise.allSettled([
+          webhookWorker.stopIntake({
+            drainMs: Math.max(
+              0,
+              closingSince + config.shutdownTimeoutMs * SHUTDOWN_DRAIN_SHARE - performance.now(),
+            ),
+          }),
+          running.stop(),
+        ]));
+      cleanups.splice(workerCleanupsAt + 1, 0, stopWork);
     }
 
     return {

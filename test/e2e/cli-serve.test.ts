@@ -242,5 +242,17 @@ describe('start-up failures: one line naming the problem, no stack', () => {
         assert.doesNotMatch(result.stderr, STACK_FRAME);
       }
     });
+
+    test('a worker-side start fails before its worker starts: no jobs, no webhook partitions taken', async () => {
+      const result = await runCli(
+        ['serve', '--role', 'all'],
+        env({ SVC_PORT: String(port), SVC_LOG_LEVEL: 'info' }),
+      );
+      assert.equal(result.code, 1, result.stderr);
+      const output = result.stdout + result.stderr;
+      assert.match(output, /the address is already in use/);
+      // Started and stopped, its delivery logs both; its job runner would have taken the jobs that were due.
+      assert.doesNotMatch(output, /webhook delivery stopping|webhook partitions taken/, output.slice(-2000));
+    });
   });
 });
