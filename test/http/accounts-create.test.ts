@@ -124,6 +124,7 @@ describe('POST /accounts racing another request for a tenant', () => {
     const tenant = (await svc.newParticipant(a.platform.platform_code)).participant_code;
     // The other request, caught between its check and its commit: its claim of the tenant's pair is written and
     // not committed, so this request's check does not see it and its own claim waits for it.
+    const otherZrn = `zrn:svc:us:account:customer:${randomUUID()}`;
     const other = new pg.Client({ connectionString: svc.database.url });
     await other.connect();
     try {
@@ -131,7 +132,7 @@ describe('POST /accounts racing another request for a tenant', () => {
       await other.query(
         `insert into account_memberships (platform_code, participant_code, account_label, zrn, role, effective_at)
          values ($1, $2, 'raced', $3, 'tenant', null)`,
-        [a.platform.platform_code, tenant, `zrn:svc:us:account:customer:${randomUUID()}`],
+        [a.platform.platform_code, tenant, otherZrn],
       );
       const response = post({
         participant_code: holder,
@@ -151,7 +152,7 @@ describe('POST /accounts racing another request for a tenant', () => {
       const res = await response;
       assert.equal(res.status, 409, JSON.stringify(res.body));
       assert.deepEqual(errorsOf(res), [
-        `tenants: participant ${tenant} was made a member of an account with account_label raced by a request accepted at the same time; a participant acts for one account per label`,
+        `tenants: participant ${tenant} already is a tenant of account ${otherZrn} (pending) with account_label raced; a participant acts for one account per label`,
       ]);
       // Nothing of the refused request: no creation request, and the holder claims nothing under the label.
       assert.deepEqual(await creationRequests(holder), []);

@@ -191,17 +191,11 @@ export function uniqueViolationToConflict(error: unknown, message: string): unkn
   return pgErrorCode(error) === PG_UNIQUE_VIOLATION ? conflict(message) : error;
 }
 
-/**
- * The participant whose (participant, label) pair a unique violation of account_memberships names (PostgreSQL's
- * detail: `Key (platform_code, participant_code, account_label)=(P, CODE, label) already exists.`), or null for
- * another error. Codes hold no comma or space, so the second value is the code whatever the label holds.
- */
-function memberInConflict(error: unknown): string | null {
-  if (pgErrorCode(error) !== PG_UNIQUE_VIOLATION) return null;
-  const { constraint, detail } = error as { constraint?: unknown; detail?: unknown };
-  if (constraint !== 'account_memberships_pkey' || typeof detail !== 'string') return null;
+/** A unique violation of account_memberships: a (participant, label) pair was claimed by a concurrent request. */
+function pairClaimedMeanwhile(error: unknown): boolean {
   return (
-    /^Key \(platform_code, participant_code, account_label\)=\([^,]*, ([^,]+), /.exec(detail)?.[1] ?? null
+    pgErrorCode(error) === PG_UNIQUE_VIOLATION &&
+    (error as { constraint?: unknown }).constraint === 'account_memberships_pkey'
   );
 }
 
@@ -423,14 +417,17 @@ export function createCustomerAccountsService(deps: DomainDeps) {
           await enqueueCreation(trx, platformCode, requestId);
         });
       } catch (error) {
-        // A request accepted meanwhile claimed one of the pairs: the tenant's, if it was a tenant's (review: the
-        // 409 named the holder's pair, which nothing claimed).
-        const member = memberInConflict(error);
+        // A request accepted meanwhile claimed one of the pairs. A tenant's is named as the check above names it, read
+        // now that the claim has committed (review: the 409 named the holder's pair, which nothing claimed).
+        if (pairClaimedMeanwhile(error)) {
+          const claimed = await findMemberships(db, platformCode, [holder, ...tenants], body.account_label);
+          const tenant = claimed.find((m) => m.participant_code !== holder);
+          if (tenant && !claimed.some((m) => m.participant_code === holder))
+            throw membershipConflict('tenants', tenant, body.account_label);
+        }
         throw uniqueViolationToConflict(
           error,
-          member !== null && member !== holder
-            ? `tenants: participant ${member} was made a member of an account with account_label ${body.account_label} by a request accepted at the same time; a participant acts for one account per label`
-            : `customer account for (participant_code ${holder}, account_label ${body.account_label}): a conflicting request was accepted first`,
+          `customer account for (participant_code ${holder}, account_label ${body.account_label}): a conflicting request was accepted first`,
         );
       }
     },
