@@ -234,7 +234,8 @@ export const FundTransactionsQuery = Type.Object(
     fund_asset: Type.Optional(FundAssetForm),
     deposit_address: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     fund_id: Type.Optional(Type.String({ format: 'uuid' })),
-    reference_id: Type.Optional(Reference),
+    // A filter: any text (a reference stored before the pattern stays within reach; an odd one matches nothing).
+    reference_id: Type.Optional(Type.String({ maxLength: 50 })),
     deposit_intent_id: Type.Optional(Type.String({ format: 'uuid' })),
     success: Type.Optional(Type.Boolean()),
     deposit_timestamp_gte: Type.Optional(EpochMsFilterParam),

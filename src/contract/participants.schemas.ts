@@ -1,6 +1,14 @@
 import { Type, type Static, type TObject, type TOptional, type TSchema } from 'typebox';
 import { GENERATED_CODE_PATTERN, GeneratedCode } from './identifiers.ts';
-import { PageQuery, PagedEnvelope, Envelope, PRINTABLE_TEXT, PRINTABLE_TEXT_PATTERN } from './responses.ts';
+import {
+  Envelope,
+  MULTILINE_TEXT,
+  MULTILINE_TEXT_PATTERN,
+  PageQuery,
+  PagedEnvelope,
+  PRINTABLE_TEXT,
+  PRINTABLE_TEXT_PATTERN,
+} from './responses.ts';
 
 /**
  * Customer onboarding and participant look-ups (spec 4.6, 7.2 last row, 7.3; wire-contract §7, §9) in the
@@ -184,6 +192,9 @@ const Text = (maxLength = 255, description?: string) =>
     pattern: PRINTABLE_TEXT_PATTERN,
     description: description ? `${description}; ${PRINTABLE_TEXT}` : PRINTABLE_TEXT,
   });
+/** Free text of a text box (the explanations): line breaks and tabs are part of it. */
+const Prose = (maxLength: number) =>
+  Type.String({ minLength: 1, maxLength, pattern: MULTILINE_TEXT_PATTERN, description: MULTILINE_TEXT });
 const IsoDate = (description: string) => Type.String({ format: 'date', description });
 const Choice = <T extends readonly string[]>(values: T, description?: string) =>
   Type.Enum(values, description ? { description } : {});
@@ -369,7 +380,7 @@ export const CUSTOMER_FIELDS = {
     { maxItems: 8 },
   ),
   tx_relationship_term_with_service: Choice(['long_term', 'short_term', 'other'] as const),
-  tx_relationship_term_with_service_other_explanation: Text(500),
+  tx_relationship_term_with_service_other_explanation: Prose(500),
   gender: Choice(['male', 'female', 'other'] as const),
   purpose_of_transactions: Choice([
     'finvest_personal',
@@ -382,7 +393,7 @@ export const CUSTOMER_FIELDS = {
     'p2p_intl',
     'other',
   ] as const),
-  purpose_of_transactions_other_explanation: Text(500),
+  purpose_of_transactions_other_explanation: Prose(500),
   expected_monthly_transaction_count: Choice([
     'under_10',
     'between_11_and_100',

@@ -23,15 +23,19 @@ export const PagedEnvelopeWithoutCount = <T extends TSchema>(item: T) => Type.Ob
 
 /**
  * Text a caller names something with or that is shown to people (account labels, references, a customer's names
- * and address): no control character (C0, DEL, C1: a newline, a bell) and no bidirectional control (U+202E and
- * the like), which make two values that print alike differ or one print as another. Such values travel in
- * webhooks and trade parties, and a label is half of the (participant, label) key (review: `"a\nb"` and
- * `"\u202egeneral"` were taken as labels, and a BEL in a first name).
+ * and address): no control character (C0, DEL, C1: a newline, a tab, a bell) and no bidirectional embedding,
+ * override or isolate (U+202A-U+202E, U+2066-U+2069), which make two values that print alike differ or one print
+ * as another. Such values travel in webhooks and trade parties, and a label is half of the (participant, label) key
+ * (review: `"a\nb"` and `"\u202egeneral"` were taken as labels, and a BEL in a first name). The bidirectional
+ * marks (U+200E, U+200F, U+061C), which keyboards of right-to-left scripts put in names, are text like any other.
  */
-export const PRINTABLE_TEXT_PATTERN =
-  '^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u202A-\\u202E\\u2066-\\u2069]*$';
+export const PRINTABLE_TEXT_PATTERN = '^[^\\u0000-\\u001F\\u007F-\\u009F\\u202A-\\u202E\\u2066-\\u2069]*$';
 /** How a value refused by PRINTABLE_TEXT_PATTERN is told (a pattern's error is said in its description). */
 export const PRINTABLE_TEXT = 'no control characters';
+/** As PRINTABLE_TEXT_PATTERN, for free text written in a text box: line breaks and tabs allowed. */
+export const MULTILINE_TEXT_PATTERN =
+  '^[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F\\u202A-\\u202E\\u2066-\\u2069]*$';
+export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
 
 /**
  * An account label where one is named for an account to hold or move balances (quotes, trades, funding,

@@ -14,9 +14,9 @@ export type Dec = Decimal;
  */
 export const Exact = Decimal.clone({ precision: 200, rounding: Decimal.ROUND_HALF_EVEN });
 
-export const DECIMAL_PATTERN = '^-?(0|[1-9][0-9]*)(\\.[0-9]+)?$';
-/** DECIMAL_PATTERN without the sign. */
-export const NON_NEGATIVE_DECIMAL_PATTERN = '^(0|[1-9][0-9]*)(\\.[0-9]+)?$';
+import { DECIMAL_PATTERN } from './decimal-form.ts';
+
+export { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from './decimal-form.ts';
 const DECIMAL_RE = new RegExp(DECIMAL_PATTERN);
 
 export function isDecimalString(value: string): boolean {

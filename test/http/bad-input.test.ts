@@ -514,14 +514,32 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       countOf('funding_sessions'),
     ]);
     assert.deepEqual(after, before);
-    // Letters of any script, emoji and spaces inside are text like any other.
-    const fine = await signed(
-      svc.url,
-      'POST',
-      '/participants/customers/new',
-      usCustomer({ first_name: 'Zoë 💥 Ñ' }),
+    // Letters of any script, emoji, spaces inside and the bidirectional marks of right-to-left keyboards are text
+    // like any other; an explanation (a text box) keeps its line breaks and tabs.
+    for (const fields of [
+      { first_name: 'Zoë 💥 Ñ' },
+      { first_name: 'דוד\u200f', last_name: 'O’Brien-Ünal' },
+      {
+        purpose_of_transactions: 'other',
+        purpose_of_transactions_other_explanation: 'line one\nline two\tend\r\n',
+      },
+    ]) {
+      const fine = await signed(svc.url, 'POST', '/participants/customers/new', usCustomer(fields));
+      assert.equal(fine.status, 201, `${JSON.stringify(fields)}: ${fine.text}`);
+    }
+    assertRefusedNaming(
+      await signed(
+        svc.url,
+        'POST',
+        '/participants/customers/new',
+        usCustomer({
+          purpose_of_transactions: 'other',
+          purpose_of_transactions_other_explanation: 'a\u0007b',
+        }),
+      ),
+      'purpose_of_transactions_other_explanation',
+      'a bell in an explanation',
     );
-    assert.equal(fine.status, 201, fine.text);
   });
 
   test('a value outside a short list is refused with the list', async () => {
