@@ -2,6 +2,8 @@
  * Reading a command's arguments: options arrive parsed by node's util.parseArgs (string values, repeated
  * ones as arrays), positionals as strings. Shared by the operator and the platform (`svc api`) commands.
  */
+import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal-form.ts';
+
 export type Options = Record<string, string | boolean | string[] | undefined>;
 
 /** A mistake in the command line (exit code 2). */
@@ -78,11 +80,15 @@ export function positional(positionals: string[], index: number, name: string): 
   return value;
 }
 
+const NON_NEGATIVE_DECIMAL = new RegExp(NON_NEGATIVE_DECIMAL_PATTERN);
+
 /** A non-negative decimal option (`--deposit-fee-bps 12.5`), or undefined when absent; its range is the server's. */
 export function optionalDecimal(options: Options, name: string): string | undefined {
   const value = optionalString(options, name);
   if (value === undefined) return undefined;
-  if (!/^\d+(\.\d+)?$/.test(value)) throw new UsageError(`--${name} must be a decimal number, got "${value}"`);
+  // The server's form (a leading zero refused, as it refuses it), so that what passes here is not sent to a 400.
+  if (!NON_NEGATIVE_DECIMAL.test(value))
+    throw new UsageError(`--${name} must be a decimal number, got "${value}"`);
   return value;
 }
 

@@ -438,6 +438,10 @@ describe('numbers and choices given as options', () => {
         '--deposit-fee-bps must be a decimal number, got "abc"',
       ],
       [
+        ['platforms', 'create', '--name', 'p', '--deposit-fee-bps', '012', ...OPERATOR_OFFLINE_ARGS],
+        '--deposit-fee-bps must be a decimal number, got "012"',
+      ],
+      [
         ['webhooks', 'notifications', 'ABC123', '--page', 'abc', ...OPERATOR_OFFLINE_ARGS],
         '--page must be a whole number, got "abc"',
       ],
