@@ -29,12 +29,13 @@ export const PagedEnvelopeWithoutCount = <T extends TSchema>(item: T) => Type.Ob
  * (review: `"a\nb"` and `"\u202egeneral"` were taken as labels, and a BEL in a first name). The bidirectional
  * marks (U+200E, U+200F, U+061C), which keyboards of right-to-left scripts put in names, are text like any other.
  */
-export const PRINTABLE_TEXT_PATTERN = '^[^\\u0000-\\u001F\\u007F-\\u009F\\u202A-\\u202E\\u2066-\\u2069]*$';
+/** DEL, the C1 controls and the bidirectional embeddings, overrides and isolates: refused in both forms below. */
+const OTHER_CONTROLS = '\\u007F-\\u009F\\u202A-\\u202E\\u2066-\\u2069';
+export const PRINTABLE_TEXT_PATTERN = `^[^\\u0000-\\u001F${OTHER_CONTROLS}]*$`;
 /** How a value refused by PRINTABLE_TEXT_PATTERN is told (a pattern's error is said in its description). */
 export const PRINTABLE_TEXT = 'no control characters';
-/** As PRINTABLE_TEXT_PATTERN, for free text written in a text box: line breaks and tabs allowed. */
-export const MULTILINE_TEXT_PATTERN =
-  '^[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F\\u202A-\\u202E\\u2066-\\u2069]*$';
+/** As PRINTABLE_TEXT_PATTERN, for free text written in a text box: tab, line feed and carriage return allowed. */
+export const MULTILINE_TEXT_PATTERN = `^[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F${OTHER_CONTROLS}]*$`;
 export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
 
 /**
