@@ -1,16 +1,21 @@
 /**
- * What a worker's reads of a backlog cost PostgreSQL (lane-reads.repository.ts readAfter, migration 0031): the
- * service's read against the read as it was before 0031 (copied below), on the same database, backlogs and
- * statistics, taking turns. The statistics are taken while nothing is pending, as after any quiet hour: every partial
- * index of the undelivered then looks empty to the planner. The read before 0031 then went through one of them whole
- * at each read, so that reading a backlog through cost the square of its length.
+ * What a worker's reads of a backlog cost PostgreSQL (lane-reads.repository.ts readAfter): the service's read (migration
+ * 0032's function, planned without sorts) against the read as it was before 0031 and before 0032 (copied below), on
+ * the same database and backlogs, taking turns, under two kinds of statistics:
+ * - quiet: taken while nothing was pending, as after any quiet hour: every partial index of the undelivered then
+ *   looks empty to the planner. The read before 0031 went through one of them whole at each read, so that reading a
+ *   backlog through cost the square of its length;
+ * - none: a table never analysed (a new database, or before autovacuum's first look; autovacuum is off on the
+ *   bench's table so that it stays so). The read of 0031 then read the partition index of the undelivered whole and
+ *   sorted it, at each read (session 29: the worker's reads of a backlog of 60,000, 27 µs a notification).
  *
  * Measured: CPU time of the one backend that runs the reads (/proc), per notification read, for backlogs of each
- * size in BENCH_BACKLOGS (10000,40000), BENCH_ROUNDS rounds (3); the result is the median ratio before/now.
+ * size in BENCH_BACKLOGS (10000,40000), BENCH_ROUNDS rounds (3), statistics BENCH_STATS (quiet,none); the results are
+ * the median ratios before/now.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node --import tsx bench/webhook-reads.bench.ts
  *
- * Session 28: 16-25 µs against 6 at 10,000; 49-76 against 7 at 40,000.
+ * Session 28 (quiet): before 0031 16-25 µs against 6 at 10,000; 49-76 against 7 at 40,000.
  */
 import { sql } from 'kysely';
 import { BENCH_PLATFORM, BENCH_TRADE_PAYLOAD, median, procStatCpuMs } from './bench-support.ts';
@@ -23,6 +28,7 @@ const BACKLOGS = (process.env.BENCH_BACKLOGS ?? '10000,40000').split(',').map(Nu
 /** The worker's READ_LIMIT (book-reads.ts). */
 const READ_LIMIT = 500;
 const PARTITIONS = Array.from({ length: 64 }, (_, i) => i);
+const STATS = (process.env.BENCH_STATS ?? 'quiet,none').split(',') as Array<'quiet' | 'none'>;
 
 /** readAfter before migration 0031, as it was: the baseline. */
 async function readAfterBefore0031(db: Db, cursor: ReadCursor, limit: number) {
@@ -44,6 +50,42 @@ async function readAfterBefore0031(db: Db, cursor: ReadCursor, limit: number) {
     select s.snap, r.* from s left join lateral (
       select n.notification_id, n.seq::float8 as seq, n.payload::text as body from found n order by n.seq limit ${limit}::int
     ) r on true`.execute(db);
+  return cursorAfter(rows, cursor, limit);
+}
+
+/** readAfter of migration 0031 to 0032, as it was: planned on the statistics as they are. */
+async function readAfterBefore0032(db: Db, cursor: ReadCursor, limit: number) {
+  const { rows } = await sql<{ snap: string; seq: number | null }>`
+    with s as materialized (select pg_current_snapshot()::text as snap),
+    late as materialized (
+      ${
+        cursor.openXids.length > 0
+          ? sql`select w.* from webhook_notifications w
+              where w.txid = any (${cursor.openXids}::xid8[])
+                and w.status in ('pending', 'retrying') and w.lane_partition = any (${PARTITIONS}::smallint[])
+              union all`
+          : sql``
+      }
+      select w.* from webhook_notifications w
+      where w.txid >= ${cursor.xmax}::xid8
+        and w.status in ('pending', 'retrying') and w.lane_partition = any (${PARTITIONS}::smallint[])
+    ),
+    found as (
+      (select w.* from webhook_notifications w
+        where w.seq > ${cursor.afterSeq}::bigint and w.seq > 0 and w.status in ('pending', 'retrying')
+          and w.lane_partition = any (${PARTITIONS}::smallint[])
+        order by w.seq limit ${limit}::int)
+      union all
+      (select * from late where seq <= ${cursor.afterSeq}::bigint order by seq limit ${limit}::int)
+    )
+    select s.snap, r.* from s left join lateral (
+      select n.notification_id, n.seq::float8 as seq, n.payload::text as body from found n order by n.seq limit ${limit}::int
+    ) r on true`.execute(db);
+  return cursorAfter(rows, cursor, limit);
+}
+
+/** The count read and the cursor past it, as readAfter makes it. */
+function cursorAfter(rows: Array<{ snap: string; seq: number | null }>, cursor: ReadCursor, limit: number) {
   const found = rows.filter((row) => row.seq !== null);
   const last = found.at(-1)?.seq ?? cursor.afterSeq;
   const [, xmax, xip] = rows[0]!.snap.split(':') as [string, string, string];
@@ -58,15 +100,17 @@ async function readAfterBefore0031(db: Db, cursor: ReadCursor, limit: number) {
 }
 
 type Read = (db: Db, cursor: ReadCursor) => Promise<{ count: number; cursor: ReadCursor }>;
-const READS: Record<'before 0031' | 'now', Read> = {
+const READS: Record<'before 0031' | 'before 0032' | 'now', Read> = {
   'before 0031': (db, cursor) => readAfterBefore0031(db, cursor, READ_LIMIT),
+  'before 0032': (db, cursor) => readAfterBefore0032(db, cursor, READ_LIMIT),
   now: async (db, cursor) => {
     const read = await readAfter(db, PARTITIONS, cursor, READ_LIMIT);
     return { count: read.rows.length, cursor: read.cursor };
   },
 };
 
-async function main(): Promise<void> {
+/** Reads backlogs through with each read under `stats`, in a database of their own; prints the ratios. */
+async function measure(stats: 'quiet' | 'none'): Promise<void> {
   const database = await createTestDatabase();
   // One connection: the reads' backend is the one measured.
   const store = createStore(database.url, { max: 1 });
@@ -75,11 +119,15 @@ async function main(): Promise<void> {
   const backendCpuMs = () => procStatCpuMs(`/proc/${rows[0]!.pid}/stat`);
   try {
     await sql`insert into platforms (platform_code, name) values (${BENCH_PLATFORM}, 'bench')`.execute(db);
-    await sql`insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
-      select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', 'trade:old-' || i, ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
-      from generate_series(1, 20000) i`.execute(db);
-    await sql`update webhook_notifications set status = 'delivered', delivered_at = now()`.execute(db);
-    await sql`vacuum analyze webhook_notifications`.execute(db);
+    if (stats === 'quiet') {
+      await sql`insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
+        select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', 'trade:old-' || i, ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
+        from generate_series(1, 20000) i`.execute(db);
+      await sql`update webhook_notifications set status = 'delivered', delivered_at = now()`.execute(db);
+      await sql`vacuum analyze webhook_notifications`.execute(db);
+    } else {
+      await sql`alter table webhook_notifications set (autovacuum_enabled = off)`.execute(db);
+    }
 
     /** Reads a backlog of `size` through with `read`: the backend's CPU per notification, in µs. */
     const readThrough = async (read: Read, size: number, tag: string): Promise<number> => {
@@ -97,27 +145,30 @@ async function main(): Promise<void> {
       }
       const cpuUs = ((backendCpuMs() - before) * 1000) / total;
       if (total !== size) throw new Error(`read ${total} of a backlog of ${size}`);
-      // Delivered, as a worker leaves them; the statistics stay those of the quiet table.
+      // Delivered, as a worker leaves them; the statistics stay as they were.
       await sql`update webhook_notifications set status = 'delivered', delivered_at = now() where status = 'pending'`.execute(
         db,
       );
       return cpuUs;
     };
 
-    console.log(`webhook reads of a backlog: PostgreSQL's CPU per notification read, ${ROUNDS} rounds`);
+    console.log(`statistics ${stats}: PostgreSQL's CPU per notification read, ${ROUNDS} rounds`);
     for (const size of BACKLOGS) {
-      const ratios: number[] = [];
+      const ratios = { 'before 0031': [] as number[], 'before 0032': [] as number[] };
       for (let round = 0; round < ROUNDS; round++) {
-        const old = await readThrough(READS['before 0031'], size, `old-${size}-${round}`);
+        const old31 = await readThrough(READS['before 0031'], size, `b31-${size}-${round}`);
+        const old32 = await readThrough(READS['before 0032'], size, `b32-${size}-${round}`);
         const now = await readThrough(READS.now, size, `now-${size}-${round}`);
-        ratios.push(old / now);
+        ratios['before 0031'].push(old31 / now);
+        ratios['before 0032'].push(old32 / now);
         console.log(
-          `  backlog ${size}, round ${round + 1}: before 0031 ${old.toFixed(1)} µs, now ${now.toFixed(1)} µs`,
+          `  backlog ${size}, round ${round + 1}: before 0031 ${old31.toFixed(1)} µs, before 0032 ${old32.toFixed(1)} µs, now ${now.toFixed(1)} µs`,
         );
       }
-      console.log(
-        `backlog ${size}: before 0031 / now = ${median(ratios).toFixed(1)} (median of ${ROUNDS}; rounds ${ratios.map((r) => r.toFixed(1)).join(', ')})`,
-      );
+      for (const [read, list] of Object.entries(ratios))
+        console.log(
+          `statistics ${stats}, backlog ${size}: ${read} / now = ${median(list).toFixed(1)} (median of ${ROUNDS}; rounds ${list.map((r) => r.toFixed(1)).join(', ')})`,
+        );
     }
   } finally {
     await store.close();
@@ -125,4 +176,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+for (const stats of STATS) await measure(stats);

@@ -40,7 +40,8 @@ before(async () => {
         query: async (text: string, values: unknown[]) => {
           const result = await query(text, values);
           const found = result.rows.some((row: { notification_id?: string | null }) => row.notification_id);
-          if (held && text.includes('pg_current_snapshot') && found) {
+          // A read of notifications: a partition's load, or the read after the cursor (migration 0032's function).
+          if (held && /pg_current_snapshot|webhook_read_after/.test(text) && found) {
             reading?.();
             await held;
           }

@@ -41,7 +41,8 @@ export interface ReadCursor {
 /**
  * The columns of a ReadNotification, of `webhook_notifications n`, in the types it has. The times in float8 from the
  * start (date_part), not numeric (extract, since PostgreSQL 14): numeric arithmetic on every row read was an eighth
- * of a read's CPU (500 rows: 6.0 against 5.25 ms of the backend's CPU, session 23).
+ * of a read's CPU (500 rows: 6.0 against 5.25 ms of the backend's CPU, session 23). Migration 0032's read function
+ * returns the same columns, written out there.
  */
 const READ_COLUMNS = sql`n.notification_id, n.seq::float8 as seq, n.lane_partition::int as lane_partition,
   n.platform_code, n.resource_key, n.payload_type, n.payload::text as body, n.state_token, n.round_attempts, n.attempt_count,
@@ -90,9 +91,10 @@ export async function loadPartitions(
  * past them. Two index reads that do not overlap: those after the cursor's seq, in seq order and at most `limit`
  * (migration 0031's seq index of the undelivered, from the cursor on), and those below it of the transactions the
  * cursor's snapshot did not show (0026's txid index, a range for those begun since and the open ones by equality).
- * Each reads what it brings: planned on statistics from when nothing was pending, every partial index of the
- * undelivered looks empty, and a read once went through one of them whole, so that reading a backlog cost the square
- * of its length (test/integration/webhook-read-plans.test.ts).
+ * Each reads what it brings whatever the statistics say: the read is migration 0032's function, planned without
+ * sorts, since on some statistics (none, or a few pending among many delivered) the planner read a partial index of
+ * the undelivered whole and sorted it at each read, so that reading a backlog cost the square of its length
+ * (test/integration/webhook-read-plans.test.ts).
  */
 export async function readAfter(
   db: Executor,
@@ -101,39 +103,8 @@ export async function readAfter(
   limit: number,
 ): Promise<{ rows: ReadNotification[]; cursor: ReadCursor }> {
   const { rows } = await sql<ReadNotification & { snap: string }>`
-    with s as materialized (select pg_current_snapshot()::text as snap),
-    -- Through the txid index, and only it: asked for in seq order, or with the cursor's seq as a bound, the
-    -- planner read the seq index from the cursor down, every notification ever recorded below it, at each read
-    -- (bench: PostgreSQL's CPU per delivery 1.5 times the record's; test/integration/webhook-read-plans.test.ts).
-    -- Unordered and unbounded by seq, in a CTE of its own, it takes the few the txids name: those committed since
-    -- the last read, of which those below the cursor are kept. Each txid condition an index bound of its own: joined
-    -- by OR, neither was, and the txid index was read whole at each read. No open transactions (the usual case), no
-    -- equality: "= any ('{}')" is false, which the planner takes to allow any index, and it read one whole.
-    late as materialized (
-      ${
-        cursor.openXids.length > 0
-          ? sql`select w.* from webhook_notifications w
-              where w.txid = any (${cursor.openXids}::xid8[])
-                and w.status in ('pending', 'retrying') and w.lane_partition = any (${partitions}::smallint[])
-              union all`
-          : sql``
-      }
-      select w.* from webhook_notifications w
-      where w.txid >= ${cursor.xmax}::xid8
-        and w.status in ('pending', 'retrying') and w.lane_partition = any (${partitions}::smallint[])
-    ),
-    found as (
-      -- w.seq > 0 (always so) is the condition of 0031's index, which no other read can take.
-      (select w.* from webhook_notifications w
-        where w.seq > ${cursor.afterSeq}::bigint and w.seq > 0 and w.status in ('pending', 'retrying')
-          and w.lane_partition = any (${partitions}::smallint[])
-        order by w.seq limit ${limit}::int)
-      union all
-      (select * from late where seq <= ${cursor.afterSeq}::bigint order by seq limit ${limit}::int)
-    )
-    select s.snap, r.* from s left join lateral (
-      select ${READ_COLUMNS} from found n order by n.seq limit ${limit}::int
-    ) r on true`.execute(db);
+    select * from webhook_read_after(${partitions}::smallint[], ${cursor.afterSeq}::bigint,
+      ${cursor.openXids}::xid8[], ${cursor.xmax}::xid8, ${limit}::int)`.execute(db);
   const found = rows.filter((row) => row.notification_id !== null);
   // Cut at `limit`: what follows the last one read is for the next read (seq order: nothing at or below it is left
   // out). Otherwise every notification the snapshot showed has been read.
