@@ -18,7 +18,9 @@ returns table (
   resource_key text, payload_type text, body text, state_token uuid, round_attempts integer, attempt_count integer,
   wait_ms double precision, round_started_ms double precision
 )
-language plpgsql volatile
+-- Stable: a read (PL/pgSQL refuses a write in it, and database.ts lists only volatile functions as writing), with the
+-- calling statement's snapshot, the one pg_current_snapshot() gives the cursor.
+language plpgsql stable
 set enable_sort = off
 -- Planned at each call with the cursor's values, as the statement it replaces was: a plan kept for any cursor (the
 -- generic plan PL/pgSQL takes after five calls) cannot tell a txid bound that leaves a few rows from one that leaves
