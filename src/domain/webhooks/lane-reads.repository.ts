@@ -92,9 +92,9 @@ export async function loadPartitions(
  * (migration 0031's seq index of the undelivered, from the cursor on), and those below it of the transactions the
  * cursor's snapshot did not show (0026's txid index, a range for those begun since and the open ones by equality).
  * Each reads what it brings whatever the statistics say: the read is migration 0032's function, planned without
- * sorts, since on some statistics (none, or a few pending among many delivered) the planner read a partial index of
- * the undelivered whole and sorted it at each read, so that reading a backlog cost the square of its length
- * (test/integration/webhook-read-plans.test.ts).
+ * sorts and with the cursor's values at each call, since on some statistics (none: a new database) the planner read a
+ * partial index of the undelivered whole and sorted it at each read, so that reading a backlog cost the square of its
+ * length (test/integration/webhook-read-plans.test.ts).
  */
 export async function readAfter(
   db: Executor,

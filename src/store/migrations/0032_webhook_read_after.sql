@@ -1,11 +1,11 @@
 -- A worker's read after its cursor (lane-reads.repository.ts readAfter) as a function, so that it can be planned with
 -- sorts ruled out. 0031 gave the read an index of the undelivered in seq order, from which the next few hundred after
 -- the cursor come in order and no further; but the planner chose it only on some statistics. On none (a new database,
--- or a table autovacuum had not analysed yet) or on those of a table with a few notifications pending among many
--- delivered, it read the partition index of the undelivered whole and sorted it, at every read: reading a backlog of
--- 60,000 cost PostgreSQL 27 µs a notification, as much as recording its delivery, and the square of the backlog's
--- length in all (bench/webhook-reads.bench.ts, test/integration/webhook-read-plans.test.ts). Without sorts, the only
--- way to the first `p_limit` after the cursor in seq order is that index, read in order, whatever the statistics.
+-- or a table autovacuum had not analysed yet) it read the partition index of the undelivered whole and sorted it, at
+-- every read: reading a backlog of 60,000 cost PostgreSQL 27 µs a notification, as much as recording its delivery,
+-- and the square of the backlog's length in all (bench/webhook-reads.bench.ts, test/integration/
+-- webhook-read-plans.test.ts). Without sorts, the only way to the first `p_limit` after the cursor in seq order is
+-- that index, read in order, whatever the statistics.
 --
 -- The late commits (those below the cursor, of transactions the cursor's snapshot did not show) are read as before,
 -- through the txid index, into a CTE of their own: a range for the transactions begun since, and the open ones by
