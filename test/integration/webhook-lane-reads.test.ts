@@ -93,6 +93,31 @@ test('a read after the cursor takes what was recorded since, in its partitions o
   assert.deepEqual(seen, recorded, 'each once, in order, and not the other partition');
 });
 
+test('a read that finds less than its limit moves the cursor past the other partitions too; it brings the columns a load brings', async () => {
+  const code = await newPlatformWithWebhook();
+  const { a, b, pa } = await twoPartitions(code);
+  const cursor = await cursorNow([pa]);
+  const mine = await record(db(), code, a);
+  const theirs = await record(db(), code, b);
+  const read = await readAfter(db(), [pa], cursor, 10);
+  assert.deepEqual(
+    read.rows.filter((r) => r.platform_code === code).map((r) => r.notification_id),
+    [mine],
+  );
+  // Past the other partition's notification too (the highest seq the read's snapshot showed): the next read does not
+  // walk over it again.
+  const { rows } = await sql<{ seq: number }>`select seq::float8 as seq from webhook_notifications
+    where notification_id = ${theirs}`.execute(db());
+  assert.ok(read.cursor.afterSeq >= rows[0]!.seq, `cursor ${read.cursor.afterSeq} past ${rows[0]!.seq}`);
+  // The same fields as a partition's load (migration 0032's function writes them out again).
+  const loaded = await loadPartitions(db(), [pa], 1);
+  const loadedRow = loaded.rows.find((r) => r.notification_id === mine)!;
+  assert.deepEqual(
+    Object.keys(read.rows.find((r) => r.notification_id === mine)!).sort(),
+    Object.keys(loadedRow).sort(),
+  );
+});
+
 test('a notification whose transaction commits after a later one was read is found below the cursor', async () => {
   const code = await newPlatformWithWebhook();
   // Two lanes: a notification recorded in a lane waits for an open transaction recording in the same one.

@@ -102,15 +102,18 @@ export async function readAfter(
   cursor: ReadCursor,
   limit: number,
 ): Promise<{ rows: ReadNotification[]; cursor: ReadCursor }> {
-  const { rows } = await sql<ReadNotification & { snap: string }>`
+  const { rows } = await sql<ReadNotification & { snap: string; top: number | null }>`
     select * from webhook_read_after(${partitions}::smallint[], ${cursor.afterSeq}::bigint,
       ${cursor.openXids}::xid8[], ${cursor.xmax}::xid8, ${limit}::int)`.execute(db);
   const found = rows.filter((row) => row.notification_id !== null);
   // Cut at `limit`: what follows the last one read is for the next read (seq order: nothing at or below it is left
-  // out). Otherwise every notification the snapshot showed has been read.
+  // out). Otherwise every notification of the partitions that the snapshot showed has been read, up to the highest
+  // seq it showed (`top`): the cursor moves there, past the other partitions' notifications too, which the next read
+  // would otherwise walk over again (0032). Those below it the snapshot did not show are the late branch's.
+  const first = rows[0]!;
   const last = found.at(-1)?.seq ?? cursor.afterSeq;
-  const afterSeq = found.length >= limit ? last : Math.max(cursor.afterSeq, last);
-  return { rows: found, cursor: cursorOf(rows[0]!.snap, afterSeq) };
+  const afterSeq = found.length >= limit ? last : Math.max(cursor.afterSeq, last, first.top ?? 0);
+  return { rows: found, cursor: cursorOf(first.snap, afterSeq) };
 }
 
 /**

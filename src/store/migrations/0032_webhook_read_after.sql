@@ -7,6 +7,12 @@
 -- webhook-read-plans.test.ts). Without sorts, the only way to the first `p_limit` after the cursor in seq order is
 -- that index, read in order, whatever the statistics.
 --
+-- Its answer also carries the highest seq the snapshot shows (`top`), as a partition's load does: a read that finds
+-- fewer than `p_limit` has read every undelivered notification of its partitions the snapshot shows, so the cursor
+-- moves there rather than to the last of its own. Without sorts the seq index is read from the cursor over every
+-- partition's undelivered notifications, the others' filtered out, and a worker holding a few partitions read the
+-- others' backlog again at every read while its own were quiet (review).
+--
 -- The late commits (those below the cursor, of transactions the cursor's snapshot did not show) are read as before,
 -- through the txid index, into a CTE of their own: a range for the transactions begun since, and the open ones by
 -- equality only when there are any (each an index bound of its own; joined by OR, neither was).
@@ -14,7 +20,7 @@ create function webhook_read_after(
   p_partitions smallint[], p_after_seq bigint, p_open_xids xid8[], p_xmax xid8, p_limit integer
 )
 returns table (
-  snap text, notification_id uuid, seq double precision, lane_partition integer, platform_code text,
+  snap text, top double precision, notification_id uuid, seq double precision, lane_partition integer, platform_code text,
   resource_key text, payload_type text, body text, state_token uuid, round_attempts integer, attempt_count integer,
   wait_ms double precision, round_started_ms double precision
 )
@@ -31,7 +37,9 @@ as $$
 #variable_conflict use_column
 begin
   return query
-  with s as materialized (select pg_current_snapshot()::text as snap),
+  with s as materialized (
+    select pg_current_snapshot()::text as snap, (select max(w.seq) from webhook_notifications w)::float8 as top
+  ),
   late as materialized (
     select w.* from webhook_notifications w
     where cardinality(p_open_xids) > 0 and w.txid = any (p_open_xids)
@@ -51,7 +59,7 @@ begin
     (select l.* from late l where l.seq <= p_after_seq order by l.seq limit p_limit)
   )
   -- One row at least, with the snapshot: a read that finds nothing still moves the cursor.
-  select s.snap, r.* from s left join lateral (
+  select s.snap, s.top, r.* from s left join lateral (
     select n.notification_id, n.seq::float8, n.lane_partition::int, n.platform_code, n.resource_key, n.payload_type,
       n.payload::text, n.state_token, n.round_attempts, n.attempt_count,
       greatest(0, ceil(date_part('epoch', n.next_attempt_at - clock_timestamp()) * 1000)),
