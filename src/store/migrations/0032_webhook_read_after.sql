@@ -15,10 +15,7 @@
 --
 -- The late commits (those below the cursor, of transactions the cursor's snapshot did not show) are read as before,
 -- through the txid index, into a CTE of their own: a range for the transactions begun since, and the open ones by
--- equality only when there are any (each an index bound of its own; joined by OR, neither was). Their partition
--- condition is written so that the partition index cannot take it (`+ 0`): on no statistics the planner rates "txid
--- at or after x" and "one of 64 partitions" about alike, and once the table had grown it read the late commits
--- through the partition index, every undelivered notification at each read (bench, 190 µs a notification).
+-- equality only when there are any (each an index bound of its own; joined by OR, neither was).
 create function webhook_read_after(
   p_partitions smallint[], p_after_seq bigint, p_open_xids xid8[], p_xmax xid8, p_limit integer
 )
@@ -46,11 +43,11 @@ begin
   late as materialized (
     select w.* from webhook_notifications w
     where cardinality(p_open_xids) > 0 and w.txid = any (p_open_xids)
-      and w.status in ('pending', 'retrying') and w.lane_partition + 0 = any (p_partitions)
+      and w.status in ('pending', 'retrying') and w.lane_partition = any (p_partitions)
     union all
     select w.* from webhook_notifications w
     where w.txid >= p_xmax
-      and w.status in ('pending', 'retrying') and w.lane_partition + 0 = any (p_partitions)
+      and w.status in ('pending', 'retrying') and w.lane_partition = any (p_partitions)
   ),
   found as (
     -- w.seq > 0 (always so) is the condition of 0031's index.
