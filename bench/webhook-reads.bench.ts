@@ -119,10 +119,13 @@ async function measure(stats: 'quiet' | 'none'): Promise<void> {
   const backendCpuMs = () => procStatCpuMs(`/proc/${rows[0]!.pid}/stat`);
   try {
     await sql`insert into platforms (platform_code, name) values (${BENCH_PLATFORM}, 'bench')`.execute(db);
+    /** Records `size` undelivered notifications in one transaction, resources `trade:<tag>-<i>`. */
+    const record = (size: number, tag: string) =>
+      sql`insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
+        select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', 'trade:' || ${tag} || '-' || i, ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
+        from generate_series(1, ${size}::int) i`.execute(db);
     if (stats === 'quiet') {
-      await sql`insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
-        select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', 'trade:old-' || i, ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
-        from generate_series(1, 20000) i`.execute(db);
+      await record(20000, 'old');
       await sql`update webhook_notifications set status = 'delivered', delivered_at = now()`.execute(db);
       await sql`vacuum analyze webhook_notifications`.execute(db);
     } else {
@@ -132,9 +135,7 @@ async function measure(stats: 'quiet' | 'none'): Promise<void> {
     /** Reads a backlog of `size` through with `read`: the backend's CPU per notification, in µs. */
     const readThrough = async (read: Read, size: number, tag: string): Promise<number> => {
       let { cursor } = await loadPartitions(db, PARTITIONS, 40);
-      await sql`insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
-        select gen_random_uuid(), ${BENCH_PLATFORM}, 'trade_status_changed', 'trade:' || ${tag} || '-' || i, ${JSON.stringify(BENCH_TRADE_PAYLOAD)}::jsonb
-        from generate_series(1, ${size}::int) i`.execute(db);
+      await record(size, tag);
       const before = backendCpuMs();
       let total = 0;
       for (;;) {

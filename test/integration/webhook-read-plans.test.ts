@@ -24,25 +24,31 @@ let db: Db;
 const plans: string[] = [];
 let unavailable: string | null = null;
 const PARTITIONS = Array.from({ length: 64 }, (_, i) => i);
-/** Every statement's plan, with its row counts, sent to the connection as a notice. */
-const AUTO_EXPLAIN =
-  '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
-  '-c auto_explain.log_level=notice -c auto_explain.log_analyze=on -c auto_explain.log_nested_statements=on';
+
+/** One connection to `url` whose every statement's plan, with its row counts, is pushed to `plans`. */
+function explainedConnection(url: string): { pool: pg.Pool; db: Db } {
+  const explained = new pg.Pool({
+    connectionString: url,
+    max: 1,
+    options:
+      '-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 ' +
+      '-c auto_explain.log_level=notice -c auto_explain.log_analyze=on -c auto_explain.log_nested_statements=on',
+  });
+  explained.on('connect', (client) => client.on('notice', (notice) => plans.push(notice.message ?? '')));
+  return {
+    pool: explained,
+    db: new Kysely({ dialect: new PostgresDialect({ pool: explained }) }) as unknown as Db,
+  };
+}
 
 before(async () => {
   database = await createTestDatabase();
-  pool = new pg.Pool({
-    connectionString: database.url,
-    max: 1,
-    options: AUTO_EXPLAIN,
-  });
-  pool.on('connect', (client) => client.on('notice', (notice) => plans.push(notice.message ?? '')));
+  ({ pool, db } = explainedConnection(database.url));
   try {
     await pool.query('select 1');
   } catch (err) {
     unavailable = `auto_explain cannot be loaded here (${(err as Error).message})`;
   }
-  db = new Kysely({ dialect: new PostgresDialect({ pool }) }) as unknown as Db;
 });
 after(async () => {
   await pool?.end();
@@ -182,9 +188,7 @@ test('on no statistics at all (a new database), the reads of a backlog go from t
   // index of the undelivered whole and sorted it, at each read; and a plan kept for any cursor (PL/pgSQL's generic
   // plan, from the sixth call) read the late commits through it, the whole backlog at each read.
   const fresh = await createTestDatabase();
-  const freshPool = new pg.Pool({ connectionString: fresh.url, max: 1, options: AUTO_EXPLAIN });
-  freshPool.on('connect', (client) => client.on('notice', (notice) => plans.push(notice.message ?? '')));
-  const freshDb = new Kysely({ dialect: new PostgresDialect({ pool: freshPool }) }) as unknown as Db;
+  const { db: freshDb } = explainedConnection(fresh.url);
   try {
     await sql`insert into platforms (platform_code, name) values ('PLANS4', 'Plans')`.execute(freshDb);
     const { rows } = await sql<{
