@@ -1,13 +1,17 @@
 /**
  * What a worker's reads of a backlog cost PostgreSQL (lane-reads.repository.ts readAfter): the service's read (migration
- * 0032's function, planned without sorts) against the read as it was before 0031 and before 0032 (copied below), on
- * the same database and backlogs, taking turns, under two kinds of statistics:
+ * 0032's function, planned without sorts, its late commits in txid order since 0033) against the read as it was before
+ * 0031 and before 0032 (copied below) and before 0033 (0032's function, created from its migration), on the same
+ * database and backlogs, taking turns, under two kinds of statistics:
  * - quiet: taken while nothing was pending, as after any quiet hour: every partial index of the undelivered then
  *   looks empty to the planner. The read before 0031 went through one of them whole at each read, so that reading a
  *   backlog through cost the square of its length;
  * - none: a table never analysed (a new database, or before autovacuum's first look; autovacuum is off on the
  *   bench's table so that it stays so). The read of 0031 then read the partition index of the undelivered whole and
- *   sorted it, at each read (session 29: the worker's reads of a backlog of 60,000, 27 µs a notification).
+ *   sorted it, at each read (session 29: the worker's reads of a backlog of 60,000, 27 µs a notification). And once
+ *   the table has grown (the rounds' delivered backlogs, never vacuumed), 0032's function read the late commits
+ *   through that index, every undelivered notification and its dead entries at each read (from the third round of
+ *   40,000).
  *
  * Measured: CPU time of the one backend that runs the reads (/proc), per notification read, for backlogs of each
  * size in BENCH_BACKLOGS (10000,40000), BENCH_ROUNDS rounds (3), statistics BENCH_STATS (quiet,none); the results are
@@ -17,6 +21,7 @@
  *
  * Session 28 (quiet): before 0031 16-25 µs against 6 at 10,000; 49-76 against 7 at 40,000.
  */
+import { readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { BENCH_PLATFORM, BENCH_TRADE_PAYLOAD, median, procStatCpuMs } from './bench-support.ts';
 import { loadPartitions, readAfter, type ReadCursor } from '../src/domain/webhooks/lane-reads.repository.ts';
@@ -84,6 +89,33 @@ async function readAfterBefore0032(db: Db, cursor: ReadCursor, limit: number) {
   return cursorAfter(rows, cursor, limit);
 }
 
+/**
+ * readAfter of migration 0032 to 0033: 0032's function, created in the bench's database under another name from the
+ * migration's own text. On no statistics and a grown table it read the late commits through the partition index, the
+ * whole backlog at every read (session 30: 247 against 11.8 µs a notification at the third round of 40,000).
+ */
+const BEFORE_0033 = 'webhook_read_after_before_0033';
+async function createBefore0033(db: Db): Promise<void> {
+  const migration = readFileSync(
+    new URL('../src/store/migrations/0032_webhook_read_after.sql', import.meta.url),
+    'utf8',
+  );
+  const create = migration.slice(migration.indexOf('create function webhook_read_after('));
+  await sql
+    .raw(create.replace('create function webhook_read_after(', `create function ${BEFORE_0033}(`))
+    .execute(db);
+}
+
+async function readAfterBefore0033(db: Db, cursor: ReadCursor, limit: number) {
+  const { rows } = await sql<{ snap: string; top: number | null; seq: number | null }>`
+    select snap, top, seq from ${sql.raw(BEFORE_0033)}(${PARTITIONS}::smallint[], ${cursor.afterSeq}::bigint,
+      ${cursor.openXids}::xid8[], ${cursor.xmax}::xid8, ${limit}::int)`.execute(db);
+  const read = cursorAfter(rows, cursor, limit);
+  // As readAfter: a read that found fewer than its limit moves the cursor to the highest seq its snapshot showed.
+  if (read.count < limit) read.cursor.afterSeq = Math.max(read.cursor.afterSeq, rows[0]!.top ?? 0);
+  return read;
+}
+
 /** The count read and the cursor past it, as readAfter makes it. */
 function cursorAfter(rows: Array<{ snap: string; seq: number | null }>, cursor: ReadCursor, limit: number) {
   const found = rows.filter((row) => row.seq !== null);
@@ -100,9 +132,10 @@ function cursorAfter(rows: Array<{ snap: string; seq: number | null }>, cursor: 
 }
 
 type Read = (db: Db, cursor: ReadCursor) => Promise<{ count: number; cursor: ReadCursor }>;
-const READS: Record<'before 0031' | 'before 0032' | 'now', Read> = {
+const READS: Record<'before 0031' | 'before 0032' | 'before 0033' | 'now', Read> = {
   'before 0031': (db, cursor) => readAfterBefore0031(db, cursor, READ_LIMIT),
   'before 0032': (db, cursor) => readAfterBefore0032(db, cursor, READ_LIMIT),
+  'before 0033': (db, cursor) => readAfterBefore0033(db, cursor, READ_LIMIT),
   now: async (db, cursor) => {
     const read = await readAfter(db, PARTITIONS, cursor, READ_LIMIT);
     return { count: read.rows.length, cursor: read.cursor };
@@ -119,6 +152,7 @@ async function measure(stats: 'quiet' | 'none'): Promise<void> {
   const backendCpuMs = () => procStatCpuMs(`/proc/${rows[0]!.pid}/stat`);
   try {
     await sql`insert into platforms (platform_code, name) values (${BENCH_PLATFORM}, 'bench')`.execute(db);
+    await createBefore0033(db);
     /** Records `size` undelivered notifications in one transaction, resources `trade:<tag>-<i>`. */
     const record = (size: number, tag: string) =>
       sql`insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
@@ -155,15 +189,21 @@ async function measure(stats: 'quiet' | 'none'): Promise<void> {
 
     console.log(`statistics ${stats}: PostgreSQL's CPU per notification read, ${ROUNDS} rounds`);
     for (const size of BACKLOGS) {
-      const ratios = { 'before 0031': [] as number[], 'before 0032': [] as number[] };
+      const ratios = {
+        'before 0031': [] as number[],
+        'before 0032': [] as number[],
+        'before 0033': [] as number[],
+      };
       for (let round = 0; round < ROUNDS; round++) {
         const old31 = await readThrough(READS['before 0031'], size, `b31-${size}-${round}`);
         const old32 = await readThrough(READS['before 0032'], size, `b32-${size}-${round}`);
+        const old33 = await readThrough(READS['before 0033'], size, `b33-${size}-${round}`);
         const now = await readThrough(READS.now, size, `now-${size}-${round}`);
         ratios['before 0031'].push(old31 / now);
         ratios['before 0032'].push(old32 / now);
+        ratios['before 0033'].push(old33 / now);
         console.log(
-          `  backlog ${size}, round ${round + 1}: before 0031 ${old31.toFixed(1)} µs, before 0032 ${old32.toFixed(1)} µs, now ${now.toFixed(1)} µs`,
+          `  backlog ${size}, round ${round + 1}: before 0031 ${old31.toFixed(1)} µs, before 0032 ${old32.toFixed(1)} µs, before 0033 ${old33.toFixed(1)} µs, now ${now.toFixed(1)} µs`,
         );
       }
       for (const [read, list] of Object.entries(ratios))
