@@ -1,5 +1,9 @@
 import os from 'node:os';
 import type pg from 'pg';
+import { within } from '../lib/within.ts';
+
+/** How long `stop` waits for the heartbeats and reaps under way. */
+const STOP_WAIT_MS = 5_000;
 
 /**
  * Frees jobs held by dead worker processes. graphile-worker leaves a job locked for 4 hours when its
@@ -7,7 +11,9 @@ import type pg from 'pg';
  * Each process heartbeats the ids it locks jobs with (its worker pool's); every process periodically
  * unlocks (with the library's own `force_unlock_workers`) the jobs of ids that are locked, not heartbeating
  * and not ours. Each periodic run waits for the one before: a database that stops answering would otherwise
- * pile a statement a period onto the pool.
+ * pile a statement a period onto the pool. `stop` waits for the statements under way: the process ends the pool
+ * next, and a reap cut short there sent its next statement to an ended pool (CI: a warning logged at a clean
+ * shutdown).
  */
 export interface WorkerLivenessOptions {
   pool: pg.Pool;
@@ -37,6 +43,9 @@ export class WorkerLiveness {
   private readonly finished = new Map<string, number>();
   private readonly orphanGraceMs: number;
   private timers: NodeJS.Timeout[] = [];
+  /** Heartbeats, reaps and heartbeat deletes under way (never rejecting): `stop` waits for them. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private stopped = false;
   private readonly heartbeatMs: number;
   private readonly staleMs: number;
   private readonly reapMs: number;
@@ -61,37 +70,45 @@ export class WorkerLiveness {
 
   add(workerId: string): void {
     this.ids.add(workerId);
-    this.heartbeat().catch(this.report);
+    void this.track(this.heartbeat());
   }
 
   remove(workerId: string): void {
     this.ids.delete(workerId);
-    this.options.pool
-      .query('delete from worker_heartbeats where worker_id = $1', [workerId])
-      .catch(this.report);
+    void this.track(
+      this.options.pool.query('delete from worker_heartbeats where worker_id = $1', [workerId]),
+    );
+  }
+
+  /** Reports `work`'s failure, and keeps it in `inFlight` until it has settled. */
+  private track(work: Promise<unknown>): Promise<void> {
+    const done: Promise<void> = work.then(() => {}, this.report).finally(() => this.inFlight.delete(done));
+    this.inFlight.add(done);
+    return done;
   }
 
   start(): void {
     const every = (ms: number, fn: () => Promise<unknown>) => {
       let running = false;
       const timer = setInterval(() => {
-        if (running) return;
+        if (running || this.stopped) return;
         running = true;
-        void fn()
-          .catch(this.report)
-          .finally(() => (running = false));
+        void this.track(fn()).finally(() => (running = false));
       }, ms);
       timer.unref();
       this.timers.push(timer);
     };
     every(this.heartbeatMs, () => this.heartbeat());
     every(this.reapMs, () => this.reap());
-    void this.reap().catch(this.report);
+    void this.track(this.reap());
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     for (const timer of this.timers) clearInterval(timer);
     this.timers = [];
+    // Bounded: the pool's statements are not (a database that stops answering would hold the stop for ever).
+    await within(Promise.all(this.inFlight), STOP_WAIT_MS).catch(this.report);
     const ids = [...this.ids];
     this.ids.clear();
     if (ids.length)

@@ -118,6 +118,8 @@ export async function createTestDatabaseWithClient(): Promise<TestDatabaseWithCl
 export interface TestStore {
   /** A store of the service's own kind on a fresh database. */
   store: Store;
+  /** The database's URL, for connections of a test's own. */
+  url: string;
   /** Closes the store and drops the database. */
   close(): Promise<void>;
 }
@@ -128,6 +130,7 @@ export async function createTestStore(options: { max?: number } = {}): Promise<T
   const store = createStore(database.url, options);
   return {
     store,
+    url: database.url,
     close: async () => {
       await store.close();
       await database.drop();

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import pg from 'pg';
 import { enqueueJob } from '../../src/jobs/enqueue.ts';
 import { WorkerLiveness } from '../../src/jobs/worker-liveness.ts';
 import { startWorker } from '../../src/jobs/worker-runtime.ts';
@@ -196,4 +197,43 @@ test('a job this live process no longer runs, whose end could not be recorded, i
     await later.stop();
     await store.pool.query('delete from graphile_worker._private_jobs where locked_by = $1', [own]);
   }
+});
+
+test('stop waits for a reap under way, so that nothing is sent to the pool once the process has ended it', async () => {
+  // The pool of a process that stops: ended right after the runner's stop (CI: a reap under way sent its next
+  // statement to the ended pool, and a clean shutdown logged a warning).
+  const pool = new pg.Pool({ connectionString: testStore!.url, max: 2 });
+  const locker = new pg.Client({ connectionString: testStore!.url });
+  await locker.connect();
+  const errors: unknown[] = [];
+  try {
+    // The reap's first statement reads worker_heartbeats: it waits while the table is locked.
+    await locker.query('begin');
+    await locker.query('lock table worker_heartbeats in access exclusive mode');
+    const liveness = new WorkerLiveness({ pool, onError: (err) => errors.push(err) });
+    liveness.start();
+    await eventually(
+      async () => {
+        const { rows } = await store.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where wait_event_type = 'Lock' and query like '%worker_heartbeats%' and pid <> pg_backend_pid()`,
+        );
+        return rows[0]!.n === 1 ? true : undefined;
+      },
+      10_000,
+      'the reap waiting for the lock',
+    );
+    let stopped = false;
+    const stopping = liveness.stop().then(() => (stopped = true));
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(stopped, false, 'stop returned while a reap was under way');
+    await locker.query('commit');
+    await stopping;
+  } finally {
+    await locker.end();
+    await pool.end();
+  }
+  // Whatever the reap had left to send would fail now, reported as the shutdown's warning was.
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(errors, []);
 });
