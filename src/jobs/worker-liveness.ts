@@ -108,7 +108,9 @@ export class WorkerLiveness {
     for (const timer of this.timers) clearInterval(timer);
     this.timers = [];
     // Bounded: the pool's statements are not (a database that stops answering would hold the stop for ever).
-    await within(Promise.all(this.inFlight), STOP_WAIT_MS).catch(this.report);
+    await within(Promise.all(this.inFlight), STOP_WAIT_MS).catch(() =>
+      this.report(new Error(`stop: heartbeats or reaps still under way after ${STOP_WAIT_MS} ms`)),
+    );
     const ids = [...this.ids];
     this.ids.clear();
     if (ids.length)

@@ -212,13 +212,14 @@ test('stop waits for a reap under way, so that nothing is sent to the pool once 
     await locker.query('lock table worker_heartbeats in access exclusive mode');
     const liveness = new WorkerLiveness({ pool, onError: (err) => errors.push(err) });
     liveness.start();
+    const { rows: locking } = await locker.query<{ pid: number }>('select pg_backend_pid() as pid');
     await eventually(
       async () => {
         const { rows } = await store.pool.query<{ n: number }>(
-          `select count(*)::int as n from pg_stat_activity
-            where wait_event_type = 'Lock' and query like '%worker_heartbeats%' and pid <> pg_backend_pid()`,
+          'select count(*)::int as n from pg_stat_activity where $1::int = any (pg_blocking_pids(pid))',
+          [locking[0]!.pid],
         );
-        return rows[0]!.n === 1 ? true : undefined;
+        return rows[0]!.n >= 1 ? true : undefined;
       },
       10_000,
       'the reap waiting for the lock',

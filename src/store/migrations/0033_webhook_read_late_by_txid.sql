@@ -3,12 +3,13 @@
 -- statistics make every partial index of the undelivered look alike (none taken, or taken while nothing was pending),
 -- the planner could read them through the partition index instead, which holds every undelivered notification of the
 -- worker's partitions, dead entries included: the whole backlog at every read (bench/webhook-reads.bench.ts on no
--- statistics, once the rounds' delivered backlogs, never vacuumed, had grown the table to some 360,000: 245-351 against
--- 8-10 µs a notification read). Making the partition condition one that index cannot take (`lane_partition + 0`,
+-- statistics, once the rounds' delivered backlogs, never vacuumed, had grown the table to some 360,000: 263-336 against
+-- 7.0-7.5 µs a notification read). Making the partition condition one that index cannot take (`lane_partition + 0`,
 -- session 29) was not enough: CI's run of the quiet-statistics read test then scanned 20,011 rows for a backlog of
 -- 5,000, most likely through another partial index of the undelivered, all of which look alike to the planner there.
--- With sorts ruled out (0032's `enable_sort = off`), an order by txid leaves it one way: the txid index, from the
--- bound or at the open transactions' txids.
+-- With sorts ruled out (0032's `enable_sort = off`, which makes a sort cost more than any scan), an order by txid
+-- leaves one way that costs what it reads: the txid index, the only one in txid order, from the bound or at the open
+-- transactions' txids. (A branch the planner knows to be empty, no open transactions, still shows a sort of nothing.)
 --
 -- Nothing else changes but where the late branch leaves out those above the cursor (in its scans rather than after
 -- them) and that the read is not planned in parallel (below).
@@ -40,7 +41,7 @@ begin
     select pg_current_snapshot()::text as snap, (select max(w.seq) from webhook_notifications w)::float8 as top
   ),
   late as materialized (
-    -- In txid order (0033): with sorts ruled out, only the txid index gives it, whatever the statistics. Those above
+    -- In txid order (0033): with sorts ruled out, the txid index is the way to it, whatever the statistics. Those above
     -- the cursor are left out here, not after: the first read of a backlog committed after the cursor finds all of
     -- it by its txid, and kept it whole in the CTE only to leave it out (the seq index brings them, in order).
     (select w.* from webhook_notifications w
