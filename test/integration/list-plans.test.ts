@@ -27,6 +27,8 @@ let captured: CompiledQuery[] = [];
 before(async () => {
   database = await createTestDatabase();
   pool = new pg.Pool({ connectionString: database.url, max: 2 });
+  // Its connections may still be closing when the database is dropped (pg-pool's end() does not wait for them).
+  pool.on('error', () => {});
   db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool }),
     log: (event) => {

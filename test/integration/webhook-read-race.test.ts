@@ -31,6 +31,8 @@ before(async () => {
   oldReceiver = await startWebhookReceiver();
   newReceiver = await startWebhookReceiver();
   pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
+  // Its connections may still be closing when the database is dropped (pg-pool's end() does not wait for them).
+  pool.on('error', () => {});
   // The pool as Kysely sees it, with a read's answer held back while `held` is set.
   const holding: PostgresPool = {
     connect: async () => {
