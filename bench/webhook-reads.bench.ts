@@ -24,7 +24,12 @@
 import { readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { BENCH_PLATFORM, BENCH_TRADE_PAYLOAD, median, procStatCpuMs } from './bench-support.ts';
-import { loadPartitions, readAfter, type ReadCursor } from '../src/domain/webhooks/lane-reads.repository.ts';
+import {
+  cursorAfterRead,
+  loadPartitions,
+  readAfter,
+  type ReadCursor,
+} from '../src/domain/webhooks/lane-reads.repository.ts';
 import { createStore, type Db } from '../src/store/database.ts';
 import { createTestDatabase } from '../test/helpers/database.ts';
 
@@ -111,25 +116,20 @@ async function readAfterBefore0033(db: Db, cursor: ReadCursor, limit: number) {
   const { rows } = await sql<{ snap: string; top: number | null; seq: number | null }>`
     select snap, top, seq from ${sql.raw(BEFORE_0033)}(${PARTITIONS}::smallint[], ${cursor.afterSeq}::bigint,
       ${cursor.openXids}::xid8[], ${cursor.xmax}::xid8, ${limit}::int)`.execute(db);
-  const read = cursorAfter(rows, cursor, limit);
-  // As readAfter: a read that found fewer than its limit moves the cursor to the highest seq its snapshot showed.
-  if (read.count < limit) read.cursor.afterSeq = Math.max(read.cursor.afterSeq, rows[0]!.top ?? 0);
-  return read;
+  return cursorAfter(rows, cursor, limit);
 }
 
-/** The count read and the cursor past it, as readAfter makes it. */
-function cursorAfter(rows: Array<{ snap: string; seq: number | null }>, cursor: ReadCursor, limit: number) {
-  const found = rows.filter((row) => row.seq !== null);
-  const last = found.at(-1)?.seq ?? cursor.afterSeq;
-  const [, xmax, xip] = rows[0]!.snap.split(':') as [string, string, string];
-  return {
-    count: found.length,
-    cursor: {
-      afterSeq: found.length >= limit ? last : Math.max(cursor.afterSeq, last),
-      openXids: xip === '' ? [] : xip.split(','),
-      xmax,
-    },
-  };
+/**
+ * The count read and the cursor past it, as readAfter makes it (the reads before 0032 carry no `top`: their cursor
+ * stayed at the last one read).
+ */
+function cursorAfter(
+  rows: Array<{ snap: string; top?: number | null; seq: number | null }>,
+  cursor: ReadCursor,
+  limit: number,
+) {
+  const found = rows.filter((row): row is typeof row & { seq: number } => row.seq !== null);
+  return { count: found.length, cursor: cursorAfterRead(rows[0]!, found, cursor, limit) };
 }
 
 type Read = (db: Db, cursor: ReadCursor) => Promise<{ count: number; cursor: ReadCursor }>;

@@ -1,6 +1,6 @@
 import { Logger, runOnce, type TaskList } from 'graphile-worker';
-import pg from 'pg';
 import { accountsTaskList } from '../../src/domain/accounts/accounts.jobs.ts';
+import { createTestPool } from './database.ts';
 import type { TestService } from './test-service.ts';
 
 /**
@@ -18,10 +18,8 @@ export function jobRunner(
   svc: TestService,
   taskList: TaskList,
 ): { run(): Promise<void>; close(): Promise<void> } {
-  const pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
-  // As the service's own pool (src/store/database.ts): a dropped connection is the pool's to replace. Both
-  // handlers, or graphile-worker warns on every pass.
-  pool.on('error', () => {});
+  const pool = createTestPool({ connectionString: svc.database.url, max: 4 });
+  // As the service's own pool (src/store/database.ts), its clients too, or graphile-worker warns on every pass.
   pool.on('connect', (client) => client.on('error', () => {}));
   const logger = new Logger(() => () => {});
   return {

@@ -12,6 +12,18 @@ import { listMigrations, migrate } from '../../src/store/migrate.ts';
  */
 const TEMPLATE_LOCK_ID = 7_351_846_002;
 
+/**
+ * A pg pool of a test's own. It hears its errors, as the service's pools do (src/store/database.ts): pg-pool's end()
+ * resolves before its clients' connections have closed, so the forced drop of the test's database right after can
+ * still reach one ("terminating connection due to administrator command"), which the pool emits: unheard, it ended
+ * the test process (CI, session 30).
+ */
+export function createTestPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(config);
+  pool.on('error', () => {});
+  return pool;
+}
+
 export interface TestDatabase {
   url: string;
   name: string;

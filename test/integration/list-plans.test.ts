@@ -8,7 +8,7 @@ import { listPlatformCustomers } from '../../src/domain/participants/participant
 import { deleteUnexecutedQuotesExpiredBefore } from '../../src/domain/quotes/quotes.repository.ts';
 import { findOverdueTrades, listPlatformTrades } from '../../src/domain/trades/trades.repository.ts';
 import type { Database } from '../../src/store/schema.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabase, createTestPool, type TestDatabase } from '../helpers/database.ts';
 
 /**
  * The list endpoints and the quote purge reach their rows through an index that gives them in the order
@@ -26,9 +26,7 @@ let captured: CompiledQuery[] = [];
 
 before(async () => {
   database = await createTestDatabase();
-  pool = new pg.Pool({ connectionString: database.url, max: 2 });
-  // Its connections may still be closing when the database is dropped (pg-pool's end() does not wait for them).
-  pool.on('error', () => {});
+  pool = createTestPool({ connectionString: database.url, max: 2 });
   db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool }),
     log: (event) => {

@@ -8,7 +8,7 @@ import {
   type ReadCursor,
 } from '../../src/domain/webhooks/lane-reads.repository.ts';
 import type { Db } from '../../src/store/database.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabase, createTestPool, type TestDatabase } from '../helpers/database.ts';
 
 /**
  * A worker's read after its cursor must cost what it brings, not the outbox's history: asked for in seq order, the
@@ -27,7 +27,7 @@ const PARTITIONS = Array.from({ length: 64 }, (_, i) => i);
 
 /** One connection to `url` whose every statement's plan, with its row counts, is pushed to `plans`. */
 function explainedConnection(url: string): { pool: pg.Pool; db: Db } {
-  const explained = new pg.Pool({
+  const explained = createTestPool({
     connectionString: url,
     max: 1,
     options:
@@ -35,10 +35,6 @@ function explainedConnection(url: string): { pool: pg.Pool; db: Db } {
       '-c auto_explain.log_level=notice -c auto_explain.log_analyze=on -c auto_explain.log_nested_statements=on',
   });
   explained.on('connect', (client) => client.on('notice', (notice) => plans.push(notice.message ?? '')));
-  // pg-pool's end() resolves before its clients' connections have closed, so the forced drop of a test's database
-  // right after can still reach one ("terminating connection due to administrator command"), which the pool emits:
-  // unheard, it ended the test process (CI, session 30). As the service's own pools do (database.ts).
-  explained.on('error', () => {});
   return {
     pool: explained,
     db: new Kysely({ dialect: new PostgresDialect({ pool: explained }) }) as unknown as Db,

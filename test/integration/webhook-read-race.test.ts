@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, type PostgresPool } from 'kysely';
 import pg from 'pg';
 import type { Db } from '../../src/store/database.ts';
 import { PgListener } from '../../src/store/pg-listener.ts';
+import { createTestPool } from '../helpers/database.ts';
 import { inProcessDelivery } from '../helpers/in-process-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
@@ -30,9 +31,7 @@ before(async () => {
   svc = await startTestService(); // role api: the worker below is the only one delivering
   oldReceiver = await startWebhookReceiver();
   newReceiver = await startWebhookReceiver();
-  pool = new pg.Pool({ connectionString: svc.database.url, max: 4 });
-  // Its connections may still be closing when the database is dropped (pg-pool's end() does not wait for them).
-  pool.on('error', () => {});
+  pool = createTestPool({ connectionString: svc.database.url, max: 4 });
   // The pool as Kysely sees it, with a read's answer held back while `held` is set.
   const holding: PostgresPool = {
     connect: async () => {

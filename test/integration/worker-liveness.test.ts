@@ -6,7 +6,7 @@ import { WorkerLiveness } from '../../src/jobs/worker-liveness.ts';
 import { startWorker } from '../../src/jobs/worker-runtime.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import type { Store } from '../../src/store/database.ts';
-import { createTestStore, type TestStore } from '../helpers/database.ts';
+import { createTestPool, createTestStore, type TestStore } from '../helpers/database.ts';
 import { eventually } from '../helpers/service-process.ts';
 
 let testStore: TestStore | undefined;
@@ -202,9 +202,7 @@ test('a job this live process no longer runs, whose end could not be recorded, i
 test('stop waits for a reap under way, so that nothing is sent to the pool once the process has ended it', async () => {
   // The pool of a process that stops: ended right after the runner's stop (CI: a reap under way sent its next
   // statement to the ended pool, and a clean shutdown logged a warning).
-  const pool = new pg.Pool({ connectionString: testStore!.url, max: 2 });
-  // Its connections may still be closing when the database is dropped (pg-pool's end() does not wait for them).
-  pool.on('error', () => {});
+  const pool = createTestPool({ connectionString: testStore!.url, max: 2 });
   const locker = new pg.Client({ connectionString: testStore!.url });
   await locker.connect();
   const errors: unknown[] = [];

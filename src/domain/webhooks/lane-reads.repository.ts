@@ -106,14 +106,26 @@ export async function readAfter(
     select * from webhook_read_after(${partitions}::smallint[], ${cursor.afterSeq}::bigint,
       ${cursor.openXids}::xid8[], ${cursor.xmax}::xid8, ${limit}::int)`.execute(db);
   const found = rows.filter((row) => row.notification_id !== null);
-  // Cut at `limit`: what follows the last one read is for the next read (seq order: nothing at or below it is left
-  // out). Otherwise every notification of the partitions that the snapshot showed has been read, up to the highest
-  // seq it showed (`top`): the cursor moves there, past the other partitions' notifications too, which the next read
-  // would otherwise walk over again (0032). Those below it the snapshot did not show are the late branch's.
-  const first = rows[0]!;
+  return { rows: found, cursor: cursorAfterRead(rows[0]!, found, cursor, limit) };
+}
+
+/**
+ * The cursor past a read after `cursor` that found `found` (in seq order, at most `limit`), with the snapshot (and
+ * the highest seq it showed, `top`) its answer's first row carries. Cut at `limit`: what follows the last one read is
+ * for the next read (seq order: nothing at or below it is left out). Otherwise every notification of the partitions
+ * that the snapshot showed has been read, up to `top`: the cursor moves there, past the other partitions'
+ * notifications too, which the next read would otherwise walk over again (0032). Those below it the snapshot did not
+ * show are the late branch's. (Exported for bench/webhook-reads.bench.ts, whose earlier reads move on the same way.)
+ */
+export function cursorAfterRead(
+  first: { snap: string; top?: number | null },
+  found: ReadonlyArray<{ seq: number }>,
+  cursor: ReadCursor,
+  limit: number,
+): ReadCursor {
   const last = found.at(-1)?.seq ?? cursor.afterSeq;
   const afterSeq = found.length >= limit ? last : Math.max(cursor.afterSeq, last, first.top ?? 0);
-  return { rows: found, cursor: cursorOf(first.snap, afterSeq) };
+  return cursorOf(first.snap, afterSeq);
 }
 
 /**
