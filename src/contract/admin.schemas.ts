@@ -36,6 +36,13 @@ export const Platform = Type.Object({
 });
 export type Platform = Static<typeof Platform>;
 
+/**
+ * The body of an operator action that takes none (issue an API key, redeliver a notification): a bare POST, or `{}`.
+ * Any field is refused by name, as on every other route, rather than ignored (review: `{"label":"ci"}` issued a key
+ * without one). Goes with `bareBodyAsEmpty` (http/routes/optional-body.ts).
+ */
+export const NoFieldsBody = Type.Object({}, { additionalProperties: false, description: 'no fields' });
+
 export const PlatformCodeParams = Type.Object({ code: Code });
 
 export const IssuedApiKey = Type.Object({

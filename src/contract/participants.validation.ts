@@ -33,12 +33,13 @@ const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormat
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
 
 // Bodies: strict types, no coercion, no defaults written into what the platform sent (the body is hashed
-// for spec 7.3 exactly as received).
+// for spec 7.3 exactly as received). `verbose`, as src/app.ts's: each error carries its schema, whose description
+// says a pattern in words (without it, a control character in a name was answered with the regex: review).
 const bodyAjv = addFormats(
-  new Ajv({ allErrors: true, coerceTypes: false, useDefaults: false, strict: false }),
+  new Ajv({ allErrors: true, coerceTypes: false, useDefaults: false, strict: false, verbose: true }),
 );
 // Headers and other text parts are coerced like every other route's (src/app.ts).
-const textAjv = addFormats(new Ajv({ allErrors: true, coerceTypes: 'array', strict: false }));
+const textAjv = addFormats(new Ajv({ allErrors: true, coerceTypes: 'array', strict: false, verbose: true }));
 
 interface CompiledVariant {
   title: string;

@@ -33,6 +33,11 @@ export function acceptingBooleansInAnyCase<V extends Validator>(schema: unknown,
 
 /** A number as a person or a client library writes one in a query string: decimal digits, a sign, a fraction. */
 const DECIMAL_TEXT = /^-?[0-9]+(\.[0-9]+)?$/;
+/**
+ * A fraction that is not zero: not an integer, however close. `Number()` reads `1.9999999999999999` as 2, which an
+ * integer parameter then took (review: `page_size=100.0000000000000001` passed a maximum of 100).
+ */
+const NONZERO_FRACTION = /\.[0-9]*[1-9]/;
 
 /**
  * Numbers in query strings in decimal digits only. Ajv's coercion reads a query value with `Number()`, so
@@ -46,29 +51,37 @@ export function refusingNumbersNotInDigits<V extends Validator>(schema: unknown,
     ['integer', 'number'].includes(properties[name]!.type as string),
   );
   if (numbers.length === 0) return validate;
+  /** Why the text of a number parameter is refused before Ajv reads it as a number, or null. */
+  const problemOf = (name: string, value: unknown): string | null => {
+    if (typeof value !== 'string') return null;
+    if (!DECIMAL_TEXT.test(value)) return 'must be a number written in decimal digits';
+    if (properties[name]!.type === 'integer' && NONZERO_FRACTION.test(value)) return 'must be integer';
+    return null;
+  };
   const wrapped = ((data: unknown) => {
     const query = data as Record<string, unknown> | null;
-    const notDigits = numbers.filter(
-      (name) => typeof query?.[name] === 'string' && !DECIMAL_TEXT.test(query[name] as string),
-    );
+    const refused = numbers.flatMap((name) => {
+      const message = problemOf(name, query?.[name]);
+      return message === null ? [] : [{ name, message }];
+    });
     const result = validate(data);
-    if (notDigits.length === 0) {
+    if (refused.length === 0) {
       wrapped.errors = validate.errors;
       return result;
     }
     // With the rest of the query's problems, as every 400 lists every bad field (Ajv's own word on a field
     // named here is left out: it read the value as another number).
-    const named = new Set(notDigits.map((name) => `/${name}`));
+    const named = new Set(refused.map(({ name }) => `/${name}`));
     const others = ((validate.errors ?? []) as Array<{ instancePath?: string }>).filter(
       (error) => !named.has(error.instancePath ?? ''),
     );
     wrapped.errors = [
-      ...notDigits.map((name) => ({
+      ...refused.map(({ name, message }) => ({
         keyword: 'type',
         instancePath: `/${name}`,
         schemaPath: `#/properties/${name}/type`,
         params: { type: properties[name]!.type },
-        message: 'must be a number written in decimal digits',
+        message,
       })),
       ...others,
     ];

@@ -7,12 +7,14 @@ import {
   ApiKeySummary,
   CreatePlatformBody,
   IssuedApiKey,
+  NoFieldsBody,
   Platform,
   PlatformCodeParams,
 } from '../../contract/admin.schemas.ts';
 import { Envelope } from '../../contract/responses.ts';
 import type { PlatformsService } from '../../domain/platforms/platforms.service.ts';
 import { adminErrorResponses } from './admin-errors.ts';
+import { bareBodyAsEmpty } from './optional-body.ts';
 
 /** Operator API: platforms, API keys and IP allow-lists (DESIGN §3). */
 export async function adminPlatformsRoutes(
@@ -72,8 +74,10 @@ export async function adminPlatformsRoutes(
       schema: {
         tags,
         params: PlatformCodeParams,
+        body: NoFieldsBody,
         response: { 201: Envelope(IssuedApiKey), ...adminErrorResponses },
       },
+      preValidation: bareBodyAsEmpty,
     },
     async (request, reply) =>
       reply.code(201).send({ message: await platforms.createApiKey(request.params.code) }),

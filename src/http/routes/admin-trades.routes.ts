@@ -8,6 +8,7 @@ import {
 } from '../../contract/trades.schemas.ts';
 import type { TradesService } from '../../domain/trades/trades.service.ts';
 import { adminErrorResponses } from './admin-errors.ts';
+import { bareBodyAsEmpty } from './optional-body.ts';
 
 /** Operator API for trades (DESIGN §3): book one directly, move one to its next state now. */
 export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trades: TradesService }) {
@@ -39,11 +40,8 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
         body: AdvanceTradeBody,
         response: { 200: AdminTradeResponse, ...adminErrorResponses },
       },
-      // The body is optional (`from` is): a bare POST, as curl sends it, advances as `{}` does, rather than being
-      // refused as "body: must be object".
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+      // The body is optional (`from` is): a bare POST, as curl sends it, advances as `{}` does.
+      preValidation: bareBodyAsEmpty,
     },
     async (request) => ({
       message: await trades.advance(request.params.trade_id, request.body?.from),

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
+import { NoFieldsBody } from '../../contract/admin.schemas.ts';
 import { Envelope, PagedEnvelope } from '../../contract/responses.ts';
 import {
   NotificationParams,
@@ -13,6 +14,7 @@ import {
 } from '../../contract/webhooks.schemas.ts';
 import type { WebhooksService } from '../../domain/webhooks/webhooks.service.ts';
 import { adminErrorResponses } from './admin-errors.ts';
+import { bareBodyAsEmpty } from './optional-body.ts';
 
 /** Operator API: webhook configuration, notifications with their attempts, redelivery (DESIGN §3). */
 export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { webhooks: WebhooksService }) {
@@ -82,8 +84,10 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
         tags,
         summary: 'Deliver a notification again (same notification id), from the top of the retry schedule',
         params: NotificationParams,
+        body: NoFieldsBody,
         response: { 200: Envelope(WebhookNotification), ...adminErrorResponses },
       },
+      preValidation: bareBodyAsEmpty,
     },
     async (request) => ({ message: await webhooks.redeliver(request.params.id) }),
   );
