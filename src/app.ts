@@ -25,6 +25,7 @@ import {
   sendNotFound,
   sendUnavailable,
 } from './http/error-handler.ts';
+import { validationErrorSummary } from './http/validation-messages.ts';
 import { setClientAddress } from './http/client-address.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
@@ -170,6 +171,8 @@ export async function buildApp(
     },
     trustProxy: trusted ?? false,
     requestIdHeader: false,
+    // The 400's lines are made from the errors themselves (describeValidation), not from this message.
+    schemaErrorFormatter: validationErrorSummary,
     clientErrorHandler: answerClientError,
     genReqId: (req) => {
       const given = req.headers[REQUEST_ID_HEADER];

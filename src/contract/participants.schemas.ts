@@ -282,7 +282,8 @@ export const CUSTOMER_FIELDS = {
     minLength: 5,
     maxLength: 10,
     pattern: NO_OUTER_SPACES,
-    description: 'e.g. 77777 or 77777-7777',
+    // Said by a 400 for the pattern: the spaces are what it refuses.
+    description: 'no leading or trailing spaces; e.g. 77777 or 77777-7777',
   }),
   postal_code: Type.String({
     minLength: 4,

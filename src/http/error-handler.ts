@@ -13,6 +13,7 @@ import {
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
 import { committedAWrite, trackingWrites } from '../store/database.ts';
 import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/wire-values.ts';
+import { describeValidation } from './validation-messages.ts';
 
 /**
  * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail
@@ -37,139 +38,6 @@ export function sendDomainError(reply: FastifyReply, error: DomainError): Fastif
 
 export function sendUnavailable(reply: FastifyReply): FastifyReply {
   return reply.code(503).header(ALLOW_RETRY_HEADER, 'true').send({ error: 'Service Unavailable' });
-}
-
-/**
- * ajv's instancePath is a JSON pointer ("/pairs/BTC~1USD", "/cidrs/0"): shown as the caller wrote the field,
- * "pairs.BTC/USD", "cidrs[0]".
- */
-function fieldName(instancePath: string): string {
-  return instancePath
-    .split('/')
-    .slice(1)
-    .map((segment) => clip(segment.replaceAll('~1', '/').replaceAll('~0', '~')))
-    .reduce(
-      (path, segment) =>
-        /^\d+$/.test(segment) ? `${path}[${segment}]` : path ? `${path}.${segment}` : segment,
-      '',
-    );
-}
-
-/** A field name is the caller's text (a record key): shown in full up to 64 characters, never echoed whole. */
-function clip(name: string): string {
-  return name.length > 64 ? `${name.slice(0, 61)}…` : name;
-}
-
-/** The most allowed values a 400 lists. */
-const MAX_VALUES_LISTED = 16;
-/**
- * The most problems a 400 lists, and the most of ajv's errors read to find them. Every bad element of an array is
- * an error of its own: a body of 200,000 empty `fees` (600 KB, under the 1 MiB limit) made a 13 MB answer and held
- * the event loop for about a second (review, session 31). The first ones name the problem; a last line says more
- * were found.
- */
-const MAX_PROBLEMS_LISTED = 50;
-const MAX_ERRORS_READ = 1_000;
-
-type AjvError = NonNullable<FastifyError['validation']>[number] & {
-  /** With ajv's `verbose`: the keyword's value (for anyOf, its branches) and the schema holding it. */
-  schema?: unknown;
-  parentSchema?: { description?: unknown };
-};
-
-/** The values a branch of an anyOf allows, when it is a list of values (a literal, an enum, null); else null. */
-function valuesOf(branch: unknown): unknown[] | null {
-  const b = branch as { const?: unknown; enum?: unknown; type?: unknown } | null;
-  if (b === null || typeof b !== 'object') return null;
-  if ('const' in b) return [b.const];
-  if (Array.isArray(b.enum)) return b.enum;
-  if (b.type === 'null') return [null];
-  return null;
-}
-
-/**
- * ajv reports a failed anyOf (a union) as an error per branch and one for the anyOf: "must be equal to constant",
- * "must match a schema in anyOf" (review: a 400 that did not say what is allowed). Said once instead: a union of
- * values (TypeBox's union of literals) as the list of them; a nullable (a schema or null) as its schema's problems
- * alone. Other unions are left as ajv says them.
- */
-function foldUnions(items: AjvError[]): AjvError[] {
-  const dropped = new Set<AjvError>();
-  const replaced = new Map<AjvError, AjvError>();
-  for (const item of items) {
-    if (item.keyword !== 'anyOf' || !Array.isArray(item.schema)) continue;
-    const branches = item.schema as unknown[];
-    const ofBranch = (i: number | null) =>
-      items.filter(
-        (other) =>
-          other !== item &&
-          (other.instancePath === item.instancePath ||
-            other.instancePath.startsWith(`${item.instancePath}/`)) &&
-          other.schemaPath.startsWith(`${item.schemaPath}/${i ?? ''}`),
-      );
-    const values = branches.map(valuesOf);
-    if (values.every((v) => v !== null)) {
-      const allowed = values.flat().map((v) => (v === null ? 'null' : String(v)));
-      if (allowed.length > MAX_VALUES_LISTED) continue;
-      for (const other of ofBranch(null)) dropped.add(other);
-      replaced.set(item, { ...item, keyword: 'enum', params: { allowedValues: allowed } });
-      continue;
-    }
-    const nullAt = values.findIndex((v) => v?.length === 1 && v[0] === null);
-    if (branches.length === 2 && nullAt >= 0) {
-      for (const other of ofBranch(nullAt)) dropped.add(other);
-      dropped.add(item);
-      // A value of another type is said to be of neither: "must be string or null".
-      for (const other of ofBranch(1 - nullAt)) {
-        if (other.keyword === 'type' && other.instancePath === item.instancePath)
-          replaced.set(other, { ...other, message: `${other.message ?? 'is of the wrong type'} or null` });
-      }
-    }
-  }
-  return items.filter((item) => !dropped.has(item)).map((item) => replaced.get(item) ?? item);
-}
-
-/** ajv error → "<field>: <problem>", naming the field as the caller sent it. */
-function describeValidation(error: FastifyError): string[] {
-  const all = (error.validation ?? []) as AjvError[];
-  const messages = new Set<string>();
-  for (const item of foldUnions(all.slice(0, MAX_ERRORS_READ))) {
-    messages.add(describeOne(error, item));
-    if (messages.size === MAX_PROBLEMS_LISTED) break;
-  }
-  if (messages.size === MAX_PROBLEMS_LISTED || all.length > MAX_ERRORS_READ)
-    messages.add(`${contextName(error)}: more problems, not listed (the first ${messages.size} are)`);
-  return [...messages];
-}
-
-/** What a problem of the request part as a whole is said of: `body`, `querystring`… */
-function contextName(error: FastifyError): string {
-  return error.validationContext === 'body' ? 'body' : (error.validationContext ?? 'request');
-}
-
-function describeOne(error: FastifyError, item: AjvError): string {
-  const params = item.params as Record<string, unknown>;
-  const base = fieldName(item.instancePath);
-  if (item.keyword === 'required') {
-    const field = [base, clip(String(params.missingProperty))].filter(Boolean).join('.');
-    return `${field}: is required`;
-  }
-  if (item.keyword === 'additionalProperties') {
-    const field = [base, clip(String(params.additionalProperty))].filter(Boolean).join('.');
-    return `${field}: is not allowed`;
-  }
-  const field = base || contextName(error);
-  // A pattern is said in the words of its schema's description where it has one, not as the regex.
-  // (ajv's `verbose` adds parentSchema; Fastify's type of the error does not declare it.)
-  const description = item.parentSchema?.description;
-  if (item.keyword === 'pattern' && typeof description === 'string')
-    return `${field}: is not in the expected form (${description})`;
-  // A short list is said (review: "must be equal to one of the allowed values" left the caller guessing); a long
-  // one (countries) is in the API docs.
-  const allowed = params.allowedValues;
-  if (item.keyword === 'enum' && Array.isArray(allowed) && allowed.length <= MAX_VALUES_LISTED)
-    return `${field}: must be one of ${allowed.join(', ')}`;
-  return `${field}: ${item.message ?? 'is invalid'}`;
 }
 
 /** Transient database conditions that a retry can clear: 503 with svc-allow-retry (spec 7, 503 row). */

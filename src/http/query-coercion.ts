@@ -42,8 +42,8 @@ const NONZERO_FRACTION = /\.[0-9]*[1-9]/;
 /**
  * Numbers in query strings in decimal digits only. Ajv's coercion reads a query value with `Number()`, so
  * `page=0x10` was page 16, `page_size=1e1` 10, `0b11` 3 and a lone space 0 (review): a mistyped parameter was
- * silently another number. The schema's integer and number parameters must be written in digits, or the
- * request is a 400 naming them, as for any other bad value.
+ * silently another number. The schema's integer and number parameters must be written in digits, an integer's
+ * fraction only if it is zero, or the request is a 400 naming them, as for any other bad value.
  */
 export function refusingNumbersNotInDigits<V extends Validator>(schema: unknown, validate: V): V {
   const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};

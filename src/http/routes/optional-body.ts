@@ -2,8 +2,8 @@ import type { FastifyRequest } from 'fastify';
 
 /**
  * preValidation of an operator POST whose body is optional (every field of it is, or it has none): a bare POST, as
- * curl and the CLI send it, is validated as `{}`, so that the schema still refuses fields it does not know, and a
- * bare POST is not refused as "body: must be object".
+ * curl sends it (the CLI sends `{}`), or a JSON `null`, is validated as `{}`, so that the schema still refuses
+ * fields it does not know, and a bare POST is not refused as "body: must be object".
  */
 export async function bareBodyAsEmpty(request: FastifyRequest): Promise<void> {
   request.body ??= {};

@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Ajv } from 'ajv';
+import type { FastifyError } from 'fastify';
+import { Type, type TSchema } from 'typebox';
+import { describeValidation, validationErrorSummary } from '../../src/http/validation-messages.ts';
+
+/** The lines of the 400 for `body` against `schema`, ajv set as src/app.ts sets it for bodies. */
+function linesFor(schema: TSchema, body: unknown): string[] {
+  const ajv = new Ajv({
+    allErrors: true,
+    coerceTypes: false,
+    useDefaults: true,
+    strict: false,
+    verbose: true,
+  });
+  const validate = ajv.compile(schema);
+  assert.equal(validate(body), false, 'the body must fail');
+  const error = Object.assign(validationErrorSummary(validate.errors!, 'body'), {
+    validation: validate.errors!,
+    validationContext: 'body',
+  }) as unknown as FastifyError;
+  return describeValidation(error);
+}
+
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+test('a nullable union of values lists null among them', () => {
+  const schema = Type.Object({ c: Nullable(Type.Union([Type.Literal('a'), Type.Literal('b')])) });
+  assert.deepEqual(linesFor(schema, { c: 'z' }), ['c: must be one of a, b, null']);
+});
+
+test('a nullable list too long to say is said by its own rule alone', () => {
+  const codes = Array.from({ length: 20 }, (_, i) => `C${i}`);
+  const schema = Type.Object({ c: Nullable(Type.Enum(codes)) });
+  assert.deepEqual(linesFor(schema, { c: 'zz' }), ['c: must be equal to one of the allowed values']);
+});
+
+test('values that are not plain text are said as JSON', () => {
+  const schema = Type.Object({ c: Type.Union([Type.Literal(''), Type.Literal('x'), Type.Literal(3)]) });
+  assert.deepEqual(linesFor(schema, { c: 'z' }), ['c: must be one of "", x, 3']);
+});
+
+test('unions of other schemas are left as ajv says them', () => {
+  const schema = Type.Object({ c: Type.Union([Type.String(), Type.Integer(), Type.Null()]) });
+  assert.deepEqual(linesFor(schema, { c: true }), [
+    'c: must be string',
+    'c: must be integer',
+    'c: must be null',
+    'c: must match a schema in anyOf',
+  ]);
+});
+
+test("the same union in two array elements: each element's errors fold alone", () => {
+  const schema = Type.Object({ r: Type.Array(Type.Union([Type.Literal('a'), Type.Literal('b')])) });
+  const body = { r: Array.from({ length: 11 }, (_, i) => (i === 1 || i === 10 ? 'z' : 'a')) };
+  assert.deepEqual(linesFor(schema, body), ['r[1]: must be one of a, b', 'r[10]: must be one of a, b']);
+});
+
+test("Fastify's message of a failed validation stays short however many errors there are", () => {
+  const errors = Array.from({ length: 400_000 }, () => ({
+    keyword: 'required',
+    instancePath: '/fees/0',
+    schemaPath: '#/required',
+    params: { missingProperty: 'name' },
+    message: "must have required property 'name'",
+  }));
+  assert.equal(validationErrorSummary(errors, 'body').message, 'body: 400000 validation problems');
+});
