@@ -258,6 +258,21 @@ function serviceUrl(
   return raw;
 }
 
+/**
+ * REDIS_URL, whose path names the database (ioredis reads `/N` as `SELECT N`): a path that is not a number was
+ * dropped with a warning in the log, and the shared limit ran in database 0 (review, session 31).
+ */
+function redisUrl(env: Env): string | undefined {
+  const url = serviceUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], 'redis://host:6379');
+  if (url === undefined) return undefined;
+  const path = new URL(url).pathname;
+  if (path !== '' && path !== '/' && !/^\/[0-9]{1,9}$/.test(path))
+    throw new ConfigError(
+      `REDIS_URL: the path names the database, a number like redis://host:6379/0, not ${JSON.stringify(path)}`,
+    );
+  return url;
+}
+
 /** The listeners of one process must not share an address (the second would fail with EADDRINUSE). */
 function sameAddress(a: Listen, b: Listen): boolean {
   if (a.port === 0 || a.port !== b.port) return false;
@@ -395,7 +410,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     ),
     databasePoolMax: int(env, 'SVC_DB_POOL_MAX', 20, 2),
     migrationLockTimeoutMs: int(env, 'SVC_MIGRATION_LOCK_TIMEOUT_MS', 3_000, 1, MAX_TIMER_MS),
-    redisUrl: serviceUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], 'redis://host:6379'),
+    redisUrl: redisUrl(env),
     trustProxy,
     secretKey,
     jwtPrivateKey:

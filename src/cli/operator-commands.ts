@@ -169,6 +169,9 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       const at = optionalString(o, 'deposit-timestamp');
       if (at !== undefined && !/^\d+$/.test(at)) throw new UsageError('--deposit-timestamp must be epoch ms');
       if (o.failed === true && !optionalString(o, 'reason')) throw new UsageError('--failed needs --reason');
+      // A reason is a failed deposit's: given alone, it was dropped and a successful deposit recorded (review).
+      if (o.failed !== true && optionalString(o, 'reason') !== undefined)
+        throw new UsageError('--reason goes with --failed (the reason a deposit failed)');
       return c.post<FundEvent>('/deposits', {
         deposit_address: positional(p, 0, 'ADDRESS'),
         quantity: positional(p, 1, 'QUANTITY'),

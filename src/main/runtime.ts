@@ -8,7 +8,7 @@ import { ConfigError, publicListenerExposures, type Config } from '../config.ts'
 import type { DomainDeps } from '../domain/deps.ts';
 import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
 import { registerJobMetrics } from '../jobs/job-metrics.ts';
-import { createRateLimiter } from '../domain/ratelimit/rate-limiter.service.ts';
+import { createRateLimiter, RedisDatabaseError } from '../domain/ratelimit/rate-limiter.service.ts';
 import { secretKeyOpensStoredSecrets } from '../domain/platforms/secret-key-check.ts';
 import { createServices, type Services } from '../domain/services.ts';
 import { buildTaskList, cronItems, keyedTasks } from '../jobs/task-list.ts';
@@ -174,6 +174,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         redisOptions: { commandTimeout: config.rateLimit.redisTimeoutMs },
         clock,
         logger: logger.child({ component: 'rate-limit' }),
+      }).catch((err: unknown) => {
+        throw err instanceof RedisDatabaseError ? new ConfigError(`REDIS_URL: ${err.message}`) : err;
       });
       cleanups.push(() => rateLimiter.close());
       registerRateLimitMetrics(metrics, rateLimiter);

@@ -75,7 +75,13 @@ export interface SvcResponse<T = unknown> {
 export function buildTarget(path: string, query: Record<string, QueryValue> | undefined): string {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query ?? {})) {
-    if (value !== undefined && value !== null) params.append(key, String(value));
+    if (value === undefined || value === null) continue;
+    // From JavaScript, or a cast: an object went as `[object Object]` and matched nothing (review).
+    if (!['string', 'number', 'boolean'].includes(typeof value))
+      throw new SvcArgumentError(
+        `${key}: a query parameter must be a string, number or boolean, got ${typeof value}`,
+      );
+    params.append(key, String(value));
   }
   const text = params.toString();
   return text ? `${path}?${text}` : path;

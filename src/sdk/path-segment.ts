@@ -7,6 +7,9 @@ import { SvcArgumentError } from './errors.ts';
  * one named, signed for a target it no longer has.
  */
 export function pathSegment(value: string, name: string): string {
+  // From JavaScript, or a cast: undefined went as `/accounts/undefined/details` (review).
+  if (typeof value !== 'string')
+    throw new SvcArgumentError(`${name}: must be a string, got ${value === null ? 'null' : typeof value}`);
   if (value === '' || value === '.' || value === '..') {
     throw new SvcArgumentError(`${name}: ${JSON.stringify(value)} cannot be sent as a path segment`);
   }

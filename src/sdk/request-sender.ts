@@ -93,10 +93,17 @@ async function recovering<T>(recover: () => Promise<T | undefined>, earlierUnans
   }
 }
 
-/** A 2xx of this API: a JSON body (parsed), or a 204 without one. */
-function answersJson(response: RawResponse): boolean {
+/**
+ * A 2xx of this API: a 204 without a body, or a JSON object in one of the API's shapes: the envelope
+ * (`{"message": …}`, wire-contract §3), a 202's `{}`, or the JWKS document (`{"keys": […]}`). Anything else is
+ * not its answer but a proxy's or a captive portal's, however it parses: `{"foo":1}` resolved a customer
+ * account's creation as done, and made a quote's execution fail with a TypeError (review, session 31).
+ */
+function isThisApisAnswer(response: RawResponse): boolean {
   if (response.status === 204) return response.body === '' || response.body === undefined;
-  return typeof response.body === 'object' && response.body !== null;
+  const body = response.body;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
+  return 'message' in body || 'keys' in body || Object.keys(body).length === 0;
 }
 
 /**
@@ -167,11 +174,11 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
      */
     const finish = (checked = false, mayHaveActed = false): T => {
       if (response && response.status >= 200 && response.status < 300) {
-        if (answersJson(response)) return response.body as T;
-        // Not this API's answer (every one but a 204 is a JSON object): a proxy's or a captive portal's page.
+        if (isThisApisAnswer(response)) return response.body as T;
         // A write may not have reached the API, or may have: not a success (review: it printed "hello").
+        const what = typeof response.body === 'object' ? "JSON that is not this API's answer" : 'not JSON';
         const error = new SvcServerError(
-          `${plan.method} ${plan.path}: answered ${response.status} with a body that is not JSON`,
+          `${plan.method} ${plan.path}: answered ${response.status} with a body that is ${what}`,
           response.status,
           response.requestId,
           response.body,

@@ -140,6 +140,15 @@ export function verifyWebhook<TPayload = unknown>(
       'verifyWebhook needs the raw body (a string, Buffer, Uint8Array or ArrayBuffer), not a parsed object',
     );
   }
+  // Arguments of another type failed deep inside with a message naming none of them (review).
+  if (headers === null || typeof headers !== 'object')
+    throw new TypeError(
+      'verifyWebhook needs the request headers (an object, a Map or a fetch Headers) as its second argument',
+    );
+  if (typeof secret !== 'string' || secret === '')
+    throw new TypeError(
+      "verifyWebhook needs the platform's webhook secret, a non-empty string, as its third argument",
+    );
   const toleranceMs = checkTolerance(options.toleranceMs);
   const now = options.now ?? Date.now;
 

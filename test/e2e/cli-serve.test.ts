@@ -206,6 +206,24 @@ describe('start-up failures: one line naming the problem, no stack', () => {
     }
   });
 
+  test(
+    'a REDIS_URL naming a database its Redis does not have stops the start (exit 2), naming it',
+    {
+      skip: process.env.REDIS_URL ? false : 'REDIS_URL not set: no Redis to ask',
+    },
+    async () => {
+      // The limit was shared in database 0, silently, with /readyz saying Redis was fine (review).
+      const url = new URL(process.env.REDIS_URL!);
+      url.pathname = '/99';
+      const result = await runCli(['serve'], env({ REDIS_URL: url.href }));
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(
+        result.stderr,
+        /^error: REDIS_URL: Redis has no database 99 \(ERR DB index is out of range\)\n$/,
+      );
+    },
+  );
+
   test('--role names the option, not SVC_ROLE', async () => {
     const result = await runCli(['serve', '--role', 'bogus'], env());
     assert.equal(result.code, 2);

@@ -461,6 +461,11 @@ describe('numbers and choices given as options', () => {
         ['webhooks', 'listen', '--port', '70000', '--secret', 's'],
         '--port must be a port number 0-65535 (0 = any free port), got "70000"',
       ],
+      // Node listened on every interface for an empty host (review).
+      [
+        ['webhooks', 'listen', '--port', '0', '--secret', 's', '--host', ''],
+        '--host must name an address or a host name (127.0.0.1 when left out)',
+      ],
       [
         ['api', 'token', 'ABC123', '--permission', 'fwc,kyc', ...PLATFORM_OFFLINE_ARGS],
         '--permission must be one of onboarding, ',

@@ -182,3 +182,12 @@ test('a listener whose port is taken says so on one line, with exit code 1, and 
     `error: --host/--port: cannot listen on 127.0.0.1:${port}: the address is already in use (another process listens there)`,
   );
 });
+
+test('a listener whose host does not resolve says so on one line, with exit code 1, and no stack trace', async () => {
+  const { code, stderr } = await runCli(
+    ['webhooks', 'listen', '--port', '0', '--secret', SECRET, '--host', 'nohost.invalid'],
+    {},
+  );
+  assert.equal(code, 1);
+  assert.match(stderr.trim(), /^error: --host: cannot resolve the host name "nohost\.invalid" \(E[A-Z_]+\)$/);
+});

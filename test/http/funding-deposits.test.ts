@@ -629,4 +629,9 @@ test('svc deposits record: the operator command records a deposit, failed ones t
   assert.equal(failed.success, false);
   assert.equal(failed.status_reason, 'dust');
   await assert.rejects(run(['deposits', 'record', address, '1', '--failed']), /--failed needs --reason/);
+  // Alone, the reason was dropped and a successful deposit recorded.
+  await assert.rejects(
+    run(['deposits', 'record', address, '1', '--reason', 'dust']),
+    /--reason goes with --failed/,
+  );
 });

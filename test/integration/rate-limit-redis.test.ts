@@ -12,7 +12,11 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { registerRateLimitMetrics } from '../../src/domain/ratelimit/rate-limit.metrics.ts';
-import { createRateLimiter, RateLimiterService } from '../../src/domain/ratelimit/rate-limiter.service.ts';
+import {
+  createRateLimiter,
+  RateLimiterService,
+  RedisDatabaseError,
+} from '../../src/domain/ratelimit/rate-limiter.service.ts';
 import {
   RedisRateLimitStore,
   rateLimitRedisOptions,
@@ -345,6 +349,56 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     assert.ok(bytes < 30 * 1024, `log of 2,000 accepts uses ${bytes} B`);
     const ttl = await client().pttl(log);
     assert.ok(ttl > 0 && ttl <= 10_000, `log expires ${ttl} ms after the last accept`);
+  });
+
+  it('refuses to start on a database the Redis does not have, rather than share the limit in database 0', async () => {
+    // ioredis only emits an error when the URL's database cannot be selected, and goes on in database 0.
+    const url = new URL(REDIS_URL!);
+    url.pathname = '/99';
+    // Closed if it starts after all, so that the failure is the assertion's, not a process kept alive.
+    const started = createRateLimiter({
+      redisUrl: url.href,
+      clock: new ManualClock(),
+      keyPrefix: freshPrefix(),
+    });
+    await assert.rejects(
+      started.then((limiter) => limiter.close()),
+      (err: unknown) =>
+        err instanceof RedisDatabaseError &&
+        /^Redis has no database 99 \(ERR DB index is out of range\)/.test(err.message),
+    );
+    url.pathname = '/1';
+    const limiter = await createRateLimiter({
+      redisUrl: url.href,
+      clock: new ManualClock(),
+      keyPrefix: freshPrefix(),
+    });
+    try {
+      assert.equal((await limiter.check('203.0.113.99')).allowed, true);
+      assert.equal(limiter.fallbackActive, false);
+    } finally {
+      await limiter.close();
+    }
+  });
+
+  it('closing while a TLS connection to it is being made leaves nothing unheard (rediss:// to a Redis without TLS)', async (t) => {
+    // ioredis printed "[ioredis] Unhandled error event: … before secure TLS connection was established" and its
+    // stack once the limiter had closed: its error listener went before the connection did.
+    const printed: unknown[] = [];
+    t.mock.method(console, 'error', (...args: unknown[]) => printed.push(args[0]));
+    const url = new URL(REDIS_URL!);
+    url.protocol = 'rediss:';
+    for (let round = 0; round < 3; round++) {
+      const redisClient = new Redis(url.href, rateLimitRedisOptions());
+      const shared = new RedisRateLimitStore({ client: redisClient, keyPrefix: freshPrefix() });
+      const limiter = new RateLimiterService({ shared, ownsSharedClient: true, sweepIntervalMs: false });
+      await redisClient.connect().catch(() => {});
+      // Connecting again (each attempt fails its handshake): the close comes while one is under way.
+      await until(() => redisClient.status === 'connecting', 'a connection attempt');
+      await limiter.close();
+      await until(() => redisClient.status === 'end', 'the connection to end');
+    }
+    assert.deepEqual(printed, []);
   });
 
   it('falls back to memory when Redis is unreachable: limited, never throws, logged once', async () => {

@@ -289,3 +289,47 @@ describe("a call's signal", () => {
     assert.equal(unavailable.requests.length - before, 1);
   });
 });
+
+test('a 2xx in none of this API\'s shapes is an error, not a result (a stand-in answering 200 {"foo":1})', async () => {
+  const standIn = await serve((res) =>
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"foo":1}'),
+  );
+  try {
+    const client = createClient({ baseUrl: standIn.url, ...credentials, retry: noWaiting });
+    // Resolved undefined, resolved {"foo":1} as an account created, and threw a TypeError.
+    await assert.rejects(client.time(), SvcServerError);
+    const create = await client.accounts
+      .create({ participant_code: 'ABC123', account_label: 'general', type: 'individual', tier: 'pro' })
+      .then(
+        () => assert.fail('expected an error'),
+        (e: unknown) => e,
+      );
+    assert.ok(create instanceof SvcServerError, String(create));
+    assert.equal(create.outcomeUnknown, true);
+    const execute = await client.quotes.executeLiquidityQuote(crypto.randomUUID()).then(
+      () => assert.fail('expected an error'),
+      (e: unknown) => e,
+    );
+    assert.ok(execute instanceof SvcError, String(execute));
+  } finally {
+    await new Promise((resolve) => standIn.server.close(resolve));
+  }
+});
+
+test('path and query arguments of another type than a string are refused by name, nothing sent', async () => {
+  const client = createClient({ baseUrl: elsewhere.url, ...credentials, retry: noWaiting });
+  const before = elsewhere.requests.length;
+  const refused = async (call: () => Promise<unknown>, pattern: RegExp) =>
+    assert.rejects(call, (e: unknown) => e instanceof SvcArgumentError && pattern.test((e as Error).message));
+  // Sent as /accounts/undefined/details, /trades/null and ?asset=[object Object].
+  await refused(
+    () => client.accounts.details(undefined as unknown as string),
+    /^zrn: must be a string, got undefined/,
+  );
+  await refused(() => client.trades.get(null as unknown as string), /^tradeId: must be a string, got null/);
+  await refused(
+    () => client.http.request('GET', '/accounts', { query: { asset: {} as unknown as string } }),
+    /^asset: a query parameter must be a string, number or boolean, got object/,
+  );
+  assert.equal(elsewhere.requests.length, before, 'nothing was sent');
+});

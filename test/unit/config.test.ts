@@ -122,6 +122,10 @@ describe('log level and URLs', () => {
       /^DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL/,
     );
     refused({ REDIS_URL: 'localhost:6379' }, /^REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/);
+    // The path names the database: ioredis dropped `/abc` with a warning and used database 0 (review).
+    refused({ REDIS_URL: 'redis://cache:6379/abc' }, /^REDIS_URL: the path names the database, a number/);
+    refused({ REDIS_URL: 'redis://cache:6379/1/2' }, /^REDIS_URL: the path names the database/);
+    assert.equal(loadConfig({ REDIS_URL: 'redis://cache:6379/5' }).redisUrl, 'redis://cache:6379/5');
     assert.throws(
       () => loadConfig({ DATABASE_URL: 'mysql://u:hunter2@db/x' }),
       (e: Error) => !/hunter2/.test(e.message),

@@ -459,4 +459,48 @@ describe('a 2xx that is not this API’s answer', () => {
       {},
     );
   });
+
+  test("JSON in none of this API's shapes is an error too: the envelope, {} and the JWKS document are answers", async () => {
+    // A stand-in answering 200 {"foo":1}: account creation resolved as done, a quote's execution threw a TypeError.
+    for (const [method, path] of [
+      ['POST', '/accounts'],
+      ['GET', '/time'],
+    ] as const) {
+      await assert.rejects(
+        sendWithRetries({ method, path, send: script([[200, { foo: 1 }]]).send, retry: clock().retry }),
+        (error: unknown) => {
+          assert.ok(error instanceof SvcServerError);
+          assert.equal(
+            error.message,
+            `${method} ${path}: answered 200 with a body that is JSON that is not this API's answer`,
+          );
+          assert.equal(error.outcomeUnknown, method === 'POST' ? true : undefined);
+          return true;
+        },
+      );
+    }
+    for (const body of [[1], null]) {
+      await assert.rejects(
+        sendWithRetries({
+          method: 'GET',
+          path: '/trades',
+          send: script([[200, body]]).send,
+          retry: clock().retry,
+        }),
+        SvcServerError,
+      );
+    }
+    const answers = [{ message: { epoch: 1 } }, { keys: [] }, { message: [], page: 1, total_pages: 1 }];
+    for (const body of answers) {
+      assert.deepEqual(
+        await sendWithRetries({
+          method: 'GET',
+          path: '/x',
+          send: script([[200, body]]).send,
+          retry: clock().retry,
+        }),
+        body,
+      );
+    }
+  });
 });

@@ -56,6 +56,24 @@ function rejects(fn: () => unknown, reason: WebhookVerificationError['reason'], 
   });
 }
 
+describe('verifyWebhook: arguments of another type', () => {
+  test('headers or a secret that are not what they must be are refused naming the argument', () => {
+    // Failed with "Cannot read properties of null (reading 'get')" or a crypto error naming a "key" (review).
+    for (const bad of [null, undefined, 'x-svc-hook-signature: abc']) {
+      assert.throws(
+        () => verifyWebhook(BODY, bad as unknown as Record<string, string>, SECRET),
+        (err: unknown) => err instanceof TypeError && /request headers .* second argument/.test(err.message),
+      );
+    }
+    for (const bad of [undefined, 123, '', Buffer.from(SECRET)]) {
+      assert.throws(
+        () => verifyWebhook(BODY, headers, bad as unknown as string, { now: at(TS_MS) }),
+        (err: unknown) => err instanceof TypeError && /webhook secret, a non-empty string/.test(err.message),
+      );
+    }
+  });
+});
+
 describe('verifyWebhook: toleranceMs', () => {
   // 10 years after signing: any check at all refuses it.
   const muchLater = at(TS_MS + 10 * 365 * 24 * 3600 * 1000);

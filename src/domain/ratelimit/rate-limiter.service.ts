@@ -282,10 +282,14 @@ export class RateLimiterService implements RateLimiter {
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.closeSubscription();
-    this.shared?.client.off('error', this.onSharedError).off('ready', this.onSharedReady);
-    if (this.shared && this.ownsSharedClient) {
-      await this.shared.client.quit().catch(() => this.shared?.client.disconnect());
-    }
+    if (!this.shared) return;
+    const { client } = this.shared;
+    client.off('error', this.onSharedError).off('ready', this.onSharedReady);
+    // The connection is being let go: what fails from here on (a TLS handshake cut short, a connect timing out)
+    // tells nothing, and unheard, ioredis printed it with its stack, or threw it (review: `rediss://` to a Redis
+    // without TLS, stopped).
+    client.on('error', () => {});
+    if (this.ownsSharedClient) await client.quit().catch(() => client.disconnect());
   }
 
   /**
@@ -386,6 +390,22 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
   } catch {
     // ioredis keeps reconnecting; requests are served from memory meanwhile. The first request
     // that fails records and logs the fallback.
+    return limiter;
+  }
+  // ioredis selects the URL's database as it connects, and when the server has no such database it only emits
+  // an error event and goes on in database 0 (review: `/99` on a Redis of 16 shared the limit in database 0,
+  // ready and silent). Selected again here, so that the answer is heard.
+  const database = client.options.db ?? 0;
+  try {
+    await client.select(database);
+  } catch (err) {
+    await limiter.close();
+    throw new RedisDatabaseError(
+      `Redis has no database ${database} (${err instanceof Error ? err.message : String(err)})`,
+    );
   }
   return limiter;
 }
+
+/** The Redis of REDIS_URL answered, but refused its database: a configuration to mend, not an outage. */
+export class RedisDatabaseError extends Error {}
