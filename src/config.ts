@@ -265,11 +265,15 @@ function serviceUrl(
 function redisUrl(env: Env): string | undefined {
   const url = serviceUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], 'redis://host:6379');
   if (url === undefined) return undefined;
-  const path = new URL(url).pathname;
-  if (path !== '' && path !== '/' && !/^\/[0-9]{1,9}$/.test(path))
+  const { pathname, searchParams } = new URL(url);
+  if (pathname !== '' && pathname !== '/' && !/^\/[0-9]{1,9}$/.test(pathname))
     throw new ConfigError(
-      `REDIS_URL: the path names the database, a number like redis://host:6379/0, not ${JSON.stringify(path)}`,
+      `REDIS_URL: the path names the database, a number like redis://host:6379/0, not ${JSON.stringify(pathname)}`,
     );
+  // ioredis takes `?db=` too: `?db=abc` became SELECT NaN, which Redis refused and the process died of.
+  const db = searchParams.get('db');
+  if (db !== null && !/^[0-9]{1,9}$/.test(db))
+    throw new ConfigError(`REDIS_URL: db names the database, a number like ?db=0, not ${JSON.stringify(db)}`);
   return url;
 }
 

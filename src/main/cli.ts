@@ -358,9 +358,12 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
   if (!(port <= 65535))
     throw new UsageError(`--port must be a port number 0-65535 (0 = any free port), got "${values.port}"`);
   const host = typeof values.host === 'string' ? values.host : undefined;
-  // Node reads an empty host as every interface: the opposite of the default (127.0.0.1), so refused (review).
-  if (host !== undefined && host.trim() === '')
-    throw new UsageError('--host must name an address or a host name (127.0.0.1 when left out)');
+  // Node reads an empty host as every interface: the opposite of the default (127.0.0.1), so refused (review); so
+  // are spaces around one, and an IPv6 address in the brackets of a URL, which were looked up as names.
+  if (host !== undefined && (host.trim() !== host || host === '' || host.startsWith('[')))
+    throw new UsageError(
+      `--host must name an address or a host name (127.0.0.1 when left out; IPv6 without brackets, e.g. ::1), got ${JSON.stringify(host)}`,
+    );
   const listener = await startWebhookListener({ port, host, secret, json: values.json === true }).catch(
     (error: NodeJS.ErrnoException & { address?: string; port?: number; hostname?: string }) => {
       // A name that does not resolve reached the user as a stack trace (review).

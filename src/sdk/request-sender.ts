@@ -93,17 +93,24 @@ async function recovering<T>(recover: () => Promise<T | undefined>, earlierUnans
   }
 }
 
+/** The one answer of this API that is not in its envelope: the JWKS document, `{"keys": […]}`. */
+const JWKS_PATH = '/.well-known/jwks.json';
+
 /**
- * A 2xx of this API: a 204 without a body, or a JSON object in one of the API's shapes: the envelope
- * (`{"message": …}`, wire-contract §3), a 202's `{}`, or the JWKS document (`{"keys": […]}`). Anything else is
- * not its answer but a proxy's or a captive portal's, however it parses: `{"foo":1}` resolved a customer
- * account's creation as done, and made a quote's execution fail with a TypeError (review, session 31).
+ * A 2xx of this API, by its status: a 204 without a body, a 202's `{}`, the JWKS document, and otherwise the
+ * envelope with its `message` (wire-contract §3). Anything else is not its answer but a proxy's or a captive
+ * portal's, however it parses: `{"foo":1}` or `{}` resolved a customer account's creation as done, `time()` as
+ * undefined, and made a quote's execution fail with a TypeError (review, session 31). The ops and docs paths
+ * (/healthz, /docs/json) are not this API: `client.http.send` reads them.
  */
-function isThisApisAnswer(response: RawResponse): boolean {
-  if (response.status === 204) return response.body === '' || response.body === undefined;
-  const body = response.body;
+function isThisApisAnswer(response: RawResponse, path: string): boolean {
+  const { status, body } = response;
+  if (status === 204) return body === '' || body === undefined;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
-  return 'message' in body || 'keys' in body || Object.keys(body).length === 0;
+  const fields = body as Record<string, unknown>;
+  if (path === JWKS_PATH) return Array.isArray(fields.keys);
+  if (status === 202) return Object.keys(fields).length === 0;
+  return fields.message !== undefined && fields.message !== null;
 }
 
 /**
@@ -174,7 +181,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
      */
     const finish = (checked = false, mayHaveActed = false): T => {
       if (response && response.status >= 200 && response.status < 300) {
-        if (isThisApisAnswer(response)) return response.body as T;
+        if (isThisApisAnswer(response, plan.path)) return response.body as T;
         // A write may not have reached the API, or may have: not a success (review: it printed "hello").
         const what = typeof response.body === 'object' ? "JSON that is not this API's answer" : 'not JSON';
         const error = new SvcServerError(

@@ -143,9 +143,13 @@ export function verifyWebhook<TPayload = unknown>(
   // Arguments of another type failed deep inside with a message naming none of them (review).
   if (headers === null || typeof headers !== 'object')
     throw new TypeError(
-      'verifyWebhook needs the request headers (an object, a Map or a fetch Headers) as its second argument',
+      'verifyWebhook needs the request headers (a plain object or a fetch Headers) as its second argument',
     );
-  if (typeof secret !== 'string' || secret === '')
+  // A Buffer of the secret's bytes keys the HMACs alike (it always did): taken too.
+  const given = secret as unknown;
+  const secretLength =
+    typeof given === 'string' ? given.length : ArrayBuffer.isView(given) ? given.byteLength : 0;
+  if (secretLength === 0)
     throw new TypeError(
       "verifyWebhook needs the platform's webhook secret, a non-empty string, as its third argument",
     );

@@ -219,7 +219,7 @@ describe('start-up failures: one line naming the problem, no stack', () => {
       assert.equal(result.code, 2, result.stderr);
       assert.match(
         result.stderr,
-        /^error: REDIS_URL: Redis has no database 99 \(ERR DB index is out of range\)\n$/,
+        /^error: REDIS_URL: Redis refused SELECT 99 \(ERR DB index is out of range\)\n$/,
       );
     },
   );

@@ -464,7 +464,15 @@ describe('numbers and choices given as options', () => {
       // Node listened on every interface for an empty host (review).
       [
         ['webhooks', 'listen', '--port', '0', '--secret', 's', '--host', ''],
-        '--host must name an address or a host name (127.0.0.1 when left out)',
+        '--host must name an address or a host name (127.0.0.1 when left out; IPv6 without brackets, e.g. ::1), got ""',
+      ],
+      [
+        ['webhooks', 'listen', '--port', '0', '--secret', 's', '--host', '[::1]'],
+        '--host must name an address or a host name (127.0.0.1 when left out; IPv6 without brackets, e.g. ::1), got "[::1]"',
+      ],
+      [
+        ['webhooks', 'listen', '--port', '0', '--secret', 's', '--host', ' 127.0.0.1'],
+        '--host must name an address or a host name (127.0.0.1 when left out; IPv6 without brackets, e.g. ::1), got " 127.0.0.1"',
       ],
       [
         ['api', 'token', 'ABC123', '--permission', 'fwc,kyc', ...PLATFORM_OFFLINE_ARGS],

@@ -365,8 +365,32 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       started.then((limiter) => limiter.close()),
       (err: unknown) =>
         err instanceof RedisDatabaseError &&
-        /^Redis has no database 99 \(ERR DB index is out of range\)/.test(err.message),
+        /^Redis refused SELECT 99 \(ERR DB index is out of range\)/.test(err.message),
     );
+    // Down at the start, then up: met at the connection, which is dropped; this instance limits in memory.
+    const relay = await startTcpProxy(REDIS_URL!);
+    await relay.down();
+    const late = new URL(relay.url);
+    late.pathname = '/99';
+    const logger = new CapturingLogger();
+    const limiter99 = await createRateLimiter({
+      redisUrl: late.href,
+      logger,
+      clock: new ManualClock(),
+      keyPrefix: freshPrefix(),
+    });
+    try {
+      await relay.up();
+      await until(
+        () => logger.warns.some((w) => w.includes("REDIS_URL's database is refused")),
+        'the refusal heard',
+      );
+      assert.equal(await limiter99.sharedReachable(), false);
+      assert.equal((await limiter99.check('203.0.113.98')).allowed, true, 'decided from memory');
+    } finally {
+      await limiter99.close();
+      await relay.close();
+    }
     url.pathname = '/1';
     const limiter = await createRateLimiter({
       redisUrl: url.href,

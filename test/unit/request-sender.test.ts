@@ -460,19 +460,23 @@ describe('a 2xx that is not this API’s answer', () => {
     );
   });
 
-  test("JSON in none of this API's shapes is an error too: the envelope, {} and the JWKS document are answers", async () => {
-    // A stand-in answering 200 {"foo":1}: account creation resolved as done, a quote's execution threw a TypeError.
-    for (const [method, path] of [
-      ['POST', '/accounts'],
-      ['GET', '/time'],
+  test("JSON in none of this API's shapes is an error too: the envelope, a 202's {} and the JWKS document are answers", async () => {
+    // A stand-in answering 200 {"foo":1} or {}: account creation resolved as done, a quote's execution threw a TypeError.
+    for (const [method, path, status, body] of [
+      ['POST', '/accounts', 200, { foo: 1 }],
+      ['GET', '/time', 200, {}],
+      ['GET', '/time', 200, { keys: [] }],
+      ['GET', '/trades/x', 200, { message: null }],
+      ['POST', '/accounts', 202, { message: 'accepted' }],
+      ['GET', '/.well-known/jwks.json', 200, { message: {} }],
     ] as const) {
       await assert.rejects(
-        sendWithRetries({ method, path, send: script([[200, { foo: 1 }]]).send, retry: clock().retry }),
+        sendWithRetries({ method, path, send: script([[status, body]]).send, retry: clock().retry }),
         (error: unknown) => {
-          assert.ok(error instanceof SvcServerError);
+          assert.ok(error instanceof SvcServerError, `${path} ${JSON.stringify(body)}`);
           assert.equal(
             error.message,
-            `${method} ${path}: answered 200 with a body that is JSON that is not this API's answer`,
+            `${method} ${path}: answered ${status} with a body that is JSON that is not this API's answer`,
           );
           assert.equal(error.outcomeUnknown, method === 'POST' ? true : undefined);
           return true;
@@ -490,13 +494,17 @@ describe('a 2xx that is not this API’s answer', () => {
         SvcServerError,
       );
     }
-    const answers = [{ message: { epoch: 1 } }, { keys: [] }, { message: [], page: 1, total_pages: 1 }];
-    for (const body of answers) {
+    for (const [path, status, body] of [
+      ['/time', 200, { message: { epoch: 1 } }],
+      ['/trades', 200, { message: [], page: 1, total_pages: 1 }],
+      ['/accounts', 202, {}],
+      ['/.well-known/jwks.json', 200, { keys: [] }],
+    ] as const) {
       assert.deepEqual(
         await sendWithRetries({
           method: 'GET',
-          path: '/x',
-          send: script([[200, body]]).send,
+          path,
+          send: script([[status, body]]).send,
           retry: clock().retry,
         }),
         body,

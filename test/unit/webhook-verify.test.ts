@@ -65,12 +65,17 @@ describe('verifyWebhook: arguments of another type', () => {
         (err: unknown) => err instanceof TypeError && /request headers .* second argument/.test(err.message),
       );
     }
-    for (const bad of [undefined, 123, '', Buffer.from(SECRET)]) {
+    for (const bad of [undefined, 123, '', Buffer.alloc(0), { secret: SECRET }]) {
       assert.throws(
         () => verifyWebhook(BODY, headers, bad as unknown as string, { now: at(TS_MS) }),
         (err: unknown) => err instanceof TypeError && /webhook secret, a non-empty string/.test(err.message),
       );
     }
+    // The secret's bytes as a Buffer verify as the string does.
+    const verified = verifyWebhook(BODY, headers, Buffer.from(SECRET) as unknown as string, {
+      now: at(TS_MS),
+    });
+    assert.equal(verified.notificationId, ID);
   });
 });
 

@@ -284,12 +284,16 @@ export class RateLimiterService implements RateLimiter {
     this.closeSubscription();
     if (!this.shared) return;
     const { client } = this.shared;
-    client.off('error', this.onSharedError).off('ready', this.onSharedReady);
-    // The connection is being let go: what fails from here on (a TLS handshake cut short, a connect timing out)
-    // tells nothing, and unheard, ioredis printed it with its stack, or threw it (review: `rediss://` to a Redis
-    // without TLS, stopped).
-    client.on('error', () => {});
-    if (this.ownsSharedClient) await client.quit().catch(() => client.disconnect());
+    client.off('ready', this.onSharedReady);
+    // A connection of the caller's: its errors are the caller's to hear.
+    if (!this.ownsSharedClient) {
+      client.off('error', this.onSharedError);
+      return;
+    }
+    // Ours keeps its (silent) error listener while it closes: what fails from here on (a TLS handshake cut short,
+    // a connect timing out) tells nothing, and unheard, ioredis printed it with its stack (review: `rediss://` to a
+    // Redis without TLS, stopped).
+    await client.quit().catch(() => client.disconnect());
   }
 
   /**
@@ -390,21 +394,54 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
   } catch {
     // ioredis keeps reconnecting; requests are served from memory meanwhile. The first request
     // that fails records and logs the fallback.
+    checkDatabaseOnEachConnection(client, logger);
     return limiter;
   }
-  // ioredis selects the URL's database as it connects, and when the server has no such database it only emits
-  // an error event and goes on in database 0 (review: `/99` on a Redis of 16 shared the limit in database 0,
-  // ready and silent). Selected again here, so that the answer is heard.
+  const refused = await databaseRefusal(client);
+  if (refused) {
+    await limiter.close();
+    throw new RedisDatabaseError(refused);
+  }
+  checkDatabaseOnEachConnection(client, logger);
+  return limiter;
+}
+
+/**
+ * ioredis selects the URL's database as it connects, and when the server refuses (no such database, an ACL without
+ * SELECT) it only emits an error and goes on in database 0 (review: `/99` on a Redis of 16 databases shared the limit
+ * in database 0, ready and silent). So it is selected again, and a refusal heard: why, or null when the database is
+ * in use, or the question could not be put (a timeout, a connection lost: an outage, met by the fallback). Database 0
+ * needs no SELECT: ioredis sends none, and a user or a proxy without the command works.
+ */
+async function databaseRefusal(client: Redis): Promise<string | null> {
   const database = client.options.db ?? 0;
+  if (database === 0) return null;
   try {
     await client.select(database);
+    return null;
   } catch (err) {
-    await limiter.close();
-    throw new RedisDatabaseError(
-      `Redis has no database ${database} (${err instanceof Error ? err.message : String(err)})`,
-    );
+    const error = err as { name?: unknown; message?: unknown };
+    return error.name === 'ReplyError' ? `Redis refused SELECT ${database} (${String(error.message)})` : null;
   }
-  return limiter;
+}
+
+/**
+ * The same at each later connection (a Redis down at the start, or restarted with other settings): the process has
+ * started, so the connection is dropped (no more reconnects) and this instance limits in memory, said in the log and
+ * by /readyz (redis: false).
+ */
+function checkDatabaseOnEachConnection(client: Redis, logger: RateLimitLogger = silentLogger): void {
+  if ((client.options.db ?? 0) === 0) return;
+  client.on('ready', () => {
+    void databaseRefusal(client).then((refused) => {
+      if (!refused) return;
+      logger.warn(
+        { refused },
+        "rate limit: REDIS_URL's database is refused; this instance limits in memory until it is restarted",
+      );
+      client.disconnect();
+    });
+  });
 }
 
 /** The Redis of REDIS_URL answered, but refused its database: a configuration to mend, not an outage. */
