@@ -270,10 +270,13 @@ function redisUrl(env: Env): string | undefined {
     throw new ConfigError(
       `REDIS_URL: the path names the database, a number like redis://host:6379/0, not ${JSON.stringify(pathname)}`,
     );
-  // ioredis takes `?db=` too: `?db=abc` became SELECT NaN, which Redis refused and the process died of.
-  const db = searchParams.get('db');
-  if (db !== null && !/^[0-9]{1,9}$/.test(db))
-    throw new ConfigError(`REDIS_URL: db names the database, a number like ?db=0, not ${JSON.stringify(db)}`);
+  // ioredis takes `?db=` too (the last one given): `?db=abc` became SELECT NaN, which Redis refused and the process
+  // died of.
+  const db = searchParams.getAll('db');
+  if (db.length > 1 || (db.length === 1 && !/^[0-9]{1,9}$/.test(db[0]!)))
+    throw new ConfigError(
+      `REDIS_URL: db names the database, one number like ?db=0, not ${db.map((d) => JSON.stringify(d)).join(' and ')}`,
+    );
   return url;
 }
 

@@ -373,11 +373,12 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     const late = new URL(relay.url);
     late.pathname = '/99';
     const logger = new CapturingLogger();
+    const prefix99 = freshPrefix();
     const limiter99 = await createRateLimiter({
       redisUrl: late.href,
       logger,
       clock: new ManualClock(),
-      keyPrefix: freshPrefix(),
+      keyPrefix: prefix99,
     });
     try {
       await relay.up();
@@ -385,8 +386,13 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
         () => logger.warns.some((w) => w.includes("REDIS_URL's database is refused")),
         'the refusal heard',
       );
+      // Dropped before it was ready: never said to be back, nothing decided in database 0.
+      assert.deepEqual(logger.infos, []);
       assert.equal(await limiter99.sharedReachable(), false);
-      assert.equal((await limiter99.check('203.0.113.98')).allowed, true, 'decided from memory');
+      const decided = await limiter99.check('203.0.113.98');
+      assert.equal(decided.allowed, true);
+      assert.equal(limiter99.fallbackActive, true, 'decided from memory');
+      assert.deepEqual(await client().keys(`${prefix99}*`), [], 'no key in database 0');
     } finally {
       await limiter99.close();
       await relay.close();

@@ -125,7 +125,8 @@ describe('log level and URLs', () => {
     // The path names the database: ioredis dropped `/abc` with a warning and used database 0 (review).
     refused({ REDIS_URL: 'redis://cache:6379/abc' }, /^REDIS_URL: the path names the database, a number/);
     refused({ REDIS_URL: 'redis://cache:6379/1/2' }, /^REDIS_URL: the path names the database/);
-    refused({ REDIS_URL: 'redis://cache:6379?db=abc' }, /^REDIS_URL: db names the database, a number/);
+    refused({ REDIS_URL: 'redis://cache:6379?db=abc' }, /^REDIS_URL: db names the database, one number/);
+    refused({ REDIS_URL: 'redis://cache:6379?db=1&db=abc' }, /^REDIS_URL: db names the database, one number/);
     assert.equal(loadConfig({ REDIS_URL: 'redis://cache:6379/5' }).redisUrl, 'redis://cache:6379/5');
     assert.throws(
       () => loadConfig({ DATABASE_URL: 'mysql://u:hunter2@db/x' }),

@@ -389,59 +389,47 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
   const client = new Redis(redisUrl, rateLimitRedisOptions(redisOptions));
   const shared = new RedisRateLimitStore({ client, policy, keyPrefix });
   const limiter = new RateLimiterService({ shared, ownsSharedClient: true, logger, clock });
+  let started = false;
+  let refusedAtStart: string | null = null;
+  dropOnDatabaseRefusal(client, (refusal) => {
+    if (!started) refusedAtStart = refusal;
+    else
+      logger?.warn(
+        { refusal },
+        "rate limit: REDIS_URL's database is refused; this instance limits in memory until it is restarted",
+      );
+  });
   try {
     await client.connect();
   } catch {
     // ioredis keeps reconnecting; requests are served from memory meanwhile. The first request
     // that fails records and logs the fallback.
-    checkDatabaseOnEachConnection(client, logger);
-    return limiter;
   }
-  const refused = await databaseRefusal(client);
-  if (refused) {
+  started = true;
+  if (refusedAtStart !== null) {
     await limiter.close();
-    throw new RedisDatabaseError(refused);
+    throw new RedisDatabaseError(refusedAtStart);
   }
-  checkDatabaseOnEachConnection(client, logger);
   return limiter;
 }
 
 /**
- * ioredis selects the URL's database as it connects, and when the server refuses (no such database, an ACL without
- * SELECT) it only emits an error and goes on in database 0 (review: `/99` on a Redis of 16 databases shared the limit
- * in database 0, ready and silent). So it is selected again, and a refusal heard: why, or null when the database is
- * in use, or the question could not be put (a timeout, a connection lost: an outage, met by the fallback). Database 0
- * needs no SELECT: ioredis sends none, and a user or a proxy without the command works.
+ * ioredis selects the URL's database as each connection opens, and when the server refuses (no such database, an
+ * ACL without SELECT) it only emits the error and goes on in database 0 (review: `/99` on a Redis of 16 databases
+ * shared the limit in database 0, ready and silent). That error comes before the connection is ready: the
+ * connection is dropped there, before any request reaches database 0, and not made again (`refused` says why).
+ * Database 0 is not selected (ioredis sends no SELECT for it), and a SELECT that fails otherwise (a timeout, the
+ * connection lost) is an outage, met by the fallback.
  */
-async function databaseRefusal(client: Redis): Promise<string | null> {
-  const database = client.options.db ?? 0;
-  if (database === 0) return null;
-  try {
-    await client.select(database);
-    return null;
-  } catch (err) {
-    const error = err as { name?: unknown; message?: unknown };
-    return error.name === 'ReplyError' ? `Redis refused SELECT ${database} (${String(error.message)})` : null;
-  }
-}
-
-/**
- * The same at each later connection (a Redis down at the start, or restarted with other settings): the process has
- * started, so the connection is dropped (no more reconnects) and this instance limits in memory, said in the log and
- * by /readyz (redis: false).
- */
-function checkDatabaseOnEachConnection(client: Redis, logger: RateLimitLogger = silentLogger): void {
-  if ((client.options.db ?? 0) === 0) return;
-  client.on('ready', () => {
-    void databaseRefusal(client).then((refused) => {
-      if (!refused) return;
-      logger.warn(
-        { refused },
-        "rate limit: REDIS_URL's database is refused; this instance limits in memory until it is restarted",
-      );
+function dropOnDatabaseRefusal(client: Redis, refused: (refusal: string) => void): void {
+  client.on(
+    'error',
+    (err: { name?: unknown; message?: unknown; command?: { name?: unknown; args?: unknown[] } }) => {
+      if (err?.name !== 'ReplyError' || err.command?.name !== 'select') return;
       client.disconnect();
-    });
-  });
+      refused(`Redis refused SELECT ${String(err.command.args?.[0])} (${String(err.message)})`);
+    },
+  );
 }
 
 /** The Redis of REDIS_URL answered, but refused its database: a configuration to mend, not an outage. */
