@@ -47,6 +47,10 @@ const TRANSIENT_PG_CODES = new Set([
   PG_LOCK_NOT_AVAILABLE,
   '57P01',
   '57P03',
+  // Class 53, insufficient resources: a full disk (53100), no memory (53200), no connection slot (53300). The
+  // store cannot take the write now; a retry can (review: a full disk answered 500).
+  '53100',
+  '53200',
   '53300',
   '08006',
   '08001',

@@ -461,6 +461,17 @@ describe('error bodies', () => {
   });
 });
 
+describe('503 when the database cannot take a write for want of resources', () => {
+  test('a full disk or no memory is transient: 503 + svc-allow-retry, not a 500', async () => {
+    // A full disk answered every write with 500 "Internal Server Error" (review, session 31).
+    for (const sqlstate of ['53100', '53200']) {
+      const res = await signed('POST', `/probe/resources/${sqlstate}`);
+      assertBody(res, 503, errorBody('Service Unavailable'));
+      assert.equal(res.headers['svc-allow-retry'], 'true', sqlstate);
+    }
+  });
+});
+
 describe('503 when the database is unreachable', () => {
   let proxy: TcpProxy;
   let instance: Runtime;

@@ -5,6 +5,7 @@ import {
   createPartitionHoldings,
   type PartitionHoldings,
 } from '../../src/domain/webhooks/partition-holdings.ts';
+import { createStore } from '../../src/store/database.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
 /**
@@ -165,4 +166,40 @@ test('stopping: a worker that wants no more partitions keeps those it holds unti
   await b.holdings.renew();
   assert.equal(b.holdings.toLoad().length, 64, 'given back at once, not left to expire');
   await stop(b);
+});
+
+test('while renewals fail (the database away), an attempt waits for the next renewal rather than asking for its own', async () => {
+  // Each lane's attempt asked for a renewal of its own, which failed at once: lanes stopped and were claimed again
+  // in a loop, 20,000 log lines a second and a core for as long as the database was away (review, session 31).
+  const away = createStore('postgres://postgres@127.0.0.1:1/none', { max: 1 });
+  let statements = 0;
+  const counted = away.db.withPlugin({
+    transformQuery: ({ node }) => {
+      statements++;
+      return node;
+    },
+    transformResult: async ({ result }) => result,
+  });
+  const holdings = createPartitionHoldings({
+    db: counted,
+    owner: 'holdings-away',
+    leaseMs: LEASE_MS,
+    slackMs: SLACK_MS,
+    logger: silent,
+    drop: () => true,
+    onLost: () => {},
+    onTaken: () => {},
+  });
+  try {
+    await holdings.renew();
+    assert.equal(statements, 1, 'the renewal was tried');
+    // Three lanes' attempts: none sends a renewal; they wait for the next one (the timer's, made here).
+    const attempts = Promise.all([holdings.renewFresh(), holdings.renewFresh(), holdings.renewFresh()]);
+    await holdings.renew();
+    await attempts;
+    assert.equal(statements, 2, 'one renewal more, the scheduled one');
+    assert.equal(holdings.fresh(0), false);
+  } finally {
+    await away.close();
+  }
 });

@@ -43,7 +43,10 @@ export interface PartitionHoldingsDeps {
 export interface PartitionHoldings {
   /** Renews the leases (one renewal at a time: a call meanwhile waits for the one under way). */
   renew(options?: { giveBackAll?: boolean }): Promise<void>;
-  /** Renews if the last renewal was sent over half the slack ago (waiting for one under way first). */
+  /**
+   * Renews if the last renewal was sent over half the slack ago (waiting for one under way first); while renewals
+   * fail, waits for the next one instead.
+   */
   renewFresh(): Promise<void>;
   /** Whether the partition is held with a renewal confirmed within the slack: an attempt may start. */
   fresh(partition: number): boolean;
@@ -93,10 +96,17 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
   let wasShort = false;
   let renewSentAt = -Infinity;
   let renewTimer: NodeJS.Timeout | null = null;
+  /** The last renewal failed (the database away): attempts wait for the next one rather than ask for their own. */
+  let lastRenewalFailed = false;
+  /** Those waiting for the end of the next renewal. */
+  let nextRenewalWaiters: Array<() => void> = [];
 
   function renew(options: { giveBackAll?: boolean } = {}): Promise<void> {
     return (renewing ??= renewLeases(options).finally(() => {
       renewing = null;
+      const waiters = nextRenewalWaiters;
+      nextRenewalWaiters = [];
+      for (const wake of waiters) wake();
       if (renewAgain && wanting) void renew();
       renewAgain = false;
     }));
@@ -104,7 +114,19 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
 
   async function renewFresh(): Promise<void> {
     if (renewing) await renewing;
-    if (performance.now() - renewSentAt > slackMs / 2) await renew();
+    if (performance.now() - renewSentAt <= slackMs / 2) return;
+    // While renewals fail, the next is the timer's: each lane asking for one of its own made a loop, as fast as the
+    // database's connections were refused, of failed renewals, lanes stopped and claimed again (review: 20,000 log
+    // lines a second and a core, for as long as the database was away). Waited for at most RENEW_EVERY_MS, in case
+    // no timer runs.
+    if (lastRenewalFailed) {
+      await new Promise<void>((resolve) => {
+        nextRenewalWaiters.push(resolve);
+        setTimeout(resolve, RENEW_EVERY_MS).unref();
+      });
+      return;
+    }
+    await renew();
   }
 
   /**
@@ -135,9 +157,11 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
     } catch (err) {
       // Those given back are left to expire. The others' renewals are older now: attempts wait for a fresh one.
       renewals.failed(err);
+      lastRenewalFailed = true;
       return;
     }
     renewals.succeeded();
+    lastRenewalFailed = false;
     renewSentAt = sentAt;
     fairShare = leases.fairShare;
     // Newly told that another worker is short while over its share: it gives back now, not a second later

@@ -164,6 +164,11 @@ interface LaneRun {
   sendQueued: boolean;
   /** The partition is gone (expired, taken over) or a record failed: stop working the lane. */
   lost: boolean;
+  /**
+   * Lost because its lease could not be renewed (the database away): said once by the renewals' own log, not by each
+   * lane stopped.
+   */
+  leaseUnconfirmed: boolean;
   /** An operator changed the platform's notifications or endpoint under us: stop, so it is read afresh. */
   changed: boolean;
 }
@@ -463,6 +468,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       await holdings.renewFresh();
       if (leaseFresh(run)) return true;
       run.lost = true;
+      run.leaseUnconfirmed = true;
       return false;
     }
 
@@ -535,6 +541,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         unsent: [],
         sendQueued: false,
         lost: false,
+        leaseUnconfirmed: false,
         changed: false,
       };
       const { heads } = claimed;
@@ -585,7 +592,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         // A slot is free: the worker wants partitions again, if it had given them up.
         holdings.slotsStuck(false);
         const done = allSettled(run).then(() => {
-          if (run.lost)
+          if (run.lost && !run.leaseUnconfirmed)
             logger.warn(
               { lane: run.lane, owner },
               'webhook lane stopped: its partition or its records were lost',
