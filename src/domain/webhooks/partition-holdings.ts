@@ -13,6 +13,12 @@ import type { Log } from '../../lib/log.ts';
 
 /** How often a worker renews its partitions' leases (and takes or gives back some). */
 const RENEW_EVERY_MS = 1_000;
+/**
+ * Longest wait of an attempt for the next renewal while renewals fail. Under the dispatcher's READY_WAIT_MAX_MS
+ * (1 s, webhook-dispatcher.ts): lanes waiting for a renewal as long as that took every slot for it, and the
+ * dispatcher read an outage as receivers that hang, giving back the partitions it held, book and all (review).
+ */
+const RENEWAL_WAIT_MAX_MS = 400;
 
 /** A partition held: one given back and taken again is a new holding (its backlog read afresh). */
 export interface Holding {
@@ -117,12 +123,15 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
     if (performance.now() - renewSentAt <= slackMs / 2) return;
     // While renewals fail, the next is the timer's: each lane asking for one of its own made a loop, as fast as the
     // database's connections were refused, of failed renewals, lanes stopped and claimed again (review: 20,000 log
-    // lines a second and a core, for as long as the database was away). Waited for at most RENEW_EVERY_MS, in case
-    // no timer runs.
+    // lines a second and a core, for as long as the database was away). Waited for at most RENEWAL_WAIT_MAX_MS.
     if (lastRenewalFailed) {
       await new Promise<void>((resolve) => {
-        nextRenewalWaiters.push(resolve);
-        setTimeout(resolve, RENEW_EVERY_MS).unref();
+        const timer = setTimeout(resolve, RENEWAL_WAIT_MAX_MS);
+        timer.unref();
+        nextRenewalWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
       });
       return;
     }

@@ -467,8 +467,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       if (run.lost) return false;
       await holdings.renewFresh();
       if (leaseFresh(run)) return true;
+      // Unless something else ended it meanwhile (its partition lost, a record failed), which is said as such.
+      if (!run.lost) run.leaseUnconfirmed = true;
       run.lost = true;
-      run.leaseUnconfirmed = true;
       return false;
     }
 
