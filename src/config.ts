@@ -265,15 +265,16 @@ function serviceUrl(
 function redisUrl(env: Env): string | undefined {
   const url = serviceUrl(env, 'REDIS_URL', ['redis:', 'rediss:'], 'redis://host:6379');
   if (url === undefined) return undefined;
+  const databaseIndex = /^[0-9]{1,9}$/;
   const { pathname, searchParams } = new URL(url);
-  if (pathname !== '' && pathname !== '/' && !/^\/[0-9]{1,9}$/.test(pathname))
+  if (pathname !== '' && pathname !== '/' && !databaseIndex.test(pathname.slice(1)))
     throw new ConfigError(
       `REDIS_URL: the path names the database, a number like redis://host:6379/0, not ${JSON.stringify(pathname)}`,
     );
   // ioredis takes `?db=` too (the last one given): `?db=abc` became SELECT NaN, which Redis refused and the process
   // died of.
   const db = searchParams.getAll('db');
-  if (db.length > 1 || (db.length === 1 && !/^[0-9]{1,9}$/.test(db[0]!)))
+  if (db.length > 1 || (db.length === 1 && !databaseIndex.test(db[0]!)))
     throw new ConfigError(
       `REDIS_URL: db names the database, one number like ?db=0, not ${db.map((d) => JSON.stringify(d)).join(' and ')}`,
     );

@@ -69,3 +69,6 @@ export const DATA_USED_WITH_DIFFERENT_REQUEST_ID = 'Participant data already use
 export const ALLOW_RETRY_HEADER = 'svc-allow-retry';
 export const REQUEST_ID_HEADER = 'x-request-id';
 export const SIMULATOR_SCENARIO_HEADER = 'x-simulator-scenario';
+
+/** wire-contract §6: where the public keys that verify Account Funding SDK tokens are published. */
+export const JWKS_PATH = '/.well-known/jwks.json';

@@ -37,12 +37,13 @@ export function describeValidation(error: FastifyError): string[] {
   const read = all.slice(0, MAX_ERRORS_READ);
   // ajv reports a union's branches before the union: a cut between them would leave the branches alone.
   if (all.length > read.length) while (read.at(-1)?.schemaPath.includes('/anyOf/')) read.pop();
+  const problems = foldUnions(read);
   const messages = new Set<string>();
   let unread = all.length > read.length;
-  for (const [i, item] of foldUnions(read).entries()) {
+  for (const [i, item] of problems.entries()) {
     messages.add(describeOne(error, item));
     if (messages.size === MAX_PROBLEMS_LISTED) {
-      unread ||= i < read.length - 1;
+      unread ||= i < problems.length - 1;
       break;
     }
   }

@@ -365,7 +365,7 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
       `--host must name an address or a host name (127.0.0.1 when left out; IPv6 without brackets, e.g. ::1), got ${JSON.stringify(host)}`,
     );
   const listener = await startWebhookListener({ port, host, secret, json: values.json === true }).catch(
-    (error: NodeJS.ErrnoException & { address?: string; port?: number; hostname?: string }) => {
+    (error: NodeJS.ErrnoException & { address?: string; port?: number }) => {
       // A name that does not resolve reached the user as a stack trace (review).
       if (error.syscall === 'getaddrinfo')
         throw new StartupError(`--host: cannot resolve the host name "${host}" (${error.code})`);

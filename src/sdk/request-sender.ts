@@ -1,4 +1,5 @@
 import { resolveRetryOptions, type RetryOptions } from './backoff.ts';
+import { JWKS_PATH } from '../contract/wire-values.ts';
 import { errorForStatus, SvcAbortedError, SvcConnectionError, SvcError, SvcServerError } from './errors.ts';
 import {
   decideRetry,
@@ -93,11 +94,9 @@ async function recovering<T>(recover: () => Promise<T | undefined>, earlierUnans
   }
 }
 
-/** The one answer of this API that is not in its envelope: the JWKS document, `{"keys": […]}`. */
-const JWKS_PATH = '/.well-known/jwks.json';
-
 /**
- * A 2xx of this API, by its status: a 204 without a body, a 202's `{}`, the JWKS document, and otherwise the
+ * A 2xx of this API, by its status: a 204 without a body, a 202's `{}`, the JWKS document (the one answer not in
+ * the envelope), and otherwise the
  * envelope with its `message` (wire-contract §3). Anything else is not its answer but a proxy's or a captive
  * portal's, however it parses: `{"foo":1}` or `{}` resolved a customer account's creation as done, `time()` as
  * undefined, and made a quote's execution fail with a TypeError (review, session 31). The ops and docs paths

@@ -67,3 +67,16 @@ test("Fastify's message of a failed validation stays short however many errors t
   }));
   assert.equal(validationErrorSummary(errors, 'body').message, 'body: 400000 validation problems');
 });
+
+test('50 problems, a union among them, are listed without a line saying there are more', () => {
+  // ajv's errors outnumber the problems once a union's branches are folded: counted against the errors, the 50th
+  // problem read as one with more after it.
+  const names = Array.from({ length: 49 }, (_, i) => `f${i}`);
+  const schema = Type.Object({
+    ...Object.fromEntries(names.map((name) => [name, Type.String()])),
+    region: Type.Union(['us', 'eu', 'uk'].map((r) => Type.Literal(r))),
+  });
+  const lines = linesFor(schema, { region: 'xx' });
+  assert.equal(lines.length, 50, JSON.stringify(lines));
+  assert.equal(lines.at(-1), 'region: must be one of us, eu, uk');
+});

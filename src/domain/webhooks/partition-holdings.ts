@@ -1,4 +1,5 @@
 import type { Db } from '../../store/database.ts';
+import { within } from '../../lib/within.ts';
 import * as repo from './webhooks.repository.ts';
 import { createFailureLog } from '../../lib/failure-log.ts';
 import type { Log } from '../../lib/log.ts';
@@ -104,15 +105,15 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
   let renewTimer: NodeJS.Timeout | null = null;
   /** The last renewal failed (the database away): attempts wait for the next one rather than ask for their own. */
   let lastRenewalFailed = false;
-  /** Those waiting for the end of the next renewal. */
-  let nextRenewalWaiters: Array<() => void> = [];
+  /** The end of the next renewal, while something waits for it (renewFresh), and what settles it. */
+  let nextRenewalEnd: Promise<void> | null = null;
+  let endNextRenewal = () => {};
 
   function renew(options: { giveBackAll?: boolean } = {}): Promise<void> {
     return (renewing ??= renewLeases(options).finally(() => {
       renewing = null;
-      const waiters = nextRenewalWaiters;
-      nextRenewalWaiters = [];
-      for (const wake of waiters) wake();
+      nextRenewalEnd = null;
+      endNextRenewal();
       if (renewAgain && wanting) void renew();
       renewAgain = false;
     }));
@@ -125,14 +126,8 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
     // database's connections were refused, of failed renewals, lanes stopped and claimed again (review: 20,000 log
     // lines a second and a core, for as long as the database was away). Waited for at most RENEWAL_WAIT_MAX_MS.
     if (lastRenewalFailed) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, RENEWAL_WAIT_MAX_MS);
-        timer.unref();
-        nextRenewalWaiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
+      nextRenewalEnd ??= new Promise<void>((resolve) => (endNextRenewal = resolve));
+      await within(nextRenewalEnd, RENEWAL_WAIT_MAX_MS).catch(() => {});
       return;
     }
     await renew();

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { JWKS_PATH } from '../../contract/wire-values.ts';
 import { Error429 } from '../../contract/responses.ts';
 import { Jwks } from '../../contract/funding.schemas.ts';
 import type { FundingService } from '../../domain/funding/funding.service.ts';
@@ -9,7 +10,7 @@ import type { FundingService } from '../../domain/funding/funding.service.ts';
  */
 export async function jwksRoutes(app: FastifyInstance, { funding }: { funding: FundingService }) {
   app.get(
-    '/.well-known/jwks.json',
+    JWKS_PATH,
     {
       schema: {
         tags: ['Public'],

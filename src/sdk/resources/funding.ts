@@ -1,3 +1,4 @@
+import { JWKS_PATH } from '../../contract/wire-values.ts';
 import type {
   ClientAuthToken,
   ClientAuthTokenBody,
@@ -115,6 +116,6 @@ export class FundingResource {
    */
   signingKeys(options: CallOptions = {}): Promise<Jwks> {
     // Unauthenticated (wire-contract §1), but a GET like any other: same retries and error classes.
-    return this.client.request<Jwks>('GET', '/.well-known/jwks.json', { ...options, authenticate: false });
+    return this.client.request<Jwks>('GET', JWKS_PATH, { ...options, authenticate: false });
   }
 }
