@@ -17,6 +17,7 @@ import { runDemo } from '../cli/demo-command.ts';
 import { failureJson, reportFailure, type FailureReport } from '../cli/error-report.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
+import { DataDirError } from '../lib/data-dir-file.ts';
 import { MAX_TIMEOUT_MS } from '../sdk/client.ts';
 import { SvcArgumentError } from '../sdk/errors.ts';
 
@@ -218,6 +219,7 @@ function startupProblem(error: unknown, config: Readonly<Config>): string {
       ? 'the start failed, with no reason given'
       : `the embedded PostgreSQL in ${config.dataDir} stopped during its start (is another svc using that data dir?)`;
   }
+  if (error instanceof DataDirError) return `SVC_DATA_DIR: ${error.message}`;
   const err = error as NodeJS.ErrnoException & { address?: string; port?: number; hostname?: string };
   if (err.syscall === 'listen' && err.code) {
     const problem = LISTEN_PROBLEMS[err.code] ?? err.message;

@@ -1,8 +1,7 @@
-import { mkdir } from 'node:fs/promises';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { ConfigError, jwtSigningKeyPem, MIN_ADMIN_TOKEN_LENGTH, type Config } from '../config.ts';
-import { readOrCreate } from '../lib/data-dir-file.ts';
+import { makeDataDir, readOrCreate } from '../lib/data-dir-file.ts';
 
 /**
  * The three server secrets: the operator token, the key that encrypts API secrets at rest, and the JWT
@@ -20,7 +19,7 @@ export interface ServerSecrets {
 export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSecrets> {
   const fromDataDir: string[] = [];
   const needsDir = !config.adminToken || !config.secretKey || !config.jwtPrivateKey;
-  if (needsDir) await mkdir(config.dataDir, { recursive: true });
+  if (needsDir) await makeDataDir(config.dataDir);
   const fromDir = async (name: string, file: string, make: () => string) => {
     fromDataDir.push(name);
     return readOrCreate(path.join(config.dataDir, file), make);

@@ -1,13 +1,13 @@
 import childProcess, { type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { once } from 'node:events';
-import { chmod, mkdir, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
+import { chmod, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
-import { readOrCreate } from '../lib/data-dir-file.ts';
+import { DataDirError, makeDataDir, readOrCreate } from '../lib/data-dir-file.ts';
 
 /**
  * The zero-setup default (DESIGN §5): real PostgreSQL binaries from the npm registry, started by this
@@ -93,7 +93,7 @@ export async function startEmbeddedPostgres(
   { ownProcessGroup = false }: EmbeddedOptions = {},
 ): Promise<EmbeddedDatabase> {
   const databaseDir = path.join(dataDir, 'pg');
-  await mkdir(dataDir, { recursive: true });
+  await makeDataDir(dataDir);
   await ensureReachableByClusterUser(dataDir);
   const EmbeddedPostgres = await loadLibrary();
   const password = await readOrCreate(path.join(dataDir, 'pg-password'), () =>
@@ -143,10 +143,23 @@ export async function startEmbeddedPostgres(
     // stages its own (two first starts at once: the second one's move into place fails); those of starts
     // no longer running are removed.
     await removeAbandonedStaging(dataDir);
+    // A directory there without PG_VERSION is not one we made (ours are moved into place whole): the move would
+    // fail after initdb's seconds and 40 MB.
+    if ((await readdir(databaseDir).catch(() => [])).length > 0)
+      throw new DataDirError(
+        `${databaseDir} holds files but no PostgreSQL cluster (no PG_VERSION): move it away, or choose another data dir`,
+      );
     const staging = `${databaseDir}${STAGING_SUFFIX}${process.pid}`;
     log(`initialising embedded PostgreSQL in ${databaseDir}`);
     await started(cluster(staging).initialise());
-    await rename(staging, databaseDir);
+    try {
+      await rename(staging, databaseDir);
+    } catch (error) {
+      await rm(staging, { recursive: true, force: true });
+      // Another first start on this data dir moved its cluster into place first: this one uses that cluster (its
+      // start below fails on the cluster's lock while the other runs it, saying so).
+      if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) throw error;
+    }
   }
   const server = cluster(databaseDir);
   await stopLeftOverCluster(databaseDir, log);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -228,6 +228,18 @@ describe('start-up failures: one line naming the problem, no stack', () => {
     const result = await runCli(['serve', '--role', 'bogus'], env());
     assert.equal(result.code, 2);
     assert.equal(result.stderr, 'error: --role: must be one of api, worker, all, got "bogus"\n');
+  });
+
+  test('a data dir that cannot be made names SVC_DATA_DIR and why (was node\'s "ENOTDIR: not a directory, mkdir")', async () => {
+    const vars = env();
+    const file = path.join(vars.SVC_DATA_DIR!, 'a-file');
+    writeFileSync(file, '');
+    const result = await runCli(['serve'], { ...vars, SVC_DATA_DIR: path.join(file, 'data') });
+    assert.equal(result.code, 1);
+    assert.equal(
+      result.stderr,
+      `error: svc serve failed: SVC_DATA_DIR: cannot create ${path.join(file, 'data')}: ${file} is not a directory\n`,
+    );
   });
 
   describe('a listener whose address is taken (exit 1), naming its setting', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -80,5 +80,69 @@ test('a first start killed during initdb leaves nothing that stops the next star
     );
   } finally {
     rmSync(fresh, { recursive: true, force: true });
+  }
+});
+
+test('a pg dir that holds files but no cluster is refused at once, naming it, before any initdb', async () => {
+  const foreign = mkdtempSync(path.join(os.tmpdir(), 'svc-embedded-foreign-'));
+  try {
+    mkdirSync(path.join(foreign, 'pg'));
+    writeFileSync(path.join(foreign, 'pg', 'notes.txt'), 'not a cluster');
+    await assert.rejects(startEmbeddedPostgres(foreign), {
+      name: 'DataDirError',
+      message: `${path.join(foreign, 'pg')} holds files but no PostgreSQL cluster (no PG_VERSION): move it away, or choose another data dir`,
+    });
+    assert.deepEqual(readdirSync(foreign).sort(), ['pg', 'pg-password'], 'no staging dir made');
+  } finally {
+    rmSync(foreign, { recursive: true, force: true });
+  }
+});
+
+test('two first starts on one data dir at once: one runs the cluster, the other says it is taken, nothing is left behind', async () => {
+  // Each stages its own cluster; the second to finish found the first one's in place and failed on node's
+  // "ENOTEMPTY: directory not empty, rename", leaving its 40 MB staging dir.
+  const shared = mkdtempSync(path.join(os.tmpdir(), 'svc-embedded-twice-'));
+  chmodSync(shared, 0o755);
+  const script = `
+    import { startEmbeddedPostgres } from ${JSON.stringify(path.join(PROJECT_ROOT, 'src/store/embedded-postgres.ts'))};
+    try {
+      const db = await startEmbeddedPostgres(${JSON.stringify(shared)});
+      console.log('started');
+      process.stdin.resume();
+      await new Promise((resolve) => process.stdin.once('end', resolve));
+      await db.stop();
+    } catch (error) {
+      console.error(String(error?.message ?? error));
+      process.exit(1);
+    }`;
+  const starts = [0, 1].map(() => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: PROJECT_ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk) => (stdout += chunk));
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
+    const ready = new Promise<'started' | 'failed'>((resolve) => {
+      child.stdout!.on('data', () => stdout.includes('started') && resolve('started'));
+      child.once('exit', () => resolve(stdout.includes('started') ? 'started' : 'failed'));
+    });
+    return { child, ready, stderr: () => stderr, exited: once(child, 'exit') };
+  });
+  try {
+    const outcomes = await Promise.all(starts.map((start) => start.ready));
+    assert.deepEqual([...outcomes].sort(), ['failed', 'started'], starts.map((s) => s.stderr()).join('\n'));
+    const failed = starts[outcomes.indexOf('failed')]!;
+    assert.match(failed.stderr(), /did not start: FATAL: lock file "postmaster\.pid" already exists/);
+    assert.deepEqual(
+      readdirSync(shared).filter((name) => name.startsWith('pg.')),
+      [],
+      'no staging dir is left behind',
+    );
+  } finally {
+    for (const start of starts) start.child.stdin!.end();
+    await Promise.all(starts.map((start) => start.exited));
+    rmSync(shared, { recursive: true, force: true });
   }
 });
