@@ -109,7 +109,10 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
     });
     assert.equal(res.status, 400);
     const errors = res.body.errors as string[];
-    assert.ok(errors.includes('url: "not a url" is not an absolute URL'), JSON.stringify(errors));
+    assert.ok(
+      errors.includes('url: "not a url" is not an absolute URL (e.g. https://hooks.example.com/svc)'),
+      JSON.stringify(errors),
+    );
     assert.ok(
       errors.some((e) => e.startsWith('payload_types[1]: unknown payload type "trade.status_changed"')),
     );
@@ -137,6 +140,16 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
         /^url: .* has white space or a control character before or after it/,
       ],
       [{ url: 'http://example.com:0/hook' }, /^url: .* names port 0/],
+      // The parser removes tabs and line breaks inside a URL: "…/go\nod" was stored as "…/good".
+      [{ url: 'http://example.com/go\nod' }, /^url: .* has a tab or line break in it$/],
+      [{ url: 'http://example.com/go\tod' }, /^url: .* has a tab or line break in it$/],
+      [
+        { url: 'http://example.com:99999/hook' },
+        /^url: "http:\/\/example.com:99999\/hook" is not a valid URL \(check its host and port/,
+      ],
+      // An empty user part is dropped by the parser: refused as typed, like any credentials.
+      [{ url: 'http://@example.com/hook' }, /^url: .* must not contain credentials/],
+      [{ url: 'http://:@example.com/hook' }, /^url: .* must not contain credentials/],
       [{ url: '/relative/path' }, /^url: "\/relative\/path" is not an absolute URL/],
       [{ url: RECEIVER, payload_types: [] }, /^payload_types: must name at least one type/],
       [

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { startDispatcher, type DispatcherOptions } from '../../src/domain/webhooks/webhook-dispatcher.ts';
+import {
+  PARKED_PER_SLOT,
+  startDispatcher,
+  type DispatcherOptions,
+} from '../../src/domain/webhooks/webhook-dispatcher.ts';
 import type { ClaimCap, ClaimedLane } from '../../src/domain/webhooks/delivery-lane.ts';
 
 /**
@@ -241,9 +245,9 @@ describe('webhook dispatcher', () => {
     for (let i = 1; i <= 5; i++) h.due.push(lane(i));
     let signal: AbortSignal | undefined;
     const work = h.options.work;
-    h.options.work = (ready, s) => {
+    h.options.work = (ready, s, park) => {
       signal = s;
-      return work(ready, s);
+      return work(ready, s, park);
     };
     const dispatcher = startDispatcher(h.options);
     await until(() => h.working.size === 2, 'two lanes under way');
@@ -260,6 +264,44 @@ describe('webhook dispatcher', () => {
       ['trade:3', 'trade:4', 'trade:5'],
       'claimed, never started: given back',
     );
+  });
+
+  test('a lane parked (its attempt late) frees its slot, up to PARKED_PER_SLOT × concurrency lanes parked', async () => {
+    const h = harness();
+    const parks = new Map<string, () => boolean>();
+    const work = h.options.work;
+    h.options.work = (ready, s, park) => {
+      parks.set(ready.lane.resourceKey, park);
+      return work(ready, s, park);
+    };
+    const maxParked = PARKED_PER_SLOT * h.options.concurrency;
+    for (let i = 1; i <= maxParked + 4; i++) h.due.push(lane(i));
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.size === 2, 'two lanes under way');
+    const parked = new Set<string>();
+    const active = () => [...h.working.keys()].filter((key) => !parked.has(key));
+    for (let n = 1; n <= maxParked; n++) {
+      const key = active()[0]!;
+      assert.equal(parks.get(key)!(), true, `lane ${n} parked`);
+      parked.add(key);
+      await until(() => h.working.size === 2 + n, `a lane takes the slot freed by parked lane ${n}`);
+    }
+    assert.equal(parks.get([...parked][0]!)!(), true, 'a lane parked twice is parked once');
+    const unparked = active()[0]!;
+    assert.equal(parks.get(unparked)!(), false, 'past the bound, a lane keeps its slot');
+    await tick();
+    assert.equal(h.working.size, 2 + maxParked, 'no slot freed past the bound');
+    // A parked lane that ends frees no slot (its own was freed when it was parked): the bound is not passed.
+    h.working.get([...parked][0]!)!.resolve();
+    await until(() => h.working.size === 1 + maxParked, 'the parked lane ended');
+    await tick();
+    assert.equal(active().length, 2, 'still two lanes in the slots');
+    // A lane in a slot that ends frees it.
+    h.working.get(unparked)!.resolve();
+    await until(() => active().length === 2 && !h.working.has(unparked), 'the next lane takes the slot');
+    const stopping = dispatcher.stop();
+    for (const done of h.working.values()) done.resolve();
+    await stopping;
   });
 
   describe('while receivers are slow', () => {
@@ -355,9 +397,9 @@ describe('webhook dispatcher', () => {
       const h = cappingHarness(1, new Set(['SLOW01']));
       const started: string[] = [];
       const work = h.options.work;
-      h.options.work = (ready, signal) => {
+      h.options.work = (ready, signal, park) => {
         started.push(ready.lane.resourceKey);
-        return work(ready, signal);
+        return work(ready, signal, park);
       };
       h.due.push(slowLane(1));
       const dispatcher = startDispatcher(h.options);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { createWebhookSender, type WebhookSender } from '../../src/domain/webhooks/webhook-sender.ts';
 
@@ -132,17 +132,29 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
     }
   });
 
-  test('a non-2xx still waits for its body: one still open at the deadline is a timeout', async () => {
+  test('a non-2xx is failed with its status at its status line: a body then left open or cut does not lose it', async () => {
+    // It waited for the body: one left open was recorded as a timeout, one cut as "other side closed", both with
+    // no status code, though the receiver had answered 500 at once (review).
     sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
     try {
-      const sending = send();
-      const { res } = await receiver.next();
-      res.writeHead(500, { 'content-type': 'text/plain' });
-      res.write('broken');
-      const result = await sending;
-      assert.equal(result.outcome, 'failed');
-      assert.equal(result.statusCode, null);
-      assert.match(result.error ?? '', /^timeout/);
+      const open = send();
+      const first = await receiver.next();
+      first.res.writeHead(500, { 'content-type': 'text/plain' });
+      first.res.write('broken');
+      const result = await open;
+      assert.deepEqual([result.outcome, result.statusCode, result.error], ['failed', 500, 'HTTP 500']);
+      assert.ok(result.durationMs < TIMEOUT_MS, `durationMs ${result.durationMs}`);
+
+      const cut = send();
+      const second = await receiver.next();
+      second.res.writeHead(502, { 'content-length': '1000' });
+      second.res.write('abc');
+      const cutResult = await cut;
+      second.res.destroy();
+      assert.deepEqual(
+        [cutResult.outcome, cutResult.statusCode, cutResult.error],
+        ['failed', 502, 'HTTP 502'],
+      );
     } finally {
       await sender.close();
     }
@@ -204,5 +216,56 @@ describe('webhook sender: stopping', () => {
     await Promise.all([aborted.close(), aborted.close()]);
     await aborted.close();
     assert.equal((await sending).outcome, 'aborted');
+  });
+});
+
+describe('webhook sender: slow attempts and odd answers', () => {
+  test('onSlow is called once when an attempt runs past slowMs without its answer, never for one answered in time', async () => {
+    const receiver = startReceiver();
+    const url = await receiver.listen();
+    const sender = createWebhookSender({ timeoutMs: 5_000, slowMs: 100 });
+    try {
+      let slowCalls = 0;
+      const late = sender.send({ url, rawBody: '{}', headers: {}, onSlow: () => slowCalls++ });
+      const { res } = await receiver.next();
+      // The sweep runs every 250 ms at most: the attempt is reported slow while it still waits.
+      while (slowCalls === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      res.writeHead(204).end();
+      assert.equal((await late).outcome, 'delivered');
+      assert.equal(slowCalls, 1);
+
+      let quickCalls = 0;
+      const quick = sender.send({ url, rawBody: '{}', headers: {}, onSlow: () => quickCalls++ });
+      const answered = await receiver.next();
+      answered.res.writeHead(200);
+      answered.res.write('still writing'); // answered; the body goes on past slowMs
+      assert.equal((await quick).outcome, 'delivered');
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      answered.res.end();
+      assert.equal(quickCalls, 0, 'an answered attempt whose body runs on is not slow');
+    } finally {
+      await sender.close();
+      await receiver.close();
+    }
+  });
+
+  test("a status line below 100 is a failed attempt with that status, not undici's assertion text", async () => {
+    const server = createNetServer((socket) => {
+      socket.once('data', () => socket.end('HTTP/1.1 099 Odd\r\ncontent-length: 0\r\n\r\n'));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const sender = createWebhookSender({ timeoutMs: 2_000 });
+    try {
+      const result = await sender.send({
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+        rawBody: '{}',
+        headers: {},
+      });
+      assert.deepEqual([result.outcome, result.statusCode, result.error], ['failed', 99, 'HTTP 99']);
+    } finally {
+      await sender.close();
+      server.close();
+    }
   });
 });

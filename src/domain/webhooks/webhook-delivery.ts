@@ -250,7 +250,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       });
     }
     const bookkeeping: Db = store?.db ?? db;
-    const sender = createWebhookSender({ timeoutMs: settings.timeoutMs, now: clock.now });
+    const sender = createWebhookSender({
+      timeoutMs: settings.timeoutMs,
+      slowMs: INLINE_WAIT_MAX_MS,
+      now: clock.now,
+    });
     const book = createLaneBook<ReadNotification>({
       headsPerLane: HEADS_PER_LANE,
       maxHeadsPerLane: MAX_HEADS_PER_LANE,
@@ -494,8 +498,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     metrics.trackSlowReceivers(() => pace.slowPlatforms().length);
     metrics.trackHeldNotifications(() => book.size().heads);
 
-    /** Attempts (or skips) one notification; what happens to it. */
-    async function attempt(lane: DeliveryLane, head: Head): Promise<repo.AttemptRecord> {
+    /**
+     * Attempts (or skips) one notification; what happens to it. `onSlow` is called once the attempt has run for
+     * INLINE_WAIT_MAX_MS without its answer.
+     */
+    async function attempt(lane: DeliveryLane, head: Head, onSlow: () => void): Promise<repo.AttemptRecord> {
       const { endpoint } = lane;
       const skip = repo.skipReason(endpoint ?? undefined, head.payload_type);
       if (skip !== null || !endpoint) {
@@ -520,7 +527,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       const ended = pace.started(lane.lane.platformCode);
       let result: AttemptResult | undefined;
       try {
-        result = await sender.send({ url: endpoint.url, rawBody, headers });
+        result = await sender.send({ url: endpoint.url, rawBody, headers, onSlow });
       } finally {
         // (send does not throw; were it to, the attempt would still end here, not count as running forever)
         ended(result?.durationMs ?? 0);
@@ -532,9 +539,14 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
     /**
      * Works a claimed lane oldest first until it is done, waits for a later retry, or must stop. Resolves when its
      * last attempt is made: the slot is then free, while the records go on (tracked in `settling`), after which
-     * the lane goes back to the book.
+     * the lane goes back to the book. An attempt that runs late parks the lane (webhook-dispatcher.ts), freeing
+     * its slot; the lane then stops after that attempt, given back to be claimed within the slow receivers' share.
      */
-    async function workLane(claimed: ReadyLane<DeliveryLane>, signal: AbortSignal): Promise<void> {
+    async function workLane(
+      claimed: ReadyLane<DeliveryLane>,
+      signal: AbortSignal,
+      park: () => boolean,
+    ): Promise<void> {
       const run: LaneRun = {
         lane: claimed.lane,
         partition: claimed.partition,
@@ -546,6 +558,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         changed: false,
       };
       const { heads } = claimed;
+      let parked = false;
+      const onSlow = () => {
+        if (park()) parked = true;
+      };
       runs.add(run);
       try {
         let i = 0;
@@ -564,7 +580,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           if (!leaseFresh(run) && !(await leaseRenewed(run))) break;
           // The renewal may have taken a while: the worker may be stopping, or the lane changed, meanwhile.
           if (signal.aborted || run.changed) break;
-          const outcome = await attempt(claimed, head);
+          const outcome = await attempt(claimed, head, onSlow);
           const newStateToken = randomUUID();
           const again = outcome.status === 'retrying' || outcome.status === 'pending';
           settle(run, { head, newStateToken, record: outcome });
@@ -576,7 +592,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             again &&
             ((outcome.nextAttemptInMs ?? 0) > INLINE_WAIT_MAX_MS ||
               (outcome.attempt?.durationMs ?? 0) > INLINE_WAIT_MAX_MS);
-          if (retryLater) break;
+          if (retryLater || parked) break;
           head = again
             ? {
                 ...head,

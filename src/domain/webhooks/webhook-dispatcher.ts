@@ -16,6 +16,13 @@ import type { ClaimCap, ClaimedLane } from './delivery-lane.ts';
  * more of the slow platforms' lanes than may start, and the ones in hand that may not start are given back. While no other platform's lane is waiting (the last claim found none), they may
  * take every slot but one, kept for the next other lane to come.
  *
+ * An attempt that has run for over a second (the receiver's answer late, or never coming) is only waiting on a
+ * socket: the lane is parked (`park`, called by the lane's work), its slot freed for the next lane, for up to
+ * PARKED_PER_SLOT × `concurrency` lanes parked at once. Receivers that hang on many platforms that were not
+ * known slow yet (each one's first attempts start like any other's) otherwise took every slot for a whole
+ * attempt timeout, wave after wave, while every other platform's webhooks waited (review: 20 s). A parked lane
+ * still counts among its platform's lanes for the slow receivers' share.
+ *
  * Why our own loop rather than a graphile-worker job per lane (DESIGN §5 allows a table of our own for
  * per-resource order and the delivery schedule): the queue's fixed cost per job, not the delivery, bounded
  * the delivery rate (bench/webhooks.bench.ts); a claim here costs no statement at all.
@@ -34,8 +41,12 @@ export interface DispatcherOptions<L extends ClaimedLane = ClaimedLane> {
   pace?: Pick<ReceiverPace, 'isSlow' | 'anySlow' | 'slowPlatforms'>;
   /** Claims up to `limit` due lanes, at most `capped.limit` of them of the `capped` platforms. */
   claim(limit: number, capped: ClaimCap | null): Promise<L[]>;
-  /** Works a claimed lane and gives it back; resolves when done. Does not reject for a receiver's failure. */
-  work(lane: ReadyLane<L>, signal: AbortSignal): Promise<void>;
+  /**
+   * Works a claimed lane and gives it back; resolves when done. Does not reject for a receiver's failure. Its
+   * attempt under way having taken over a second, it calls `park` (see above); whether its slot was freed is
+   * returned (not when PARKED_PER_SLOT × concurrency lanes are parked already).
+   */
+  work(lane: ReadyLane<L>, signal: AbortSignal, park: () => boolean): Promise<void>;
   /** Gives back lanes claimed but not started (at stop, or more than the prefetch holds). */
   release(lanes: L[]): Promise<void>;
   /** ms until the next lane is due, null when there is none, of the platforms not `excluded`. */
@@ -92,6 +103,11 @@ const FIRST_RETRY_MS = 100;
  * given back are claimed again in their turn, not ahead of older work.
  */
 const READY_WAIT_MAX_MS = 1_000;
+/**
+ * Lanes parked (their attempt waiting on a late receiver, their slot freed) per slot at most: each holds a
+ * connection and its partition's lease until its attempt ends, at the latest at the attempt timeout.
+ */
+export const PARKED_PER_SLOT = 4;
 
 /**
  * The slots the lanes of slow receivers may hold together while other platforms' lanes are waiting: half, so
@@ -115,8 +131,13 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
   const workOf = (lane: ClaimedLane) => Math.max(1, lane.heads.length);
   /** Deliveries per lane claimed lately (a moving average): how many lanes the room for deliveries takes. */
   let workPerLane = 1;
-  /** The lanes being worked, by their work's promise. */
+  /** The lanes being worked, by their work's promise (parked ones too). */
   const running = new Map<Promise<void>, ReadyLane<L>>();
+  /** The lanes of `running` parked: their slots are free. */
+  const parked = new Set<Promise<void>>();
+  const maxParked = PARKED_PER_SLOT * concurrency;
+  /** Whether a slot is free: `concurrency` less the lanes being worked, parked ones aside. */
+  const slotFree = () => running.size - parked.size < concurrency;
   const abort = new AbortController();
   let claiming: Promise<void> | null = null;
   let stopped = false;
@@ -151,7 +172,7 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
     if (pace?.anySlow()) startWithinSlowSlots();
     else {
       // The usual case, every receiver in time: the lanes start in order, with no per-lane check.
-      while (!stopped && running.size < concurrency && ready.length > 0) {
+      while (!stopped && slotFree() && ready.length > 0) {
         const lane = ready.shift()!;
         readyWork -= workOf(lane);
         lastStartedSlow = false;
@@ -186,7 +207,7 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
   function startWithinSlowSlots(): void {
     const limit = slowLimit();
     let slowInUse = slowRunning();
-    for (let i = 0; !stopped && running.size < concurrency && i < ready.length;) {
+    for (let i = 0; !stopped && slotFree() && i < ready.length;) {
       const lane = ready[i]!;
       const slow = isSlow(lane);
       if (slow && slowInUse >= limit) {
@@ -217,7 +238,7 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
     stuckTimer = setTimeout(
       () => {
         stuckTimer = null;
-        if (stopped || running.size < concurrency) return;
+        if (stopped || slotFree()) return;
         if (now() - slotFreedAt >= READY_WAIT_MAX_MS) {
           const waited = takeReady((lane) => now() - lane.claimSentAt >= READY_WAIT_MAX_MS);
           if (waited.length > 0) {
@@ -247,24 +268,42 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
   }
 
   function start(lane: ReadyLane<L>): void {
-    const done: Promise<void> = options
-      .work(lane, abort.signal)
+    // Declared first: `park` may be called at any time after the work has begun.
+    let done: Promise<void> | null = null;
+    const park = (): boolean => {
+      if (done === null || !running.has(done)) return false;
+      if (parked.has(done)) return true;
+      if (parked.size >= maxParked) return false;
+      parked.add(done);
+      freed();
+      return true;
+    };
+    const work: Promise<void> = options
+      .work(lane, abort.signal, park)
       .catch((err: unknown) => options.onError(err, 'webhook lane failed'))
       .finally(() => {
-        running.delete(done);
-        slotsStuck = false;
-        slotFreedAt = now();
-        // A slot is free: the next ready lane starts, and more are claimed if the last claim found all it
-        // asked for. Work the lane has left wakes us (`wake`) once its release has landed, when it can be
-        // claimed; waking here, before that, only claimed nothing, or a lane claimed empty again in a loop.
-        pump();
+        running.delete(work);
+        // A parked lane's slot was freed when it was parked.
+        if (!parked.delete(work)) freed();
       });
-    running.set(done, lane);
+    done = work;
+    running.set(work, lane);
+  }
+
+  /**
+   * A slot is free: the next ready lane starts, and more are claimed if the last claim found all it asked for.
+   * Work the lane has left wakes us (`wake`) once its release has landed, when it can be claimed; waking here,
+   * before that, only claimed nothing, or a lane claimed empty again in a loop.
+   */
+  function freed(): void {
+    slotsStuck = false;
+    slotFreedAt = now();
+    pump();
   }
 
   async function claimMore(): Promise<void> {
     const wakeupsBefore = wakeups;
-    const room = () => PREFETCH * concurrency - running.size - readyWork;
+    const room = () => PREFETCH * concurrency - (running.size - parked.size) - readyWork;
     const limit = Math.max(1, Math.ceil(room() / workPerLane));
     const capped = claimCap();
     try {

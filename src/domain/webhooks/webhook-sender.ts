@@ -23,6 +23,8 @@ export interface SendInput {
   url: string;
   rawBody: string;
   headers: Record<string, string>;
+  /** Called once, by the deadline sweep, when the attempt has run for `slowMs` without its answer. */
+  onSlow?: () => void;
 }
 
 export interface WebhookSender {
@@ -45,9 +47,12 @@ interface InFlight {
    */
   cancel: ((reason: Error) => void) | null;
   deadline: number;
+  /** performance.now() past which the attempt is slow: `onSlow` is called (once) then. */
+  slowAt: number;
+  onSlow: (() => void) | null;
   timedOut: boolean;
   /**
-   * The attempt's result is known (a 2xx or 410 status line arrived) and only the rest of the body is being
+   * The attempt's result is known (its status line arrived) and only the rest of the body is being
    * read off: cutting it now loses nothing but the connection.
    */
   answered: boolean;
@@ -85,12 +90,14 @@ function timedOutResult(startedAt: number, started: number, timeoutMs: number): 
 
 export function createWebhookSender(options: {
   timeoutMs: number;
+  /** How long an attempt runs without its answer before it is slow (SendInput.onSlow); 1 s by default. */
+  slowMs?: number;
   now?: () => number;
   /** TESTS ONLY: how connections are made (undici's connector), e.g. one that never answers. */
   connect?: Agent.Options['connect'];
 }): WebhookSender {
   const now = options.now ?? Date.now;
-  const { timeoutMs } = options;
+  const { timeoutMs, slowMs = 1_000 } = options;
   // One keep-alive pool for all receivers: a busy receiver gets its connections reused rather than a TCP
   // (and TLS) handshake per delivery. Every phase is bounded by the attempt timeout as well.
   const agent = new Agent({
@@ -111,12 +118,19 @@ export function createWebhookSender(options: {
   let closed: Promise<void> | null = null;
   const sweep = () => {
     const at = performance.now();
+    let slow: Array<() => void> | null = null;
     for (const attempt of inFlight) {
       if (at >= attempt.deadline) {
         attempt.timedOut = true;
         attempt.controller?.abort(new Error('timeout'));
       }
+      if (attempt.onSlow && at >= attempt.slowAt && !attempt.answered) {
+        (slow ??= []).push(attempt.onSlow);
+        attempt.onSlow = null;
+      }
     }
+    // After the loop: a callback may start attempts (a freed slot), which join inFlight.
+    if (slow) for (const onSlow of slow) onSlow();
   };
 
   // Receivers' URLs parsed once: `origin` and `path` are what the agent needs (bounded: one per platform).
@@ -145,12 +159,12 @@ export function createWebhookSender(options: {
   }
 
   /**
-   * One POST through undici's dispatcher API. Resolves with the status as soon as the status line of a 2xx
-   * or a 410 arrives: that is the answer (wire-contract §5 "Success = any 2xx within 10 s"), so a receiver
-   * that is slow to finish its body is not retried, which would deliver twice. The rest of that body is
-   * still read off, to keep the connection for reuse, until it ends, passes MAX_BODY_BYTES or the attempt's
-   * deadline (then it is cut and the connection dropped). Any other status resolves once the response has
-   * ended (or its body was cut at MAX_BODY_BYTES); a network error rejects. The handler API rather than
+   * One POST through undici's dispatcher API. Resolves with the status as soon as the status line arrives:
+   * that is the answer (wire-contract §5 "Success = any 2xx within 10 s"), so a receiver that is slow to
+   * finish its body is not retried, which would deliver twice, and a failure's status is kept whatever becomes
+   * of its body. The rest of that body is still read off, to keep the connection for reuse, until it ends,
+   * passes MAX_BODY_BYTES or the attempt's deadline (then it is cut and the connection dropped). A network
+   * error before the status line rejects. The handler API rather than
    * `request()`: no response stream and no AbortSignal per attempt, which made the HTTP half of a delivery's
    * CPU (measured: 19 against 51-67 µs per request).
    */
@@ -170,10 +184,10 @@ export function createWebhookSender(options: {
         },
         onResponseStart(_controller, statusCode) {
           status = statusCode;
-          if ((statusCode >= 200 && statusCode < 300) || statusCode === 410) {
-            attempt.answered = true;
-            resolve(statusCode);
-          }
+          // The status line is the answer, whatever it is: a failure too (a 500 whose body was then cut, or
+          // stalled, was recorded as "other side closed", or as a timeout, without its status: review).
+          attempt.answered = true;
+          resolve(statusCode);
         },
         onResponseData(controller, chunk) {
           received += chunk.length;
@@ -189,9 +203,8 @@ export function createWebhookSender(options: {
         },
         onResponseError(_controller, error) {
           settle(attempt);
-          // After an answered status this only drops the connection: the promise is already resolved.
-          if (cut) resolve(status);
-          else reject(error);
+          // After the status line this only drops the connection: the promise is already resolved.
+          reject(error);
         },
       };
       try {
@@ -219,6 +232,8 @@ export function createWebhookSender(options: {
       controller: null,
       cancel: null,
       deadline: started + timeoutMs,
+      slowAt: started + slowMs,
+      onSlow: input.onSlow ?? null,
       timedOut: false,
       answered: false,
     };

@@ -102,11 +102,17 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
   // silently while a leading one made "has no host" (review). Either is a mistake to name, not guess at.
   if (/^[\s\u0000-\u001f]|[\s\u0000-\u001f]$/.test(raw))
     return { errors: [`${field}: ${quote(raw)} has white space or a control character before or after it`] };
+  // Inside it, tabs and line breaks are removed by the parser ("…/go\nod" became "…/good"): not what was typed.
+  if (/[\t\n\r]/.test(raw)) return { errors: [`${field}: ${quote(raw)} has a tab or line break in it`] };
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return { errors: [`${field}: ${quote(raw)} is not an absolute URL`] };
+    // Said as what it is: "http://h:99999/" was "not an absolute URL".
+    const problem = /^[a-z][a-z0-9+.-]*:/i.test(raw)
+      ? 'is not a valid URL (check its host and port: a port is at most 65535)'
+      : 'is not an absolute URL (e.g. https://hooks.example.com/svc)';
+    return { errors: [`${field}: ${quote(raw)} ${problem}`] };
   }
   const errors: string[] = [];
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
@@ -116,7 +122,9 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
   if (!url.hostname || !/^[a-z][a-z0-9+.-]*:\/\/[^/]/i.test(raw))
     errors.push(`${field}: ${quote(raw)} has no host`);
   if (url.port === '0') errors.push(`${field}: ${quote(raw)} names port 0, where nothing can listen`);
-  if (url.username || url.password) errors.push(`${field}: ${quote(raw)} must not contain credentials`);
+  // An empty user part ("http://@host", "http://:@host") is dropped by the parser: refused as what was typed.
+  if (url.username || url.password || /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(raw))
+    errors.push(`${field}: ${quote(raw)} must not contain credentials`);
   // An empty fragment ("…/hooks#") leaves url.hash empty but stays in href.
   if (url.hash || url.href.includes('#')) errors.push(`${field}: ${quote(raw)} must not contain a fragment`);
   if (url.href.length > MAX_WEBHOOK_URL_LENGTH) {
