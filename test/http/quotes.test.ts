@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import type { AdminApiError } from '../../src/cli/admin-client.ts';
 import type { IssuedApiKey, Platform } from '../../src/contract/admin.schemas.ts';
 import type { LiquidityQuote } from '../../src/contract/quotes.schemas.ts';
@@ -10,6 +11,7 @@ import { startInstance } from '../helpers/instance.ts';
 import { LOOPBACK, startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   balanceOf,
+  eventually,
   executeLiquidity,
   fund,
   getTrade,
@@ -534,6 +536,71 @@ describe('execution', () => {
       assert.equal((await tradesByClientTradeId(clients[1]!, quote.quote_id)).length, 1);
     } finally {
       await second?.close();
+    }
+  });
+
+  test('a retry arriving after expiry while the first execute is still booking waits for it: 404 then finds the trade', async () => {
+    // The claim's UPDATE filtered the quote by expiry on its snapshot: once expired, a retry skipped the row
+    // instead of waiting for the execute holding it, answered 404 while GET /trades?client_trade_id found none
+    // (spec 7.2's "expired": the client requotes), and the first execute then booked its trade: two trades,
+    // the money spent twice (fuzz).
+    const db = svc.runtime.store.db;
+    const { platform, client: own } = await svc.newPlatform();
+    const holder = (await svc.newParticipant(platform.platform_code)).participant_code;
+    await fund(svc, holder, 'USD', '1000');
+    const quote = await liquidityQuote(own, {
+      ...ACCOUNT_ACTIONS,
+      quantity: '0.001',
+      participant_code: holder,
+    });
+    // The first execute claims the quote, then stalls on the holder's balance row, held here.
+    let releaseBalance!: () => void;
+    const balanceReleased = new Promise<void>((resolve) => (releaseBalance = resolve));
+    let balanceHeld!: () => void;
+    const balanceLocked = new Promise<void>((resolve) => (balanceHeld = resolve));
+    const holding = db.transaction().execute(async (trx) => {
+      await sql`select 1 from balance_accounts where participant_code = ${holder} and asset = 'USD' for update`.execute(
+        trx,
+      );
+      balanceHeld();
+      await balanceReleased;
+    });
+    await balanceLocked;
+    const lockWaiters = async () =>
+      Number(
+        (
+          await sql<{ n: number }>`
+            select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock'`.execute(db)
+        ).rows[0]!.n,
+      );
+    const first = own.send('POST', '/liquidity/execute', { body: { quote_id: quote.quote_id } });
+    await eventually('the first execute waiting for the balance', async () =>
+      (await lockWaiters()) >= 1 ? true : undefined,
+    );
+    clock.advance(30_001); // the quote has expired meanwhile
+    try {
+      const retry = own.send('POST', '/liquidity/execute', { body: { quote_id: quote.quote_id } });
+      const retryState = await Promise.race([
+        retry.then(() => 'answered'),
+        eventually('the retry waiting for the quote', async () =>
+          (await lockWaiters()) >= 2 ? 'waiting' : undefined,
+        ),
+      ]);
+      assert.equal(
+        retryState,
+        'waiting',
+        'the retry waits for the execute under way, rather than answering 404',
+      );
+      releaseBalance();
+      await holding;
+      assert.equal((await first).status, 200);
+      assert.equal((await retry).status, 404);
+      // spec 7.2: the 404 is followed by a look-up, which finds the trade: executed, not expired.
+      assert.equal((await tradesByClientTradeId(own, quote.quote_id)).length, 1);
+    } finally {
+      releaseBalance();
+      await holding.catch(() => {});
     }
   });
 

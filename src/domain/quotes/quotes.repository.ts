@@ -10,27 +10,36 @@ export async function insertQuote(db: Executor, quote: Insertable<QuotesTable>):
 
 /**
  * wire-contract §7: marks the quote executed if, and only if, it is this platform's, of this kind, not
- * executed yet and not expired, in one statement. Concurrent callers queue on the row lock and re-check
- * the condition after the winner commits, so exactly one gets the row, on any number of instances; if the
- * winner rolls back (say, insufficient balance), the next one gets it.
+ * executed yet and not expired. The row is locked first, whatever its state, and only then checked: concurrent
+ * callers queue on the lock and see the winner's outcome, so exactly one gets the quote, on any number of
+ * instances; if the winner rolls back (say, insufficient balance), the next one gets it. As one UPDATE filtered
+ * by expiry, a caller that came after the expiry skipped the row instead of waiting for the execute holding it
+ * (PostgreSQL only waits for rows its snapshot finds), and answered 404 while that execute was still booking its
+ * trade, which spec 7.2 reads as "expired, requote" (fuzz: two trades). `now` is read once the lock is held.
  */
 export async function claimQuoteForExecution(
   db: Executor,
   platformCode: string,
   kind: QuoteKind,
   quoteId: string,
-  now: Date,
+  now: () => Date,
 ): Promise<QuoteRow | undefined> {
-  return db
-    .updateTable('quotes')
-    .set({ executed_at: now })
+  const locked = await db
+    .selectFrom('quotes')
+    .select(['executed_at', 'expire_at'])
     .where('platform_code', '=', platformCode)
     .where('kind', '=', kind)
     .where('quote_id', '=', quoteId)
-    .where('executed_at', 'is', null)
-    .where('expire_at', '>', now)
-    .returningAll()
+    .forUpdate()
     .executeTakeFirst();
+  const at = now();
+  if (!locked || locked.executed_at !== null || locked.expire_at <= at) return undefined;
+  return db
+    .updateTable('quotes')
+    .set({ executed_at: at })
+    .where('quote_id', '=', quoteId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }
 
 /**

@@ -207,7 +207,13 @@ export function createQuotesService(deps: DomainDeps) {
     // wire-contract §9: a quote_id that is not the caller's is unknown; one that is not even a UUID too.
     if (!isUuid(quoteId)) throw notFound();
     return db.transaction().execute(async (trx) => {
-      const quote = await claimQuoteForExecution(trx, platformCode, kind, quoteId, new Date(clock.now()));
+      const quote = await claimQuoteForExecution(
+        trx,
+        platformCode,
+        kind,
+        quoteId,
+        () => new Date(clock.now()),
+      );
       if (!quote) throw notFound();
       // A quote can be executed for minutes: whoever it was for must still be allowed to trade on that
       // account now (a tenant since removed, a participant since locked or closed, a holder since locked),
