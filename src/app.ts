@@ -22,7 +22,8 @@ import {
   answerClientError,
   installErrorHandlers,
   sendError,
-  sendNotFound,
+  OPERATOR_PREFIX,
+  sendOperatorNotFound,
   sendUnavailable,
 } from './http/error-handler.ts';
 import { validationErrorSummary } from './http/validation-messages.ts';
@@ -339,9 +340,9 @@ export async function buildApp(
         await admin.register(adminAuthPlugin, { adminToken: deps.adminToken });
         await adminRoutes(admin, deps);
         // Its own, so that an unknown operator path is not taken for a public request (behind the token).
-        admin.setNotFoundHandler(sendNotFound);
+        admin.setNotFoundHandler(sendOperatorNotFound);
       },
-      { prefix: '/admin' },
+      { prefix: OPERATOR_PREFIX },
     );
   }
 

@@ -309,13 +309,16 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
  * wire-contract §6: the key that signs Account Funding SDK tokens, from any PEM form node reads (PKCS#8,
- * SEC1 "EC PRIVATE KEY", …) to the PKCS#8 PEM the signer imports; `source` names where it came from
+ * SEC1 "EC PRIVATE KEY", …; on one line with its line breaks written \n) to the PKCS#8 PEM the signer imports; `source` names where it came from
  * (SVC_JWT_PRIVATE_KEY or the data-dir file) in the error.
  */
 export function jwtSigningKeyPem(source: string, pem: string): string {
+  // An env file (docker --env-file, systemd EnvironmentFile, node --env-file) holds one line per variable: a PEM
+  // goes there with its line breaks written as \n, which is taken as the PEM (review: it was refused).
+  const text = !pem.includes('\n') && pem.includes('\\n') ? pem.replaceAll('\\n', '\n') : pem;
   let key: KeyObject;
   try {
-    key = createPrivateKey(pem);
+    key = createPrivateKey(text);
   } catch {
     throw new ConfigError(
       `${source}: not an unencrypted private key in PEM form (make one with: openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256)`,

@@ -57,7 +57,8 @@ export function reportFailure(error: unknown): FailureReport | undefined {
   if (error instanceof SvcConnectionError) {
     return withOutcome(error, {
       exitCode: 3,
-      text: `error: server unreachable (${error.message})`,
+      // Where it looked: a second terminal without the server's SVC_PORT (or SVC_URL) tried the default (review).
+      text: `error: server unreachable${error.baseUrl ? ` at ${error.baseUrl}` : ''} (${error.message})`,
       json: failureJson(error.message),
     });
   }
@@ -67,9 +68,18 @@ export function reportFailure(error: unknown): FailureReport | undefined {
     const head = `error: the ${error instanceof AdminApiError ? 'operator API' : 'API'} answered ${error.status}`;
     // The first objection on the status line, any others one per line below it.
     const [first, ...more] = lines;
+    // The operator API names what it did not find; a bare 404 came from another listener (review: SVC_URL, the
+    // public API's, where SVC_ADMIN_LISTEN gives the operator API an address of its own).
+    const elsewhere =
+      error instanceof AdminApiError && error.status === 404 && first === 'Not Found'
+        ? [
+            '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
+          ]
+        : [];
     const text = [
       first === undefined ? `${head} (empty body)` : `${head}: ${first}`,
       ...more.map((line) => `  ${line}`),
+      ...elsewhere,
       ...(requestId ? [`  request id: ${requestId}`] : []),
     ].join('\n');
     return withOutcome(error, {

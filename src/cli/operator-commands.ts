@@ -300,7 +300,8 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage:
       'svc trades book --platform CODE --participant CODE --side buy|sell --underlying BTC --quoted-currency USD ' +
       '--quantity Q --price P [--label general] [--client-trade-id ID] [--net-settlement] [--comment TEXT]',
-    summary: 'book a trade directly (--net-settlement: an allocation trade, which sends no webhook)',
+    summary:
+      'book a trade directly (--net-settlement: an allocation trade: no trade_status_changed, its balance moves still notify)',
     run: (c, _p, o) => {
       const side = required(o, 'side');
       if (side !== 'buy' && side !== 'sell') throw new UsageError('--side must be buy or sell');

@@ -28,7 +28,15 @@ export function sendDomainError(reply: FastifyReply, error: DomainError): Fastif
     case 'forbidden':
       return reply.code(403).send({ error: true, message: error.messages[0] ?? 'Forbidden' });
     case 'not_found':
-      return reply.code(404).send({ error: 'Not Found' });
+      // The public API's 404 is the vendor's bare body (wire-contract §3); the operator API's says what is
+      // missing (a platform, a deposit address, …), which the bare body left to guess (review).
+      return reply
+        .code(404)
+        .send(
+          isOperatorPath(reply.request.url) && error.messages[0] && error.messages[0] !== 'Not Found'
+            ? { error: 'Not Found', message: error.messages[0] }
+            : { error: 'Not Found' },
+        );
     case 'conflict':
       return reply.code(409).send({ errors: error.messages });
     case 'unavailable':
@@ -103,6 +111,23 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex):
 
 export function sendNotFound(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
   return reply.code(404).send({ error: 'Not Found' });
+}
+
+/** The operator API's prefix (DESIGN §3), on whichever listener serves it. */
+export const OPERATOR_PREFIX = '/admin';
+
+function isOperatorPath(url: string): boolean {
+  return (
+    url === OPERATOR_PREFIX || url.startsWith(`${OPERATOR_PREFIX}/`) || url.startsWith(`${OPERATOR_PREFIX}?`)
+  );
+}
+
+/** An operator path no route matches: named, so that a typo or a wrong version of the CLI shows as such. */
+export function sendOperatorNotFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const path = request.url.split('?')[0]!;
+  return reply
+    .code(404)
+    .send({ error: 'Not Found', message: `no operator API route ${request.method} ${path.slice(0, 200)}` });
 }
 
 /**

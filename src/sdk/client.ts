@@ -194,7 +194,11 @@ export class SvcClient {
         if (method !== 'GET') aborted.outcomeUnknown = true;
         throw aborted;
       }
-      throw new SvcConnectionError(`${method} ${target}: ${describeFetchError(error)}`, error);
+      throw new SvcConnectionError(
+        `${method} ${target}: ${describeFetchError(error)}`,
+        error,
+        this.options.baseUrl,
+      );
     }
     let parsed: unknown = text;
     if (response.status >= 300 && response.status < 400) {

@@ -67,7 +67,12 @@ export class SvcArgumentError extends TypeError {
 
 /** No HTTP answer at all (connection refused, reset, timed out). */
 export class SvcConnectionError extends SvcError {
-  constructor(message: string, cause: unknown) {
+  constructor(
+    message: string,
+    cause: unknown,
+    /** The server the call was for (the client's `baseUrl`), to tell a wrong address from a server down. */
+    readonly baseUrl?: string,
+  ) {
     super(message, 0, undefined, undefined);
     this.cause = cause;
   }

@@ -304,7 +304,10 @@ describe('errors and exit codes', () => {
     const port = await freePort();
     const result = await runCli(['api', 'time', '--url', `http://127.0.0.1:${port}`, '--no-retry'], env);
     assert.equal(result.code, 3, result.stderr);
-    assert.match(result.stderr, /^error: server unreachable \(GET \/time: .*ECONNREFUSED/);
+    assert.match(
+      result.stderr,
+      /^error: server unreachable at http:\/\/127\.0\.0\.1:\d+ \(GET \/time: .*ECONNREFUSED/,
+    );
   });
 
   test('svc --help lists every operator and platform command', async () => {

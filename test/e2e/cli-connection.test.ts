@@ -283,9 +283,12 @@ describe('no usable answer', () => {
       runCli(['demo', '--json', '--url', silentUrl, '--token', 'x', '--timeout-ms', '200'], base),
     ]);
     assert.equal(operator.code, 3, operator.stderr);
-    assert.equal(operator.stderr, 'error: server unreachable (GET /admin/platforms: timed out)\n');
+    assert.equal(
+      operator.stderr,
+      `error: server unreachable at ${silentUrl} (GET /admin/platforms: timed out)\n`,
+    );
     assert.equal(api.code, 3, api.stderr);
-    assert.equal(api.stderr, 'error: server unreachable (GET /time: timed out)\n');
+    assert.equal(api.stderr, `error: server unreachable at ${silentUrl} (GET /time: timed out)\n`);
     assert.equal(apiJson.code, 3, apiJson.stderr);
     assert.deepEqual(jsonError(apiJson.stderr).errors, ['POST /admin/platforms: timed out']);
   });
@@ -301,7 +304,7 @@ describe('no usable answer', () => {
     assert.equal(silent.code, 3, silent.stderr);
     assert.equal(
       silent.stderr,
-      'error: server unreachable (POST /admin/balances: timed out)\n' +
+      `error: server unreachable at ${silentUrl} (POST /admin/balances: timed out)\n` +
         '  outcome unknown: the request may have been carried out; look (e.g. svc api trades) before repeating it\n',
     );
     assert.equal(gateway.code, 1, gateway.stderr);
@@ -339,9 +342,16 @@ describe('no usable answer', () => {
       assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
       assert.doesNotMatch(result.stderr, STACK_FRAME);
     }
-    assert.match(refused.stderr, /^error: server unreachable \(GET \/admin\/platforms: .*ECONNREFUSED/);
+    // Where it looked, so that a wrong port or URL shows (review: the quick start's second terminal).
+    assert.ok(
+      refused.stderr.startsWith(
+        `error: server unreachable at http://127.0.0.1:${port} (GET /admin/platforms: `,
+      ),
+      refused.stderr,
+    );
+    assert.match(refused.stderr, /ECONNREFUSED/);
     assert.match(jsonError(refusedJson.stderr).errors[0]!, /ECONNREFUSED/);
-    assert.match(badPort.stderr, /^error: server unreachable \(.*bad port/);
+    assert.match(badPort.stderr, /^error: server unreachable at http:\/\/127\.0\.0\.1:6000 \(.*bad port/);
   });
 
   test('a URL or timeout that cannot be used is a usage error naming where it came from', async () => {

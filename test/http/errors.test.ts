@@ -202,10 +202,20 @@ describe('error bodies', () => {
   test('404 {"error": "Not Found"}: unknown route, unknown method, unknown resource', async () => {
     assertBody(await rawRequest(probe.url, 'GET', '/no/such/route'), 404, errorBody('Not Found'));
     assertBody(await rawRequest(probe.url, 'PATCH', '/time'), 404, errorBody('Not Found'));
-    assertBody(await admin('GET', '/no/such/thing'), 404, errorBody('Not Found'));
     const unknownZrn = 'zrn:svc:us:account:customer:00000000-0000-4000-8000-000000000000';
     assertBody(await signed('GET', `/probe/accounts/${unknownZrn}`), 404, errorBody('Not Found'));
-    assertBody(await admin('GET', '/platforms/ZZZZZ9'), 404, errorBody('Not Found'));
+  });
+
+  test('the operator API\'s 404 says what it did not find, beside the same "error"', async () => {
+    assertBody(await admin('GET', '/no/such/thing'), 404, (body) =>
+      assert.deepEqual(body, {
+        error: 'Not Found',
+        message: 'no operator API route GET /admin/no/such/thing',
+      }),
+    );
+    assertBody(await admin('GET', '/platforms/ZZZZZ9'), 404, (body) =>
+      assert.deepEqual(body, { error: 'Not Found', message: 'platform ZZZZZ9 not found' }),
+    );
   });
 
   test('409 {"errors": [reason]}: duplicate entity', async () => {

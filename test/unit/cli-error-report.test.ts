@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { AdminApiError } from '../../src/cli/admin-client.ts';
 import { reportFailure } from '../../src/cli/error-report.ts';
 import { SvcConnectionError, SvcServerError } from '../../src/sdk/errors.ts';
 
@@ -27,4 +28,25 @@ test('a plain failure says nothing of the outcome', () => {
   const report = reportFailure(new SvcConnectionError('GET /trades: timed out', new Error('timeout')))!;
   assert.doesNotMatch(report.text, /outcome unknown/);
   assert.equal(report.json.outcome_unknown, undefined);
+});
+
+test("the operator API's 404 names what is missing; a bare 404 (another listener) asks whether the address is right", () => {
+  const named = reportFailure(
+    new AdminApiError(404, { error: 'Not Found', message: 'platform ZZZZZ9 not found' }),
+  )!;
+  assert.equal(named.text, 'error: the operator API answered 404: platform ZZZZZ9 not found');
+  const bare = reportFailure(new AdminApiError(404, { error: 'Not Found' }))!;
+  assert.equal(
+    bare.text,
+    'error: the operator API answered 404: Not Found\n' +
+      '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
+  );
+  assert.equal(bare.exitCode, 1);
+});
+
+test('a server unreachable is reported with the address that was tried', () => {
+  const report = reportFailure(
+    new SvcConnectionError('GET /time: ECONNREFUSED', new Error('refused'), 'http://127.0.0.1:8080'),
+  )!;
+  assert.equal(report.text, 'error: server unreachable at http://127.0.0.1:8080 (GET /time: ECONNREFUSED)');
 });

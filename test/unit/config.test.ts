@@ -159,6 +159,13 @@ describe('SVC_JWT_PRIVATE_KEY', () => {
     }
   });
 
+  test('a PEM on one line with its line breaks written \\n (an env file holds one line per variable) is taken', () => {
+    const pkcs8 = ec.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const oneLine = pkcs8.trimEnd().replaceAll('\n', '\\n');
+    assert.ok(!oneLine.includes('\n'));
+    assert.equal(loadConfig({ SVC_JWT_PRIVATE_KEY: oneLine }).jwtPrivateKey, pkcs8);
+  });
+
   test('something else is refused, naming the setting', () => {
     refused(
       { SVC_JWT_PRIVATE_KEY: 'garbage' },

@@ -1,10 +1,17 @@
-import { Error400, Error401, Error404, Error409, Error500, Error503 } from '../../contract/responses.ts';
+import {
+  Error400,
+  Error401,
+  Error409,
+  Error500,
+  Error503,
+  OperatorError404,
+} from '../../contract/responses.ts';
 
 /** The error answers every operator route can give. */
 export const adminErrorResponses = {
   400: Error400,
   401: Error401,
-  404: Error404,
+  404: OperatorError404,
   409: Error409,
   500: Error500,
   503: Error503,
