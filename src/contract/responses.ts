@@ -65,6 +65,8 @@ export const Error409 = Type.Object({ errors: Type.Array(Type.String()) });
 export const Error429 = Type.Object({ error: Type.String() });
 export const Error500 = Type.Object({ error: Type.String() });
 export const Error503 = Type.Object({ error: Type.String() });
+/** The operator API's 503: the public API's body, and why when the domain said (Redis away, …). */
+export const OperatorError503 = Type.Object({ error: Type.String(), message: Type.Optional(Type.String()) });
 
 export const Error413 = Type.Object({ errors: Type.Array(Type.String()) });
 

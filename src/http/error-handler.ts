@@ -30,22 +30,32 @@ export function sendDomainError(reply: FastifyReply, error: DomainError): Fastif
     case 'not_found':
       // The public API's 404 is the vendor's bare body (wire-contract §3); the operator API's says what is
       // missing (a platform, a deposit address, …), which the bare body left to guess (review).
-      return reply
-        .code(404)
-        .send(
-          isOperatorPath(reply.request.url) && error.messages[0] && error.messages[0] !== 'Not Found'
-            ? { error: 'Not Found', message: error.messages[0] }
-            : { error: 'Not Found' },
-        );
+      return reply.code(404).send({
+        error: 'Not Found',
+        ...(isOperatorPath(reply.request.url) ? operatorMessage(error.messages[0], 'Not Found') : {}),
+      });
     case 'conflict':
       return reply.code(409).send({ errors: error.messages });
     case 'unavailable':
-      return sendUnavailable(reply);
+      return sendUnavailable(
+        reply,
+        isOperatorPath(reply.request.url)
+          ? operatorMessage(error.messages[0], 'Service Unavailable')
+          : undefined,
+      );
   }
 }
 
-export function sendUnavailable(reply: FastifyReply): FastifyReply {
-  return reply.code(503).header(ALLOW_RETRY_HEADER, 'true').send({ error: 'Service Unavailable' });
+/** The operator API's `message` beside the public body: the domain's words, when they say more than the status. */
+function operatorMessage(message: string | undefined, status: string): { message?: string } {
+  return message && message !== status ? { message } : {};
+}
+
+export function sendUnavailable(reply: FastifyReply, detail: { message?: string } = {}): FastifyReply {
+  return reply
+    .code(503)
+    .header(ALLOW_RETRY_HEADER, 'true')
+    .send({ error: 'Service Unavailable', ...detail });
 }
 
 /** Transient database conditions that a retry can clear: 503 with svc-allow-retry (spec 7, 503 row). */

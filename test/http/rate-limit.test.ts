@@ -201,6 +201,16 @@ describe(
           await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { headers: admin })
         ).json()) as { message: { count: number } };
         assert.ok(view.message.count >= 200);
+        // An unblock cannot reach the block Redis holds for every instance: a retryable 503 that says why.
+        const unblock = await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, {
+          method: 'DELETE',
+          headers: admin,
+        });
+        assert.equal(unblock.status, 503);
+        assert.deepEqual(await unblock.json(), {
+          error: 'Service Unavailable',
+          message: 'the block could not be lifted in Redis; retry when it is reachable',
+        });
 
         await proxy.up();
         // ioredis reconnects on its own schedule: poll (bounded) until a request goes to Redis again.

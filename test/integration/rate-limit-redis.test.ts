@@ -66,9 +66,11 @@ async function until(condition: () => boolean, what: string): Promise<void> {
 
 class CapturingLogger implements RateLimitLogger {
   readonly warns: string[] = [];
+  readonly warnFields: object[] = [];
   readonly infos: string[] = [];
-  warn(_obj: object, msg?: string): void {
+  warn(obj: object, msg?: string): void {
     this.warns.push(msg ?? '');
+    this.warnFields.push(obj);
   }
   info(_obj: object, msg?: string): void {
     this.infos.push(msg ?? '');
@@ -435,13 +437,21 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     const logger = new CapturingLogger();
     const registry = new Registry();
     const limiter = await createRateLimiter({
-      redisUrl: 'redis://127.0.0.1:1',
+      redisUrl: 'redis://user:hunter2@127.0.0.1:1/3',
       logger,
       clock: new ManualClock(),
       keyPrefix: freshPrefix(),
     });
     registerRateLimitMetrics(registry, limiter);
     try {
+      // Said at start, with where (no password) and why in words, not at the first request with ioredis's
+      // "Stream isn't writeable and enableOfflineQueue options is false" (review).
+      assert.deepEqual(logger.warns, [
+        'rate limit: Redis unavailable, limiting with the in-memory store of this instance',
+      ]);
+      const fields = logger.warnFields[0] as { redis?: string; err?: string };
+      assert.equal(fields.redis, 'redis://127.0.0.1:1/3');
+      assert.match(fields.err ?? '', /ECONNREFUSED/);
       const ip = '203.0.113.53';
       const results = await hit(limiter, ip, 2100);
       assert.equal(accepted(results), 2000, 'the in-memory limit applies');

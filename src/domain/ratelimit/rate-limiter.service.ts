@@ -25,6 +25,8 @@ export interface RateLimiterServiceOptions {
   shared?: RedisRateLimitStore;
   /** close() also closes the shared store's Redis connection. */
   ownsSharedClient?: boolean;
+  /** Where the shared store is (REDIS_URL without its password), for the logs. */
+  sharedAddress?: string;
   /** After a Redis failure, serve from memory at least this long before trying Redis again (or until it reconnects). */
   retrySharedAfterMs?: number;
   /** Period of the idle-IP sweep (real time). Default: the window. false: no timer; call sweep() yourself. */
@@ -88,6 +90,7 @@ export class RateLimiterService implements RateLimiter {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly closeSubscription: () => void;
   private readonly onSharedError = (): void => {};
+  private readonly sharedAddress: string | undefined;
   private readonly onSharedReady = (): void => this.sharedBack();
 
   constructor(options: RateLimiterServiceOptions = {}) {
@@ -97,6 +100,7 @@ export class RateLimiterService implements RateLimiter {
     this.memory = new MemoryRateLimitStore({ policy: this.policy, clock: this.clock });
     this.shared = options.shared;
     this.ownsSharedClient = options.ownsSharedClient ?? false;
+    this.sharedAddress = options.sharedAddress;
     this.retrySharedAfterMs = options.retrySharedAfterMs ?? 1000;
 
     if (this.shared) {
@@ -343,6 +347,14 @@ export class RateLimiterService implements RateLimiter {
     this.memory.unblock(ip);
   }
 
+  /**
+   * Redis could not be reached at start: the outage is said then, with where, not at the first request (the
+   * limiter serves from memory meanwhile, and switches when ioredis gets through).
+   */
+  unreachableAtStart(err: unknown): void {
+    this.fallBack(err);
+  }
+
   /** DESIGN §5: Redis failed → limit from memory, log once per outage, never answer 5xx. */
   private fallBack(err: unknown): void {
     this.stats.sharedErrors++;
@@ -351,7 +363,7 @@ export class RateLimiterService implements RateLimiter {
     this.inFallback = true;
     this.stats.fallbacks++;
     this.logger.warn(
-      { err: err instanceof Error ? err.message : String(err) },
+      { err: describeRedisFailure(err), redis: this.sharedAddress },
       'rate limit: Redis unavailable, limiting with the in-memory store of this instance',
     );
   }
@@ -359,6 +371,25 @@ export class RateLimiterService implements RateLimiter {
   private resume(): void {
     this.inFallback = false;
     this.logger.info({}, 'rate limit: Redis is back, the shared limit applies again');
+  }
+}
+
+/**
+ * A Redis failure in words: ioredis refuses commands while disconnected with "Stream isn't writeable and
+ * enableOfflineQueue options is false", which says nothing of the cause to an operator (review).
+ */
+function describeRedisFailure(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return /Stream isn't writeable/.test(message) ? 'not connected (reconnecting)' : message;
+}
+
+/** REDIS_URL without its user name and password: where, for the logs. */
+export function redisAddress(redisUrl: string): string {
+  try {
+    const url = new URL(redisUrl);
+    return `${url.protocol}//${url.host}${url.pathname}`;
+  } catch {
+    return 'REDIS_URL';
   }
 }
 
@@ -388,7 +419,13 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
   if (!redisUrl) return new RateLimiterService({ policy, logger, clock });
   const client = new Redis(redisUrl, rateLimitRedisOptions(redisOptions));
   const shared = new RedisRateLimitStore({ client, policy, keyPrefix });
-  const limiter = new RateLimiterService({ shared, ownsSharedClient: true, logger, clock });
+  const limiter = new RateLimiterService({
+    shared,
+    ownsSharedClient: true,
+    sharedAddress: redisAddress(redisUrl),
+    logger,
+    clock,
+  });
   let started = false;
   let refusedAtStart: string | null = null;
   dropOnDatabaseRefusal(client, (refusal) => {
@@ -399,17 +436,25 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
         "rate limit: REDIS_URL's database is refused; this instance limits in memory until it is restarted",
       );
   });
+  let unreachable: unknown = null;
+  // connect() rejects with "Connection is closed."; the cause (ECONNREFUSED, ENOTFOUND, …) came as an event.
+  let cause: unknown = null;
+  const noteCause = (err: unknown) => (cause ??= err);
+  client.on('error', noteCause);
   try {
     await client.connect();
-  } catch {
-    // ioredis keeps reconnecting; requests are served from memory meanwhile. The first request
-    // that fails records and logs the fallback.
+  } catch (err) {
+    // ioredis keeps reconnecting; requests are served from memory meanwhile.
+    unreachable = cause ?? err;
+  } finally {
+    client.off('error', noteCause);
   }
   started = true;
   if (refusedAtStart !== null) {
     await limiter.close();
     throw new RedisDatabaseError(refusedAtStart);
   }
+  if (unreachable !== null) limiter.unreachableAtStart(unreachable);
   return limiter;
 }
 

@@ -3,7 +3,7 @@ import {
   Error401,
   Error409,
   Error500,
-  Error503,
+  OperatorError503,
   OperatorError404,
 } from '../../contract/responses.ts';
 
@@ -14,5 +14,5 @@ export const adminErrorResponses = {
   404: OperatorError404,
   409: Error409,
   500: Error500,
-  503: Error503,
+  503: OperatorError503,
 };
