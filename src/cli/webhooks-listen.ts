@@ -9,8 +9,8 @@ import { WebhookVerificationError, verifyWebhook } from '../sdk/webhook-verify.t
  * service retries it as it would for a real receiver. Deliveries are at least once: a repeated
  * notification id is printed with `duplicate`.
  *
- * Output: one line per event on stdout (`--json`: one JSON object per line), refusals and the listening
- * address on stderr, so stdout can be piped.
+ * Output: one line per event on stdout (`--json`: one JSON object per line), refusals (`--json`: JSON lines
+ * too) and the listening address on stderr, so stdout can be piped.
  */
 export interface ListenOptions {
   port: number;
@@ -86,7 +86,12 @@ export async function startWebhookListener(
           res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"Internal Server Error"}');
           return;
         }
-        err(`refused: ${error.reason}${error.header ? ` (${error.header})` : ''}: ${error.message}`);
+        // Under --json a refusal is a JSON line too (on stderr still, apart from the events): scripts read both.
+        err(
+          options.json
+            ? JSON.stringify({ refused: error.reason, header: error.header ?? null, message: error.message })
+            : `refused: ${error.reason}${error.header ? ` (${error.header})` : ''}: ${error.message}`,
+        );
         res
           .writeHead(400, { 'content-type': 'application/json' })
           .end(JSON.stringify({ error: error.reason }));

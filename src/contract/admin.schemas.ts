@@ -2,7 +2,7 @@ import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
 import { GeneratedCode as Code } from './identifiers.ts';
-import { AccountLabel } from './responses.ts';
+import { AccountLabel, PRINTABLE_TEXT, PRINTABLE_TEXT_PATTERN } from './responses.ts';
 import { REGIONS } from './wire-values.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
@@ -148,7 +148,13 @@ export const AdjustBalanceBody = Type.Object(
     participant_code: Code,
     // Up to 100, the bound before labels of new accounts, quotes and trades were limited to 40 (AccountLabel):
     // balances recorded under a longer label stay within the operator's reach.
-    account_label: Type.String({ minLength: 1, maxLength: 100 }),
+    // Printable as everywhere else (a "\u202egeneral" balance was out of the public API's reach: review).
+    account_label: Type.String({
+      minLength: 1,
+      maxLength: 100,
+      pattern: PRINTABLE_TEXT_PATTERN,
+      description: PRINTABLE_TEXT,
+    }),
     asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$', description: 'an asset, e.g. USD' }),
     amount: Decimal,
     account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),

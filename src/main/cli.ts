@@ -535,7 +535,17 @@ export async function main(argv: string[]): Promise<number> {
     return EXIT.ok;
   }
   const command = OPERATOR_COMMANDS[`${first} ${second}`];
-  if (!command) throw new UsageError(`unknown command "${positionals.join(' ')}"; see svc --help`);
+  if (!command) {
+    // A group named without (or with an unknown) command: its commands listed, as `svc api` does.
+    const group = Object.keys(OPERATOR_COMMANDS)
+      .filter((name) => name.startsWith(`${first} `))
+      .map((name) => name.slice(first!.length + 1));
+    if (group.length > 0 && positionals.length <= 2)
+      throw new UsageError(
+        `${second === undefined ? `svc ${first} needs a command` : `unknown command "svc ${first} ${second}"`}: ${group.join(', ')}; see svc --help`,
+      );
+    throw new UsageError(`unknown command "${positionals.join(' ')}"; see svc --help`);
+  }
   refuseOtherOptions(
     values,
     [...OPERATOR_CLIENT_OPTIONS, ...usageOptions(command.usage)],
@@ -552,6 +562,17 @@ export async function main(argv: string[]): Promise<number> {
  * Runs a command and maps failures to readable messages (one JSON object with --json) and exit codes; -1
  * means "still serving".
  */
+/**
+ * node's parseArgs words for an unknown option run on into advice with an unbalanced quote (`as in '-- "--x"`):
+ * said in ours. Its other messages are kept.
+ */
+function parseArgsMessage(error: Error & { code?: string }): string {
+  const unknown = /^Unknown option '([^']*)'/.exec(error.message);
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && unknown)
+    return `unknown option ${unknown[1]}; see svc --help (a value starting with "-" goes after "--")`;
+  return error.message;
+}
+
 export async function runCli(argv: string[]): Promise<number> {
   const fail = (exitCode: number, text: string, json: FailureReport['json']) => {
     process.stderr.write((argv.includes('--json') ? JSON.stringify({ error: json }) : text) + '\n');
@@ -568,7 +589,7 @@ export async function runCli(argv: string[]): Promise<number> {
       error instanceof SvcArgumentError ||
       code?.startsWith('ERR_PARSE_ARGS')
     ) {
-      const message = (error as Error).message;
+      const message = parseArgsMessage(error as Error & { code?: string });
       return fail(EXIT.usage, `error: ${message}`, failureJson(message));
     }
     if (error instanceof StartupError)

@@ -335,14 +335,26 @@ describe('exit codes', () => {
         ...env,
         SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-cli-empty-')),
       }), // no token anywhere
+      runCli(['platforms', ...auth()], env),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[1]!.stderr, /--name is required/);
+    assert.equal(cases[2]!.stderr, 'error: unknown command "no such-command"; see svc --help\n');
+    // node's own words ran on into advice with an unbalanced quote ('-- "--bogus-option").
+    assert.equal(
+      cases[3]!.stderr,
+      'error: unknown option --bogus-option; see svc --help (a value starting with "-" goes after "--")\n',
+    );
     assert.match(cases[6]!.stderr, /no operator token/);
+    // A group without its command lists its commands, as `svc api` does (was "unknown command").
+    assert.equal(
+      cases[7]!.stderr,
+      'error: svc platforms needs a command: create, list, show; see svc --help\n',
+    );
   });
 
   test('3 when no server answers', async () => {

@@ -122,7 +122,8 @@ test('a listener with another secret refuses the deliveries (400), which the ser
   const id = await record(db(), code, 'trade:WRONG');
   await waitFor(async () => (await notificationState(db(), id))?.status === 'dead', 'dead letter');
   assert.deepEqual(listener.events(), []);
-  assert.match(listener.stderr(), /refused: invalid_signature/);
+  // Under --json, as JSON lines.
+  assert.match(listener.stderr(), /^\{"refused":"invalid_signature","header":[^\n]*"message":"[^"]+"\}$/m);
   const view = await svc.admin.get<WebhookNotification>(`/notifications/${id}`);
   assert.ok(view.attempts.length > 1 && view.attempts.every((a) => a.status_code === 400));
 });

@@ -401,6 +401,19 @@ describe('prices and balances', () => {
     refused(await adjust('-0.01'), 400);
     refused(await adjust('0'), 400, 'amount');
     refused(await adjust('1e3'), 400, 'amount');
+    // A label with a control or bidirectional override character is refused, as in the public API: a balance
+    // under "\u202egeneral" prints as another and no public call could name it.
+    for (const label of ['\u202egeneral', 'gen\neral'])
+      refused(
+        await call('POST', '/balances', {
+          participant_code: holder.participant_code,
+          account_label: label,
+          asset: 'USD',
+          amount: '1',
+        }),
+        400,
+        'account_label',
+      );
     refused(
       await call('POST', '/balances', {
         participant_code: 'ZZZZZ9',
