@@ -1,5 +1,6 @@
 import { constants, existsSync } from 'node:fs';
-import { access, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { access, link, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -52,20 +53,32 @@ export async function makeDataDir(dir: string): Promise<void> {
 /**
  * A value kept in a file of the data dir (a generated secret, the embedded cluster's password): read when
  * the file exists, else made, written (owner-only) and returned. Written whole or not at all, since a crash
- * mid-write would leave a truncated value for the next start to read: to a file of its own, then renamed
- * over the name.
+ * mid-write would leave a truncated value for the next start to read: to a file of its own, then linked to
+ * the name, which fails if the name exists: two first starts at once both made a value and the last rename won,
+ * so one of them went on with a value the file no longer held (the cluster's password: every later start then
+ * failed to log in, review). The one that loses reads the winner's.
  */
 export async function readOrCreate(file: string, make: () => string): Promise<string> {
   if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
   const value = make();
-  const partial = `${file}.${process.pid}.tmp`;
+  const partial = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
     await writeFile(partial, value + '\n', { mode: 0o600 });
-    await rename(partial, file);
+    try {
+      await link(partial, file);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return (await readFile(file, 'utf8')).trim();
+      // A file system without hard links: replaced whole, as before (the race above stays possible there).
+      if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'ENOSYS') throw error;
+      await rename(partial, file);
+    }
+    return value;
   } catch (error) {
     const problem = WRITE_PROBLEMS[(error as NodeJS.ErrnoException).code ?? ''];
     if (!problem) throw error;
     throw new DataDirError(`cannot write ${file}: ${problem}`, { cause: error });
+  } finally {
+    await rm(partial, { force: true });
   }
-  return value;
 }

@@ -537,7 +537,11 @@ export async function main(argv: string[]): Promise<number> {
   const command = OPERATOR_COMMANDS[`${first} ${second}`];
   if (!command) {
     // A group named without (or with an unknown) command: its commands listed, as `svc api` does.
-    const group = Object.keys(OPERATOR_COMMANDS)
+    const group = [
+      ...Object.keys(OPERATOR_COMMANDS),
+      // Not an operator API call, so not among them (dispatched above).
+      'webhooks listen',
+    ]
       .filter((name) => name.startsWith(`${first} `))
       .map((name) => name.slice(first!.length + 1));
     if (group.length > 0 && positionals.length <= 2)
@@ -559,10 +563,6 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * Runs a command and maps failures to readable messages (one JSON object with --json) and exit codes; -1
- * means "still serving".
- */
-/**
  * node's parseArgs words for an unknown option run on into advice with an unbalanced quote (`as in '-- "--x"`):
  * said in ours. Its other messages are kept.
  */
@@ -573,6 +573,10 @@ function parseArgsMessage(error: Error & { code?: string }): string {
   return error.message;
 }
 
+/**
+ * Runs a command and maps failures to readable messages (one JSON object with --json) and exit codes; -1
+ * means "still serving".
+ */
 export async function runCli(argv: string[]): Promise<number> {
   const fail = (exitCode: number, text: string, json: FailureReport['json']) => {
     process.stderr.write((argv.includes('--json') ? JSON.stringify({ error: json }) : text) + '\n');

@@ -145,21 +145,18 @@ export async function startEmbeddedPostgres(
     await removeAbandonedStaging(dataDir);
     // A directory there without PG_VERSION is not one we made (ours are moved into place whole): the move would
     // fail after initdb's seconds and 40 MB.
-    if ((await readdir(databaseDir).catch(() => [])).length > 0)
+    const found = await readdir(databaseDir).then(
+      (names) => names.length > 0,
+      (error: NodeJS.ErrnoException) => error.code !== 'ENOENT', // a file there (ENOTDIR) is not ours either
+    );
+    // Unless another first start has just moved its cluster into place (its PG_VERSION is there now): used.
+    const movedInMeanwhile = existsSync(path.join(databaseDir, 'PG_VERSION'));
+    if (found && !movedInMeanwhile)
       throw new DataDirError(
         `${databaseDir} holds files but no PostgreSQL cluster (no PG_VERSION): move it away, or choose another data dir`,
       );
-    const staging = `${databaseDir}${STAGING_SUFFIX}${process.pid}`;
-    log(`initialising embedded PostgreSQL in ${databaseDir}`);
-    await started(cluster(staging).initialise());
-    try {
-      await rename(staging, databaseDir);
-    } catch (error) {
-      await rm(staging, { recursive: true, force: true });
-      // Another first start on this data dir moved its cluster into place first: this one uses that cluster (its
-      // start below fails on the cluster's lock while the other runs it, saying so).
-      if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) throw error;
-    }
+    if (!movedInMeanwhile)
+      await initialiseInPlace(databaseDir, (dir) => started(cluster(dir).initialise()), log);
   }
   const server = cluster(databaseDir);
   await stopLeftOverCluster(databaseDir, log);
@@ -194,6 +191,25 @@ export async function startEmbeddedPostgres(
       process.off('exit', stopOnExit);
     },
   };
+}
+
+/** Makes the cluster beside `databaseDir` (`initialise`, on the staging dir) and moves it into place whole. */
+async function initialiseInPlace(
+  databaseDir: string,
+  initialise: (dir: string) => Promise<void>,
+  log: (msg: string) => void,
+): Promise<void> {
+  const staging = `${databaseDir}${STAGING_SUFFIX}${process.pid}`;
+  log(`initialising embedded PostgreSQL in ${databaseDir}`);
+  await initialise(staging);
+  try {
+    await rename(staging, databaseDir);
+  } catch (error) {
+    await rm(staging, { recursive: true, force: true });
+    // Another first start on this data dir moved its cluster into place first: this one uses that cluster (its
+    // start fails on the cluster's lock while the other runs it, saying so).
+    if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) throw error;
+  }
 }
 
 /** `<data dir>/pg.initdb-<pid>`: a cluster being made by the start of that process. */

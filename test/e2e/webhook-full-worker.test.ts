@@ -9,7 +9,9 @@ import { record, startWebhookReceiver, waitFor } from '../helpers/webhook-receiv
  * A worker whose every slot is taken by a receiver that hangs does not keep the lanes it claimed meanwhile
  * from a worker with room: after a second of waiting it gives back every partition it is not working
  * (announced), and takes none until a slot frees. Before, they waited for its slot, up to the attempt timeout
- * (30 s here). (The lanes of the hanging lane's own partition wait for it: 1 in 64 of the lanes.)
+ * (30 s here). (The lanes of the hanging lanes' own partitions wait for them: 1 in 64 of the lanes each.)
+ * An attempt running past a second parks its lane and frees its slot, but a platform parks at most its share of
+ * the slots (one, with one slot): the platform's second hanging lane keeps the slot, and the worker is full.
  */
 const setup = workersBesideApiService();
 const { workers, receivers } = setup;
@@ -20,29 +22,38 @@ test("lanes a full worker cannot start go to a worker with room, well before the
   const env = serviceEnv(svc, { SVC_WORKER_POLL_INTERVAL_MS: '60000', SVC_WEBHOOK_TIMEOUT_MS: '30000' });
   const receiver = await startWebhookReceiver((d) => (JSON.parse(d.rawBody).hang ? 'hang' : 200));
   receivers.push(receiver);
-  const { platform } = await svc.newPlatform();
-  const code = platform.platform_code;
-  await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });
+  const newPlatformOnReceiver = async () => {
+    const code = (await svc.newPlatform()).platform.platform_code;
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: receiver.url });
+    return code;
+  };
+  const hangingPlatform = await newPlatformOnReceiver();
+  const other = await newPlatformOnReceiver();
 
   const full = await startReadyWorker({ ...env, SVC_WORKER_CONCURRENCY: '1' });
   workers.push(full);
-  await record(db, code, 'trade:hang', { hang: true });
-  await waitFor(() => receiver.deliveries.length === 1, "the hanging receiver's attempt, in the one slot");
-  // Lanes of other partitions than the hanging one's.
-  const partitionOf = async (resource: string) =>
-    (await sql<{ p: number }>`select webhook_lane_partition(${code}, ${resource})::int as p`.execute(db))
+  await record(db, hangingPlatform, 'trade:hang-1', { hang: true });
+  await record(db, hangingPlatform, 'trade:hang-2', { hang: true });
+  // The first is parked after a second; the second then takes the one slot, and keeps it.
+  await waitFor(() => receiver.deliveries.length === 2, 'both hanging attempts, the second in the one slot');
+  // Lanes of other partitions than the hanging ones'.
+  const partitionOf = async (platform: string, resource: string) =>
+    (await sql<{ p: number }>`select webhook_lane_partition(${platform}, ${resource})::int as p`.execute(db))
       .rows[0]!.p;
-  const hanging = await partitionOf('trade:hang');
+  const hanging = new Set([
+    await partitionOf(hangingPlatform, 'trade:hang-1'),
+    await partitionOf(hangingPlatform, 'trade:hang-2'),
+  ]);
   const waiting: string[] = [];
   for (let i = 0; waiting.length < 3; i++)
-    if ((await partitionOf(`trade:waiting-${i}`)) !== hanging) waiting.push(`trade:waiting-${i}`);
+    if (!hanging.has(await partitionOf(other, `trade:waiting-${i}`))) waiting.push(`trade:waiting-${i}`);
   // In one transaction: one NOTIFY, one read and one claim by the full worker, which cannot start them.
   const ids = await db.transaction().execute(async (trx) => {
     const recorded: string[] = [];
     for (const [i, resourceKey] of waiting.entries()) {
       recorded.push(
         await recordNotification(trx, {
-          platformCode: code,
+          platformCode: other,
           payloadType: 'trade_status_changed',
           resourceKey,
           payload: { i },
@@ -63,7 +74,7 @@ test("lanes a full worker cannot start go to a worker with room, well before the
   );
   assert.equal(
     receiver.deliveries.filter((d) => JSON.parse(d.rawBody).hang).length,
-    1,
-    'the hanging attempt is still the only one of its lane',
+    2,
+    'the hanging attempts are still the only ones of their lanes',
   );
 });

@@ -493,13 +493,16 @@ test('a replay that does not name the asset is a replay even after the address w
   assert.equal(otherAsset.status, 409);
 });
 
-test('an unknown deposit address → 404', async () => {
+test('an unknown deposit address → 404 saying so', async () => {
   const res = await postDeposit(svc, {
     deposit_address: 'bc1qunknownunknownunknownunknownunknownunk',
     quantity: '1',
   });
   assert.equal(res.status, 404);
-  assert.deepEqual(res.body, { error: 'Not Found' });
+  assert.deepEqual(res.body, {
+    error: 'Not Found',
+    message: 'deposit_address: not a deposit address of this service',
+  });
 });
 
 test('a failed deposit is recorded and notified with its reason, and credits nothing', async () => {

@@ -210,9 +210,12 @@ describe('operator advance', () => {
     assert.equal(unknown.status, 404, unknown.text);
   });
 
-  test('unknown trade → 404', async () => {
-    assert.equal((await adminError(advance('7f0c1d2e-3333-4333-8333-333333333333'))).status, 404);
-    assert.equal((await adminError(advance('nope'))).status, 404);
+  test('unknown trade → 404 naming it', async () => {
+    for (const id of ['7f0c1d2e-3333-4333-8333-333333333333', 'nope']) {
+      const error = await adminError(advance(id));
+      assert.equal(error.status, 404);
+      assert.deepEqual(error.body, { error: 'Not Found', message: `trade ${id} not found` });
+    }
   });
 });
 

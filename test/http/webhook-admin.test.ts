@@ -206,7 +206,7 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
     const code = await newPlatformCode();
     assert.deepEqual(await send('GET', `/platforms/${code}/webhook`), {
       status: 404,
-      body: { error: 'Not Found' },
+      body: { error: 'Not Found', message: `platform ${code} has no webhook configured` },
     });
     assert.equal((await send('GET', '/platforms/abc/webhook')).status, 400);
     const noAuth = await fetch(`${svc.url}/admin/platforms/${code}/webhook`);

@@ -1,7 +1,16 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -107,7 +116,7 @@ test('two first starts on one data dir at once: one runs the cluster, the other 
     import { startEmbeddedPostgres } from ${JSON.stringify(path.join(PROJECT_ROOT, 'src/store/embedded-postgres.ts'))};
     try {
       const db = await startEmbeddedPostgres(${JSON.stringify(shared)});
-      console.log('started');
+      console.log('started ' + db.url);
       process.stdin.resume();
       await new Promise((resolve) => process.stdin.once('end', resolve));
       await db.stop();
@@ -128,13 +137,21 @@ test('two first starts on one data dir at once: one runs the cluster, the other 
       child.stdout!.on('data', () => stdout.includes('started') && resolve('started'));
       child.once('exit', () => resolve(stdout.includes('started') ? 'started' : 'failed'));
     });
-    return { child, ready, stderr: () => stderr, exited: once(child, 'exit') };
+    return { child, ready, stdout: () => stdout, stderr: () => stderr, exited: once(child, 'exit') };
   });
   try {
     const outcomes = await Promise.all(starts.map((start) => start.ready));
     assert.deepEqual([...outcomes].sort(), ['failed', 'started'], starts.map((s) => s.stderr()).join('\n'));
     const failed = starts[outcomes.indexOf('failed')]!;
     assert.match(failed.stderr(), /did not start: FATAL: lock file "postmaster\.pid" already exists/);
+    // The password file holds the password of the cluster in place: both starts made one, and the last rename
+    // won, whichever cluster was moved in (every later start then failed to log in, review). Logged in with it:
+    const url = /started (\S+)/.exec(starts[outcomes.indexOf('started')]!.stdout())![1]!;
+    const running = new URL(url);
+    running.password = readFileSync(path.join(shared, 'pg-password'), 'utf8').trim();
+    const client = new pg.Client({ connectionString: running.href });
+    await client.connect();
+    await client.end();
     assert.deepEqual(
       readdirSync(shared).filter((name) => name.startsWith('pg.')),
       [],

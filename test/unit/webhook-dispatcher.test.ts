@@ -275,7 +275,12 @@ describe('webhook dispatcher', () => {
       return work(ready, s, park);
     };
     const maxParked = PARKED_PER_SLOT * h.options.concurrency;
-    for (let i = 1; i <= maxParked + 4; i++) h.due.push(lane(i));
+    // A platform each: a platform parks at most its share of the slots (one of two here), tried below.
+    const ownPlatform = (n: number): ClaimedLane => ({
+      lane: { platformCode: `PLAT${String(n).padStart(2, '0')}`, resourceKey: `trade:${n}` },
+      heads: [],
+    });
+    for (let i = 1; i <= maxParked + 4; i++) h.due.push(ownPlatform(i));
     const dispatcher = startDispatcher(h.options);
     await until(() => h.working.size === 2, 'two lanes under way');
     const parked = new Set<string>();
@@ -299,6 +304,32 @@ describe('webhook dispatcher', () => {
     // A lane in a slot that ends frees it.
     h.working.get(unparked)!.resolve();
     await until(() => active().length === 2 && !h.working.has(unparked), 'the next lane takes the slot');
+    const stopping = dispatcher.stop();
+    for (const done of h.working.values()) done.resolve();
+    await stopping;
+  });
+
+  test('a platform parks at most its share of the slots; a lane refused parking keeps its slot', async () => {
+    const h = harness({ concurrency: 4 });
+    const parks = new Map<string, () => boolean>();
+    const work = h.options.work;
+    h.options.work = (ready, s, park) => {
+      parks.set(ready.lane.resourceKey, park);
+      return work(ready, s, park);
+    };
+    for (let i = 1; i <= 6; i++) h.due.push(lane(i)); // all of PLAT01
+    const dispatcher = startDispatcher(h.options);
+    await until(() => h.working.size === 4, 'four lanes under way');
+    assert.equal(parks.get('trade:1')!(), true);
+    assert.equal(parks.get('trade:2')!(), true, 'two of four slots: its share');
+    await until(() => h.working.size === 6, 'the freed slots taken');
+    assert.equal(parks.get('trade:3')!(), false, 'a third of the same platform is refused');
+    await tick();
+    assert.equal(h.working.size, 6, 'no slot freed by the refusal');
+    // One parked ends: the platform has room again.
+    h.working.get('trade:1')!.resolve();
+    await until(() => !h.working.has('trade:1'), 'the parked lane ended');
+    assert.equal(parks.get('trade:3')!(), true, 'asked again, parked');
     const stopping = dispatcher.stop();
     for (const done of h.working.values()) done.resolve();
     await stopping;

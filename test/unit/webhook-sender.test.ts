@@ -226,7 +226,7 @@ describe('webhook sender: slow attempts and odd answers', () => {
     const sender = createWebhookSender({ timeoutMs: 5_000, slowMs: 100 });
     try {
       let slowCalls = 0;
-      const late = sender.send({ url, rawBody: '{}', headers: {}, onSlow: () => slowCalls++ });
+      const late = sender.send({ url, rawBody: '{}', headers: {}, onSlow: () => (slowCalls++, true) });
       const { res } = await receiver.next();
       // The sweep runs every 250 ms at most: the attempt is reported slow while it still waits.
       while (slowCalls === 0) await new Promise((resolve) => setTimeout(resolve, 20));
@@ -235,7 +235,7 @@ describe('webhook sender: slow attempts and odd answers', () => {
       assert.equal(slowCalls, 1);
 
       let quickCalls = 0;
-      const quick = sender.send({ url, rawBody: '{}', headers: {}, onSlow: () => quickCalls++ });
+      const quick = sender.send({ url, rawBody: '{}', headers: {}, onSlow: () => (quickCalls++, true) });
       const answered = await receiver.next();
       answered.res.writeHead(200);
       answered.res.write('still writing'); // answered; the body goes on past slowMs
@@ -243,6 +243,26 @@ describe('webhook sender: slow attempts and odd answers', () => {
       await new Promise((resolve) => setTimeout(resolve, 400));
       answered.res.end();
       assert.equal(quickCalls, 0, 'an answered attempt whose body runs on is not slow');
+    } finally {
+      await sender.close();
+      await receiver.close();
+    }
+  });
+
+  test('onSlow refused (it returns false: no room to park) is asked again at the next sweeps until it accepts', async () => {
+    const receiver = startReceiver();
+    const url = await receiver.listen();
+    // A sweep every 5 ms (timeout / 20, at least 5).
+    const sender = createWebhookSender({ timeoutMs: 100, slowMs: 10 });
+    try {
+      let calls = 0;
+      const sending = sender.send({ url, rawBody: '{}', headers: {}, onSlow: () => ++calls >= 3 });
+      const { res } = await receiver.next();
+      while (calls < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      assert.equal(calls, 3, 'asked until it accepted, then no more');
+      res.writeHead(204).end();
+      await sending;
     } finally {
       await sender.close();
       await receiver.close();

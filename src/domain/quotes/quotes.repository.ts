@@ -10,7 +10,7 @@ export async function insertQuote(db: Executor, quote: Insertable<QuotesTable>):
 
 /**
  * wire-contract §7: marks the quote executed if, and only if, it is this platform's, of this kind, not
- * executed yet and not expired. The row is locked first, whatever its state, and only then checked: concurrent
+ * executed yet and not expired. The row is locked first (`for no key update`), whatever its state, and only then checked: concurrent
  * callers queue on the lock and see the winner's outcome, so exactly one gets the quote, on any number of
  * instances; if the winner rolls back (say, insufficient balance), the next one gets it. As one UPDATE filtered
  * by expiry, a caller that came after the expiry skipped the row instead of waiting for the execute holding it
@@ -30,7 +30,9 @@ export async function claimQuoteForExecution(
     .where('platform_code', '=', platformCode)
     .where('kind', '=', kind)
     .where('quote_id', '=', quoteId)
-    .forUpdate()
+    // The strength the UPDATE below takes anyway (no key column changes): a trade's foreign key check on the
+    // quote is not blocked by it.
+    .forNoKeyUpdate()
     .executeTakeFirst();
   const at = now();
   if (!locked || locked.executed_at !== null || locked.expire_at <= at) return undefined;

@@ -440,10 +440,11 @@ export function createTradesService(deps: DomainDeps) {
 
     /** `POST /admin/trades/{trade_id}/advance`: the next state now (DESIGN §3). */
     async advance(tradeId: string, from?: TradeState) {
-      if (!isUuid(tradeId)) throw notFound();
+      // The operator API says what it did not find (the CLI reads a bare 404 as another listener's).
+      if (!isUuid(tradeId)) throw notFound(`trade ${tradeId} not found`);
       const row = await db.transaction().execute(async (trx) => {
         const locked = await lockTrade(trx, tradeId);
-        if (!locked) throw notFound();
+        if (!locked) throw notFound(`trade ${tradeId} not found`);
         // A repeat of an advance whose answer was lost must not make a second step.
         if (from !== undefined && locked.trade_state !== from)
           throw conflict(`from: trade ${tradeId} is ${locked.trade_state}, not ${from}`);

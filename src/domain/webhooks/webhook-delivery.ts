@@ -502,7 +502,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
      * Attempts (or skips) one notification; what happens to it. `onSlow` is called once the attempt has run for
      * INLINE_WAIT_MAX_MS without its answer.
      */
-    async function attempt(lane: DeliveryLane, head: Head, onSlow: () => void): Promise<repo.AttemptRecord> {
+    async function attempt(
+      lane: DeliveryLane,
+      head: Head,
+      onSlow: () => boolean,
+    ): Promise<repo.AttemptRecord> {
       const { endpoint } = lane;
       const skip = repo.skipReason(endpoint ?? undefined, head.payload_type);
       if (skip !== null || !endpoint) {
@@ -559,9 +563,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       };
       const { heads } = claimed;
       let parked = false;
-      const onSlow = () => {
-        if (park()) parked = true;
-      };
+      // Asked again at each sweep while refused (a bound of parked lanes reached), until it is parked.
+      const onSlow = (): boolean => (parked = park());
       runs.add(run);
       try {
         let i = 0;
@@ -606,8 +609,6 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         }
       } finally {
         runs.delete(run);
-        // A slot is free: the worker wants partitions again, if it had given them up.
-        holdings.slotsStuck(false);
         const done = allSettled(run).then(() => {
           if (run.lost && !run.leaseUnconfirmed)
             logger.warn(
@@ -639,6 +640,9 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         return paused.all ? null : book.nextDueInMs([...excluded, ...(paused.platforms ?? [])]);
       },
       onError: (err, message) => logger.error({ err }, message),
+      // A slot is free (a lane ended or was parked): the worker wants partitions again, if it had given them up. From
+      // the dispatcher, which knows: a parked lane that ended freed no slot, and one parked freed one (review).
+      onSlotFreed: () => holdings.slotsStuck(false),
       onSlotsStuck: (lanes) => {
         logger.warn(
           { lanes, slots: config.worker.concurrency },

@@ -21,7 +21,10 @@ import type { ClaimCap, ClaimedLane } from './delivery-lane.ts';
  * PARKED_PER_SLOT × `concurrency` lanes parked at once. Receivers that hang on many platforms that were not
  * known slow yet (each one's first attempts start like any other's) otherwise took every slot for a whole
  * attempt timeout, wave after wave, while every other platform's webhooks waited (review: 20 s). A parked lane
- * still counts among its platform's lanes for the slow receivers' share.
+ * does not count among its platform's lanes for the slow receivers' share of the slots (it holds none), but a
+ * platform has at most its share (`slowSlots()`) of lanes parked at once: a slow receiver is sent at most about
+ * `concurrency` attempts at a time, half of them parked, while other platforms' lanes wait. A lane refused parking
+ * (a bound reached) is asked again at its next sweep.
  *
  * Why our own loop rather than a graphile-worker job per lane (DESIGN §5 allows a table of our own for
  * per-resource order and the delivery schedule): the queue's fixed cost per job, not the delivery, bounded
@@ -57,6 +60,11 @@ export interface DispatcherOptions<L extends ClaimedLane = ClaimedLane> {
    * more are claimed until a slot frees (the worker lets other workers take what it cannot start).
    */
   onSlotsStuck?(lanes: number): void;
+  /**
+   * A slot freed (a lane ended, or was parked): claims may go on. Called for every slot freed, so that whoever
+   * was told the slots were stuck hears the end of it the moment the dispatcher does.
+   */
+  onSlotFreed?(): void;
 }
 
 export interface Dispatcher<L extends ClaimedLane = ClaimedLane> {
@@ -192,10 +200,17 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
     return slowSlotCount;
   }
 
-  /** The lanes of slow receivers being worked. */
+  /** The lanes of slow receivers being worked in slots (parked ones hold none). */
   function slowRunning(): number {
     let count = 0;
-    for (const lane of running.values()) if (isSlow(lane)) count++;
+    for (const [work, lane] of running) if (!parked.has(work) && isSlow(lane)) count++;
+    return count;
+  }
+
+  /** The platform's lanes parked. */
+  function parkedOf(platformCode: string): number {
+    let count = 0;
+    for (const work of parked) if (running.get(work)?.lane.platformCode === platformCode) count++;
     return count;
   }
 
@@ -273,7 +288,7 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
     const park = (): boolean => {
       if (done === null || !running.has(done)) return false;
       if (parked.has(done)) return true;
-      if (parked.size >= maxParked) return false;
+      if (parked.size >= maxParked || parkedOf(lane.lane.platformCode) >= slowSlotCount) return false;
       parked.add(done);
       freed();
       return true;
@@ -298,6 +313,7 @@ export function startDispatcher<L extends ClaimedLane>(options: DispatcherOption
   function freed(): void {
     slotsStuck = false;
     slotFreedAt = now();
+    options.onSlotFreed?.();
     pump();
   }
 

@@ -23,8 +23,11 @@ export interface SendInput {
   url: string;
   rawBody: string;
   headers: Record<string, string>;
-  /** Called once, by the deadline sweep, when the attempt has run for `slowMs` without its answer. */
-  onSlow?: () => void;
+  /**
+   * Called by the deadline sweep once the attempt has run for `slowMs` without its answer, and at each sweep after
+   * while it returns false.
+   */
+  onSlow?: () => boolean;
 }
 
 export interface WebhookSender {
@@ -47,9 +50,9 @@ interface InFlight {
    */
   cancel: ((reason: Error) => void) | null;
   deadline: number;
-  /** performance.now() past which the attempt is slow: `onSlow` is called (once) then. */
+  /** performance.now() past which the attempt is slow: `onSlow` is called then (again while it returns false). */
   slowAt: number;
-  onSlow: (() => void) | null;
+  onSlow: (() => boolean) | null;
   timedOut: boolean;
   /**
    * The attempt's result is known (its status line arrived) and only the rest of the body is being
@@ -118,19 +121,28 @@ export function createWebhookSender(options: {
   let closed: Promise<void> | null = null;
   const sweep = () => {
     const at = performance.now();
-    let slow: Array<() => void> | null = null;
+    let slow: InFlight[] | null = null;
     for (const attempt of inFlight) {
       if (at >= attempt.deadline) {
         attempt.timedOut = true;
         attempt.controller?.abort(new Error('timeout'));
       }
-      if (attempt.onSlow && at >= attempt.slowAt && !attempt.answered) {
-        (slow ??= []).push(attempt.onSlow);
-        attempt.onSlow = null;
-      }
+      if (attempt.onSlow && at >= attempt.slowAt && !attempt.answered && !attempt.timedOut)
+        (slow ??= []).push(attempt);
     }
-    // After the loop: a callback may start attempts (a freed slot), which join inFlight.
-    if (slow) for (const onSlow of slow) onSlow();
+    // After the loop: a callback may start attempts (a freed slot), which join inFlight. One that throws is
+    // not asked again, and does not keep the others from being asked (a timer's callback must not throw).
+    if (slow)
+      for (const attempt of slow) {
+        const onSlow = attempt.onSlow!;
+        let done = true;
+        try {
+          done = onSlow();
+        } catch {
+          done = true;
+        }
+        if (done) attempt.onSlow = null;
+      }
   };
 
   // Receivers' URLs parsed once: `origin` and `path` are what the agent needs (bounded: one per platform).

@@ -20,7 +20,7 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
       schema: {
         tags,
         summary:
-          'Book a trade directly (net_settlement: true books an allocation trade, which emits no webhook)',
+          'Book a trade directly (net_settlement: true books an allocation trade, which sends no trade_status_changed; its balance moves still notify)',
         body: BookTradeBody,
         response: { 201: AdminTradeResponse, ...adminErrorResponses },
       },
