@@ -228,9 +228,10 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       stopWork = () =>
         (workStopped ??= Promise.allSettled([
           webhookWorker.stopIntake({
+            // Whole ms: it is logged ("drainMs: 6666.66…" read oddly, review).
             drainMs: Math.max(
               0,
-              closingSince + config.shutdownTimeoutMs * SHUTDOWN_DRAIN_SHARE - performance.now(),
+              Math.floor(closingSince + config.shutdownTimeoutMs * SHUTDOWN_DRAIN_SHARE - performance.now()),
             ),
           }),
           running.stop(),
