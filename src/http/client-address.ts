@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyRequest } from 'fastify';
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIP, isIPv4, isIPv6 } from 'node:net';
 import proxyAddr from '@fastify/proxy-addr';
 
 /** Which peers are trusted proxies (wire-contract §2.4), compiled by proxy-addr. */
@@ -30,7 +30,11 @@ function withoutPort(address: string): string {
  * taken for the client, and every client was that proxy (review).
  */
 function forwardedClientAddress(request: IncomingMessage, trust: ProxyTrust): string {
-  return withoutPort(proxyAddr(request, (address, hop) => trust(withoutPort(address), hop)));
+  const client = withoutPort(proxyAddr(request, (address, hop) => trust(withoutPort(address), hop)));
+  // An entry that is no address ("unknown", as some proxies write when they do not know, or garbage) says nothing
+  // of the client: the peer is the source, as when the proxy sends no X-Forwarded-For. Taken as written, it was a
+  // client of its own, shared by everyone behind such a proxy, whose block the operator could not lift (review).
+  return isIP(client) === 0 ? (request.socket.remoteAddress ?? client) : client;
 }
 
 /**

@@ -277,6 +277,16 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
     assert1020(await whoami(probe.app, PROXY_IP, { key: a.key }));
   });
 
+  test('an entry that is no address ("unknown", garbage) leaves the trusted proxy the source, as none does', async () => {
+    // Taken as written it was a client of its own ("unknown"), shared by everyone behind such a proxy, with a rate
+    // limit block the operator could not lift (`rate_limits/unknown` is no IP).
+    const viaProxy = await svc.newPlatform({ allowlist: [`${PROXY_IP}/32`] });
+    for (const forwardedFor of ['unknown', `${A_IP}, garbage`, '_hidden'])
+      assert.equal(ipOf(await whoami(probe.app, PROXY_IP, { key: viaProxy.key, forwardedFor })), PROXY_IP);
+    // As the proxy, on that platform's list only: another platform's key meets its own allow-list.
+    assertAllowListRefusal(await whoami(probe.app, PROXY_IP, { key: a.key, forwardedFor: 'unknown' }));
+  });
+
   test('a spoofed X-Forwarded-For from an untrusted peer changes nothing', async () => {
     assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key, forwardedFor: A_IP }));
     assert1020(await whoami(probe.app, NOWHERE_IP, { key: a.key, forwardedFor: `${PROXY_IP}, ${A_IP}` }));
