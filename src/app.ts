@@ -169,6 +169,9 @@ export async function buildApp(
     http: {
       requestTimeout: config.requestTimeoutMs,
       connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(config.requestTimeoutMs / 2))),
+      // Node's own 400 for an HTTP/1.1 request without Host had no body and no X-REQUEST-ID (wire-contract §3:
+      // every answer carries one, review): refused below, in our form, instead.
+      requireHostHeader: false,
     },
     trustProxy: trusted ?? false,
     requestIdHeader: false,
@@ -255,6 +258,11 @@ export async function buildApp(
       done();
     });
   }
+  // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused (Node's check, turned off above for this one).
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
+    reply.code(400).send({ errors: ['host: an HTTP/1.1 request must carry a Host header'] });
+  });
   // A request still arriving when the shutdown started: retryable, elsewhere (its connection closes).
   app.addHook('onRequest', (_request, reply, done) => {
     if (!closing) return done();

@@ -271,6 +271,8 @@ describe('error bodies', () => {
         431,
         'request: headers too large',
       ],
+      // Node's own 400 for it had no body and no X-REQUEST-ID.
+      ['GET /time HTTP/1.1\r\n\r\n', 400, 'host: an HTTP/1.1 request must carry a Host header'],
     ] as const;
     for (const [request, status, problem] of cases) {
       const answer = await raw(request);
