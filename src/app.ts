@@ -22,6 +22,7 @@ import {
   answerClientError,
   installErrorHandlers,
   sendError,
+  isOperatorPath,
   OPERATOR_PREFIX,
   sendOperatorNotFound,
   sendUnavailable,
@@ -150,7 +151,7 @@ export async function buildApp(
   const unroutedPublic: EdgeHook[] = parts.public
     ? [...edge, async (request) => void (await authenticatedCaller(services, request, hasBody(request)))]
     : [];
-  const isOperatorUrl = (url: string) => parts.admin && /^\/admin(\/|\?|$)/.test(url);
+  const isOperatorUrl = (url: string) => parts.admin && isOperatorPath(url);
   // wire-contract §2.4: X-Forwarded-For is believed only from configured proxies. Compiled once, with the
   // library Fastify itself uses, for Fastify and for the requests it refuses before routing, which it builds
   // without trustProxy (their `ip` would be the proxy's, below).

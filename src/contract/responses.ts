@@ -59,14 +59,15 @@ export const Error400 = Type.Object({ errors: Type.Array(Type.String()) });
 export const Error401 = Type.Object({ error: Type.String() });
 export const Error403 = Type.Object({ error: Type.Literal(true), message: Type.String() });
 export const Error404 = Type.Object({ error: Type.String() });
-/** The operator API's 404: the public API's body, and what was not found (a platform, a notification, …). */
-export const OperatorError404 = Type.Object({ error: Type.String(), message: Type.Optional(Type.String()) });
+/**
+ * The operator API's 404 and 503: the public API's body, and the domain's words when it said more than the status
+ * (what was not found, why the service is unavailable).
+ */
+export const OperatorError = Type.Object({ error: Type.String(), message: Type.Optional(Type.String()) });
 export const Error409 = Type.Object({ errors: Type.Array(Type.String()) });
 export const Error429 = Type.Object({ error: Type.String() });
 export const Error500 = Type.Object({ error: Type.String() });
 export const Error503 = Type.Object({ error: Type.String() });
-/** The operator API's 503: the public API's body, and why when the domain said (Redis away, …). */
-export const OperatorError503 = Type.Object({ error: Type.String(), message: Type.Optional(Type.String()) });
 
 export const Error413 = Type.Object({ errors: Type.Array(Type.String()) });
 

@@ -30,25 +30,21 @@ export function sendDomainError(reply: FastifyReply, error: DomainError): Fastif
     case 'not_found':
       // The public API's 404 is the vendor's bare body (wire-contract §3); the operator API's says what is
       // missing (a platform, a deposit address, …), which the bare body left to guess (review).
-      return reply.code(404).send({
-        error: 'Not Found',
-        ...(isOperatorPath(reply.request.url) ? operatorMessage(error.messages[0], 'Not Found') : {}),
-      });
+      return reply.code(404).send({ error: 'Not Found', ...operatorDetail(reply, error, 'Not Found') });
     case 'conflict':
       return reply.code(409).send({ errors: error.messages });
     case 'unavailable':
-      return sendUnavailable(
-        reply,
-        isOperatorPath(reply.request.url)
-          ? operatorMessage(error.messages[0], 'Service Unavailable')
-          : undefined,
-      );
+      return sendUnavailable(reply, operatorDetail(reply, error, 'Service Unavailable'));
   }
 }
 
-/** The operator API's `message` beside the public body: the domain's words, when they say more than the status. */
-function operatorMessage(message: string | undefined, status: string): { message?: string } {
-  return message && message !== status ? { message } : {};
+/**
+ * The operator API's `message` beside the public body: the domain's words, when they say more than the status.
+ * Nothing on the public API, whose bodies are the vendor's (wire-contract §3).
+ */
+function operatorDetail(reply: FastifyReply, error: DomainError, status: string): { message?: string } {
+  const message = error.messages[0];
+  return isOperatorPath(reply.request.url) && message && message !== status ? { message } : {};
 }
 
 export function sendUnavailable(reply: FastifyReply, detail: { message?: string } = {}): FastifyReply {
@@ -126,7 +122,8 @@ export function sendNotFound(_request: FastifyRequest, reply: FastifyReply): Fas
 /** The operator API's prefix (DESIGN §3), on whichever listener serves it. */
 export const OPERATOR_PREFIX = '/admin';
 
-function isOperatorPath(url: string): boolean {
+/** Whether `url` is the operator API's (its prefix, then the end, a `/` or a query). */
+export function isOperatorPath(url: string): boolean {
   return (
     url === OPERATOR_PREFIX || url.startsWith(`${OPERATOR_PREFIX}/`) || url.startsWith(`${OPERATOR_PREFIX}?`)
   );

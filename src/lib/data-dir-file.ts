@@ -59,7 +59,8 @@ export async function makeDataDir(dir: string): Promise<void> {
  * failed to log in, review). The one that loses reads the winner's.
  */
 export async function readOrCreate(file: string, make: () => string): Promise<string> {
-  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  const read = async () => (await readFile(file, 'utf8')).trim();
+  if (existsSync(file)) return read();
   const value = make();
   const partial = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
@@ -68,7 +69,7 @@ export async function readOrCreate(file: string, make: () => string): Promise<st
       await link(partial, file);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') return (await readFile(file, 'utf8')).trim();
+      if (code === 'EEXIST') return await read();
       // A file system without hard links: replaced whole, as before (the race above stays possible there).
       if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'ENOSYS') throw error;
       await rename(partial, file);

@@ -136,7 +136,7 @@ export async function startEmbeddedPostgres(
       onLog: keep,
       onError: (message: unknown) => log(`embedded postgres: ${String(message).trim()}`),
     });
-  if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
+  if (!hasCluster(databaseDir)) {
     // Made beside the data dir and moved into place once complete: initdb writes PG_VERSION first, so a
     // first start killed during it (SIGKILL, OOM, power) left a cluster without its databases that every
     // later start took for a complete one ("database postgres does not exist", for good: review). Each start
@@ -150,7 +150,7 @@ export async function startEmbeddedPostgres(
       (error: NodeJS.ErrnoException) => error.code !== 'ENOENT', // a file there (ENOTDIR) is not ours either
     );
     // Unless another first start has just moved its cluster into place (its PG_VERSION is there now): used.
-    const movedInMeanwhile = existsSync(path.join(databaseDir, 'PG_VERSION'));
+    const movedInMeanwhile = hasCluster(databaseDir);
     if (found && !movedInMeanwhile)
       throw new DataDirError(
         `${databaseDir} holds files but no PostgreSQL cluster (no PG_VERSION): move it away, or choose another data dir`,
@@ -193,6 +193,11 @@ export async function startEmbeddedPostgres(
   };
 }
 
+/** Whether `databaseDir` holds a cluster (initdb writes PG_VERSION first; ours are moved into place whole). */
+function hasCluster(databaseDir: string): boolean {
+  return existsSync(path.join(databaseDir, 'PG_VERSION'));
+}
+
 /** Makes the cluster beside `databaseDir` (`initialise`, on the staging dir) and moves it into place whole. */
 async function initialiseInPlace(
   databaseDir: string,
@@ -208,7 +213,7 @@ async function initialiseInPlace(
     await rm(staging, { recursive: true, force: true });
     // Another first start on this data dir moved its cluster into place first: this one uses that cluster (its
     // start fails on the cluster's lock while the other runs it, saying so).
-    if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) throw error;
+    if (!hasCluster(databaseDir)) throw error;
   }
 }
 

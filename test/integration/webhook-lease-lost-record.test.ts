@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Writable } from 'node:stream';
 import { sql } from 'kysely';
-import { createLogger } from '../../src/main/logger.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   notificationState,
@@ -21,20 +20,14 @@ import {
  * while the resource's later notifications went ahead (review).
  */
 let svc: TestService;
-const logLines: string[] = [];
+const { logger, lines: logLines } = capturedLogger('warn');
 let receiver: TestReceiver;
 let answerFirst!: (action: ReceiverAction) => void;
 const firstAnswer = new Promise<ReceiverAction>((resolve) => (answerFirst = resolve));
 
 before(async () => {
-  const logStream = new Writable({
-    write(chunk, _encoding, done) {
-      logLines.push(String(chunk));
-      done();
-    },
-  });
   svc = await startTestService({
-    logger: createLogger('warn', logStream),
+    logger: logger,
     env: {
       SVC_ROLE: 'all',
       SVC_WEBHOOK_FAST_RETRY_DELAY_MS: '20',

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test } from 'node:test';
-import { Writable } from 'node:stream';
 import { sql } from 'kysely';
-import { createLogger } from '../../src/main/logger.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   notificationState,
@@ -21,16 +20,10 @@ import {
  */
 let svc: TestService;
 let receiver: TestReceiver;
-const logLines: string[] = [];
+const { logger, lines: logLines } = capturedLogger('error');
 
 before(async () => {
-  const logStream = new Writable({
-    write(chunk, _encoding, done) {
-      logLines.push(String(chunk));
-      done();
-    },
-  });
-  svc = await startTestService({ logger: createLogger('error', logStream), env: { SVC_ROLE: 'all' } });
+  svc = await startTestService({ logger: logger, env: { SVC_ROLE: 'all' } });
   receiver = await startWebhookReceiver(() => 200);
 });
 after(async () => {

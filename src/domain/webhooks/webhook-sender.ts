@@ -134,12 +134,11 @@ export function createWebhookSender(options: {
     // not asked again, and does not keep the others from being asked (a timer's callback must not throw).
     if (slow)
       for (const attempt of slow) {
-        const onSlow = attempt.onSlow!;
         let done = true;
         try {
-          done = onSlow();
+          done = attempt.onSlow!();
         } catch {
-          done = true;
+          // not asked again
         }
         if (done) attempt.onSlow = null;
       }

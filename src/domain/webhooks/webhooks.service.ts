@@ -92,6 +92,12 @@ const MAX_URL_IN_MESSAGE = 200;
 const quote = (value: string) =>
   JSON.stringify(value.length > MAX_URL_IN_MESSAGE ? `${value.slice(0, MAX_URL_IN_MESSAGE)}…` : value);
 
+/** What the URL parser normalises away, read from the URL as typed: a scheme, `//` and a host, a user part (`…@`). */
+const SCHEME = '^[a-z][a-z0-9+.-]*:';
+const HAS_SCHEME = new RegExp(SCHEME, 'i');
+const HAS_AUTHORITY = new RegExp(`${SCHEME}//[^/]`, 'i');
+const HAS_USER_PART = new RegExp(`${SCHEME}//[^/?#]*@`, 'i');
+
 /**
  * `url`: absolute http(s), no credentials (they would be shown and logged), no fragment, and at most
  * MAX_WEBHOOK_URL_LENGTH characters as stored: the normalised `href`, which percent-encoding can make
@@ -109,7 +115,7 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
     url = new URL(raw);
   } catch {
     // Said as what it is: "http://h:99999/" was "not an absolute URL".
-    const problem = /^[a-z][a-z0-9+.-]*:/i.test(raw)
+    const problem = HAS_SCHEME.test(raw)
       ? 'is not a valid URL (check its host and port: a port is at most 65535)'
       : 'is not an absolute URL (e.g. https://hooks.example.com/svc)';
     return { errors: [`${field}: ${quote(raw)} ${problem}`] };
@@ -119,11 +125,10 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
     errors.push(`${field}: ${quote(raw)} must use http or https, not ${url.protocol.replace(/:$/, '')}`);
   }
   // "http:///path" parses with the path's first segment as the host: not what was meant.
-  if (!url.hostname || !/^[a-z][a-z0-9+.-]*:\/\/[^/]/i.test(raw))
-    errors.push(`${field}: ${quote(raw)} has no host`);
+  if (!url.hostname || !HAS_AUTHORITY.test(raw)) errors.push(`${field}: ${quote(raw)} has no host`);
   if (url.port === '0') errors.push(`${field}: ${quote(raw)} names port 0, where nothing can listen`);
   // An empty user part ("http://@host", "http://:@host") is dropped by the parser: refused as what was typed.
-  if (url.username || url.password || /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(raw))
+  if (url.username || url.password || HAS_USER_PART.test(raw))
     errors.push(`${field}: ${quote(raw)} must not contain credentials`);
   // An empty fragment ("…/hooks#") leaves url.hash empty but stays in href.
   if (url.hash || url.href.includes('#')) errors.push(`${field}: ${quote(raw)} must not contain a fragment`);

@@ -1,18 +1,11 @@
-import {
-  Error400,
-  Error401,
-  Error409,
-  Error500,
-  OperatorError503,
-  OperatorError404,
-} from '../../contract/responses.ts';
+import { Error400, Error401, Error409, Error500, OperatorError } from '../../contract/responses.ts';
 
 /** The error answers every operator route can give. */
 export const adminErrorResponses = {
   400: Error400,
   401: Error401,
-  404: OperatorError404,
+  404: OperatorError,
   409: Error409,
   500: Error500,
-  503: OperatorError503,
+  503: OperatorError,
 };
