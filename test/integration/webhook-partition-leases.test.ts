@@ -75,6 +75,44 @@ test("a worker that wants none (its slots held by hanging receivers) is not coun
   await releaseAll('stuck-A', 'stuck-B');
 });
 
+test('a worker that stopped renewing is not short of its share: no partition is given back for it, none left free', async () => {
+  try {
+    assert.equal((await lease('away-A')).partitions.length, 64);
+    await lease('away-B');
+    await lease('away-C');
+    const told = await lease('away-A');
+    await lease('away-A', told.partitions.slice(21));
+    const b = await lease('away-B');
+    assert.equal(
+      b.partitions.length,
+      22,
+      'B takes its share; C, short too, renews no more (its database away)',
+    );
+    // Its last renewal 4 s ago; its seen_until (the lease, 60 s here) is still ahead.
+    await sql`update webhook_partition_owners set renewed_at = renewed_at - interval '4 seconds'
+      where owner = 'away-C'`.execute(db());
+    // A and B share the partitions as two: the 21 given back for C taken, then nothing more given back or taken.
+    const a = await lease('away-A');
+    assert.equal(a.fairShare, 32, 'C, not renewing, is not counted in the share');
+    await lease('away-B');
+    const settled = [await lease('away-A'), await lease('away-B')];
+    assert.deepEqual(
+      settled.map((l) => [l.partitions.length, l.othersShort]),
+      [
+        [32, false],
+        [32, false],
+      ],
+      'every partition held, no one told to give back (before: the two gave back and took back from each other)',
+    );
+    // C's database comes back: counted again at its first renewal, and given its share.
+    await lease('away-C');
+    const back = await lease('away-A');
+    assert.deepEqual([back.othersShort, back.fairShare], [true, 21]);
+  } finally {
+    await releaseAll('away-A', 'away-B', 'away-C');
+  }
+});
+
 function result(head: Parameters<typeof recordAttempts>[2][number]['head'], record: AttemptRecord) {
   return { head, newStateToken: randomUUID(), record };
 }
