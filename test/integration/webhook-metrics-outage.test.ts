@@ -59,3 +59,20 @@ test('the queue gauges keep their last numbers, and say how old they are, while 
   const after = await registry.metrics();
   assert.equal(value(after, 'svc_webhook_pending'), 2, 'read again once the database is back');
 });
+
+test('before the first read the queue gauges say NaN (unknown), not 0 (an empty queue), and their age -1', async () => {
+  await proxy.down();
+  const away = createStore(proxy.url, { max: 1 });
+  try {
+    const registry = new Registry();
+    createWebhookMetrics(away.db, { statsCacheMs: 0 }).register(registry);
+    const text = await registry.metrics();
+    for (const name of ['pending', 'retrying', 'dead', 'oldest_pending_age_seconds'])
+      // prom-client writes NaN as "Nan"; Prometheus reads either (Go's ParseFloat ignores case).
+      assert.match(text, new RegExp(`^svc_webhook_${name} nan$`, 'mi'), name);
+    assert.equal(value(text, 'svc_webhook_queue_stats_age_seconds'), -1);
+  } finally {
+    await proxy.up();
+    await away.close();
+  }
+});

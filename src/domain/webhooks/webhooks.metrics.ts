@@ -95,7 +95,8 @@ export function createWebhookMetrics(
       registers: [],
       async collect() {
         const current = await stats.latest();
-        if (current) this.set(read(current.value));
+        // NaN until the first read: a 0 then (prom-client's default) read as an empty queue to an alert.
+        this.set(current ? read(current.value) : NaN);
       },
     });
   const queue = [
