@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createReceiverPace } from '../../src/domain/webhooks/receiver-pace.ts';
+import { createReceiverPace, FAST_AGAIN_AFTER } from '../../src/domain/webhooks/receiver-pace.ts';
 
 /** Which receivers a worker counts as slow (webhook-dispatcher.ts gives them half the slots at most). */
 function pace() {
@@ -14,7 +14,7 @@ function pace() {
   return { clock, pace, changes };
 }
 
-test('a receiver is slow once an attempt took over the threshold, and fast again once one is answered within it', () => {
+test('a receiver is slow once an attempt took over the threshold, and fast again once three in a row are answered within it', () => {
   const { pace: p, changes } = pace();
   p.started('A')(200);
   assert.equal(p.isSlow('A'), false);
@@ -23,9 +23,19 @@ test('a receiver is slow once an attempt took over the threshold, and fast again
   assert.deepEqual(p.slowPlatforms(), ['A']);
   assert.equal(p.isSlow('B'), false, 'per platform');
   p.started('A')(1_000); // at the threshold: not over it
-  assert.equal(p.isSlow('A'), false);
+  p.started('A')(300);
+  assert.equal(p.isSlow('A'), true, 'two in time are not yet enough');
+  p.started('A')(20);
+  assert.equal(p.isSlow('A'), false, `${FAST_AGAIN_AFTER} in a row are`);
   assert.deepEqual(p.slowPlatforms(), []);
   assert.deepEqual(changes, ['A slow', 'A fast'], 'each change is told once (logged)');
+});
+
+test('a receiver answering about a second, some over and some under, stays slow rather than flapping', () => {
+  const { pace: p, changes } = pace();
+  for (let i = 0; i < 100; i++) p.started('A')(i % 3 === 0 ? 1_100 : 900);
+  assert.equal(p.isSlow('A'), true);
+  assert.deepEqual(changes, ['A slow'], 'one change, not one at each turn (before: 67 lines)');
 });
 
 test('an attempt still running past the threshold makes its receiver slow before it ends', () => {
@@ -42,7 +52,8 @@ test('an attempt still running past the threshold makes its receiver slow before
   assert.equal(p.isSlow('A'), true, 'by its end too');
   clock.ms = 1_400;
   endSecond(900);
-  assert.equal(p.isSlow('A'), false, 'the next answer in time clears it');
+  for (let i = 1; i < FAST_AGAIN_AFTER; i++) p.started('A')(100);
+  assert.equal(p.isSlow('A'), false, 'answers in time clear it');
   assert.equal(p.anySlow(), false);
   assert.deepEqual(p.slowPlatforms(), []);
 });

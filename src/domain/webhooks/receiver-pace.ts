@@ -1,8 +1,8 @@
 /**
  * Which platforms' receivers are slow, as one worker process sees them (webhook-dispatcher.ts keeps their
  * lanes to part of its slots). A receiver is slow once an attempt to it has taken over `slowMs`, answered
- * late, timed out, or still running that long, and fast again once an attempt is answered (any status, or
- * refused) within it, once no attempt to it has ended for `forgetMs` (its lanes wait for later retries, or its
+ * late, timed out, or still running that long, and fast again once FAST_AGAIN_AFTER attempts in a row are
+ * answered (any status, or refused) within it, once no attempt to it has ended for `forgetMs` (its lanes wait for later retries, or its
  * webhook was disabled: when they come, a slow one is found out again by its first attempts), or when an
  * operator changes its webhook (`forget`). Each worker learns this from its own attempts: nothing is shared
  * or stored, and a restart starts with every receiver fast.
@@ -21,6 +21,13 @@ export interface ReceiverPace {
 
 /** How long a receiver stays slow with no attempt to it ending. */
 const FORGET_AFTER_MS = 60_000;
+/**
+ * Attempts in a row answered in time that make a slow receiver fast again. One was enough before: a receiver whose
+ * answers took about a second, some over and some under, was slow and fast by turns, a warning and an info line at
+ * each turn (seen in session 32: for as long as it answered so), and its lanes' share of the slots flapped with
+ * them.
+ */
+export const FAST_AGAIN_AFTER = 3;
 
 export function createReceiverPace(options: {
   slowMs: number;
@@ -32,8 +39,8 @@ export function createReceiverPace(options: {
 }): ReceiverPace {
   const { slowMs, forgetMs = FORGET_AFTER_MS } = options;
   const now = options.now ?? (() => performance.now());
-  /** Slow by the last attempt that ended, with when it ended. */
-  const slow = new Map<string, number>();
+  /** Slow receivers: when their last attempt ended, and how many in a row since the last late one were in time. */
+  const slow = new Map<string, { endedAt: number; inTime: number }>();
   /** The start times of the attempts under way, by platform (one entry per attempt). */
   const underway = new Map<string, number[]>();
   /**
@@ -57,7 +64,7 @@ export function createReceiverPace(options: {
   function forgetIdle(): void {
     if (slow.size === 0) return;
     const before = now() - forgetMs;
-    for (const [platformCode, endedAt] of slow) {
+    for (const [platformCode, { endedAt }] of slow) {
       if (endedAt < before && !underway.has(platformCode)) unmark(platformCode);
     }
   }
@@ -72,10 +79,13 @@ export function createReceiverPace(options: {
         starts.splice(starts.indexOf(startedAt), 1);
         if (starts.length === 0 && underway.get(platformCode) === starts) underway.delete(platformCode);
         if (startedAt < (forgottenAt.get(platformCode) ?? -Infinity)) return;
-        if (durationMs <= slowMs) unmark(platformCode);
-        else {
-          if (!slow.has(platformCode)) options.onChange?.(platformCode, true);
-          slow.set(platformCode, now());
+        const mark = slow.get(platformCode);
+        if (durationMs > slowMs) {
+          if (!mark) options.onChange?.(platformCode, true);
+          slow.set(platformCode, { endedAt: now(), inTime: 0 });
+        } else if (mark) {
+          mark.endedAt = now();
+          if (++mark.inTime >= FAST_AGAIN_AFTER) unmark(platformCode);
         }
       };
     },
