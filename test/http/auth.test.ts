@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { ConfigError } from '../../src/config.ts';
 import { AUTH_HEADERS } from '../../src/contract/request-signature.ts';
 import { createAuthenticator, type Authenticator } from '../../src/domain/platforms/authenticator.ts';
 import { createNetworkRules } from '../../src/domain/platforms/network-rules.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
 import { CacheInvalidation } from '../../src/store/cache-invalidation.ts';
 import { PgListener } from '../../src/store/pg-listener.ts';
@@ -24,6 +22,7 @@ import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { waitFor } from '../helpers/webhook-receiver.ts';
 import { newAccountHolder } from '../helpers/funding-fixtures.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 
 /**
  * wire-contract §1 over HTTP, through the real stack (firewall → rate limit → authentication → allow-list →
@@ -33,13 +32,7 @@ const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
 const nowS = () => Math.floor(clock.now() / 1000);
 
 // Every log line the service writes during this file, to show that no credential reaches the logs.
-const logLines: string[] = [];
-const logStream = new Writable({
-  write(chunk, _encoding, done) {
-    logLines.push(String(chunk));
-    done();
-  },
-});
+const { logger, lines: logLines } = capturedLogger('trace');
 /** Every credential this file sends or receives; none may appear in a log line. */
 const credentials = new Set<string>();
 
@@ -98,7 +91,7 @@ function assert401(res: RawResponse, reason?: RegExp) {
 }
 
 before(async () => {
-  svc = await startTestService({ clock, logger: createLogger('trace', logStream) });
+  svc = await startTestService({ clock, logger });
   probe = await startProbeApp(svc.runtime);
   a = remember(await svc.newPlatform());
   zrn = (await newAccountHolder(svc, a.platform.platform_code)).zrn;

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Writable } from 'node:stream';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { createLogger } from '../../src/main/logger.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { rawRequest } from '../helpers/probe-app.ts';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
@@ -18,21 +17,16 @@ let database: TestDatabase;
 let proxy: TcpProxy;
 let svc: TestService;
 const clock = new ManualClock(Date.now());
+const { logger, lines: logLines } = capturedLogger('info');
 /** Every log line of the service, parsed. */
-const logged: Array<Record<string, unknown>> = [];
-const logStream = new Writable({
-  write(chunk, _encoding, done) {
-    for (const line of String(chunk).split('\n').filter(Boolean)) logged.push(JSON.parse(line));
-    done();
-  },
-});
+const logged = () => logLines.map((line) => JSON.parse(line) as Record<string, unknown>);
 before(async () => {
   database = await createTestDatabase();
   proxy = await startTcpProxy(database.url);
   svc = await startTestService({
     clock,
     env: { DATABASE_URL: proxy.url },
-    logger: createLogger('info', logStream),
+    logger,
   });
   await svc.newPlatform();
 });
@@ -57,7 +51,7 @@ test('the database down while the allow-list is reloaded: 503 with svc-allow-ret
   }
   // Each 503 is logged in a line of its own, with its request id and the cause in one line: not a stack
   // trace a request (review: about 900 lines in a 5-second outage at 4 requests in flight).
-  const failures = logged.filter((line) => line.msg === 'transient failure');
+  const failures = logged().filter((line) => line.msg === 'transient failure');
   assert.equal(failures.length, targets.length);
   for (const line of failures) {
     assert.ok(line.reqId, JSON.stringify(line));

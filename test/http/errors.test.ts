@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { Writable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
 import { startInstance } from '../helpers/instance.ts';
 import {
@@ -25,19 +23,14 @@ import {
   type TestService,
 } from '../helpers/test-service.ts';
 import { newAccountHolder } from '../helpers/funding-fixtures.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 
 /** wire-contract §3: the success envelope, every error body, X-REQUEST-ID on every response. */
 const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
 const nowS = () => Math.floor(clock.now() / 1000);
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-const logLines: string[] = [];
-const logStream = new Writable({
-  write(chunk, _encoding, done) {
-    logLines.push(String(chunk));
-    done();
-  },
-});
+const { logger, lines: logLines } = capturedLogger('info');
 
 let svc: TestService;
 let probe: ProbeApp;
@@ -99,7 +92,7 @@ const forbiddenBody = (body: Record<string, unknown>) => {
 };
 
 before(async () => {
-  svc = await startTestService({ clock, logger: createLogger('info', logStream) });
+  svc = await startTestService({ clock, logger });
   probe = await startProbeApp(svc.runtime);
   a = await svc.newPlatform();
   b = await svc.newPlatform();

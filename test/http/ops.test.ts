@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import Fastify from 'fastify';
 import { sql } from 'kysely';
@@ -7,7 +6,6 @@ import { Registry } from 'prom-client';
 import { opsRoutes, type ReadinessCheck } from '../../src/http/routes/ops.routes.ts';
 import { enqueueJob } from '../../src/jobs/enqueue.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { createLogger } from '../../src/main/logger.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
 import { startInstance } from '../helpers/instance.ts';
 import { rawRequest } from '../helpers/probe-app.ts';
@@ -15,20 +13,15 @@ import { eventually } from '../helpers/service-process.ts';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 
 /** Issue 2 point 8: /time, /healthz, /readyz, /metrics, /docs and structured logs with the request id. */
 const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0, 123));
-const logLines: string[] = [];
-const logStream = new Writable({
-  write(chunk, _encoding, done) {
-    logLines.push(String(chunk));
-    done();
-  },
-});
+const { logger, lines: logLines } = capturedLogger('info');
 
 let svc: TestService;
 before(async () => {
-  svc = await startTestService({ clock, logger: createLogger('info', logStream) });
+  svc = await startTestService({ clock, logger });
   await svc.newPlatform(); // puts loopback on an allow-list, so the firewall lets the tests in
 });
 after(() => svc?.close());

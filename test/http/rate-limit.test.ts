@@ -5,11 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { createLogger } from '../../src/main/logger.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
 import { dropKeysAndDisconnect } from '../helpers/redis-keys.ts';
@@ -162,16 +161,7 @@ describe(
     it('keeps serving under the in-memory limiter, logs once, shows it in /metrics and /readyz, then resumes', async () => {
       const proxy = await startTcpProxy(REDIS_URL!);
       const prefix = `test:rl:http:${randomUUID()}:`;
-      const logLines: string[] = [];
-      const logger = createLogger(
-        'info',
-        new Writable({
-          write(chunk: Buffer, _encoding, callback) {
-            logLines.push(...chunk.toString().split('\n').filter(Boolean));
-            callback();
-          },
-        }),
-      );
+      const { logger, lines: logLines } = capturedLogger('info');
       const svc = await startTestService({
         env: { REDIS_URL: proxy.url, SVC_RATE_LIMIT_REDIS_PREFIX: prefix },
         logger,

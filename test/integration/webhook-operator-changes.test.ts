@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
-import { createLogger } from '../../src/main/logger.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
@@ -21,20 +20,11 @@ import {
  * secret applies to the next attempt, not only to the next claim. The receiver holds one delivery until the
  * worker has heard of the change (its log line), so nothing here depends on timing.
  */
+const { logger, lines: logLines } = capturedLogger('info');
 let svc: TestService;
-const logLines: string[] = [];
 let first: TestReceiver;
 let second: TestReceiver;
 before(async () => {
-  const logger = createLogger(
-    'info',
-    new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logLines.push(...chunk.toString().split('\n').filter(Boolean));
-        done();
-      },
-    }),
-  );
   svc = await startTestService({ env: { SVC_ROLE: 'all', SVC_WEBHOOK_TIMEOUT_MS: '5000' }, logger });
   first = await startWebhookReceiver(() => 200);
   second = await startWebhookReceiver(() => 200);
