@@ -203,3 +203,51 @@ test('while renewals fail (the database away), an attempt waits for the next ren
     await away.close();
   }
 });
+
+test('a worker short of its share before its database went away tells the others again when it is back', async () => {
+  const a = holdingsOf('return-A');
+  await a.holdings.renew();
+  let away = false;
+  const flaky = svc.runtime.store.db.withPlugin({
+    transformQuery: ({ node }) => {
+      if (away) throw new Error('database away');
+      return node;
+    },
+    transformResult: async ({ result }) => result,
+  });
+  const c = createPartitionHoldings({
+    db: flaky,
+    owner: 'return-C',
+    leaseMs: LEASE_MS,
+    slackMs: SLACK_MS,
+    logger: silent,
+    drop: () => true,
+    onLost: () => {},
+    onTaken: () => {},
+  });
+  const listener = await svc.runtime.store.pool.connect();
+  let told = 0;
+  listener.on('notification', (n) => {
+    if (n.channel === 'svc_webhooks' && n.payload === 'partitions') told++;
+  });
+  await listener.query('listen svc_webhooks');
+  // Each NOTIFY reaches the listener before the answer to its next statement.
+  const toldNow = async () => (await listener.query('select 1'), told);
+  try {
+    await c.renew();
+    assert.equal(await toldNow(), 1, 'short of its share (A holds all): the others are told');
+    await c.renew();
+    assert.equal(await toldNow(), 1, 'still short: not told again');
+    away = true;
+    await c.renew();
+    away = false;
+    await c.renew();
+    assert.equal(await toldNow(), 2, 'back and still short: told again, not left to their next renewal');
+  } finally {
+    await listener.query('unlisten svc_webhooks');
+    listener.release();
+    await stop(a);
+    c.stopWanting();
+    await c.giveBackAll();
+  }
+});

@@ -75,7 +75,7 @@ test("a worker that wants none (its slots held by hanging receivers) is not coun
   await releaseAll('stuck-A', 'stuck-B');
 });
 
-test('a worker that stopped renewing is not short of its share: no partition is given back for it, none left free', async () => {
+test('a worker that stopped renewing is not short of its share: no partition is left free for it', async () => {
   try {
     assert.equal((await lease('away-A')).partitions.length, 64);
     await lease('away-B');
@@ -83,31 +83,42 @@ test('a worker that stopped renewing is not short of its share: no partition is 
     const told = await lease('away-A');
     await lease('away-A', told.partitions.slice(21));
     const b = await lease('away-B');
-    assert.equal(
-      b.partitions.length,
-      22,
-      'B takes its share; C, short too, renews no more (its database away)',
-    );
-    // Its last renewal 4 s ago; its seen_until (the lease, 60 s here) is still ahead.
-    await sql`update webhook_partition_owners set renewed_at = renewed_at - interval '4 seconds'
+    assert.equal(b.partitions.length, 21, 'B takes its share (rounded down while C is short too)');
+    assert.equal((await lease('away-A')).partitions.length, 21, 'nor does A take one back while C is short');
+    // C renews no more (its database away): its last renewal made over half the lease (60 s here) old; its
+    // seen_until is still ahead.
+    await sql`update webhook_partition_owners set renewed_at = renewed_at - interval '31 seconds'
       where owner = 'away-C'`.execute(db());
-    // A and B share the partitions as two: the 21 given back for C taken, then nothing more given back or taken.
+    // A and B take the partitions given back for C, and then nothing more is given back or taken.
     const a = await lease('away-A');
-    assert.equal(a.fairShare, 32, 'C, not renewing, is not counted in the share');
-    await lease('away-B');
-    const settled = [await lease('away-A'), await lease('away-B')];
     assert.deepEqual(
-      settled.map((l) => [l.partitions.length, l.othersShort]),
-      [
-        [32, false],
-        [32, false],
-      ],
-      'every partition held, no one told to give back (before: the two gave back and took back from each other)',
+      [a.othersShort, a.partitions.length],
+      [false, 43],
+      'C is not short: every free one taken',
     );
-    // C's database comes back: counted again at its first renewal, and given its share.
+    const settled = [await lease('away-B'), await lease('away-A')];
+    assert.deepEqual(
+      settled.map((l) => [l.partitions.length, l.othersShort, l.fairShare]),
+      [
+        [21, false, 21],
+        [43, false, 21],
+      ],
+      'every partition held, no one told to give back; C still counted in the share while its lease lasts',
+    );
+    // C's database comes back: short again at its first renewal, and given its share.
     await lease('away-C');
     const back = await lease('away-A');
     assert.deepEqual([back.othersShort, back.fairShare], [true, 21]);
+    await lease('away-A', back.partitions.slice(21));
+    assert.equal(
+      (await lease('away-C')).partitions.length,
+      22,
+      'its share, and the one left over by the rounding',
+    );
+    assert.deepEqual(
+      [(await lease('away-A')).othersShort, (await lease('away-B')).othersShort],
+      [false, false],
+    );
   } finally {
     await releaseAll('away-A', 'away-B', 'away-C');
   }

@@ -162,6 +162,8 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
       // Those given back are left to expire. The others' renewals are older now: attempts wait for a fresh one.
       renewals.failed(err);
       lastRenewalFailed = true;
+      // Short again at the first renewal that lands is news to the others: told then, not at their next timer.
+      wasShort = false;
       return;
     }
     renewals.succeeded();
