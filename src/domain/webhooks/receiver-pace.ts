@@ -1,9 +1,10 @@
 /**
  * Which platforms' receivers are slow, as one worker process sees them (webhook-dispatcher.ts keeps their
  * lanes to part of its slots). A receiver is slow once an attempt to it has taken over `slowMs`, answered
- * late, timed out, or still running that long, and fast again once FAST_AGAIN_AFTER attempts in a row are
- * answered (any status, or refused) within it, once no attempt to it has ended for `forgetMs` (its lanes wait for later retries, or its
- * webhook was disabled: when they come, a slow one is found out again by its first attempts), or when an
+ * late, timed out, or still running that long, and fast again once an attempt is answered (any status, or
+ * refused) within it when none has been late for `fastAgainMs`, once none has been late for `forgetMs` with none
+ * under way (its lanes wait for later retries, or its webhook was disabled: when they come, a slow one is found out
+ * again by its first attempts), or when an
  * operator changes its webhook (`forget`). Each worker learns this from its own attempts: nothing is shared
  * or stored, and a restart starts with every receiver fast.
  */
@@ -19,28 +20,30 @@ export interface ReceiverPace {
   forget(platformCode: string): void;
 }
 
-/** How long a receiver stays slow with no attempt to it ending. */
+/** How long a receiver stays slow with no attempt to it late and none under way. */
 const FORGET_AFTER_MS = 60_000;
 /**
- * Attempts in a row answered in time that make a slow receiver fast again. One was enough before: a receiver whose
- * answers took about a second, some over and some under, was slow and fast by turns, a warning and an info line at
- * each turn (seen in session 32: for as long as it answered so), and its lanes' share of the slots flapped with
- * them.
+ * How long a slow receiver's answers must all have been in time before one in time makes it fast again. One answer
+ * in time was enough before: a receiver whose answers took about a second, some over and some under, was slow and
+ * fast by turns, a warning and an info line at each turn (session 32), and its lanes' share of the slots flapped
+ * with them; three in a row still flapped at one answer in five late (review, session 33). Now it changes at most
+ * once each way in this time.
  */
-export const FAST_AGAIN_AFTER = 3;
+const FAST_AGAIN_AFTER_MS = 10_000;
 
 export function createReceiverPace(options: {
   slowMs: number;
+  fastAgainMs?: number;
   forgetMs?: number;
   /** Monotonic ms (performance.now by default; tests move it). */
   now?: () => number;
   /** An attempt that ended turned the platform's receiver slow, or fast again (for the logs). */
   onChange?: (platformCode: string, slow: boolean) => void;
 }): ReceiverPace {
-  const { slowMs, forgetMs = FORGET_AFTER_MS } = options;
+  const { slowMs, fastAgainMs = FAST_AGAIN_AFTER_MS, forgetMs = FORGET_AFTER_MS } = options;
   const now = options.now ?? (() => performance.now());
-  /** Slow receivers: when their last attempt ended, and how many in a row since the last late one were in time. */
-  const slow = new Map<string, { endedAt: number; inTime: number }>();
+  /** Slow receivers, with when their last late attempt ended. */
+  const slow = new Map<string, number>();
   /** The start times of the attempts under way, by platform (one entry per attempt). */
   const underway = new Map<string, number[]>();
   /**
@@ -60,12 +63,12 @@ export function createReceiverPace(options: {
     if (slow.delete(platformCode)) options.onChange?.(platformCode, false);
   }
 
-  /** Drops the marks of receivers with no attempt ended for forgetMs and none under way. */
+  /** Drops the marks of receivers with no attempt late for forgetMs and none under way. */
   function forgetIdle(): void {
     if (slow.size === 0) return;
     const before = now() - forgetMs;
-    for (const [platformCode, { endedAt }] of slow) {
-      if (endedAt < before && !underway.has(platformCode)) unmark(platformCode);
+    for (const [platformCode, lateAt] of slow) {
+      if (lateAt < before && !underway.has(platformCode)) unmark(platformCode);
     }
   }
 
@@ -79,13 +82,12 @@ export function createReceiverPace(options: {
         starts.splice(starts.indexOf(startedAt), 1);
         if (starts.length === 0 && underway.get(platformCode) === starts) underway.delete(platformCode);
         if (startedAt < (forgottenAt.get(platformCode) ?? -Infinity)) return;
-        const mark = slow.get(platformCode);
+        const lateAt = slow.get(platformCode);
         if (durationMs > slowMs) {
-          if (!mark) options.onChange?.(platformCode, true);
-          slow.set(platformCode, { endedAt: now(), inTime: 0 });
-        } else if (mark) {
-          mark.endedAt = now();
-          if (++mark.inTime >= FAST_AGAIN_AFTER) unmark(platformCode);
+          if (lateAt === undefined) options.onChange?.(platformCode, true);
+          slow.set(platformCode, now());
+        } else if (lateAt !== undefined && now() - lateAt >= fastAgainMs) {
+          unmark(platformCode);
         }
       };
     },

@@ -495,7 +495,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         else
           logger.info(
             { platformCode },
-            'webhook receiver no longer counted as slow (answered in time three times in a row, idle for a minute, or its webhook changed)',
+            'webhook receiver no longer counted as slow (answered in time with none late for 10 s, none late for a minute, or its webhook changed)',
           );
       },
     });
