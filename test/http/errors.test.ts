@@ -24,6 +24,7 @@ import {
 } from '../helpers/test-service.ts';
 import { newAccountHolder } from '../helpers/funding-fixtures.ts';
 import { capturedLogger } from '../helpers/captured-log.ts';
+import { rawHttp } from '../helpers/raw-http.ts';
 
 /** wire-contract §3: the success envelope, every error body, X-REQUEST-ID on every response. */
 const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
@@ -237,15 +238,7 @@ describe('error bodies', () => {
   });
 
   test('a request the HTTP parser refuses gets the 400 or 431 body with an X-REQUEST-ID, then the connection closes', async () => {
-    const raw = (request: string) =>
-      new Promise<string>((resolve, reject) => {
-        const { hostname, port } = new URL(svc.url);
-        const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(request));
-        let answer = '';
-        socket.on('data', (chunk) => (answer += String(chunk)));
-        socket.on('close', () => resolve(answer));
-        socket.on('error', reject);
-      });
+    const raw = (request: string) => rawHttp(svc.url, request, { untilClose: true });
     const cases = [
       // Unescaped UTF-8 in the request target, a NUL in a header, a Content-Length that is no number.
       [

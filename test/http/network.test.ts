@@ -4,6 +4,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { loadConfig } from '../../src/config.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { signedHeaders, startProbeApp, type ProbeApp } from '../helpers/probe-app.ts';
+import { rawHttp } from '../helpers/raw-http.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 
 /**
@@ -128,6 +129,13 @@ describe('firewall and allow-lists (no trusted proxy)', () => {
       (await app.inject({ method: 'GET', url: '/admin/nope', remoteAddress: NOWHERE_IP })).statusCode,
       401,
     );
+  });
+
+  test('an HTTP/1.1 request without a Host header meets the firewall first: 1020, not a 400', async () => {
+    // Over a real connection (inject always sends a Host); loopback is on no allow-list here.
+    const answer = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\n\r\n');
+    assert.match(answer, /^HTTP\/1.1 403 /);
+    assert.equal(answer.split('\r\n\r\n')[1], 'error code: 1020');
   });
 
   test('the operator API and health routes are not behind the public firewall', async () => {

@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { capturedLogger } from '../helpers/captured-log.ts';
+import { rawHttp } from '../helpers/raw-http.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
 import { dropKeysAndDisconnect } from '../helpers/redis-keys.ts';
@@ -129,6 +130,20 @@ describe('rate limit through the service (memory store, controlled clock)', () =
     // The operator API, its unknown paths included, is not limited.
     assert.equal((await fetch(`${svc.url}/admin/nope`, { headers: admin })).status, 404);
     assert.equal((await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { headers: admin })).status, 200);
+    await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { method: 'DELETE', headers: admin });
+  });
+
+  it('counts HTTP/1.1 requests without a Host header, and refuses them during a block with its 429', async () => {
+    clock.advance(20_000);
+    const hostless = async () => (await rawHttp(svc.url, 'GET /time HTTP/1.1\r\n\r\n')).split('\r\n', 1)[0];
+    assert.equal(await hostless(), 'HTTP/1.1 400 Bad Request');
+    assert.equal(
+      count(await send(`${svc.url}/time`, 1999), 200),
+      1999,
+      'the Host-less one was the first counted',
+    );
+    assert.equal(await hostless(), 'HTTP/1.1 429 Too Many Requests', 'the 2,001st starts the block');
+    assert.equal(await hostless(), 'HTTP/1.1 429 Too Many Requests', 'and is refused during it');
     await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { method: 'DELETE', headers: admin });
   });
 
