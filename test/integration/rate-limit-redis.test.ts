@@ -22,6 +22,7 @@ import {
   rateLimitRedisOptions,
 } from '../../src/domain/ratelimit/redis-rate-limit.store.ts';
 import type { RateLimitDecision, RateLimitLogger } from '../../src/domain/ratelimit/rate-limiter.ts';
+import { startOwnRedis } from '../helpers/own-redis.ts';
 import { startRedisMonitor } from '../helpers/redis-monitor.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { dropKeysAndDisconnect } from '../helpers/redis-keys.ts';
@@ -597,6 +598,40 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       relay.release();
       await limiter.close();
       await relay.close();
+    }
+  });
+
+  it('a Redis that answers but takes no write (a read-only replica) keeps the fallback and is not ready', async () => {
+    // Review: PING passed, so /readyz said ready and each probe ended the fallback, for the next request to fall
+    // back again: a warning and an info line at every probe, for as long as the replica refused writes.
+    const replica = await startOwnRedis(['--replicaof', '127.0.0.1', '1']);
+    const logger = new CapturingLogger();
+    const clock = new ManualClock();
+    const limiter = await createRateLimiter({
+      redisUrl: replica.url,
+      logger,
+      clock,
+      keyPrefix: freshPrefix(),
+    });
+    try {
+      const ip = '203.0.113.62';
+      assert.equal((await limiter.check(ip)).allowed, true, 'decided from memory: the script may not write');
+      assert.equal(limiter.fallbackActive, true);
+      for (let probe = 0; probe < 3; probe++) {
+        assert.equal(await limiter.sharedReachable(), false, 'not ready: it takes no write');
+        assert.equal(limiter.fallbackActive, true, 'and the probe does not end the fallback');
+        clock.advance(1_000); // past the back-off: the next request asks Redis again
+        assert.equal((await limiter.check(ip)).allowed, true);
+      }
+      assert.equal(logger.warns.length, 1, 'the fallback logged once');
+      assert.deepEqual(logger.infos, []);
+      await replica.command('replicaof', 'no', 'one'); // promoted: it takes writes
+      assert.equal(await limiter.sharedReachable(), true);
+      assert.equal(limiter.fallbackActive, false, 'the shared limit applies again');
+      assert.deepEqual(logger.infos, ['rate limit: Redis is back, the shared limit applies again']);
+    } finally {
+      await limiter.close();
+      await replica.stop();
     }
   });
 

@@ -250,10 +250,10 @@ export class RateLimiterService implements RateLimiter {
     return this.inspectKey(ip);
   }
 
-  /** For /readyz (DESIGN §6): whether the shared store answers; true when there is none. */
+  /** For /readyz (DESIGN §6): whether the shared store answers and takes writes; true when there is none. */
   async sharedReachable(): Promise<boolean> {
     if (this.shared === undefined) return true;
-    return this.shared.client.ping().then(
+    return this.shared.takesWrites().then(
       () => {
         // A stall ends with no reconnection ('ready'): the probe that finds Redis answering ends the fallback.
         if (this.inFallback) this.sharedBack();

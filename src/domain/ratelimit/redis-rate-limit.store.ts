@@ -240,6 +240,15 @@ export class RedisRateLimitStore implements RateLimitStore {
     return this.client.status === 'ready';
   }
 
+  /**
+   * Whether Redis takes a write under the prefix, as the limiter's scripts need: a PING is answered too by a Redis
+   * that refuses every write (a read-only replica after a failover, one out of memory), where the limiter falls
+   * back (review: /readyz said ready, and each probe ended the fallback for the next request to start again).
+   */
+  async takesWrites(): Promise<void> {
+    await this.client.set(`${this.keyPrefix}readyz`, '1', 'PX', 10_000);
+  }
+
   get unblockChannel(): string {
     return `${this.keyPrefix}unblock`;
   }
