@@ -81,7 +81,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
   const { url: databaseUrl, embedded } = await openDatabase(config, logger, { ownProcessGroup: true });
   const store = createStore(databaseUrl, { max: config.databasePoolMax });
   // One LISTEN connection per process, for every channel (cache invalidation; webhook wake-ups in workers).
-  const listener = new PgListener(databaseUrl);
+  const listener = new PgListener(databaseUrl, { logger });
   const cache = new CacheInvalidation(listener);
   const cleanups: Array<() => Promise<unknown>> = [];
   let closingSince = 0;

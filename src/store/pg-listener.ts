@@ -1,4 +1,6 @@
 import pg from 'pg';
+import { createFailureLog, type FailureLog } from '../lib/failure-log.ts';
+import type { Log } from '../lib/log.ts';
 import { within } from '../lib/within.ts';
 // TCP keepalive (the store's setting) lets the kernel notice a vanished peer too, between heartbeats.
 import { KEEPALIVE_IDLE_MS } from './database.ts';
@@ -15,6 +17,12 @@ export interface ChannelHandlers {
 }
 
 export interface PgListenerOptions {
+  /**
+   * Told when the connection is lost (once, then every 30 s while it stays down) and when it listens again: while
+   * it is down, caches are checked against the database and webhook wake-ups wait for the poll, which nothing else
+   * showed (review).
+   */
+  logger?: Log;
   /** How often the connection is checked with a `select 1`. */
   heartbeatIntervalMs?: number;
   /**
@@ -64,6 +72,7 @@ export class PgListener {
   private readonly channels = new Map<string, ChannelHandlers>();
   private readonly heartbeatIntervalMs: number;
   private readonly heartbeatTimeoutMs: number;
+  private readonly outage: FailureLog | null;
 
   constructor(
     private readonly databaseUrl: string,
@@ -71,6 +80,14 @@ export class PgListener {
   ) {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    this.outage = options.logger
+      ? createFailureLog(options.logger, {
+          failed:
+            'LISTEN connection lost (cache invalidations and webhook wake-ups unheard: caches are checked against the database, work found by polling); reconnecting every second',
+          stillFailing: 'LISTEN connection still down',
+          recovered: 'LISTEN connection listening again',
+        })
+      : null;
   }
 
   /**
@@ -123,8 +140,8 @@ export class PgListener {
     });
     this.connecting = client;
     client.on('notification', (msg) => this.channels.get(msg.channel)?.onMessage(msg.payload ?? ''));
-    client.on('error', () => this.reconnect(client));
-    client.on('end', () => this.reconnect(client));
+    client.on('error', (err) => this.reconnect(client, err));
+    client.on('end', () => this.reconnect(client, new Error('the connection ended')));
     try {
       await client.connect();
       for (const channel of this.channels.keys())
@@ -140,8 +157,9 @@ export class PgListener {
         if (reconnected) handlers.onReconnected?.();
       }
       this.scheduleHeartbeat(client);
-    } catch {
-      this.reconnect(client);
+      this.outage?.succeeded();
+    } catch (err) {
+      this.reconnect(client, err);
     }
   }
 
@@ -160,16 +178,17 @@ export class PgListener {
           this.answeredAt = performance.now();
           if (!this.heartbeatTimer) this.scheduleHeartbeat(client);
         },
-        () => this.reconnect(client),
+        (err: unknown) => this.reconnect(client, err),
       );
     }, this.heartbeatIntervalMs);
     this.heartbeatTimer.unref();
   }
 
   /** Drops `client`, if it is still the one in use or being established, and connects again after a delay. */
-  private reconnect(client: pg.Client): void {
+  private reconnect(client: pg.Client, err: unknown = new Error('no answer in time')): void {
     // A connection already dropped reports its end later; and stop() ends the connection itself.
     if (this.stopped || (client !== this.client && client !== this.connecting)) return;
+    this.outage?.failed(err);
     this.client = null;
     this.connecting = null;
     if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);

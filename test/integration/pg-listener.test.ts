@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PgListener } from '../../src/store/pg-listener.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import { createTestDatabaseWithClient, type TestDatabaseWithClient } from '../helpers/database.ts';
 import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import { waitFor } from '../helpers/webhook-receiver.ts';
@@ -165,5 +166,28 @@ test('stop() does not wait for the goodbye of a server that went silent', async 
   } finally {
     await proxy.close();
     await listener.stop();
+  }
+});
+
+test('a lost connection is logged once while it stays down, and once when it listens again', async () => {
+  const proxy = await startTcpProxy(testDb.database.url);
+  const { logger, lines } = capturedLogger('info');
+  const listener = new PgListener(proxy.url, { logger });
+  const said = (text: string) => lines.filter((line) => line.includes(text)).length;
+  try {
+    const channel = channelLog();
+    await listener.listen('svc_test_e', channel.handlers);
+    await listener.start();
+    assert.equal(lines.length, 0, 'nothing to say while it listens');
+    await proxy.down(); // dropped, and each reconnection (one a second) refused
+    // Its owners are told at the loss and at each failed reconnection: two of those.
+    await waitFor(() => channel.log.connected >= 4, 'two reconnections refused', 10_000);
+    assert.equal(said('LISTEN connection lost'), 1, 'logged once, not once per failed reconnection');
+    await proxy.up();
+    await waitFor(() => said('LISTEN connection listening again') === 1, 'the recovery logged', 10_000);
+    assert.equal(said('LISTEN connection lost'), 1);
+  } finally {
+    await listener.stop();
+    await proxy.close();
   }
 });

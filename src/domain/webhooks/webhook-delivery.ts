@@ -675,9 +675,12 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       .catch((err: unknown) => logger.error({ err }, 'webhook wake-ups not listened for; polling only'));
 
     holdings.start();
-    // In case a wake-up was lost; without a LISTEN connection, the endpoints are read again at each poll too.
+    // In case a wake-up was lost. While no LISTEN connection is heard from (none, or one that is down or silent),
+    // an operator's change of an endpoint may be missed: the endpoints are read again at each poll too. Only at a
+    // reconnection, a worker whose LISTEN connection stayed down sent its lanes to the old URL, with the old
+    // secret, or to a disabled webhook, for as long as it was down (review).
     const pollTimer = setInterval(() => {
-      if (!listener) reads.endpointsStale();
+      if (!listener?.hearing()) reads.endpointsStale();
       reads.read();
     }, config.worker.pollIntervalMs);
     pollTimer.unref();
