@@ -64,6 +64,7 @@ function reading(options: { db?: Db; logger?: Log; readRetryMs?: number } = {}):
     readRetryMs: options.readRetryMs,
     onReordered: (lanes) => reordered.push(...lanes),
     onRead: () => result.onReads++,
+    onEndpointsChanged: () => {},
   });
   const result: Reading = { reads, book, reordered, onReads: 0 };
   return result;
@@ -176,8 +177,7 @@ test('a read asked for while the reads are stopping is not made: the pass under 
   // Every statement of the reads is held until released: a pass is under way, its first statement answered late.
   const held = holdingQueries(svc.runtime.store.db, () => true);
   const r = reading({ db: held.db });
-  r.reads.endpointsStale(); // the pass begins with a statement (every endpoint read again)
-  r.reads.read();
+  r.reads.platformChanged('HELD01'); // a pass that begins with a statement (that platform's endpoint read again)
   await held.reached;
   assert.equal(r.onReads, 0, 'the pass has not landed');
   // Asked for during the pass (a wake-up, the poll): queued, to be made once it ends.

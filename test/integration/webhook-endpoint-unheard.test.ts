@@ -1,10 +1,20 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PgListener } from '../../src/store/pg-listener.ts';
-import { inProcessDelivery, QUIET_LOGGER } from '../helpers/in-process-delivery.ts';
+import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
+import { inProcessDelivery } from '../helpers/in-process-delivery.ts';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
+import {
+  record,
+  startWebhookReceiver,
+  waitFor,
+  type ReceivedDelivery,
+  type ReceiverAction,
+  type TestReceiver,
+} from '../helpers/webhook-receiver.ts';
 
 /**
  * An operator's change of a webhook reaches a worker whose LISTEN connection is down (the NOTIFY that carries it
@@ -28,7 +38,26 @@ after(async () => {
   await svc?.close();
 });
 
-test('a webhook changed while the worker hears no NOTIFY is used from the next poll on', async () => {
+const eventOf = (d: ReceivedDelivery) => (JSON.parse(d.rawBody) as { event?: number }).event;
+
+/** Two notifications of one resource in one transaction, so that one claim takes both. */
+function recordTwo(code: string, key: string, events: [number, number]) {
+  return svc.runtime.store.db.transaction().execute(async (trx) => {
+    const ids: string[] = [];
+    for (const event of events)
+      ids.push(
+        await recordNotification(trx, {
+          platformCode: code,
+          payloadType: 'trade_status_changed',
+          resourceKey: key,
+          payload: { event },
+        }),
+      );
+    return ids;
+  });
+}
+
+test('a webhook changed while the worker hears no NOTIFY is used from the next poll on, by the lanes in hand too', async () => {
   const listener = new PgListener(proxy.url);
   await listener.start();
   // The worker's reads of the endpoints, counted as they are sent.
@@ -40,9 +69,10 @@ test('a webhook changed while the worker hears no NOTIFY is used from the next p
     },
     transformResult: async ({ result }) => result,
   });
-  const worker = inProcessDelivery(svc, { db, pollIntervalMs: 20 }).startWorkerSide(QUIET_LOGGER, {
-    listener,
-  });
+  const { logger, lines } = capturedLogger('info');
+  const refreshed = () =>
+    lines.filter((l) => l.includes('webhook lanes read afresh after an operator change')).length;
+  const worker = inProcessDelivery(svc, { db, pollIntervalMs: 20 }).startWorkerSide(logger, { listener });
   try {
     const code = (await svc.newPlatform()).platform.platform_code;
     await svc.admin.put(`/platforms/${code}/webhook`, { url: first.url });
@@ -51,12 +81,30 @@ test('a webhook changed while the worker hears no NOTIFY is used from the next p
     await proxy.down(); // the LISTEN connection is gone, and cannot come back
     await waitFor(() => !listener.hearing(), 'the worker hearing nothing');
 
-    await svc.admin.put(`/platforms/${code}/webhook`, { url: second.url });
+    // A lane in hand: the first of its two notifications held at the old URL while the webhook changes.
+    let release!: (action: ReceiverAction) => void;
+    const heldAnswer = new Promise<ReceiverAction>((resolve) => (release = resolve));
+    first.setHandler((d) => (eventOf(d) === 1 ? heldAnswer : 200));
+    const [, laterInLane] = await recordTwo(code, 'trade:UNHEARD-LANE', [1, 2]);
+    await waitFor(() => first.deliveries.some((d) => eventOf(d) === 1), 'the lane in hand');
+
+    const refreshedBefore = refreshed();
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: second.url, secret: 'new-secret' });
     const readsBefore = endpointReads;
     await waitFor(() => endpointReads > readsBefore, 'a read of the endpoints sent after the change');
+    await waitFor(() => refreshed() > refreshedBefore, 'the lanes of the platform read afresh');
+    release(200);
     const late = await record(svc.runtime.store.db, code, 'trade:UNHEARD-LATE');
     await waitFor(() => second.deliveries.some((d) => d.notificationId === late), 'the new URL');
+    await waitFor(() => second.deliveries.some((d) => d.notificationId === laterInLane), 'the lane moved');
     assert.equal(first.deliveries.filter((d) => d.notificationId === late).length, 0, 'not the old URL');
+    assert.equal(
+      first.deliveries.filter((d) => d.notificationId === laterInLane).length,
+      0,
+      "nor the lane's next one (claimed before the change)",
+    );
+    const moved = second.deliveries.find((d) => d.notificationId === laterInLane)!;
+    assert.doesNotThrow(() => verifyWebhook(moved.rawBody, moved.headers, 'new-secret'));
   } finally {
     await proxy.up();
     await worker.close();

@@ -50,6 +50,11 @@ export interface BookReadsDeps {
   onReordered(lanes: Lane[]): void;
   /** The book has taken something in: lanes may be due. */
   onRead(): void;
+  /**
+   * Endpoints read again because nothing would have said they changed (`endpointsStale`) that differ from what
+   * was read before: the lanes in hand of those platforms were claimed with the old ones.
+   */
+  onEndpointsChanged(platforms: string[]): void;
 }
 
 export interface BookReads {
@@ -67,7 +72,10 @@ export interface BookReads {
    * connection was lost): as pauseUntilRead, with its endpoint read again.
    */
   platformChanged(platformCode: string | null): void;
-  /** Reads the endpoints again at the next read (without a LISTEN connection, nothing says when they change). */
+  /**
+   * Reads the endpoints again at the next read (without a LISTEN connection heard, nothing says when they change),
+   * and tells `onEndpointsChanged` of those that changed.
+   */
   endpointsStale(): void;
   /** The platform's endpoint as last read (null: none). */
   endpointOf(platformCode: string): repo.EndpointView | null;
@@ -99,6 +107,8 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
   /** Endpoints to read again (an operator changed them); all of them after the LISTEN connection was lost. */
   const staleEndpoints = new Set<string>();
   let allEndpointsStale = false;
+  /** The next read of the endpoints is the poll's (endpointsStale): changes found are told. */
+  let lookForChanges = false;
   /** Platforms not claimed until a read started after the change has landed: by the mark, the reads started before it. */
   const pausedPlatforms = new Map<string, number>();
   /** Every platform (after the LISTEN connection was lost), by the same mark. */
@@ -202,20 +212,34 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
     if (unknown.size > 0) await fetchEndpoints([...unknown]);
   }
 
-  /** Reads `platforms`' endpoints (null: those of every platform known) into `endpoints`; null for none. */
-  async function fetchEndpoints(platforms: string[] | null): Promise<void> {
-    const found = await repo.readEndpoints(db, platforms);
-    for (const platform of platforms ?? endpoints.keys())
-      endpoints.set(platform, found.get(platform) ?? null);
+  /**
+   * Reads `platforms`' endpoints (null: those of every platform known) into `endpoints`; null for none. Returns the
+   * platforms known before whose endpoint is not the same now.
+   */
+  async function fetchEndpoints(platforms: string[] | null): Promise<string[]> {
+    const asked = platforms ?? [...endpoints.keys()];
+    if (asked.length === 0) return [];
+    const found = await repo.readEndpoints(db, asked);
+    const changed: string[] = [];
+    for (const platform of asked) {
+      const now = found.get(platform) ?? null;
+      const before = endpoints.get(platform);
+      if (before !== undefined && !sameEndpoint(before, now)) changed.push(platform);
+      endpoints.set(platform, now);
+    }
+    return changed;
   }
 
-  /** Reads again the endpoints an operator changed (all of them after the LISTEN connection was lost). */
+  /** Reads again the endpoints an operator changed (all of them after the LISTEN connection was lost, or at a poll). */
   async function readStaleEndpoints(): Promise<void> {
     if (!allEndpointsStale && staleEndpoints.size === 0) return;
     const platforms = allEndpointsStale ? null : [...staleEndpoints];
+    const told = lookForChanges;
     allEndpointsStale = false;
+    lookForChanges = false;
     staleEndpoints.clear();
-    await fetchEndpoints(platforms);
+    const changed = await fetchEndpoints(platforms);
+    if (told && changed.length > 0) deps.onEndpointsChanged(changed);
   }
 
   /** Adds rows to the book (their endpoints read); lanes whose order changed under their slot are told. */
@@ -244,6 +268,7 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
     },
     endpointsStale() {
       allEndpointsStale = true;
+      lookForChanges = true;
     },
     endpointOf: (platformCode) => endpoints.get(platformCode) ?? null,
     paused: () => ({
@@ -257,4 +282,14 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
       await reading;
     },
   };
+}
+
+function sameEndpoint(a: repo.EndpointView | null, b: repo.EndpointView | null): boolean {
+  if (a === null || b === null) return a === b;
+  return (
+    a.url === b.url &&
+    a.sealedSecret === b.sealedSecret &&
+    a.enabled === b.enabled &&
+    JSON.stringify(a.payloadTypes) === JSON.stringify(b.payloadTypes)
+  );
 }

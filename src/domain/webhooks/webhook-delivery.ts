@@ -319,6 +319,10 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         for (const run of runs) if (keys.has(laneKey(run.lane))) run.changed = true;
       },
       onRead: () => dispatcher.wake(),
+      // Found by a poll while the LISTEN connection was not heard (the NOTIFY lost): as if it had come.
+      onEndpointsChanged: (platforms) => {
+        for (const platform of platforms) refreshLanes(platform);
+      },
     });
 
     /**
