@@ -75,6 +75,21 @@ test('an attempt still running past the threshold makes its receiver slow before
   assert.deepEqual(p.slowPlatforms(), []);
 });
 
+test('an answer in time does not clear the mark while another attempt to the receiver runs past the threshold', () => {
+  const { clock, pace: p, changes } = pace();
+  p.started('A')(1_500);
+  clock.ms = 8_000;
+  const endHanging = p.started('A');
+  clock.ms = 10_000;
+  p.started('A')(50);
+  assert.equal(p.isSlow('A'), true);
+  assert.deepEqual(changes, ['A slow'], 'no "fast" while one hangs');
+  endHanging(10_000);
+  clock.ms = 20_000;
+  p.started('A')(50);
+  assert.deepEqual(changes, ['A slow', 'A fast']);
+});
+
 test('a slow mark is forgotten after a minute with no attempt to the receiver ending, or when its webhook changes', () => {
   const { clock, pace: p, changes } = pace();
   p.started('A')(10_000);

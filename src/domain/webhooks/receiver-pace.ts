@@ -86,7 +86,13 @@ export function createReceiverPace(options: {
         if (durationMs > slowMs) {
           if (lateAt === undefined) options.onChange?.(platformCode, true);
           slow.set(platformCode, now());
-        } else if (lateAt !== undefined && now() - lateAt >= fastAgainMs) {
+        } else if (
+          lateAt !== undefined &&
+          now() - lateAt >= fastAgainMs &&
+          // Not while another attempt to it has been running past the threshold: it is still slow then (review: a
+          // "no longer slow" line, and "slow" again at that attempt's end).
+          !runningLong(platformCode, underway.get(platformCode))
+        ) {
           unmark(platformCode);
         }
       };
