@@ -15,9 +15,11 @@ export interface FailureLog {
 export function createFailureLog(
   logger: Log,
   messages: { failed: string; stillFailing: string; recovered: string },
-  options: { everyMs?: number; now?: () => number } = {},
+  /** `level`: of the failure lines (error by default; warn for a failure the process works around). */
+  options: { everyMs?: number; now?: () => number; level?: 'error' | 'warn' } = {},
 ): FailureLog {
   const everyMs = options.everyMs ?? 30_000;
+  const log = options.level === 'warn' ? logger.warn.bind(logger) : logger.error.bind(logger);
   const clock = options.now ?? (() => performance.now());
   /** Failures in a row: since when (performance.now()), how many, and when that was last logged. */
   let failing: { since: number; failures: number; loggedAt: number } | null = null;
@@ -26,13 +28,13 @@ export function createFailureLog(
       const now = clock();
       if (!failing) {
         failing = { since: now, failures: 1, loggedAt: now };
-        logger.error({ err, ...fields }, messages.failed);
+        log({ err, ...fields }, messages.failed);
         return;
       }
       failing.failures++;
       if (now - failing.loggedAt < everyMs) return;
       failing.loggedAt = now;
-      logger.error(
+      log(
         {
           failures: failing.failures,
           forMs: Math.round(now - failing.since),

@@ -81,12 +81,17 @@ export class PgListener {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
     this.outage = options.logger
-      ? createFailureLog(options.logger, {
-          failed:
-            'LISTEN connection lost (cache invalidations and webhook wake-ups unheard: caches are checked against the database, work found by polling); reconnecting every second',
-          stillFailing: 'LISTEN connection still down',
-          recovered: 'LISTEN connection listening again',
-        })
+      ? createFailureLog(
+          options.logger,
+          {
+            failed:
+              'LISTEN connection lost or not made (notifications unheard meanwhile: caches are checked against the database, webhook workers poll); trying again every second',
+            stillFailing: 'LISTEN connection still down',
+            recovered: 'LISTEN connection listening again',
+          },
+          // Worked around (the caches and the poll): not an error of the process.
+          { level: 'warn' },
+        )
       : null;
   }
 
@@ -113,8 +118,8 @@ export class PgListener {
     try {
       await this.answered(client, `listen ${pg.escapeIdentifier(channel)}`);
       handlers.onConnected?.();
-    } catch {
-      this.reconnect(client);
+    } catch (err) {
+      this.reconnect(client, err);
     }
   }
 
@@ -123,8 +128,8 @@ export class PgListener {
     if (!this.channels.delete(channel)) return;
     const client = this.client;
     if (!client) return;
-    await this.answered(client, `unlisten ${pg.escapeIdentifier(channel)}`).catch(() =>
-      this.reconnect(client),
+    await this.answered(client, `unlisten ${pg.escapeIdentifier(channel)}`).catch((err: unknown) =>
+      this.reconnect(client, err),
     );
   }
 

@@ -635,6 +635,39 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('a Redis user that may not run scripts is not ready either; one limited to the prefix is', async () => {
+    // Review: the write probe was a plain SET, which a user without EVAL may make (/readyz ready, the limiter in
+    // fallback), and which one allowed only the limiter's keys (`<prefix>{*`) may not (/readyz degraded for good).
+    const own = await startOwnRedis();
+    const prefix = 'rl:';
+    await own.command('acl', 'setuser', 'noscripts', 'on', '>pw', '~*', '&*', '+@all', '-eval', '-evalsha');
+    await own.command('acl', 'setuser', 'prefixed', 'on', '>pw', `~${prefix}{*`, `&${prefix}*`, '+@all');
+    const as = (user: string) => own.url.replace('redis://', `redis://${user}:pw@`);
+    const noScripts = await createRateLimiter({
+      redisUrl: as('noscripts'),
+      clock: new ManualClock(),
+      keyPrefix: prefix,
+    });
+    const prefixed = await createRateLimiter({
+      redisUrl: as('prefixed'),
+      clock: new ManualClock(),
+      keyPrefix: prefix,
+    });
+    try {
+      await noScripts.check('203.0.113.63');
+      assert.equal(noScripts.fallbackActive, true, 'its requests decided from memory');
+      assert.equal(await noScripts.sharedReachable(), false);
+      assert.equal(noScripts.fallbackActive, true);
+      await prefixed.check('203.0.113.64');
+      assert.equal(prefixed.fallbackActive, false, 'its requests decided in Redis');
+      assert.equal(await prefixed.sharedReachable(), true);
+    } finally {
+      await noScripts.close();
+      await prefixed.close();
+      await own.stop();
+    }
+  });
+
   it('an unblock is not lost: not by an instance that was disconnected, nor to a refusal under way', async () => {
     const policy = { limit: 5 };
     const prefix = freshPrefix();

@@ -174,7 +174,16 @@ const MAX_BATCH = 256;
  * behind more than one call.
  */
 
+/**
+ * The readiness probe: a write under the prefix, from a script, as every request's decision is made. A PING is
+ * answered by a Redis that refuses what the limiter does (writes on a read-only replica or one out of memory; scripts
+ * to an ACL user without EVAL), and a plain SET is refused to one whose ACL allows only the limiter's keys
+ * (`<prefix>{*`) and scripts (review). ARGV[1]: the key.
+ */
+const PROBE_LUA = `return redis.call('SET', ARGV[1], '1', 'PX', 10000)`;
+
 const hitScript = new LuaScript(HIT_LUA);
+const probeScript = new LuaScript(PROBE_LUA);
 const inspectScript = new LuaScript(INSPECT_LUA);
 
 /**
@@ -241,12 +250,12 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   /**
-   * Whether Redis takes a write under the prefix, as the limiter's scripts need: a PING is answered too by a Redis
-   * that refuses every write (a read-only replica after a failover, one out of memory), where the limiter falls
-   * back (review: /readyz said ready, and each probe ended the fallback for the next request to start again).
+   * Whether Redis runs a script that writes under the prefix, as each decision does (PROBE_LUA): where it does
+   * not, the limiter falls back, and a PING-based /readyz said ready while each probe ended the fallback for the
+   * next request to fall back again (review).
    */
   async takesWrites(): Promise<void> {
-    await this.client.set(`${this.keyPrefix}readyz`, '1', 'PX', 10_000);
+    await probeScript.run(this.client, [`${this.keyPrefix}{readyz}`]);
   }
 
   get unblockChannel(): string {
