@@ -134,3 +134,36 @@ test('a deposit within the expiry time: the quote session does not expire', asyn
     [true],
   );
 });
+
+test('a deposit after the expiry that the job has not reported yet: the expiry is reported first, then the deposit', async () => {
+  // Review: the credit came first and the job's "expired" after it, the last word on a reference whose deposit
+  // was credited.
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-4',
+  });
+  clock.advance(EXPIRY_MS + MINUTE);
+  const deposit = await recordDeposit(svc, {
+    deposit_address: quote.deposit_address,
+    quantity: '0.5',
+    transaction_id: txId(),
+  });
+  assert.deepEqual([deposit.success, deposit.reference_id], [true, 'order-4']);
+  const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
+  assert.deepEqual(
+    notes
+      .filter((n) => n.payload.participant_code === code)
+      .map((n) => [n.payload.success, n.payload.reference_id, n.payload.status_reason]),
+    [
+      [false, 'order-4', 'deposit session has expired.'],
+      [true, 'order-4', ''],
+    ],
+  );
+  assert.equal(
+    await svc.runtime.services.funding.expireSession(quote.request_id),
+    null,
+    'the job finds it reported',
+  );
+});

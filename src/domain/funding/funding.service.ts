@@ -227,6 +227,57 @@ export function createFundingService(deps: DomainDeps) {
     return sessionId;
   }
 
+  /**
+   * Reports the session expired (wire-contract §5): a failed fund event with reason `deposit session has expired.`
+   * and the session's reference, its notification, and the session marked, in `trx`, which holds its row lock.
+   */
+  async function reportExpiry(
+    trx: Trx,
+    session: repo.FundingSessionRow & { expires_at: Date },
+  ): Promise<repo.FundEventRow> {
+    const now = clock.now();
+    // A fund quote session showed the end customer its deposit address (spec 4.4): the expiry names it.
+    // A token session has no asset, hence no address.
+    const asset = session.fund_asset ? parseFundAsset(session.fund_asset) : null;
+    const address = asset
+      ? await repo.findAddressFor(
+          trx,
+          session.platform_code,
+          session.participant_code,
+          session.account_label,
+          asset.network.network,
+        )
+      : undefined;
+    const row = await repo.insertFundEvent(trx, {
+      fund_id: newUuid(),
+      platform_code: session.platform_code,
+      kind: 'session_expired',
+      participant_code: session.participant_code,
+      owner_participant_code: null,
+      account_label: session.account_label,
+      fund_asset: session.fund_asset ?? '',
+      deposited_asset: '',
+      // The rate a fund quote showed, for the platform's reconciliation (nothing deposited: notional 0).
+      rate: session.quoted_rate ?? '0',
+      quoted_currency: QUOTED_CURRENCY,
+      source_address: '',
+      deposit_address: address?.address ?? null,
+      quantity: '0',
+      notional: '0',
+      success: false,
+      status_reason: SESSION_EXPIRED_REASON,
+      fund_timestamp: new Date(now),
+      deposit_timestamp: session.expires_at,
+      transaction_id: null,
+      is_first_deposit: false,
+      reference_id: session.reference_id,
+      session_id: session.session_id,
+    });
+    await repo.markSessionExpired(trx, session.session_id, new Date(now));
+    await recordFundNotification(trx, row);
+    return row;
+  }
+
   async function platformFeeBps(executor: Executor, platformCode: string): Promise<Dec> {
     const platform = await findPlatform(executor, platformCode);
     return new Dec(platform?.deposit_fee_bps ?? '0');
@@ -472,6 +523,19 @@ export function createFundingService(deps: DomainDeps) {
           // "even if the user did not complete a deposit during the session"), even when its deposit_timestamp
           // falls within the session: the expiry event already said no deposit had been reported by then.
           const session = latest ? await repo.lockSession(trx, latest.session_id) : undefined;
+          // A deposit after the session's expiry that the expiry job has not reported yet: the expiry is reported
+          // now, first, as the job would have (no deposit by then), so that the session's events come in the
+          // order they happened: expired, then this deposit with its reference (review: the credit came first, and
+          // a platform that follows the reference saw "expired" last, of a deposit that was credited).
+          if (
+            session?.expires_at &&
+            !session.expired_at &&
+            session.expires_at.getTime() < depositTimestamp &&
+            session.expires_at.getTime() <= now &&
+            !(await repo.sessionHasDepositBy(trx, session.session_id, session.expires_at))
+          ) {
+            await reportExpiry(trx, { ...session, expires_at: session.expires_at });
+          }
           // The rate a fund quote promised for a deposit in its asset and label by its expiry, even if other
           // sessions were opened since (a quote for another asset, an SDK token); otherwise the price
           // source's rate now.
@@ -622,48 +686,9 @@ export function createFundingService(deps: DomainDeps) {
         await repo.lockParticipantFunding(trx, found.participant_code);
         const session = await repo.lockSession(trx, sessionId);
         if (!session || session.expired_at || !session.expires_at) return null;
-        if (await repo.sessionHasDepositBy(trx, sessionId, session.expires_at)) return null;
-        const now = clock.now();
-        // A fund quote session showed the end customer its deposit address (spec 4.4): the expiry names it.
-        // A token session has no asset, hence no address.
-        const asset = session.fund_asset ? parseFundAsset(session.fund_asset) : null;
-        const address = asset
-          ? await repo.findAddressFor(
-              trx,
-              session.platform_code,
-              session.participant_code,
-              session.account_label,
-              asset.network.network,
-            )
-          : undefined;
-        const row = await repo.insertFundEvent(trx, {
-          fund_id: newUuid(),
-          platform_code: session.platform_code,
-          kind: 'session_expired',
-          participant_code: session.participant_code,
-          owner_participant_code: null,
-          account_label: session.account_label,
-          fund_asset: session.fund_asset ?? '',
-          deposited_asset: '',
-          // The rate a fund quote showed, for the platform's reconciliation (nothing deposited: notional 0).
-          rate: session.quoted_rate ?? '0',
-          quoted_currency: QUOTED_CURRENCY,
-          source_address: '',
-          deposit_address: address?.address ?? null,
-          quantity: '0',
-          notional: '0',
-          success: false,
-          status_reason: SESSION_EXPIRED_REASON,
-          fund_timestamp: new Date(now),
-          deposit_timestamp: session.expires_at,
-          transaction_id: null,
-          is_first_deposit: false,
-          reference_id: session.reference_id,
-          session_id: session.session_id,
-        });
-        await repo.markSessionExpired(trx, sessionId, new Date(now));
-        await recordFundNotification(trx, row);
-        return fundEventView(row);
+        const expiresAt = session.expires_at;
+        if (await repo.sessionHasDepositBy(trx, sessionId, expiresAt)) return null;
+        return fundEventView(await reportExpiry(trx, { ...session, expires_at: expiresAt }));
       });
     },
 
