@@ -167,3 +167,41 @@ test('a deposit after the expiry that the job has not reported yet: the expiry i
     'the job finds it reported',
   );
 });
+
+test('every session of the participant that expired unreported before the deposit is reported first, oldest first', async () => {
+  // A quote made again for the same order: the older session's expiry came after the credit (review).
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const older = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-5',
+  });
+  clock.advance(MINUTE);
+  const newer = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-5',
+  });
+  clock.advance(EXPIRY_MS + MINUTE);
+  const deposit = await recordDeposit(svc, {
+    deposit_address: newer.deposit_address,
+    quantity: '0.25',
+    transaction_id: txId(),
+  });
+  const notes = await notificationsOf(svc, platform.platform.platform_code, 'deposit_fund_complete');
+  const mine = notes.filter((n) => n.payload.participant_code === code).map((n) => n.payload);
+  assert.deepEqual(
+    mine.map((p) => [p.success, p.reference_id, p.deposit_timestamp]),
+    [
+      [false, 'order-5', (await sessionTimes(older.request_id)).expires],
+      [false, 'order-5', (await sessionTimes(newer.request_id)).expires],
+      [true, 'order-5', deposit.deposit_timestamp],
+    ],
+  );
+  assert.ok(
+    mine.every((p) => (p.fund_timestamp as number) <= deposit.fund_timestamp),
+    'none of the expiries stamped after the deposit',
+  );
+  for (const quote of [older, newer])
+    assert.equal(await svc.runtime.services.funding.expireSession(quote.request_id), null);
+});

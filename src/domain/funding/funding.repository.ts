@@ -54,6 +54,31 @@ export function lockSession(trx: Trx, sessionId: string) {
     .executeTakeFirst();
 }
 
+/**
+ * The participant's sessions that expired before `before`, not reported expired yet, oldest expiry first, locked;
+ * those whose expiry is older than `since` are left to the expiry job. (Some of them had a deposit by their expiry,
+ * which are never reported: the caller tells them apart.)
+ */
+export function lockUnreportedExpiries(
+  trx: Trx,
+  platformCode: string,
+  participantCode: string,
+  { since, before }: { since: Date; before: Date },
+) {
+  return trx
+    .selectFrom('funding_sessions')
+    .selectAll()
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .where('expired_at', 'is', null)
+    .where('expires_at', '<', before)
+    .where('expires_at', '>', since)
+    .orderBy('expires_at')
+    .orderBy('seq')
+    .forUpdate()
+    .execute();
+}
+
 /** The participant's sessions opened at or before `at`, newest first (the index funding_sessions_recent). */
 function sessionsOpenedBy(db: Executor, platformCode: string, participantCode: string, at: Date) {
   return db

@@ -234,8 +234,9 @@ export function createFundingService(deps: DomainDeps) {
   async function reportExpiry(
     trx: Trx,
     session: repo.FundingSessionRow & { expires_at: Date },
+    /** The event's fund_timestamp: a deposit that reports it passes its own, so the expiry is not the later. */
+    now = clock.now(),
   ): Promise<repo.FundEventRow> {
-    const now = clock.now();
     // A fund quote session showed the end customer its deposit address (spec 4.4): the expiry names it.
     // A token session has no asset, hence no address.
     const asset = session.fund_asset ? parseFundAsset(session.fund_asset) : null;
@@ -523,18 +524,21 @@ export function createFundingService(deps: DomainDeps) {
           // "even if the user did not complete a deposit during the session"), even when its deposit_timestamp
           // falls within the session: the expiry event already said no deposit had been reported by then.
           const session = latest ? await repo.lockSession(trx, latest.session_id) : undefined;
-          // A deposit after the session's expiry that the expiry job has not reported yet: the expiry is reported
-          // now, first, as the job would have (no deposit by then), so that the session's events come in the
-          // order they happened: expired, then this deposit with its reference (review: the credit came first, and
-          // a platform that follows the reference saw "expired" last, of a deposit that was credited).
-          if (
-            session?.expires_at &&
-            !session.expired_at &&
-            session.expires_at.getTime() < depositTimestamp &&
-            session.expires_at.getTime() <= now &&
-            !(await repo.sessionHasDepositBy(trx, session.session_id, session.expires_at))
-          ) {
-            await reportExpiry(trx, { ...session, expires_at: session.expires_at });
+          // Sessions of the participant that expired before this deposit and that the expiry job has not reported
+          // yet are reported now, first, oldest first, as the job would have (those with no deposit by their
+          // expiry), at this deposit's time: so that a reference's events come in the order they happened, expired
+          // and then this deposit with its reference (review: the credit came first, and a platform that follows
+          // the reference saw "expired" last, of a deposit that was credited; and so for an older session of the
+          // same reference, a quote made again for the same order).
+          const unreported = await repo.lockUnreportedExpiries(
+            trx,
+            address.platform_code,
+            address.participant_code,
+            { since: new Date(depositTimestamp - REVIVE_WINDOW_MS), before: new Date(depositTimestamp) },
+          );
+          for (const expired of unreported) {
+            if (await repo.sessionHasDepositBy(trx, expired.session_id, expired.expires_at!)) continue;
+            await reportExpiry(trx, { ...expired, expires_at: expired.expires_at! }, now);
           }
           // The rate a fund quote promised for a deposit in its asset and label by its expiry, even if other
           // sessions were opened since (a quote for another asset, an SDK token); otherwise the price
