@@ -187,3 +187,38 @@ test('a read asked for while the reads are stopping is not made: the pass under 
   await stopping;
   assert.equal(r.onReads, 1, 'the pass under way landed, and no pass began after the stop');
 });
+
+test('a failed read of a changed endpoint is read again by the retry: the platform is not unpaused with the old one', async () => {
+  holdings?.stopWanting();
+  await holdings?.giveBackAll();
+  const code = await newPlatformWithWebhook('http://127.0.0.1:9/before');
+  await record(svc.runtime.store.db, code, 'trade:endpoint-retry');
+  // The next read of the endpoints fails (its answer lost).
+  let failNext = false;
+  const db = svc.runtime.store.db.withPlugin({
+    transformQuery: ({ node }) => node,
+    transformResult: async ({ result }) => {
+      if (failNext && JSON.stringify(result.rows[0] ?? {}).includes('sealed_secret')) {
+        failNext = false;
+        throw new Error('the endpoints read failed');
+      }
+      return result;
+    },
+  });
+  const r = reading({ db, readRetryMs: 20 });
+  try {
+    await holdings.renew();
+    await waitFor(() => r.reads.endpointOf(code)?.url === 'http://127.0.0.1:9/before', 'the endpoint read');
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/after' });
+    failNext = true;
+    r.reads.platformChanged(code);
+    await waitFor(
+      () => r.reads.endpointOf(code)?.url === 'http://127.0.0.1:9/after',
+      'the new one, read by the retry',
+    );
+    assert.equal(failNext, false, 'the read did fail once');
+    assert.equal(r.reads.paused().platforms, undefined, 'unpaused once it is read');
+  } finally {
+    await r.reads.stop();
+  }
+});

@@ -238,7 +238,17 @@ export function createBookReads(deps: BookReadsDeps): BookReads {
     allEndpointsStale = false;
     lookForChanges = false;
     staleEndpoints.clear();
-    const changed = await fetchEndpoints(platforms);
+    let changed: string[];
+    try {
+      changed = await fetchEndpoints(platforms);
+    } catch (err) {
+      // Still to be read: the retry's read reads them (review: the marks were lost with the failed read, and the
+      // platform's lanes, unpaused by the retry, were claimed with the old URL and secret).
+      if (platforms === null) allEndpointsStale = true;
+      else for (const platform of platforms) staleEndpoints.add(platform);
+      lookForChanges ||= told;
+      throw err;
+    }
     if (told && changed.length > 0) deps.onEndpointsChanged(changed);
   }
 
