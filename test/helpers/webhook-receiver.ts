@@ -126,6 +126,35 @@ export function record(
     .execute((trx) => recordNotification(trx, { platformCode, payloadType, resourceKey, payload }));
 }
 
+/**
+ * Records notifications of one resource, payloads `{ event }`, in one committed transaction, so that one claim takes
+ * them all; returns their ids.
+ */
+export function recordEvents(
+  db: Db,
+  platformCode: string,
+  resourceKey: string,
+  events: number[],
+): Promise<string[]> {
+  return db.transaction().execute(async (trx) => {
+    const ids: string[] = [];
+    for (const event of events)
+      ids.push(
+        await recordNotification(trx, {
+          platformCode,
+          payloadType: 'trade_status_changed',
+          resourceKey,
+          payload: { event },
+        }),
+      );
+    return ids;
+  });
+}
+
+/** The `event` of a delivery recorded by recordEvents. */
+export const eventOf = (delivery: ReceivedDelivery) =>
+  (JSON.parse(delivery.rawBody) as { event?: number }).event;
+
 /** A notification's delivery state straight from the database. */
 export async function notificationState(db: Db, notificationId: string) {
   const result = await sql<{

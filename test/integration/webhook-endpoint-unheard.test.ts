@@ -1,17 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PgListener } from '../../src/store/pg-listener.ts';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
 import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
 import { capturedLogger } from '../helpers/captured-log.ts';
 import { inProcessDelivery } from '../helpers/in-process-delivery.ts';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
+  eventOf,
   record,
+  recordEvents,
   startWebhookReceiver,
   waitFor,
-  type ReceivedDelivery,
   type ReceiverAction,
   type TestReceiver,
 } from '../helpers/webhook-receiver.ts';
@@ -37,25 +37,6 @@ after(async () => {
   await second?.close();
   await svc?.close();
 });
-
-const eventOf = (d: ReceivedDelivery) => (JSON.parse(d.rawBody) as { event?: number }).event;
-
-/** Two notifications of one resource in one transaction, so that one claim takes both. */
-function recordTwo(code: string, key: string, events: [number, number]) {
-  return svc.runtime.store.db.transaction().execute(async (trx) => {
-    const ids: string[] = [];
-    for (const event of events)
-      ids.push(
-        await recordNotification(trx, {
-          platformCode: code,
-          payloadType: 'trade_status_changed',
-          resourceKey: key,
-          payload: { event },
-        }),
-      );
-    return ids;
-  });
-}
 
 test('a webhook changed while the worker hears no NOTIFY is used from the next poll on, by the lanes in hand too', async () => {
   const listener = new PgListener(proxy.url);
@@ -85,7 +66,7 @@ test('a webhook changed while the worker hears no NOTIFY is used from the next p
     let release!: (action: ReceiverAction) => void;
     const heldAnswer = new Promise<ReceiverAction>((resolve) => (release = resolve));
     first.setHandler((d) => (eventOf(d) === 1 ? heldAnswer : 200));
-    const [, laterInLane] = await recordTwo(code, 'trade:UNHEARD-LANE', [1, 2]);
+    const [, laterInLane] = await recordEvents(svc.runtime.store.db, code, 'trade:UNHEARD-LANE', [1, 2]);
     await waitFor(() => first.deliveries.some((d) => eventOf(d) === 1), 'the lane in hand');
 
     const refreshedBefore = refreshed();

@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
 import { capturedLogger } from '../helpers/captured-log.ts';
 import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
+  eventOf,
   notificationState,
   record,
+  recordEvents,
   startWebhookReceiver,
   waitFor,
-  type ReceivedDelivery,
   type ReceiverAction,
   type TestReceiver,
 } from '../helpers/webhook-receiver.ts';
@@ -37,33 +37,12 @@ after(async () => {
 
 const db = () => svc.runtime.store.db;
 const refreshes = () => logLines.filter((l) => l.includes('webhook lanes read afresh')).length;
-const eventOf = (d: ReceivedDelivery) => (JSON.parse(d.rawBody) as { event: number }).event;
 
 /** A receiver answer the test gives when it chooses. */
 function held() {
   let release!: () => void;
   const answer = new Promise<ReceiverAction>((resolve) => (release = () => resolve(200)));
   return { answer, release };
-}
-
-/** Two notifications of one resource in one transaction, so that one claim takes both. */
-function recordTwo(code: string, key: string, events: [number, number]) {
-  return db()
-    .transaction()
-    .execute(async (trx) => {
-      const ids: string[] = [];
-      for (const event of events) {
-        ids.push(
-          await recordNotification(trx, {
-            platformCode: code,
-            payloadType: 'trade_status_changed',
-            resourceKey: key,
-            payload: { event },
-          }),
-        );
-      }
-      return ids;
-    });
 }
 
 async function platformOn(receiver: TestReceiver, secret: string) {
@@ -79,7 +58,7 @@ test('an earlier notification redelivered while its resource is being worked goe
 
   const two = held();
   first.setHandler((d) => (eventOf(d) === 2 ? two.answer : 200));
-  const [, n3] = await recordTwo(code, 'trade:K', [2, 3]);
+  const [, n3] = await recordEvents(db(), code, 'trade:K', [2, 3]);
   await waitFor(() => first.deliveries.some((d) => eventOf(d) === 2), 'n2 in flight');
   const heard = refreshes();
   await svc.admin.post(`/notifications/${n1}/redeliver`);
@@ -94,7 +73,7 @@ test('a new URL and secret apply to the next attempt of a resource being worked'
   const code = await platformOn(first, 'old-secret');
   const two = held();
   first.setHandler((d) => (eventOf(d) === 20 ? two.answer : 200));
-  const [, later] = await recordTwo(code, 'trade:M', [20, 21]);
+  const [, later] = await recordEvents(db(), code, 'trade:M', [20, 21]);
   await waitFor(() => first.deliveries.some((d) => eventOf(d) === 20), 'the first one in flight');
   const heard = refreshes();
   await svc.admin.put(`/platforms/${code}/webhook`, { url: second.url, secret: 'new-secret' });
