@@ -228,15 +228,19 @@ export function createFundingService(deps: DomainDeps) {
   }
 
   /**
-   * Reports the session expired (wire-contract §5): a failed fund event with reason `deposit session has expired.`
-   * and the session's reference, its notification, and the session marked, in `trx`, which holds its row lock.
+   * Reports the session expired (wire-contract §5) unless it was already, has no expiry, or had a deposit by its
+   * expiry: a failed fund event with reason `deposit session has expired.` and the session's reference, its
+   * notification, and the session marked, in `trx`, which holds its row lock. Null when there is nothing to report.
    */
   async function reportExpiry(
     trx: Trx,
-    session: repo.FundingSessionRow & { expires_at: Date },
+    session: repo.FundingSessionRow,
     /** The event's fund_timestamp: a deposit that reports it passes its own, so the expiry is not the later. */
     now = clock.now(),
-  ): Promise<repo.FundEventRow> {
+  ): Promise<repo.FundEventRow | null> {
+    const expiresAt = session.expires_at;
+    if (!expiresAt || session.expired_at) return null;
+    if (await repo.sessionHasDepositBy(trx, session.session_id, expiresAt)) return null;
     // A fund quote session showed the end customer its deposit address (spec 4.4): the expiry names it.
     // A token session has no asset, hence no address.
     const asset = session.fund_asset ? parseFundAsset(session.fund_asset) : null;
@@ -268,7 +272,7 @@ export function createFundingService(deps: DomainDeps) {
       success: false,
       status_reason: SESSION_EXPIRED_REASON,
       fund_timestamp: new Date(now),
-      deposit_timestamp: session.expires_at,
+      deposit_timestamp: expiresAt,
       transaction_id: null,
       is_first_deposit: false,
       reference_id: session.reference_id,
@@ -536,10 +540,7 @@ export function createFundingService(deps: DomainDeps) {
             address.participant_code,
             { since: new Date(depositTimestamp - REVIVE_WINDOW_MS), before: new Date(depositTimestamp) },
           );
-          for (const expired of unreported) {
-            if (await repo.sessionHasDepositBy(trx, expired.session_id, expired.expires_at!)) continue;
-            await reportExpiry(trx, { ...expired, expires_at: expired.expires_at! }, now);
-          }
+          for (const expired of unreported) await reportExpiry(trx, expired, now);
           // The rate a fund quote promised for a deposit in its asset and label by its expiry, even if other
           // sessions were opened since (a quote for another asset, an SDK token); otherwise the price
           // source's rate now.
@@ -689,10 +690,8 @@ export function createFundingService(deps: DomainDeps) {
       return db.transaction().execute(async (trx) => {
         await repo.lockParticipantFunding(trx, found.participant_code);
         const session = await repo.lockSession(trx, sessionId);
-        if (!session || session.expired_at || !session.expires_at) return null;
-        const expiresAt = session.expires_at;
-        if (await repo.sessionHasDepositBy(trx, sessionId, expiresAt)) return null;
-        return fundEventView(await reportExpiry(trx, { ...session, expires_at: expiresAt }));
+        const row = session ? await reportExpiry(trx, session) : null;
+        return row && fundEventView(row);
       });
     },
 
