@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { SelectQueryNode, TableNode } from 'kysely';
 import type { FundEvent } from '../../src/contract/funding.schemas.ts';
+import { createFundingService } from '../../src/domain/funding/funding.service.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
+import { holdingQueries } from '../helpers/held-queries.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
 import {
@@ -204,4 +207,45 @@ test('every session of the participant that expired unreported before the deposi
   );
   for (const quote of [older, newer])
     assert.equal(await svc.runtime.services.funding.expireSession(quote.request_id), null);
+});
+
+test('a deposit that arrived before the expiry but waited while it was reported is stamped after it', async () => {
+  // Review: the deposit read its time on arrival, before its participant's lock; the expiry job took the lock
+  // meanwhile and reported "expired", and the deposit was then credited as made within that session.
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-6',
+  });
+  const { expires } = await sessionTimes(quote.request_id);
+  clock.set(expires! - 1);
+  // Another instance's funding service, whose look-up of the deposit address is held answered.
+  const reads = holdingQueries(
+    svc.runtime.store.db,
+    (node) =>
+      SelectQueryNode.is(node) &&
+      !!node.from?.froms.some(
+        (from) => TableNode.is(from) && from.table.identifier.name === 'deposit_addresses',
+      ),
+  );
+  const funding = createFundingService(svc.domainDeps({ db: reads.db, clock }));
+  const recording = funding.recordDeposit({
+    deposit_address: quote.deposit_address,
+    quantity: '0.5',
+    transaction_id: txId(),
+  });
+  await reads.reached;
+  reads.stopHolding();
+  clock.advance(2);
+  const expired = await svc.runtime.services.funding.expireSession(quote.request_id);
+  assert.equal(expired?.status_reason, 'deposit session has expired.');
+  reads.release();
+  const { event } = await recording;
+  assert.deepEqual([event.success, event.reference_id], [true, 'order-6']);
+  assert.ok(
+    event.deposit_timestamp > expires!,
+    `the deposit stamped ${event.deposit_timestamp - expires!} ms from the expiry it came after`,
+  );
+  assert.ok(event.fund_timestamp >= expired.fund_timestamp, 'stamped in the order recorded');
 });

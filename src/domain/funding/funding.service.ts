@@ -432,15 +432,17 @@ export function createFundingService(deps: DomainDeps) {
      * transaction to the same address is recorded once: a replay returns the first event (`created: false`).
      */
     async recordDeposit(input: RecordDepositBody): Promise<{ event: FundEvent; created: boolean }> {
-      const now = clock.now();
+      // Only to refuse a deposit_timestamp in the future: the deposit is stamped once it holds its participant's
+      // funding lock (below).
+      const arrivedAt = clock.now();
       const success = input.success ?? true;
       const problems: string[] = [];
       if (new Dec(input.quantity).lte(0)) problems.push('quantity: must be greater than zero');
       if (!success && input.reason === undefined) problems.push('reason: is required when success is false');
       if (success && input.reason !== undefined)
         problems.push('reason: is only allowed when success is false');
-      const depositTimestamp = input.deposit_timestamp ?? now;
-      if (depositTimestamp > now) problems.push('deposit_timestamp: must not be in the future');
+      if (input.deposit_timestamp !== undefined && input.deposit_timestamp > arrivedAt)
+        problems.push('deposit_timestamp: must not be in the future');
       const address = await repo.findAddress(db, canonicalDepositAddress(input.deposit_address));
       let asset: ParsedFundAsset | undefined;
       if (address) {
@@ -495,6 +497,12 @@ export function createFundingService(deps: DomainDeps) {
           await repo.lockParticipantFunding(trx, address.participant_code);
           const replayed = await replay(trx);
           if (replayed) return replayed;
+          // Read under the lock, as openSession and the expiry job read theirs: a time read before it (the
+          // request's arrival) could be older than an expiry reported while this deposit waited for the lock, and
+          // the deposit was then credited within a session already reported expired (review). A participant's
+          // fund events are so stamped in the order they are recorded.
+          const now = Math.max(clock.now(), arrivedAt);
+          const depositTimestamp = input.deposit_timestamp ?? now;
 
           // Whose balance the deposit funds: the holder, or the primary holder when a tenant funded it
           // (issue 5). When the participant may no longer act for the account (not approved, a former tenant)
