@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { sql } from 'kysely';
+import { SelectQueryNode, sql, TableNode } from 'kysely';
 import { ACCOUNT_TASKS, CREATION_STALLED_AFTER_MS } from '../../src/domain/accounts/accounts.jobs.ts';
 import { EXPIRY_STALLED_AFTER_MS, fundingTaskList } from '../../src/domain/funding/funding.jobs.ts';
 import { SETTLEMENT_STALLED_AFTER_MS, tradesTaskList } from '../../src/domain/trades/trades.jobs.ts';
+import { createTradesService } from '../../src/domain/trades/trades.service.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { accountsJobRunner, jobRunner } from '../helpers/accounts-jobs.ts';
+import { holdingQueries } from '../helpers/held-queries.ts';
 import { fundQuote, newAccountHolder, recordDeposit, setPrices, txId } from '../helpers/funding-fixtures.ts';
 import { executeLiquidity, fund, getTrade, liquidityQuote } from '../helpers/trades-fixtures.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
@@ -173,6 +175,50 @@ test('a trade whose settlement job used up its attempts is given it again once o
   } finally {
     await runner.close();
   }
+});
+
+test('a trade found overdue whose own step runs meanwhile keeps the job of its next step', async () => {
+  // Review: the sweep added the job of the state it had read, after the trade's late step had moved it on and
+  // added the job of its next step; keyed, the stale job replaced that one and did nothing.
+  const code = platform.platform.platform_code;
+  const buyer = (await svc.newParticipant(code)).participant_code;
+  await fund(svc, buyer, 'USD', '100000');
+  const quote = await liquidityQuote(platform.client, {
+    side: 'buy',
+    underlying: 'BTC',
+    quoted_currency: 'USD',
+    quantity: '0.01',
+    participant_code: buyer,
+  });
+  const tradeId = (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
+  clock.advance(svc.runtime.config.settlement.activeAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
+  // Another instance's sweep, whose read of the overdue trades is held answered.
+  const reads = holdingQueries(
+    svc.runtime.store.db,
+    (node) =>
+      SelectQueryNode.is(node) &&
+      !!node.from?.froms.some((from) => TableNode.is(from) && from.table.identifier.name === 'trades'),
+  );
+  const sweep = createTradesService(svc.domainDeps({ db: reads.db, clock })).reviveStalledSettlements(
+    SETTLEMENT_STALLED_AFTER_MS,
+  );
+  await reads.reached;
+  reads.stopHolding();
+  assert.equal(
+    await svc.runtime.services.trades.settleStep({ trade_id: tradeId, from: 'accepted' }),
+    'active',
+    'its late step',
+  );
+  reads.release();
+  await sweep;
+  const { rows } = await sql<{ payload: { from: string } }>`select payload
+    from graphile_worker._private_jobs where key = ${`trade-settle:${tradeId}`}`.execute(
+    svc.runtime.store.db,
+  );
+  assert.deepEqual(
+    rows.map((row) => row.payload.from),
+    ['active'],
+  );
 });
 
 test('a tenant change whose job used up its attempts is given it again once stalled, and takes effect', async () => {

@@ -483,9 +483,20 @@ export function createTradesService(deps: DomainDeps) {
         },
         REVIVE_BATCH,
       );
-      for (const trade of stalled)
-        await enqueueSettleStep(db, { trade_id: trade.trade_id, from: trade.trade_state }, { delayMs: 0 });
-      return stalled.length;
+      let revived = 0;
+      for (const trade of stalled) {
+        // Under the trade's lock, and only if it is still where the read found it: its own step may have run
+        // since (a backlog draining after an outage) and added the job of its next step, which the keyed job
+        // added here would have replaced with a stale one, doing nothing, so the trade waited for the next
+        // sweep (review).
+        revived += await db.transaction().execute(async (trx) => {
+          const locked = await lockTrade(trx, trade.trade_id);
+          if (locked?.trade_state !== trade.trade_state) return 0;
+          await enqueueSettleStep(trx, { trade_id: trade.trade_id, from: trade.trade_state }, { delayMs: 0 });
+          return 1;
+        });
+      }
+      return revived;
     },
 
     /** `POST /admin/trades`: books a trade directly, e.g. a net settlement (allocation) trade. */
