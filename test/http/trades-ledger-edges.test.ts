@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { applyMovements } from '../../src/domain/balances/balances.service.ts';
+import { newUuid } from '../../src/lib/ids.ts';
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
+import { notificationsOf } from '../helpers/funding-fixtures.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { executeLiquidity, fund, liquidityQuote, setPrices } from '../helpers/trades-fixtures.ts';
 
@@ -108,4 +111,49 @@ test("an operator-booked trade keeps the vendor's 30-character amounts: 400 nami
   await fund(svc, participant, 'USD', '100');
   const booked = await book('2', '50');
   assert.equal(booked.status, 201, JSON.stringify(booked.body));
+});
+
+test("an account's movements are stamped no earlier than its last one, whichever order their runs read the time", async () => {
+  // Probe: trades settling at once on one account read their times before waiting for its row, so they committed
+  // in another order than their times, and the account's notifications went back in time; a receiver keeping
+  // the newest by `timestamp` kept a balance that was not the last.
+  const { platform, client } = await svc.newPlatform();
+  const code = platform.platform_code;
+  const holder = (await svc.newParticipant(code)).participant_code;
+  const apply = (timestamp: number, change: string) =>
+    svc.runtime.store.db
+      .transaction()
+      .execute((trx) =>
+        applyMovements(trx, { runId: newUuid(), runType: 'operator_adjustment', timestamp }, [
+          {
+            platformCode: code,
+            participantCode: holder,
+            accountLabel: 'general',
+            asset: 'USD',
+            change,
+            movementType: 'deposit',
+          },
+        ]),
+      );
+  const later = Date.now();
+  await apply(later, '5'); // the run that read its time last took the row first
+  await apply(later - 1_000, '7');
+  const notes = (await notificationsOf(svc, code, 'account_balance.changed')).map((n) => n.payload);
+  assert.deepEqual(
+    notes.map((p) => [
+      p.balance,
+      p.timestamp,
+      (p.movements as Array<{ movement_timestamp: number }>)[0]!.movement_timestamp,
+    ]),
+    [
+      ['5', later, later],
+      ['12', later, later],
+    ],
+  );
+  const accounts = await new AccountsResource(client).list({ account_owner: holder });
+  assert.deepEqual(
+    accounts.message.map((a) => [a.balance, a.last_update]),
+    [['12', later]],
+    'the last balance is the newest',
+  );
 });

@@ -59,6 +59,8 @@ export async function applyMovements(
         account_label: m.accountLabel,
         account_type: accountType,
         asset: m.asset,
+        // Not the database's now: the first movement's time, which the next is stamped no earlier than (below).
+        updated_at: new Date(run.timestamp),
       })
       .onConflict((oc) =>
         oc
@@ -83,7 +85,11 @@ export async function applyMovements(
         `${field}insufficient balance: ${m.asset} ${m.accountLabel} has ${toDecimalString(account.balance)}`,
       );
     }
-    const timestamp = new Date(run.timestamp);
+    // No earlier than the account's last movement: a run's time is read before it waits here for the row, so
+    // concurrent runs (trades settling on one account) took it in another order than they commit, and the
+    // account's notifications, in commit order, went back in time; a receiver that keeps the newest by
+    // `timestamp` kept a balance that was not the last (probe). So is another instance's clock behind.
+    const timestamp = new Date(Math.max(run.timestamp, account.updated_at.getTime()));
     await trx
       .updateTable('balance_accounts')
       .set({ balance: next.toFixed(), updated_at: timestamp })
@@ -116,13 +122,13 @@ export async function applyMovements(
           balance: toDecimalString(next),
           run_id: run.runId,
           run_type: run.runType,
-          timestamp: run.timestamp,
+          timestamp: timestamp.getTime(),
           movements: [
             {
               account_id: account.account_id,
               change: toDecimalString(m.change),
               movement_id: movementId,
-              movement_timestamp: run.timestamp,
+              movement_timestamp: timestamp.getTime(),
               movement_type: m.movementType,
             },
           ],
