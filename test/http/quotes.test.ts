@@ -604,7 +604,12 @@ describe('execution', () => {
       assert.equal((await first).status, 200);
       assert.equal((await retry).status, 404);
       // spec 7.2: the 404 is followed by a look-up, which finds the trade: executed, not expired.
-      assert.equal((await tradesByClientTradeId(own, quote.quote_id)).length, 1);
+      const trades = await tradesByClientTradeId(own, quote.quote_id);
+      assert.equal(trades.length, 1);
+      // Made when its claim found the quote unexpired, not when it got the balance (probe: after expire_ts).
+      const { transaction_timestamp: madeAt, accepted_timestamp: acceptedAt } = trades[0]!;
+      assert.ok(madeAt < quote.expire_ts, `made ${madeAt - quote.expire_ts} ms from the quote's expiry`);
+      assert.equal(acceptedAt, madeAt);
     } finally {
       releaseBalance();
       await holding.catch(() => {});

@@ -266,6 +266,10 @@ export function createQuotesService(deps: DomainDeps) {
               }
             : null,
         fundsField: 'quote_id',
+        // As the claim found the quote unexpired: a time read after the waits since (the balance's lock) could
+        // fall after the quote's expire_ts (probe: 2 ms), a trade booked on an expired quote to whoever
+        // reconciles the two.
+        at: quote.executed_at!.getTime(),
       });
       return { quote, trade };
     });

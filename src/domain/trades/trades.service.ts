@@ -104,6 +104,11 @@ export interface NewTrade {
   withdrawal: { address: string; destinationTag: string | null; noDestinationTag: boolean | null } | null;
   /** The request field a shortfall is reported on ("<field>: insufficient balance …"). */
   fundsField: string;
+  /**
+   * When the trade is made (epoch ms): a quote's execution, as its claim found it unexpired. Default: now, read
+   * once the account's balance is locked.
+   */
+  at?: number;
 }
 
 /**
@@ -191,7 +196,7 @@ export async function bookTrade(deps: DomainDeps, trx: Trx, input: NewTrade): Pr
         `to unsettled trades, the trade needs ${toDecimalString(pay.amount)}`,
     );
   }
-  const now = deps.clock.now();
+  const now = input.at ?? deps.clock.now();
   const at = new Date(now);
   const tradeId = newUuid();
   let trade;
