@@ -133,7 +133,16 @@ function adminClient(connection: Connection, token: string | undefined): AdminCl
   const fromDataDir = () => {
     // SVC_DATA_DIR alone: a bad server setting (SVC_PORT) must not stop a client that has its URL.
     const tokenFile = path.join(dataDirOf(process.env), 'admin-token');
-    return existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined;
+    if (!existsSync(tokenFile)) return undefined;
+    try {
+      return readFileSync(tokenFile, 'utf8').trim();
+    } catch (error) {
+      // The service writes it readable by its own user only: another user's svc gets EACCES (probe: a stack).
+      const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+      throw new UsageError(
+        `no operator token: ${tokenFile} cannot be read (${reason}): run as the service's user, pass --token or set SVC_ADMIN_TOKEN`,
+      );
+    }
   };
   // SVC_ADMIN_TOKEN as config reads it, without reading the rest of the configuration.
   const resolved = token ?? (process.env.SVC_ADMIN_TOKEN || undefined) ?? fromDataDir();

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import os from 'node:os';
@@ -110,6 +110,22 @@ describe('the operator API on its own listener (SVC_ADMIN_LISTEN)', () => {
       SVC_ADMIN_URL: adminUrl,
     });
     assert.equal(fromDataDir.code, 0, fromDataDir.stderr);
+    // One it cannot read (another user's, mode 0600; here a directory, as root reads any file): missing
+    // credentials, said in one line, not a stack (probe).
+    const unreadable = mkdtempSync(path.join(tmp, 'data-'));
+    mkdirSync(path.join(unreadable, 'admin-token'));
+    for (const json of [[], ['--json']]) {
+      const refused = await runCli(['platforms', 'list', ...json], {
+        ...shell,
+        SVC_DATA_DIR: unreadable,
+        SVC_URL: svc.url,
+        SVC_ADMIN_URL: adminUrl,
+      });
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.doesNotMatch(refused.stderr, STACK_FRAME);
+      const message = json.length ? jsonError(refused.stderr).errors.join() : refused.stderr;
+      assert.match(message, /admin-token cannot be read \(EISDIR\)/);
+    }
     await svc.newPlatform(); // its allow-list lets this machine through the firewall
     const time = await runCli(['api', 'time', '--url', svc.url], shell);
     assert.equal(time.code, 0, time.stderr);
