@@ -113,14 +113,19 @@ class Connection {
     const [name, raw] =
       typeof fromFlag === 'string' ? [`--${flag}`, fromFlag] : [variable, this.env[variable]];
     if (raw === undefined || raw === '') return undefined;
-    let protocol: string | undefined;
+    let url: URL | undefined;
     try {
-      protocol = new URL(raw).protocol;
+      url = new URL(raw);
     } catch {
       // e.g. a port above 65535
     }
-    if (protocol !== 'http:' && protocol !== 'https:')
+    if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
       throw new UsageError(`${name}: "${raw}" is not a valid http:// or https:// URL`);
+    // fetch refuses it (probe: "server unreachable", the password echoed); said without the password.
+    if (url.username || url.password)
+      throw new UsageError(
+        `${name}: "${url.protocol}//${url.host}${url.pathname}" must be given without a user name or password`,
+      );
     return raw;
   }
 }

@@ -112,6 +112,12 @@ export class SvcClient {
       throw new SvcArgumentError(
         `baseUrl must be an http or https URL (e.g. http://127.0.0.1:8080), got ${JSON.stringify(options.baseUrl)}`,
       );
+    // fetch refuses such a URL too (probe: every call "no answer", a write of unknown outcome); the password is
+    // not repeated in the message.
+    if (base.username || base.password)
+      throw new SvcArgumentError(
+        `baseUrl must not carry a user name or password (requests are signed with apiKey and apiSecret), got ${JSON.stringify(`${base.protocol}//${base.host}${base.pathname}`)} with them`,
+      );
     // Each is signed into every request: one left out (`apiSecret: process.env.SVC_API_SECRET`, unset) threw a
     // TypeError of node:crypto at the first call, or sent the key "undefined" (review). Said now, by name.
     for (const name of ['apiKey', 'apiSecret', 'passphrase'] as const) {

@@ -376,15 +376,22 @@ describe('no usable answer', () => {
       runCli(['platforms', 'list', '--token', 'x'], { ...base, SVC_ADMIN_URL: 'ftp://host' }),
       runCli(['platforms', 'list', '--token', 'x', '--timeout-ms', 'soon'], base),
       runCli(['api', 'time'], { ...base, SVC_REQUEST_TIMEOUT_MS: '0' }),
+      // fetch refuses credentials in a URL: it was "server unreachable", with the password echoed (probe).
+      runCli(['api', 'time', '--url', 'http://admin:hunter2@127.0.0.1:8080'], base),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2],
+      [2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[0]!.stderr, /^error: --url: "http:\/\/127\.0\.0\.1:99999" is not a valid http/);
     assert.match(cases[1]!.stderr, /^error: SVC_ADMIN_URL: "ftp:\/\/host" is not a valid http/);
     assert.match(cases[2]!.stderr, /^error: --timeout-ms: must be a whole number of milliseconds/);
     assert.match(cases[3]!.stderr, /^error: SVC_REQUEST_TIMEOUT_MS: must be a whole number/);
+    assert.match(
+      cases[4]!.stderr,
+      /^error: --url: "http:\/\/127\.0\.0\.1:8080\/" must be given without a user name or password/,
+    );
+    assert.doesNotMatch(cases[4]!.stderr, /hunter2/);
   });
 });

@@ -134,6 +134,16 @@ test('a baseUrl fetch cannot use is refused when the client is made, not retried
       baseUrl,
     );
   assert.doesNotThrow(() => createClient({ baseUrl: 'https://api.example.com/', ...credentials }));
+  // fetch refuses a URL with credentials in it (probe: every call "no answer"); the password is not repeated.
+  for (const baseUrl of ['http://user:hunter2@127.0.0.1:8080', 'https://user@api.example.com/v1'])
+    assert.throws(
+      () => createClient({ baseUrl, ...credentials }),
+      (e: unknown) =>
+        e instanceof TypeError &&
+        /^baseUrl must not carry a user name or password/.test((e as Error).message) &&
+        !/hunter2/.test((e as Error).message),
+      baseUrl,
+    );
 });
 
 test('credentials left out are refused by name when the client is made, not at its first call', () => {
