@@ -1,6 +1,6 @@
 import { SvcClient } from '../sdk/client.ts';
 import { SvcConnectionError } from '../sdk/errors.ts';
-import { isIndeterminateStatus } from '../sdk/retry-policy.ts';
+import { connectionNeverMade, isIndeterminateStatus } from '../sdk/retry-policy.ts';
 
 /** A small client for the operator API (DESIGN §3), used by the CLI and by tests. */
 export class AdminApiError extends Error {
@@ -23,22 +23,6 @@ export class AdminApiError extends Error {
 
   /** A write answered 502 or 504 (or a CDN's 520, 524): it may have been carried out (spec 7.1.2), as the SDK's own errors say. */
   outcomeUnknown?: true;
-}
-
-/**
- * The connection was never made (refused, no such host, a port fetch will not use): the request cannot have been
- * carried out. undici's refusal of a port (1, 6000, …) has no code, only its message.
- */
-function neverSent(error: unknown): boolean {
-  for (
-    let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
-    e;
-    e = e.cause as typeof e
-  ) {
-    if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN') return true;
-    if (e.message === 'bad port') return true;
-  }
-  return false;
 }
 
 export interface AdminClientOptions {
@@ -94,7 +78,9 @@ export class AdminClient {
         headers: { authorization: `Bearer ${this.token}` },
       })
       .catch((error: unknown) => {
-        throw error instanceof SvcConnectionError && !neverSent(error) ? outcomeUnknownIfWrite(error) : error;
+        throw error instanceof SvcConnectionError && !connectionNeverMade(error)
+          ? outcomeUnknownIfWrite(error)
+          : error;
       });
     // A body that is not JSON (a proxy page, the firewall's text, another service) arrives as its text.
     const answer = response.body === '' ? undefined : response.body;

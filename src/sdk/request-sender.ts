@@ -2,6 +2,7 @@ import { resolveRetryOptions, type RetryOptions } from './backoff.ts';
 import { JWKS_PATH } from '../contract/wire-values.ts';
 import { errorForStatus, SvcAbortedError, SvcConnectionError, SvcError, SvcServerError } from './errors.ts';
 import {
+  connectionNeverMade,
   decideRetry,
   isIndeterminateStatus,
   retryClassFor,
@@ -171,8 +172,13 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       : { kind: 'network-error', error: networkError };
     /** What this attempt ended with, as the error to throw. */
     const failure = (): SvcError => (response ? errorFor(response) : networkError!);
-    /** No answer, or a 502/504 (a CDN's 520/524): this attempt may or may not have been carried out. */
-    const indeterminate = !response || isIndeterminateStatus(response.status);
+    /**
+     * No answer (but for a connection never made), or a 502/504 (a CDN's 520/524): this attempt may or may not
+     * have been carried out.
+     */
+    const indeterminate = response
+      ? isIndeterminateStatus(response.status)
+      : !connectionNeverMade(networkError);
     /**
      * `checked`: an idempotence check has just shown the call was not carried out. Only an answer ends the
      * server's work: after a timeout or a lost answer the check may run before the request is done, so an

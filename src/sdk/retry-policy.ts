@@ -98,7 +98,10 @@ export const SPEC_7_3_MESSAGES = [
 
 /** What one attempt produced, as the sender saw it. */
 export type RequestOutcome =
-  /** No response: connection refused or reset, timeout, DNS failure. Whether the server acted is unknown. */
+  /**
+   * No response: connection refused or reset, timeout, DNS failure. Whether the server acted is unknown, unless
+   * no connection was made ({@link connectionNeverMade}).
+   */
   | { readonly kind: 'network-error'; readonly error?: unknown }
   /** A response; `body` is the parsed JSON body (or the text), needed only to recognise spec 7.3. */
   | {
@@ -281,6 +284,24 @@ const CDN_STATUSES: Readonly<Record<number, '502' | '503' | '504'>> = {
   524: '504',
 };
 
+/**
+ * No connection was made (refused, no such host, a port fetch will not use): the request never left, so it cannot
+ * have been carried out, and is read as a 503 (transient, nothing done), as a CDN's 521–523. As "no response"
+ * it was a write of unknown outcome, not resent (probe: `svc api execute` during a restart). undici's refusal of
+ * a port (1, 6000, …) has no code, only its message.
+ */
+export function connectionNeverMade(error: unknown): boolean {
+  for (
+    let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
+    e;
+    e = e.cause as typeof e
+  ) {
+    if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN') return true;
+    if (e.message === 'bad port') return true;
+  }
+  return false;
+}
+
 /** An answer after which a write may or may not have been carried out (spec 7.1.2's 502 and 504). */
 export function isIndeterminateStatus(status: number): boolean {
   const cls = CDN_STATUSES[status] ?? String(status);
@@ -289,7 +310,7 @@ export function isIndeterminateStatus(status: number): boolean {
 
 /** Sorts an outcome into one of the table's {@link OutcomeClass}es. */
 export function classifyOutcome(outcome: RequestOutcome): OutcomeClass {
-  if (outcome.kind === 'network-error') return 'network-error';
+  if (outcome.kind === 'network-error') return connectionNeverMade(outcome.error) ? '503' : 'network-error';
   const { status } = outcome;
   if (status < 400) return 'success';
   const cdn = CDN_STATUSES[status];

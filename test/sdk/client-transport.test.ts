@@ -8,6 +8,7 @@ import {
   DEFAULT_RETRY_OPTIONS,
   SvcAbortedError,
   SvcArgumentError,
+  SvcConnectionError,
   SvcError,
   SvcServerError,
 } from 'svc-platform/sdk';
@@ -24,13 +25,20 @@ interface Recorder {
 }
 
 async function serve(answer: (res: import('node:http').ServerResponse) => void): Promise<Recorder> {
+  return serveOn(0, answer);
+}
+
+async function serveOn(
+  port: number,
+  answer: (res: import('node:http').ServerResponse) => void,
+): Promise<Recorder> {
   const requests: Recorder['requests'] = [];
   const server = createServer((req, res) => {
     requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
     req.resume();
     req.on('end', () => answer(res));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, server };
 }
 
@@ -298,6 +306,48 @@ describe("a call's signal", () => {
     assert.match(error.message, /aborted while waiting to send again/);
     assert.equal(unavailable.requests.length - before, 1);
   });
+});
+
+test('a write whose connection was refused was never sent: resent after backoff as a 503, never of unknown outcome', async () => {
+  // Probe: read as "no answer", a refused POST was not resent and was reported as possibly carried out.
+  const closed = await serve(() => {});
+  const port = (closed.server.address() as AddressInfo).port;
+  await new Promise((resolve) => closed.server.close(resolve));
+  const body = { participant_code: 'ABC123', fund_asset: 'BTC.BTC' };
+
+  const waits: number[] = [];
+  const down = createClient({
+    baseUrl: closed.url,
+    ...credentials,
+    retry: { sleep: async (ms) => void waits.push(ms) },
+  });
+  const error = await down.http.request('POST', '/fund/rfq', { body }).then(
+    () => assert.fail('expected an error'),
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof SvcConnectionError, String(error));
+  assert.equal(error.outcomeUnknown, undefined, 'nothing was sent');
+  assert.equal(waits.length, DEFAULT_RETRY_OPTIONS.maxRetries, 'resent as many times as the budget allows');
+
+  // The server back between two attempts (a restart): the resend is answered.
+  let back: Recorder | undefined;
+  const restarting = createClient({
+    baseUrl: closed.url,
+    ...credentials,
+    retry: {
+      sleep: async () => {
+        back ??= await serveOn(port, (res) =>
+          res.writeHead(200, { 'content-type': 'application/json' }).end('{"message":{"ok":true}}'),
+        );
+      },
+    },
+  });
+  try {
+    assert.deepEqual(await restarting.http.request('POST', '/fund/rfq', { body }), { message: { ok: true } });
+    assert.equal(back!.requests.length, 1);
+  } finally {
+    if (back) await new Promise((resolve) => back!.server.close(resolve));
+  }
 });
 
 test('a 2xx in none of this API\'s shapes is an error, not a result (a stand-in answering 200 {"foo":1})', async () => {

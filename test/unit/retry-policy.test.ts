@@ -44,7 +44,12 @@ const SAMPLES: Record<OutcomeClass, RequestOutcome[]> = {
   ],
   '500': [{ kind: 'response', status: 500, body: { error: 'Internal Server Error' } }],
   '502': [{ kind: 'response', status: 502 }],
-  '503': [{ kind: 'response', status: 503, headers: { 'svc-allow-retry': 'true' } }],
+  '503': [
+    { kind: 'response', status: 503, headers: { 'svc-allow-retry': 'true' } },
+    // No connection made: nothing was sent (as a CDN's 521-523).
+    { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } }) },
+    { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'ENOTFOUND' } }) },
+  ],
   '504': [{ kind: 'response', status: 504 }],
   'other-error': [
     { kind: 'response', status: 401, body: { error: 'bad signature' } },
