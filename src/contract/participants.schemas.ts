@@ -6,8 +6,8 @@ import {
   MULTILINE_TEXT_PATTERN,
   PageQuery,
   PagedEnvelope,
-  PRINTABLE_TEXT,
-  PRINTABLE_TEXT_PATTERN,
+  NAME_TEXT,
+  NAME_TEXT_PATTERN,
 } from './responses.ts';
 
 /**
@@ -189,8 +189,8 @@ const Text = (maxLength = 255, description?: string) =>
   Type.String({
     minLength: 1,
     maxLength,
-    pattern: PRINTABLE_TEXT_PATTERN,
-    description: description ? `${description}; ${PRINTABLE_TEXT}` : PRINTABLE_TEXT,
+    pattern: NAME_TEXT_PATTERN,
+    description: description ? `${description}; ${NAME_TEXT}` : NAME_TEXT,
   });
 /** Free text of a text box (the explanations): line breaks and tabs are part of it. */
 const Prose = (maxLength: number) =>

@@ -31,9 +31,24 @@ export const PagedEnvelopeWithoutCount = <T extends TSchema>(item: T) => Type.Ob
  */
 /** DEL, the C1 controls and the bidirectional embeddings, overrides and isolates: refused in both forms below. */
 const OTHER_CONTROLS = '\\u007F-\\u009F\\u202A-\\u202E\\u2066-\\u2069';
-export const PRINTABLE_TEXT_PATTERN = `^[^\\u0000-\\u001F${OTHER_CONTROLS}]*$`;
+/** The line and paragraph separators: line breaks, as a newline is (probe: they passed as labels). */
+const LINE_SEPARATORS = '\\u2028\\u2029';
+const ONE_LINE_CONTROLS = `\\u0000-\\u001F${OTHER_CONTROLS}${LINE_SEPARATORS}`;
+export const PRINTABLE_TEXT_PATTERN = `^[^${ONE_LINE_CONTROLS}]*$`;
 /** How a value refused by PRINTABLE_TEXT_PATTERN is told (a pattern's error is said in its description). */
 export const PRINTABLE_TEXT = 'no control characters';
+/**
+ * Characters that print as nothing: the soft hyphen, zero-width space and joiners, word joiner and byte order mark.
+ * In a label they make one that prints as another (probe: `general\u200b` opened a second account beside
+ * `general`, with its own deposit address).
+ */
+const INVISIBLE = '\\u00AD\\u200B-\\u200D\\u2060\\uFEFF';
+/**
+ * A name or an address line: PRINTABLE_TEXT with something to print (probe: a first name, a city or a signature of
+ * one space was taken, and shown as the participant's name).
+ */
+export const NAME_TEXT_PATTERN = `^(?=.*[^\\s${INVISIBLE}])[^${ONE_LINE_CONTROLS}]*$`;
+export const NAME_TEXT = 'not blank; no control characters';
 /** As PRINTABLE_TEXT_PATTERN, for free text written in a text box: tab, line feed and carriage return allowed. */
 export const MULTILINE_TEXT_PATTERN = `^[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F${OTHER_CONTROLS}]*$`;
 export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
@@ -49,8 +64,9 @@ export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
 export const AccountLabel = Type.String({
   minLength: 1,
   maxLength: 40,
-  pattern: PRINTABLE_TEXT_PATTERN,
-  description: PRINTABLE_TEXT,
+  // No space at either end either: `general ` too was another account than `general` (probe).
+  pattern: `^[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s]([^${ONE_LINE_CONTROLS}${INVISIBLE}]*[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s])?$`,
+  description: 'no control or invisible characters, no space at either end',
 });
 
 export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });

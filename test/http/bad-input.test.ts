@@ -461,7 +461,7 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
   });
 
   test('control and bidirectional-control characters in labels, references and names: 400 naming the field', async () => {
-    const CONTROLS = ['a\nb', 'a\tb', '\u202egeneral', 'gen\u0007', 'x\u0085', 'a\u2066b'];
+    const CONTROLS = ['a\nb', 'a\tb', '\u202egeneral', 'gen\u0007', 'x\u0085', 'a\u2066b', 'a\u2028b'];
     const countOf = async (table: 'customer_account_requests' | 'participants' | 'funding_sessions') => {
       const { db } = svc.runtime.store;
       const row = await db
@@ -485,7 +485,7 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       });
       assertRefusedNaming(account, 'account_label', `account ${what}`);
       assert.deepEqual((account.json as { errors: string[] }).errors, [
-        'account_label: is not in the expected form (no control characters)',
+        'account_label: is not in the expected form (no control or invisible characters, no space at either end)',
       ]);
       assertRefusedNaming(
         await signed(svc.url, 'POST', '/fund/rfq', {
@@ -540,6 +540,66 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       'purpose_of_transactions_other_explanation',
       'a bell in an explanation',
     );
+  });
+
+  test('a label that prints as another (invisible characters, a space at an end) and a blank name: 400 naming the field', async () => {
+    // Probe: `general\u200b` and `general ` opened accounts beside `general`, each with its own deposit address, and
+    // a first name of one space was shown as the participant's name.
+    for (const label of [
+      'general\u200b',
+      'gen\u00aderal',
+      '\ufeffgeneral',
+      'general ',
+      ' general',
+      'general\u00a0',
+    ]) {
+      const what = JSON.stringify(label);
+      assertRefusedNaming(
+        await signed(svc.url, 'POST', '/fund/rfq', {
+          participant_code: participant,
+          fund_asset: 'BTC.BTC',
+          account_label: label,
+        }),
+        'account_label',
+        `fund quote ${what}`,
+      );
+      assertRefusedNaming(
+        await signed(svc.url, 'POST', '/accounts', {
+          participant_code: participant,
+          account_label: label,
+          type: 'individual',
+          tier: 'pro',
+        }),
+        'account_label',
+        `account ${what}`,
+      );
+    }
+    for (const fields of [{ first_name: ' ' }, { last_name: '\u200b' }, { city: '  ' }, { signature: ' ' }]) {
+      const refused = await signed(svc.url, 'POST', '/participants/customers/new', usCustomer(fields));
+      const [field] = Object.keys(fields);
+      assertRefusedNaming(refused, field!, JSON.stringify(fields));
+      assert.ok(
+        (refused.json as { errors: string[] }).errors.includes(
+          `${field}: is not in the expected form (not blank; no control characters)`,
+        ),
+        refused.text,
+      );
+    }
+    // Spaces inside a label, and a name with a space or a joined emoji, are text like any other.
+    const inside = await signed(svc.url, 'POST', '/accounts', {
+      participant_code: participant,
+      account_label: 'joint savings',
+      type: 'individual',
+      tier: 'pro',
+    });
+    assert.equal(inside.status, 202, inside.text);
+    const named = await signed(
+      svc.url,
+      'POST',
+      '/participants/customers/new',
+      usCustomer({ first_name: 'Mary Ann', middle_name: '👩\u200d💻' }),
+    );
+    assert.equal(named.status, 201, named.text);
   });
 
   test('a value outside a short list is refused with the list', async () => {
@@ -764,7 +824,7 @@ describe('a 400 says each problem once, in words, and stays small', () => {
     );
     assert.equal(res.status, 400, res.text);
     assert.ok(
-      errorsOf(res).includes('first_name: is not in the expected form (no control characters)'),
+      errorsOf(res).includes('first_name: is not in the expected form (not blank; no control characters)'),
       res.text,
     );
     assert.ok(!res.text.includes('u0000'), res.text);
