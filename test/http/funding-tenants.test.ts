@@ -156,3 +156,44 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
   assert.match(adjusted.text, /participant_code: participant \w+ is no longer a tenant of account/);
   assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
 });
+
+test('a former tenant is refused a funding token for the account, not a token that acts on no account', async () => {
+  // Probe: a profile or onboarding token, which names no account, was refused with a 403 about the account the
+  // participant had left (the default label's).
+  const code = platform.platform.platform_code;
+  const other = await newAccountHolder(svc, code, 'general');
+  const former = (await svc.newParticipant(code)).participant_code;
+  const path = `/accounts/${encodeURIComponent(other.zrn)}/tenants`;
+  const tenantsOf = async () =>
+    (
+      await platform.client.request<{ message: CustomerAccountDetails }>(
+        'GET',
+        `/accounts/${encodeURIComponent(other.zrn)}/details`,
+      )
+    ).message.tenants;
+  assert.equal(
+    (await platform.client.send('POST', path, { body: { participant_code: former } })).status,
+    202,
+  );
+  await eventually(async () => (await tenantsOf()).includes(former), 'the tenant to take effect');
+  assert.equal((await platform.client.send('DELETE', `${path}/${former}`)).status, 202);
+  await eventually(async () => !(await tenantsOf()).includes(former), 'the removal to take effect');
+
+  for (const permissions of [['participant-profile'], ['onboarding']]) {
+    const { token, deposit_intent_id } = await clientToken(platform.client, {
+      participant_code: former,
+      permissions,
+    });
+    assert.ok(token, String(permissions));
+    assert.equal(deposit_intent_id, undefined, 'no funding session');
+  }
+  const funding = await platform.client.send('POST', '/client_auth_token', {
+    body: { participant_code: former, permissions: ['fwc'] },
+  });
+  assert.equal(funding.status, 403, JSON.stringify(funding.body));
+  // The participant itself is still checked: one of no platform's is unknown.
+  const unknown = await platform.client.send('POST', '/client_auth_token', {
+    body: { participant_code: 'ZZZZZZ', permissions: ['participant-profile'] },
+  });
+  assert.equal(unknown.status, 400, JSON.stringify(unknown.body));
+});

@@ -150,6 +150,29 @@ export async function resolveAccountHolder(
 }
 
 /**
+ * The participant check of {@link resolveAccountHolder} alone, for a request that acts on no account (an SDK token
+ * without the funding permission): an approved customer of the calling platform, 400 naming `field` otherwise.
+ * Whether it is, or was, a tenant of an account, and whether that account's holder is approved, is not asked:
+ * it named none (probe: a former tenant was refused a profile token with a 403 about an account).
+ */
+export async function requireApprovedCustomer(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  field = 'participant_code',
+): Promise<void> {
+  const row = await db
+    .selectFrom('participants')
+    .select(['kind', 'status'])
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .executeTakeFirst();
+  if (!row || row.kind !== 'customer') throw invalid(`${field}: participant ${participantCode} not found`);
+  if (row.status !== 'approved')
+    throw invalid(`${field}: participant ${participantCode} is not approved (status ${row.status})`);
+}
+
+/**
  * The same decision for reads that only filter (GET /accounts with account_owner and account_label): no
  * status requirement, and an unknown participant is simply nobody's account (undefined).
  */

@@ -17,7 +17,11 @@ import { splitDecimal, wholeBound, type RangeOp } from '../../lib/range-bound.ts
 import { newUuid } from '../../lib/ids.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import { enqueueJob, type EnqueueOptions } from '../../jobs/enqueue.ts';
-import { resolveAccountHolder, type AccountHolder } from '../accounts/account-holder.ts';
+import {
+  requireApprovedCustomer,
+  resolveAccountHolder,
+  type AccountHolder,
+} from '../accounts/account-holder.ts';
 import { applyMovements } from '../balances/balances.service.ts';
 import type { DomainDeps } from '../deps.ts';
 import {
@@ -313,7 +317,9 @@ export function createFundingService(deps: DomainDeps) {
       };
       const funding = body.permissions.includes(FUNDING_PERMISSION);
       const sessionId = await db.transaction().execute(async (trx) => {
-        await resolveAccountHolder(trx, platformCode, body.participant_code, accountLabel);
+        // A funding token acts on the account its deposits will credit; any other acts on none.
+        if (funding) await resolveAccountHolder(trx, platformCode, body.participant_code, accountLabel);
+        else await requireApprovedCustomer(trx, platformCode, body.participant_code);
         await repo.insertClientToken(trx, {
           jti,
           platform_code: platformCode,
