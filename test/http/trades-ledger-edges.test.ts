@@ -121,20 +121,18 @@ test("an account's movements are stamped no earlier than its last one, whichever
   const code = platform.platform_code;
   const holder = (await svc.newParticipant(code)).participant_code;
   const apply = (timestamp: number, change: string) =>
-    svc.runtime.store.db
-      .transaction()
-      .execute((trx) =>
-        applyMovements(trx, { runId: newUuid(), runType: 'operator_adjustment', timestamp }, [
-          {
-            platformCode: code,
-            participantCode: holder,
-            accountLabel: 'general',
-            asset: 'USD',
-            change,
-            movementType: 'deposit',
-          },
-        ]),
-      );
+    svc.runtime.store.db.transaction().execute((trx) =>
+      applyMovements(trx, { runId: newUuid(), runType: 'operator_adjustment', timestamp }, [
+        {
+          platformCode: code,
+          participantCode: holder,
+          accountLabel: 'general',
+          asset: 'USD',
+          change,
+          movementType: 'deposit',
+        },
+      ]),
+    );
   const later = Date.now();
   await apply(later, '5'); // the run that read its time last took the row first
   await apply(later - 1_000, '7');
