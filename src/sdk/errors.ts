@@ -96,11 +96,15 @@ export function errorForStatus(status: number, requestId: string | undefined, bo
       : (((body as { error?: unknown; message?: unknown; errors?: unknown }) ?? {}).errors ??
         (body as { message?: unknown })?.message ??
         (body as { error?: unknown })?.error);
-  const text = Array.isArray(detail)
-    ? detail.map(String).join('; ')
-    : typeof detail === 'string'
-      ? detail
-      : JSON.stringify(detail);
+  // A body with none of those (a proxy's `{}`, nothing at all) is shown as it came: it said "undefined" (probe).
+  const shown = detail ?? body;
+  const text = Array.isArray(shown)
+    ? shown.map(String).join('; ')
+    : typeof shown === 'string'
+      ? shown || '(no body)'
+      : shown === undefined || shown === null
+        ? '(no body)'
+        : JSON.stringify(shown);
   const message = `HTTP ${status}: ${text}${requestId ? ` (request id ${requestId})` : ''}`;
   if (status === 400 || status === 413 || status === 422)
     return new SvcInvalidRequestError(message, status, requestId, body);

@@ -7,6 +7,7 @@ import {
   SvcError,
   SvcNotFoundError,
   SvcServerError,
+  errorForStatus,
 } from '../../src/sdk/errors.ts';
 import { sendWithRetries, type RawResponse } from '../../src/sdk/request-sender.ts';
 
@@ -511,4 +512,17 @@ describe('a 2xx that is not this API’s answer', () => {
       );
     }
   });
+});
+
+test("an error's message shows the answer's own words, or the body as it came when it has none", () => {
+  // Probe: a 502 with `{}` said "HTTP 502: undefined".
+  const cases: Array<[unknown, string]> = [
+    [{ errors: ['a: bad', 'b: bad'] }, 'HTTP 400: a: bad; b: bad (request id r)'],
+    [{ error: 'Not Found' }, 'HTTP 400: Not Found (request id r)'],
+    [{}, 'HTTP 400: {} (request id r)'],
+    [{ detail: 'x' }, 'HTTP 400: {"detail":"x"} (request id r)'],
+    ['', 'HTTP 400: (no body) (request id r)'],
+    [undefined, 'HTTP 400: (no body) (request id r)'],
+  ];
+  for (const [body, message] of cases) assert.equal(errorForStatus(400, 'r', body).message, message);
 });
