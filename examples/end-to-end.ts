@@ -20,6 +20,7 @@ import {
   createClient,
   verifyWebhook,
   WebhookVerificationError,
+  type AccountBalanceChanged,
   type CustomerAccountDetails,
   type FundEvent,
   type PostCustomerBody,
@@ -115,14 +116,6 @@ export function customerProfile(firstName: string, lastName: string, email: stri
   };
 }
 
-/** The `account_balance.changed` payload (wire-contract §5). */
-interface BalanceChanged {
-  participant_code: string;
-  account_label: string;
-  asset: string;
-  balance: string;
-}
-
 export interface EndToEndResult {
   holder: string;
   tenant: string;
@@ -201,7 +194,7 @@ export async function endToEnd(
     'trade_status_changed',
     (t) => t.trade_id === tradeId && t.trade_state === 'terminated',
   );
-  const btc = await webhooks.waitFor<BalanceChanged>(
+  const btc = await webhooks.waitFor<AccountBalanceChanged>(
     'account_balance.changed',
     (b) => b.participant_code === ada.participant_code && b.asset === 'BTC',
   );

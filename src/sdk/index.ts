@@ -43,6 +43,13 @@ export {
   isWebhookPayloadType,
   type WebhookPayloadType,
 } from '../contract/webhook-headers.ts';
+export type {
+  AccountBalanceChanged,
+  DepositFundComplete,
+  ParticipantStatusChanged,
+  WebhookPayload,
+  WebhookPayloads,
+} from '../contract/webhook-payloads.ts';
 export { signRequest, signingMessage } from '../contract/request-signature.ts';
 export { standardWebhooksSecret } from '../contract/webhook-signature.ts';
 export {

@@ -1,5 +1,6 @@
 import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
 import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
+import type { AccountBalanceChanged } from '../../contract/webhook-payloads.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Trx } from '../../store/database.ts';
@@ -132,7 +133,7 @@ export async function applyMovements(
               movement_type: m.movementType,
             },
           ],
-        },
+        } satisfies AccountBalanceChanged,
       });
     }
     applied.push({ account_id: account.account_id, movement_id: movementId, balance: toDecimalString(next) });

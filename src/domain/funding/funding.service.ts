@@ -1,4 +1,5 @@
 import { REVIVE_BATCH } from '../../jobs/cron.ts';
+import type { DepositFundComplete } from '../../contract/webhook-payloads.ts';
 import { randomBytes } from 'node:crypto';
 import type {
   ClientAuthToken,
@@ -78,9 +79,6 @@ export const SESSION_EXPIRED_REASON = 'deposit session has expired.';
 const DEFAULT_ACCOUNT_LABEL = 'general';
 const BPS = 10_000;
 
-/** A deposit_fund_complete payload: the fund event, repeating a failure's reason as `reason` (wire-contract §9). */
-export type FundNotificationPayload = FundEvent & { reason?: string };
-
 const emptyIfNull = (value: string | null) => (value === null ? '' : toDecimalString(value));
 
 export function fundEventView(row: repo.FundEventRow): FundEvent {
@@ -112,7 +110,7 @@ export function fundEventView(row: repo.FundEventRow): FundEvent {
 
 async function recordFundNotification(trx: Executor, row: repo.FundEventRow) {
   const event = fundEventView(row);
-  const payload: FundNotificationPayload = row.success ? event : { ...event, reason: row.status_reason };
+  const payload: DepositFundComplete = row.success ? event : { ...event, reason: row.status_reason };
   await recordNotification(trx, {
     platformCode: row.platform_code,
     payloadType: 'deposit_fund_complete',

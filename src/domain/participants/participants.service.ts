@@ -1,4 +1,5 @@
 import type { PARTICIPANT_STATUS_VALUES } from '../../contract/admin.schemas.ts';
+import type { ParticipantStatusChanged } from '../../contract/webhook-payloads.ts';
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { sql } from 'kysely';
@@ -73,10 +74,11 @@ export async function recordParticipantStatus(
     resourceKey: `participant:${row.participant_code}`,
     payload: {
       participant_code: row.participant_code,
-      participant_status: row.status,
+      // The table's check constraint holds it to these values.
+      participant_status: row.status as ParticipantStatusChanged['participant_status'],
       ...(row.reason_code ? { reason_code: row.reason_code } : {}),
       timestamp,
-    },
+    } satisfies ParticipantStatusChanged,
   });
 }
 
