@@ -262,7 +262,9 @@ export const FundTransactionsResponse = PagedEnvelopeWithoutCount(FundEvent);
 /** What a chain can deposit: at most 30 integer digits and 18 decimal places (ETH's wei, the finest). */
 const DepositQuantity = Type.String({
   pattern: '^(0|[1-9][0-9]{0,29})(\\.[0-9]{1,18})?$',
-  description: 'positive decimal string, at most 18 decimal places',
+  // Its bounds said, as an amount's (quotes.schemas.ts AMOUNT_FORM): 31 digits were refused as "not in the expected
+  // form" with no word of the limit (probe).
+  description: 'positive decimal string, at most 30 digits before the point and 18 after',
 });
 
 /**

@@ -195,6 +195,16 @@ test('notional = quantity × rate to the last digit; the fee rounds up and the c
     const after = new Exact((await usdBalance(svc, code))!);
     assert.equal(after.minus(before).toFixed(), credit.toFixed());
     assert.ok(after.decimalPlaces() <= 18, `balance ${after.toFixed()} has more than 18 decimals`);
+    // One digit more is refused with the bounds said (probe: "not in the expected form" named no limit).
+    const tooLarge = await postDeposit(svc, {
+      deposit_address: address,
+      quantity: `1${quantity}`,
+      transaction_id: txId(),
+    });
+    assert.equal(tooLarge.status, 400);
+    assert.deepEqual(tooLarge.body.errors, [
+      'quantity: is not in the expected form (positive decimal string, at most 30 digits before the point and 18 after)',
+    ]);
   } finally {
     await svc.admin.post('/prices', { pairs: { 'ETH/USD': TEST_PRICES['ETH/USD'] } });
   }
