@@ -187,6 +187,12 @@ describe('liquidity quotes', () => {
     });
     assert.equal(res.status, 400);
     assert.deepEqual(res.body, { errors: ['underlying: no price for DOGE/USD'] });
+    // A currency nothing is priced in is the quoted currency's fault (probe: it blamed the underlying).
+    const unquoted = await client.send('GET', '/liquidity/rfq', {
+      query: { side: 'buy', underlying: 'BTC', quoted_currency: 'XYZ', quantity: '1' },
+    });
+    assert.equal(unquoted.status, 400);
+    assert.deepEqual(unquoted.body, { errors: ['quoted_currency: no price for BTC/XYZ'] });
   });
 
   test('an asset on a network no one knows → 400 naming underlying, in quotes and in booked trades; a known one is quoted', async () => {

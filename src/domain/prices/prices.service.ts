@@ -23,6 +23,17 @@ export async function findPrice(
   return row?.price ?? null;
 }
 
+/** Whether any underlying has a price in `quotedCurrency`: whether the currency is one the price source quotes in. */
+export async function isQuotedCurrency(db: Executor, quotedCurrency: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('prices')
+    .select('underlying')
+    .where('quoted_currency', '=', quotedCurrency)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 export function createPricesService(deps: DomainDeps) {
   return {
     async set(pairs: Record<string, string>) {

@@ -13,7 +13,7 @@ import type { QuoteKind } from '../../store/tables/trades.tables.ts';
 import type { DomainDeps } from '../deps.ts';
 import { faultsBeforeRefusal, forbidden, invalid, notFound } from '../errors.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
-import { findPrice } from '../prices/prices.service.ts';
+import { findPrice, isQuotedCurrency } from '../prices/prices.service.ts';
 import { bookTrade, isUuid, resolveTradingHolder } from '../trades/trades.service.ts';
 import { underlyingProblem } from './network-assets.ts';
 import { ledgerAsset, priceQuote } from './pricing.ts';
@@ -147,8 +147,12 @@ export function createQuotesService(deps: DomainDeps) {
     );
     errors.push(...problems);
     const sourcePrice = await findPrice(db, asset, input.quoted_currency);
-    // Issue 7: a pair without a price cannot be quoted.
-    if (sourcePrice === null) errors.push(`underlying: no price for ${asset}/${input.quoted_currency}`);
+    // Issue 7: a pair without a price cannot be quoted. Named by the field that is at fault: a currency nothing is
+    // priced in is the quoted currency's (probe: `quoted_currency: "0"` blamed the underlying).
+    if (sourcePrice === null) {
+      const field = (await isQuotedCurrency(db, input.quoted_currency)) ? 'underlying' : 'quoted_currency';
+      errors.push(`${field}: no price for ${asset}/${input.quoted_currency}`);
+    }
     if (errors.length || sourcePrice === null) throw invalid(...errors);
     const spreadBps = toDecimalString(input.spread ?? '0');
     const priced = priceQuote({
