@@ -80,6 +80,18 @@ export function positional(positionals: string[], index: number, name: string): 
   return value;
 }
 
+/**
+ * A positional argument sent as one segment of a request path, percent-encoded. `.` and `..` are refused, as the
+ * SDK refuses them (src/sdk/path-segment.ts): the URL parser would drop or climb the segment, and `svc keys create
+ * ..` went to another route than its own (probe).
+ */
+export function pathArgument(positionals: string[], index: number, name: string): string {
+  const value = positional(positionals, index, name);
+  if (value === '.' || value === '..')
+    throw new UsageError(`<${name}>: ${JSON.stringify(value)} cannot be sent as a path segment`);
+  return encodeURIComponent(value);
+}
+
 const NON_NEGATIVE_DECIMAL = new RegExp(NON_NEGATIVE_DECIMAL_PATTERN);
 
 /** A non-negative decimal option (`--deposit-fee-bps 12.5`), or undefined when absent; its range is the server's. */

@@ -9,6 +9,7 @@ import {
   optionalDecimal,
   optionalInteger,
   optionalString,
+  pathArgument,
   positional,
   required,
   UsageError,
@@ -64,31 +65,30 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'platforms show': {
     usage: 'svc platforms show CODE',
     summary: 'show one platform',
-    run: (c, p) => c.get<Platform>(`/platforms/${encodeURIComponent(positional(p, 0, 'CODE'))}`),
+    run: (c, p) => c.get<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`),
   },
   'allowlist set': {
     usage: 'svc allowlist set PLATFORM [CIDR...]',
     summary: "replace a platform's IP allow-list (empty allows all, cert only)",
     run: (c, p) =>
-      c.put<Platform>(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/ip_allowlist`, {
+      c.put<Platform>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/ip_allowlist`, {
         cidrs: p.slice(1),
       }),
   },
   'keys create': {
     usage: 'svc keys create PLATFORM',
     summary: 'issue an API key (the secret and passphrase are shown once)',
-    run: (c, p) =>
-      c.post<IssuedApiKey>(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/api_keys`),
+    run: (c, p) => c.post<IssuedApiKey>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/api_keys`),
   },
   'keys list': {
     usage: 'svc keys list PLATFORM',
     summary: "list a platform's API keys",
-    run: (c, p) => c.get(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/api_keys`),
+    run: (c, p) => c.get(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/api_keys`),
   },
   'keys revoke': {
     usage: 'svc keys revoke API_KEY',
     summary: 'revoke an API key on every instance',
-    run: (c, p) => c.delete(`/api_keys/${encodeURIComponent(positional(p, 0, 'API_KEY'))}`),
+    run: (c, p) => c.delete(`/api_keys/${pathArgument(p, 0, 'API_KEY')}`),
   },
   'participants create': {
     usage: 'svc participants create --platform CODE --email EMAIL --first-name F --last-name L [--status S]',
@@ -105,7 +105,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'participants show': {
     usage: 'svc participants show CODE',
     summary: 'show a participant',
-    run: (c, p) => c.get<Participant>(`/participants/${encodeURIComponent(positional(p, 0, 'CODE'))}`),
+    run: (c, p) => c.get<Participant>(`/participants/${pathArgument(p, 0, 'CODE')}`),
   },
   'participants set-status': {
     usage: 'svc participants set-status CODE STATUS [--reason REASON_CODE | --no-reason]',
@@ -114,7 +114,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     run: (c, p, o) => {
       if (o.reason !== undefined && o['no-reason'] === true)
         throw new UsageError('--reason and --no-reason exclude each other');
-      return c.patch<Participant>(`/participants/${encodeURIComponent(positional(p, 0, 'CODE'))}`, {
+      return c.patch<Participant>(`/participants/${pathArgument(p, 0, 'CODE')}`, {
         status: positional(p, 1, 'STATUS'),
         reason_code: o['no-reason'] === true ? null : optionalString(o, 'reason'),
       });
@@ -186,12 +186,12 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'rate-limits show': {
     usage: 'svc rate-limits show IP',
     summary: "an IP's accepted requests in the current window and its block, if any",
-    run: (c, p) => c.get<RateLimitState>(`/rate_limits/${encodeURIComponent(positional(p, 0, 'IP'))}`),
+    run: (c, p) => c.get<RateLimitState>(`/rate_limits/${pathArgument(p, 0, 'IP')}`),
   },
   'rate-limits unblock': {
     usage: 'svc rate-limits unblock IP',
     summary: "lift an IP's rate-limit block on every instance and clear its count",
-    run: (c, p) => c.delete<RateLimitState>(`/rate_limits/${encodeURIComponent(positional(p, 0, 'IP'))}`),
+    run: (c, p) => c.delete<RateLimitState>(`/rate_limits/${pathArgument(p, 0, 'IP')}`),
   },
   'webhooks set': {
     usage:
@@ -203,26 +203,22 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         throw new UsageError('--secret and --no-secret exclude each other');
       if (o['all-types'] === true && o.types !== undefined)
         throw new UsageError('--types and --all-types exclude each other');
-      return c.put<WebhookEndpoint>(
-        `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/webhook`,
-        {
-          url: positional(p, 1, 'URL'),
-          ...(o['no-secret'] === true
-            ? { secret: null }
-            : o.secret !== undefined
-              ? { secret: required(o, 'secret') }
-              : {}),
-          payload_types: o['all-types'] === true ? null : list(o, 'types'),
-          enabled: o.disabled !== true,
-        },
-      );
+      return c.put<WebhookEndpoint>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/webhook`, {
+        url: positional(p, 1, 'URL'),
+        ...(o['no-secret'] === true
+          ? { secret: null }
+          : o.secret !== undefined
+            ? { secret: required(o, 'secret') }
+            : {}),
+        payload_types: o['all-types'] === true ? null : list(o, 'types'),
+        enabled: o.disabled !== true,
+      });
     },
   },
   'webhooks show': {
     usage: 'svc webhooks show PLATFORM',
     summary: "show a platform's webhook configuration",
-    run: (c, p) =>
-      c.get<WebhookEndpoint>(`/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/webhook`),
+    run: (c, p) => c.get<WebhookEndpoint>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/webhook`),
   },
   'webhooks notifications': {
     usage:
@@ -250,7 +246,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       const suffix = query.size ? `?${query}` : '';
       // With the page it is, and how many there are: whether more (dead letters) lie beyond it.
       return c.getPage<WebhookNotification>(
-        `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/notifications${suffix}`,
+        `/platforms/${pathArgument(p, 0, 'PLATFORM')}/notifications${suffix}`,
         'notifications',
       );
     },
@@ -258,16 +254,13 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'webhooks notification': {
     usage: 'svc webhooks notification NOTIFICATION_ID',
     summary: 'show one notification with every delivery attempt',
-    run: (c, p) =>
-      c.get<WebhookNotification>(`/notifications/${encodeURIComponent(positional(p, 0, 'NOTIFICATION_ID'))}`),
+    run: (c, p) => c.get<WebhookNotification>(`/notifications/${pathArgument(p, 0, 'NOTIFICATION_ID')}`),
   },
   'webhooks redeliver': {
     usage: 'svc webhooks redeliver NOTIFICATION_ID',
     summary: 'deliver a notification again (same notification id)',
     run: (c, p) =>
-      c.post<WebhookNotification>(
-        `/notifications/${encodeURIComponent(positional(p, 0, 'NOTIFICATION_ID'))}/redeliver`,
-      ),
+      c.post<WebhookNotification>(`/notifications/${pathArgument(p, 0, 'NOTIFICATION_ID')}/redeliver`),
   },
   'webhooks redeliver-since': {
     usage: 'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 [--status dead,skipped]',
@@ -290,10 +283,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       if (!Number.isSafeInteger(since))
         throw new UsageError(`--since: "${raw}" is neither epoch ms nor an ISO 8601 time`);
       const body: RedeliverSinceBody = { since, status: list(o, 'status') };
-      return c.post<{ redelivered: number }>(
-        `/platforms/${encodeURIComponent(positional(p, 0, 'PLATFORM'))}/redeliver`,
-        body,
-      );
+      return c.post<{ redelivered: number }>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/redeliver`, body);
     },
   },
   'trades book': {
@@ -331,7 +321,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       if (from !== undefined && !(ADVANCE_FROM_STATES as readonly string[]).includes(from))
         throw new UsageError(`--from must be ${ADVANCE_FROM_STATES.join(' or ')}`);
       const body = (from === undefined ? {} : { from }) as AdvanceTradeBody;
-      return c.post<AdminTrade>(`/trades/${encodeURIComponent(positional(p, 0, 'TRADE_ID'))}/advance`, body);
+      return c.post<AdminTrade>(`/trades/${pathArgument(p, 0, 'TRADE_ID')}/advance`, body);
     },
   },
 };

@@ -378,10 +378,12 @@ describe('no usable answer', () => {
       runCli(['api', 'time'], { ...base, SVC_REQUEST_TIMEOUT_MS: '0' }),
       // fetch refuses credentials in a URL: it was "server unreachable", with the password echoed (probe).
       runCli(['api', 'time', '--url', 'http://admin:hunter2@127.0.0.1:8080'], base),
+      // A path segment the URL parser would climb: it went to POST /admin/api_keys (probe).
+      runCli(['keys', 'create', '..', '--token', 'x', '--url', 'http://127.0.0.1:9'], base),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[0]!.stderr, /^error: --url: "http:\/\/127\.0\.0\.1:99999" is not a valid http/);
@@ -393,5 +395,6 @@ describe('no usable answer', () => {
       /^error: --url: "http:\/\/127\.0\.0\.1:8080\/" must be given without a user name or password/,
     );
     assert.doesNotMatch(cases[4]!.stderr, /hunter2/);
+    assert.match(cases[5]!.stderr, /^error: <PLATFORM>: "\.\." cannot be sent as a path segment/);
   });
 });
