@@ -5,7 +5,9 @@ import type { ListParticipantsQuery, PostCustomerBody } from '../contract/partic
 import type { LiquidityQuoteRequest } from '../contract/quotes.schemas.ts';
 import type { ListTradesQuery } from '../contract/trades.schemas.ts';
 import type { ClientOptions } from '../sdk/client.ts';
+import { SvcNotFoundError } from '../sdk/errors.ts';
 import { createClient, type SvcPlatform } from '../sdk/platform.ts';
+import { ExplainedFailure } from './error-report.ts';
 import {
   list,
   optionalInteger,
@@ -272,9 +274,19 @@ export const API_COMMANDS: Record<string, ApiCommand> = {
     summary:
       'execute a quote (POST /liquidity/execute or /convert_withdraw/execute) with spec 7.2: a lost answer is looked up, not resent',
     run: (c, p, o) =>
-      o['convert-withdraw'] === true
+      (o['convert-withdraw'] === true
         ? c.quotes.executeConvertWithdrawQuote(positional(p, 0, 'QUOTE_ID'))
-        : c.quotes.executeLiquidityQuote(positional(p, 0, 'QUOTE_ID')),
+        : c.quotes.executeLiquidityQuote(positional(p, 0, 'QUOTE_ID'))
+      ).catch((error: unknown) => {
+        // spec 7.2: the SDK looked the trade up and found none, so the quote expired (or is not this platform's):
+        // said, rather than a bare "404: Not Found" (probe).
+        if (error instanceof SvcNotFoundError && !error.outcomeUnknown)
+          throw new ExplainedFailure(
+            error,
+            'no trade was made from this quote: it expired or is unknown; request a new quote (svc api quote)',
+          );
+        throw error;
+      }),
   },
   trades: {
     usage:

@@ -52,8 +52,25 @@ export function failureJson(message: string): FailureReport['json'] {
   return { status: null, request_id: null, errors: [message], body: null };
 }
 
+/**
+ * An SDK error with a line of what it means for the command that met it (an execute's 404 after the SDK looked for
+ * the trade and found none: the quote expired).
+ */
+export class ExplainedFailure extends Error {
+  constructor(
+    readonly failure: SvcError,
+    readonly explanation: string,
+  ) {
+    super(failure.message);
+  }
+}
+
 /** A report for an error from the SDK or the operator client; undefined for anything else (a bug: rethrow). */
 export function reportFailure(error: unknown): FailureReport | undefined {
+  if (error instanceof ExplainedFailure) {
+    const report = reportFailure(error.failure)!;
+    return { ...report, text: `${report.text}\n  ${error.explanation}` };
+  }
   if (error instanceof SvcConnectionError) {
     return withOutcome(error, {
       exitCode: 3,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -258,6 +259,14 @@ describe('errors and exit codes', () => {
     assert.match(badSignature.stderr, /^error: the API answered 401: /);
     // Several bad fields: the first on the status line, the others one per line.
     assert.match(invalid.stderr, /^error: the API answered 400: \S.*\n {2}\S.*\n {2}request id/);
+    // An execute whose quote made no trade (the SDK looked): said what it means (probe: a bare 404).
+    const expired = await runCli(['api', 'execute', randomUUID()], env);
+    assert.equal(expired.code, 1, expired.stderr);
+    assert.match(expired.stderr, /^error: the API answered 404: Not Found\n/);
+    assert.match(
+      expired.stderr,
+      /\n {2}no trade was made from this quote: it expired or is unknown; request a new quote/,
+    );
   });
 
   test('--json: the refusal as one JSON object on stderr', async () => {
