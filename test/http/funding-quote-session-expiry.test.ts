@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { SelectQueryNode, TableNode } from 'kysely';
+import { SelectQueryNode, sql, TableNode } from 'kysely';
 import type { FundEvent } from '../../src/contract/funding.schemas.ts';
+import { lockParticipantFunding } from '../../src/domain/funding/funding.repository.ts';
 import { createFundingService } from '../../src/domain/funding/funding.service.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { holdingQueries } from '../helpers/held-queries.ts';
@@ -9,6 +10,7 @@ import { startTestService, type PlatformFixture, type TestService } from '../hel
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
 import {
   clientToken,
+  eventually,
   fundQuote,
   newAccountHolder,
   notificationsOf,
@@ -248,4 +250,51 @@ test('a deposit that arrived before the expiry but waited while it was reported 
     `the deposit stamped ${event.deposit_timestamp - expires!} ms from the expiry it came after`,
   );
   assert.ok(event.fund_timestamp >= expired.fund_timestamp, 'stamped in the order recorded');
+});
+
+test('a deposit that arrived before its quote expired keeps the quoted rate, however long it waited for its participant', async () => {
+  // Review: stamped once it held the participant's lock, a deposit queued behind anything (another deposit, a
+  // session being opened) past the quote's expiry lost the quoted rate, and no expiry had been reported.
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-7',
+  });
+  clock.set(quote.expiry_timestamp - 1);
+  const { db } = svc.runtime.store;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let held!: () => void;
+  const isHeld = new Promise<void>((resolve) => (held = resolve));
+  const holding = db.transaction().execute(async (trx) => {
+    await lockParticipantFunding(trx, code);
+    held();
+    await released;
+  });
+  await isHeld;
+  try {
+    const recording = svc.runtime.services.funding.recordDeposit({
+      deposit_address: quote.deposit_address,
+      quantity: '1',
+      transaction_id: txId(),
+    });
+    await eventually(async () => {
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'advisory'`.execute(
+        db,
+      );
+      return rows[0]!.n > 0;
+    }, 'the deposit waiting for the participant');
+    clock.advance(5); // past the quote's expiry while it waits
+    release();
+    await holding;
+    const { event } = await recording;
+    assert.equal(event.deposit_timestamp, quote.expiry_timestamp - 1, 'stamped at its arrival');
+    assert.equal(event.rate, quote.rate, 'at the quoted rate');
+    assert.equal(event.reference_id, 'order-7');
+  } finally {
+    release();
+    await holding;
+  }
 });

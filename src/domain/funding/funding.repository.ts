@@ -55,6 +55,27 @@ export function lockSession(trx: Trx, sessionId: string) {
 }
 
 /**
+ * When the participant's latest expiry report at or after `at` was made, of sessions opened after `openedAfter`
+ * (the index funding_sessions_recent bounds the look); undefined when none was.
+ */
+export async function latestExpiryReportedSince(
+  trx: Trx,
+  platformCode: string,
+  participantCode: string,
+  { at, openedAfter }: { at: Date; openedAfter: Date },
+): Promise<Date | undefined> {
+  const row = await trx
+    .selectFrom('funding_sessions')
+    .select((eb) => eb.fn.max('expired_at').as('reported_at'))
+    .where('platform_code', '=', platformCode)
+    .where('participant_code', '=', participantCode)
+    .where('opened_at', '>', openedAfter)
+    .where('expired_at', '>=', at)
+    .executeTakeFirst();
+  return row?.reported_at ?? undefined;
+}
+
+/**
  * The participant's sessions that expired before `before`, not reported expired yet, oldest expiry first, locked;
  * those whose expiry is older than `since` are left to the expiry job. (Some of them had a deposit by their expiry,
  * which are never reported: the caller tells them apart.)

@@ -440,8 +440,6 @@ export function createFundingService(deps: DomainDeps) {
      * transaction to the same address is recorded once: a replay returns the first event (`created: false`).
      */
     async recordDeposit(input: RecordDepositBody): Promise<{ event: FundEvent; created: boolean }> {
-      // Only to refuse a deposit_timestamp in the future: the deposit is stamped once it holds its participant's
-      // funding lock (below).
       const arrivedAt = clock.now();
       const success = input.success ?? true;
       const problems: string[] = [];
@@ -505,11 +503,21 @@ export function createFundingService(deps: DomainDeps) {
           await repo.lockParticipantFunding(trx, address.participant_code);
           const replayed = await replay(trx);
           if (replayed) return replayed;
-          // Read under the lock, as openSession and the expiry job read theirs: a time read before it (the
-          // request's arrival) could be older than an expiry reported while this deposit waited for the lock, and
-          // the deposit was then credited within a session already reported expired (review). A participant's
-          // fund events are so stamped in the order they are recorded.
-          const now = Math.max(clock.now(), arrivedAt);
+          // Stamped at its arrival, unless an expiry of the participant's was reported while it waited for the
+          // lock (the job took it first): that report said no deposit had come by then, so the deposit is stamped
+          // at it, not within the session it reported expired (review: credited inside it, after "expired").
+          // Waiting behind anything else (another deposit, a session being opened) moves nothing: a deposit that
+          // came before a fund quote's expiry keeps its rate.
+          const reportedMeanwhile = await repo.latestExpiryReportedSince(
+            trx,
+            address.platform_code,
+            address.participant_code,
+            {
+              at: new Date(arrivedAt),
+              openedAfter: new Date(arrivedAt - REVIVE_WINDOW_MS - config.fundingSessionExpiryMs),
+            },
+          );
+          const now = Math.max(arrivedAt, reportedMeanwhile?.getTime() ?? -Infinity);
           const depositTimestamp = input.deposit_timestamp ?? now;
 
           // Whose balance the deposit funds: the holder, or the primary holder when a tenant funded it
