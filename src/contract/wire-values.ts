@@ -33,6 +33,20 @@ export const CLIENT_TOKEN_PERMISSIONS = [
   'fiat-account-link',
 ] as const;
 export type ClientTokenPermission = (typeof CLIENT_TOKEN_PERMISSIONS)[number];
+/**
+ * The SDK experiences that act on none of the participant's accounts (its profile, onboarding, linking outside
+ * accounts, its credentials): a token with only these names no account. Every other one deposits to, withdraws
+ * from or trades on an account.
+ */
+export const ACCOUNTLESS_TOKEN_PERMISSIONS: ReadonlySet<ClientTokenPermission> = new Set([
+  'onboarding',
+  'update-participant',
+  'csp-active',
+  'csp-recovery',
+  'participant-profile',
+  'crypto-account-link',
+  'fiat-account-link',
+]);
 export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
 
 export const SIDES = ['buy', 'sell'] as const;

@@ -157,7 +157,7 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
   assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
 });
 
-test('a former tenant is refused a funding token for the account, not a token that acts on no account', async () => {
+test('a former tenant is refused a token for experiences on the account, not one for experiences on none', async () => {
   // Probe: a profile or onboarding token, which names no account, was refused with a 403 about the account the
   // participant had left (the default label's).
   const code = platform.platform.platform_code;
@@ -187,10 +187,26 @@ test('a former tenant is refused a funding token for the account, not a token th
     assert.ok(token, String(permissions));
     assert.equal(deposit_intent_id, undefined, 'no funding session');
   }
-  const funding = await platform.client.send('POST', '/client_auth_token', {
-    body: { participant_code: former, permissions: ['fwc'] },
-  });
-  assert.equal(funding.status, 403, JSON.stringify(funding.body));
+  // A token for an experience that acts on the account is refused as any request naming it (review): funding, a
+  // withdrawal from it, or one that names no label (the default's).
+  for (const body of [
+    { permissions: ['fwc'] },
+    { permissions: ['crypto-buy'] },
+    {
+      permissions: ['crypto-withdrawals'],
+      withdrawal_details: {
+        quoted_asset: 'USD',
+        withdrawal_request_amount: '1',
+        external_account_id: 'x',
+        account_label: 'general',
+      },
+    },
+  ]) {
+    const refused = await platform.client.send('POST', '/client_auth_token', {
+      body: { participant_code: former, ...body },
+    });
+    assert.equal(refused.status, 403, `${JSON.stringify(body)}: ${JSON.stringify(refused.body)}`);
+  }
   // The participant itself is still checked: one of no platform's is unknown.
   const unknown = await platform.client.send('POST', '/client_auth_token', {
     body: { participant_code: 'ZZZZZZ', permissions: ['participant-profile'] },

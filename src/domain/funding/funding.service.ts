@@ -62,7 +62,7 @@ import {
 } from './fund-assets.ts';
 import * as repo from './funding.repository.ts';
 import { pageFields, pageOf } from '../paging.ts';
-import { FUNDING_PERMISSION } from '../../contract/wire-values.ts';
+import { ACCOUNTLESS_TOKEN_PERMISSIONS, FUNDING_PERMISSION } from '../../contract/wire-values.ts';
 
 /**
  * Account funding (issue 6): SDK tokens (spec 4.3, wire-contract §6), fund quotes with deposit addresses
@@ -319,9 +319,22 @@ export function createFundingService(deps: DomainDeps) {
       };
       const funding = body.permissions.includes(FUNDING_PERMISSION);
       const sessionId = await db.transaction().execute(async (trx) => {
-        // A funding token acts on the account its deposits will credit; any other acts on none.
-        if (funding) await resolveAccountHolder(trx, platformCode, body.participant_code, accountLabel);
-        else await requireApprovedCustomer(trx, platformCode, body.participant_code);
+        // A token for experiences that act on an account is checked as any request naming it: the participant must
+        // act for it (a former tenant 403, a locked holder's tenant 400). One for experiences that act on none is
+        // checked for the participant alone (review: a former tenant was refused a profile token with a 403 about
+        // the account it had left).
+        if (body.permissions.every((permission) => ACCOUNTLESS_TOKEN_PERMISSIONS.has(permission))) {
+          await requireApprovedCustomer(trx, platformCode, body.participant_code);
+        } else {
+          // The account the deposits fund (a funding session's, the default's when no label is named) and the one
+          // a withdrawal is taken from.
+          const labels = new Set<string>();
+          const withdrawnFrom = body.withdrawal_details?.account_label;
+          if (funding || body.deposit_details || withdrawnFrom === undefined) labels.add(accountLabel);
+          if (withdrawnFrom !== undefined) labels.add(withdrawnFrom);
+          for (const label of labels)
+            await resolveAccountHolder(trx, platformCode, body.participant_code, label);
+        }
         await repo.insertClientToken(trx, {
           jti,
           platform_code: platformCode,
