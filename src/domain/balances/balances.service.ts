@@ -50,7 +50,7 @@ export async function applyMovements(
   for (const m of movements) {
     const accountType = m.accountType ?? 'available';
     // Create the balance row if needed, then lock it: concurrent movements on one account serialise here.
-    await trx
+    const created = await trx
       .insertInto('balance_accounts')
       .values({
         account_id: newUuid(),
@@ -60,7 +60,7 @@ export async function applyMovements(
         account_label: m.accountLabel,
         account_type: accountType,
         asset: m.asset,
-        // Not the database's now: the first movement's time, which the next is stamped no earlier than (below).
+        // Not the database's now: the first movement's time, which the next is stamped after (below).
         updated_at: new Date(run.timestamp),
       })
       .onConflict((oc) =>
@@ -68,7 +68,8 @@ export async function applyMovements(
           .columns(['participant_code', 'account_group', 'account_label', 'account_type', 'asset'])
           .doNothing(),
       )
-      .execute();
+      .returning('account_id')
+      .executeTakeFirst();
     const account = await trx
       .selectFrom('balance_accounts')
       .selectAll()
@@ -86,11 +87,13 @@ export async function applyMovements(
         `${field}insufficient balance: ${m.asset} ${m.accountLabel} has ${toDecimalString(account.balance)}`,
       );
     }
-    // No earlier than the account's last movement: a run's time is read before it waits here for the row, so
-    // concurrent runs (trades settling on one account) took it in another order than they commit, and the
+    // After the account's last movement, by a ms at least: a run's time is read before it waits here for the row,
+    // so concurrent runs (trades settling on one account) took it in another order than they commit, and the
     // account's notifications, in commit order, went back in time; a receiver that keeps the newest by
-    // `timestamp` kept a balance that was not the last (probe). So is another instance's clock behind.
-    const timestamp = new Date(Math.max(run.timestamp, account.updated_at.getTime()));
+    // `timestamp` kept a balance that was not the last (probe). So did another instance's clock behind. Equal
+    // times left the newest undecided (review).
+    const after = created ? -Infinity : account.updated_at.getTime() + 1;
+    const timestamp = new Date(Math.max(run.timestamp, after));
     await trx
       .updateTable('balance_accounts')
       .set({ balance: next.toFixed(), updated_at: timestamp })
