@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { AccountLabel, Envelope, PRINTABLE_TEXT } from './responses.ts';
+import { ACCOUNT_LABEL_FORM, AccountLabel, Envelope } from './responses.ts';
 import { ParticipantCodeRef } from './identifiers.ts';
 import { SIDES } from './wire-values.ts';
 
@@ -57,7 +57,7 @@ const ParticipantCode = Type.String({
 });
 const QuoteAccountLabel = Type.String({
   ...AccountLabel,
-  description: `the account that funds the trade; default 'general'; ${PRINTABLE_TEXT}`,
+  description: `the account that funds the trade; default 'general'; ${ACCOUNT_LABEL_FORM}`,
 });
 const Spread = Type.String({ pattern: SPREAD_PATTERN, description: 'spread in basis points' });
 

@@ -38,11 +38,13 @@ export const PRINTABLE_TEXT_PATTERN = `^[^${ONE_LINE_CONTROLS}]*$`;
 /** How a value refused by PRINTABLE_TEXT_PATTERN is told (a pattern's error is said in its description). */
 export const PRINTABLE_TEXT = 'no control characters';
 /**
- * Characters that print as nothing: the soft hyphen, zero-width space and joiners, word joiner and byte order mark.
- * In a label they make one that prints as another (probe: `general\u200b` opened a second account beside
- * `general`, with its own deposit address).
+ * Characters that print as nothing (Unicode's default-ignorable code points: the soft hyphen, the zero-width space
+ * and joiners, the bidirectional marks, the word joiner, the byte order mark, fillers, variation selectors, tags).
+ * In a label they make one that prints as another (probe: `general\u200b` opened a second account beside `general`,
+ * with its own deposit address; review: so did `general\u200e`, `general\u3164`). Patterns are compiled as
+ * Unicode expressions (ajv's default), which know the property.
  */
-const INVISIBLE = '\\u00AD\\u200B-\\u200D\\u2060\\uFEFF';
+const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
 /**
  * A name or an address line: PRINTABLE_TEXT with something to print (probe: a first name, a city or a signature of
  * one space was taken, and shown as the participant's name).
@@ -61,12 +63,14 @@ export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
  * schema. Filters keep a looser bound (a longer one only matches nothing), and so does the operator's balance
  * adjustment, so that balances recorded under a longer label before stay within reach.
  */
+/** How a label refused by AccountLabel's pattern is told. */
+export const ACCOUNT_LABEL_FORM = 'no control or invisible characters, no space at either end';
 export const AccountLabel = Type.String({
   minLength: 1,
   maxLength: 40,
   // No space at either end either: `general ` too was another account than `general` (probe).
   pattern: `^[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s]([^${ONE_LINE_CONTROLS}${INVISIBLE}]*[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s])?$`,
-  description: 'no control or invisible characters, no space at either end',
+  description: ACCOUNT_LABEL_FORM,
 });
 
 export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });

@@ -552,6 +552,11 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       'general ',
       ' general',
       'general\u00a0',
+      // Review: the bidirectional mark, the Hangul filler, the combining grapheme joiner, a variation selector.
+      'general\u200e',
+      'general\u3164',
+      'general\u034f',
+      'general\ufe0f',
     ]) {
       const what = JSON.stringify(label);
       assertRefusedNaming(
@@ -585,6 +590,14 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         refused.text,
       );
     }
+    // A quote's label is told by the same words (review: it said "no control characters").
+    const quoted = await signed(
+      svc.url,
+      'GET',
+      `/liquidity/rfq?side=buy&underlying=BTC&quoted_currency=USD&quantity=0.01&participant_code=${participant}&account_label=general%20`,
+    );
+    assert.equal(quoted.status, 400, quoted.text);
+    assert.match(quoted.text, /account_label: is not in the expected form \([^)]*no space at either end\)/);
     // Spaces inside a label, and a name with a space or a joined emoji, are text like any other.
     const inside = await signed(svc.url, 'POST', '/accounts', {
       participant_code: participant,
