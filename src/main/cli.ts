@@ -18,7 +18,7 @@ import { failureJson, reportFailure, type FailureReport } from '../cli/error-rep
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { DataDirError } from '../lib/data-dir-file.ts';
-import { MAX_TIMEOUT_MS } from '../sdk/client.ts';
+import { MAX_TIMEOUT_MS, withoutCredentials } from '../sdk/client.ts';
 import { SvcArgumentError } from '../sdk/errors.ts';
 
 /** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
@@ -120,7 +120,7 @@ class Connection {
       // e.g. a port above 65535
     }
     if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
-      throw new UsageError(`${name}: "${raw}" is not a valid http:// or https:// URL`);
+      throw new UsageError(`${name}: "${withoutCredentials(raw)}" is not a valid http:// or https:// URL`);
     // fetch refuses it (probe: "server unreachable", the password echoed); said without the password.
     if (url.username || url.password)
       throw new UsageError(

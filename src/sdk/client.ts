@@ -62,6 +62,11 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/** A URL as text with any user name and password in it replaced, for an error message (review: echoed). */
+export function withoutCredentials(url: string): string {
+  return url.replace(/(\/\/)[^/?#@]*@/, '$1…@');
+}
+
 /** The options every resource method takes. */
 export type CallOptions = Pick<RequestOptions, 'headers' | 'retry' | 'signal'>;
 
@@ -110,7 +115,7 @@ export class SvcClient {
     }
     if (!base || (base.protocol !== 'http:' && base.protocol !== 'https:'))
       throw new SvcArgumentError(
-        `baseUrl must be an http or https URL (e.g. http://127.0.0.1:8080), got ${JSON.stringify(options.baseUrl)}`,
+        `baseUrl must be an http or https URL (e.g. http://127.0.0.1:8080), got ${JSON.stringify(withoutCredentials(String(options.baseUrl)))}`,
       );
     // fetch refuses such a URL too (probe: every call "no answer", a write of unknown outcome); the password is
     // not repeated in the message.

@@ -380,10 +380,12 @@ describe('no usable answer', () => {
       runCli(['api', 'time', '--url', 'http://admin:hunter2@127.0.0.1:8080'], base),
       // A path segment the URL parser would climb: it went to POST /admin/api_keys (probe).
       runCli(['keys', 'create', '..', '--token', 'x', '--url', 'http://127.0.0.1:9'], base),
+      // Not a usable URL, with credentials in it: they are not repeated either (review).
+      runCli(['api', 'time', '--url', 'http://admin:hunter2@127.0.0.1:99999'], base),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[0]!.stderr, /^error: --url: "http:\/\/127\.0\.0\.1:99999" is not a valid http/);
@@ -396,5 +398,6 @@ describe('no usable answer', () => {
     );
     assert.doesNotMatch(cases[4]!.stderr, /hunter2/);
     assert.match(cases[5]!.stderr, /^error: <PLATFORM>: "\.\." cannot be sent as a path segment/);
+    assert.match(cases[6]!.stderr, /^error: --url: "http:\/\/…@127\.0\.0\.1:99999" is not a valid http/);
   });
 });

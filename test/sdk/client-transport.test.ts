@@ -142,6 +142,11 @@ test('a baseUrl fetch cannot use is refused when the client is made, not retried
       baseUrl,
     );
   assert.doesNotThrow(() => createClient({ baseUrl: 'https://api.example.com/', ...credentials }));
+  // Nor is a password in a URL that is not usable at all (review).
+  assert.throws(
+    () => createClient({ baseUrl: 'ftp://user:hunter2@example.com', ...credentials }),
+    (e: unknown) => e instanceof TypeError && /"ftp:\/\/…@example\.com"/.test((e as Error).message),
+  );
   // fetch refuses a URL with credentials in it (probe: every call "no answer"); the password is not repeated.
   for (const baseUrl of ['http://user:hunter2@127.0.0.1:8080', 'https://user@api.example.com/v1'])
     assert.throws(
