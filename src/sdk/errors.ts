@@ -96,15 +96,18 @@ export function errorForStatus(status: number, requestId: string | undefined, bo
       : (((body as { error?: unknown; message?: unknown; errors?: unknown }) ?? {}).errors ??
         (body as { message?: unknown })?.message ??
         (body as { error?: unknown })?.error);
-  // A body with none of those (a proxy's `{}`, nothing at all) is shown as it came: it said "undefined" (probe).
-  const shown = detail ?? body;
-  const text = Array.isArray(shown)
-    ? shown.map(String).join('; ')
-    : typeof shown === 'string'
-      ? shown || '(no body)'
-      : shown === undefined || shown === null
-        ? '(no body)'
-        : JSON.stringify(shown);
+  // A body with none of those (a proxy's `{}`, nothing at all), or whose words are empty, is shown as it came: it
+  // said "undefined" (probe), and `{"errors": []}` nothing (review).
+  const words = (value: unknown): string =>
+    Array.isArray(value)
+      ? value.map((item) => (typeof item === 'string' ? item : JSON.stringify(item))).join('; ')
+      : typeof value === 'string'
+        ? value
+        : value === undefined || value === null
+          ? ''
+          : JSON.stringify(value);
+  const asItCame = typeof body === 'string' ? body : body === undefined ? '' : JSON.stringify(body);
+  const text = words(detail) || asItCame || '(no body)';
   const message = `HTTP ${status}: ${text}${requestId ? ` (request id ${requestId})` : ''}`;
   if (status === 400 || status === 413 || status === 422)
     return new SvcInvalidRequestError(message, status, requestId, body);

@@ -523,6 +523,11 @@ test("an error's message shows the answer's own words, or the body as it came wh
     [{ detail: 'x' }, 'HTTP 400: {"detail":"x"} (request id r)'],
     ['', 'HTTP 400: (no body) (request id r)'],
     [undefined, 'HTTP 400: (no body) (request id r)'],
+    // Empty words: the body as it came (review).
+    [{ errors: [] }, 'HTTP 400: {"errors":[]} (request id r)'],
+    [{ message: '' }, 'HTTP 400: {"message":""} (request id r)'],
+    [[], 'HTTP 400: [] (request id r)'],
+    [{ errors: [{ field: 'a' }] }, 'HTTP 400: {"field":"a"} (request id r)'],
   ];
   for (const [body, message] of cases) assert.equal(errorForStatus(400, 'r', body).message, message);
 });
