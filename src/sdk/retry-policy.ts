@@ -284,6 +284,17 @@ const CDN_STATUSES: Readonly<Record<number, '502' | '503' | '504'>> = {
   524: '504',
 };
 
+/** Connection failures in which nothing was sent: no TCP connection was made. */
+const NEVER_CONNECTED: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  // undici's: no connection within its connect timeout (review).
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
 /**
  * No connection was made (refused, no such host, a port fetch will not use): the request never left, so it cannot
  * have been carried out, and is read as a 503 (transient, nothing done), as a CDN's 521–523. As "no response"
@@ -296,7 +307,7 @@ export function connectionNeverMade(error: unknown): boolean {
     e;
     e = e.cause as typeof e
   ) {
-    if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN') return true;
+    if (typeof e.code === 'string' && NEVER_CONNECTED.has(e.code)) return true;
     if (e.message === 'bad port') return true;
   }
   return false;

@@ -49,6 +49,11 @@ const SAMPLES: Record<OutcomeClass, RequestOutcome[]> = {
     // No connection made: nothing was sent (as a CDN's 521-523).
     { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } }) },
     { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'ENOTFOUND' } }) },
+    { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'EHOSTUNREACH' } }) },
+    {
+      kind: 'network-error',
+      error: new TypeError('fetch failed', { cause: { code: 'UND_ERR_CONNECT_TIMEOUT' } }),
+    },
   ],
   '504': [{ kind: 'response', status: 504 }],
   'other-error': [
