@@ -221,6 +221,52 @@ test('a trade found overdue whose own step runs meanwhile keeps the job of its n
   );
 });
 
+test('the settlement sweep passes over a trade whose row is held (a step moving it on), rather than wait for it', async () => {
+  const code = platform.platform.platform_code;
+  const buyer = (await svc.newParticipant(code)).participant_code;
+  await fund(svc, buyer, 'USD', '100000');
+  const quote = await liquidityQuote(platform.client, {
+    side: 'buy',
+    underlying: 'BTC',
+    quoted_currency: 'USD',
+    quantity: '0.01',
+    participant_code: buyer,
+  });
+  const tradeId = (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
+  clock.advance(svc.runtime.config.settlement.activeAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
+  const { db } = svc.runtime.store;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let held!: () => void;
+  const isHeld = new Promise<void>((resolve) => (held = resolve));
+  const holding = db.transaction().execute(async (trx) => {
+    await sql`select 1 from trades where trade_id = ${tradeId} for update`.execute(trx);
+    held();
+    await released;
+  });
+  await isHeld;
+  try {
+    const sweep = svc.runtime.services.trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS);
+    const waiting = async () => {
+      for (;;) {
+        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and state = 'active'`.execute(db);
+        if (rows[0]!.n > 0) return 'waited for the row' as const;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    assert.equal(await Promise.race([sweep.then(() => 'passed over' as const), waiting()]), 'passed over');
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n
+      from graphile_worker._private_jobs where key = ${`trade-settle:${tradeId}`} and run_at <= now()`.execute(
+      db,
+    );
+    assert.equal(rows[0]!.n, 0, 'its job was not added again');
+  } finally {
+    release();
+    await holding;
+  }
+});
+
 test('a tenant change whose job used up its attempts is given it again once stalled, and takes effect', async () => {
   const code = platform.platform.platform_code;
   const { zrn } = await newAccountHolder(svc, code, 'joint');

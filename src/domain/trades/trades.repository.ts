@@ -54,6 +54,21 @@ export function lockTrade(db: Executor, tradeId: string): Promise<TradeWithWithd
   return selectTrades(db).where('trades.trade_id', '=', tradeId).forUpdate('trades').executeTakeFirst();
 }
 
+/**
+ * The trade's state, its row locked, unless another transaction holds it (a step moving it on now): then undefined,
+ * at once, rather than waiting behind it.
+ */
+export async function lockTradeStateIfFree(db: Executor, tradeId: string): Promise<TradeState | undefined> {
+  const row = await db
+    .selectFrom('trades')
+    .select('trade_state')
+    .where('trade_id', '=', tradeId)
+    .forUpdate()
+    .skipLocked()
+    .executeTakeFirst();
+  return row?.trade_state;
+}
+
 export async function updateTradeState(
   db: Executor,
   tradeId: string,

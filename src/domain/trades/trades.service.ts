@@ -26,6 +26,7 @@ import {
   lockSpendableBalance,
   findOverdueTrades,
   lockTrade,
+  lockTradeStateIfFree,
   markWithdrawalSettled,
   tradeExists,
   updateTradeState,
@@ -494,9 +495,10 @@ export function createTradesService(deps: DomainDeps) {
         // since (a backlog draining after an outage) and added the job of its next step, which the keyed job
         // added here would have replaced with a stale one, doing nothing, so the trade waited for the next
         // sweep (review).
+        // A trade whose row is held is being moved on right now: skipped, rather than holding up the batch
+        // behind a step that waits for balances (review).
         revived += await db.transaction().execute(async (trx) => {
-          const locked = await lockTrade(trx, trade.trade_id);
-          if (locked?.trade_state !== trade.trade_state) return 0;
+          if ((await lockTradeStateIfFree(trx, trade.trade_id)) !== trade.trade_state) return 0;
           await enqueueSettleStep(trx, { trade_id: trade.trade_id, from: trade.trade_state }, { delayMs: 0 });
           return 1;
         });
