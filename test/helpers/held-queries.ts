@@ -1,5 +1,5 @@
 import type { QueryId, RootOperationNode } from 'kysely';
-import type { Db } from '../../src/store/database.ts';
+import type { Db, Trx } from '../../src/store/database.ts';
 
 /**
  * A view of `db` (another instance's connection, say) whose statements matching `holds` run but are answered
@@ -38,6 +38,32 @@ export function holdingQueries(db: Db, holds: (node: RootOperationNode) => boole
     release: () => {
       holding = false;
       open();
+    },
+  };
+}
+
+/**
+ * A transaction on `db` that runs `take` (taking its locks: a row `for update`, an advisory lock) and is then held
+ * open until `release`: what another request or job does while it holds them. Resolves once `take` has run.
+ */
+export async function heldTransaction(
+  db: Db,
+  take: (trx: Trx) => Promise<unknown>,
+): Promise<{ release(): Promise<void> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let taken!: () => void;
+  const isTaken = new Promise<void>((resolve) => (taken = resolve));
+  const holding = db.transaction().execute(async (trx) => {
+    await take(trx);
+    taken();
+    await released;
+  });
+  await Promise.race([isTaken, holding]);
+  return {
+    release: async () => {
+      release();
+      await holding;
     },
   };
 }

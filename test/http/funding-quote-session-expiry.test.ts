@@ -5,7 +5,7 @@ import type { FundEvent } from '../../src/contract/funding.schemas.ts';
 import { lockParticipantFunding } from '../../src/domain/funding/funding.repository.ts';
 import { createFundingService } from '../../src/domain/funding/funding.service.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
-import { holdingQueries } from '../helpers/held-queries.ts';
+import { heldTransaction, holdingQueries } from '../helpers/held-queries.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { assertVendorSchema } from '../helpers/vendor-schema.ts';
 import {
@@ -263,16 +263,7 @@ test('a deposit that arrived before its quote expired keeps the quoted rate, how
   });
   clock.set(quote.expiry_timestamp - 1);
   const { db } = svc.runtime.store;
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let held!: () => void;
-  const isHeld = new Promise<void>((resolve) => (held = resolve));
-  const holding = db.transaction().execute(async (trx) => {
-    await lockParticipantFunding(trx, code);
-    held();
-    await released;
-  });
-  await isHeld;
+  const other = await heldTransaction(db, (trx) => lockParticipantFunding(trx, code));
   try {
     const recording = svc.runtime.services.funding.recordDeposit({
       deposit_address: quote.deposit_address,
@@ -287,14 +278,12 @@ test('a deposit that arrived before its quote expired keeps the quoted rate, how
       return rows[0]!.n > 0;
     }, 'the deposit waiting for the participant');
     clock.advance(5); // past the quote's expiry while it waits
-    release();
-    await holding;
+    await other.release();
     const { event } = await recording;
     assert.equal(event.deposit_timestamp, quote.expiry_timestamp - 1, 'stamped at its arrival');
     assert.equal(event.rate, quote.rate, 'at the quoted rate');
     assert.equal(event.reference_id, 'order-7');
   } finally {
-    release();
-    await holding;
+    await other.release();
   }
 });

@@ -7,7 +7,7 @@ import { SETTLEMENT_STALLED_AFTER_MS, tradesTaskList } from '../../src/domain/tr
 import { createTradesService } from '../../src/domain/trades/trades.service.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { accountsJobRunner, jobRunner } from '../helpers/accounts-jobs.ts';
-import { holdingQueries } from '../helpers/held-queries.ts';
+import { heldTransaction, holdingQueries } from '../helpers/held-queries.ts';
 import { fundQuote, newAccountHolder, recordDeposit, setPrices, txId } from '../helpers/funding-fixtures.ts';
 import { executeLiquidity, fund, getTrade, liquidityQuote } from '../helpers/trades-fixtures.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
@@ -41,6 +41,22 @@ async function job(key: string) {
       (extract(epoch from run_at - now()) * 1000)::float8 as due_in_ms
     from graphile_worker._private_jobs where key = ${key}`.execute(svc.runtime.store.db);
   return rows[0];
+}
+
+/** A trade booked now, accepted, and the clock then moved until its next step is overdue by the sweep's measure. */
+async function overdueAcceptedTrade(): Promise<string> {
+  const buyer = (await svc.newParticipant(platform.platform.platform_code)).participant_code;
+  await fund(svc, buyer, 'USD', '100000');
+  const quote = await liquidityQuote(platform.client, {
+    side: 'buy',
+    underlying: 'BTC',
+    quoted_currency: 'USD',
+    quantity: '0.01',
+    participant_code: buyer,
+  });
+  const tradeId = (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
+  clock.advance(svc.runtime.config.settlement.activeAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
+  return tradeId;
 }
 
 test('an account creation whose job used up its attempts is given it again once stalled, and is created', async () => {
@@ -180,18 +196,7 @@ test('a trade whose settlement job used up its attempts is given it again once o
 test('a trade found overdue whose own step runs meanwhile keeps the job of its next step', async () => {
   // Review: the sweep added the job of the state it had read, after the trade's late step had moved it on and
   // added the job of its next step; keyed, the stale job replaced that one and did nothing.
-  const code = platform.platform.platform_code;
-  const buyer = (await svc.newParticipant(code)).participant_code;
-  await fund(svc, buyer, 'USD', '100000');
-  const quote = await liquidityQuote(platform.client, {
-    side: 'buy',
-    underlying: 'BTC',
-    quoted_currency: 'USD',
-    quantity: '0.01',
-    participant_code: buyer,
-  });
-  const tradeId = (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
-  clock.advance(svc.runtime.config.settlement.activeAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
+  const tradeId = await overdueAcceptedTrade();
   // Another instance's sweep, whose read of the overdue trades is held answered.
   const reads = holdingQueries(
     svc.runtime.store.db,
@@ -222,29 +227,11 @@ test('a trade found overdue whose own step runs meanwhile keeps the job of its n
 });
 
 test('the settlement sweep passes over a trade whose row is held (a step moving it on), rather than wait for it', async () => {
-  const code = platform.platform.platform_code;
-  const buyer = (await svc.newParticipant(code)).participant_code;
-  await fund(svc, buyer, 'USD', '100000');
-  const quote = await liquidityQuote(platform.client, {
-    side: 'buy',
-    underlying: 'BTC',
-    quoted_currency: 'USD',
-    quantity: '0.01',
-    participant_code: buyer,
-  });
-  const tradeId = (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
-  clock.advance(svc.runtime.config.settlement.activeAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
+  const tradeId = await overdueAcceptedTrade();
   const { db } = svc.runtime.store;
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let held!: () => void;
-  const isHeld = new Promise<void>((resolve) => (held = resolve));
-  const holding = db.transaction().execute(async (trx) => {
-    await sql`select 1 from trades where trade_id = ${tradeId} for update`.execute(trx);
-    held();
-    await released;
-  });
-  await isHeld;
+  const step = await heldTransaction(db, (trx) =>
+    sql`select 1 from trades where trade_id = ${tradeId} for update`.execute(trx),
+  );
   try {
     const sweep = svc.runtime.services.trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS);
     const waiting = async () => {
@@ -262,8 +249,7 @@ test('the settlement sweep passes over a trade whose row is held (a step moving 
     );
     assert.equal(rows[0]!.n, 0, 'its job was not added again');
   } finally {
-    release();
-    await holding;
+    await step.release();
   }
 });
 
