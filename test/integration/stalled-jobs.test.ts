@@ -43,8 +43,8 @@ async function job(key: string) {
   return rows[0];
 }
 
-/** A trade booked now, accepted, and the clock then moved until its next step is overdue by the sweep's measure. */
-async function overdueAcceptedTrade(): Promise<string> {
+/** A trade booked now by a buyer of its own, accepted. */
+async function acceptedTrade(): Promise<string> {
   const buyer = (await svc.newParticipant(platform.platform.platform_code)).participant_code;
   await fund(svc, buyer, 'USD', '100000');
   const quote = await liquidityQuote(platform.client, {
@@ -54,7 +54,12 @@ async function overdueAcceptedTrade(): Promise<string> {
     quantity: '0.01',
     participant_code: buyer,
   });
-  const tradeId = (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
+  return (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
+}
+
+/** An accepted trade, and the clock then moved until its next step is overdue by the sweep's measure. */
+async function overdueAcceptedTrade(): Promise<string> {
+  const tradeId = await acceptedTrade();
   clock.advance(svc.runtime.config.settlement.activeAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
   return tradeId;
 }
@@ -150,20 +155,7 @@ test('an expiry job run before the expiry by the service clock waits for it, by 
 });
 
 test('a trade whose settlement job used up its attempts is given it again once overdue, and settles', async () => {
-  const code = platform.platform.platform_code;
-  const buyer = (await svc.newParticipant(code)).participant_code;
-  await fund(svc, buyer, 'USD', '100000');
-  const buy = async () => {
-    const quote = await liquidityQuote(platform.client, {
-      side: 'buy',
-      underlying: 'BTC',
-      quoted_currency: 'USD',
-      quantity: '0.01',
-      participant_code: buyer,
-    });
-    return (await executeLiquidity(platform.client, quote.quote_id)).trade_id;
-  };
-  const stuck = await buy();
+  const stuck = await acceptedTrade();
   await exhaust(`trade-settle:${stuck}`);
   const { activeAfterMs, terminateAfterMs } = svc.runtime.config.settlement;
   const revive = () => svc.runtime.services.trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS);
@@ -171,7 +163,7 @@ test('a trade whose settlement job used up its attempts is given it again once o
   assert.equal(await revive(), 0, 'not overdue long enough yet');
   clock.advance(2);
   // A trade booked now is not due: left alone.
-  const fresh = await buy();
+  const fresh = await acceptedTrade();
   assert.equal(await revive(), 1);
   assert.equal((await job(`trade-settle:${stuck}`))?.attempts, 0, 'its attempts afresh');
   const runner = jobRunner(svc, tradesTaskList(svc.runtime.services.trades));
