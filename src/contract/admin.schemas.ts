@@ -2,7 +2,13 @@ import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
 import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
 import { GeneratedCode as Code } from './identifiers.ts';
-import { AccountLabel, PRINTABLE_TEXT, PRINTABLE_TEXT_PATTERN } from './responses.ts';
+import {
+  AccountLabel,
+  NAME_TEXT,
+  NAME_TEXT_PATTERN,
+  PRINTABLE_TEXT,
+  PRINTABLE_TEXT_PATTERN,
+} from './responses.ts';
 import { REGIONS } from './wire-values.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
@@ -17,7 +23,7 @@ const NonNegativeDecimal = Type.String({
 
 export const CreatePlatformBody = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 200 }),
+    name: Type.String({ minLength: 1, maxLength: 200, pattern: NAME_TEXT_PATTERN, description: NAME_TEXT }),
     ip_allowlist: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 })),
     quote_expiry_ms: Type.Optional(Type.Integer({ minimum: 1000, maximum: 3_600_000 })),
     deposit_fee_bps: Type.Optional(NonNegativeDecimal),
@@ -86,8 +92,20 @@ export const CreateParticipantBody = Type.Object(
   {
     platform_code: Code,
     email: Type.String({ format: 'email', maxLength: 254 }),
-    first_name: Type.String({ minLength: 1, maxLength: 100 }),
-    last_name: Type.String({ minLength: 1, maxLength: 100 }),
+    // As a customer's own (POST /participants/customers/new): shown as the participant's name (probe: a blank one and
+    // a right-to-left override were taken here).
+    first_name: Type.String({
+      minLength: 1,
+      maxLength: 100,
+      pattern: NAME_TEXT_PATTERN,
+      description: NAME_TEXT,
+    }),
+    last_name: Type.String({
+      minLength: 1,
+      maxLength: 100,
+      pattern: NAME_TEXT_PATTERN,
+      description: NAME_TEXT,
+    }),
     status: Type.Optional(ParticipantStatus),
   },
   { additionalProperties: false },
@@ -101,7 +119,17 @@ export const UpdateParticipantBody = Type.Object(
      * Left out: the stored reason stays while the status does, and goes with a status change (a reason for the
      * old status does not explain the new one); null removes it.
      */
-    reason_code: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 50 }), Type.Null()])),
+    reason_code: Type.Optional(
+      Type.Union([
+        Type.String({
+          minLength: 1,
+          maxLength: 50,
+          pattern: PRINTABLE_TEXT_PATTERN,
+          description: PRINTABLE_TEXT,
+        }),
+        Type.Null(),
+      ]),
+    ),
   },
   { additionalProperties: false },
 );
@@ -132,10 +160,15 @@ export const CreateCustomerAccountBody = Type.Object(
 );
 export type CreateCustomerAccountBody = Static<typeof CreateCustomerAccountBody>;
 
+/** The most price pairs one call sets. */
+export const MAX_PRICE_PAIRS = 1_000;
 export const SetPricesBody = Type.Object(
   {
+    // At most MAX_PRICE_PAIRS a call: 16,384 pairs passed PostgreSQL's bound on a statement's parameters, and the
+    // call failed as a 502 every time it was repeated (probe).
     pairs: Type.Record(Type.String({ pattern: '^[A-Z0-9]{1,12}/[A-Z0-9]{1,12}$' }), Decimal, {
       minProperties: 1,
+      maxProperties: MAX_PRICE_PAIRS,
     }),
   },
   { additionalProperties: false },

@@ -65,13 +65,20 @@ export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
  */
 /** How a label refused by AccountLabel's pattern is told. */
 export const ACCOUNT_LABEL_FORM = 'no control or invisible characters, no space at either end';
+// No space at either end either: `general ` too was another account than `general` (probe).
+const ACCOUNT_LABEL_PATTERN = `^[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s]([^${ONE_LINE_CONTROLS}${INVISIBLE}]*[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s])?$`;
+const MAX_ACCOUNT_LABEL_LENGTH = 40;
 export const AccountLabel = Type.String({
   minLength: 1,
-  maxLength: 40,
-  // No space at either end either: `general ` too was another account than `general` (probe).
-  pattern: `^[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s]([^${ONE_LINE_CONTROLS}${INVISIBLE}]*[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s])?$`,
+  maxLength: MAX_ACCOUNT_LABEL_LENGTH,
+  pattern: ACCOUNT_LABEL_PATTERN,
   description: ACCOUNT_LABEL_FORM,
 });
+const accountLabelRegExp = new RegExp(ACCOUNT_LABEL_PATTERN, 'u');
+/** Whether `label` is one AccountLabel takes (its length in code points, as the schema counts it). */
+export function isAccountLabel(label: string): boolean {
+  return [...label].length <= MAX_ACCOUNT_LABEL_LENGTH && accountLabelRegExp.test(label);
+}
 
 export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });
 

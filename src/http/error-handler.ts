@@ -13,7 +13,7 @@ import {
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
 import { committedAWrite, trackingWrites } from '../store/database.ts';
 import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/wire-values.ts';
-import { describeValidation } from './validation-messages.ts';
+import { describeValidation, MAX_PROBLEMS_LISTED } from './validation-messages.ts';
 
 /**
  * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail
@@ -22,7 +22,7 @@ import { describeValidation } from './validation-messages.ts';
 export function sendDomainError(reply: FastifyReply, error: DomainError): FastifyReply {
   switch (error.code) {
     case 'invalid':
-      return reply.code(400).send({ errors: error.messages });
+      return reply.code(400).send({ errors: listed(error.messages) });
     case 'unauthenticated':
       return reply.code(401).send({ error: error.messages[0] ?? 'Unauthorized' });
     case 'forbidden':
@@ -36,6 +36,15 @@ export function sendDomainError(reply: FastifyReply, error: DomainError): Fastif
     case 'unavailable':
       return sendUnavailable(reply, operatorDetail(reply, error, 'Service Unavailable'));
   }
+}
+
+/**
+ * At most MAX_PROBLEMS_LISTED of a service check's problems, as a schema's (validation-messages.ts): 1,000 bad entries
+ * of an allow-list were all listed, and 60,000 bad price pairs made a 6 MB answer (probe).
+ */
+function listed(messages: string[]): string[] {
+  if (messages.length <= MAX_PROBLEMS_LISTED) return messages;
+  return [...messages.slice(0, MAX_PROBLEMS_LISTED), 'body: more problems than these, not listed'];
 }
 
 /**

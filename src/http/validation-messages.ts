@@ -14,7 +14,7 @@ const MAX_VALUES_LISTED = 16;
  * event loop for about a second (review, session 31). The first ones name the problem; a last line says more were
  * found.
  */
-const MAX_PROBLEMS_LISTED = 50;
+export const MAX_PROBLEMS_LISTED = 50;
 const MAX_ERRORS_READ = 1_000;
 
 type AjvError = FastifySchemaValidationError & {

@@ -426,3 +426,92 @@ describe('prices and balances', () => {
     );
   });
 });
+
+describe('what the public API refuses, the operator API refuses too (probe)', () => {
+  let platform: string;
+  before(async () => {
+    platform = ok<{ platform_code: string }>(
+      await call('POST', '/platforms', { name: 'Strict' }),
+      201,
+    ).platform_code;
+  });
+
+  test('names that are blank or carry controls, for participants, platforms and reasons → 400 naming the field', async () => {
+    for (const [field, value] of [
+      ['first_name', ' '],
+      ['first_name', '\u202eevil'],
+      ['last_name', '\u200b'],
+    ] as const) {
+      refused(
+        await call('POST', '/participants', {
+          platform_code: platform,
+          email: 'strict@example.com',
+          first_name: 'A',
+          last_name: 'B',
+          [field]: value,
+        }),
+        400,
+        field,
+      );
+    }
+    refused(await call('POST', '/platforms', { name: '   ' }), 400, 'name');
+    refused(await call('POST', '/platforms', { name: 'evil\u202egnp.exe' }), 400, 'name');
+    const code = ok<{ participant_code: string }>(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'strict@example.com',
+        first_name: 'Zoë',
+        last_name: 'O’Brien',
+      }),
+      201,
+    ).participant_code;
+    refused(
+      await call('PATCH', `/participants/${code}`, { status: 'locked', reason_code: 'a\nb' }),
+      400,
+      'reason_code',
+    );
+  });
+
+  test('a label the public API refuses reaches only a balance already held under it', async () => {
+    const holder = ok<{ participant_code: string }>(
+      await call('POST', '/participants', {
+        platform_code: platform,
+        email: 'labels@example.com',
+        first_name: 'L',
+        last_name: 'L',
+      }),
+      201,
+    ).participant_code;
+    const credit = (account_label: string) =>
+      call('POST', '/balances', { participant_code: holder, account_label, asset: 'USD', amount: '7' });
+    for (const label of ['general ', 'gen\u200beral', 'x'.repeat(41)])
+      refused(await credit(label), 400, 'account_label');
+    // One recorded before these rules (as an older version took it) stays within the operator's reach.
+    await svc.runtime.store.db
+      .insertInto('balance_accounts')
+      .values({
+        account_id: crypto.randomUUID(),
+        platform_code: platform,
+        participant_code: holder,
+        account_group: platform,
+        account_label: 'general ',
+        account_type: 'available',
+        asset: 'USD',
+      })
+      .execute();
+    assert.equal(ok<{ balance: string }>(await credit('general ')).balance, '7');
+  });
+
+  test('price pairs: at most 1,000 a call (more passed PostgreSQL’s bound and failed as a 502); many bad ones are listed up to 50', async () => {
+    const pairs = (n: number, price: string) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`P${i}/USD`, price]));
+    refused(await call('POST', '/prices', { pairs: pairs(1_001, '1') }), 400, 'pairs');
+    const bad = await call('PUT', `/platforms/${platform}/ip_allowlist`, {
+      cidrs: Array.from({ length: 200 }, (_, i) => `300.0.0.${i}`),
+    });
+    refused(bad, 400, 'cidrs[0]');
+    const errors = (bad.json as { errors: string[] }).errors;
+    assert.equal(errors.length, 51, 'the first 50 and a line saying there are more');
+    assert.equal(errors.at(-1), 'body: more problems than these, not listed');
+  });
+});

@@ -292,7 +292,28 @@ describe('bad requests name every bad field', () => {
       body: { ...body, account_label: 'l'.repeat(40) },
     });
     assert.equal(fits.status, 201, JSON.stringify(fits.body));
-    // Balances recorded under a longer label before the bound stay within the operator's reach.
+    // Balances recorded under a longer label before the bound stay within the operator's reach (a new one there
+    // is refused: no request of the platform could move it).
+    const credit = () =>
+      svc.operatorCall('POST', '/balances', {
+        participant_code: customer,
+        account_label: 'l'.repeat(60),
+        asset: 'USD',
+        amount: '1',
+      });
+    assert.equal((await credit()).status, 400);
+    await svc.runtime.store.db
+      .insertInto('balance_accounts')
+      .values({
+        account_id: crypto.randomUUID(),
+        platform_code: platformCode,
+        participant_code: customer,
+        account_group: platformCode,
+        account_label: 'l'.repeat(60),
+        account_type: 'available',
+        asset: 'USD',
+      })
+      .execute();
     const operator = await svc.operatorCall('POST', '/balances', {
       participant_code: customer,
       account_label: 'l'.repeat(60),

@@ -1,4 +1,5 @@
 import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
+import { ACCOUNT_LABEL_FORM, isAccountLabel } from '../../contract/responses.ts';
 import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import type { AccountBalanceChanged } from '../../contract/webhook-payloads.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
@@ -189,6 +190,24 @@ export function createBalancesService(deps: DomainDeps) {
         });
         const owner = account?.ownerParticipantCode ?? participant.participant_code;
         const accountType = input.account_type ?? 'available';
+        // A label the public API refuses (a space at an end, a character that prints as nothing, more than 40
+        // characters) only reaches a balance already held under it: a new one there would be money no request of
+        // the platform could move (probe: seven USD accounts that all printed as "general").
+        if (!isAccountLabel(input.account_label)) {
+          const held = await trx
+            .selectFrom('balance_accounts')
+            .select('account_id')
+            .where('participant_code', '=', owner)
+            .where('account_group', '=', participant.platform_code)
+            .where('account_label', '=', input.account_label)
+            .where('account_type', '=', accountType)
+            .where('asset', '=', input.asset)
+            .executeTakeFirst();
+          if (!held)
+            throw invalid(
+              `account_label: is not in the expected form (${ACCOUNT_LABEL_FORM}, at most 40 characters): only a balance already held under such a label can be adjusted`,
+            );
+        }
         if (amount.isNegative() && accountType === 'available') {
           // Unsettled trades pay from the available balance at settlement (wire-contract §7): a debit may
           // take only what they have not promised, or they could never settle.
