@@ -271,7 +271,10 @@ describe('participants and customer accounts', () => {
       ],
     );
     refused(await call('PATCH', '/participants/ZZZZZ9', { status: 'locked' }), 404);
-    refused(await call('PATCH', `/participants/${platform}`, { status: 'locked' }), 404);
+    // A platform is a participant GET shows; its status is not set here: said so, not "not found" (probe).
+    const platformStatus = await call('PATCH', `/participants/${platform}`, { status: 'locked' });
+    refused(platformStatus, 409);
+    assert.match(platformStatus.text, /is a platform: its status is not set here/);
     refused(await call('PATCH', `/participants/${p.participant_code}`, { status: 'asleep' }), 400, 'status');
   });
 

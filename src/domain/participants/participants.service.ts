@@ -356,8 +356,10 @@ export function createParticipantsService(deps: DomainDeps) {
           .where('participant_code', '=', participantCode)
           .forUpdate()
           .executeTakeFirst();
-        if (!current || current.kind === 'platform')
-          throw notFound(`participant ${participantCode} not found`);
+        if (!current) throw notFound(`participant ${participantCode} not found`);
+        // GET shows it (a platform is a participant with its own code): "not found" here contradicted that (probe).
+        if (current.kind === 'platform')
+          throw conflict(`participant ${participantCode} is a platform: its status is not set here`);
         const reason =
           reasonCode !== undefined ? reasonCode : current.status === status ? current.reason_code : null;
         if (current.status === status && reason === current.reason_code) return current;
