@@ -337,6 +337,16 @@ describe('participants and customer accounts', () => {
       400,
       'region',
     );
+    // A participant's code given for the platform: the platform is what is not found (probe: it blamed
+    // participant_code).
+    const unknown = await call('POST', '/customer_accounts', {
+      platform_code: holder.participant_code,
+      participant_code: holder.participant_code,
+    });
+    refused(unknown, 400, 'platform_code');
+    assert.deepEqual((unknown.json as { errors: string[] }).errors, [
+      `platform_code: platform ${holder.participant_code} not found`,
+    ]);
   });
 });
 

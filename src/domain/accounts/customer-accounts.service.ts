@@ -5,6 +5,7 @@ import type {
   ListAccountsQuery,
   PendingTenantChange,
 } from '../../contract/accounts.schemas.ts';
+import { findPlatform } from '../platforms/platforms.repository.ts';
 import { REVIVE_BATCH } from '../../jobs/cron.ts';
 import { makeZrn } from '../../contract/identifiers.ts';
 import { toDecimalString } from '../../lib/decimal.ts';
@@ -322,6 +323,9 @@ export function createCustomerAccountsService(deps: DomainDeps) {
   return {
     /** Operator API: synchronous creation (DESIGN §3). */
     async create(input: NewCustomerAccount): Promise<CustomerAccountDetails> {
+      // The platform first: an unknown one (a participant's code given for it) blamed participant_code (probe).
+      if (!(await findPlatform(db, input.platform_code)))
+        throw invalid(`platform_code: platform ${input.platform_code} not found`);
       return db.transaction().execute((trx) => insertCustomerAccount(trx, input, clock.now()));
     },
 
