@@ -111,23 +111,6 @@ function sessionsOpenedBy(db: Executor, platformCode: string, participantCode: s
     .orderBy('seq', 'desc');
 }
 
-/** When the participant's latest session was opened, if it has one. */
-export async function latestSessionOpenedAt(
-  db: Executor,
-  platformCode: string,
-  participantCode: string,
-): Promise<Date | undefined> {
-  const row = await db
-    .selectFrom('funding_sessions')
-    .select('opened_at')
-    .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
-    .orderBy('opened_at', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row?.opened_at;
-}
-
 /** wire-contract §6: the participant's most recent session opened at or before `at`, from either entry point. */
 export function findLatestSession(db: Executor, platformCode: string, participantCode: string, at: Date) {
   return sessionsOpenedBy(db, platformCode, participantCode, at).selectAll().limit(1).executeTakeFirst();

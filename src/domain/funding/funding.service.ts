@@ -205,11 +205,7 @@ export function createFundingService(deps: DomainDeps) {
     // a session is either seen by a deposit, or opened after it. Without it, a deposit recorded while the
     // session's transaction was still open missed a session opened before it.
     await repo.lockParticipantFunding(trx, input.participantCode);
-    // No earlier than the participant's latest session: "most recent" is decided by opening time, and an instance
-    // whose clock is behind another's opened a session dated before the one the other had just opened, so a
-    // deposit carried the older session's reference (review: 2 s of skew). Ties go to the later row (seq).
-    const latest = await repo.latestSessionOpenedAt(trx, input.platformCode, input.participantCode);
-    const openedAt = Math.max(clock.now(), latest?.getTime() ?? -Infinity);
+    const openedAt = clock.now();
     const sessionId = newUuid();
     // wire-contract §5, §6: every funding session, from either entry point, expires when no deposit arrives.
     const expiresAt = openedAt + config.fundingSessionExpiryMs;
