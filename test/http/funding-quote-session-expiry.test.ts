@@ -287,3 +287,63 @@ test('a deposit that arrived before its quote expired keeps the quoted rate, how
     await other.release();
   }
 });
+
+test('an expiry report of a session that had ended before the deposit arrived does not move the deposit', async () => {
+  // Review: reported by a job on an instance 2 s ahead, an old token session's expiry moved a deposit that arrived
+  // 1 s before its quote's expiry past it, to the price source's rate.
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const token = await clientToken(platform.client, { participant_code: code, reference_id: 'widget-old' });
+  clock.advance(EXPIRY_MS + MINUTE);
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-8',
+  });
+  clock.set(quote.expiry_timestamp - 1_000);
+  const ahead = createFundingService(
+    svc.domainDeps({ db: svc.runtime.store.db, clock: new ManualClock(clock.now() + 2_000) }),
+  );
+  assert.ok(await ahead.expireSession(token.deposit_intent_id!), 'the old session reported');
+  const { event } = await svc.runtime.services.funding.recordDeposit({
+    deposit_address: quote.deposit_address,
+    quantity: '1',
+    transaction_id: txId(),
+  });
+  assert.deepEqual(
+    [event.deposit_timestamp, event.rate, event.reference_id],
+    [clock.now(), quote.rate, 'order-8'],
+  );
+});
+
+test('a deposit moved past an expiry reported at the expiry ms itself lands after it, not on it', async () => {
+  // Review: stamped at the report's ms, which can be the expiry's, the deposit counted as made within the session
+  // it followed the expiry of.
+  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
+  const quote = await fundQuote(platform.client, {
+    participant_code: code,
+    fund_asset: 'ETH.ETH',
+    client_fund_id: 'order-9',
+  });
+  const { expires } = await sessionTimes(quote.request_id);
+  clock.set(expires! - 1);
+  const reads = holdingQueries(
+    svc.runtime.store.db,
+    (node) =>
+      SelectQueryNode.is(node) &&
+      !!node.from?.froms.some(
+        (from) => TableNode.is(from) && from.table.identifier.name === 'deposit_addresses',
+      ),
+  );
+  const recording = createFundingService(svc.domainDeps({ db: reads.db, clock })).recordDeposit({
+    deposit_address: quote.deposit_address,
+    quantity: '0.5',
+    transaction_id: txId(),
+  });
+  await reads.reached;
+  reads.stopHolding();
+  clock.advance(1); // the job runs at the expiry's very ms
+  assert.ok(await svc.runtime.services.funding.expireSession(quote.request_id));
+  reads.release();
+  const { event } = await recording;
+  assert.equal(event.deposit_timestamp, expires! + 1);
+});

@@ -55,8 +55,10 @@ export function lockSession(trx: Trx, sessionId: string) {
 }
 
 /**
- * When the participant's latest expiry report at or after `at` was made, of sessions opened after `openedAfter`
- * (the index funding_sessions_recent bounds the look); undefined when none was.
+ * When the participant's latest expiry report at or after `at` was made, of a session that had not expired by `at`
+ * (one a deposit arriving then would have fallen within), opened after `openedAfter` (the index
+ * funding_sessions_recent bounds the look); undefined when none was. A report of a session that had ended before
+ * says nothing of such a deposit (review: it moved the deposit past its quote's expiry).
  */
 export async function latestExpiryReportedSince(
   trx: Trx,
@@ -70,6 +72,7 @@ export async function latestExpiryReportedSince(
     .where('platform_code', '=', platformCode)
     .where('participant_code', '=', participantCode)
     .where('opened_at', '>', openedAfter)
+    .where('expires_at', '>=', at)
     .where('expired_at', '>=', at)
     .executeTakeFirst();
   return row?.reported_at ?? undefined;

@@ -526,7 +526,9 @@ export function createFundingService(deps: DomainDeps) {
               openedAfter: new Date(arrivedAt - REVIVE_WINDOW_MS - config.fundingSessionExpiryMs),
             },
           );
-          const now = Math.max(arrivedAt, reportedMeanwhile?.getTime() ?? -Infinity);
+          // A ms after the report: a job run at the expiry's very ms reports it then, and a deposit at that ms
+          // counts as within the session (review).
+          const now = Math.max(arrivedAt, (reportedMeanwhile?.getTime() ?? -Infinity) + 1);
           const depositTimestamp = input.deposit_timestamp ?? now;
 
           // Whose balance the deposit funds: the holder, or the primary holder when a tenant funded it
