@@ -64,7 +64,9 @@ export interface RequestOptions {
 
 /** A URL as text with any user name and password in it replaced, for an error message (review: echoed). */
 export function withoutCredentials(url: string): string {
-  return url.replace(/(\/\/)[^/?#@]*@/, '$1…@');
+  // Up to the last `@`: a password may hold `@`, `#`, `/` or `?`, and an unparsable URL tells nothing of where it
+  // ends (review).
+  return url.replace(/\/\/.*@/s, '//…@');
 }
 
 /** The options every resource method takes. */

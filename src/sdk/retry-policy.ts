@@ -289,11 +289,11 @@ const NEVER_CONNECTED: ReadonlySet<string> = new Set([
   'ECONNREFUSED',
   'ENOTFOUND',
   'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
   // undici's: no connection within its connect timeout (review).
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
+/** Never connected only when met connecting: on a connection made they also end one whose request was sent (review). */
+const UNREACHABLE_WHEN_CONNECTING: ReadonlySet<string> = new Set(['EHOSTUNREACH', 'ENETUNREACH']);
 
 /**
  * No connection was made (refused, no such host, a port fetch will not use): the request never left, so it cannot
@@ -303,11 +303,13 @@ const NEVER_CONNECTED: ReadonlySet<string> = new Set([
  */
 export function connectionNeverMade(error: unknown): boolean {
   for (
-    let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
+    let e = error as { code?: unknown; syscall?: unknown; message?: unknown; cause?: unknown } | undefined;
     e;
     e = e.cause as typeof e
   ) {
     if (typeof e.code === 'string' && NEVER_CONNECTED.has(e.code)) return true;
+    if (typeof e.code === 'string' && UNREACHABLE_WHEN_CONNECTING.has(e.code) && e.syscall === 'connect')
+      return true;
     if (e.message === 'bad port') return true;
   }
   return false;

@@ -201,6 +201,16 @@ test('a former tenant is refused a token for experiences on the account, not one
         account_label: 'general',
       },
     },
+    // Buying on the default account, the withdrawal named from another: the default's is checked too (review).
+    {
+      permissions: ['crypto-buy', 'crypto-withdrawals'],
+      withdrawal_details: {
+        quoted_asset: 'USD',
+        withdrawal_request_amount: '1',
+        external_account_id: 'x',
+        account_label: 'savings',
+      },
+    },
   ]) {
     const refused = await platform.client.send('POST', '/client_auth_token', {
       body: { participant_code: former, ...body },

@@ -27,7 +27,14 @@ const SAMPLES: Record<OutcomeClass, RequestOutcome[]> = {
     { kind: 'response', status: 200 },
     { kind: 'response', status: 202, body: {} },
   ],
-  'network-error': [{ kind: 'network-error', error: new Error('ECONNRESET') }],
+  'network-error': [
+    { kind: 'network-error', error: new Error('ECONNRESET') },
+    // Unreachable on a connection made (its request may have been sent): not "never connected" (review).
+    {
+      kind: 'network-error',
+      error: new TypeError('fetch failed', { cause: { code: 'EHOSTUNREACH', syscall: 'read' } }),
+    },
+  ],
   '400': [
     { kind: 'response', status: 400, body: { errors: ['email: must be a valid email'] } },
     { kind: 'response', status: 400 },
@@ -49,7 +56,10 @@ const SAMPLES: Record<OutcomeClass, RequestOutcome[]> = {
     // No connection made: nothing was sent (as a CDN's 521-523).
     { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } }) },
     { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'ENOTFOUND' } }) },
-    { kind: 'network-error', error: new TypeError('fetch failed', { cause: { code: 'EHOSTUNREACH' } }) },
+    {
+      kind: 'network-error',
+      error: new TypeError('fetch failed', { cause: { code: 'EHOSTUNREACH', syscall: 'connect' } }),
+    },
     {
       kind: 'network-error',
       error: new TypeError('fetch failed', { cause: { code: 'UND_ERR_CONNECT_TIMEOUT' } }),

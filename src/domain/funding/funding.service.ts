@@ -322,11 +322,11 @@ export function createFundingService(deps: DomainDeps) {
         if (body.permissions.every((permission) => ACCOUNTLESS_TOKEN_PERMISSIONS.has(permission))) {
           await requireApprovedCustomer(trx, platformCode, body.participant_code);
         } else {
-          // The account the deposits fund (a funding session's, the default's when no label is named) and the one
-          // a withdrawal is taken from.
-          const labels = new Set<string>();
+          // The account the deposits fund or the trades move (deposit_details' label, else the default) and the one
+          // a withdrawal is taken from: naming another label for the withdrawal did not leave the default's
+          // unchecked for buying or selling (review).
+          const labels = new Set([accountLabel]);
           const withdrawnFrom = body.withdrawal_details?.account_label;
-          if (funding || body.deposit_details || withdrawnFrom === undefined) labels.add(accountLabel);
           if (withdrawnFrom !== undefined) labels.add(withdrawnFrom);
           for (const label of labels)
             await resolveAccountHolder(trx, platformCode, body.participant_code, label);
