@@ -66,7 +66,12 @@ export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
 /** How a label refused by AccountLabel's pattern is told. */
 export const ACCOUNT_LABEL_FORM = 'no control or invisible characters, no space at either end';
 // No space at either end either: `general ` too was another account than `general` (probe).
-const ACCOUNT_LABEL_PATTERN = `^[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s]([^${ONE_LINE_CONTROLS}${INVISIBLE}]*[^${ONE_LINE_CONTROLS}${INVISIBLE}\\s])?$`;
+/**
+ * A character of a label: printable and visible, or the emoji presentation selector or zero-width joiner right after
+ * an emoji (`❤️`, `👩‍💻`), where they are part of the emoji drawn (review: `savings ❤️` was refused).
+ */
+const LABEL_CHARACTER = `(?:[^${ONE_LINE_CONTROLS}${INVISIBLE}]|(?<=\\p{Extended_Pictographic})[\\uFE0F\\u200D])`;
+const ACCOUNT_LABEL_PATTERN = `^(?!\\s)${LABEL_CHARACTER}+(?<!\\s)$`;
 const MAX_ACCOUNT_LABEL_LENGTH = 40;
 export const AccountLabel = Type.String({
   minLength: 1,

@@ -606,6 +606,16 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       tier: 'pro',
     });
     assert.equal(inside.status, 202, inside.text);
+    // An emoji keeps its presentation selector and joiners (review: `savings ❤️` was refused).
+    for (const label of ['savings ❤️', '👩\u200d💻 work']) {
+      const emoji = await signed(svc.url, 'POST', '/accounts', {
+        participant_code: participant,
+        account_label: label,
+        type: 'individual',
+        tier: 'pro',
+      });
+      assert.equal(emoji.status, 202, `${label}: ${emoji.text}`);
+    }
     const named = await signed(
       svc.url,
       'POST',

@@ -513,6 +513,18 @@ describe('what the public API refuses, the operator API refuses too (probe)', ()
       })
       .execute();
     assert.equal(ok<{ balance: string }>(await credit('general ')).balance, '7');
+    // So is a customer account opened under such a label before, with no balance there yet (review).
+    await svc.runtime.store.db
+      .insertInto('customer_accounts')
+      .values({
+        zrn: `zrn:svc:us:account:customer:${crypto.randomUUID()}`,
+        platform_code: platform,
+        participant_code: holder,
+        account_label: 'savings\u200e',
+        region: 'us',
+      })
+      .execute();
+    assert.equal(ok<{ balance: string }>(await credit('savings\u200e')).balance, '7');
   });
 
   test('price pairs: at most 1,000 a call (more passed PostgreSQL’s bound and failed as a 502); many bad ones are listed up to 50', async () => {

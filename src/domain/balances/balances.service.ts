@@ -193,7 +193,8 @@ export function createBalancesService(deps: DomainDeps) {
         // A label the public API refuses (a space at an end, a character that prints as nothing, more than 40
         // characters) only reaches a balance already held under it: a new one there would be money no request of
         // the platform could move (probe: seven USD accounts that all printed as "general").
-        if (!isAccountLabel(input.account_label)) {
+        // A customer account opened under it before (with no balance in this asset yet) is within reach too (review).
+        if (!isAccountLabel(input.account_label) && !account?.zrn) {
           const held = await trx
             .selectFrom('balance_accounts')
             .select('account_id')
