@@ -211,18 +211,19 @@ test('every session of the participant that expired unreported before the deposi
     assert.equal(await svc.runtime.services.funding.expireSession(quote.request_id), null);
 });
 
-test('a deposit that arrived before the expiry but waited while it was reported is stamped after it', async () => {
-  // Review: the deposit read its time on arrival, before its participant's lock; the expiry job took the lock
-  // meanwhile and reported "expired", and the deposit was then credited as made within that session.
+/**
+ * A deposit that arrives 1 ms before its fund quote session expires, on another instance whose look-up of the
+ * deposit address is held answered; meanwhile the clock moves `reportAfterMs` and the expiry job reports the session.
+ */
+async function depositWhileExpiryReported(clientFundId: string, reportAfterMs: number) {
   const { code } = await newAccountHolder(svc, platform.platform.platform_code);
   const quote = await fundQuote(platform.client, {
     participant_code: code,
     fund_asset: 'ETH.ETH',
-    client_fund_id: 'order-6',
+    client_fund_id: clientFundId,
   });
   const { expires } = await sessionTimes(quote.request_id);
   clock.set(expires! - 1);
-  // Another instance's funding service, whose look-up of the deposit address is held answered.
   const reads = holdingQueries(
     svc.runtime.store.db,
     (node) =>
@@ -231,23 +232,29 @@ test('a deposit that arrived before the expiry but waited while it was reported 
         (from) => TableNode.is(from) && from.table.identifier.name === 'deposit_addresses',
       ),
   );
-  const funding = createFundingService(svc.domainDeps({ db: reads.db, clock }));
-  const recording = funding.recordDeposit({
+  const recording = createFundingService(svc.domainDeps({ db: reads.db, clock })).recordDeposit({
     deposit_address: quote.deposit_address,
     quantity: '0.5',
     transaction_id: txId(),
   });
   await reads.reached;
   reads.stopHolding();
-  clock.advance(2);
+  clock.advance(reportAfterMs);
   const expired = await svc.runtime.services.funding.expireSession(quote.request_id);
   assert.equal(expired?.status_reason, 'deposit session has expired.');
   reads.release();
   const { event } = await recording;
+  return { event, expired, expires: expires! };
+}
+
+test('a deposit that arrived before the expiry but waited while it was reported is stamped after it', async () => {
+  // Review: the deposit read its time on arrival, before its participant's lock; the expiry job took the lock
+  // meanwhile and reported "expired", and the deposit was then credited as made within that session.
+  const { event, expired, expires } = await depositWhileExpiryReported('order-6', 2);
   assert.deepEqual([event.success, event.reference_id], [true, 'order-6']);
   assert.ok(
-    event.deposit_timestamp > expires!,
-    `the deposit stamped ${event.deposit_timestamp - expires!} ms from the expiry it came after`,
+    event.deposit_timestamp > expires,
+    `the deposit stamped ${event.deposit_timestamp - expires} ms from the expiry it came after`,
   );
   assert.ok(event.fund_timestamp >= expired.fund_timestamp, 'stamped in the order recorded');
 });
@@ -318,32 +325,6 @@ test('an expiry report of a session that had ended before the deposit arrived do
 test('a deposit moved past an expiry reported at the expiry ms itself lands after it, not on it', async () => {
   // Review: stamped at the report's ms, which can be the expiry's, the deposit counted as made within the session
   // it followed the expiry of.
-  const { code } = await newAccountHolder(svc, platform.platform.platform_code);
-  const quote = await fundQuote(platform.client, {
-    participant_code: code,
-    fund_asset: 'ETH.ETH',
-    client_fund_id: 'order-9',
-  });
-  const { expires } = await sessionTimes(quote.request_id);
-  clock.set(expires! - 1);
-  const reads = holdingQueries(
-    svc.runtime.store.db,
-    (node) =>
-      SelectQueryNode.is(node) &&
-      !!node.from?.froms.some(
-        (from) => TableNode.is(from) && from.table.identifier.name === 'deposit_addresses',
-      ),
-  );
-  const recording = createFundingService(svc.domainDeps({ db: reads.db, clock })).recordDeposit({
-    deposit_address: quote.deposit_address,
-    quantity: '0.5',
-    transaction_id: txId(),
-  });
-  await reads.reached;
-  reads.stopHolding();
-  clock.advance(1); // the job runs at the expiry's very ms
-  assert.ok(await svc.runtime.services.funding.expireSession(quote.request_id));
-  reads.release();
-  const { event } = await recording;
-  assert.equal(event.deposit_timestamp, expires! + 1);
+  const { event, expires } = await depositWhileExpiryReported('order-9', 1); // the job runs at the expiry's ms
+  assert.equal(event.deposit_timestamp, expires + 1);
 });
