@@ -3,6 +3,7 @@
  * ones as arrays), positionals as strings. Shared by the operator and the platform (`svc api`) commands.
  */
 import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal-form.ts';
+import { pathSegment } from '../sdk/path-segment.ts';
 
 export type Options = Record<string, string | boolean | string[] | undefined>;
 
@@ -81,15 +82,12 @@ export function positional(positionals: string[], index: number, name: string): 
 }
 
 /**
- * A positional argument sent as one segment of a request path, percent-encoded. `.` and `..` are refused, as the
- * SDK refuses them (src/sdk/path-segment.ts): the URL parser would drop or climb the segment, and `svc keys create
- * ..` went to another route than its own (probe).
+ * A positional argument sent as one segment of a request path, by the SDK's pathSegment: percent-encoded, `.` and
+ * `..` refused (an SvcArgumentError, a usage error to svc), which the URL parser would drop or climb, so that
+ * `svc keys create ..` went to another route than its own (probe).
  */
 export function pathArgument(positionals: string[], index: number, name: string): string {
-  const value = positional(positionals, index, name);
-  if (value === '.' || value === '..')
-    throw new UsageError(`<${name}>: ${JSON.stringify(value)} cannot be sent as a path segment`);
-  return encodeURIComponent(value);
+  return pathSegment(positional(positionals, index, name), `<${name}>`);
 }
 
 const NON_NEGATIVE_DECIMAL = new RegExp(NON_NEGATIVE_DECIMAL_PATTERN);

@@ -72,7 +72,7 @@ export const ACCOUNT_LABEL_FORM = 'no control or invisible characters, no space 
  */
 const LABEL_CHARACTER = `(?:[^${ONE_LINE_CONTROLS}${INVISIBLE}]|(?<=\\p{Extended_Pictographic})[\\uFE0F\\u200D])`;
 const ACCOUNT_LABEL_PATTERN = `^(?!\\s)${LABEL_CHARACTER}+(?<!\\s)$`;
-const MAX_ACCOUNT_LABEL_LENGTH = 40;
+export const MAX_ACCOUNT_LABEL_LENGTH = 40;
 export const AccountLabel = Type.String({
   minLength: 1,
   maxLength: MAX_ACCOUNT_LABEL_LENGTH,

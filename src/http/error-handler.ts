@@ -13,7 +13,7 @@ import {
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
 import { committedAWrite, trackingWrites } from '../store/database.ts';
 import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/wire-values.ts';
-import { describeValidation, MAX_PROBLEMS_LISTED } from './validation-messages.ts';
+import { describeValidation, MAX_PROBLEMS_LISTED, MORE_PROBLEMS } from './validation-messages.ts';
 
 /**
  * The one place that turns errors into wire-contract §3 bodies. A 5xx never shows internals: the detail
@@ -44,7 +44,7 @@ export function sendDomainError(reply: FastifyReply, error: DomainError): Fastif
  */
 function listed(messages: string[]): string[] {
   if (messages.length <= MAX_PROBLEMS_LISTED) return messages;
-  return [...messages.slice(0, MAX_PROBLEMS_LISTED), 'body: more problems than these, not listed'];
+  return [...messages.slice(0, MAX_PROBLEMS_LISTED), `body: ${MORE_PROBLEMS}`];
 }
 
 /**

@@ -15,6 +15,8 @@ const MAX_VALUES_LISTED = 16;
  * found.
  */
 export const MAX_PROBLEMS_LISTED = 50;
+/** The last line of a 400 that lists MAX_PROBLEMS_LISTED of more problems, after the part of the request named. */
+export const MORE_PROBLEMS = 'more problems than these, not listed';
 const MAX_ERRORS_READ = 1_000;
 
 type AjvError = FastifySchemaValidationError & {
@@ -47,7 +49,7 @@ export function describeValidation(error: FastifyError): string[] {
       break;
     }
   }
-  if (unread) messages.add(`${contextName(error)}: more problems than these, not listed`);
+  if (unread) messages.add(`${contextName(error)}: ${MORE_PROBLEMS}`);
   return [...messages];
 }
 

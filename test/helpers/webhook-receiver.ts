@@ -26,6 +26,13 @@ export type ReceiverAction =
 
 export type ReceiverHandler = (delivery: ReceivedDelivery) => ReceiverAction | Promise<ReceiverAction>;
 
+/** An answer a receiver's handler returns and the test gives when it chooses (`release`), holding the delivery. */
+export function heldAnswer(): { answer: Promise<ReceiverAction>; release(action?: ReceiverAction): void } {
+  let release!: (action: ReceiverAction) => void;
+  const answer = new Promise<ReceiverAction>((resolve) => (release = resolve));
+  return { answer, release: (action = 200) => release(action) };
+}
+
 export interface TestReceiver {
   url: string;
   deliveries: ReceivedDelivery[];

@@ -8,11 +8,11 @@ import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   eventOf,
+  heldAnswer,
   record,
   recordEvents,
   startWebhookReceiver,
   waitFor,
-  type ReceiverAction,
   type TestReceiver,
 } from '../helpers/webhook-receiver.ts';
 
@@ -63,9 +63,8 @@ test('a webhook changed while the worker hears no NOTIFY is used from the next p
     await waitFor(() => !listener.hearing(), 'the worker hearing nothing');
 
     // A lane in hand: the first of its two notifications held at the old URL while the webhook changes.
-    let release!: (action: ReceiverAction) => void;
-    const heldAnswer = new Promise<ReceiverAction>((resolve) => (release = resolve));
-    first.setHandler((d) => (eventOf(d) === 1 ? heldAnswer : 200));
+    const first1 = heldAnswer();
+    first.setHandler((d) => (eventOf(d) === 1 ? first1.answer : 200));
     const [, laterInLane] = await recordEvents(svc.runtime.store.db, code, 'trade:UNHEARD-LANE', [1, 2]);
     await waitFor(() => first.deliveries.some((d) => eventOf(d) === 1), 'the lane in hand');
 
@@ -74,7 +73,7 @@ test('a webhook changed while the worker hears no NOTIFY is used from the next p
     const readsBefore = endpointReads;
     await waitFor(() => endpointReads > readsBefore, 'a read of the endpoints sent after the change');
     await waitFor(() => refreshed() > refreshedBefore, 'the lanes of the platform read afresh');
-    release(200);
+    first1.release();
     const late = await record(svc.runtime.store.db, code, 'trade:UNHEARD-LATE');
     await waitFor(() => second.deliveries.some((d) => d.notificationId === late), 'the new URL');
     await waitFor(() => second.deliveries.some((d) => d.notificationId === laterInLane), 'the lane moved');

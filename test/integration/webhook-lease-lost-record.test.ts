@@ -4,11 +4,11 @@ import { sql } from 'kysely';
 import { capturedLogger } from '../helpers/captured-log.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
+  heldAnswer,
   notificationState,
   record,
   startWebhookReceiver,
   waitFor,
-  type ReceiverAction,
   type TestReceiver,
 } from '../helpers/webhook-receiver.ts';
 
@@ -22,8 +22,7 @@ import {
 let svc: TestService;
 const { logger, lines: logLines } = capturedLogger('warn');
 let receiver: TestReceiver;
-let answerFirst!: (action: ReceiverAction) => void;
-const firstAnswer = new Promise<ReceiverAction>((resolve) => (answerFirst = resolve));
+const firstAnswer = heldAnswer();
 
 before(async () => {
   svc = await startTestService({
@@ -39,13 +38,13 @@ before(async () => {
   receiver = await startWebhookReceiver(() => {
     if (first) {
       first = false;
-      return firstAnswer;
+      return firstAnswer.answer;
     }
     return 200;
   });
 });
 after(async () => {
-  answerFirst?.(500);
+  firstAnswer.release(500);
   await receiver?.close();
   await svc?.close();
 });
@@ -63,7 +62,7 @@ test('a notification whose attempt was recorded after the lease was lost is atte
   // ...before the attempt's answer, a 500: its record lands without the lease and moves nothing on (the case
   // of the review). On a busy machine the worker's renewal may see the loss first, and not record it at all:
   // either way the notification is the partition's next holder's.
-  answerFirst(500);
+  firstAnswer.release(500);
   await waitFor(
     async () =>
       (

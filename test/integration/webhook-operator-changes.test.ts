@@ -5,12 +5,12 @@ import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   eventOf,
+  heldAnswer,
   notificationState,
   record,
   recordEvents,
   startWebhookReceiver,
   waitFor,
-  type ReceiverAction,
   type TestReceiver,
 } from '../helpers/webhook-receiver.ts';
 
@@ -38,13 +38,6 @@ after(async () => {
 const db = () => svc.runtime.store.db;
 const refreshes = () => logLines.filter((l) => l.includes('webhook lanes read afresh')).length;
 
-/** A receiver answer the test gives when it chooses. */
-function held() {
-  let release!: () => void;
-  const answer = new Promise<ReceiverAction>((resolve) => (release = () => resolve(200)));
-  return { answer, release };
-}
-
 async function platformOn(receiver: TestReceiver, secret: string) {
   const { platform } = await svc.newPlatform();
   await svc.admin.put(`/platforms/${platform.platform_code}/webhook`, { url: receiver.url, secret });
@@ -56,7 +49,7 @@ test('an earlier notification redelivered while its resource is being worked goe
   const n1 = await record(db(), code, 'trade:K', { event: 1 });
   await waitFor(async () => (await notificationState(db(), n1))?.status === 'delivered', 'n1 delivered');
 
-  const two = held();
+  const two = heldAnswer();
   first.setHandler((d) => (eventOf(d) === 2 ? two.answer : 200));
   const [, n3] = await recordEvents(db(), code, 'trade:K', [2, 3]);
   await waitFor(() => first.deliveries.some((d) => eventOf(d) === 2), 'n2 in flight');
@@ -71,7 +64,7 @@ test('an earlier notification redelivered while its resource is being worked goe
 
 test('a new URL and secret apply to the next attempt of a resource being worked', async () => {
   const code = await platformOn(first, 'old-secret');
-  const two = held();
+  const two = heldAnswer();
   first.setHandler((d) => (eventOf(d) === 20 ? two.answer : 200));
   const [, later] = await recordEvents(db(), code, 'trade:M', [20, 21]);
   await waitFor(() => first.deliveries.some((d) => eventOf(d) === 20), 'the first one in flight');

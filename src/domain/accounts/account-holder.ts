@@ -134,12 +134,7 @@ export async function resolveAccountHolder(
   field = 'participant_code',
 ): Promise<AccountHolder> {
   const row = await lookUp(db, platformCode, participantCode, accountLabel);
-  if (!row || row.kind !== 'customer') {
-    throw invalid(`${field}: participant ${participantCode} not found`);
-  }
-  if (row.status !== 'approved') {
-    throw invalid(`${field}: participant ${participantCode} is not approved (status ${row.status})`);
-  }
+  refuseUnlessApprovedCustomer(row, participantCode, field);
   const holder = decide(row, accountLabel);
   if (holder.role === 'tenant' && row.member_holder_status !== 'approved') {
     throw invalid(
@@ -167,6 +162,15 @@ export async function requireApprovedCustomer(
     .where('platform_code', '=', platformCode)
     .where('participant_code', '=', participantCode)
     .executeTakeFirst();
+  refuseUnlessApprovedCustomer(row, participantCode, field);
+}
+
+/** 400 naming `field` unless `row` is an approved customer of the calling platform (looked up scoped to it). */
+function refuseUnlessApprovedCustomer(
+  row: { kind: string; status: string } | undefined,
+  participantCode: string,
+  field: string,
+): asserts row {
   if (!row || row.kind !== 'customer') throw invalid(`${field}: participant ${participantCode} not found`);
   if (row.status !== 'approved')
     throw invalid(`${field}: participant ${participantCode} is not approved (status ${row.status})`);

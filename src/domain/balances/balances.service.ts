@@ -1,5 +1,5 @@
 import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
-import { ACCOUNT_LABEL_FORM, isAccountLabel } from '../../contract/responses.ts';
+import { ACCOUNT_LABEL_FORM, isAccountLabel, MAX_ACCOUNT_LABEL_LENGTH } from '../../contract/responses.ts';
 import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import type { AccountBalanceChanged } from '../../contract/webhook-payloads.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
@@ -206,7 +206,7 @@ export function createBalancesService(deps: DomainDeps) {
             .executeTakeFirst();
           if (!held)
             throw invalid(
-              `account_label: is not in the expected form (${ACCOUNT_LABEL_FORM}, at most 40 characters): only a balance already held under such a label can be adjusted`,
+              `account_label: is not in the expected form (${ACCOUNT_LABEL_FORM}, at most ${MAX_ACCOUNT_LABEL_LENGTH} characters): only a balance already held under such a label can be adjusted`,
             );
         }
         if (amount.isNegative() && accountType === 'available') {

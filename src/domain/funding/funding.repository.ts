@@ -66,11 +66,8 @@ export async function latestExpiryReportedSince(
   participantCode: string,
   { at, openedAfter }: { at: Date; openedAfter: Date },
 ): Promise<Date | undefined> {
-  const row = await trx
-    .selectFrom('funding_sessions')
+  const row = await sessionsOf(trx, platformCode, participantCode)
     .select((eb) => eb.fn.max('expired_at').as('reported_at'))
-    .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
     .where('opened_at', '>', openedAfter)
     .where('expires_at', '>=', at)
     .where('expired_at', '>=', at)
@@ -89,11 +86,8 @@ export function lockUnreportedExpiries(
   participantCode: string,
   { since, before }: { since: Date; before: Date },
 ) {
-  return trx
-    .selectFrom('funding_sessions')
+  return sessionsOf(trx, platformCode, participantCode)
     .selectAll()
-    .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
     .where('expired_at', 'is', null)
     .where('expires_at', '<', before)
     .where('expires_at', '>', since)
@@ -103,12 +97,17 @@ export function lockUnreportedExpiries(
     .execute();
 }
 
-/** The participant's sessions opened at or before `at`, newest first (the index funding_sessions_recent). */
-function sessionsOpenedBy(db: Executor, platformCode: string, participantCode: string, at: Date) {
+/** The participant's funding sessions (the index funding_sessions_recent leads with these two columns). */
+function sessionsOf(db: Executor, platformCode: string, participantCode: string) {
   return db
     .selectFrom('funding_sessions')
     .where('platform_code', '=', platformCode)
-    .where('participant_code', '=', participantCode)
+    .where('participant_code', '=', participantCode);
+}
+
+/** The participant's sessions opened at or before `at`, newest first (the index funding_sessions_recent). */
+function sessionsOpenedBy(db: Executor, platformCode: string, participantCode: string, at: Date) {
+  return sessionsOf(db, platformCode, participantCode)
     .where('opened_at', '<=', at)
     .orderBy('opened_at', 'desc')
     .orderBy('seq', 'desc');

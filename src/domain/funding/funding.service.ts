@@ -1,5 +1,4 @@
 import { REVIVE_BATCH } from '../../jobs/cron.ts';
-import type { DepositFundComplete } from '../../contract/webhook-payloads.ts';
 import { randomBytes } from 'node:crypto';
 import type {
   ClientAuthToken,
@@ -13,6 +12,7 @@ import type {
 } from '../../contract/funding.schemas.ts';
 import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import { MAX_EPOCH_MS } from '../../contract/responses.ts';
+import type { DepositFundComplete } from '../../contract/webhook-payloads.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { splitDecimal, wholeBound, type RangeOp } from '../../lib/range-bound.ts';
 import { newUuid } from '../../lib/ids.ts';

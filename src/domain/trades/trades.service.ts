@@ -494,9 +494,8 @@ export function createTradesService(deps: DomainDeps) {
         // Under the trade's lock, and only if it is still where the read found it: its own step may have run
         // since (a backlog draining after an outage) and added the job of its next step, which the keyed job
         // added here would have replaced with a stale one, doing nothing, so the trade waited for the next
-        // sweep (review).
-        // A trade whose row is held is being moved on right now: skipped, rather than holding up the batch
-        // behind a step that waits for balances (review).
+        // sweep (review). A trade whose row is held is being moved on right now: skipped, rather than holding
+        // up the batch behind a step that waits for balances (review).
         revived += await db.transaction().execute(async (trx) => {
           if ((await lockTradeStateIfFree(trx, trade.trade_id)) !== trade.trade_state) return 0;
           await enqueueSettleStep(trx, { trade_id: trade.trade_id, from: trade.trade_state }, { delayMs: 0 });
