@@ -204,7 +204,7 @@ const NO_OUTER_SPACES = '^\\S(.*\\S)?$';
 const SUBDIVISION_PATTERN = '^[A-Z]{2}-[A-Z0-9]{1,3}$';
 // vendor: decimal degrees or degrees-minutes-seconds. Its published pattern lost its backslashes
 // ("s+", "d+"); this is that pattern with them restored.
-const COORDINATE_PATTERN =
+export const COORDINATE_PATTERN =
   '^(([NSEW])\\s+(\\d+(?:\\.\\d+)?)d\\s+(\\d+(?:\\.\\d+)?)m\\s+(\\d+(?:\\.\\d+)?)|(-?\\d+(?:\\.\\d+)?))$';
 
 const CountryAlpha2 = Choice(COUNTRY_CODES_ALPHA2, 'ISO 3166-1 alpha-2');

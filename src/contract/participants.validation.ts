@@ -3,8 +3,10 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { TObject, TSchema } from 'typebox';
 import { hasLoneSurrogate } from '../lib/unicode.ts';
+import { readCoordinate } from './coordinates.ts';
 import {
   CITIZENSHIP_CODES,
+  COORDINATE_PATTERN,
   CUSTOMER_BODY_VARIANTS,
   EPOCH_MS_FIELDS,
   PASSPORT_ID_TYPES,
@@ -57,6 +59,7 @@ const PARTIAL_VARIANT = 'Partially Onboarded Participant';
 const DAY_MS = 86_400_000;
 const PO_BOX = /\bp\.?\s*o\.?\s*box\b|\bpost\s+office\s+box\b/i;
 const US_TAX_ID = /^\d{3}-?\d{2}-?\d{4}$/;
+const COORDINATE_RE = new RegExp(COORDINATE_PATTERN);
 const EPOCH_MS = new Set<string>(EPOCH_MS_FIELDS);
 
 const error = (path: string, message: string, keyword = 'customer'): FieldError => ({
@@ -163,6 +166,16 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
       errors.push(error(`/${name}`, 'PO Box addresses are not accepted'));
     }
   }
+  const coordinates = body.proof_of_address_coordinates;
+  if (coordinates !== null && typeof coordinates === 'object' && !Array.isArray(coordinates)) {
+    for (const axis of ['latitude', 'longitude'] as const) {
+      const value = (coordinates as Record<string, unknown>)[axis];
+      // A value the schema's pattern refuses is reported by the schema, once.
+      if (typeof value !== 'string' || !COORDINATE_RE.test(value)) continue;
+      const reading = readCoordinate(value, axis);
+      if ('problem' in reading) errors.push(error(`/proof_of_address_coordinates/${axis}`, reading.problem));
+    }
+  }
   const ip = text('ip_address');
   if (ip !== undefined && isIP(ip) === 0)
     errors.push(error('/ip_address', 'must be an IPv4 or IPv6 address'));
@@ -218,6 +231,8 @@ function conditionalErrors(body: Record<string, unknown>, accepts: Set<string>):
     need('id_number', 'tax_id is an ITIN');
     need('id_number_type', 'tax_id is an ITIN');
   }
+  // vendor: zip is "required if `country` is `USA`" (only the general variant takes `country`).
+  if (body.country === 'USA') need('zip', 'country is USA');
   if (has('id_number')) need('id_issuing_authority', 'id_number is given');
   if ((PASSPORT_ID_TYPES as readonly unknown[]).includes(body.id_number_type)) {
     need('place_of_birth', `id_number_type is ${String(body.id_number_type)}`);

@@ -73,6 +73,44 @@ describe('creation', () => {
     assert.equal(res.body.message.kyc_timestamp, at);
   });
 
+  test('proof_of_address_coordinates in degrees, minutes and seconds come back in decimal degrees', async () => {
+    // vendor: "Accepts both Decimal Degrees (DD) and Degrees/Minutes/Seconds (DMS) formats. Values are returned in
+    // DD format" (its example: N 51d 30.000000m 40.190000 is 51.511164). They were echoed as sent (probe).
+    const dms = usCustomer({
+      proof_of_address_coordinates: { latitude: 'N 51d 30.000000m 40.190000', longitude: 'W 0d 4m 59.94' },
+    });
+    const res = await create(dms, { 'X-REQUEST-ID': 'dms-once' });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assertVendorSchema(res.body, 'PostCustomersResponse');
+    assert.deepEqual(res.body.message.proof_of_address_coordinates, {
+      latitude: '51.511164',
+      longitude: '-0.083317',
+    });
+    // The same request again (spec 7.3) is the same 201: the submission is identified by the body as sent.
+    const again = await create(dms, { 'X-REQUEST-ID': 'dms-once' });
+    assert.equal(again.status, 201, JSON.stringify(again.body));
+    assert.deepEqual(again.body, res.body);
+    const dd = await create(
+      usCustomer({ proof_of_address_coordinates: { latitude: '-33.8688', longitude: '151.2093' } }),
+    );
+    assert.equal(dd.status, 201, JSON.stringify(dd.body));
+    assert.deepEqual(dd.body.message.proof_of_address_coordinates, {
+      latitude: '-33.8688',
+      longitude: '151.2093',
+    });
+  });
+
+  test('coordinates that name no place on the globe are a 400 naming each', async () => {
+    const res = await create(
+      usCustomer({ proof_of_address_coordinates: { latitude: 'E 10d 0m 0', longitude: '180.5' } }),
+    );
+    assert.equal(res.status, 400);
+    assert.deepEqual(res.body.errors, [
+      'proof_of_address_coordinates.latitude: takes N or S, not E',
+      'proof_of_address_coordinates.longitude: must be between -180 and 180 degrees',
+    ]);
+  });
+
   test('status is submitted unless both KYC and sanctions screening passed', async () => {
     for (const [kyc, sanction_screening, expected] of [
       ['fail', 'pass', 'submitted'],

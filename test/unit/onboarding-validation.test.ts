@@ -124,6 +124,15 @@ describe('rules beyond JSON Schema', () => {
     ]);
   });
 
+  test('an address in the USA needs its zip', () => {
+    assert.deepEqual(rejected(usCustomer({ country: 'USA' }, NOW)).errors, [
+      'zip: is required when country is USA',
+    ]);
+    assert.equal(checkCustomerBody(usCustomer({ country: 'USA', zip: '60601' }, NOW), NOW).ok, true);
+    // Elsewhere a postal code is optional, as before.
+    assert.equal(checkCustomerBody(usCustomer({ country: 'CAN' }, NOW), NOW).ok, true);
+  });
+
   test('W-8BEN: ftin unless not required; treaty details when eligible', () => {
     const { errors } = rejected(
       nonUsRelianceCustomer(

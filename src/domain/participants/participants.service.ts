@@ -11,6 +11,7 @@ import type {
   ParticipantEntity,
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
+import { readCoordinate, type CoordinateAxis } from '../../contract/coordinates.ts';
 import { newParticipantCode } from '../../lib/ids.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
@@ -152,6 +153,24 @@ export function initialCustomerStatus(body: { kyc: string; sanction_screening: s
   return body.kyc === 'pass' && body.sanction_screening === 'pass' ? 'approved' : 'submitted';
 }
 
+/**
+ * The body's `proof_of_address_coordinates` as the 201 shows them: in decimal degrees (vendor: "Accepts both
+ * Decimal Degrees (DD) and Degrees/Minutes/Seconds (DMS) formats. Values are returned in DD format"). Nothing
+ * when the body has none; the body itself, hashed for spec 7.3, stays as sent.
+ */
+function inDecimalDegrees(body: PostCustomerBody): Pick<CreatedCustomer, 'proof_of_address_coordinates'> {
+  const coordinates = (body as { proof_of_address_coordinates?: { latitude: string; longitude: string } })
+    .proof_of_address_coordinates;
+  if (!coordinates) return {};
+  const degrees = (axis: CoordinateAxis) => {
+    const reading = readCoordinate(coordinates[axis], axis);
+    // The body check refused every value that does not read (participants.validation.ts).
+    if ('problem' in reading) throw new Error(`${axis} passed the body check unread: ${reading.problem}`);
+    return reading.degrees;
+  };
+  return { proof_of_address_coordinates: { latitude: degrees('latitude'), longitude: degrees('longitude') } };
+}
+
 export interface CreateCustomerInput {
   platformCode: string;
   body: PostCustomerBody;
@@ -224,6 +243,7 @@ export function createParticipantsService(deps: DomainDeps) {
       );
       const customer = {
         ...body,
+        ...inDecimalDegrees(body),
         participant_code: row.participant_code,
         platform_code: platformCode,
         status: row.status,
