@@ -102,16 +102,43 @@ function foldUnions(items: AjvError[]): AjvError[] {
       continue;
     }
     const nullAt = branches.findIndex((branch) => (branch as { type?: unknown } | null)?.type === 'null');
-    if (branches.length !== 2 || nullAt < 0) continue;
-    for (const other of errorsOfBranch(nullAt)) dropped.add(other);
-    dropped.add(union);
-    // A value of another type is said to be of neither: "must be string or null".
-    for (const other of errorsOfBranch(1 - nullAt)) {
-      if (other.keyword === 'type' && other.instancePath === union.instancePath)
-        replaced.set(other, { ...other, message: `${other.message ?? 'is of another type'} or null` });
+    if (branches.length === 2 && nullAt >= 0) {
+      for (const other of errorsOfBranch(nullAt)) dropped.add(other);
+      dropped.add(union);
+      // A value of another type is said to be of neither: "must be string or null".
+      for (const other of errorsOfBranch(1 - nullAt)) {
+        if (other.keyword === 'type' && other.instancePath === union.instancePath)
+          replaced.set(other, { ...other, message: `${other.message ?? 'is of another type'} or null` });
+      }
+      continue;
     }
+    // A union of object forms (the vendor's funding_details: a reference, or an account with its fee): the problems
+    // of the form the value came closest to, as the customer body's variants are told (participants.validation.ts).
+    // Every form's at once told a value of the second form, wrong in one field, that the first form's field was
+    // required and its own were not allowed (probe).
+    if (!branches.every((branch) => (branch as { type?: unknown } | null)?.type === 'object')) continue;
+    const forms = branches.map((_, at) => errorsOfBranch(at));
+    const closest = forms.reduce((best, form, at) => (closer(form, forms[best]!) ? at : best), 0);
+    for (const [at, form] of forms.entries())
+      if (at !== closest) for (const other of form) dropped.add(other);
+    dropped.add(union);
   }
   return items.filter((item) => !dropped.has(item)).map((item) => replaced.get(item) ?? item);
+}
+
+/**
+ * Whether a form with problems `a` is closer to the value than one with `b`: fewer fields it does not take, then fewer
+ * fields missing, then fewer problems (the order participants.validation.ts ranks the customer body's variants by).
+ */
+function closer(a: AjvError[], b: AjvError[]): boolean {
+  const score = (form: AjvError[]) => [
+    form.filter((e) => e.keyword === 'additionalProperties').length,
+    form.filter((e) => e.keyword === 'required').length,
+    form.length,
+  ];
+  const [x, y] = [score(a), score(b)];
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i]! < y[i]!;
+  return false;
 }
 
 /** What a problem of the request part as a whole is said of: `body`, `querystring`… */

@@ -51,6 +51,35 @@ test('unions of other schemas are left as ajv says them', () => {
   ]);
 });
 
+test('a union of object forms is told the problems of the form the value came closest to', () => {
+  // The vendor's funding_details; every form's problems at once told an account, wrong in its description only, that
+  // inbound_reference_id was required and its own fields were not allowed (probe).
+  const schema = Type.Object({
+    f: Type.Union([
+      Type.Object({ inbound_reference_id: Type.String() }, { additionalProperties: false }),
+      Type.Object(
+        {
+          external_account_id: Type.String(),
+          description: Type.String({ maxLength: 10 }),
+          bank_fee: Type.String(),
+        },
+        { additionalProperties: false },
+      ),
+    ]),
+  });
+  const account = { external_account_id: 'ext-1', description: 'ACH pull 11', bank_fee: '0.25' };
+  assert.deepEqual(linesFor(schema, { f: account }), [
+    'f.description: must NOT have more than 10 characters',
+  ]);
+  assert.deepEqual(linesFor(schema, { f: { inbound_reference_id: 7 } }), [
+    'f.inbound_reference_id: must be string',
+  ]);
+  // One field of each: the form missing fewer fields is the nearer.
+  assert.deepEqual(linesFor(schema, { f: { inbound_reference_id: 'r', bank_fee: '1' } }), [
+    'f.bank_fee: is not allowed',
+  ]);
+});
+
 test("the same union in two array elements: each element's errors fold alone", () => {
   const schema = Type.Object({ r: Type.Array(Type.Union([Type.Literal('a'), Type.Literal('b')])) });
   const body = { r: Array.from({ length: 11 }, (_, i) => (i === 1 || i === 10 ? 'z' : 'a')) };
