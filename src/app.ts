@@ -19,7 +19,7 @@ import type { Services } from './domain/services.ts';
 import type { Clock } from './lib/clock.ts';
 import type { Store } from './store/database.ts';
 import {
-  answerClientError,
+  clientErrorAnswerer,
   installErrorHandlers,
   sendError,
   isOperatorPath,
@@ -33,7 +33,11 @@ import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
-import { installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
+import {
+  announcesBody,
+  installRawBodyParser,
+  readBodyBeforeRouting,
+} from './http/plugins/raw-body.plugin.ts';
 import { acceptingBooleansInAnyCase, refusingNumbersNotInDigits } from './http/query-coercion.ts';
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
@@ -128,12 +132,6 @@ function logCompleted(
   );
 }
 
-/** Whether a request announces a body (read or not). */
-function hasBody(request: FastifyRequest): boolean {
-  const { headers } = request.raw;
-  return headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
-}
-
 /** Builds the HTTP application; never listens (entry points do). */
 export async function buildApp(
   deps: AppDeps,
@@ -145,13 +143,28 @@ export async function buildApp(
     ? publicEdgeHooks({ networkRules: services.networkRules, rateLimiter: deps.rateLimiter })
     : [];
   // A public URL the router refuses is refused (400) after the same checks as any other public request, in
-  // wire-contract §9's order: the edge, then authentication and the allow-list (with a body, which is not read,
-  // neither the signature, which covers it, nor the passphrase: authenticator.ts). Unsigned, it was a 400
-  // before any 401 (review).
+  // wire-contract §9's order: the edge, then authentication and the allow-list, with its body read as a route's
+  // would be (the signature covers it). Unsigned, it was a 400 before any 401 (review).
   const unroutedPublic: EdgeHook[] = parts.public
-    ? [...edge, async (request) => void (await authenticatedCaller(services, request, hasBody(request)))]
+    ? [
+        ...edge,
+        async (request) => {
+          await readBodyBeforeRouting(request, config.bodyLimitBytes);
+          await authenticatedCaller(services, request);
+        },
+      ]
     : [];
   const isOperatorUrl = (url: string) => parts.admin && isOperatorPath(url);
+  // What the public firewall stands before on this listener: not the operator API nor the probes it may also serve
+  // (nor the docs in cert, which stand outside it there). Where a request's URL was never read, only a listener serving
+  // nothing else can say.
+  const servesOps = parts.ops !== false;
+  const onlyPublic = !parts.admin && !servesOps;
+  const isFirewalledUrl = (url: string) => {
+    const path = url.split('?', 1)[0]!;
+    const docs = path === '/docs' || path.startsWith('/docs/');
+    return !isOperatorUrl(url) && !(servesOps && OPS_PATHS.has(path)) && !(docs && config.env !== 'prod');
+  };
   // wire-contract §2.4: X-Forwarded-For is believed only from configured proxies. Compiled once, with the
   // library Fastify itself uses, for Fastify and for the requests it refuses before routing, which it builds
   // without trustProxy (their `ip` would be the proxy's, below).
@@ -178,7 +191,15 @@ export async function buildApp(
     requestIdHeader: false,
     // The 400's lines are made from the errors themselves (describeValidation), not from this message.
     schemaErrorFormatter: validationErrorSummary,
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswerer(
+      parts.public
+        ? {
+            allows: (ip) => services.networkRules.firewallAllows(ip),
+            isProxy: (ip) => trusted?.(ip, 0) ?? false,
+            covers: (url) => (url === undefined ? onlyPublic : isFirewalledUrl(url)),
+          }
+        : undefined,
+    ),
     genReqId: (req) => {
       const given = req.headers[REQUEST_ID_HEADER];
       return typeof given === 'string' &&
@@ -216,6 +237,10 @@ export async function buildApp(
         logCompleted(request, 'info', status, seconds * 1000, { code: error.code });
       });
       reply.header(REQUEST_ID_HEADER, request.id);
+      // Answered where the onSend hook below does not run: a body announced is not read off after the answer (the
+      // firewall's, the rate limit's or a 413 come before its end), however long it says it is; the connection
+      // closes instead (review: 697 MB in 3 s). The few such requests that are read whole lose their keep-alive.
+      if (announcesBody(request)) reply.header('connection', 'close');
       if (trusted) setClientAddress(request, trusted);
       runEdgeHooks(
         isOperatorUrl(request.url) ? [] : unroutedPublic,
@@ -226,6 +251,11 @@ export async function buildApp(
       );
     },
   });
+  // RFC 9110 §10.1.1: a server MAY answer 417 to an expectation other than 100-continue. Node does so itself when
+  // nothing listens for it, before any hook: an address on no allow-list, or one blocked, got that bare 417 rather
+  // than its 1020 or 429, uncounted and with no request id (probe). Such a request is served as any other instead,
+  // the expectation ignored.
+  app.server.on('checkExpectation', (req, res) => app.server.emit('request', req, res));
 
   // Bodies are validated strictly (no type coercion: "12" is not 12); query strings and paths are text and
   // are coerced to the declared types. Every error is collected so a 400 lists every bad field. `verbose`
@@ -275,7 +305,11 @@ export async function buildApp(
   });
   // A path no route matches is a public request too (the operator API answers its own, below); its
   // firewall and rate limit run after the hook above, so a request arriving while closing gets the 503.
-  installErrorHandlers(app, { notFoundHooks: edge, isPublic: (url) => !isOperatorUrl(url) });
+  installErrorHandlers(app, {
+    notFoundHooks: edge,
+    isPublic: (url) => !isOperatorUrl(url),
+    notFoundAuthentication: parts.public ? (request) => authenticatedCaller(services, request) : undefined,
+  });
   app.addHook('onSend', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
     if (closing || deps.draining?.()) reply.header('connection', 'close');

@@ -65,6 +65,11 @@ export class ExplainedFailure extends Error {
   }
 }
 
+/** How the public API's 401 for a request without its credentials begins (authenticator.ts). */
+const PUBLIC_CREDENTIALS_MISSING = 'missing header X-SCX-';
+/** The public API's firewall (wire-contract §2.1), which the operator API is never behind. */
+const FIREWALL_REFUSAL = 'error code: 1020';
+
 /** A report for an error from the SDK or the operator client; undefined for anything else (a bug: rethrow). */
 export function reportFailure(error: unknown): FailureReport | undefined {
   if (error instanceof ExplainedFailure) {
@@ -86,9 +91,14 @@ export function reportFailure(error: unknown): FailureReport | undefined {
     // The first objection on the status line, any others one per line below it.
     const [first, ...more] = lines;
     // The operator API names what it did not find; a bare 404 came from another listener (review: SVC_URL, the
-    // public API's, where SVC_ADMIN_LISTEN gives the operator API an address of its own).
+    // public API's, where SVC_ADMIN_LISTEN gives the operator API an address of its own). So does a 401 asking for
+    // the public API's credentials (that listener authenticates a path it has no route for before its 404), or its
+    // firewall's 1020.
     const elsewhere =
-      error instanceof AdminApiError && error.status === 404 && first === 'Not Found'
+      error instanceof AdminApiError &&
+      ((error.status === 404 && first === 'Not Found') ||
+        (error.status === 401 && first?.startsWith(PUBLIC_CREDENTIALS_MISSING)) ||
+        (error.status === 403 && first === FIREWALL_REFUSAL))
         ? [
             '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
           ]

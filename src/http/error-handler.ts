@@ -95,28 +95,81 @@ function isTransient(error: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|is not queryable/i.test(message);
 }
 
+/** What the client-error handler asks of the public API's firewall; absent on a listener without one. */
+export interface ClientErrorFirewall {
+  /** wire-contract §2.1: false → the 1020. */
+  allows(ip: string): Promise<boolean>;
+  /** Whether a peer is a trusted proxy (SVC_TRUST_PROXY), whose client an unparsed request does not name. */
+  isProxy(ip: string): boolean;
+  /**
+   * Whether the firewall stands before a request for `url` on this listener (not before the operator API or the
+   * probes it may also serve); `url` is undefined where the parser failed before the request line was read.
+   */
+  covers(url: string | undefined): boolean;
+}
+
 /**
  * A request Node's HTTP parser refuses (a malformed request line or header, headers over the size limit, a
  * request that took too long to arrive) never reaches Fastify; it gets the wire-contract §3 error body and
  * an X-REQUEST-ID like every other answer, then the connection is closed. In place of Fastify's default
- * (`clientErrorHandler`), which answers another body and no request id.
+ * (`clientErrorHandler`), which answers another body and no request id. With a `firewall` (the public API's), a
+ * peer on no allow-list gets the 1020 first, as for any other request (wire-contract §9): a malformed request
+ * was the one way for such an address to learn that the service was there (probe). Not for a request the firewall
+ * does not cover (the operator API or the probes on the same listener: a slow operator upload got the 1020, review),
+ * nor behind a trusted proxy, whose client is not known (its X-Forwarded-For is in the headers that did not parse).
  */
-export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  // A reset connection has nobody to answer (https://nodejs.org/api/http.html#event-clienterror).
-  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
+  return function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+    // A reset connection has nobody to answer (https://nodejs.org/api/http.html#event-clienterror).
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const connection = socket as Duplex & {
+      remoteAddress?: string;
+      parser?: { incoming?: { url?: string } };
+    };
+    const peer = connection.remoteAddress;
+    if (
+      !firewall ||
+      peer === undefined ||
+      firewall.isProxy(peer) ||
+      !firewall.covers(connection.parser?.incoming?.url)
+    ) {
+      answerParserError(error, socket);
+      return;
+    }
+    // Until the answer is written, the connection reads nothing more (Node's parser is done with it).
+    firewall.allows(peer).then(
+      (allowed) =>
+        allowed ? answerParserError(error, socket) : answerRaw(error, socket, 403, FIREWALL_TEXT),
+      // The allow-lists unreadable (the database gone): the parser's answer, which tells nothing of them.
+      () => answerParserError(error, socket),
+    );
+  };
+}
+
+const FIREWALL_TEXT = { type: 'text/plain; charset=utf-8', body: 'error code: 1020' };
+
+function answerParserError(error: NodeJS.ErrnoException, socket: Duplex): void {
   const [status, problem] =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'request: not received in time']
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? [431, 'request: headers too large']
         : [400, 'request: malformed HTTP request'];
-  const body = JSON.stringify({ errors: [problem] });
+  answerRaw(error, socket, status, { type: 'application/json', body: JSON.stringify({ errors: [problem] }) });
+}
+
+function answerRaw(
+  error: NodeJS.ErrnoException,
+  socket: Duplex,
+  status: number,
+  { type, body }: { type: string; body: string },
+): void {
   // As Node's own handler: not when a response on this connection has begun (a firewall's 1020 answered
   // before the body was read, then the body turned out malformed): a second one would be read as part of it.
   const answering = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && !answering?.headersSent) {
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${type}\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${randomUUID()}\r\n` +
         `connection: close\r\n\r\n${body}`,
     );
@@ -148,22 +201,36 @@ export function sendOperatorNotFound(request: FastifyRequest, reply: FastifyRepl
 
 /**
  * The error handler, and the handler of paths no route matches, after `notFoundHooks` (the public API's
- * firewall and rate limit: an unmatched path is refused and counted like any public request) for the paths
- * `isPublic` says are the public API's. Those run as onRequest hooks, before the body is read: a blocked IP
- * posting a body too large to an unknown path gets its 429, not a 413 that the limiter never saw.
+ * firewall and rate limit: an unmatched path is refused and counted like any public request) and
+ * `notFoundAuthentication`, for the paths `isPublic` says are the public API's. The hooks run on the request, before
+ * the body is read (a blocked IP posting a body too large to an unknown path gets its 429, not a 413 that the limiter
+ * never saw); the authentication after it is read, as a route's does.
  */
 export function installErrorHandlers(
   app: FastifyInstance,
   {
     notFoundHooks = [],
     isPublic = () => true,
-  }: { notFoundHooks?: EdgeHook[]; isPublic?: (url: string) => boolean } = {},
+    notFoundAuthentication,
+  }: {
+    notFoundHooks?: EdgeHook[];
+    isPublic?: (url: string) => boolean;
+    notFoundAuthentication?: (request: FastifyRequest) => Promise<unknown>;
+  } = {},
 ): void {
   if (notFoundHooks.length > 0) {
     app.addHook('onRequest', (request, reply, done) => {
       if (!request.is404 || !isPublic(request.url)) return done();
       // A hook that answers ends the request there (Fastify's "respond from a hook"): done is not called.
       runEdgeHooks(notFoundHooks, request, reply, () => done());
+    });
+  }
+  // wire-contract §9: authentication (401) and the allow-list (403) come before existence (404), for a path no
+  // route matches too: answered 404 to anyone, it told a caller without credentials which routes and methods
+  // there are (probe). After the body is read, as for a route, so that the signature over it is checked.
+  if (notFoundAuthentication) {
+    app.addHook('preValidation', async (request) => {
+      if (request.is404 && isPublic(request.url)) await notFoundAuthentication(request);
     });
   }
   // Each request's writes are tracked, so that a database connection lost after one of them committed is

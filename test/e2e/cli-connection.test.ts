@@ -80,7 +80,13 @@ describe('the operator API on its own listener (SVC_ADMIN_LISTEN)', () => {
       SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     });
     assert.equal(unset.code, 1, unset.stderr);
-    assert.ok([403, 404].includes(jsonError(unset.stderr).status!), unset.stderr);
+    assert.ok([401, 403].includes(jsonError(unset.stderr).status!), unset.stderr);
+    const told = await runCli(['platforms', 'list'], {
+      ...base,
+      SVC_URL: svc.url,
+      SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    assert.match(told.stderr, /no operator API answered: is --admin-url/);
   });
 
   test('a client command with its URLs given does not read the server settings: a bad SVC_PORT does not stop it', async () => {

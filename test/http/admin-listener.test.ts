@@ -24,7 +24,9 @@ test('the operator API answers on its own listener only; both listeners count in
   const onAdmin = await rawRequest(adminUrl, 'GET', '/admin/platforms', { headers: adminHeaders });
   assert.equal(onAdmin.status, 200);
   const onPublic = await rawRequest(url, 'GET', '/admin/platforms', { headers: adminHeaders });
-  assert.equal(onPublic.status, 404, 'not on the public listener');
+  // Not on the public listener: a path it has no route for, whose caller it authenticates first (wire-contract §9).
+  assert.equal(onPublic.status, 401, 'not on the public listener');
+  assert.deepEqual(onPublic.json, { error: 'missing header X-SCX-API-KEY' });
 
   await rawRequest(url, 'GET', '/time');
   const metrics = (await rawRequest(url, 'GET', '/metrics')).text;

@@ -401,7 +401,9 @@ describe('a URL the router refuses (wire-contract §9: authentication before inp
     }
   });
 
-  test('with a body, which is never read, the key and timestamp are checked, not the signature or the passphrase', async () => {
+  test('with a body, read as a route reads it, the signature over it and the passphrase are checked', async () => {
+    // Unread, neither was checked: a caller holding only a key's id (sent in every request) got past the 401, and
+    // from an address off the allow-list of the key's platform learned which platform that was (probe).
     const body = '{"quote_id":"x"}';
     const target = '/trades/%zz';
     assert401(await rawRequest(probe.url, 'POST', target, { body }), /missing header X-SCX-API-KEY/);
@@ -410,11 +412,20 @@ describe('a URL the router refuses (wire-contract §9: authentication before inp
       /unknown API key/,
     );
     assert401(await signed('POST', target, { body, timestampS: nowS() - 120 }), /60 seconds/);
-    assert.equal((await signed('POST', target, { body })).status, 400);
-    // Without the signature, a passphrase checked would be an oracle for it to anyone holding the key's id (review):
-    // right or wrong, the same 400.
-    const wrong = await signed('POST', target, { body, override: { [AUTH_HEADERS.passphrase]: 'wrong' } });
-    assert.equal(wrong.status, 400, wrong.text);
+    assert401(await signed('POST', target, { body, signTarget: '/time' }), /invalid signature/);
+    assert401(await signed('POST', target, { body, signBody: '{"quote_id":"y"}' }), /invalid signature/);
+    assert401(
+      await signed('POST', target, { body, override: { [AUTH_HEADERS.passphrase]: 'wrong' } }),
+      /invalid passphrase/,
+    );
+    const res = await signed('POST', target, { body });
+    assert.equal(res.status, 400, res.text);
+    assert.match((res.json as { errors: string[] }).errors[0]!, /^path: /);
+  });
+
+  test('a body over the limit is a 413, as on a route', async () => {
+    const big = JSON.stringify({ note: 'x'.repeat(1024 * 1024) });
+    assert.equal((await signed('POST', '/trades/%zz', { body: big })).status, 413);
   });
 
   test('a caller from an IP its platform does not list gets the 403 first', async () => {

@@ -194,8 +194,18 @@ describe('error bodies', () => {
   });
 
   test('404 {"error": "Not Found"}: unknown route, unknown method, unknown resource', async () => {
-    assertBody(await rawRequest(probe.url, 'GET', '/no/such/route'), 404, errorBody('Not Found'));
-    assertBody(await rawRequest(probe.url, 'PATCH', '/time'), 404, errorBody('Not Found'));
+    assertBody(await signed('GET', '/no/such/route'), 404, errorBody('Not Found'));
+    assertBody(await signed('PATCH', '/time', { body: '{}' }), 404, errorBody('Not Found'));
+    // wire-contract §9: authentication before existence. Answered 404 to anyone, an unknown path or method told a
+    // caller without credentials which routes there are (probe).
+    assertBody(await rawRequest(probe.url, 'GET', '/no/such/route'), 401, errorBody());
+    assertBody(await rawRequest(probe.url, 'PATCH', '/time'), 401, errorBody());
+    const signedForAnother = signedHeaders(a.key, 'GET', '/time', undefined, nowS());
+    assertBody(
+      await rawRequest(probe.url, 'GET', '/no/such/route', { headers: signedForAnother }),
+      401,
+      errorBody('invalid signature'),
+    );
     const unknownZrn = 'zrn:svc:us:account:customer:00000000-0000-4000-8000-000000000000';
     assertBody(await signed('GET', `/probe/accounts/${unknownZrn}`), 404, errorBody('Not Found'));
   });
@@ -267,6 +277,15 @@ describe('error bodies', () => {
       assert.match(head, /\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
       assert.deepEqual(JSON.parse(body ?? ''), { errors: [problem] });
     }
+  });
+
+  test('an expectation other than 100-continue is ignored: the request is served as any other', async () => {
+    // Node answered a bare 417 itself, before any hook (probe).
+    const answer = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\nhost: x\r\nexpect: foo\r\n\r\n');
+    assert.match(answer, /^HTTP\/1.1 200 /, answer.slice(0, 80));
+    assert.match(answer, /\r\nx-request-id: /i);
+    const body = JSON.parse(answer.split('\r\n\r\n')[1]!) as { message: { epoch: unknown } };
+    assert.equal(typeof body.message.epoch, 'number');
   });
 
   test('malformed JSON → 400 after authentication; unsigned → 401 first', async () => {

@@ -109,12 +109,11 @@ describe('firewall and allow-lists (no trusted proxy)', () => {
         }),
       );
     }
-    // From an IP on an allow-list they are answered as before.
+    // From an IP on an allow-list they meet authentication next (wire-contract §9), unknown path and refused URL alike.
     assert.equal(
       (await probe.app.inject({ method: 'GET', url: '/nope', remoteAddress: A_IP })).statusCode,
-      404,
+      401,
     );
-    // (a refused URL: authentication comes first, wire-contract §9)
     assert.equal(
       (await probe.app.inject({ method: 'GET', url: '/%zz', remoteAddress: A_IP })).statusCode,
       401,
@@ -135,6 +134,50 @@ describe('firewall and allow-lists (no trusted proxy)', () => {
     // Over a real connection (inject always sends a Host); loopback is on no allow-list here.
     const answer = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\n\r\n');
     assert.match(answer, /^HTTP\/1.1 403 /);
+    assert.equal(answer.split('\r\n\r\n')[1], 'error code: 1020');
+  });
+
+  test('a request the HTTP parser refuses meets the firewall first: 1020, not its 400 (probe)', async () => {
+    // Loopback is on no allow-list here: a malformed request was the one way to learn that the service was there.
+    // A public path the parser read before it failed (a bad chunk of the body):
+    const answer = await rawHttp(
+      svc.url,
+      'POST /time HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n',
+      { untilClose: true },
+    );
+    assert.match(answer, /^HTTP\/1.1 403 /, answer.slice(0, 80));
+    assert.match(answer, /\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
+    assert.equal(answer.split('\r\n\r\n')[1], 'error code: 1020');
+    // Where it failed before the path was read, this listener cannot tell it from one for the operator API or the
+    // probes it also serves, outside the firewall: the parser's answer.
+    const unread = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\nhost: x\r\nx-a: a\u0000b\r\n\r\n', {
+      untilClose: true,
+    });
+    assert.match(unread, /^HTTP\/1.1 400 /, unread.slice(0, 80));
+    // A listener that serves the public API alone (the operator API and the probes on listeners of their own) can.
+    const alone = await startTestService({
+      clock,
+      env: { SVC_ADMIN_LISTEN: '127.0.0.1:0', SVC_OPS_LISTEN: '127.0.0.1:0' },
+    });
+    try {
+      await alone.newPlatform({ allowlist: [`${A_IP}/32`] });
+      for (const request of [
+        'GET /time HTTP/1.1\r\nhost: x\r\nx-a: a\u0000b\r\n\r\n',
+        `GET /time HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      ]) {
+        const refused = await rawHttp(alone.url, request, { untilClose: true });
+        assert.match(refused, /^HTTP\/1.1 403 /, refused.slice(0, 80));
+        assert.equal(refused.split('\r\n\r\n')[1], 'error code: 1020');
+      }
+    } finally {
+      await alone.close();
+    }
+  });
+
+  test("an expectation other than 100-continue meets the firewall: 1020, not Node's bare 417 (probe)", async () => {
+    const answer = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\nhost: x\r\nexpect: foo\r\n\r\n');
+    assert.match(answer, /^HTTP\/1.1 403 /, answer.slice(0, 80));
+    assert.match(answer, /\r\nx-request-id: /i);
     assert.equal(answer.split('\r\n\r\n')[1], 'error code: 1020');
   });
 
@@ -271,7 +314,8 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
         remoteAddress: PROXY_IP,
         headers: { 'x-forwarded-for': entry },
       });
-      assert.equal(unrouted.statusCode, 404, `${entry}: ${unrouted.body}`);
+      // Past the firewall: authentication's 401 (unsigned), not the 1020.
+      assert.equal(unrouted.statusCode, 401, `${entry}: ${unrouted.body}`);
     }
     // A trusted hop written with its port is skipped like any trusted hop.
     const viaGateway = `${A_IP}:51234, 10.9.0.3:443, [::ffff:172.16.0.1]:8443`;

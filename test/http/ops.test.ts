@@ -365,8 +365,9 @@ describe('SVC_OPS_LISTEN in role api', () => {
       assert.equal((await fetch(`${opsUrl}/readyz`)).status, 200);
       assert.equal((await fetch(`${opsUrl}/healthz`)).status, 200);
       for (const path of ['/metrics', '/readyz', '/healthz']) {
+        // Paths the public listener has no route for: its caller authenticated first (wire-contract §9).
         const res = await fetch(`${separate.url}${path}`);
-        assert.equal(res.status, 404, path);
+        assert.equal(res.status, 401, path);
       }
       // The API itself is where it was.
       assert.equal((await fetch(`${separate.url}/time`)).status, 200);

@@ -111,7 +111,7 @@ describe('rate limit through the service (memory store, controlled clock)', () =
 
   it('counts paths no route matches and URLs the router refuses, and refuses them during a block', async () => {
     clock.advance(20_000);
-    assert.equal(count(await send(`${svc.url}/nope`, 1000), 404), 1000);
+    assert.equal(count(await send(`${svc.url}/nope`, 1000), 401), 1000, 'unknown paths, unsigned');
     assert.equal(count(await send(`${svc.url}/%zz`, 999), 401), 999, 'refused URLs, unsigned');
     assert.equal((await fetch(`${svc.url}/time`)).status, 200, 'the 2,000th');
     assert.equal((await fetch(`${svc.url}/nope`)).status, 429, 'the 2,001st starts the block');

@@ -42,6 +42,13 @@ test("the operator API's 404 names what is missing; a bare 404 (another listener
       '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
   );
   assert.equal(bare.exitCode, 1);
+  // The public listener authenticates a path it has no route for before its 404 (wire-contract §9).
+  const publicListener = reportFailure(new AdminApiError(401, { error: 'missing header X-SCX-API-KEY' }))!;
+  assert.match(publicListener.text, /\n {2}no operator API answered: is --admin-url/);
+  const firewall = reportFailure(new AdminApiError(403, 'error code: 1020'))!;
+  assert.match(firewall.text, /\n {2}no operator API answered: is --admin-url/);
+  const wrongToken = reportFailure(new AdminApiError(401, { error: 'invalid operator token' }))!;
+  assert.doesNotMatch(wrongToken.text, /no operator API answered/);
 });
 
 test('a server unreachable is reported with the address that was tried', () => {

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
-import { answerClientError } from '../../src/http/error-handler.ts';
+import { clientErrorAnswerer, type ClientErrorFirewall } from '../../src/http/error-handler.ts';
+
+const answerClientError = clientErrorAnswerer();
 
 /** The connection as Node's HTTP server hands it to the client-error handler, and what was written to it. */
-function connection(headersSent?: boolean) {
-  const socket = new PassThrough();
+function connection(headersSent?: boolean, remoteAddress = '192.0.2.1', url?: string) {
+  const socket = Object.assign(new PassThrough(), { remoteAddress, parser: { incoming: url && { url } } });
   const written: string[] = [];
   socket.on('data', (chunk) => written.push(String(chunk)));
   socket.on('error', () => {});
@@ -31,4 +33,46 @@ test('a parser error after a response on the connection has begun writes nothing
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(written(), '');
   assert.ok(socket.destroyed);
+});
+
+/** A firewall that lists `listed` only, with `proxy` as the one trusted proxy. */
+function firewall(listed: string[], proxy = '10.0.0.1'): ClientErrorFirewall {
+  return {
+    allows: async (ip) => listed.includes(ip),
+    isProxy: (ip) => ip === proxy,
+    covers: (url) => url === undefined || !url.startsWith('/admin'),
+  };
+}
+
+test('with the public firewall, a peer on no allow-list gets the 1020 instead (wire-contract §9)', async () => {
+  const { socket, written } = connection();
+  clientErrorAnswerer(firewall(['198.51.100.7']))(malformed, socket);
+  await new Promise((resolve) => socket.once('close', resolve));
+  assert.match(written(), /^HTTP\/1\.1 403 Forbidden\r\n/);
+  assert.match(written(), /\r\n\r\nerror code: 1020$/);
+});
+
+test('a listed peer, a trusted proxy (its client unknown) or allow-lists that cannot be read: the 400', async () => {
+  for (const [peer, rules] of [
+    ['198.51.100.7', firewall(['198.51.100.7'])],
+    ['10.0.0.1', firewall([])],
+    [
+      '192.0.2.1',
+      { allows: () => Promise.reject(new Error('database gone')), isProxy: () => false, covers: () => true },
+    ],
+  ] as const) {
+    const { socket, written } = connection(undefined, peer);
+    clientErrorAnswerer(rules)(malformed, socket);
+    await new Promise((resolve) => socket.once('close', resolve));
+    assert.match(written(), /^HTTP\/1\.1 400 Bad Request\r\n/, peer);
+  }
+});
+
+test('a request the firewall does not cover (the operator API on the same listener) gets its own answer', async () => {
+  // Review: an operator's upload that came too slowly got the 1020, from an address on no platform's allow-list.
+  const { socket, written } = connection(undefined, '192.0.2.1', '/admin/platforms');
+  const timedOut = Object.assign(new Error('timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' });
+  clientErrorAnswerer(firewall([]))(timedOut, socket);
+  await new Promise((resolve) => socket.once('close', resolve));
+  assert.match(written(), /^HTTP\/1\.1 408 Request Timeout\r\n/);
 });

@@ -22,14 +22,6 @@ export interface SignedRequest {
   /** The request target exactly as received: path plus ?query, not re-encoded. */
   route: string;
   rawBody: Buffer | undefined;
-  /**
-   * The request has a body that was never read (a URL the router refused, answered 400 whatever its caller):
-   * the key, its revocation and the timestamp are checked, which name the platform for its allow-list, but
-   * neither the signature, which covers the body, nor the passphrase. Checked without the signature, the
-   * passphrase was an oracle for anyone holding the key's id (sent in every request), each wrong guess on an
-   * idle key a scrypt run (review).
-   */
-  bodyUnread?: boolean;
 }
 
 export interface Caller {
@@ -159,7 +151,6 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
       const entry = await load(req.apiKey);
       if (!entry) throw unauthenticated('unknown API key');
       if (entry.revoked) throw unauthenticated('API key revoked');
-      if (req.bodyUnread) return { platformCode: entry.platformCode, apiKey: req.apiKey };
       const message = signingMessage(req.timestamp, req.method, req.route, req.rawBody);
       if (!signatureMatches(entry.secret, message, req.signature)) throw unauthenticated('invalid signature');
       if (!(await passphraseMatches(entry, req.passphrase))) throw unauthenticated('invalid passphrase');

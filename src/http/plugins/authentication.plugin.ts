@@ -16,15 +16,10 @@ export interface AuthenticationDeps {
   networkRules: NetworkRules;
 }
 
-/**
- * Authentication (401), then the caller's platform allow-list (403): the request's caller. `bodyUnread`: a
- * request refused before its body was read, whose signature (over the body) cannot be checked, nor therefore
- * its passphrase (authenticator.ts).
- */
+/** Authentication (401), then the caller's platform allow-list (403): the request's caller. */
 export async function authenticatedCaller(
   deps: AuthenticationDeps,
   request: FastifyRequest,
-  bodyUnread = false,
 ): Promise<Caller> {
   const caller = await deps.authenticator.authenticate({
     apiKey: header(request.headers[AUTH_HEADERS.apiKey]),
@@ -34,7 +29,6 @@ export async function authenticatedCaller(
     method: request.method,
     route: request.raw.url ?? request.url,
     rawBody: request.rawBody,
-    bodyUnread,
   });
   if (!(await deps.networkRules.platformAllows(caller.platformCode, request.ip))) {
     throw forbidden(`IP address ${request.ip} is not on the allow-list of platform ${caller.platformCode}`);
