@@ -56,6 +56,12 @@ export interface RequestOptions {
    */
   withoutScenario?: boolean;
   /**
+   * A look-up within a call (see {@link lookupOptions}): the retry clock's reading when that call began, so that the
+   * look-up's waits count against the call's `deadlineMs` rather than a budget of its own (review: a check's 429
+   * waited 10 s past the deadline).
+   */
+  budgetFrom?: number;
+  /**
    * Cancels the call: the attempt under way, a wait between attempts and the spec 7 look-ups end with
    * `SvcAbortedError` (its `outcomeUnknown` set when a write may already have reached the server).
    */
@@ -271,6 +277,7 @@ export class SvcClient {
       path,
       hooks,
       retry,
+      startedAt: options.budgetFrom,
       signal: options.signal,
       send: () => this.send(verb, path, options),
     });
@@ -329,8 +336,18 @@ function describeFetchError(error: unknown): string {
 /**
  * The per-call options an idempotence check or recovery look-up runs with: the caller's retry options
  * (so an injected sleep or clock applies) and headers, without `X-Simulator-Scenario`, the call's or the
- * client's (a rehearsed failure is for the call itself; the check must see the real state).
+ * client's (a rehearsed failure is for the call itself; the check must see the real state), within the budget of
+ * the call begun at `budgetFrom` (the sender gives each hook its call's start).
  */
-export function lookupOptions(options: CallOptions): CallOptions & Pick<RequestOptions, 'withoutScenario'> {
-  return { retry: options.retry, headers: options.headers, signal: options.signal, withoutScenario: true };
+export function lookupOptions(
+  options: CallOptions,
+  budgetFrom?: number,
+): CallOptions & Pick<RequestOptions, 'withoutScenario' | 'budgetFrom'> {
+  return {
+    retry: options.retry,
+    headers: options.headers,
+    signal: options.signal,
+    withoutScenario: true,
+    budgetFrom,
+  };
 }

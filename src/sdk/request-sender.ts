@@ -22,9 +22,13 @@ export interface RawResponse {
   requestId: string | undefined;
 }
 
+/**
+ * The look-ups of a call. Each is given `startedAt`, the call's start by its retry clock: run with
+ * `lookupOptions(options, startedAt)`, its own waits count against the call's `deadlineMs`.
+ */
 export interface RecoveryHooks<T> {
   /** spec 7.1.2: after a 502/504 on a write, find out whether the work happened; its result if it did. */
-  idempotenceCheck?: () => Promise<T | undefined>;
+  idempotenceCheck?: (startedAt: number) => Promise<T | undefined>;
   /** spec 7.2: execute answered 404: look the trade up, re-quote if allowed; undefined → throw the 404. */
   /**
    * `earlierUnanswered`: an earlier attempt of this call got no answer, so it may still be carried out: the
@@ -32,13 +36,13 @@ export interface RecoveryHooks<T> {
    */
   recover404?: (
     options: ReturnType<typeof resolveRetryOptions>,
-    context: { earlierUnanswered: boolean },
+    context: { earlierUnanswered: boolean; startedAt: number },
   ) => Promise<T | undefined>;
   /**
    * spec 7.3: customer creation answered a conflict 400 (`refusal` is that answer): look the participant
    * up; undefined → throw the 400.
    */
-  recover73?: (refusal: RawResponse) => Promise<T | undefined>;
+  recover73?: (refusal: RawResponse, startedAt: number) => Promise<T | undefined>;
 }
 
 export interface SendPlan<T> {
@@ -49,6 +53,8 @@ export interface SendPlan<T> {
   send: () => Promise<RawResponse>;
   hooks?: RecoveryHooks<T>;
   retry?: RetryOptions | false;
+  /** A look-up's: the start, by the retry clock, of the call it looks for (its budget); else now. */
+  startedAt?: number;
   /** The caller's cancellation: also ends a wait between attempts. */
   signal?: AbortSignal;
 }
@@ -83,16 +89,18 @@ async function runCheck<T>(
 }
 
 /**
- * Runs a spec 7.2/7.3 recovery. Aborted by the caller while it looks, the call's outcome is unknown when an
- * earlier attempt got no answer (the look-up's own abort, a GET, said nothing of the write).
+ * Runs a spec 7.2/7.3 recovery. When an earlier attempt got no answer (it may still have been carried out), a
+ * look-up that fails leaves the call's outcome unknown, as a failed idempotence check does ({@link runCheck}): the
+ * caller gets this attempt's refusal with the look-up's failure in `checkError` and `outcomeUnknown`. Thrown as the
+ * look-up's own error (a GET's 500, a 429, no answer), nothing said that a trade may have been booked, and spec 7.2
+ * reads a 404 without a trade found as "re-quote and execute" (review). Otherwise the look-up's error is the call's.
  */
-async function recovering<T>(recover: () => Promise<T | undefined>, earlierUnanswered: boolean) {
-  try {
-    return await recover();
-  } catch (error) {
-    if (error instanceof SvcAbortedError && earlierUnanswered) error.outcomeUnknown = true;
-    throw error;
-  }
+function recovering<T>(
+  recover: () => Promise<T | undefined>,
+  earlierUnanswered: boolean,
+  original: () => SvcError,
+): Promise<T | undefined> {
+  return earlierUnanswered ? runCheck(recover, original) : recover();
 }
 
 /**
@@ -153,7 +161,7 @@ function abortedBetweenAttempts(
 export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
   const options = resolveRetryOptions(plan.retry === false ? { maxRetries: 0 } : plan.retry);
   const retryClass = plan.retryClass ?? retryClassFor(plan.method, plan.path);
-  const started = options.now();
+  const started = plan.startedAt ?? options.now();
   /** An earlier attempt of this call was indeterminate (502, 504, no answer) and its check found nothing. */
   let earlierIndeterminate = false;
   /** Of those, one got no answer at all: the server may have done its work after the check looked. */
@@ -214,7 +222,8 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         // A resend refused (a tenant already added, already removed) after an indeterminate attempt: that attempt
         // may be what made the state so, and the check, looking again now that the server has answered, can tell.
         if (earlierIndeterminate && response && response.status >= 400 && plan.hooks?.idempotenceCheck) {
-          const done = await runCheck(plan.hooks.idempotenceCheck, failure);
+          const check = plan.hooks.idempotenceCheck;
+          const done = await runCheck(() => check(started), failure);
           if (done !== undefined) return done;
         }
         return finish(false, earlierUnanswered);
@@ -227,13 +236,18 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
         continue;
       case 'check-then-retry':
       case 'check-then-return': {
-        const done = plan.hooks?.idempotenceCheck
-          ? await runCheck(plan.hooks.idempotenceCheck, failure)
-          : undefined;
+        const check = plan.hooks?.idempotenceCheck;
+        const done = check ? await runCheck(() => check(started), failure) : undefined;
         if (done !== undefined) return done;
         // An empty check after this answer shows this attempt did nothing, but not an earlier one that got no
         // answer: that one may still be at work (review: a timeout, then 504s, was thrown as known not done).
-        if (action.kind === 'check-then-return' || !plan.hooks?.idempotenceCheck)
+        // The wait before the resend was allowed before the check ran; the check's own time (its waits too) may
+        // have brought its end past the deadline (review: the write was resent 5.6 s after it).
+        if (
+          action.kind === 'check-then-return' ||
+          !check ||
+          options.now() + action.delayMs > started + options.deadlineMs
+        )
           return finish(
             plan.hooks?.idempotenceCheck !== undefined && response !== undefined && !earlierUnanswered,
             earlierUnanswered,
@@ -251,7 +265,11 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       case 'recover-404': {
         const recover404 = plan.hooks?.recover404;
         const recovered = recover404
-          ? await recovering(() => recover404(options, { earlierUnanswered }), earlierUnanswered)
+          ? await recovering(
+              () => recover404(options, { earlierUnanswered, startedAt: started }),
+              earlierUnanswered,
+              failure,
+            )
           : undefined;
         if (recovered !== undefined) return recovered;
         return finish(false, earlierUnanswered);
@@ -259,7 +277,9 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
       case 'recover-7.3': {
         const recover73 = plan.hooks?.recover73;
         const recovered =
-          recover73 && response ? await recovering(() => recover73(response!), earlierUnanswered) : undefined;
+          recover73 && response
+            ? await recovering(() => recover73(response!, started), earlierUnanswered, failure)
+            : undefined;
         if (recovered !== undefined) return recovered;
         return finish(false, earlierUnanswered);
       }

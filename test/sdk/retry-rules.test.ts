@@ -393,6 +393,42 @@ describe('spec 7.1.2, 7.2: a POST answered 502/504 runs the idempotence check, a
     assert.deepEqual(await tradeIdsOfQuote(quoteId), []);
   });
 
+  test("an execute's check spends the execute's deadline: it does not wait past it, and the 502 is thrown with its failure", async () => {
+    // Review: each look-up had a budget of its own, so a check's waits ran past the call's deadline.
+    const path = '/liquidity/execute';
+    let now = 0;
+    const waits: number[] = [];
+    const retry = {
+      deadlineMs: 500,
+      now: () => now,
+      sleep: async (ms: number) => {
+        waits.push(ms);
+        now += ms;
+      },
+    };
+    const { client, sends } = rehearse({
+      [`POST ${path}`]: ['error_503', 'error_502'],
+      'GET /trades': ['error_503'],
+    });
+    const quoteId = await quote(client, path);
+    await assert.rejects(
+      client.quotes.executeLiquidityQuote(quoteId, { retry }),
+      (e: unknown) =>
+        e instanceof SvcServerError &&
+        e.status === 502 &&
+        e.checkError instanceof SvcServerError &&
+        e.checkError.status === 503,
+    );
+    assert.deepEqual(sends.slice(1), [
+      `POST ${path} [error_503] → 503`,
+      `POST ${path} [error_502] → 502`,
+      'GET /trades [error_503] → 503',
+    ]);
+    // 300 ms after the 503; the check's own 300 would have ended at 600, past the execute's 500.
+    assert.deepEqual(waits, [300]);
+    assert.deepEqual(await tradeIdsOfQuote(quoteId), []);
+  });
+
   for (const scenario of ['error_502', 'error_504']) {
     test(`customer creation ${scenario} (nothing done): the look-up by email finds no one, resent, one participant`, async () => {
       const { client, sends } = rehearse({ 'POST /participants/customers/new': [scenario] });

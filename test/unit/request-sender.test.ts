@@ -412,6 +412,94 @@ describe('request sender applies the spec 7 table', () => {
     );
     assert.equal(s.calls.length, 1);
   });
+
+  test('after an attempt with no answer, a 404 whose look-up fails is of unknown outcome, the look-up’s error attached', async () => {
+    // Review: the look-up's own error (a GET's 500, 429 or no answer) was thrown, with nothing to say that the first
+    // attempt may have booked the trade; spec 7.2 reads such a 404 as "re-quote and execute".
+    const lookup = new SvcConnectionError('GET /trades: ECONNRESET', new Error('reset'));
+    for (const [recover, kind] of [
+      ['recover404', 404],
+      ['recover73', 400],
+    ] as const) {
+      const s = script([
+        'network',
+        [kind, { errors: ['Participant data already used with different requestID'] }],
+      ]);
+      await assert.rejects(
+        sendWithRetries({
+          method: 'POST',
+          path: recover === 'recover404' ? '/liquidity/execute' : '/participants/customers/new',
+          send: s.send,
+          retry: clock().retry,
+          hooks: {
+            idempotenceCheck: async () => undefined,
+            [recover]: async () => {
+              throw lookup;
+            },
+          },
+        }),
+        (e: unknown) =>
+          e instanceof SvcError && e.status === kind && e.checkError === lookup && e.outcomeUnknown === true,
+        recover,
+      );
+    }
+    // With no attempt unanswered, the 404 shows this call did nothing: the look-up's error is the call's.
+    const s = script([404]);
+    await assert.rejects(
+      sendWithRetries({
+        method: 'POST',
+        path: '/liquidity/execute',
+        send: s.send,
+        retry: clock().retry,
+        hooks: {
+          recover404: async () => {
+            throw lookup;
+          },
+        },
+      }),
+      (e: unknown) => e === lookup && lookup.outcomeUnknown !== true,
+    );
+  });
+
+  test('the deadline counts the checks: a resend whose wait would end after it is not made, and look-ups share it', async () => {
+    const c = clock();
+    const starts: number[] = [];
+    const s = script([502]);
+    await assert.rejects(
+      sendWithRetries({
+        method: 'POST',
+        path: '/liquidity/execute',
+        send: s.send,
+        retry: { ...c.retry, deadlineMs: 15_000 },
+        hooks: {
+          // The check waits out a 429 of its own (10 s): the resend's wait would then end past the deadline.
+          idempotenceCheck: async (startedAt) => {
+            starts.push(startedAt);
+            await c.retry.sleep(14_900);
+            return undefined;
+          },
+        },
+      }),
+      (e: unknown) => e instanceof SvcServerError && e.status === 502 && e.outcomeUnknown !== true,
+    );
+    assert.equal(s.calls.length, 1, 'not resent past the deadline (review: resent 5.6 s after it)');
+    assert.deepEqual(starts, [0], "the check was given the call's start");
+    // A look-up given a call's start spends that call's budget: its wait would end past it, so it is not made.
+    const look = clock();
+    look.retry.now = () => 14_900;
+    const l = script([503]);
+    await assert.rejects(
+      sendWithRetries({
+        method: 'GET',
+        path: '/trades',
+        send: l.send,
+        startedAt: 0,
+        retry: { ...look.retry, deadlineMs: 15_000 },
+      }),
+      SvcServerError,
+    );
+    assert.deepEqual(look.slept, []);
+  });
 });
 
 describe('a 2xx that is not this API’s answer', () => {

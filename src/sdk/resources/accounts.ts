@@ -142,15 +142,18 @@ export class AccountsResource {
     participantCode: string,
     change: 'add' | 'remove',
     options: CallOptions,
-    send: (idempotenceCheck: () => Promise<AcceptedResponse | undefined>) => Promise<AcceptedResponse>,
+    send: (
+      idempotenceCheck: (startedAt: number) => Promise<AcceptedResponse | undefined>,
+    ) => Promise<AcceptedResponse>,
   ): Promise<AcceptedResponse> {
-    const tenantOnceApplied = async () =>
-      tenantsOnceApplied(await this.details(zrn, lookupOptions(options))).has(participantCode);
+    // The read before the change has a budget of its own; the check, the change's (`startedAt`).
+    const tenantOnceApplied = async (startedAt?: number) =>
+      tenantsOnceApplied(await this.details(zrn, lookupOptions(options, startedAt))).has(participantCode);
     const wanted = change === 'add';
     if ((await tenantOnceApplied()) === wanted) {
       // Already so: the server refuses the change (409 or 404), and no check can call it accepted.
       return send(async () => undefined);
     }
-    return send(async () => ((await tenantOnceApplied()) === wanted ? {} : undefined));
+    return send(async (startedAt) => ((await tenantOnceApplied(startedAt)) === wanted ? {} : undefined));
   }
 }

@@ -118,7 +118,7 @@ export class ParticipantsResource {
     // No email, no look-up: the sender then returns the indeterminate answer instead of resending blindly.
     const lookUp =
       typeof email === 'string' && email !== ''
-        ? () => this.findByEmail(email, lookupOptions(call))
+        ? (startedAt: number) => this.findByEmail(email, lookupOptions(call, startedAt))
         : undefined;
     const answer = await this.client.request<Answer>(
       'POST',
@@ -126,13 +126,13 @@ export class ParticipantsResource {
       { ...call, headers, body },
       lookUp && {
         // spec 7.2: after 502/504 the state is unknown: validate with a GET whether the customer was created.
-        idempotenceCheck: async () => {
-          const found = await lookUp();
+        idempotenceCheck: async (startedAt) => {
+          const found = await lookUp(startedAt);
           return found && { found };
         },
         // spec 7.3: the conflict may mean "created already": return the existing participant.
-        recover73: async (refusal: RawResponse) => {
-          const existing = await lookUp();
+        recover73: async (refusal: RawResponse, startedAt) => {
+          const existing = await lookUp(startedAt);
           return existing && { exists: existing, conflict: conflictMessage(refusal.body) };
         },
       },

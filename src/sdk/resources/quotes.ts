@@ -207,10 +207,10 @@ export class QuotesResource {
     options: CallOptions,
     requote?: (resolved: ResolvedRetryOptions) => Promise<Executed<M> | undefined>,
   ): Promise<Executed<M>> {
-    // The simulator header (cert) rehearses one failure; the idempotence check must see the real state.
-    const checkOptions = lookupOptions(options);
-    const found = async (): Promise<Answer<M> | undefined> => {
-      const trade = await this.findTrade(quoteId, checkOptions);
+    // The simulator header (cert) rehearses one failure; the idempotence check must see the real state, within the
+    // execution's budget (`startedAt`, its start).
+    const found = async (startedAt: number): Promise<Answer<M> | undefined> => {
+      const trade = await this.findTrade(quoteId, lookupOptions(options, startedAt));
       return trade ? { found: trade } : undefined;
     };
     const answer = await this.client.request<Answer<M>>(
@@ -221,8 +221,8 @@ export class QuotesResource {
         // spec 7.1.2, 7.2: after 502/504 the state is unknown: look before resending.
         idempotenceCheck: found,
         // spec 7.2: 404 → look the trade up; none → the quote expired (re-quote if allowed).
-        recover404: async (resolved, { earlierUnanswered }) => {
-          const trade = await found();
+        recover404: async (resolved, { earlierUnanswered, startedAt }) => {
+          const trade = await found(startedAt);
           if (trade) return trade;
           // An attempt that got no answer may still execute this quote: a new one could make a second trade.
           if (earlierUnanswered) return undefined;
