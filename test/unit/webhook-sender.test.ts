@@ -160,6 +160,22 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
     }
   });
 
+  test('interim answers (102 Processing, 103 Early Hints) are not the answer: the final 204 is', async () => {
+    // Probe: the 103 was taken for the answer, so the attempt failed ("HTTP 103"), was retried and dead-lettered.
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeProcessing();
+      res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+      res.writeHead(204).end();
+      const result = await sending;
+      assert.deepEqual([result.outcome, result.statusCode, result.error], ['delivered', 204, null]);
+    } finally {
+      await sender.close();
+    }
+  });
+
   test('a non-2xx with its body is a failed attempt with the status', async () => {
     sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
     try {
@@ -191,6 +207,31 @@ describe('webhook sender: stopping', () => {
     assert.notEqual(result, 'still pending');
     assert.equal((result as Awaited<typeof sending>).outcome, 'aborted');
     assert.equal(await Promise.race([sender.close().then(() => 'closed' as const), bound(5_000)]), 'closed');
+  });
+
+  test('an attempt still connecting at its deadline is a timeout then, not at the connect timeout after it', async () => {
+    let connecting!: () => void;
+    const connectCalled = new Promise<void>((resolve) => (connecting = resolve));
+    // A connector that never answers (a host that drops SYNs); the connect timeout is 60 s, the attempt's 1 s.
+    const sender = createWebhookSender({ timeoutMs: TIMEOUT_MS, connect: () => connecting() });
+    try {
+      const sending = sender.send({ url: 'http://192.0.2.1/hooks', rawBody: '{}', headers: {} });
+      await connectCalled;
+      // Bounded only so that a failure is reported rather than waited out: the attempt is expected at ~1 s. Not
+      // unref'd: the sender's timers are, and nothing else keeps the test's event loop alive meanwhile.
+      let timer!: NodeJS.Timeout;
+      const bound = new Promise<'still pending'>((resolve) => {
+        timer = setTimeout(() => resolve('still pending'), 30_000);
+      });
+      const result = await Promise.race([sending, bound]);
+      clearTimeout(timer);
+      assert.notEqual(result, 'still pending');
+      const { outcome, error } = result as Awaited<typeof sending>;
+      assert.deepEqual([outcome, error], ['failed', `timeout: no response within ${TIMEOUT_MS} ms`]);
+    } finally {
+      sender.abortAll();
+      await sender.close();
+    }
   });
 
   test('close may be called again: the second waits for the first rather than failing', async () => {

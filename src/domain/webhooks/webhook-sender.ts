@@ -125,7 +125,10 @@ export function createWebhookSender(options: {
     for (const attempt of inFlight) {
       if (at >= attempt.deadline) {
         attempt.timedOut = true;
-        attempt.controller?.abort(new Error('timeout'));
+        // Still connecting, it has no controller: ended here, or it ran on to undici's connect timeout, which
+        // its coarse timers fire up to half a second late (probe: attempts of 1.5 s at a timeout of 1 s).
+        if (attempt.controller) attempt.controller.abort(new Error('timeout'));
+        else attempt.cancel?.(new Error('timeout'));
       }
       if (attempt.onSlow && at >= attempt.slowAt && !attempt.answered && !attempt.timedOut)
         (slow ??= []).push(attempt);
@@ -194,6 +197,10 @@ export function createWebhookSender(options: {
           if (attempt.timedOut || aborting) controller.abort(new Error('aborted'));
         },
         onResponseStart(_controller, statusCode) {
+          // An interim answer (103 Early Hints, 102 Processing) comes before the final one (RFC 9110 §15.2): it is
+          // not the answer. Taken for it, a receiver that answered 103 then 204 was retried and dead-lettered, and
+          // got the notification seven times (probe).
+          if (statusCode >= 100 && statusCode < 200) return;
           status = statusCode;
           // The status line is the answer, whatever it is: a failure too (a 500 whose body was then cut, or
           // stalled, was recorded as "other side closed", or as a timeout, without its status: review).
