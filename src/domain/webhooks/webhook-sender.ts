@@ -199,8 +199,8 @@ export function createWebhookSender(options: {
         onResponseStart(_controller, statusCode) {
           // An interim answer (103 Early Hints, 102 Processing) comes before the final one (RFC 9110 §15.2): it is
           // not the answer. Taken for it, a receiver that answered 103 then 204 was retried and dead-lettered, and
-          // got the notification seven times (probe).
-          if (statusCode >= 100 && statusCode < 200) return;
+          // got the notification seven times (probe). A 101 ends the exchange (no upgrade was asked for): a failure.
+          if (statusCode >= 100 && statusCode < 200 && statusCode !== 101) return;
           status = statusCode;
           // The status line is the answer, whatever it is: a failure too (a 500 whose body was then cut, or
           // stalled, was recorded as "other side closed", or as a timeout, without its status: review).
