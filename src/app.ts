@@ -29,6 +29,7 @@ import {
 } from './http/error-handler.ts';
 import { validationErrorSummary } from './http/validation-messages.ts';
 import { setClientAddress } from './http/client-address.ts';
+import { closingConnections } from './http/closing-connections.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
@@ -279,8 +280,10 @@ export async function buildApp(
   // connection whose request was in flight would stay open for keepAliveTimeout and hold the process past
   // its shutdown deadline. Answers given while closing therefore close their connection.
   let closing = false;
+  const connections = closingConnections(app.server);
   app.addHook('preClose', async () => {
     closing = true;
+    connections.startClosing();
   });
   // Behind trusted proxies, the client's address, found once before any hook reads it (client-address.ts).
   if (trusted) {

@@ -190,6 +190,26 @@ describe('SIGTERM', () => {
     assert.equal(row.rows[0].status, 'locked', 'the change committed');
   });
 
+  test('connections whose request never arrives whole are closed once nothing is in flight: the process exits 0', async () => {
+    // Probe: a connection that sent nothing, or part of a request, held every shutdown to its timeout (exit 1): Node
+    // stops timing requests out when the listener closes, and the shutdown waited for the connection to end.
+    const { proc, url } = await serve({ SVC_SHUTDOWN_TIMEOUT_MS: '5000' });
+    const { hostname, port } = new URL(url);
+    const closed: Array<Promise<unknown>> = [];
+    for (const head of ['', 'GET /time HTTP/1.1\r\nHost: svc\r\n']) {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => {}); // a reset is a close too (once() would reject on it)
+      await once(socket, 'connect');
+      socket.write(head);
+      closed.push(new Promise((resolve) => socket.once('close', resolve)));
+    }
+    proc.child.kill('SIGTERM');
+    const exit = await proc.exited;
+    assert.equal(exit.code, 0, proc.stderr() + proc.stdout());
+    assert.doesNotMatch(proc.stdout() + proc.stderr(), /shutdown timed out/);
+    await Promise.all(closed);
+  });
+
   test('a request that cannot finish does not hold the process past SVC_SHUTDOWN_TIMEOUT_MS (exit 1)', async () => {
     const { proc, url } = await serve({ SVC_SHUTDOWN_TIMEOUT_MS: '1500' });
     const platform = (
