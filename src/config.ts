@@ -134,8 +134,18 @@ function adminTokenOf(env: Env): string | undefined {
       `SVC_ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (it is ${token.length}): it is the only credential of the operator API, which is never rate-limited; e.g. openssl rand -base64 24`,
     );
   }
+  // Sent as a header value, which carries printable ASCII and loses white space at either end: a token with a
+  // trailing space (as `docker --env-file` keeps it) started, then never matched what any client could send (probe).
+  if (token !== undefined && !ADMIN_TOKEN_FORM.test(token)) {
+    throw new ConfigError(
+      'SVC_ADMIN_TOKEN: must be printable ASCII with no space at either end (it is sent in the Authorization header, which cannot carry the others); e.g. openssl rand -base64 24',
+    );
+  }
   return token;
 }
+
+/** Printable ASCII, spaces only between other characters. */
+const ADMIN_TOKEN_FORM = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
 
 /**
  * What this configuration serves on a public listener that should not be there, one warning each (none outside

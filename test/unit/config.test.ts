@@ -319,6 +319,21 @@ describe('operator token', () => {
     refused({ SVC_ADMIN_TOKEN: 'x' }, /^SVC_ADMIN_TOKEN: must be at least 24 characters \(it is 1\)/);
     refused({ SVC_ADMIN_TOKEN: 'a'.repeat(23) }, /^SVC_ADMIN_TOKEN: must be at least 24/);
     assert.equal(loadConfig({ SVC_ADMIN_TOKEN: 'a'.repeat(24) }).adminToken, 'a'.repeat(24));
+    // A header value cannot carry white space at its ends nor anything but printable ASCII: such a token started and
+    // then never matched (probe).
+    for (const token of [
+      `${'a'.repeat(24)} `,
+      ` ${'a'.repeat(24)}`,
+      `${'a'.repeat(24)}\t`,
+      `${'a'.repeat(23)}é`,
+    ]) {
+      refused(
+        { SVC_ADMIN_TOKEN: token },
+        /^SVC_ADMIN_TOKEN: must be printable ASCII with no space at either end/,
+      );
+    }
+    const spaced = `${'a'.repeat(12)} ${'b'.repeat(12)}`;
+    assert.equal(loadConfig({ SVC_ADMIN_TOKEN: spaced }).adminToken, spaced);
   });
 });
 
