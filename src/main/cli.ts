@@ -410,17 +410,38 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
 async function migrateOnly(config: Readonly<Config>): Promise<void> {
   const { createLogger, openDatabase, createStore, migrate } = await serverModules();
   const logger = createLogger(config.logLevel);
-  const applied = await starting('svc migrate', config, logger, async () => {
-    const { url, embedded } = await openDatabase(config, logger);
-    const store = createStore(url, { max: 2 });
-    try {
-      return await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
-    } finally {
-      await store.close();
-      await embedded?.stop();
-    }
-  });
-  process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+  // A stop (a supervisor's SIGTERM) waits for the migration to end and the embedded PostgreSQL to stop, as a
+  // start's does: Node's default ended the process and left that PostgreSQL running, holding the data dir (probe).
+  // Bounded by SVC_SHUTDOWN_TIMEOUT_MS from the signal; then that PostgreSQL is stopped under the migration (its
+  // transaction rolls back) and the process ends.
+  let embeddedCluster: { stop(): Promise<void> } | null | undefined;
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) return;
+    signalled = true;
+    logger.info({ signal }, 'stop asked during svc migrate: stopping once it has ended');
+    setTimeout(() => {
+      logger.error('svc migrate did not end within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting');
+      void (embeddedCluster?.stop() ?? Promise.resolve()).finally(() => process.exit(EXIT.failed));
+    }, config.shutdownTimeoutMs).unref();
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  try {
+    const applied = await starting('svc migrate', config, logger, async () => {
+      const { url, embedded } = await openDatabase(config, logger);
+      embeddedCluster = embedded;
+      const store = createStore(url, { max: 2 });
+      try {
+        return await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
+      } finally {
+        await store.close();
+        await embedded?.stop();
+      }
+    });
+    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+  } finally {
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+  }
 }
 
 /**

@@ -167,6 +167,20 @@ describe('quick start on an embedded PostgreSQL', () => {
     assert.equal((await stop(again)).code, 0, again.stderr());
   });
 
+  test('SIGTERM to `svc migrate` on the embedded PostgreSQL: it ends, and stops that PostgreSQL', async () => {
+    // Probe: Node's default ended the process and left the cluster running, holding the data dir.
+    const proc = startCli(['migrate'], { SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'info' });
+    processes.push(proc);
+    await proc.waitFor(/embedded PostgreSQL started/, 120_000);
+    const { code } = await stop(proc);
+    assert.notEqual(code, null);
+    assert.equal(
+      existsSync(path.join(dataDir, 'pg', 'postmaster.pid')),
+      false,
+      'no embedded PostgreSQL left running on the data dir',
+    );
+  });
+
   test('SIGTERM to `npm start` (a supervisor stopping the quick start) stops svc and its PostgreSQL', async () => {
     // Review: npm passed the signal to the shell running the script, which died without passing it on: svc
     // and its cluster kept running, and the next start failed on the data dir's lock. The script now execs.
