@@ -45,6 +45,19 @@ function executeWithEmptyCheck(
   return { sent, checks: () => checks };
 }
 
+/** `path` (an execute by default) sent by `send` with `hooks`, on a clock that does not wait. */
+function sendWithHooks(
+  send: () => Promise<RawResponse>,
+  hooks: Parameters<typeof sendWithRetries>[0]['hooks'],
+  path = '/liquidity/execute',
+) {
+  return sendWithRetries({ method: 'POST', path, send, retry: clock().retry, hooks });
+}
+
+const failing = (error: Error) => async () => {
+  throw error;
+};
+
 function clock() {
   const slept: number[] = [];
   let now = 0;
@@ -393,17 +406,7 @@ describe('request sender applies the spec 7 table', () => {
     const s = script([502]);
     const lookup = new SvcServerError('HTTP 500', 500, 'req-2', { error: 'Internal Server Error' });
     await assert.rejects(
-      sendWithRetries({
-        method: 'POST',
-        path: '/liquidity/execute',
-        send: s.send,
-        retry: clock().retry,
-        hooks: {
-          idempotenceCheck: async () => {
-            throw lookup;
-          },
-        },
-      }),
+      sendWithHooks(s.send, { idempotenceCheck: failing(lookup) }),
       (e: unknown) =>
         e instanceof SvcServerError &&
         e.status === 502 &&
@@ -426,37 +429,19 @@ describe('request sender applies the spec 7 table', () => {
         [kind, { errors: ['Participant data already used with different requestID'] }],
       ]);
       await assert.rejects(
-        sendWithRetries({
-          method: 'POST',
-          path: recover === 'recover404' ? '/liquidity/execute' : '/participants/customers/new',
-          send: s.send,
-          retry: clock().retry,
-          hooks: {
-            idempotenceCheck: async () => undefined,
-            [recover]: async () => {
-              throw lookup;
-            },
-          },
-        }),
+        sendWithHooks(
+          s.send,
+          { idempotenceCheck: async () => undefined, [recover]: failing(lookup) },
+          recover === 'recover404' ? '/liquidity/execute' : '/participants/customers/new',
+        ),
         (e: unknown) =>
           e instanceof SvcError && e.status === kind && e.checkError === lookup && e.outcomeUnknown === true,
         recover,
       );
     }
     // With no attempt unanswered, the 404 shows this call did nothing: the look-up's error is the call's.
-    const s = script([404]);
     await assert.rejects(
-      sendWithRetries({
-        method: 'POST',
-        path: '/liquidity/execute',
-        send: s.send,
-        retry: clock().retry,
-        hooks: {
-          recover404: async () => {
-            throw lookup;
-          },
-        },
-      }),
+      sendWithHooks(script([404]).send, { recover404: failing(lookup) }),
       (e: unknown) => e === lookup && lookup.outcomeUnknown !== true,
     );
   });
