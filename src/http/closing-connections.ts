@@ -1,47 +1,55 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { Socket } from 'node:net';
 
 /**
  * The connections of a closing listener that no request holds (DESIGN §6, SIGTERM). `server.close()` waits for every
  * connection to end, and Fastify's close ends only the keep-alive ones idle at that moment. A connection whose request
- * is still arriving is kept, so that a request completed meanwhile gets its retryable 503 (app.ts); but one that never
- * completes it (a load balancer's pre-opened connection, a client sending nothing, or a byte at a time) held every
- * shutdown to SVC_SHUTDOWN_TIMEOUT_MS and an exit 1: Node stops the request timeout's checks when the server closes
- * (probe). So once no request is being handled, the connections without one are closed.
+ * is still arriving is kept while others are being answered, so that a request completed meanwhile gets its retryable
+ * 503 (app.ts); but one that never completes it (a load balancer's pre-opened connection, a client sending nothing,
+ * or a byte at a time, headers or body) held every shutdown to SVC_SHUTDOWN_TIMEOUT_MS and an exit 1: Node stops the
+ * request timeout's checks when the server closes (probe). So once no whole request is being answered, the
+ * connections with none are closed.
  *
  * Ours, not a library's: Node's `closeIdleConnections` keeps a connection whose request has begun to arrive, and
- * `closeAllConnections` would cut the requests in flight.
+ * `closeAllConnections` would cut the requests being answered.
  */
 export function closingConnections(server: Server): { startClosing(): void } {
-  /** Each open connection, with how many of its requests are being handled. */
-  const requestsOf = new Map<Socket, number>();
-  let handling = 0;
+  /** Each open connection, with its requests not yet answered (a pipelining client's may be several). */
+  const requestsOf = new Map<Socket, Set<IncomingMessage>>();
   let closing = false;
 
-  // Ended rather than destroyed: the answer that just freed a connection may still be in its write buffer.
-  const closeUnheld = () => {
-    for (const [socket, requests] of requestsOf) if (requests === 0) socket.end(() => socket.destroy());
+  /** A request arrived whole (its body too) and not yet answered holds its connection, and the closing. */
+  const holds = (requests: Set<IncomingMessage>) => [...requests].some((req) => req.complete);
+  const closeUnheldOnceFree = () => {
+    if (!closing) return;
+    for (const requests of requestsOf.values()) if (holds(requests)) return;
+    // Ended rather than destroyed: an answer that just freed a connection may still be in its write buffer.
+    for (const socket of requestsOf.keys()) socket.end(() => socket.destroy());
   };
 
   server.on('connection', (socket: Socket) => {
-    requestsOf.set(socket, 0);
-    socket.once('close', () => requestsOf.delete(socket));
+    requestsOf.set(socket, new Set());
+    // A connection gone takes its requests with it, answered or not (a pipelined request's answer that never got
+    // the socket has no 'close' of its own: counted so, it held every later shutdown, review).
+    socket.once('close', () => {
+      requestsOf.delete(socket);
+      closeUnheldOnceFree();
+    });
   });
-  server.on('request', (req, res) => {
-    const socket = req.socket;
-    requestsOf.set(socket, (requestsOf.get(socket) ?? 0) + 1);
-    handling++;
+  server.on('request', (req: IncomingMessage, res) => {
+    const requests = requestsOf.get(req.socket);
+    if (!requests) return;
+    requests.add(req);
     res.once('close', () => {
-      handling--;
-      if (requestsOf.has(socket)) requestsOf.set(socket, requestsOf.get(socket)! - 1);
-      if (closing && handling === 0) closeUnheld();
+      requests.delete(req);
+      closeUnheldOnceFree();
     });
   });
 
   return {
     startClosing() {
       closing = true;
-      if (handling === 0) closeUnheld();
+      closeUnheldOnceFree();
     },
   };
 }

@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { test } from 'node:test';
+import { closingConnections } from '../../src/http/closing-connections.ts';
+
+/**
+ * A closing listener's connections that no whole request holds are closed once none is being answered
+ * (src/http/closing-connections.ts), on a real server and real connections: the answers to /hold wait for the test.
+ */
+async function startServer() {
+  const held: ServerResponse[] = [];
+  const server = createServer((req, res) => {
+    req.resume();
+    if (req.url === '/hold') held.push(res);
+    // Answered once the body has come, as a route is.
+    else req.once('end', () => res.end('ok'));
+  });
+  const connections = closingConnections(server);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  /** A connection with `text` written, and whether the server has closed it. */
+  const open = async (text: string) => {
+    const socket: Socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {}); // a reset is a close too
+    socket.on('data', () => {});
+    await once(socket, 'connect');
+    socket.write(text);
+    let closed = false;
+    const gone = new Promise<void>((resolve) => socket.once('close', () => resolve(void (closed = true))));
+    return { socket, gone, closed: () => closed };
+  };
+  /** Resolves when `n` answers are held. */
+  const holding = async (n: number) => {
+    while (held.length < n) await new Promise((resolve) => setImmediate(resolve));
+  };
+  return {
+    held,
+    open,
+    holding,
+    connections,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+/** `gone`, or 'still open' after a bound that only a failure reaches (the close is expected at once). */
+function closedOrNot(gone: Promise<void>): Promise<'closed' | 'still open'> {
+  let timer!: NodeJS.Timeout;
+  const bound = new Promise<'still open'>((resolve) => {
+    timer = setTimeout(() => resolve('still open'), 10_000);
+  });
+  return Promise.race([gone.then(() => 'closed' as const), bound]).finally(() => clearTimeout(timer));
+}
+
+test('half a request, headers or body, is closed once no whole request is being answered', async () => {
+  const s = await startServer();
+  try {
+    const inFlight = await s.open('GET /hold HTTP/1.1\r\nHost: x\r\n\r\n');
+    await s.holding(1);
+    const halfHeaders = await s.open('GET /time HTTP/1.1\r\nHost: x\r\n');
+    const halfBody = await s.open('POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc');
+    const silent = await s.open('');
+    s.connections.startClosing();
+    // The request being answered holds them: a request completed meanwhile would still get its answer.
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual([halfHeaders.closed(), halfBody.closed(), silent.closed()], [false, false, false]);
+    s.held[0]!.end('done');
+    for (const c of [halfHeaders, halfBody, silent, inFlight])
+      assert.equal(await closedOrNot(c.gone), 'closed');
+  } finally {
+    s.close();
+  }
+});
+
+test('a pipelined request whose connection went before its answer does not hold a later closing (review)', async () => {
+  const s = await startServer();
+  try {
+    const pipelined = await s.open(
+      'GET /hold HTTP/1.1\r\nHost: x\r\n\r\nGET /hold HTTP/1.1\r\nHost: x\r\n\r\n',
+    );
+    await s.holding(1);
+    pipelined.socket.destroy();
+    await pipelined.gone;
+    const half = await s.open('GET /time HTTP/1.1\r\nHost: x\r\n');
+    s.connections.startClosing();
+    assert.equal(await closedOrNot(half.gone), 'closed');
+  } finally {
+    s.close();
+  }
+});
