@@ -144,8 +144,8 @@ function adminTokenOf(env: Env): string | undefined {
   return token;
 }
 
-/** Printable ASCII, spaces only between other characters. */
-const ADMIN_TOKEN_FORM = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
+/** Printable ASCII, spaces only between other characters: what an Authorization header carries as sent. */
+export const ADMIN_TOKEN_FORM = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
 
 /**
  * What this configuration serves on a public listener that should not be there, one warning each (none outside

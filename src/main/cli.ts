@@ -410,11 +410,12 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
 async function migrateOnly(config: Readonly<Config>): Promise<void> {
   const { createLogger, openDatabase, createStore, migrate } = await serverModules();
   const logger = createLogger(config.logLevel);
-  // A stop (a supervisor's SIGTERM) waits for the migration to end and the embedded PostgreSQL to stop, as a
-  // start's does: Node's default ended the process and left that PostgreSQL running, holding the data dir (probe).
-  // Bounded by SVC_SHUTDOWN_TIMEOUT_MS from the signal; then that PostgreSQL is stopped under the migration (its
-  // transaction rolls back) and the process ends.
-  let embeddedCluster: { stop(): Promise<void> } | null | undefined;
+  // A stop (a supervisor's SIGTERM, a terminal's Ctrl-C) waits for the migration to end and the embedded PostgreSQL
+  // to stop, as a start's does: Node's default ended the process and left that PostgreSQL running, holding the data
+  // dir (probe). The cluster runs in a process group of its own, so that a Ctrl-C does not stop it under the
+  // migration either. Bounded by SVC_SHUTDOWN_TIMEOUT_MS from the signal: then the cluster, once started, is stopped
+  // under the migration (its transaction rolls back) and the process ends.
+  let opened: Promise<{ embedded: { stop(): Promise<void> } | null }> | undefined;
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalled) return;
@@ -422,14 +423,18 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
     logger.info({ signal }, 'stop asked during svc migrate: stopping once it has ended');
     setTimeout(() => {
       logger.error('svc migrate did not end within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting');
-      void (embeddedCluster?.stop() ?? Promise.resolve()).finally(() => process.exit(EXIT.failed));
+      void (opened ?? Promise.resolve({ embedded: null }))
+        .then(({ embedded }) => embedded?.stop())
+        .catch(() => {})
+        .finally(() => process.exit(EXIT.failed));
     }, config.shutdownTimeoutMs).unref();
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
     const applied = await starting('svc migrate', config, logger, async () => {
-      const { url, embedded } = await openDatabase(config, logger);
-      embeddedCluster = embedded;
+      const opening = openDatabase(config, logger, { ownProcessGroup: true });
+      opened = opening;
+      const { url, embedded } = await opening;
       const store = createStore(url, { max: 2 });
       try {
         return await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });

@@ -1,6 +1,12 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { ConfigError, jwtSigningKeyPem, MIN_ADMIN_TOKEN_LENGTH, type Config } from '../config.ts';
+import {
+  ADMIN_TOKEN_FORM,
+  ConfigError,
+  jwtSigningKeyPem,
+  MIN_ADMIN_TOKEN_LENGTH,
+  type Config,
+} from '../config.ts';
 import { makeDataDir, readOrCreate } from '../lib/data-dir-file.ts';
 
 /**
@@ -32,6 +38,10 @@ export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSe
   if (adminToken.length < MIN_ADMIN_TOKEN_LENGTH)
     throw new ConfigError(
       `${path.join(config.dataDir, 'admin-token')}: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (remove it to have one made)`,
+    );
+  if (!ADMIN_TOKEN_FORM.test(adminToken))
+    throw new ConfigError(
+      `${path.join(config.dataDir, 'admin-token')}: must be printable ASCII with no space at either end (remove it to have one made)`,
     );
   const secretKey =
     config.secretKey ??

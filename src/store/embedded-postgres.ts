@@ -81,8 +81,8 @@ const SMART_SHUTDOWN_MS = 2_000;
 export interface EmbeddedOptions {
   /**
    * Runs the cluster in a process group of its own (spawningInOwnProcessGroup), for a process that stops it
-   * itself on every signal (`svc serve`). Otherwise it is in the caller's group, and a Ctrl-C in the terminal
-   * stops it with the caller (svc migrate, the test runner, the benches: none of them stops it on a signal).
+   * itself on every signal (`svc serve`, `svc migrate`). Otherwise it is in the caller's group, and a Ctrl-C in the
+   * terminal stops it with the caller (the test runner, the benches: neither stops it on a signal).
    */
   ownProcessGroup?: boolean;
 }

@@ -128,4 +128,13 @@ test('a damaged or hand-made secret file in the data dir stops the start, naming
           `${path.join(dataDir, 'admin-token')}: must be at least 24 characters (remove it to have one made)`,
     );
   }
+  // Held to SVC_ADMIN_TOKEN's form too: a header cannot carry it (review).
+  writeFileSync(path.join(dataDir, 'admin-token'), `${'a'.repeat(23)}é\n`);
+  await assert.rejects(
+    resolveSecrets(config),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.message ===
+        `${path.join(dataDir, 'admin-token')}: must be printable ASCII with no space at either end (remove it to have one made)`,
+  );
 });
