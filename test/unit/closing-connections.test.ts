@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { closingConnections } from '../../src/http/closing-connections.ts';
@@ -11,7 +11,10 @@ import { closingConnections } from '../../src/http/closing-connections.ts';
  */
 async function startServer() {
   const held: ServerResponse[] = [];
+  const unread: Array<{ req: IncomingMessage; res: ServerResponse }> = [];
   const server = createServer((req, res) => {
+    // Read only when the test says: as a request whose hooks are still at work (its body unread).
+    if (req.url === '/read-later') return void unread.push({ req, res });
     req.resume();
     if (req.url === '/hold') held.push(res);
     // Answered once the body has come, as a route is.
@@ -38,6 +41,7 @@ async function startServer() {
   };
   return {
     held,
+    unread,
     open,
     holding,
     connections,
@@ -89,6 +93,29 @@ test('a pipelined request whose connection went before its answer does not hold 
     const half = await s.open('GET /time HTTP/1.1\r\nHost: x\r\n');
     s.connections.startClosing();
     assert.equal(await closedOrNot(half.gone), 'closed');
+  } finally {
+    s.close();
+  }
+});
+
+test('a whole request the server has not begun to read holds the closing and is answered (review)', async () => {
+  // Past Node's buffer its body is left on the socket until read, so the request is not `complete` yet.
+  const s = await startServer();
+  try {
+    const body = 'x'.repeat(200_000);
+    const client = await s.open(
+      `POST /read-later HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    let answer = '';
+    client.socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    while (s.unread.length < 1) await new Promise((resolve) => setImmediate(resolve));
+    s.connections.startClosing();
+    const { req, res } = s.unread[0]!;
+    req.resume();
+    await once(req, 'end');
+    res.end('read');
+    assert.equal(await closedOrNot(client.gone), 'closed');
+    assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
   } finally {
     s.close();
   }
