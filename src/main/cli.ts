@@ -414,7 +414,7 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
   // to stop, as a start's does: Node's default ended the process and left that PostgreSQL running, holding the data
   // dir (probe). The cluster runs in a process group of its own, so that a Ctrl-C does not stop it under the
   // migration either. Bounded by SVC_SHUTDOWN_TIMEOUT_MS from the signal: then the cluster, once started, is stopped
-  // under the migration (its transaction rolls back) and the process ends.
+  // (a migration under way ends within the smart shutdown's wait, or is rolled back) and the process ends.
   let opened: Promise<{ embedded: { stop(): Promise<void> } | null }> | undefined;
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -423,8 +423,13 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
     logger.info({ signal }, 'stop asked during svc migrate: stopping once it has ended');
     setTimeout(() => {
       logger.error('svc migrate did not end within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting');
-      void (opened ?? Promise.resolve({ embedded: null }))
-        .then(({ embedded }) => embedded?.stop())
+      // A start still under way is waited for as long again, no longer (a hung one leaves its cluster to the next
+      // start's clean-up, review).
+      const stopped = (opened ?? Promise.resolve({ embedded: null })).then(({ embedded }) =>
+        embedded?.stop(),
+      );
+      const bound = new Promise((resolve) => setTimeout(resolve, config.shutdownTimeoutMs));
+      void Promise.race([stopped, bound])
         .catch(() => {})
         .finally(() => process.exit(EXIT.failed));
     }, config.shutdownTimeoutMs).unref();
