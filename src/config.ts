@@ -125,27 +125,39 @@ function optional(env: Env, name: string): string | undefined {
  * The operator token is the operator API's only credential, and that API is never rate-limited (DESIGN §3):
  * a short one could be guessed. 24 characters is what `openssl rand -base64 18` or a generated token gives.
  */
-export const MIN_ADMIN_TOKEN_LENGTH = 24;
+const MIN_ADMIN_TOKEN_LENGTH = 24;
 
 function adminTokenOf(env: Env): string | undefined {
   const token = optional(env, 'SVC_ADMIN_TOKEN');
-  if (token !== undefined && token.length < MIN_ADMIN_TOKEN_LENGTH) {
-    throw new ConfigError(
-      `SVC_ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (it is ${token.length}): it is the only credential of the operator API, which is never rate-limited; e.g. openssl rand -base64 24`,
-    );
-  }
-  // Sent as a header value, which carries printable ASCII and loses white space at either end: a token with a
-  // trailing space (as `docker --env-file` keeps it) started, then never matched what any client could send (probe).
-  if (token !== undefined && !ADMIN_TOKEN_FORM.test(token)) {
-    throw new ConfigError(
-      'SVC_ADMIN_TOKEN: must be printable ASCII with no space at either end (it is sent in the Authorization header, which cannot carry the others); e.g. openssl rand -base64 24',
-    );
-  }
+  const problem = token === undefined ? undefined : adminTokenProblem(token);
+  if (problem) throw new ConfigError(`SVC_ADMIN_TOKEN: ${problem.rule} ${problem.why}`);
   return token;
 }
 
+/**
+ * What is wrong with an operator token, set or kept in the data dir (src/main/secrets.ts): the rule it breaks, and
+ * why the rule holds. Sent as a header value, which carries printable ASCII and loses white space at either end, a
+ * token with a trailing space (as `docker --env-file` keeps it) started, then never matched what any client could
+ * send (probe).
+ */
+export function adminTokenProblem(token: string): { rule: string; why: string } | undefined {
+  if (token.length < MIN_ADMIN_TOKEN_LENGTH) {
+    return {
+      rule: `must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters`,
+      why: `(it is ${token.length}): it is the only credential of the operator API, which is never rate-limited; e.g. openssl rand -base64 24`,
+    };
+  }
+  if (!ADMIN_TOKEN_FORM.test(token)) {
+    return {
+      rule: 'must be printable ASCII with no space at either end',
+      why: '(it is sent in the Authorization header, which cannot carry the others); e.g. openssl rand -base64 24',
+    };
+  }
+  return undefined;
+}
+
 /** Printable ASCII, spaces only between other characters: what an Authorization header carries as sent. */
-export const ADMIN_TOKEN_FORM = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
+const ADMIN_TOKEN_FORM = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
 
 /**
  * What this configuration serves on a public listener that should not be there, one warning each (none outside

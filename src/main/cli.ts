@@ -310,19 +310,11 @@ async function serve(config: Readonly<Config>): Promise<void> {
   // Bounded, though: a start that cannot finish (waiting for another instance's migrations, or for a table
   // lock) ignored its supervisor's stop for as long as it waited (review). It gets SVC_SHUTDOWN_TIMEOUT_MS
   // from the signal, as a running instance does, then the process ends.
-  let signalled: string | null = null;
-  const early = (signal: string) => {
-    if (signalled) return;
-    signalled = signal;
-    logger.info({ signal }, 'stop asked during the start: stopping once started');
-    setTimeout(() => {
-      logger.error('the start did not finish within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting');
-      process.exit(EXIT.failed);
-    }, config.shutdownTimeoutMs).unref();
-  };
-  for (const signal of STOP_SIGNALS) process.on(signal, early);
-  const runtime = await starting('svc serve', config, logger, () => startRuntime(config, { logger }));
-  for (const signal of STOP_SIGNALS) process.off(signal, early);
+  const { result: runtime, signalled } = await keepingStops(config, logger, {
+    kept: 'stop asked during the start: stopping once started',
+    timedOut: 'the start did not finish within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting',
+    step: () => starting('svc serve', config, logger, () => startRuntime(config, { logger })),
+  });
   const lines = [`svc-platform ${config.env} (${config.role})`];
   if (runtime.url) lines.push(`  public API   ${runtime.url}`, `  docs         ${runtime.url}/docs`);
   if (runtime.adminUrl) {
@@ -413,44 +405,67 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
   // A stop (a supervisor's SIGTERM, a terminal's Ctrl-C) waits for the migration to end and the embedded PostgreSQL
   // to stop, as a start's does: Node's default ended the process and left that PostgreSQL running, holding the data
   // dir (probe). The cluster runs in a process group of its own, so that a Ctrl-C does not stop it under the
-  // migration either. Bounded by SVC_SHUTDOWN_TIMEOUT_MS from the signal: then the cluster, once started, is stopped
-  // (a migration under way ends within the smart shutdown's wait, or is rolled back) and the process ends.
-  let opened: Promise<{ embedded: { stop(): Promise<void> } | null }> | undefined;
-  let signalled = false;
-  const onSignal = (signal: NodeJS.Signals) => {
+  // migration either. Past SVC_SHUTDOWN_TIMEOUT_MS from the signal, the cluster, once started, is stopped (a
+  // migration under way ends within the smart shutdown's wait, or is rolled back); a start still under way is
+  // waited for as long again, no longer (a hung one leaves its cluster to the next start's clean-up, review).
+  let opened: ReturnType<typeof openDatabase> | undefined;
+  const { result: applied } = await keepingStops(config, logger, {
+    kept: 'stop asked during svc migrate: stopping once it has ended',
+    timedOut: 'svc migrate did not end within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting',
+    step: () =>
+      starting('svc migrate', config, logger, async () => {
+        opened = openDatabase(config, logger, { ownProcessGroup: true });
+        const { url, embedded } = await opened;
+        const store = createStore(url, { max: 2 });
+        try {
+          return await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
+        } finally {
+          await store.close();
+          await embedded?.stop();
+        }
+      }),
+    giveUp: () =>
+      Promise.race([
+        opened?.then(({ embedded }) => embedded?.stop()),
+        new Promise((resolve) => setTimeout(resolve, config.shutdownTimeoutMs)),
+      ]),
+  });
+  process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+}
+
+/**
+ * Runs `step` keeping a stop signal (SIGTERM, SIGINT, SIGHUP) for after it, so that what it starts (the embedded
+ * PostgreSQL) is stopped by svc rather than left running by Node's default end of the process. Bounded: past
+ * SVC_SHUTDOWN_TIMEOUT_MS from the signal, `timedOut` is logged, `giveUp` is awaited (its failure ignored) and the
+ * process ends, failed. The step's result, and the signal kept, if any.
+ */
+async function keepingStops<T>(
+  config: Readonly<Config>,
+  logger: { info(obj: object, msg: string): void; error(msg: string): void },
+  {
+    kept,
+    timedOut,
+    step,
+    giveUp = async () => {},
+  }: { kept: string; timedOut: string; step: () => Promise<T>; giveUp?: () => Promise<unknown> },
+): Promise<{ result: T; signalled: NodeJS.Signals | null }> {
+  let signalled: NodeJS.Signals | null = null;
+  const keep = (signal: NodeJS.Signals) => {
     if (signalled) return;
-    signalled = true;
-    logger.info({ signal }, 'stop asked during svc migrate: stopping once it has ended');
+    signalled = signal;
+    logger.info({ signal }, kept);
     setTimeout(() => {
-      logger.error('svc migrate did not end within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting');
-      // A start still under way is waited for as long again, no longer (a hung one leaves its cluster to the next
-      // start's clean-up, review).
-      const stopped = (opened ?? Promise.resolve({ embedded: null })).then(({ embedded }) =>
-        embedded?.stop(),
-      );
-      const bound = new Promise((resolve) => setTimeout(resolve, config.shutdownTimeoutMs));
-      void Promise.race([stopped, bound])
+      logger.error(timedOut);
+      void giveUp()
         .catch(() => {})
         .finally(() => process.exit(EXIT.failed));
     }, config.shutdownTimeoutMs).unref();
   };
-  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  for (const signal of STOP_SIGNALS) process.on(signal, keep);
   try {
-    const applied = await starting('svc migrate', config, logger, async () => {
-      const opening = openDatabase(config, logger, { ownProcessGroup: true });
-      opened = opening;
-      const { url, embedded } = await opening;
-      const store = createStore(url, { max: 2 });
-      try {
-        return await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
-      } finally {
-        await store.close();
-        await embedded?.stop();
-      }
-    });
-    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
+    return { result: await step(), signalled };
   } finally {
-    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+    for (const signal of STOP_SIGNALS) process.off(signal, keep);
   }
 }
 

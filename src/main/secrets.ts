@@ -1,12 +1,6 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import path from 'node:path';
-import {
-  ADMIN_TOKEN_FORM,
-  ConfigError,
-  jwtSigningKeyPem,
-  MIN_ADMIN_TOKEN_LENGTH,
-  type Config,
-} from '../config.ts';
+import { adminTokenProblem, ConfigError, jwtSigningKeyPem, type Config } from '../config.ts';
 import { makeDataDir, readOrCreate } from '../lib/data-dir-file.ts';
 
 /**
@@ -35,13 +29,10 @@ export async function resolveSecrets(config: Readonly<Config>): Promise<ServerSe
   const adminToken =
     config.adminToken ??
     (await fromDir('SVC_ADMIN_TOKEN', 'admin-token', () => randomBytes(24).toString('base64url')));
-  if (adminToken.length < MIN_ADMIN_TOKEN_LENGTH)
+  const tokenProblem = adminTokenProblem(adminToken);
+  if (tokenProblem)
     throw new ConfigError(
-      `${path.join(config.dataDir, 'admin-token')}: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (remove it to have one made)`,
-    );
-  if (!ADMIN_TOKEN_FORM.test(adminToken))
-    throw new ConfigError(
-      `${path.join(config.dataDir, 'admin-token')}: must be printable ASCII with no space at either end (remove it to have one made)`,
+      `${path.join(config.dataDir, 'admin-token')}: ${tokenProblem.rule} (remove it to have one made)`,
     );
   const secretKey =
     config.secretKey ??

@@ -249,7 +249,7 @@ export async function sendWithRetries<T>(plan: SendPlan<T>): Promise<T> {
           options.now() + action.delayMs > started + options.deadlineMs
         )
           return finish(
-            plan.hooks?.idempotenceCheck !== undefined && response !== undefined && !earlierUnanswered,
+            check !== undefined && response !== undefined && !earlierUnanswered,
             earlierUnanswered,
           );
         earlierIndeterminate = true;

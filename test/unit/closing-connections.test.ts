@@ -35,21 +35,31 @@ async function startServer() {
     const gone = new Promise<void>((resolve) => socket.once('close', () => resolve(void (closed = true))));
     return { socket, gone, closed: () => closed };
   };
-  /** Resolves when `n` answers are held. */
-  const holding = async (n: number) => {
-    while (held.length < n) await new Promise((resolve) => setImmediate(resolve));
-  };
   return {
     held,
     unread,
     open,
-    holding,
     connections,
     close: () => {
       server.closeAllConnections();
       server.close();
     },
   };
+}
+
+/** Runs `body` on a server of its own, closed after it. */
+async function withServer(body: (s: Awaited<ReturnType<typeof startServer>>) => Promise<void>) {
+  const s = await startServer();
+  try {
+    await body(s);
+  } finally {
+    s.close();
+  }
+}
+
+/** Resolves once `condition` holds (checked at each turn of the event loop). */
+async function until(condition: () => boolean) {
+  while (!condition()) await new Promise((resolve) => setImmediate(resolve));
 }
 
 /** `gone`, or 'still open' after a bound that only a failure reaches (the close is expected at once). */
@@ -62,10 +72,9 @@ function closedOrNot(gone: Promise<void>): Promise<'closed' | 'still open'> {
 }
 
 test('half a request, headers or body, is closed once no whole request is being answered', async () => {
-  const s = await startServer();
-  try {
+  await withServer(async (s) => {
     const inFlight = await s.open('GET /hold HTTP/1.1\r\nHost: x\r\n\r\n');
-    await s.holding(1);
+    await until(() => s.held.length >= 1);
     const halfHeaders = await s.open('GET /time HTTP/1.1\r\nHost: x\r\n');
     const halfBody = await s.open('POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc');
     const silent = await s.open('');
@@ -76,39 +85,33 @@ test('half a request, headers or body, is closed once no whole request is being 
     s.held[0]!.end('done');
     for (const c of [halfHeaders, halfBody, silent, inFlight])
       assert.equal(await closedOrNot(c.gone), 'closed');
-  } finally {
-    s.close();
-  }
+  });
 });
 
 test('a pipelined request whose connection went before its answer does not hold a later closing (review)', async () => {
-  const s = await startServer();
-  try {
+  await withServer(async (s) => {
     const pipelined = await s.open(
       'GET /hold HTTP/1.1\r\nHost: x\r\n\r\nGET /hold HTTP/1.1\r\nHost: x\r\n\r\n',
     );
-    await s.holding(1);
+    await until(() => s.held.length >= 1);
     pipelined.socket.destroy();
     await pipelined.gone;
     const half = await s.open('GET /time HTTP/1.1\r\nHost: x\r\n');
     s.connections.startClosing();
     assert.equal(await closedOrNot(half.gone), 'closed');
-  } finally {
-    s.close();
-  }
+  });
 });
 
 test('a whole request the server has not begun to read holds the closing and is answered (review)', async () => {
   // Past Node's buffer its body is left on the socket until read, so the request is not `complete` yet.
-  const s = await startServer();
-  try {
+  await withServer(async (s) => {
     const body = 'x'.repeat(200_000);
     const client = await s.open(
       `POST /read-later HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
     );
     let answer = '';
     client.socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
-    while (s.unread.length < 1) await new Promise((resolve) => setImmediate(resolve));
+    await until(() => s.unread.length >= 1);
     s.connections.startClosing();
     const { req, res } = s.unread[0]!;
     req.resume();
@@ -116,7 +119,5 @@ test('a whole request the server has not begun to read holds the closing and is 
     res.end('read');
     assert.equal(await closedOrNot(client.gone), 'closed');
     assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
-  } finally {
-    s.close();
-  }
+  });
 });
