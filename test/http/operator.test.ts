@@ -32,6 +32,19 @@ function ok<T = Record<string, unknown>>(res: RawResponse, status = 200): T {
   return body.message;
 }
 
+/** A participant onboarded by the operator onto `platform`: its code. */
+async function onboarded(platform: string, email: string, firstName: string, lastName: string) {
+  return ok<{ participant_code: string }>(
+    await call('POST', '/participants', {
+      platform_code: platform,
+      email,
+      first_name: firstName,
+      last_name: lastName,
+    }),
+    201,
+  );
+}
+
 function refused(res: RawResponse, status: number, field?: string) {
   assert.equal(res.status, status, res.text);
   if (status === 400 || status === 409) {
@@ -240,15 +253,7 @@ describe('participants and customer accounts', () => {
   });
 
   test('status change: answered, and its participant_status_changed notification committed with it', async () => {
-    const p = ok<{ participant_code: string }>(
-      await call('POST', '/participants', {
-        platform_code: platform,
-        email: 'd@example.com',
-        first_name: 'D',
-        last_name: 'D',
-      }),
-      201,
-    );
+    const p = await onboarded(platform, 'd@example.com', 'D', 'D');
     const changed = ok<{ status: string; reason_code: string | null }>(
       await call('PATCH', `/participants/${p.participant_code}`, {
         status: 'locked',
@@ -279,15 +284,7 @@ describe('participants and customer accounts', () => {
   });
 
   test('customer accounts: created synchronously with a wire-contract §4 zrn; duplicates and strangers refused', async () => {
-    const holder = ok<{ participant_code: string }>(
-      await call('POST', '/participants', {
-        platform_code: platform,
-        email: 'e@example.com',
-        first_name: 'E',
-        last_name: 'E',
-      }),
-      201,
-    );
+    const holder = await onboarded(platform, 'e@example.com', 'E', 'E');
     const account = ok<{ zrn: string; account_label: string; participant_code: string; status: string }>(
       await call('POST', '/customer_accounts', {
         platform_code: platform,
@@ -378,15 +375,7 @@ describe('prices and balances', () => {
       await call('POST', '/platforms', { name: 'Money' }),
       201,
     ).platform_code;
-    const holder = ok<{ participant_code: string }>(
-      await call('POST', '/participants', {
-        platform_code: platform,
-        email: 'm@example.com',
-        first_name: 'M',
-        last_name: 'M',
-      }),
-      201,
-    );
+    const holder = await onboarded(platform, 'm@example.com', 'M', 'M');
     const adjust = (amount: string) =>
       call('POST', '/balances', {
         participant_code: holder.participant_code,
@@ -469,15 +458,7 @@ describe('what the public API refuses, the operator API refuses too (probe)', ()
     }
     refused(await call('POST', '/platforms', { name: '   ' }), 400, 'name');
     refused(await call('POST', '/platforms', { name: 'evil\u202egnp.exe' }), 400, 'name');
-    const code = ok<{ participant_code: string }>(
-      await call('POST', '/participants', {
-        platform_code: platform,
-        email: 'strict@example.com',
-        first_name: 'Zoë',
-        last_name: 'O’Brien',
-      }),
-      201,
-    ).participant_code;
+    const code = (await onboarded(platform, 'strict@example.com', 'Zoë', 'O’Brien')).participant_code;
     refused(
       await call('PATCH', `/participants/${code}`, { status: 'locked', reason_code: 'a\nb' }),
       400,
@@ -486,15 +467,7 @@ describe('what the public API refuses, the operator API refuses too (probe)', ()
   });
 
   test('a label the public API refuses reaches only a balance already held under it', async () => {
-    const holder = ok<{ participant_code: string }>(
-      await call('POST', '/participants', {
-        platform_code: platform,
-        email: 'labels@example.com',
-        first_name: 'L',
-        last_name: 'L',
-      }),
-      201,
-    ).participant_code;
+    const holder = (await onboarded(platform, 'labels@example.com', 'L', 'L')).participant_code;
     const credit = (account_label: string) =>
       call('POST', '/balances', { participant_code: holder, account_label, asset: 'USD', amount: '7' });
     for (const label of ['general ', 'gen\u200beral', 'x'.repeat(41)])
