@@ -7,6 +7,7 @@ import { buildApp, type AppDeps, type AppParts } from '../app.ts';
 import { ConfigError, publicListenerExposures, type Config } from '../config.ts';
 import type { DomainDeps } from '../domain/deps.ts';
 import { registerRateLimitMetrics } from '../domain/ratelimit/rate-limit.metrics.ts';
+import { listenOn } from '../http/listening.ts';
 import { registerJobMetrics } from '../jobs/job-metrics.ts';
 import { createRateLimiter, RedisDatabaseError } from '../domain/ratelimit/rate-limiter.service.ts';
 import { secretKeyOpensStoredSecrets } from '../domain/platforms/secret-key-check.ts';
@@ -143,7 +144,9 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       apps.push(app);
       cleanups.push(() => app.close());
       // A copy: fastify writes into its options, and config is frozen.
-      return app.listen({ host: at.host, port: at.port });
+      return listenOn(app, { host: at.host, port: at.port }, (address, err) =>
+        logger.warn({ address, err: err.message }, `not listening on ${address}, an address of localhost`),
+      );
     };
     const baseDeps: AppDeps = {
       config,
