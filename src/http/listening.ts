@@ -14,29 +14,36 @@ const ABSENT_ADDRESS = new Set(['EADDRNOTAVAIL', 'EAFNOSUPPORT']);
  * `app.listen` on `at`, the app's one server taking the connections of every address `localhost` stands for. Fastify
  * binds "localhost"'s other addresses (::1 beside 127.0.0.1) with servers of its own, made with Node's defaults: on
  * them, what app.ts sets on `app.server` was missing (our answer to a malformed request, a firewall's 1020 to it,
- * `Expect` served as any request, the connections closed at shutdown), and they kept taking connections until the
- * main server had closed every one of its own. Here the others are TCP listeners that hand each connection to
- * `app.server`, which Node documents for its 'connection' event, and that stop listening with it (preClose). Any other
- * host is Fastify's (a name stands for its first address, as in Node). Resolves with the app's URL.
+ * `Expect` served as any request, the connections closed at shutdown). Here the others are TCP listeners that hand each
+ * connection to `app.server`, which Node documents for its 'connection' event. They stop listening when the app begins
+ * to close (preClose), and the app's close waits for their connections as for its own (Node's server counts only
+ * those it accepted itself: review, requests in flight there were cut at shutdown, under Fastify's too). Each address
+ * is logged as Fastify logs its own. Any other host is Fastify's (a name stands for its first address, as in Node).
+ * Resolves with the app's URL.
  */
 export async function listenOn(
   app: FastifyInstance,
   at: { host: string; port: number },
-  onSkipped: (address: string, err: Error) => void,
   lookupAddresses: LookupAll = lookupAll,
 ): Promise<string> {
   if (at.host !== 'localhost') return app.listen({ host: at.host, port: at.port });
   const [first, ...others] = [...new Set(await lookupAddresses(at.host))];
   const extra: Server[] = [];
-  // Not waited for: a listener's close ends once its connections have, which app.server closes after this hook.
-  app.addHook('preClose', (done) => {
-    for (const server of extra) server.close();
-    done();
+  const closed: Promise<void>[] = [];
+  app.addHook('preClose', async () => {
+    for (const server of extra) closed.push(new Promise((resolve) => server.close(() => resolve())));
+  });
+  app.addHook('onClose', async () => {
+    await Promise.all(closed);
   });
   const url = await app.listen({ host: first ?? at.host, port: at.port });
   const { port } = app.server.address() as { port: number };
   for (const host of others) {
-    const server = createServer((socket) => app.server.emit('connection', socket));
+    // The net options Node's HTTP server gives its own listener (no Nagle delay: review, 40 ms on a response
+    // written in two parts).
+    const server = createServer({ noDelay: true, allowHalfOpen: true }, (socket) =>
+      app.server.emit('connection', socket),
+    );
     try {
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
@@ -46,11 +53,11 @@ export async function listenOn(
         });
       });
       extra.push(server);
+      app.log.info(`Server listening at http://${host.includes(':') ? `[${host}]` : host}:${port}`);
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? '';
       // Those already listening stop with the app, which the caller closes.
-      if (!ABSENT_ADDRESS.has(code)) throw err;
-      onSkipped(host, err as Error);
+      if (!ABSENT_ADDRESS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      app.log.warn({ address: host, err }, `not listening on ${host}, an address of localhost`);
     }
   }
   return url;

@@ -144,9 +144,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       apps.push(app);
       cleanups.push(() => app.close());
       // A copy: fastify writes into its options, and config is frozen.
-      return listenOn(app, { host: at.host, port: at.port }, (address, err) =>
-        logger.warn({ address, err: err.message }, `not listening on ${address}, an address of localhost`),
-      );
+      return listenOn(app, { host: at.host, port: at.port });
     };
     const baseDeps: AppDeps = {
       config,
