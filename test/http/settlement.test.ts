@@ -309,6 +309,44 @@ describe('operator booking', () => {
     assert.equal(poor.status, 400);
     assert.match(JSON.stringify(poor.body), /quantity: insufficient balance/);
   });
+
+  test("a quote's id is no booked trade's client_trade_id: 409, and the quote still executes (probe)", async () => {
+    const holder = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, holder, 'USD', '100');
+    const quote = await liquidityQuote(client, {
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      quantity: '0.01',
+      participant_code: holder,
+    });
+    const body = {
+      platform_code: platformCode,
+      participant_code: holder,
+      side: 'buy',
+      underlying: 'ETH',
+      quoted_currency: 'USD',
+      quantity: '0.01',
+      price: '1',
+    };
+    for (const id of [quote.quote_id, quote.quote_id.toUpperCase()]) {
+      const refused = await adminError(svc.admin.post('/trades', { ...body, client_trade_id: id }));
+      assert.equal(refused.status, 409);
+      assert.deepEqual(refused.body, {
+        errors: [
+          `client_trade_id: ${id} is the id of a quote of platform ${platformCode}: only that quote's trade carries it`,
+        ],
+      });
+    }
+    const executed = await executeLiquidity(client, quote.quote_id);
+    const found = await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
+      query: { client_trade_id: quote.quote_id },
+    });
+    assert.deepEqual(
+      found.body.message.map((t) => t.trade_id),
+      [executed.trade_id],
+    );
+  });
 });
 
 describe('operator CLI', () => {

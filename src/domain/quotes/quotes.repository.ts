@@ -8,6 +8,17 @@ export async function insertQuote(db: Executor, quote: Insertable<QuotesTable>):
   return db.insertInto('quotes').values(quote).returningAll().executeTakeFirstOrThrow();
 }
 
+/** Whether `quoteId` (a UUID, any letter case) is one of `platformCode`'s quotes, executed, live or expired. */
+export async function isQuoteOf(db: Executor, platformCode: string, quoteId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('quotes')
+    .select('quote_id')
+    .where('platform_code', '=', platformCode)
+    .where('quote_id', '=', quoteId.toLowerCase())
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 /**
  * wire-contract §7: marks the quote executed if, and only if, it is this platform's, of this kind, not
  * executed yet and not expired. The row is locked first (`for no key update`), whatever its state, and only then checked: concurrent

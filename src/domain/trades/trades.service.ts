@@ -15,6 +15,7 @@ import { codeOnOtherPlatform } from '../participants/participants.repository.ts'
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { MAX_AMOUNT_LENGTH } from '../../contract/quotes.schemas.ts';
 import { underlyingProblem } from '../quotes/network-assets.ts';
+import { isQuoteOf } from '../quotes/quotes.repository.ts';
 import { ledgerAsset, notionalAt } from '../quotes/pricing.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 import { adminTradeView, tradeNotification, tradeView } from './trade-view.ts';
@@ -519,6 +520,19 @@ export function createTradesService(deps: DomainDeps) {
       if (errors.length) throw invalid(...errors);
       if (!(await findPlatform(db, body.platform_code))) {
         throw invalid(`platform_code: platform ${body.platform_code} not found`);
+      }
+      // A quote's trade is found by its quote_id as client_trade_id (wire-contract §7, spec 7.2): an operator's
+      // trade under that id would block the quote's execute (409) and be taken for its trade by the platform's
+      // look-up (probe). Quote ids are the service's own random UUIDs, so only an existing one can collide.
+      const clientTradeId = body.client_trade_id;
+      if (
+        clientTradeId !== undefined &&
+        isUuid(clientTradeId) &&
+        (await isQuoteOf(db, body.platform_code, clientTradeId))
+      ) {
+        throw conflict(
+          `client_trade_id: ${clientTradeId} is the id of a quote of platform ${body.platform_code}: only that quote's trade carries it`,
+        );
       }
       const totalNotional = notionalAt(body.side, body.quantity, body.price);
       if (!new Dec(totalNotional).gt(0)) throw invalid('quantity: too small at this price');
