@@ -21,6 +21,7 @@ import type {
   WebhookNotification,
 } from '../contract/webhooks.schemas.ts';
 import { ADVANCE_FROM_STATES } from '../contract/wire-values.ts';
+import { sinceOption } from './since-option.ts';
 
 /**
  * The operator commands of `svc`: one entry per operator API call, each with its usage line.
@@ -32,17 +33,6 @@ export interface Command {
   usage: string;
   summary: string;
   run(client: AdminClient, positionals: string[], options: Options): Promise<unknown>;
-}
-
-/** An ISO 8601 date, or date and time (`T` or a space), with an optional fraction and zone. */
-const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
-
-/** Its year, month and day are a day of the calendar: Date.parse rolls 2026-02-30 over to March 2. */
-function realDate(iso: string): boolean {
-  const [year, month, day] = iso.slice(0, 10).split('-').map(Number) as [number, number, number];
-  const date = new Date(0);
-  date.setUTCFullYear(year, month - 1, day); // not Date.UTC, which reads years 0-99 as 1900-1999
-  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
 }
 
 export const OPERATOR_COMMANDS: Record<string, Command> = {
@@ -263,25 +253,11 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       c.post<WebhookNotification>(`/notifications/${pathArgument(p, 0, 'NOTIFICATION_ID')}/redeliver`),
   },
   'webhooks redeliver-since': {
-    usage: 'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 [--status dead,skipped]',
+    usage:
+      'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 (UTC unless zoned) [--status dead,skipped]',
     summary: 'deliver again every notification of a platform recorded since a time',
     run: (c, p, o) => {
-      const raw = required(o, 'since');
-      // Four or eight digits are an ISO 8601 year or basic date as much as epoch ms (2026 ms after 1970,
-      // which would redeliver everything): refused rather than guessed.
-      if (/^(\d{4}|\d{8})$/.test(raw))
-        throw new UsageError(
-          `--since: "${raw}" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)`,
-        );
-      // Anything else must look like ISO 8601: Date.parse also takes "-5", "1.5" or "x 1" (as dates in 2001),
-      // which redelivered the platform's whole history (review).
-      const since = /^\d+$/.test(raw)
-        ? Number(raw)
-        : ISO_8601.test(raw) && realDate(raw)
-          ? Date.parse(raw)
-          : NaN;
-      if (!Number.isSafeInteger(since))
-        throw new UsageError(`--since: "${raw}" is neither epoch ms nor an ISO 8601 time`);
+      const since = sinceOption(required(o, 'since'));
       const body: RedeliverSinceBody = { since, status: list(o, 'status') };
       return c.post<{ redelivered: number }>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/redeliver`, body);
     },
