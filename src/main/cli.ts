@@ -126,6 +126,12 @@ class Connection {
       throw new UsageError(
         `${name}: "${url.protocol}//${url.host}${url.pathname}" must be given without a user name or password`,
       );
+    // The request's path is added after it: a query or fragment there sent every call to the wrong path, refused
+    // as "invalid signature" (probe).
+    if (/[?#]/.test(raw))
+      throw new UsageError(
+        `${name}: "${raw}" must be given without a query or fragment (each command adds its path after it)`,
+      );
     return raw;
   }
 }

@@ -388,10 +388,16 @@ describe('no usable answer', () => {
       runCli(['keys', 'create', '..', '--token', 'x', '--url', 'http://127.0.0.1:9'], base),
       // Not a usable URL, with credentials in it: they are not repeated either (review).
       runCli(['api', 'time', '--url', 'http://admin:hunter2@127.0.0.1:99999'], base),
+      // The path goes after it: a query or fragment sent every call elsewhere, an "invalid signature" (probe).
+      runCli(['api', 'time', '--url', 'http://127.0.0.1:8080#prod'], base),
+      runCli(['platforms', 'list', '--token', 'x'], {
+        ...base,
+        SVC_ADMIN_URL: 'http://127.0.0.1:8081/?env=prod',
+      }),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[0]!.stderr, /^error: --url: "http:\/\/127\.0\.0\.1:99999" is not a valid http/);
@@ -405,5 +411,13 @@ describe('no usable answer', () => {
     assert.doesNotMatch(cases[4]!.stderr, /hunter2/);
     assert.match(cases[5]!.stderr, /^error: <PLATFORM>: "\.\." cannot be sent as a path segment/);
     assert.match(cases[6]!.stderr, /^error: --url: "http:\/\/…@127\.0\.0\.1:99999" is not a valid http/);
+    assert.equal(
+      cases[7]!.stderr.trim(),
+      'error: --url: "http://127.0.0.1:8080#prod" must be given without a query or fragment (each command adds its path after it)',
+    );
+    assert.equal(
+      cases[8]!.stderr.trim(),
+      'error: SVC_ADMIN_URL: "http://127.0.0.1:8081/?env=prod" must be given without a query or fragment (each command adds its path after it)',
+    );
   });
 });

@@ -164,6 +164,20 @@ test('a baseUrl fetch cannot use is refused when the client is made, not retried
         !/hunter2/.test((e as Error).message),
       baseUrl,
     );
+  // Each call's path goes after it (probe: `?env=prod` sent POST /?env=prod/liquidity/execute).
+  for (const baseUrl of [
+    'http://127.0.0.1:8080?env=prod',
+    'http://127.0.0.1:8080/#prod',
+    'https://api.example.com/v1?',
+  ])
+    assert.throws(
+      () => createClient({ baseUrl, ...credentials }),
+      (e: unknown) =>
+        e instanceof TypeError &&
+        (e as Error).message ===
+          `baseUrl must not carry a query or fragment (each call adds its path after it), got ${JSON.stringify(baseUrl)}`,
+      baseUrl,
+    );
 });
 
 test('credentials left out are refused by name when the client is made, not at its first call', () => {
