@@ -28,6 +28,9 @@ export function sinceOption(raw: string): number {
     throw new UsageError(
       `--since: "${raw}" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)`,
     );
+  // Ten digits are epoch seconds of this century as ms of 1970's first months: every notification would go again.
+  if (/^\d{10}$/.test(raw))
+    throw new UsageError(`--since: "${raw}" looks like epoch seconds; give epoch ms (${raw}000)`);
   if (/^\d+$/.test(raw) && Number.isSafeInteger(Number(raw))) return Number(raw);
   const iso = ISO_8601.exec(raw);
   if (iso && realDate(iso[1]!)) {

@@ -128,10 +128,12 @@ class Connection {
       );
     // The request's path is added after it: a query or fragment there sent every call to the wrong path, refused
     // as "invalid signature" (probe).
+    // Nor spaces, which URL() trims but the path would follow (review: "http://host/ " sent "/ /time").
     if (/[?#]/.test(raw))
       throw new UsageError(
-        `${name}: "${raw}" must be given without a query or fragment (each command adds its path after it)`,
+        `${name}: "${url.protocol}//${url.host}${url.pathname}" must be given without a query or fragment (each command adds its path after it)`,
       );
+    if (/\s/.test(raw)) throw new UsageError(`${name}: ${JSON.stringify(raw)} must be given without spaces`);
     return raw;
   }
 }

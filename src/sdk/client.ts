@@ -133,10 +133,14 @@ export class SvcClient {
       );
     // Each call's path is added after it: with a query or fragment, every call went to the wrong path (a write
     // POSTed to the host's root), refused as "invalid signature" (probe).
+    // Nor spaces, which URL() trims but the path would follow (review: "http://host/ " fetched "/ /time"). The query
+    // is not repeated in the message (it may hold a token).
     if (/[?#]/.test(options.baseUrl))
       throw new SvcArgumentError(
-        `baseUrl must not carry a query or fragment (each call adds its path after it), got ${JSON.stringify(options.baseUrl)}`,
+        `baseUrl must not carry a query or fragment (each call adds its path after it), got ${JSON.stringify(`${base.protocol}//${base.host}${base.pathname}`)} with one`,
       );
+    if (/\s/.test(options.baseUrl))
+      throw new SvcArgumentError(`baseUrl must not contain spaces, got ${JSON.stringify(options.baseUrl)}`);
     // Each is signed into every request: one left out (`apiSecret: process.env.SVC_API_SECRET`, unset) threw a
     // TypeError of node:crypto at the first call, or sent the key "undefined" (review). Said now, by name.
     for (const name of ['apiKey', 'apiSecret', 'passphrase'] as const) {

@@ -392,12 +392,14 @@ describe('no usable answer', () => {
       runCli(['api', 'time', '--url', 'http://127.0.0.1:8080#prod'], base),
       runCli(['platforms', 'list', '--token', 'x'], {
         ...base,
-        SVC_ADMIN_URL: 'http://127.0.0.1:8081/?env=prod',
+        SVC_ADMIN_URL: 'http://127.0.0.1:8081/?token=s3cret',
       }),
+      // URL() trims spaces, but the path went after them (review: an env file's trailing space).
+      runCli(['platforms', 'list', '--token', 'x'], { ...base, SVC_ADMIN_URL: 'http://127.0.0.1:8081/ ' }),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[0]!.stderr, /^error: --url: "http:\/\/127\.0\.0\.1:99999" is not a valid http/);
@@ -413,11 +415,15 @@ describe('no usable answer', () => {
     assert.match(cases[6]!.stderr, /^error: --url: "http:\/\/…@127\.0\.0\.1:99999" is not a valid http/);
     assert.equal(
       cases[7]!.stderr.trim(),
-      'error: --url: "http://127.0.0.1:8080#prod" must be given without a query or fragment (each command adds its path after it)',
+      'error: --url: "http://127.0.0.1:8080/" must be given without a query or fragment (each command adds its path after it)',
     );
     assert.equal(
       cases[8]!.stderr.trim(),
-      'error: SVC_ADMIN_URL: "http://127.0.0.1:8081/?env=prod" must be given without a query or fragment (each command adds its path after it)',
+      'error: SVC_ADMIN_URL: "http://127.0.0.1:8081/" must be given without a query or fragment (each command adds its path after it)',
+    );
+    assert.equal(
+      cases[9]!.stderr.trim(),
+      'error: SVC_ADMIN_URL: "http://127.0.0.1:8081/ " must be given without spaces',
     );
   });
 });

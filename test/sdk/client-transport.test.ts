@@ -164,18 +164,28 @@ test('a baseUrl fetch cannot use is refused when the client is made, not retried
         !/hunter2/.test((e as Error).message),
       baseUrl,
     );
-  // Each call's path goes after it (probe: `?env=prod` sent POST /?env=prod/liquidity/execute).
-  for (const baseUrl of [
-    'http://127.0.0.1:8080?env=prod',
-    'http://127.0.0.1:8080/#prod',
-    'https://api.example.com/v1?',
+  // Each call's path goes after it (probe: `?env=prod` sent POST /?env=prod/liquidity/execute); the query is not
+  // repeated (it may hold a token).
+  for (const [baseUrl, shown] of [
+    ['http://127.0.0.1:8080?token=s3cret', 'http://127.0.0.1:8080/'],
+    ['http://127.0.0.1:8080/#prod', 'http://127.0.0.1:8080/'],
+    ['https://api.example.com/v1?', 'https://api.example.com/v1'],
   ])
+    assert.throws(
+      () => createClient({ baseUrl: baseUrl!, ...credentials }),
+      (e: unknown) =>
+        e instanceof TypeError &&
+        (e as Error).message ===
+          `baseUrl must not carry a query or fragment (each call adds its path after it), got ${JSON.stringify(shown)} with one`,
+      baseUrl,
+    );
+  // Spaces, which URL() trims (review: "http://127.0.0.1:9/ " fetched "/ /time").
+  for (const baseUrl of ['http://127.0.0.1:8080/ ', ' https://api.example.com', 'http://127.0.0.1:8080/v 1'])
     assert.throws(
       () => createClient({ baseUrl, ...credentials }),
       (e: unknown) =>
         e instanceof TypeError &&
-        (e as Error).message ===
-          `baseUrl must not carry a query or fragment (each call adds its path after it), got ${JSON.stringify(baseUrl)}`,
+        (e as Error).message === `baseUrl must not contain spaces, got ${JSON.stringify(baseUrl)}`,
       baseUrl,
     );
 });

@@ -37,6 +37,10 @@ test('--since refuses what could be either, and what only Date.parse would take'
       message: `--since: "${raw}" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)`,
     });
   }
+  // Epoch seconds (review: 1733443200 was read as ms of January 1970, and redelivered the whole history).
+  assert.throws(() => sinceOption('1733443200'), {
+    message: '--since: "1733443200" looks like epoch seconds; give epoch ms (1733443200000)',
+  });
   for (const raw of [
     '-5',
     '1.5',
