@@ -48,7 +48,7 @@ import { sql } from 'kysely';
 import type pg from 'pg';
 import { Pool } from 'undici';
 import { webhookDeliveryHeaders } from '../src/contract/webhook-signature.ts';
-import { recordNotification } from '../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification } from '../src/domain/webhooks/outbox.ts';
 import { encryptSecret } from '../src/lib/secret-box.ts';
 import { createStore, type Db } from '../src/store/database.ts';
 import { startEmbeddedPostgres } from '../src/store/embedded-postgres.ts';
@@ -294,7 +294,7 @@ async function recordBacklog(
   for (let start = 0; start < count; start += perTransaction) {
     await db.transaction().execute(async (trx) => {
       for (let i = start; i < Math.min(count, start + perTransaction); i++) {
-        await recordNotification(trx, {
+        await recordAnyNotification(trx, {
           platformCode: PLATFORM,
           payloadType: 'trade_status_changed',
           resourceKey: `trade:${tag}-${Math.floor(i / perLane)}`,
@@ -734,7 +734,7 @@ async function main(): Promise<void> {
       db
         .transaction()
         .execute((trx) =>
-          recordNotification(trx, {
+          recordAnyNotification(trx, {
             platformCode: PLATFORM,
             payloadType: 'trade_status_changed',
             resourceKey: `trade:lat-${i}`,

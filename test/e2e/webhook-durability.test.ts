@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
@@ -77,7 +77,7 @@ test('2,000 notifications, worker SIGKILLed 10+ times, receiver failing 20 %: al
         const out: Array<[string, string]> = [];
         for (let i = 0; i < batch; i++) {
           const key = `trade:D${(n + i) % LANES}`;
-          const id = await recordNotification(trx, {
+          const id = await recordAnyNotification(trx, {
             platformCode: code,
             payloadType: 'trade_status_changed',
             resourceKey: key,

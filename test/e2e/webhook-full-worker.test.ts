@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sql } from 'kysely';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { serviceEnv, startReadyWorker, workersBesideApiService } from '../helpers/webhook-processes.ts';
 import { record, startWebhookReceiver, waitFor } from '../helpers/webhook-receiver.ts';
 
@@ -52,7 +52,7 @@ test("lanes a full worker cannot start go to a worker with room, well before the
     const recorded: string[] = [];
     for (const [i, resourceKey] of waiting.entries()) {
       recorded.push(
-        await recordNotification(trx, {
+        await recordAnyNotification(trx, {
           platformCode: other,
           payloadType: 'trade_status_changed',
           resourceKey,

@@ -3,7 +3,11 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import {
+  recordAnyNotification,
+  recordNotification,
+  type NotificationInput,
+} from '../../src/domain/webhooks/outbox.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { serviceEnv, startReadyWorker, stopWorkerProcess } from '../helpers/webhook-processes.ts';
 import {
@@ -39,6 +43,25 @@ async function platformWithWebhook() {
   return platform.platform_code;
 }
 
+/** What domain code records: a payload of its type's body (`WebhookPayloads`), checked when compiled. */
+function rollbackNotice(platformCode: string): NotificationInput {
+  return {
+    platformCode,
+    payloadType: 'participant_status_changed',
+    resourceKey: 'participant:ROLLBK',
+    payload: { participant_code: 'ROLLBK', participant_status: 'approved', timestamp: 0 },
+  };
+}
+// A payload of another type's body does not compile (npm run check fails if it stops being an error).
+const mismatched: NotificationInput = {
+  platformCode: 'P',
+  payloadType: 'participant_status_changed',
+  resourceKey: 'participant:P',
+  // @ts-expect-error a trade's body under the participant type
+  payload: { trade_id: 'x', timestamp: 0 },
+};
+void mismatched;
+
 test('a rolled-back change leaves no notification and no delivery job', async () => {
   const code = await platformWithWebhook();
   const failure = new Error('the use case failed after recording its notification');
@@ -51,12 +74,7 @@ test('a rolled-back change leaves no notification and no delivery job', async ()
           .set({ name: 'renamed in vain' })
           .where('platform_code', '=', code)
           .execute();
-        await recordNotification(trx, {
-          platformCode: code,
-          payloadType: 'participant_status_changed',
-          resourceKey: 'participant:ROLLBK',
-          payload: { x: 1 },
-        });
+        await recordNotification(trx, rollbackNotice(code));
         throw failure;
       }),
     (e) => e === failure,
@@ -79,12 +97,7 @@ test('a rolled-back change leaves no notification and no delivery job', async ()
     .transaction()
     .execute(async (trx) => {
       await trx.updateTable('platforms').set({ name: 'renamed' }).where('platform_code', '=', code).execute();
-      await recordNotification(trx, {
-        platformCode: code,
-        payloadType: 'participant_status_changed',
-        resourceKey: 'participant:ROLLBK',
-        payload: { x: 1 },
-      });
+      await recordNotification(trx, rollbackNotice(code));
     });
   const committed = await db()
     .selectFrom('webhook_notifications')
@@ -104,7 +117,7 @@ test("a notification's created_at is when it was recorded, not when its transact
     .execute(async (trx) => {
       began = (await sql<{ at: Date }>`select now() as at`.execute(trx)).rows[0]!.at.getTime();
       await sql`select pg_sleep(0.3)`.execute(trx);
-      await recordNotification(trx, {
+      await recordAnyNotification(trx, {
         platformCode: code,
         payloadType: 'participant_status_changed',
         resourceKey: 'participant:LATEOK',

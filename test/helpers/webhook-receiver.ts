@@ -1,7 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
-import { recordNotification, type PayloadType } from '../../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification, type PayloadType } from '../../src/domain/webhooks/outbox.ts';
 import type { Db } from '../../src/store/database.ts';
 
 /**
@@ -130,7 +130,7 @@ export function record(
 ): Promise<string> {
   return db
     .transaction()
-    .execute((trx) => recordNotification(trx, { platformCode, payloadType, resourceKey, payload }));
+    .execute((trx) => recordAnyNotification(trx, { platformCode, payloadType, resourceKey, payload }));
 }
 
 /**
@@ -147,7 +147,7 @@ export function recordEvents(
     const ids: string[] = [];
     for (const event of events)
       ids.push(
-        await recordNotification(trx, {
+        await recordAnyNotification(trx, {
           platformCode,
           payloadType: 'trade_status_changed',
           resourceKey,

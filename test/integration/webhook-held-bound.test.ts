@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
 
@@ -47,7 +47,7 @@ test("a receiver that is down with more notifications than a worker holds does n
     for (let n = 0; n < PER_LANE; n++)
       for (let lane = 0; lane < LANES; lane++) {
         const resourceKey = `trade:down-${lane}`;
-        const id = await recordNotification(trx, {
+        const id = await recordAnyNotification(trx, {
           platformCode: down,
           payloadType: 'trade_status_changed',
           resourceKey,

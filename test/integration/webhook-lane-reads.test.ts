@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import {
   loadPartitions,
   readAfter,
@@ -131,7 +131,7 @@ test('a notification whose transaction commits after a later one was read is fou
   const early = db()
     .transaction()
     .execute(async (trx) => {
-      const id = await recordNotification(trx, {
+      const id = await recordAnyNotification(trx, {
         platformCode: code,
         payloadType: 'trade_status_changed',
         resourceKey: 'trade:L',

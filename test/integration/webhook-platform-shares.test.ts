@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
 
@@ -33,7 +33,7 @@ test("another platform's notification goes out beside a busy platform's backlog,
   await svc.admin.put(`/platforms/${other}/webhook`, { url: otherReceiver.url });
   await db.transaction().execute(async (trx) => {
     for (let i = 0; i < BACKLOG; i++)
-      await recordNotification(trx, {
+      await recordAnyNotification(trx, {
         platformCode: busy,
         payloadType: 'trade_status_changed',
         resourceKey: `trade:backlog-${i}`,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { recordNotification } from '../../src/domain/webhooks/outbox.ts';
+import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { inProcessDelivery, QUIET_LOGGER } from '../helpers/in-process-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
@@ -44,7 +44,7 @@ function recordOnOneResource(platformCode: string, resourceKey: string, count: n
     for (let n = 1; n <= count; n++) {
       const payload = { n };
       ids.push(
-        await recordNotification(trx, {
+        await recordAnyNotification(trx, {
           platformCode,
           payloadType: 'trade_status_changed',
           resourceKey,

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { isWebhookPayloadType, type WebhookPayloadType } from '../../contract/webhook-headers.ts';
+import type { WebhookPayload } from '../../contract/webhook-payloads.ts';
 import { newUuid } from '../../lib/ids.ts';
 import type { Executor } from '../../store/database.ts';
 import { LANES_CHANNEL } from './webhooks.repository.ts';
@@ -15,13 +16,16 @@ import { LANES_CHANNEL } from './webhooks.repository.ts';
 /** A payload type, from the one list in the wire contract (`src/contract/webhook-headers.ts`). */
 export type PayloadType = WebhookPayloadType;
 
-export interface NotificationInput {
-  platformCode: string;
-  payloadType: PayloadType;
-  /** Per-resource order key: `trade:<id>`, `account:<zrn>`, `fund:<id>`, `balance:<account_id>`, `participant:<code>`. */
-  resourceKey: string;
-  payload: object;
-}
+/** One notification; its payload is the body of its payload type (`WebhookPayloads`), checked when compiled. */
+export type NotificationInput = {
+  [T in PayloadType]: {
+    platformCode: string;
+    payloadType: T;
+    /** Per-resource order key: `trade:<id>`, `account:<zrn>`, `fund:<id>`, `balance:<account_id>`, `participant:<code>`. */
+    resourceKey: string;
+    payload: WebhookPayload<T>;
+  };
+}[PayloadType];
 
 /**
  * Records one notification in the caller's transaction and returns its id (the `x-svc-hook-notification-id`
@@ -40,7 +44,24 @@ export interface NotificationInput {
  *   });
  * });
  */
-export async function recordNotification(trx: Executor, input: NotificationInput): Promise<string> {
+export function recordNotification(trx: Executor, input: NotificationInput): Promise<string> {
+  return recordAnyNotification(trx, input);
+}
+
+/** Any notification of a payload type, whatever its payload's shape. */
+export interface AnyNotificationInput {
+  platformCode: string;
+  payloadType: PayloadType;
+  resourceKey: string;
+  payload: object;
+}
+
+/**
+ * `recordNotification` with any JSON object as the payload: what the outbox itself stores, for its own tests and
+ * benches (which count, order and lose notifications of made-up payloads). Domain code records through
+ * `recordNotification`, whose payload is checked against its type's body.
+ */
+export async function recordAnyNotification(trx: Executor, input: AnyNotificationInput): Promise<string> {
   // Domain code is typed, but a wrong type or an empty key would make an undeliverable row: refuse it loudly.
   if (!isWebhookPayloadType(input.payloadType)) {
     throw new TypeError(`recordNotification: unknown payload type ${JSON.stringify(input.payloadType)}`);
