@@ -5,14 +5,21 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 
 /**
- * Conformance: validates our responses against the vendor's published OpenAPI document
- * (../shared/spec/vendor-openapi.json beside the project root), so platforms' existing clients work.
- * `assertVendorSchema(body, 'GetFundTransactionsResponse')` checks against components.schemas.<name>.
+ * Conformance: validates our responses against the vendor's published OpenAPI document, so platforms' existing
+ * clients work. `assertVendorSchema(body, 'GetFundTransactionsResponse')` checks against components.schemas.<name>.
  */
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
 
-const SPEC_PATH = path.resolve(
+/**
+ * The vendor's document as the tests read it: a copy in the repository, so that `npm test` runs on a fresh clone
+ * (probe: 54 failures where ../shared was not beside it). `test/unit/vendor-openapi-copy.test.ts` checks that it is
+ * the shared spec's, where that is beside the project.
+ */
+export const VENDOR_OPENAPI_PATH = path.resolve(import.meta.dirname, '..', 'fixtures', 'vendor-openapi.json');
+
+/** The shared spec's document, beside the project root (`../shared/spec`), where the project's spec lives. */
+export const SHARED_VENDOR_OPENAPI_PATH = path.resolve(
   import.meta.dirname,
   '..',
   '..',
@@ -27,7 +34,7 @@ const compiled = new Map<string, ValidateFunction>();
 
 function load(): Ajv {
   if (ajv) return ajv;
-  const spec = JSON.parse(readFileSync(SPEC_PATH, 'utf8')) as {
+  const spec = JSON.parse(readFileSync(VENDOR_OPENAPI_PATH, 'utf8')) as {
     components: { schemas: Record<string, unknown> };
   };
   // ajv 8 understands OpenAPI's "nullable" keyword itself; "example" and friends pass with strict off.

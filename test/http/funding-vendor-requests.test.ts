@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { TSchema } from 'typebox';
 import {
@@ -26,7 +25,7 @@ import {
 import { ManualClock } from '../../src/lib/clock.ts';
 import type { QueryValue, SvcClient } from '../../src/sdk/client.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import { assertVendorSchema, VENDOR_OPENAPI_PATH } from '../helpers/vendor-schema.ts';
 import { fund } from '../helpers/trades-fixtures.ts';
 import { setPrices } from '../helpers/funding-fixtures.ts';
 import { CLIENT_TOKEN_PERMISSIONS } from '../../src/contract/wire-values.ts';
@@ -41,12 +40,7 @@ import { CLIENT_TOKEN_PERMISSIONS } from '../../src/contract/wire-values.ts';
 // ---- The vendor's document, read as data ----
 
 type JsonSchema = Record<string, unknown>;
-const SPEC = JSON.parse(
-  readFileSync(
-    path.resolve(import.meta.dirname, '..', '..', '..', 'shared', 'spec', 'vendor-openapi.json'),
-    'utf8',
-  ),
-) as {
+const SPEC = JSON.parse(readFileSync(VENDOR_OPENAPI_PATH, 'utf8')) as {
   paths: Record<string, Record<string, JsonSchema>>;
   components: { schemas: Record<string, JsonSchema> };
 };
