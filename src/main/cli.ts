@@ -18,7 +18,7 @@ import { failureJson, reportFailure, type FailureReport } from '../cli/error-rep
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { DataDirError } from '../lib/data-dir-file.ts';
-import { MAX_TIMEOUT_MS, withoutCredentials } from '../sdk/client.ts';
+import { baseUrlFault, MAX_TIMEOUT_MS, type BaseUrlFault } from '../sdk/client.ts';
 import { SvcArgumentError } from '../sdk/errors.ts';
 
 /** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
@@ -113,30 +113,20 @@ class Connection {
     const [name, raw] =
       typeof fromFlag === 'string' ? [`--${flag}`, fromFlag] : [variable, this.env[variable]];
     if (raw === undefined || raw === '') return undefined;
-    let url: URL | undefined;
-    try {
-      url = new URL(raw);
-    } catch {
-      // e.g. a port above 65535
-    }
-    if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
-      throw new UsageError(`${name}: "${withoutCredentials(raw)}" is not a valid http:// or https:// URL`);
-    // fetch refuses it (probe: "server unreachable", the password echoed); said without the password.
-    if (url.username || url.password)
-      throw new UsageError(
-        `${name}: "${url.protocol}//${url.host}${url.pathname}" must be given without a user name or password`,
-      );
-    // The request's path is added after it: a query or fragment there sent every call to the wrong path, refused
-    // as "invalid signature" (probe).
-    // Nor spaces, which URL() trims but the path would follow (review: "http://host/ " sent "/ /time").
-    if (/[?#]/.test(raw))
-      throw new UsageError(
-        `${name}: "${url.protocol}//${url.host}${url.pathname}" must be given without a query or fragment (each command adds its path after it)`,
-      );
-    if (/\s/.test(raw)) throw new UsageError(`${name}: ${JSON.stringify(raw)} must be given without spaces`);
+    const refused = baseUrlFault(raw);
+    if (refused) throw new UsageError(`${name}: ${URL_REFUSALS[refused.fault](refused.shown)}`);
     return raw;
   }
 }
+
+/** The CLI's words for each way a URL setting cannot be used (the SDK's rule, `baseUrlFault`). */
+const URL_REFUSALS: Record<BaseUrlFault, (shown: string) => string> = {
+  'not-http': (shown) => `"${shown}" is not a valid http:// or https:// URL`,
+  credentials: (shown) => `"${shown}" must be given without a user name or password`,
+  query: (shown) =>
+    `"${shown}" must be given without a query or fragment (each command adds its path after it)`,
+  spaces: (shown) => `${JSON.stringify(shown)} must be given without spaces`,
+};
 
 function localUrl(at: Listen): string {
   return `http://${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;

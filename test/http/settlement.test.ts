@@ -60,6 +60,27 @@ async function buyTrade(participantCode: string, quantity: string, underlying = 
   return (await executeLiquidity(client, quote.quote_id)).trade_id;
 }
 
+/** The trades `GET /trades` finds by a client_trade_id, by id. */
+async function tradeIdsByClientTradeId(clientTradeId: string): Promise<string[]> {
+  const found = await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
+    query: { client_trade_id: clientTradeId },
+  });
+  return found.body.message.map((t) => t.trade_id);
+}
+
+/** An operator's booking of a 0.01 ETH buy for `holder` at `price`. */
+function ethBuyBooking(holder: string, price: string) {
+  return {
+    platform_code: platformCode,
+    participant_code: holder,
+    side: 'buy',
+    underlying: 'ETH',
+    quoted_currency: 'USD',
+    quantity: '0.01',
+    price,
+  };
+}
+
 describe('operator advance', () => {
   test('accepted → active → terminated at once; balances move only at terminated', async () => {
     const buyer = (await svc.newParticipant(platformCode)).participant_code;
@@ -243,13 +264,7 @@ describe('operator booking', () => {
     assert.deepEqual(await notificationsOf(svc, `trade:${booked.trade_id}`), []);
     assert.equal(await balanceOf(svc, holder, 'BTC'), '1.5');
     assert.equal(await balanceOf(svc, holder, 'USD'), '24000.25');
-    const found = await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
-      query: { client_trade_id: 'alloc-1' },
-    });
-    assert.deepEqual(
-      found.body.message.map((t) => t.trade_id),
-      [booked.trade_id],
-    );
+    assert.deepEqual(await tradeIdsByClientTradeId('alloc-1'), [booked.trade_id]);
     // A booked trade's client_trade_id matches exactly, even a UUID: only a quote's trade is also found by
     // its quote_id in any letter case (spec 7.2).
     const uuidId = crypto.randomUUID();
@@ -264,29 +279,14 @@ describe('operator booking', () => {
       net_settlement: true,
       client_trade_id: uuidId,
     });
-    const byId = async (id: string) =>
-      (
-        await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
-          query: { client_trade_id: id },
-        })
-      ).body.message.map((t) => t.trade_id);
-    assert.deepEqual(await byId(uuidId), [second.trade_id]);
-    assert.deepEqual(await byId(uuidId.toUpperCase()), []);
+    assert.deepEqual(await tradeIdsByClientTradeId(uuidId), [second.trade_id]);
+    assert.deepEqual(await tradeIdsByClientTradeId(uuidId.toUpperCase()), []);
   });
 
   test('a regular booked trade does notify; a duplicate client_trade_id → 409; bad fields → 400', async () => {
     const holder = (await svc.newParticipant(platformCode)).participant_code;
     await fund(svc, holder, 'USD', '100');
-    const body = {
-      platform_code: platformCode,
-      participant_code: holder,
-      side: 'buy',
-      underlying: 'ETH',
-      quoted_currency: 'USD',
-      quantity: '0.01',
-      price: '2500',
-      client_trade_id: 'booked-1',
-    };
+    const body = { ...ethBuyBooking(holder, '2500'), client_trade_id: 'booked-1' };
     const booked = await svc.admin.post<AdminTrade>('/trades', body);
     assert.deepEqual(
       (await notificationsOf(svc, `trade:${booked.trade_id}`)).map((n) => n.payload.trade_state),
@@ -320,15 +320,7 @@ describe('operator booking', () => {
       quantity: '0.01',
       participant_code: holder,
     });
-    const body = {
-      platform_code: platformCode,
-      participant_code: holder,
-      side: 'buy',
-      underlying: 'ETH',
-      quoted_currency: 'USD',
-      quantity: '0.01',
-      price: '1',
-    };
+    const body = ethBuyBooking(holder, '1');
     for (const id of [quote.quote_id, quote.quote_id.toUpperCase()]) {
       const refused = await adminError(svc.admin.post('/trades', { ...body, client_trade_id: id }));
       assert.equal(refused.status, 409);
@@ -339,13 +331,7 @@ describe('operator booking', () => {
       });
     }
     const executed = await executeLiquidity(client, quote.quote_id);
-    const found = await client.send<{ message: Array<{ trade_id: string }> }>('GET', '/trades', {
-      query: { client_trade_id: quote.quote_id },
-    });
-    assert.deepEqual(
-      found.body.message.map((t) => t.trade_id),
-      [executed.trade_id],
-    );
+    assert.deepEqual(await tradeIdsByClientTradeId(quote.quote_id), [executed.trade_id]);
   });
 });
 
