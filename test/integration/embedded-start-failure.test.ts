@@ -9,6 +9,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import os from 'node:os';
@@ -72,6 +73,20 @@ test('a first start killed during initdb leaves nothing that stops the next star
     }
     process.kill(-child.pid!, 'SIGKILL');
     await exited;
+    // The password initdb was given stays out of the temporary dir, which every local user can read (review: the
+    // library wrote it there 0644, and a killed initdb left it), in a dir of the data dir's that no one else lists.
+    assert.deepEqual(
+      readdirSync(fresh).filter((name) => name.startsWith('pg-password-')),
+      [],
+      'no password file in the temporary dir',
+    );
+    const pwfileDir = path.join(fresh, `pg.pwfile-${child.pid}`);
+    assert.equal(
+      statSync(pwfileDir).mode & 0o066,
+      0,
+      'only its owner reads or writes the password file’s dir',
+    );
+    assert.equal(readdirSync(pwfileDir).filter((name) => name.startsWith('pg-password-')).length, 1);
     const again = await startEmbeddedPostgres(fresh);
     try {
       const client = new pg.Client({ connectionString: again.url });
@@ -85,7 +100,7 @@ test('a first start killed during initdb leaves nothing that stops the next star
     assert.deepEqual(
       readdirSync(fresh).filter((name) => name.startsWith('pg.')),
       [],
-      'the killed start’s staging dir is removed',
+      'the killed start’s staging dir and password file are removed',
     );
   } finally {
     rmSync(fresh, { recursive: true, force: true });
