@@ -39,7 +39,11 @@ import {
   installRawBodyParser,
   readBodyBeforeRouting,
 } from './http/plugins/raw-body.plugin.ts';
-import { acceptingBooleansInAnyCase, refusingNumbersNotInDigits } from './http/query-coercion.ts';
+import {
+  acceptingBooleansInAnyCase,
+  refusingNumbersNotInDigits,
+  refusingRepeatedParameters,
+} from './http/query-coercion.ts';
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
 import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
@@ -271,7 +275,10 @@ export async function buildApp(
     if (httpPart === 'body') return bodyAjv.compile(schema);
     const validate = textAjv.compile(schema);
     return httpPart === 'querystring'
-      ? refusingNumbersNotInDigits(schema, acceptingBooleansInAnyCase(schema, validate))
+      ? refusingRepeatedParameters(
+          schema,
+          refusingNumbersNotInDigits(schema, acceptingBooleansInAnyCase(schema, validate)),
+        )
       : validate;
   });
 

@@ -58,29 +58,63 @@ export function refusingNumbersNotInDigits<V extends Validator>(schema: unknown,
     if (properties[name]!.type === 'integer' && NONZERO_FRACTION.test(value)) return 'must be integer';
     return null;
   };
-  const wrapped = ((data: unknown) => {
-    const query = data as Record<string, unknown> | null;
-    const refused = numbers.flatMap((name) => {
+  return refusingFirst(validate, (query) =>
+    numbers.flatMap((name) => {
       const message = problemOf(name, query?.[name]);
-      return message === null ? [] : [{ name, message }];
-    });
+      return message === null ? [] : [{ name, message, params: { type: properties[name]!.type } }];
+    }),
+  );
+}
+
+/**
+ * A parameter given more than once (`?page=1&page=2`): the query parser makes it a list, which Ajv's coercion then
+ * refused as `page: must be integer` or `side: must be one of buy, sell` though each value was one (review). No
+ * parameter of the API is a list (the vendor's OpenAPI has none), so one given twice is refused as such, even with
+ * the same value twice: which one the caller meant is not for us to guess.
+ */
+export function refusingRepeatedParameters<V extends Validator>(schema: unknown, validate: V): V {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const single = Object.keys(properties).filter((name) => properties[name]!.type !== 'array');
+  if (single.length === 0) return validate;
+  return refusingFirst(validate, (query) =>
+    single
+      .filter((name) => Array.isArray(query?.[name]))
+      .map((name) => ({ name, message: 'is given more than once (send it once)', params: {} })),
+  );
+}
+
+interface QueryRefusal {
+  name: string;
+  message: string;
+  params: Record<string, unknown>;
+}
+
+/**
+ * `validate`, with the problems `refusalsOf` finds in the query's text before Ajv coerces it. They are listed with
+ * the query's other problems, as a 400 lists every bad field; Ajv's own word on a parameter named here is left out
+ * (it read a value the caller did not write).
+ */
+function refusingFirst<V extends Validator>(
+  validate: V,
+  refusalsOf: (query: Record<string, unknown> | null) => QueryRefusal[],
+): V {
+  const wrapped = ((data: unknown) => {
+    const refused = refusalsOf(data as Record<string, unknown> | null);
     const result = validate(data);
     if (refused.length === 0) {
       wrapped.errors = validate.errors;
       return result;
     }
-    // With the rest of the query's problems, as every 400 lists every bad field (Ajv's own word on a field
-    // named here is left out: it read the value as another number).
     const named = new Set(refused.map(({ name }) => `/${name}`));
     const others = ((validate.errors ?? []) as Array<{ instancePath?: string }>).filter(
       (error) => !named.has(error.instancePath ?? ''),
     );
     wrapped.errors = [
-      ...refused.map(({ name, message }) => ({
+      ...refused.map(({ name, message, params }) => ({
         keyword: 'type',
         instancePath: `/${name}`,
         schemaPath: `#/properties/${name}/type`,
-        params: { type: properties[name]!.type },
+        params,
         message,
       })),
       ...others,

@@ -154,6 +154,11 @@ function describeOne(error: FastifyError, item: AjvError): string {
     return `${field}: is required`;
   }
   if (item.keyword === 'additionalProperties') {
+    // One with no name (`?=x`, `{"": 1}`) was said as ": is not allowed" (probe).
+    if (params.additionalProperty === '') {
+      const what = error.validationContext === 'querystring' ? 'a parameter' : 'a field';
+      return `${base || contextName(error)}: ${what} with an empty name is not allowed`;
+    }
     const field = [base, clip(String(params.additionalProperty))].filter(Boolean).join('.');
     return `${field}: is not allowed`;
   }

@@ -625,6 +625,52 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
     assert.equal(named.status, 201, named.text);
   });
 
+  test('a query parameter given twice, or one with no name: 400 saying so, with the query’s other problems', async () => {
+    // The query parser made it a list, which the schema refused as "quantity: must be string" (review).
+    const rfq = '/liquidity/rfq?side=buy&underlying=BTC&quoted_currency=USD';
+    for (const [target, field] of [
+      [`${rfq}&quantity=1&quantity=2`, 'quantity'],
+      [`${rfq}&quantity=1&quantity=1`, 'quantity'],
+      ['/liquidity/rfq?side=buy&side=sell&underlying=BTC&quoted_currency=USD&quantity=1', 'side'],
+      ['/trades?page=1&page=2', 'page'],
+      [
+        '/trades?transaction_timestamp%5Bgte%5D=1&transaction_timestamp%5Bgte%5D=2',
+        'transaction_timestamp[gte]',
+      ],
+    ] as const) {
+      const refused = await signed(svc.url, 'GET', target);
+      assert.equal(refused.status, 400, `${target}: ${refused.text}`);
+      assert.deepEqual(
+        (refused.json as { errors: string[] }).errors,
+        [`${field}: is given more than once (send it once)`],
+        target,
+      );
+    }
+    const together = await signed(svc.url, 'GET', '/trades?page=1&page=2&page_size=0x10');
+    assert.deepEqual((together.json as { errors: string[] }).errors.sort(), [
+      'page: is given more than once (send it once)',
+      'page_size: must be a number written in decimal digits',
+    ]);
+    const operator = await admin(
+      'GET',
+      `/platforms/${platform.platform.platform_code}/notifications?page=1&page=2`,
+    );
+    assert.equal(operator.status, 400, operator.text);
+    assert.deepEqual((operator.json as { errors: string[] }).errors, [
+      'page: is given more than once (send it once)',
+    ]);
+    assert.equal((await signed(svc.url, 'GET', '/trades?page=1')).status, 200);
+    // A parameter or field with no name is said as such, not as ": is not allowed" (probe).
+    const nameless = await signed(svc.url, 'GET', '/fund/transactions?=x');
+    assert.deepEqual((nameless.json as { errors: string[] }).errors, [
+      'querystring: a parameter with an empty name is not allowed',
+    ]);
+    const namelessField = await admin('POST', '/prices', { pairs: { 'BTC/USD': '1' }, '': 1 });
+    assert.deepEqual((namelessField.json as { errors: string[] }).errors, [
+      'body: a field with an empty name is not allowed',
+    ]);
+  });
+
   test('a value outside a short list is refused with the list', async () => {
     const operator = await admin('POST', '/participants', { ...validParticipant(), status: 'bogus' });
     assert.equal(operator.status, 400, operator.text);
