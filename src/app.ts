@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -103,15 +104,33 @@ function withFormats(ajv: Ajv): Ajv {
 /**
  * wire-contract §3: the caller's X-REQUEST-ID is echoed as sent (onboarding takes any up to 255 characters as
  * its idempotency key); a longer one is not sent back, the answer gets a new id. Node has already refused
- * control characters other than a tab in header values. One with bytes beyond ASCII is not echoed either:
- * Node writes the header block as UTF-8 when a string body follows it, so those bytes went back encoded twice
- * (review: `é` came back as `Ã©`); the answer gets a new id. (Onboarding reads the header itself, whatever is
- * echoed.)
+ * control characters other than a tab in header values, and reads the rest a byte a character (latin1): bytes
+ * beyond ASCII (an id in UTF-8) go back as they came, the answer's body then written apart from its header block
+ * (`writingHeadApart`).
  */
 const MAX_REQUEST_ID_LENGTH = 255;
 /** The ops routes (routes/ops.routes.ts), logged at debug. */
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
-const ECHOABLE_REQUEST_ID = /^[\t\x20-\x7e]+$/;
+const ECHOABLE_REQUEST_ID = /^[\t\x20-\x7e\x80-\xff]+$/;
+const BEYOND_ASCII = /[\x80-\xff]/;
+
+/**
+ * For a request whose id has bytes beyond ASCII, its answer's string body is ended as a Buffer: node writes the
+ * header block and a string body as one string in the body's encoding, UTF-8, so those bytes went back encoded twice
+ * (review: `é` came back as `Ã©`, and such ids were then not echoed at all). With a Buffer body, the header block is
+ * written as it was read. At the server, before Fastify, so that every answer is covered, the router's own
+ * refusals (`frameworkErrors`) too.
+ */
+function writingHeadApart(req: IncomingMessage, res: ServerResponse): void {
+  const id = req.headers[REQUEST_ID_HEADER];
+  if (typeof id !== 'string' || !BEYOND_ASCII.test(id)) return;
+  const end = res.end;
+  res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
+    const encoding = typeof rest[0] === 'string' ? (rest[0] as BufferEncoding) : 'utf8';
+    const body = typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk;
+    return (end as (...args: unknown[]) => ServerResponse).call(this, body, ...rest);
+  } as typeof res.end;
+}
 
 /**
  * The one log line of a request, on completion. Flat fields: a nested req/res object costs the redaction
@@ -261,6 +280,7 @@ export async function buildApp(
   // than its 1020 or 429, uncounted and with no request id (probe). Such a request is served as any other instead,
   // the expectation ignored.
   app.server.on('checkExpectation', (req, res) => app.server.emit('request', req, res));
+  app.server.prependListener('request', writingHeadApart);
 
   // Bodies are validated strictly (no type coercion: "12" is not 12); query strings and paths are text and
   // are coerced to the declared types. Every error is collected so a 400 lists every bad field. `verbose`

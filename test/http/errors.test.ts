@@ -554,25 +554,50 @@ describe('X-REQUEST-ID on every response', () => {
     for (const res of responses) assert.equal(res.headers['x-request-id'], id, `${res.status} ${res.text}`);
   });
 
-  test('one with bytes beyond ASCII is not echoed garbled: the answer gets a new id', async () => {
-    // Node writes the header block as UTF-8 before a string body: `req-é` came back as `req-Ã©`.
-    const answer = await new Promise<Buffer>((resolve, reject) => {
-      const { hostname, port } = new URL(svc.url);
-      const chunks: Buffer[] = [];
-      const socket = connect({ host: hostname, port: Number(port) }, () =>
-        socket.end(
-          Buffer.from(
-            'GET /time HTTP/1.1\r\nhost: x\r\nx-request-id: req-\u00e9\r\nconnection: close\r\n\r\n',
+  test('one with bytes beyond ASCII (UTF-8) is echoed byte for byte, on success and on errors', async () => {
+    // Node writes the header block as UTF-8 before a string body: `req-é` came back as `req-Ã©`, and such ids were
+    // then not echoed at all, though onboarding keys on them (probe).
+    const id = Buffer.from('req-é-日本', 'utf8');
+    const answerTo = (url: string, target: string, headers = '') =>
+      new Promise<Buffer>((resolve, reject) => {
+        const { hostname, port } = new URL(url);
+        const chunks: Buffer[] = [];
+        // Not half-closed: node answers no request still in its hooks once the client has ended its side.
+        const socket = connect({ host: hostname, port: Number(port) }, () =>
+          socket.write(
+            Buffer.concat([
+              Buffer.from(`GET ${target} HTTP/1.1\r\nhost: x\r\n${headers}x-request-id: `),
+              id,
+              Buffer.from('\r\nconnection: close\r\n\r\n'),
+            ]),
           ),
-        ),
-      );
-      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-      socket.on('close', () => resolve(Buffer.concat(chunks)));
-      socket.on('error', reject);
-    });
-    const head = answer.toString('latin1').split('\r\n\r\n')[0]!;
-    assert.match(head, /^HTTP\/1.1 200 /);
-    assert.match(head, /\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
+        );
+        socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+        socket.on('close', () => resolve(Buffer.concat(chunks)));
+        socket.on('error', reject);
+      });
+    const auth = signedHeaders(a.key, 'GET', '/probe/whoami', undefined, nowS());
+    for (const [url, target, status, headers] of [
+      [probe.url, '/time', 200, ''],
+      [probe.url, '/nope', 401, ''],
+      [probe.url, '/probe/whoami', 401, ''],
+      [
+        probe.url,
+        '/probe/whoami',
+        200,
+        Object.entries(auth)
+          .map(([k, v]) => `${k}: ${v}\r\n`)
+          .join(''),
+      ],
+      [probe.url, '/time%zz', 401, ''],
+      [svc.url, '/admin/platforms', 401, ''],
+    ] as const) {
+      const answer = await answerTo(url, target, headers);
+      const head = answer.subarray(0, answer.indexOf('\r\n\r\n'));
+      assert.match(head.toString('latin1'), new RegExp(`^HTTP/1.1 ${status} `), `${target}: ${head}`);
+      const line = Buffer.concat([Buffer.from('\r\nx-request-id: '), id, Buffer.from('\r\n')]);
+      assert.ok(answer.includes(line), `${target}: ${head.toString('latin1')}`);
+    }
   });
 
   test('echoed on the firewall’s 1020', async () => {
