@@ -51,9 +51,13 @@ const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
  */
 export const NAME_TEXT_PATTERN = `^(?=.*[^\\s${INVISIBLE}])[^${ONE_LINE_CONTROLS}]*$`;
 export const NAME_TEXT = 'not blank; no control characters';
-/** As PRINTABLE_TEXT_PATTERN, for free text written in a text box: tab, line feed and carriage return allowed. */
-export const MULTILINE_TEXT_PATTERN = `^[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F${OTHER_CONTROLS}]*$`;
-export const MULTILINE_TEXT = 'no control characters but line breaks and tabs';
+/**
+ * As PRINTABLE_TEXT_PATTERN, for free text written in a text box: tab, line feed and carriage return allowed, and
+ * something to print among them (probe: an explanation of three spaces met "required when purpose_of_transactions
+ * is other").
+ */
+export const MULTILINE_TEXT_PATTERN = `^(?=[\\s\\S]*[^\\s${INVISIBLE}])[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F${OTHER_CONTROLS}]*$`;
+export const MULTILINE_TEXT = 'not blank; no control characters but line breaks and tabs';
 
 /**
  * An account label where one is named for an account to hold or move balances (quotes, trades, funding,

@@ -590,6 +590,30 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         refused.text,
       );
     }
+    // The explanation an "other" needs, likewise (probe: three spaces met "required when … is other").
+    for (const [choice, explanation] of [
+      ['purpose_of_transactions', '   '],
+      ['tx_relationship_term_with_service', '\n\t\u200b'],
+    ]) {
+      const field = `${choice}_other_explanation`;
+      const refused = await signed(
+        svc.url,
+        'POST',
+        '/participants/customers/new',
+        usCustomer({ [choice]: 'other', [field]: explanation }),
+      );
+      assert.equal(refused.status, 400, refused.text);
+      assert.deepEqual((refused.json as { errors: string[] }).errors, [
+        `${field}: is not in the expected form (not blank; no control characters but line breaks and tabs)`,
+      ]);
+    }
+    const explained = await signed(
+      svc.url,
+      'POST',
+      '/participants/customers/new',
+      usCustomer({ purpose_of_transactions: 'other', purpose_of_transactions_other_explanation: '\tRent\n' }),
+    );
+    assert.equal(explained.status, 201, explained.text);
     // A quote's label is told by the same words (review: it said "no control characters").
     const quoted = await signed(
       svc.url,
