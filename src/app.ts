@@ -221,6 +221,7 @@ export async function buildApp(
             allows: (ip) => services.networkRules.firewallAllows(ip),
             isProxy: (ip) => trusted?.(ip, 0) ?? false,
             covers: (url) => (url === undefined ? onlyPublic : isFirewalledUrl(url)),
+            limiter: deps.rateLimiter,
           }
         : undefined,
     ),

@@ -11,6 +11,8 @@ import {
   PG_SERIALIZATION_FAILURE,
 } from '../domain/errors.ts';
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
+import { TOO_MANY_REQUESTS_BODY } from './plugins/rate-limit.plugin.ts';
+import { retryAfterSeconds, type RateLimiter } from '../domain/ratelimit/rate-limiter.ts';
 import { committedAWrite, trackingWrites } from '../store/database.ts';
 import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/wire-values.ts';
 import { describeValidation, MAX_PROBLEMS_LISTED, MORE_PROBLEMS } from './validation-messages.ts';
@@ -106,6 +108,8 @@ export interface ClientErrorFirewall {
    * probes it may also serve); `url` is undefined where the parser failed before the request line was read.
    */
   covers(url: string | undefined): boolean;
+  /** The per-IP rate limit (wire-contract §2.3), when the listener has one: such a request counts as any other. */
+  limiter?: Pick<RateLimiter, 'decide'>;
 }
 
 /**
@@ -117,6 +121,9 @@ export interface ClientErrorFirewall {
  * was the one way for such an address to learn that the service was there (probe). Not for a request the firewall
  * does not cover (the operator API or the probes on the same listener: a slow operator upload got the 1020, review),
  * nor behind a trusted proxy, whose client is not known (its X-Forwarded-For is in the headers that did not parse).
+ * Then it counts against its address's rate limit, and an address blocked gets the 429 (wire-contract §2.3: "every
+ * request from that IP gets 429"; probe: 2,100 malformed requests in a second went uncounted, and a blocked address
+ * still had its 400s and 431s).
  */
 export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
   return function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
@@ -127,19 +134,35 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
       parser?: { incoming?: { url?: string } };
     };
     const peer = connection.remoteAddress;
-    if (
-      !firewall ||
-      peer === undefined ||
-      firewall.isProxy(peer) ||
-      !firewall.covers(connection.parser?.incoming?.url)
-    ) {
+    if (!firewall || peer === undefined || firewall.isProxy(peer)) {
       answerParserError(error, socket);
       return;
     }
     // Until the answer is written, the connection reads nothing more (Node's parser is done with it).
+    const limited = () => {
+      if (!firewall.limiter) return answerParserError(error, socket);
+      firewall.limiter.decide(peer, (decision) => {
+        if (decision.allowed) answerParserError(error, socket);
+        else
+          answerRaw(error, socket, 429, {
+            type: 'application/json; charset=utf-8',
+            body: TOO_MANY_REQUESTS_BODY,
+            headers: `retry-after: ${retryAfterSeconds(decision.retryAfterMs)}\r\n`,
+          });
+      });
+    };
+    const url = connection.parser?.incoming?.url;
+    if (!firewall.covers(url)) {
+      // Node names the URL only once the headers are read: on a listener that also serves the operator API, a
+      // request refused before that may be the operator's, which the firewall does not stand before. The rate
+      // limit still counts it (a flood of them is limited like any other, wire-contract §9); the operator's
+      // well-formed requests are never limited.
+      if (url === undefined) limited();
+      else answerParserError(error, socket);
+      return;
+    }
     firewall.allows(peer).then(
-      (allowed) =>
-        allowed ? answerParserError(error, socket) : answerRaw(error, socket, 403, FIREWALL_TEXT),
+      (allowed) => (allowed ? limited() : answerRaw(error, socket, 403, FIREWALL_TEXT)),
       // The allow-lists unreadable (the database gone): the parser's answer, which tells nothing of them.
       () => answerParserError(error, socket),
     );
@@ -162,7 +185,7 @@ function answerRaw(
   error: NodeJS.ErrnoException,
   socket: Duplex,
   status: number,
-  { type, body }: { type: string; body: string },
+  { type, body, headers = '' }: { type: string; body: string; headers?: string },
 ): void {
   // As Node's own handler: not when a response on this connection has begun (a firewall's 1020 answered
   // before the body was read, then the body turned out malformed): a second one would be read as part of it.
@@ -170,7 +193,7 @@ function answerRaw(
   if (socket.writable && !answering?.headersSent) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${type}\r\n` +
-        `content-length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${randomUUID()}\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${randomUUID()}\r\n${headers}` +
         `connection: close\r\n\r\n${body}`,
     );
   }

@@ -147,6 +147,28 @@ describe('rate limit through the service (memory store, controlled clock)', () =
     await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { method: 'DELETE', headers: admin });
   });
 
+  it('counts requests the HTTP parser refuses, and answers them 429 during a block', async () => {
+    // They never reach Fastify: 2,100 of them in a second went uncounted, and a blocked address still had its 400
+    // and 431 (probe).
+    clock.advance(20_000);
+    const malformed = () => rawHttp(svc.url, 'GET /time HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n');
+    const oversized = () =>
+      rawHttp(svc.url, `GET /time HTTP/1.1\r\nHost: x\r\nx-big: ${'a'.repeat(100_000)}\r\n\r\n`);
+    const statusOf = (answer: string) => answer.split('\r\n', 1)[0];
+    assert.equal(statusOf(await malformed()), 'HTTP/1.1 400 Bad Request');
+    assert.equal(statusOf(await oversized()), 'HTTP/1.1 431 Request Header Fields Too Large');
+    assert.equal(count(await send(`${svc.url}/time`, 1998), 200), 1998, 'the two refused were counted');
+    const blocking = await malformed();
+    assert.equal(statusOf(blocking), 'HTTP/1.1 429 Too Many Requests', 'the 2,001st starts the block');
+    assert.match(blocking, /\r\nretry-after: 10\r\n/i);
+    assert.match(blocking, /\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
+    assert.ok(blocking.endsWith('\r\n\r\n{"error":"Too Many Requests"}'), blocking);
+    assert.equal((await fetch(`${svc.url}/time`)).status, 429);
+    assert.equal(statusOf(await oversized()), 'HTTP/1.1 429 Too Many Requests', 'refused during the block');
+    await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`, { method: 'DELETE', headers: admin });
+    assert.equal(statusOf(await malformed()), 'HTTP/1.1 400 Bad Request');
+  });
+
   it('validates the operator route: an IP in canonical form, the bearer token', async () => {
     const bad = await fetch(`${svc.url}/admin/rate_limits/not-an-ip`, { headers: admin });
     assert.equal(bad.status, 400);

@@ -7,7 +7,7 @@ export interface RateLimitPluginOptions {
 }
 
 // wire-contract §2.3 / §3: the 429 body.
-const TOO_MANY_REQUESTS_BODY = '{"error":"Too Many Requests"}';
+export const TOO_MANY_REQUESTS_BODY = '{"error":"Too Many Requests"}';
 
 /**
  * The onRequest hook: asks the limiter about `request.ip` (the app's `trustProxy` makes it the
