@@ -231,7 +231,22 @@ export const ConvertWithdrawQuote = Type.Object({
 });
 export type ConvertWithdrawQuote = Static<typeof ConvertWithdrawQuote>;
 
-export const LiquidityQuoteResponse = Envelope(LiquidityQuote);
+/**
+ * A liquidity quote as `GET` and `POST /liquidity/rfq` answer it: with the vendor's settlement and issuer-fee fields,
+ * which its GetRequestForQuoteResponse returns as `null` for "quotes without an explicit settlement override" and
+ * "when no issuer fee is applied" (probe: they were left out, which a client testing for null reads otherwise). This
+ * service applies no issuer fee; `settlement_type` echoes the one a `POST` names (STANDARD, the only settlement).
+ */
+export const RequestedLiquidityQuote = Type.Object({
+  ...LiquidityQuote.properties,
+  settlement_type: Type.Union([Type.Literal('STANDARD'), Type.Null()]),
+  issuer_fee_payor_type: Type.Null(),
+  issuer_fee_rate: Type.Null(),
+  issuer_fee_amount: Type.Null(),
+});
+export type RequestedLiquidityQuote = Static<typeof RequestedLiquidityQuote>;
+
+export const LiquidityQuoteResponse = Envelope(RequestedLiquidityQuote);
 export const ConvertWithdrawQuoteResponse = Envelope(ConvertWithdrawQuote);
 
 /**

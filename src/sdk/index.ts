@@ -98,6 +98,7 @@ export {
   type LiquidityQuote,
   type LiquidityQuoteBody,
   type LiquidityQuoteRequest,
+  type RequestedLiquidityQuote,
 } from './resources/quotes.ts';
 export {
   TRADE_NOTIFICATION_OMITTED_FIELDS,

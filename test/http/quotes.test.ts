@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import type { AdminApiError } from '../../src/cli/admin-client.ts';
 import type { IssuedApiKey, Platform } from '../../src/contract/admin.schemas.ts';
-import type { LiquidityQuote } from '../../src/contract/quotes.schemas.ts';
+import type { LiquidityQuote, RequestedLiquidityQuote } from '../../src/contract/quotes.schemas.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import type { Runtime } from '../../src/main/runtime.ts';
 import { SvcClient } from '../../src/sdk/client.ts';
@@ -91,10 +91,20 @@ describe('liquidity quotes', () => {
     });
     assert.match(quote.quote_id, /^[0-9a-f-]{36}$/);
     assert.equal(quote.expire_ts, clock.now() + 30_000);
+    // The vendor returns these as null: no settlement override, no issuer fee (probe: they were left out).
+    for (const field of [
+      'settlement_type',
+      'issuer_fee_payor_type',
+      'issuer_fee_rate',
+      'issuer_fee_amount',
+    ]) {
+      assert.ok(field in quote, field);
+      assert.equal((quote as Record<string, unknown>)[field], null, field);
+    }
   });
 
   test('POST /liquidity/rfq answers 201; by total it buys what the total pays for, rounded down', async () => {
-    const res = await client.send<{ message: LiquidityQuote }>('POST', '/liquidity/rfq', {
+    const res = await client.send<{ message: RequestedLiquidityQuote }>('POST', '/liquidity/rfq', {
       body: {
         side: 'buy',
         underlying: 'ETH',
@@ -107,6 +117,15 @@ describe('liquidity quotes', () => {
     assertVendorSchema(res.body, 'PostRequestForQuoteResponse');
     assert.equal(res.body.message.quantity, '33.333333333333333333');
     assert.equal(res.body.message.total_notional, '100');
+    assert.equal(res.body.message.settlement_type, null);
+    assert.equal(res.body.message.issuer_fee_rate, null);
+    // A settlement named is echoed, as the vendor's quote with a settlement override is.
+    const settled = await client.send<{ message: RequestedLiquidityQuote }>('POST', '/liquidity/rfq', {
+      body: { ...ACCOUNT_ACTIONS, quantity: '1', participant_code: customer, settlement_type: 'STANDARD' },
+    });
+    assert.equal(settled.status, 201, JSON.stringify(settled.body));
+    assertVendorSchema(settled.body, 'PostRequestForQuoteResponse');
+    assert.equal(settled.body.message.settlement_type, 'STANDARD');
   });
 
   test('a spread moves the price in the house’s favour on each side and is reported', async () => {

@@ -6,6 +6,7 @@ import {
   type LiquidityExecution,
   type LiquidityQuote,
   type LiquidityQuoteBody,
+  type RequestedLiquidityQuote,
 } from '../../contract/quotes.schemas.ts';
 import { Dec, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
@@ -295,8 +296,17 @@ export function createQuotesService(deps: DomainDeps) {
     },
 
     /** `GET|POST /liquidity/rfq` */
-    async requestLiquidityQuote(platformCode: string, input: LiquidityQuoteBody): Promise<LiquidityQuote> {
-      return liquidityQuoteView(await createQuote(platformCode, 'liquidity', input));
+    async requestLiquidityQuote(
+      platformCode: string,
+      input: LiquidityQuoteBody,
+    ): Promise<RequestedLiquidityQuote> {
+      return {
+        ...liquidityQuoteView(await createQuote(platformCode, 'liquidity', input)),
+        settlement_type: input.settlement_type ?? null,
+        issuer_fee_payor_type: null,
+        issuer_fee_rate: null,
+        issuer_fee_amount: null,
+      };
     },
 
     /** `GET|POST /convert_withdraw/rfq` */

@@ -4,9 +4,9 @@ import type {
   ConvertWithdrawQuoteBody,
   ConvertWithdrawQuoteRequest,
   LiquidityExecution,
-  LiquidityQuote,
   LiquidityQuoteBody,
   LiquidityQuoteRequest,
+  RequestedLiquidityQuote,
 } from '../../contract/quotes.schemas.ts';
 import type { Trade } from '../../contract/trades.schemas.ts';
 import { lookupOptions, type QueryValue, type CallOptions, type SvcClient } from '../client.ts';
@@ -22,6 +22,7 @@ export type {
   LiquidityQuote,
   LiquidityQuoteBody,
   LiquidityQuoteRequest,
+  RequestedLiquidityQuote,
 } from '../../contract/quotes.schemas.ts';
 
 /**
@@ -64,8 +65,11 @@ export class QuotesResource {
    * @example
    * const quote = await client.quotes.getLiquidityQuote({ side: 'sell', underlying: 'ETH', quoted_currency: 'USD', total: '250' });
    */
-  getLiquidityQuote(query: LiquidityQuoteRequest, options: CallOptions = {}): Promise<LiquidityQuote> {
-    return this.rfq<LiquidityQuote>('GET', '/liquidity/rfq', query, options);
+  getLiquidityQuote(
+    query: LiquidityQuoteRequest,
+    options: CallOptions = {},
+  ): Promise<RequestedLiquidityQuote> {
+    return this.rfq<RequestedLiquidityQuote>('GET', '/liquidity/rfq', query, options);
   }
 
   /**
@@ -74,8 +78,11 @@ export class QuotesResource {
    * @example
    * const quote = await client.quotes.requestLiquidityQuote({ side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.5', spread: '25' });
    */
-  requestLiquidityQuote(body: LiquidityQuoteBody, options: CallOptions = {}): Promise<LiquidityQuote> {
-    return this.rfq<LiquidityQuote>('POST', '/liquidity/rfq', body, options);
+  requestLiquidityQuote(
+    body: LiquidityQuoteBody,
+    options: CallOptions = {},
+  ): Promise<RequestedLiquidityQuote> {
+    return this.rfq<RequestedLiquidityQuote>('POST', '/liquidity/rfq', body, options);
   }
 
   /**
