@@ -115,21 +115,24 @@ const ECHOABLE_REQUEST_ID = /^[\t\x20-\x7e\x80-\xff]+$/;
 const BEYOND_ASCII = /[\x80-\xff]/;
 
 /**
- * For a request whose id has bytes beyond ASCII, its answer's string body is ended as a Buffer: node writes the
- * header block and a string body as one string in the body's encoding, UTF-8, so those bytes went back encoded twice
- * (review: `é` came back as `Ã©`, and such ids were then not echoed at all). With a Buffer body, the header block is
- * written as it was read. At the server, before Fastify, so that every answer is covered, the router's own
+ * For a request whose id has bytes beyond ASCII, its answer's string body is written as a Buffer: node writes the
+ * header block and a first string body chunk as one string in the chunk's encoding, UTF-8, so those bytes went back
+ * encoded twice (review: `é` came back as `Ã©`, and such ids were then not echoed at all). With a Buffer, the header
+ * block is written as it was read. At the server, before Fastify, so that every answer is covered, the router's own
  * refusals (`frameworkErrors`) too.
  */
 function writingHeadApart(req: IncomingMessage, res: ServerResponse): void {
   const id = req.headers[REQUEST_ID_HEADER];
   if (typeof id !== 'string' || !BEYOND_ASCII.test(id)) return;
-  const end = res.end;
-  res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
-    const encoding = typeof rest[0] === 'string' ? (rest[0] as BufferEncoding) : 'utf8';
-    const body = typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk;
-    return (end as (...args: unknown[]) => ServerResponse).call(this, body, ...rest);
-  } as typeof res.end;
+  // end(chunk, encoding?, callback?) and write(chunk, encoding?, callback?): a string chunk in its encoding.
+  const asBuffer = <F extends (...args: never[]) => unknown>(write: F): F =>
+    function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
+      const encoding = typeof rest[0] === 'string' ? (rest[0] as BufferEncoding) : 'utf8';
+      const body = typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk;
+      return (write as unknown as (...args: unknown[]) => unknown).call(this, body, ...rest);
+    } as unknown as F;
+  res.end = asBuffer(res.end);
+  res.write = asBuffer(res.write);
 }
 
 /**

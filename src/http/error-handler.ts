@@ -131,7 +131,7 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     const connection = socket as Duplex & {
       remoteAddress?: string;
-      parser?: { incoming?: { url?: string } };
+      parser?: { incoming?: { url?: string; complete: boolean } | null } | null;
     };
     const peer = connection.remoteAddress;
     if (!firewall || peer === undefined || firewall.isProxy(peer)) {
@@ -151,18 +151,23 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
           });
       });
     };
-    const url = connection.parser?.incoming?.url;
+    // Node names a request's URL once its headers are read, and hands the request to Fastify then, whose hooks have
+    // checked and counted it (one that fails in its body, or takes too long to send it): counted once. The request
+    // Node names once its message is complete is the one before on the connection, not this one.
+    // (`incoming` is null on a connection none has reached yet.)
+    const incoming = connection.parser?.incoming;
+    const routed = incoming?.complete === false;
+    const url = routed ? incoming!.url : undefined;
+    const afterFirewall = () => (routed ? answerParserError(error, socket) : limited());
     if (!firewall.covers(url)) {
-      // Node names the URL only once the headers are read: on a listener that also serves the operator API, a
-      // request refused before that may be the operator's, which the firewall does not stand before. The rate
-      // limit still counts it (a flood of them is limited like any other, wire-contract §9); the operator's
-      // well-formed requests are never limited.
-      if (url === undefined) limited();
-      else answerParserError(error, socket);
+      // On a listener that also serves the operator API, a request refused before its URL was read may be the
+      // operator's, which the firewall does not stand before. The rate limit still counts it (a flood of them is
+      // limited like any other, wire-contract §9); the operator's well-formed requests are never limited.
+      afterFirewall();
       return;
     }
     firewall.allows(peer).then(
-      (allowed) => (allowed ? limited() : answerRaw(error, socket, 403, FIREWALL_TEXT)),
+      (allowed) => (allowed ? afterFirewall() : answerRaw(error, socket, 403, FIREWALL_TEXT)),
       // The allow-lists unreadable (the database gone): the parser's answer, which tells nothing of them.
       () => answerParserError(error, socket),
     );

@@ -74,13 +74,21 @@ export function refusingNumbersNotInDigits<V extends Validator>(schema: unknown,
  */
 export function refusingRepeatedParameters<V extends Validator>(schema: unknown, validate: V): V {
   const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
-  const single = Object.keys(properties).filter((name) => properties[name]!.type !== 'array');
+  const single = Object.keys(properties).filter((name) => !allowsList(properties[name]));
   if (single.length === 0) return validate;
   return refusingFirst(validate, (query) =>
     single
       .filter((name) => Array.isArray(query?.[name]))
       .map((name) => ({ name, message: 'is given more than once (send it once)', params: {} })),
   );
+}
+
+/** Whether a parameter's schema takes a list: an array type, or a union with one among its branches. */
+function allowsList(schema: unknown): boolean {
+  const s = schema as { type?: unknown; anyOf?: unknown[]; oneOf?: unknown[] } | undefined;
+  if (s === undefined) return false;
+  if (s.type === 'array' || (Array.isArray(s.type) && s.type.includes('array'))) return true;
+  return [...(s.anyOf ?? []), ...(s.oneOf ?? [])].some(allowsList);
 }
 
 interface QueryRefusal {

@@ -294,13 +294,16 @@ const PWFILE_SUFFIX = '.pwfile-';
  * host could log in to the cluster, which listens on loopback (review). The library has no option for where. As
  * root, initdb runs as user `postgres`, which must read the file: the dir is then searchable by others but not
  * listable, and the file's name has 48 random bits. The dir is removed after; one of a start killed meanwhile is
- * removed by the next first start (removeAbandonedStaging). Nothing else reads the temporary dir during a first start.
+ * removed by the next first start (removeAbandonedStaging). `TMPDIR` is the process's: `svc serve` and `svc migrate`
+ * do nothing else while the database starts (a caller of this function that writes temporary files meanwhile would
+ * write them there, and lose them).
  */
 async function withPrivateTmpDir<T>(dataDir: string, initialise: () => Promise<T>): Promise<T> {
   const dir = path.join(dataDir, `pg${PWFILE_SUFFIX}${process.pid}`);
-  await mkdir(dir);
-  // Set after: mkdir's mode is masked by the umask.
-  await chmod(dir, process.getuid?.() === 0 ? 0o711 : 0o700);
+  // Made closed (a dir opened while it was 0755 could be listed through that handle later, review), then opened
+  // to the cluster's user as root.
+  await mkdir(dir, { mode: 0o700 });
+  if (process.getuid?.() === 0) await chmod(dir, 0o711);
   const previous = process.env.TMPDIR;
   process.env.TMPDIR = dir;
   try {
