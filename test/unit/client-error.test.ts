@@ -6,8 +6,12 @@ import { clientErrorAnswerer, type ClientErrorFirewall } from '../../src/http/er
 const answerClientError = clientErrorAnswerer();
 
 /** The connection as Node's HTTP server hands it to the client-error handler, and what was written to it. */
-function connection(headersSent?: boolean, remoteAddress = '192.0.2.1', url?: string) {
-  const socket = Object.assign(new PassThrough(), { remoteAddress, parser: { incoming: url && { url } } });
+function connection(headersSent?: boolean, remoteAddress = '192.0.2.1', url?: string, complete = false) {
+  // Node's parser names a request once its headers are read (`incoming`, null before), until the next one's are.
+  const socket = Object.assign(new PassThrough(), {
+    remoteAddress,
+    parser: { incoming: url === undefined ? null : { url, complete } },
+  });
   const written: string[] = [];
   socket.on('data', (chunk) => written.push(String(chunk)));
   socket.on('error', () => {});
@@ -75,4 +79,38 @@ test('a request the firewall does not cover (the operator API on the same listen
   clientErrorAnswerer(firewall([]))(timedOut, socket);
   await new Promise((resolve) => socket.once('close', resolve));
   assert.match(written(), /^HTTP\/1\.1 408 Request Timeout\r\n/);
+});
+
+test('the request Node names once its message is complete is the one before: this one is not taken for it', async () => {
+  // An operator request answered, then a malformed one on the same connection: not the operator's (review).
+  const { socket, written } = connection(undefined, '192.0.2.1', '/admin/platforms', true);
+  clientErrorAnswerer(firewall([]))(malformed, socket);
+  await new Promise((resolve) => socket.once('close', resolve));
+  assert.match(written(), /^HTTP\/1\.1 403 Forbidden\r\n/);
+});
+
+test('a blocked peer gets the 429 with Retry-After; one that reached the routes is not counted again', async () => {
+  const decided: string[] = [];
+  const limiting = (allowed: boolean): ClientErrorFirewall => ({
+    ...firewall(['198.51.100.7']),
+    limiter: {
+      decide: (ip, done) => {
+        decided.push(ip);
+        done({ allowed, retryAfterMs: 7_500, blockStarted: false });
+      },
+    },
+  });
+  const blocked = connection(undefined, '198.51.100.7');
+  clientErrorAnswerer(limiting(false))(malformed, blocked.socket);
+  await new Promise((resolve) => blocked.socket.once('close', resolve));
+  assert.match(blocked.written(), /^HTTP\/1\.1 429 Too Many Requests\r\n/);
+  assert.match(blocked.written(), /\r\nretry-after: 8\r\n/);
+  assert.match(blocked.written(), /\r\n\r\n\{"error":"Too Many Requests"\}$/);
+  assert.deepEqual(decided, ['198.51.100.7']);
+  // Its headers were read: the routes' hooks counted it already.
+  const routed = connection(undefined, '198.51.100.7', '/trades');
+  clientErrorAnswerer(limiting(false))(malformed, routed.socket);
+  await new Promise((resolve) => routed.socket.once('close', resolve));
+  assert.match(routed.written(), /^HTTP\/1\.1 400 Bad Request\r\n/);
+  assert.deepEqual(decided, ['198.51.100.7']);
 });
