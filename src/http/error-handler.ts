@@ -138,27 +138,17 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
       answerParserError(error, socket);
       return;
     }
-    // Until the answer is written, the connection reads nothing more (Node's parser is done with it).
-    const limited = () => {
-      if (!firewall.limiter) return answerParserError(error, socket);
-      firewall.limiter.decide(peer, (decision) => {
-        if (decision.allowed) answerParserError(error, socket);
-        else
-          answerRaw(error, socket, 429, {
-            type: 'application/json; charset=utf-8',
-            body: TOO_MANY_REQUESTS_BODY,
-            headers: `retry-after: ${retryAfterSeconds(decision.retryAfterMs)}\r\n`,
-          });
-      });
-    };
     // Node names a request's URL once its headers are read, and hands the request to Fastify then, whose hooks have
     // checked and counted it (one that fails in its body, or takes too long to send it): counted once. The request
     // Node names once its message is complete is the one before on the connection, not this one.
     // (`incoming` is null on a connection none has reached yet.)
     const incoming = connection.parser?.incoming;
-    const routed = incoming?.complete === false;
-    const url = routed ? incoming!.url : undefined;
-    const afterFirewall = () => (routed ? answerParserError(error, socket) : limited());
+    const url = incoming?.complete === false ? incoming.url : undefined;
+    // Until the answer is written, the connection reads nothing more (Node's parser is done with it).
+    const afterFirewall = () =>
+      url !== undefined || !firewall.limiter
+        ? answerParserError(error, socket)
+        : answerUnlessLimited(error, socket, peer, firewall.limiter);
     if (!firewall.covers(url)) {
       // On a listener that also serves the operator API, a request refused before its URL was read may be the
       // operator's, which the firewall does not stand before. The rate limit still counts it (a flood of them is
@@ -175,6 +165,24 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
 }
 
 const FIREWALL_TEXT = { type: 'text/plain; charset=utf-8', body: 'error code: 1020' };
+
+/** The parser's answer, counted against `peer`'s rate limit; the 429 (wire-contract §2.3) if `peer` is blocked. */
+function answerUnlessLimited(
+  error: NodeJS.ErrnoException,
+  socket: Duplex,
+  peer: string,
+  limiter: Pick<RateLimiter, 'decide'>,
+): void {
+  limiter.decide(peer, (decision) => {
+    if (decision.allowed) answerParserError(error, socket);
+    else
+      answerRaw(error, socket, 429, {
+        type: 'application/json; charset=utf-8',
+        body: TOO_MANY_REQUESTS_BODY,
+        headers: `retry-after: ${retryAfterSeconds(decision.retryAfterMs)}\r\n`,
+      });
+  });
+}
 
 function answerParserError(error: NodeJS.ErrnoException, socket: Duplex): void {
   const [status, problem] =

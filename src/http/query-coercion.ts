@@ -14,8 +14,13 @@ type Validator = ((data: unknown) => unknown) & { errors?: unknown };
  */
 const BOOLEAN_TEXT = /^(true|false)$/i;
 
+/** The parameters a query-string schema declares, by name. */
+function propertiesOf(schema: unknown): Record<string, { type?: unknown }> {
+  return (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+}
+
 export function acceptingBooleansInAnyCase<V extends Validator>(schema: unknown, validate: V): V {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const properties = propertiesOf(schema);
   const booleans = Object.keys(properties).filter((name) => properties[name]!.type === 'boolean');
   if (booleans.length === 0) return validate;
   const wrapped = ((data: unknown) => {
@@ -46,7 +51,7 @@ const NONZERO_FRACTION = /\.[0-9]*[1-9]/;
  * fraction only if it is zero, or the request is a 400 naming them, as for any other bad value.
  */
 export function refusingNumbersNotInDigits<V extends Validator>(schema: unknown, validate: V): V {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const properties = propertiesOf(schema);
   const numbers = Object.keys(properties).filter((name) =>
     ['integer', 'number'].includes(properties[name]!.type as string),
   );
@@ -73,7 +78,7 @@ export function refusingNumbersNotInDigits<V extends Validator>(schema: unknown,
  * the same value twice: which one the caller meant is not for us to guess.
  */
 export function refusingRepeatedParameters<V extends Validator>(schema: unknown, validate: V): V {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const properties = propertiesOf(schema);
   const single = Object.keys(properties).filter((name) => !allowsList(properties[name]));
   if (single.length === 0) return validate;
   return refusingFirst(validate, (query) =>

@@ -286,6 +286,8 @@ async function initialiseInPlace(
 const STAGING_SUFFIX = '.initdb-';
 /** `<data dir>/pg.pwfile-<pid>`: the temporary dir of that process's initdb (withPrivateTmpDir). */
 const PWFILE_SUFFIX = '.pwfile-';
+/** The names of the data dir's entries that belong to one start, followed by its pid. */
+const PER_START_PREFIXES = [STAGING_SUFFIX, PWFILE_SUFFIX].map((suffix) => `pg${suffix}`);
 
 /**
  * Runs `initialise` with the temporary dir (`TMPDIR`) set to a dir of the data dir's that only its owner can list.
@@ -327,9 +329,7 @@ function isRunning(pid: number): boolean {
 
 async function removeAbandonedStaging(dataDir: string): Promise<void> {
   for (const name of await readdir(dataDir)) {
-    const prefix = [STAGING_SUFFIX, PWFILE_SUFFIX]
-      .map((suffix) => `pg${suffix}`)
-      .find((p) => name.startsWith(p));
+    const prefix = PER_START_PREFIXES.find((p) => name.startsWith(p));
     if (prefix === undefined) continue;
     const pid = Number(name.slice(prefix.length));
     if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) continue;

@@ -62,6 +62,11 @@ function signed(baseUrl: string, method: string, target: string, body?: unknown)
   });
 }
 
+/** `POST /participants/customers/new` of the US customer fixture with `fields` over its own. */
+function onboard(fields: Record<string, unknown>) {
+  return signed(svc.url, 'POST', '/participants/customers/new', usCustomer(fields));
+}
+
 async function countQuotes(): Promise<number> {
   const { db } = svc.runtime.store;
   const row = await db
@@ -496,11 +501,7 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         'client_fund_id',
         `fund ${what}`,
       );
-      assertRefusedNaming(
-        await signed(svc.url, 'POST', '/participants/customers/new', usCustomer({ first_name: value })),
-        'first_name',
-        `customer ${what}`,
-      );
+      assertRefusedNaming(await onboard({ first_name: value }), 'first_name', `customer ${what}`);
     }
     const rfq = await signed(
       svc.url,
@@ -524,19 +525,14 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         purpose_of_transactions_other_explanation: 'line one\nline two\tend\r\n',
       },
     ]) {
-      const fine = await signed(svc.url, 'POST', '/participants/customers/new', usCustomer(fields));
+      const fine = await onboard(fields);
       assert.equal(fine.status, 201, `${JSON.stringify(fields)}: ${fine.text}`);
     }
     assertRefusedNaming(
-      await signed(
-        svc.url,
-        'POST',
-        '/participants/customers/new',
-        usCustomer({
-          purpose_of_transactions: 'other',
-          purpose_of_transactions_other_explanation: 'a\u0007b',
-        }),
-      ),
+      await onboard({
+        purpose_of_transactions: 'other',
+        purpose_of_transactions_other_explanation: 'a\u0007b',
+      }),
       'purpose_of_transactions_other_explanation',
       'a bell in an explanation',
     );
@@ -580,7 +576,7 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       );
     }
     for (const fields of [{ first_name: ' ' }, { last_name: '\u200b' }, { city: '  ' }, { signature: ' ' }]) {
-      const refused = await signed(svc.url, 'POST', '/participants/customers/new', usCustomer(fields));
+      const refused = await onboard(fields);
       const [field] = Object.keys(fields);
       assertRefusedNaming(refused, field!, JSON.stringify(fields));
       assert.ok(
@@ -596,23 +592,16 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       ['tx_relationship_term_with_service', '\n\t\u200b'],
     ]) {
       const field = `${choice}_other_explanation`;
-      const refused = await signed(
-        svc.url,
-        'POST',
-        '/participants/customers/new',
-        usCustomer({ [choice]: 'other', [field]: explanation }),
-      );
+      const refused = await onboard({ [choice]: 'other', [field]: explanation });
       assert.equal(refused.status, 400, refused.text);
       assert.deepEqual((refused.json as { errors: string[] }).errors, [
         `${field}: is not in the expected form (not blank; no control characters but line breaks and tabs)`,
       ]);
     }
-    const explained = await signed(
-      svc.url,
-      'POST',
-      '/participants/customers/new',
-      usCustomer({ purpose_of_transactions: 'other', purpose_of_transactions_other_explanation: '\tRent\n' }),
-    );
+    const explained = await onboard({
+      purpose_of_transactions: 'other',
+      purpose_of_transactions_other_explanation: '\tRent\n',
+    });
     assert.equal(explained.status, 201, explained.text);
     // A quote's label is told by the same words (review: it said "no control characters").
     const quoted = await signed(
@@ -640,12 +629,7 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
       });
       assert.equal(emoji.status, 202, `${label}: ${emoji.text}`);
     }
-    const named = await signed(
-      svc.url,
-      'POST',
-      '/participants/customers/new',
-      usCustomer({ first_name: 'Mary Ann', middle_name: '👩\u200d💻' }),
-    );
+    const named = await onboard({ first_name: 'Mary Ann', middle_name: '👩\u200d💻' });
     assert.equal(named.status, 201, named.text);
   });
 
@@ -909,12 +893,7 @@ describe('a 400 says each problem once, in words, and stays small', () => {
   });
 
   test("a customer's name with a control character is said in words, not as the regex", async () => {
-    const res = await signed(
-      svc.url,
-      'POST',
-      '/participants/customers/new',
-      usCustomer({ first_name: 'a\nb' }),
-    );
+    const res = await onboard({ first_name: 'a\nb' });
     assert.equal(res.status, 400, res.text);
     assert.ok(
       errorsOf(res).includes('first_name: is not in the expected form (not blank; no control characters)'),
