@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { CustomerAccountDetails } from '../../src/contract/accounts.schemas.ts';
+import { Dec } from '../../src/lib/decimal.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import {
   clientToken,
@@ -117,6 +118,8 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
     fund_asset: 'BTC.BTC',
     account_label: 'joint',
   });
+  // The service runs on the real clock: a deposit made now is made while the tenancy is in effect.
+  const whileTenant = Date.now();
   const removed = await platform.client.send(
     'DELETE',
     `/accounts/${encodeURIComponent(zrn)}/tenants/${tenant}`,
@@ -144,6 +147,31 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
   assert.equal(late.success, false);
   assert.match(late.status_reason, /no longer a tenant/);
   assert.equal(await usdBalance(svc, holder, 'joint'), before);
+
+  // A deposit made while it was a tenant and reported after the removal (a slow indexer, or one that waited
+  // behind the participant's other deposits) funds the account it was made for, as its funding reference is
+  // the session's at that time (probe: it was refused as "no longer a tenant" and credited no one).
+  const madeBefore = await recordDeposit(svc, {
+    deposit_address,
+    quantity: '0.5',
+    transaction_id: txId(),
+    deposit_timestamp: whileTenant,
+  });
+  assert.equal(madeBefore.success, true, madeBefore.status_reason);
+  assert.equal(madeBefore.deposit_timestamp, whileTenant);
+  const credited = await usdBalance(svc, holder, 'joint');
+  assert.equal(
+    new Dec(credited!).minus(before!).toFixed(),
+    new Dec(madeBefore.notional).minus(madeBefore.deposit_fee_notional || 0).toFixed(),
+    "the holder's account is credited the deposit",
+  );
+  const owner = await svc.runtime.store.db
+    .selectFrom('fund_events')
+    .select('owner_participant_code')
+    .where('fund_id', '=', madeBefore.fund_id)
+    .executeTakeFirstOrThrow();
+  assert.equal(owner.owner_participant_code, holder);
+  assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
 
   // The operator's adjustment naming the former tenant with the label is refused too, naming why.
   const adjusted = await svc.operatorCall('POST', '/balances', {

@@ -135,13 +135,84 @@ export async function resolveAccountHolder(
 ): Promise<AccountHolder> {
   const row = await lookUp(db, platformCode, participantCode, accountLabel);
   refuseUnlessApprovedCustomer(row, participantCode, field);
-  const holder = decide(row, accountLabel);
-  if (holder.role === 'tenant' && row.member_holder_status !== 'approved') {
+  return requireApprovedHolder(decide(row, accountLabel), row.member_holder_status, field);
+}
+
+/** A tenant acts for the holder's account only while that holder is approved (400 naming `field`). */
+function requireApprovedHolder(holder: AccountHolder, holderStatus: string | null, field: string) {
+  if (holder.role === 'tenant' && holderStatus !== 'approved') {
     throw invalid(
-      `${field}: the holder ${holder.ownerParticipantCode} of account ${holder.zrn} is not approved (status ${row.member_holder_status})`,
+      `${field}: the holder ${holder.ownerParticipantCode} of account ${holder.zrn} is not approved (status ${holderStatus})`,
     );
   }
   return holder;
+}
+
+/**
+ * Whose account a deposit made at `depositedAt` funds: as {@link resolveAccountHolder} now, except for a former
+ * tenant whose removal took effect after the deposit was made. The tenant sent the funds while it acted for the
+ * holder's account, so that account is credited (if its holder is approved now): judged when the deposit is
+ * recorded, a deposit that waited behind others of the participant while the removal was applied, or one an
+ * indexer reported late, was refused as "no longer a tenant" and credited no one, though its funding reference is
+ * the session's at the same `depositedAt` (wire-contract §6; probe). A deposit made after the removal is refused as
+ * before.
+ */
+export async function resolveDepositHolder(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+  depositedAt: Date,
+): Promise<AccountHolder> {
+  const field = 'participant_code';
+  const row = await lookUp(db, platformCode, participantCode, accountLabel);
+  refuseUnlessApprovedCustomer(row, participantCode, field);
+  const formerTenant = !row.member_effective_at && !row.own_zrn && row.removed_from !== null;
+  const then = formerTenant
+    ? await tenancyAt(db, platformCode, participantCode, accountLabel, depositedAt)
+    : undefined;
+  if (!then) return requireApprovedHolder(decide(row, accountLabel), row.member_holder_status, field);
+  const holder: AccountHolder = {
+    actingParticipantCode: participantCode,
+    ownerParticipantCode: then.holder,
+    accountLabel,
+    zrn: then.zrn,
+    role: 'tenant',
+  };
+  return requireApprovedHolder(holder, then.holder_status, field);
+}
+
+/**
+ * The account (and its holder now) the participant was a tenant of under the label at `at`, from the tenant changes
+ * in effect then: the last one applied by then, when it added the participant (tenant_changes_history).
+ */
+async function tenancyAt(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+  at: Date,
+) {
+  const last = await db
+    .selectFrom('tenant_changes as tc')
+    .innerJoin('customer_accounts as a', (join) =>
+      join.onRef('a.zrn', '=', 'tc.zrn').onRef('a.platform_code', '=', 'tc.platform_code'),
+    )
+    .innerJoin('participants as h', (join) =>
+      join
+        .onRef('h.participant_code', '=', 'a.participant_code')
+        .onRef('h.platform_code', '=', 'tc.platform_code'),
+    )
+    .select(['tc.change', 'tc.zrn', 'a.participant_code as holder', 'h.status as holder_status'])
+    .where('tc.platform_code', '=', platformCode)
+    .where('tc.participant_code', '=', participantCode)
+    .where('tc.account_label', '=', accountLabel)
+    .where('tc.applied_at', '<=', at)
+    .where('tc.refused_reason', 'is', null)
+    .orderBy('tc.seq', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return last?.change === 'add' ? last : undefined;
 }
 
 /**

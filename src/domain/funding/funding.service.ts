@@ -21,6 +21,7 @@ import { enqueueJob, type EnqueueOptions } from '../../jobs/enqueue.ts';
 import {
   requireApprovedCustomer,
   resolveAccountHolder,
+  resolveDepositHolder,
   type AccountHolder,
 } from '../accounts/account-holder.ts';
 import { applyMovements } from '../balances/balances.service.ts';
@@ -538,11 +539,12 @@ export function createFundingService(deps: DomainDeps) {
           let statusReason = success ? '' : input.reason!;
           if (success) {
             try {
-              holder = await resolveAccountHolder(
+              holder = await resolveDepositHolder(
                 trx,
                 address.platform_code,
                 address.participant_code,
                 address.account_label,
+                new Date(depositTimestamp),
               );
             } catch (error) {
               if (!(error instanceof DomainError) || error.code === 'unavailable') throw error;
