@@ -205,7 +205,11 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
   test('a redirect is a failed attempt and is not followed', async () => {
     const code = await platformWithWebhook();
     receiverAnswers('trade:redirect-1', (n) =>
-      n <= 2 ? { status: 302, headers: { location: `${receiver.url}/moved` } } : 200,
+      n === 1
+        ? { status: 302, headers: { location: `${receiver.url}/moved` } }
+        : n === 2
+          ? { status: 304 }
+          : 200,
     );
     const id = await recordKey(code, 'trade:redirect-1');
     await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'delivered');
@@ -214,11 +218,13 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
       view.attempts.map((a) => [a.status_code, a.outcome]),
       [
         [302, 'failed'],
-        [302, 'failed'],
+        [304, 'failed'],
         [200, 'delivered'],
       ],
     );
     assert.match(String(view.attempts[0]!.error), /redirects are not followed/);
+    // 304 Not Modified is of the 3xx class but sends nowhere (RFC 9110 §15.4.5): a plain failure (probe).
+    assert.equal(view.attempts[1]!.error, 'HTTP 304');
     assert.ok(receiver.deliveries.every((d) => !d.path.endsWith('/moved')));
   });
 

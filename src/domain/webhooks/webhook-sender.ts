@@ -273,8 +273,9 @@ export function createWebhookSender(options: {
       if (statusCode === 410) {
         return { outcome: 'gone', statusCode, error: '410 Gone: retries stopped', startedAt, durationMs };
       }
+      // 304 Not Modified is of the class but points nowhere (RFC 9110 §15.4.5): no redirect to speak of.
       const error =
-        statusCode >= 300 && statusCode < 400
+        statusCode >= 300 && statusCode < 400 && statusCode !== 304
           ? `HTTP ${statusCode}: redirects are not followed`
           : `HTTP ${statusCode}`;
       return { outcome: 'failed', statusCode, error, startedAt, durationMs };
