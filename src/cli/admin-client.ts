@@ -25,6 +25,17 @@ export class AdminApiError extends Error {
   outcomeUnknown?: true;
 }
 
+/** The SDK's connection errors met by an operator call, which are not of a class of their own. */
+const operatorConnectionErrors = new WeakSet<SvcConnectionError>();
+
+/** Whether an error was met calling the operator API (rather than the public API through the SDK). */
+export function isOperatorApiFailure(error: unknown): boolean {
+  return (
+    error instanceof AdminApiError ||
+    (error instanceof SvcConnectionError && operatorConnectionErrors.has(error))
+  );
+}
+
 export interface AdminClientOptions {
   /**
    * Gives up on a call after this many ms (default: the SDK's 30 000); the call then fails with the SDK's
@@ -78,9 +89,9 @@ export class AdminClient {
         headers: { authorization: `Bearer ${this.token}` },
       })
       .catch((error: unknown) => {
-        throw error instanceof SvcConnectionError && !connectionNeverMade(error)
-          ? outcomeUnknownIfWrite(error)
-          : error;
+        if (!(error instanceof SvcConnectionError)) throw error;
+        operatorConnectionErrors.add(error);
+        throw connectionNeverMade(error) ? error : outcomeUnknownIfWrite(error);
       });
     // A body that is not JSON (a proxy page, the firewall's text, another service) arrives as its text.
     const answer = response.body === '' ? undefined : response.body;

@@ -1,5 +1,5 @@
 import { SvcConnectionError, SvcError } from '../sdk/errors.ts';
-import { AdminApiError } from './admin-client.ts';
+import { AdminApiError, isOperatorApiFailure } from './admin-client.ts';
 
 /**
  * How `svc` reports an API's refusal: readable text for a person (the status, each entry of the server's
@@ -21,17 +21,21 @@ export interface FailureReport {
 
 /**
  * spec 7.1.2: a write that got no answer (or a 502/504) may or may not have been carried out, unless an
- * idempotence check showed it was not (the SDK's `outcomeUnknown`: none ran, retries were off, or the check
- * failed too). Said so, rather than only "unreachable", so that nobody repeats it blindly.
+ * idempotence check showed it was not (the SDK's `outcomeUnknown`: the call has none, or the check failed
+ * too). Said so, rather than only "unreachable", so that nobody repeats it blindly; where to look depends on
+ * the API the write went to (probe: an operator's balance adjustment, which has no idempotency key, was told
+ * to look at the platform's trades).
  */
-const OUTCOME_UNKNOWN =
-  '  outcome unknown: the request may have been carried out; look (e.g. svc api trades) before repeating it';
+const OUTCOME_UNKNOWN = '  outcome unknown: the request may have been carried out; look';
+const LOOK_IN_PUBLIC_API = `${OUTCOME_UNKNOWN} (e.g. svc api trades) before repeating it`;
+const LOOK_IN_OPERATOR_API = `${OUTCOME_UNKNOWN} (e.g. svc webhooks notifications PLATFORM, which lists the changes notified) before repeating it`;
 
 function withOutcome(error: SvcError | AdminApiError, report: FailureReport): FailureReport {
   if (!error.outcomeUnknown) return report;
+  const hint = isOperatorApiFailure(error) ? LOOK_IN_OPERATOR_API : LOOK_IN_PUBLIC_API;
   return {
     ...report,
-    text: `${report.text}\n${OUTCOME_UNKNOWN}`,
+    text: `${report.text}\n${hint}`,
     json: { ...report.json, outcome_unknown: true },
   };
 }

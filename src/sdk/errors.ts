@@ -10,8 +10,9 @@ export class SvcError extends Error {
   checkError?: unknown;
   /**
    * Set on a write (not GET) that ended with a 502/504 or no response and that no idempotence check showed
-   * was not carried out (none ran, retries were off, or the last attempt got no answer, so the server may
-   * still have been at it when the check ran): it may have been carried out; look before repeating.
+   * was not carried out (the call has none, the check failed, or the last attempt got no answer, so the server
+   * may still have been at it when the check ran): it may have been carried out; look before repeating. With
+   * `retry: false` the check still runs: an empty one after a 502/504 answer settles it as not carried out.
    * Always set when `checkError` is.
    */
   outcomeUnknown?: true;

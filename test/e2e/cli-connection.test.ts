@@ -327,7 +327,8 @@ describe('no usable answer', () => {
     assert.equal(
       silent.stderr,
       `error: server unreachable at ${silentUrl} (POST /admin/balances: timed out)\n` +
-        '  outcome unknown: the request may have been carried out; look (e.g. svc api trades) before repeating it\n',
+        // Where an operator's write is recorded, not the platform's trades (probe).
+        '  outcome unknown: the request may have been carried out; look (e.g. svc webhooks notifications PLATFORM, which lists the changes notified) before repeating it\n',
     );
     assert.equal(gateway.code, 1, gateway.stderr);
     assert.equal((jsonError(gateway.stderr) as { outcome_unknown?: boolean }).outcome_unknown, true);

@@ -22,6 +22,17 @@ test('a failure of unknown outcome is reported so', () => {
   const answered = reportFailure(gateway)!;
   assert.equal(answered.exitCode, 1);
   assert.match(answered.text, /outcome unknown/);
+  assert.match(answered.text, /look \(e\.g\. svc api trades\)/);
+});
+
+test("an operator write's unknown outcome points at the operator API's record, not the platform's trades", () => {
+  // Probe: `svc balances adjust` that timed out was told to look at `svc api trades`.
+  const lost = new AdminApiError(504, { error: 'Gateway Timeout' });
+  lost.outcomeUnknown = true;
+  const report = reportFailure(lost)!;
+  assert.match(report.text, /outcome unknown: .*svc webhooks notifications PLATFORM/);
+  assert.doesNotMatch(report.text, /svc api trades/);
+  assert.equal(report.json.outcome_unknown, true);
 });
 
 test('a plain failure says nothing of the outcome', () => {
