@@ -59,7 +59,9 @@ export function refuseOtherOptions(given: Options, allowed: Iterable<string>, co
 
 export function required(options: Options, name: string): string {
   const value = options[name];
-  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  // Given empty, it was not forgotten: "is required" sent its user looking for a missing option (probe).
+  if (value === '') throw new UsageError(`--${name} must not be empty`);
+  if (typeof value !== 'string') throw new UsageError(`--${name} is required`);
   return value;
 }
 

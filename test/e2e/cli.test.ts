@@ -336,10 +336,11 @@ describe('exit codes', () => {
         SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-cli-empty-')),
       }), // no token anywhere
       runCli(['platforms', ...auth()], env),
+      runCli(['platforms', 'create', '--name', '', ...auth()], env),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[1]!.stderr, /--name is required/);
@@ -355,6 +356,8 @@ describe('exit codes', () => {
       cases[7]!.stderr,
       'error: svc platforms needs a command: create, list, show; see svc --help\n',
     );
+    // Given, but empty: said so, not "is required" (probe).
+    assert.equal(cases[8]!.stderr, 'error: --name must not be empty\n');
   });
 
   test('3 when no server answers', async () => {
