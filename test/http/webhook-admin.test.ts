@@ -143,6 +143,20 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
       // The parser removes tabs and line breaks inside a URL: "…/go\nod" was stored as "…/good".
       [{ url: 'http://example.com/go\nod' }, /^url: .* has a tab or line break in it$/],
       [{ url: 'http://example.com/go\tod' }, /^url: .* has a tab or line break in it$/],
+      // The host's IDNA mapping dropped a zero-width space: stored as "http://example.com/" (probe).
+      [{ url: 'http://exa\u200bmple.com/' }, /^url: .* has an invisible character \(U\+200B\) in it$/],
+      [{ url: 'http://example.com/a\u00adb' }, /^url: .* has an invisible character \(U\+00AD\) in it$/],
+      // Hosts no DNS lookup can find: accepted, every delivery failed with ENOTFOUND (probe).
+      [{ url: 'http://example..com/hook' }, /^url: .* has an empty label in its host/],
+      [{ url: 'http://.example.com/hook' }, /^url: .* has an empty label in its host/],
+      [
+        { url: `http://${'a'.repeat(64)}.example.com/hook` },
+        /^url: .* has a host label of 64 characters; a DNS label has at most 63$/,
+      ],
+      [
+        { url: `http://${`${'a'.repeat(60)}.`.repeat(5)}com/hook` },
+        /^url: .* has a host of 308 characters; a DNS name has at most 253$/,
+      ],
       [
         { url: 'http://example.com:99999/hook' },
         /^url: "http:\/\/example.com:99999\/hook" is not a valid URL \(check its host and port/,

@@ -98,6 +98,26 @@ const HAS_SCHEME = new RegExp(SCHEME, 'i');
 const HAS_AUTHORITY = new RegExp(`${SCHEME}//[^/]`, 'i');
 const HAS_USER_PART = new RegExp(`${SCHEME}//[^/?#]*@`, 'i');
 
+/** Characters that show nothing (Unicode's default-ignorable code points: zero-width spaces, soft hyphens, …). */
+const INVISIBLE = /\p{Default_Ignorable_Code_Point}/u;
+
+/**
+ * Why a URL's host (as parsed: lower case, IDNA in punycode) can never be looked up in DNS (RFC 1035 §2.3.4:
+ * labels of 1 to 63 octets, 253 in all), or undefined. Such a URL was accepted and its every delivery then
+ * failed with ENOTFOUND until dead-lettered (probe: "http://example..com/"). An IP address is not a name; one
+ * trailing dot (a fully qualified name) is allowed.
+ */
+function dnsNameProblem(hostname: string): string | undefined {
+  if (hostname.startsWith('[') || /^[\d.]+$/.test(hostname)) return undefined;
+  const name = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
+  if (name.length > 253) return `has a host of ${name.length} characters; a DNS name has at most 253`;
+  const labels = name.split('.');
+  if (labels.includes('')) return 'has an empty label in its host (two dots together, or one at its start)';
+  const long = labels.find((label) => label.length > 63);
+  if (long) return `has a host label of ${long.length} characters; a DNS label has at most 63`;
+  return undefined;
+}
+
 /**
  * `url`: absolute http(s), no credentials (they would be shown and logged), no fragment, and at most
  * MAX_WEBHOOK_URL_LENGTH characters as stored: the normalised `href`, which percent-encoding can make
@@ -110,6 +130,13 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
     return { errors: [`${field}: ${quote(raw)} has white space or a control character before or after it`] };
   // Inside it, tabs and line breaks are removed by the parser ("…/go\nod" became "…/good"): not what was typed.
   if (/[\t\n\r]/.test(raw)) return { errors: [`${field}: ${quote(raw)} has a tab or line break in it`] };
+  // An invisible character is dropped from a host by its IDNA mapping ("exa\u200bmple.com" became "example.com",
+  // probe), and is not what anyone meant to type elsewhere either: named by its code point, as it cannot be seen.
+  const invisible = INVISIBLE.exec(raw)?.[0];
+  if (invisible !== undefined) {
+    const codePoint = invisible.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
+    return { errors: [`${field}: ${quote(raw)} has an invisible character (U+${codePoint}) in it`] };
+  }
   let url: URL;
   try {
     url = new URL(raw);
@@ -127,6 +154,8 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
   // "http:///path" parses with the path's first segment as the host: not what was meant.
   if (!url.hostname || !HAS_AUTHORITY.test(raw)) errors.push(`${field}: ${quote(raw)} has no host`);
   if (url.port === '0') errors.push(`${field}: ${quote(raw)} names port 0, where nothing can listen`);
+  const hostProblem = dnsNameProblem(url.hostname);
+  if (hostProblem) errors.push(`${field}: ${quote(raw)} ${hostProblem}`);
   // An empty user part ("http://@host", "http://:@host") is dropped by the parser: refused as what was typed.
   if (url.username || url.password || HAS_USER_PART.test(raw))
     errors.push(`${field}: ${quote(raw)} must not contain credentials`);
