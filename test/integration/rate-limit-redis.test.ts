@@ -540,8 +540,9 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
-  it('in fallback, one request at a time asks a Redis that may be back; the others are decided from memory', async () => {
-    // A Redis that is slow rather than down stays "ready": every request asking it would wait for the timeout.
+  it('in fallback, no request waits for a Redis that may be back: one probe at a time asks it in the background', async () => {
+    // A Redis that is slow rather than down stays "ready": every request asking it would wait for the timeout,
+    // and while the probe was a request, one per back-off did (probe: 1 s added to every fifth request).
     const relay = await startReplyHoldingRelay(REDIS_URL!);
     const clock = new ManualClock();
     const limiter = await createRateLimiter({
@@ -557,12 +558,26 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.equal((await limiter.check(ip)).allowed, true, 'decided from memory after the timeout');
       assert.equal(limiter.fallbackActive, true);
       clock.advance(1_000); // the back-off has passed: Redis may be asked again
+      // Counted as they are made: the probe is the readiness script, asked of the real Redis behind the relay.
+      const shared = limiter.shared!;
+      const takesWrites = shared.takesWrites.bind(shared);
+      let probes = 0;
+      shared.takesWrites = () => {
+        probes++;
+        return takesWrites();
+      };
       const decisions = Array.from({ length: 50 }, () => limiter.check(ip));
-      const waiting = decisions.filter((d) => d instanceof Promise);
-      assert.equal(waiting.length, 1, 'one probe; 49 decided at once from memory');
+      assert.ok(
+        decisions.every((d) => !(d instanceof Promise) && d.allowed),
+        'all 50 decided at once from memory',
+      );
+      assert.equal(probes, 1, 'one probe, not one per request');
+      assert.equal(limiter.fallbackActive, true, 'still in fallback while the probe waits');
       relay.release();
-      assert.equal((await waiting[0]!).allowed, true);
-      assert.equal(limiter.fallbackActive, false, 'the probe got through: the shared limit is back');
+      await until(() => !limiter.fallbackActive, 'the probe to get through: the shared limit is back');
+      const next = limiter.check(ip);
+      assert.ok(next instanceof Promise, 'decided by Redis again');
+      assert.equal((await next).allowed, true);
     } finally {
       relay.release();
       await limiter.close();

@@ -55,8 +55,8 @@ const CONNECTION_DOWN = new Set(['close', 'reconnecting', 'end']);
  * - a "blocked until" cache, so a blocked IP costs no Redis round trip (DESIGN §5);
  * - the fallback: while Redis errors or is unreachable, the in-memory store limits this instance's
  *   traffic; logged once per outage, visible as `fallbackActive`; `check` never rejects;
- * - resumption: when ioredis reconnects (or `retrySharedAfterMs` after a failed command) the next
- *   request tries Redis again and, if it answers, the shared limit is back.
+ * - resumption: when ioredis reconnects, or when Redis, asked in the background `retrySharedAfterMs` after a
+ *   failure (at a request, or at /readyz), takes writes again, the shared limit is back.
  */
 export class RateLimiterService implements RateLimiter {
   readonly policy: RateLimitPolicy;
@@ -83,7 +83,10 @@ export class RateLimiterService implements RateLimiter {
   private readonly blockedUntil = new Map<string, { until: number; fromMemory: boolean }>();
   private inFallback = false;
   private retrySharedAt = 0;
-  /** In fallback, one request at a time asks Redis whether it is back; the others are decided from memory. */
+  /**
+   * In fallback, whether Redis is being asked (in the background, at most once per back-off) if it is back;
+   * every request is decided from memory meanwhile.
+   */
   private probing = false;
   /** Counts the unblocks heard: a refusal Redis gave before an unblock must not be cached after it. */
   private unblocks = 0;
@@ -157,15 +160,13 @@ export class RateLimiterService implements RateLimiter {
       this.blockedUntil.delete(ip);
     }
     const shared = this.shared;
-    const probe = this.inFallback;
-    if (shared === undefined || (probe && !this.mayProbe(now))) {
+    if (shared === undefined || this.inFallback) {
+      if (shared !== undefined && this.mayProbe(now)) this.probeShared();
       done(this.record(ip, now, this.memory.hit(ip), true));
       return;
     }
-    if (probe) this.probing = true;
     const unblocksBefore = this.unblocks;
     shared.decide(ip, (err, decision) => {
-      if (probe) this.probing = false;
       if (decision !== undefined) {
         if (this.inFallback) this.resume();
         // Decided before an operator lifted this (or any) block: answered, not cached.
@@ -302,11 +303,31 @@ export class RateLimiterService implements RateLimiter {
 
   /**
    * In fallback, whether Redis may be asked again: it is connected, the back-off has passed, and no other
-   * request is already asking. A Redis that is slow rather than down stays "ready": without the single
-   * probe, every request after the back-off would wait for the command timeout.
+   * probe is asking. A Redis that is slow rather than down stays "ready": without the single probe, every
+   * request after the back-off would wait for the command timeout.
    */
   private mayProbe(now: number): boolean {
     return !this.probing && now >= this.retrySharedAt && this.shared!.ready;
+  }
+
+  /**
+   * In fallback, asks Redis in the background whether it takes writes again (the script /readyz runs): the
+   * request that found the back-off over is decided from memory with the others. It used to be the probe
+   * itself, so that while Redis hung, one request per back-off on each instance waited the whole command
+   * timeout (probe: 1 s added to every fifth request).
+   */
+  private probeShared(): void {
+    this.probing = true;
+    this.shared!.takesWrites().then(
+      () => {
+        this.probing = false;
+        this.sharedBack();
+      },
+      (err: unknown) => {
+        this.probing = false;
+        this.fallBack(err);
+      },
+    );
   }
 
   private count(decision: RateLimitDecision): RateLimitDecision {
