@@ -824,8 +824,11 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       const closed = once(client, 'close');
       await relay.down();
       await closed;
-      // Before any request meets the outage, as /readyz shows it.
+      // Before any request meets the outage, as /readyz shows it, and said in the log and the count (probe: an idle
+      // instance never logged it).
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m, 'idle, Redis down');
+      assert.equal(logger.warns.length, 1, 'the outage is logged with no request');
+      assert.match(await registry.metrics(), /^svc_rate_limit_fallbacks_total 1$/m);
       assert.equal(accepted(await hit(limiter, ip, 10)), 10, 'served, from memory');
       assert.equal(limiter.fallbackActive, true);
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m);

@@ -92,9 +92,22 @@ export class RateLimiterService implements RateLimiter {
   private unblocks = 0;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly closeSubscription: () => void;
-  private readonly onSharedError = (): void => {};
+  /** The connection's last error, the cause of its loss when it closes (ECONNREFUSED, ETIMEDOUT, …). */
+  private lastSharedError: unknown;
+  private readonly onSharedError = (err: unknown): void => {
+    this.lastSharedError = err;
+  };
   private readonly sharedAddress: string | undefined;
   private readonly onSharedReady = (): void => this.sharedBack();
+  /**
+   * The connection is lost: the outage is said (logged, counted) now, not when a request first meets it, which on
+   * an idle instance was never (probe: fallback_active 1 with no log line and fallbacks_total 0).
+   */
+  private readonly onSharedClose = (): void => {
+    if (!this.closing) this.fallBack(this.lastSharedError ?? new Error('connection to Redis lost'));
+    this.lastSharedError = undefined;
+  };
+  private closing = false;
 
   constructor(options: RateLimiterServiceOptions = {}) {
     this.policy = resolvePolicy(options.shared?.policy ?? options.policy);
@@ -109,7 +122,10 @@ export class RateLimiterService implements RateLimiter {
     if (this.shared) {
       // Without an error listener ioredis prints every connection error; failures are reported
       // once, by fallBack. On 'ready' (reconnected) the next request tries Redis again.
-      this.shared.client.on('error', this.onSharedError).on('ready', this.onSharedReady);
+      this.shared.client
+        .on('error', this.onSharedError)
+        .on('ready', this.onSharedReady)
+        .on('close', this.onSharedClose);
       const subscription = this.shared.subscribeUnblocks(
         (ip) => this.forget(ip),
         () => this.dropSharedBlocks(),
@@ -289,7 +305,8 @@ export class RateLimiterService implements RateLimiter {
     this.closeSubscription();
     if (!this.shared) return;
     const { client } = this.shared;
-    client.off('ready', this.onSharedReady);
+    this.closing = true;
+    client.off('ready', this.onSharedReady).off('close', this.onSharedClose);
     // A connection of the caller's: its errors are the caller's to hear.
     if (!this.ownsSharedClient) {
       client.off('error', this.onSharedError);
