@@ -40,7 +40,8 @@ export const MAX_AMOUNT_LENGTH = 30;
 const QuoteAmount = Type.String({
   pattern: AMOUNT_PATTERN,
   maxLength: MAX_AMOUNT_LENGTH,
-  description: AMOUNT_FORM,
+  // Both bounds said: "12 digits before the point and 18 after" read as allowing 31 characters (probe).
+  description: `${AMOUNT_FORM}, ${MAX_AMOUNT_LENGTH} characters in all`,
 });
 const Side = Type.Enum(SIDES, { description: "the participant's side" });
 export const Underlying = Type.String({

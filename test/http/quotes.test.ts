@@ -383,7 +383,7 @@ describe('bad requests name every bad field', () => {
       });
       assert.equal(res.status, 400, value);
       assert.deepEqual(res.body.errors, [
-        'total: is not in the expected form (positive decimal string, at most 12 digits before the point and 18 after)',
+        'total: is not in the expected form (positive decimal string, at most 12 digits before the point and 18 after, 30 characters in all)',
       ]);
     }
   });

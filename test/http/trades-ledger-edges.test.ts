@@ -53,6 +53,25 @@ test('an operator debit cannot take what unsettled trades have promised; the 400
   const overdrawn = await debit(holder, '-101');
   assert.equal(overdrawn.status, 400);
   assert.match(overdrawn.body.errors![0]!, /^amount: /);
+  // Another account type is named as such: its balance is not the available one (probe).
+  await svc.admin.post('/balances', {
+    participant_code: holder,
+    account_label: 'general',
+    asset: 'USD',
+    amount: '30',
+    account_type: 'collateral',
+  });
+  const collateral = await svc.operatorCall('POST', '/balances', {
+    participant_code: holder,
+    account_label: 'general',
+    asset: 'USD',
+    amount: '-31',
+    account_type: 'collateral',
+  });
+  assert.equal(collateral.status, 400, collateral.text);
+  assert.deepEqual((collateral.json as { errors: string[] }).errors, [
+    'amount: insufficient balance: USD general collateral has 30',
+  ]);
   const allowed = await debit(holder, '-50');
   assert.equal(allowed.status, 200);
   assert.equal(allowed.body.message!.balance, '50', 'what is left is exactly what the trade needs');

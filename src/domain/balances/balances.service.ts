@@ -84,8 +84,11 @@ export async function applyMovements(
     const next = new Exact(account.balance).plus(m.change);
     if (m.requireSufficient && next.isNegative()) {
       const field = m.sufficiencyField ? `${m.sufficiencyField}: ` : '';
+      // The type named when it is not the usual one: "USD general has 1000" for a collateral debit named the
+      // available balance's label, which holds more (probe).
+      const type = accountType === 'available' ? '' : ` ${accountType}`;
       throw invalid(
-        `${field}insufficient balance: ${m.asset} ${m.accountLabel} has ${toDecimalString(account.balance)}`,
+        `${field}insufficient balance: ${m.asset} ${m.accountLabel}${type} has ${toDecimalString(account.balance)}`,
       );
     }
     // After the account's last movement, by a ms at least: a run's time is read before it waits here for the row,
