@@ -168,10 +168,25 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
       dead.map((n) => n.notification_id),
       [id],
     );
+    // A redelivery that fails throughout is dead again; its reason counts this round, and says the whole (probe:
+    // "after 7 attempts" beside an attempt_count of 14).
+    await svc.admin.post(`/notifications/${id}/redeliver`);
+    await waitFor(
+      async () => deliveriesOf(id).length === 2 * ATTEMPTS_PER_ROUND,
+      'the second round to be attempted',
+    );
+    await waitFor(async () => (await notificationState(db(), id))?.status === 'dead', 'dead again');
+    const again = await svc.admin.get<WebhookNotification>(`/notifications/${id}`);
+    assert.match(
+      String(again.status_reason),
+      new RegExp(
+        `^retry schedule exhausted after 7 attempts of its schedule \\(${2 * ATTEMPTS_PER_ROUND} in all\\); last: HTTP 500$`,
+      ),
+    );
     receiverAnswers('trade:dead-1', () => 200);
     await svc.admin.post(`/notifications/${id}/redeliver`);
     await waitFor(async () => (await notificationState(db(), id))?.status === 'delivered', 'redelivered');
-    assert.equal(deliveriesOf(id).length, ATTEMPTS_PER_ROUND + 1);
+    assert.equal(deliveriesOf(id).length, 2 * ATTEMPTS_PER_ROUND + 1);
     assert.equal(deliveriesOf(id).at(-1)!.headers['x-svc-hook-notification-id'], id);
   });
 

@@ -211,10 +211,15 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         const failed = head.round_attempts + 1;
         const delay = retryDelay(settings, failed);
         if (delay === null) {
+          // After a redelivery (or an attempt a stopping worker aborted) the schedule is not the whole: both said (probe).
+          const total = head.attempt_count + 1;
+          const round = attemptsPerRound(settings);
+          const counted =
+            total > round ? `${round} attempts of its schedule (${total} in all)` : `${round} attempts`;
           return {
             attempt,
             status: 'dead',
-            statusReason: `retry schedule exhausted after ${attemptsPerRound(settings)} attempts; last: ${result.error}`,
+            statusReason: `retry schedule exhausted after ${counted}; last: ${result.error}`,
             roundAttempts: failed,
             nextAttemptInMs: null,
           };
