@@ -729,9 +729,30 @@ export const CreateCustomerHeaders = Type.Object({
   'x-request-id': Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
 });
 
+/**
+ * Fields a request may carry that the vendor's PostCustomersResponse does not have (in none of its variants): not
+ * echoed, as a client generated from the vendor's document with strict models (openapi-generator's Java
+ * okhttp-gson, by default) refuses an answer with a field its model does not define (probe).
+ */
+export const REQUEST_ONLY_CUSTOMER_FIELDS = [
+  'partial',
+  'gross_annual_income',
+  'gross_annual_income_amount',
+  'savings_and_investments_amount',
+  'tx_usd_equivalent_monthly_amount',
+  'tx_usd_equivalent_annual_amount',
+  'platform_updated_at',
+  'w8_ben',
+  'mailing_address',
+] as const satisfies readonly CustomerField[];
+type RequestOnlyField = (typeof REQUEST_ONLY_CUSTOMER_FIELDS)[number];
+type ResponseField = Exclude<CustomerField, RequestOnlyField>;
+
 const RESPONSE_FIELDS = Object.fromEntries(
-  Object.entries(CUSTOMER_FIELDS).map(([name, schema]) => [name, Type.Optional(schema)]),
-) as { [P in CustomerField]: TOptional<Fields[P]> };
+  Object.entries(CUSTOMER_FIELDS)
+    .filter(([name]) => !(REQUEST_ONLY_CUSTOMER_FIELDS as readonly string[]).includes(name))
+    .map(([name, schema]) => [name, Type.Optional(schema)]),
+) as { [P in ResponseField]: TOptional<Fields[P]> };
 
 /**
  * PostCustomersResponse.message: the customer as submitted, with its new participant code, the platform and

@@ -73,3 +73,31 @@ export function assertVendorSchema(body: unknown, schemaName: string): void {
     `response does not match vendor schema ${schemaName}: ${JSON.stringify(validate.errors, null, 1)}\n${JSON.stringify(body)}`,
   );
 }
+
+/**
+ * The names a response's `message` may have under the vendor's schema: the properties of the message, or of any of
+ * its variants. A client generated from the document with strict models (openapi-generator's Java okhttp-gson, by
+ * default) refuses an answer with any other field.
+ */
+export function vendorMessageFields(schemaName: string): Set<string> {
+  const spec = JSON.parse(readFileSync(VENDOR_OPENAPI_PATH, 'utf8')) as {
+    components: { schemas: Record<string, VendorSchema> };
+  };
+  const message = spec.components.schemas[schemaName]?.properties?.message;
+  assert.ok(message, `vendor schema ${schemaName} has no message`);
+  const variants = message.oneOf ?? message.anyOf ?? [message];
+  return new Set(variants.flatMap((variant) => Object.keys(variant.properties ?? {})));
+}
+
+interface VendorSchema {
+  properties?: Record<string, VendorSchema>;
+  oneOf?: VendorSchema[];
+  anyOf?: VendorSchema[];
+}
+
+/** Fails naming each field of `message` that the vendor's schema does not have. */
+export function assertNoFieldsBeyondVendor(message: object, schemaName: string): void {
+  const known = vendorMessageFields(schemaName);
+  const beyond = Object.keys(message).filter((field) => !known.has(field));
+  assert.deepEqual(beyond, [], `fields ${schemaName} does not have: a strict generated client refuses them`);
+}

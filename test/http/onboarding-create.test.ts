@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
-import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import { assertNoFieldsBeyondVendor, assertVendorSchema } from '../helpers/vendor-schema.ts';
+import { REQUEST_ONLY_CUSTOMER_FIELDS } from '../../src/contract/participants.schemas.ts';
 import {
   euCustomer,
   nonUsRelianceCustomer,
@@ -134,11 +135,31 @@ describe('creation', () => {
       const res = await create(body);
       assert.equal(res.status, 201, `${name}: ${JSON.stringify(res.body)}`);
       assertVendorSchema(res.body, 'PostCustomersResponse');
+      const echoed = Object.keys(body).filter(
+        (k) => !(REQUEST_ONLY_CUSTOMER_FIELDS as readonly string[]).includes(k),
+      );
       assert.deepEqual(
-        Object.fromEntries(Object.keys(body).map((k) => [k, res.body.message[k]])),
-        body,
+        Object.fromEntries(echoed.map((k) => [k, res.body.message[k]])),
+        Object.fromEntries(echoed.map((k) => [k, (body as Record<string, unknown>)[k]])),
         `${name}: echoes what was submitted`,
       );
+      assertNoFieldsBeyondVendor(res.body.message, 'PostCustomersResponse');
+    }
+  });
+
+  test("fields the vendor's answer does not have are accepted and not echoed, replayed answers included", async () => {
+    // Probe: the 201 echoed them, and a client generated with strict models refused it.
+    const body = usCustomer({
+      gross_annual_income_amount: '25k_to_100k',
+      tx_usd_equivalent_monthly_amount: '1000',
+      platform_updated_at: Date.now() - 1_000,
+    });
+    for (const attempt of ['first', 'replay']) {
+      const res = await create(body, { 'x-request-id': `echo-${body.email}` });
+      assert.equal(res.status, 201, `${attempt}: ${JSON.stringify(res.body)}`);
+      assertNoFieldsBeyondVendor(res.body.message, 'PostCustomersResponse');
+      assert.equal(res.body.message.gross_annual_income_amount, undefined, attempt);
+      assert.equal(res.body.message.email, body.email, attempt);
     }
   });
 

@@ -3,13 +3,14 @@ import type { ParticipantStatusChanged } from '../../contract/webhook-payloads.t
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { sql } from 'kysely';
-import type {
-  CreatedCustomer,
-  ListParticipantsQuery,
-  ListParticipantsResponse,
-  ParticipantByEmail,
-  ParticipantEntity,
-  PostCustomerBody,
+import {
+  REQUEST_ONLY_CUSTOMER_FIELDS,
+  type CreatedCustomer,
+  type ListParticipantsQuery,
+  type ListParticipantsResponse,
+  type ParticipantByEmail,
+  type ParticipantEntity,
+  type PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { readCoordinate, type CoordinateAxis } from '../../contract/coordinates.ts';
 import { newParticipantCode } from '../../lib/ids.ts';
@@ -158,6 +159,16 @@ export function initialCustomerStatus(body: { kyc: string; sanction_screening: s
  * Decimal Degrees (DD) and Degrees/Minutes/Seconds (DMS) formats. Values are returned in DD format"). Nothing
  * when the body has none; the body itself, hashed for spec 7.3, stays as sent.
  */
+/**
+ * The submitted fields the vendor's answer has: those it has not are not echoed (REQUEST_ONLY_CUSTOMER_FIELDS), from
+ * a new submission or from one stored before they were left out.
+ */
+function echoed<T extends object>(submitted: T): T {
+  const copy = { ...submitted } as Record<string, unknown>;
+  for (const field of REQUEST_ONLY_CUSTOMER_FIELDS) delete copy[field];
+  return copy as T;
+}
+
 function inDecimalDegrees(body: PostCustomerBody): Pick<CreatedCustomer, 'proof_of_address_coordinates'> {
   const coordinates = (body as { proof_of_address_coordinates?: { latitude: string; longitude: string } })
     .proof_of_address_coordinates;
@@ -215,7 +226,7 @@ export function createParticipantsService(deps: DomainDeps) {
         if (earlier) {
           // Same payload, same X-REQUEST-ID: the original 201 again. Different payload: refused.
           if (earlier.payload_hash === hash) {
-            return { customer: earlier.response as CreatedCustomer, replayed: true };
+            return { customer: echoed(earlier.response as CreatedCustomer), replayed: true };
           }
           throw invalid(DATA_USED_WITH_DIFFERENT_REQUEST_ID);
         }
@@ -242,7 +253,7 @@ export function createParticipantsService(deps: DomainDeps) {
         now,
       );
       const customer = {
-        ...body,
+        ...echoed(body),
         ...inDecimalDegrees(body),
         participant_code: row.participant_code,
         platform_code: platformCode,
