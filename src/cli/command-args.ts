@@ -70,11 +70,18 @@ export function optionalString(options: Options, name: string): string | undefin
   return typeof value === 'string' ? value : undefined;
 }
 
-/** A repeatable, comma-separable option (`--allow A --allow B,C`) as a list; undefined when absent. */
+/**
+ * A repeatable, comma-separable option (`--allow A --allow B,C`) as a list; undefined when absent. An empty entry
+ * is refused, not dropped: `--allow "$IP"` with IP unset made a platform with an empty allow-list, which lets
+ * every address in (probe).
+ */
 export function list(options: Options, name: string): string[] | undefined {
   const value = options[name];
   if (value === undefined) return undefined;
-  return (Array.isArray(value) ? value : [String(value)]).flatMap((v) => v.split(',')).filter(Boolean);
+  const entries = (Array.isArray(value) ? value : [String(value)]).flatMap((v) => v.split(','));
+  if (entries.some((entry) => entry.trim() === ''))
+    throw new UsageError(`--${name} has an empty value (given empty, or between commas)`);
+  return entries;
 }
 
 export function positional(positionals: string[], index: number, name: string): string {

@@ -337,10 +337,12 @@ describe('exit codes', () => {
       }), // no token anywhere
       runCli(['platforms', ...auth()], env),
       runCli(['platforms', 'create', '--name', '', ...auth()], env),
+      runCli(['platforms', 'create', '--name', 'open', '--allow', '', ...auth()], env),
+      runCli(['platforms', 'create', '--name', 'open', '--allow', '10.0.0.0/8,', ...auth()], env),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[1]!.stderr, /--name is required/);
@@ -358,6 +360,10 @@ describe('exit codes', () => {
     );
     // Given, but empty: said so, not "is required" (probe).
     assert.equal(cases[8]!.stderr, 'error: --name must not be empty\n');
+    // An empty allow-list entry is refused, not dropped: dropped, `--allow "$IP"` with IP unset made a platform
+    // every address may call (probe).
+    for (const refused of [cases[9]!, cases[10]!])
+      assert.equal(refused.stderr, 'error: --allow has an empty value (given empty, or between commas)\n');
   });
 
   test('3 when no server answers', async () => {
