@@ -69,6 +69,17 @@ export class ExplainedFailure extends Error {
   }
 }
 
+/**
+ * Whether a 404's body is the operator API's naming what it did not find (`{"error": "Not Found", "message": …}`).
+ * Anything else came from another listener: a bare `{"error": "Not Found"}`, or another server's page (probe: an
+ * HTML 404 was printed whole, without the hint).
+ */
+function namesWhatIsMissing(body: unknown): boolean {
+  return (
+    typeof body === 'object' && body !== null && typeof (body as { message?: unknown }).message === 'string'
+  );
+}
+
 /** How the public API's 401 for a request without its credentials begins (authenticator.ts). */
 const PUBLIC_CREDENTIALS_MISSING = 'missing header X-SCX-';
 /** The public API's firewall (wire-contract §2.1), which the operator API is never behind. */
@@ -100,7 +111,7 @@ export function reportFailure(error: unknown): FailureReport | undefined {
     // firewall's 1020.
     const elsewhere =
       error instanceof AdminApiError &&
-      ((error.status === 404 && first === 'Not Found') ||
+      ((error.status === 404 && !namesWhatIsMissing(error.body)) ||
         (error.status === 401 && first?.startsWith(PUBLIC_CREDENTIALS_MISSING)) ||
         (error.status === 403 && first === FIREWALL_REFUSAL))
         ? [

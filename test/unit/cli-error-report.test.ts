@@ -46,6 +46,9 @@ test("the operator API's 404 names what is missing; a bare 404 (another listener
     new AdminApiError(404, { error: 'Not Found', message: 'platform ZZZZZ9 not found' }),
   )!;
   assert.equal(named.text, 'error: the operator API answered 404: platform ZZZZZ9 not found');
+  // Another server's page is not the operator API either (probe: printed without the hint).
+  const page = reportFailure(new AdminApiError(404, '<html><body>404 Not Found</body></html>'))!;
+  assert.match(page.text, /\n {2}no operator API answered: is --admin-url \(SVC_ADMIN_URL\) its address/);
   const bare = reportFailure(new AdminApiError(404, { error: 'Not Found' }))!;
   assert.equal(
     bare.text,
