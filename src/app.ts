@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -113,6 +114,24 @@ const MAX_REQUEST_ID_LENGTH = 255;
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const ECHOABLE_REQUEST_ID = /^[\t\x20-\x7e\x80-\xff]+$/;
 const BEYOND_ASCII = /[\x80-\xff]/;
+
+/**
+ * A CONNECT request is served as any other (the firewall's 1020, the rate limit, then 404: no route takes it) and its
+ * connection closed after the answer. With no 'connect' listener Node destroys the socket unanswered: no status, no
+ * request id (probe). Node hands the socket over without a response object for CONNECT: one is made for it.
+ */
+function answeringConnect(server: { emit(event: 'request', ...args: unknown[]): boolean }) {
+  return (req: IncomingMessage, socket: Duplex): void => {
+    const res = new ServerResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket as Parameters<ServerResponse['assignSocket']>[0]);
+    res.on('finish', () => {
+      res.detachSocket(socket as Parameters<ServerResponse['detachSocket']>[0]);
+      socket.end();
+    });
+    server.emit('request', req, res);
+  };
+}
 
 /**
  * For a request whose id has bytes beyond ASCII, its answer's string body is written as a Buffer: node writes the
@@ -284,6 +303,7 @@ export async function buildApp(
   // than its 1020 or 429, uncounted and with no request id (probe). Such a request is served as any other instead,
   // the expectation ignored.
   app.server.on('checkExpectation', (req, res) => app.server.emit('request', req, res));
+  app.server.on('connect', answeringConnect(app.server));
   app.server.prependListener('request', writingHeadApart);
 
   // Bodies are validated strictly (no type coercion: "12" is not 12); query strings and paths are text and

@@ -279,6 +279,20 @@ describe('error bodies', () => {
     }
   });
 
+  test('a CONNECT request is answered as any other and its connection closed', async () => {
+    // Node destroyed the socket unanswered: no status, no request id (probe).
+    for (const target of ['/time', '127.0.0.1:443']) {
+      const answer = await rawHttp(svc.url, `CONNECT ${target} HTTP/1.1\r\nhost: x\r\n\r\n`, {
+        untilClose: true,
+      });
+      const [head = '', body] = answer.split('\r\n\r\n');
+      assert.match(head, /^HTTP\/1.1 401 /, answer.slice(0, 80));
+      assert.match(head, /\r\nx-request-id: [0-9a-f-]{36}\r\n/i);
+      assert.match(head, /\r\nconnection: close$/im);
+      assert.deepEqual(JSON.parse(body ?? ''), { error: 'missing header X-SCX-API-KEY' });
+    }
+  });
+
   test('an expectation other than 100-continue is ignored: the request is served as any other', async () => {
     // Node answered a bare 417 itself, before any hook (probe).
     const answer = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\nhost: x\r\nexpect: foo\r\n\r\n');
