@@ -115,6 +115,16 @@ const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const ECHOABLE_REQUEST_ID = /^[\t\x20-\x7e\x80-\xff]+$/;
 const BEYOND_ASCII = /[\x80-\xff]/;
 
+/** How many Host header lines a request has (`rawHeaders`: name, value, name, value, …). */
+function hostLines(rawHeaders: string[]): number {
+  let lines = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') lines++;
+  }
+  return lines;
+}
+
 /**
  * A CONNECT request is served as any other (the firewall's 1020, the rate limit, then 404: no route takes it) and its
  * connection closed after the answer. With no 'connect' listener Node destroys the socket unanswered: no status, no
@@ -348,7 +358,10 @@ export async function buildApp(
   // authentication first, as any 400 does (wire-contract §9). Refused in an onRequest hook, it went past them all
   // (review: a blocked address got this 400 rather than its 429, an address on no allow-list learned that the
   // service was there, and none of it was counted).
+  // So is one with more than one Host line (the same section; Node keeps the first and goes on: probe).
   app.addHook('preHandler', (request, reply, done) => {
+    if (hostLines(request.raw.rawHeaders) > 1)
+      return void reply.code(400).send({ errors: ['host: is given more than once (send it once)'] });
     if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
     reply.code(400).send({ errors: ['host: an HTTP/1.1 request must carry a Host header'] });
   });

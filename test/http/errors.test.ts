@@ -269,6 +269,12 @@ describe('error bodies', () => {
       ],
       // Node's own 400 for it had no body and no X-REQUEST-ID.
       ['GET /time HTTP/1.1\r\n\r\n', 400, 'host: an HTTP/1.1 request must carry a Host header'],
+      // RFC 9112 §3.2: nor more than one (Node kept the first and served it: probe).
+      [
+        'GET /time HTTP/1.1\r\nhost: x\r\nHost: y\r\nconnection: close\r\n\r\n',
+        400,
+        'host: is given more than once (send it once)',
+      ],
     ] as const;
     for (const [request, status, problem] of cases) {
       const answer = await raw(request);
