@@ -367,6 +367,29 @@ describe('error bodies', () => {
     );
   });
 
+  test('a transfer coding other than chunked → 400 naming it; chunked alone is read as sent', async () => {
+    // Node's parser took the chunked coding off and ignored the gzip before it: read as plain (probe).
+    // With an allow-list of its own: an empty one would open the firewall to every address for the other tests.
+    const json = '{"name":"te","ip_allowlist":["198.51.100.9"]}';
+    const chunked = `${json.length.toString(16)}\r\n${json}\r\n0\r\n\r\n`;
+    const post = (coding: string) =>
+      rawHttp(
+        svc.url,
+        `POST /admin/platforms HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TEST_ADMIN_TOKEN}\r\n` +
+          `content-type: application/json\r\ntransfer-encoding: ${coding}\r\nconnection: close\r\n\r\n${chunked}`,
+        { untilClose: true },
+      );
+    const refused = await post('gzip, chunked');
+    assert.match(refused, /^HTTP\/1.1 400 /, refused.slice(0, 80));
+    assert.deepEqual(JSON.parse(refused.split('\r\n\r\n')[1]!), {
+      errors: [
+        'transfer-encoding: "gzip, chunked" is not supported; send the body with chunked alone, or with a content-length',
+      ],
+    });
+    const served = await post('chunked');
+    assert.match(served, /^HTTP\/1.1 201 /, served.slice(0, 80));
+  });
+
   test('a compressed body (content-encoding) → 400 naming the encoding, after authentication; identity is read as sent', async () => {
     const json = '{"amount":"1"}';
     const gzipped = gzipSync(json);

@@ -95,6 +95,14 @@ function jsonBody(request: FastifyRequest): { value?: unknown; problem?: string 
       problem: `content-encoding: ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the body uncompressed`,
     };
   }
+  // Node's parser takes the chunked coding off and reads whatever comes before it as nothing: "gzip, chunked" was
+  // read as plain (probe). Only chunked is a transfer coding a request here may use.
+  const transfer = request.headers['transfer-encoding'];
+  if (transfer !== undefined && !CHUNKED.test(transfer)) {
+    return {
+      problem: `transfer-encoding: ${JSON.stringify(transfer.slice(0, 40))} is not supported; send the body with chunked alone, or with a content-length`,
+    };
+  }
   let text: string;
   try {
     text = UTF8.decode(raw);
@@ -124,6 +132,7 @@ const BYTE_ORDER_MARK = 0xfeff;
  * are a few hundred bytes, and the request signature covers the bytes as sent.
  */
 const IDENTITY = /^\s*(identity)?\s*$/i;
+const CHUNKED = /^\s*chunked\s*$/i;
 
 /**
  * JSON is UTF-8 (RFC 8259 §8.1). Decoded leniently, a byte sequence that is not (a Latin-1 "é") became U+FFFD and the
