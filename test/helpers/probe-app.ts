@@ -204,7 +204,8 @@ export function rawRequest(
   baseUrl: string,
   method: string,
   target: string,
-  options: { headers?: Record<string, string>; body?: string | Buffer } = {},
+  /** A header given as a list is sent as that many lines. */
+  options: { headers?: Record<string, string | string[]>; body?: string | Buffer } = {},
 ): Promise<RawResponse> {
   const base = new URL(baseUrl);
   return new Promise((resolve, reject) => {

@@ -170,6 +170,24 @@ describe('valid signatures (wire-contract §1)', () => {
 });
 
 describe('every authentication failure → 401 {"error": reason}', () => {
+  test('an authentication header given twice is named, even with the same value twice', async () => {
+    // Node joins the lines with ", ": refused as an unknown key, a bad timestamp or signature (probe).
+    for (const name of Object.values(AUTH_HEADERS)) {
+      const headers: Record<string, string | string[]> = signedHeaders(
+        a.key,
+        'GET',
+        '/probe/whoami',
+        undefined,
+        nowS(),
+      );
+      headers[name] = [headers[name] as string, headers[name] as string];
+      assert401(
+        await rawRequest(probe.url, 'GET', '/probe/whoami', { headers }),
+        new RegExp(`^header ${name.toUpperCase()} is given more than once \\(send it once\\)$`),
+      );
+    }
+  });
+
   for (const [header, name] of [
     [AUTH_HEADERS.apiKey, 'X-SCX-API-KEY'],
     [AUTH_HEADERS.signed, 'X-SCX-SIGNED'],

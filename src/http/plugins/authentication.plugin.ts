@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AUTH_HEADERS } from '../../contract/request-signature.ts';
-import { forbidden } from '../../domain/errors.ts';
+import { forbidden, unauthenticated } from '../../domain/errors.ts';
 import type { Authenticator, Caller } from '../../domain/platforms/authenticator.ts';
 import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import '../request-context.ts';
@@ -9,6 +9,24 @@ import { assertParsableInput } from './raw-body.plugin.ts';
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
+}
+
+const AUTH_HEADER_NAMES = new Set<string>(Object.values(AUTH_HEADERS));
+
+/**
+ * The first authentication header a request gives more than once, upper-cased as the 401s name headers. Node joins
+ * the lines of such a header with ", ", which was then refused as an unknown key, a bad timestamp or signature
+ * (probe): the problem is said instead.
+ */
+function repeatedAuthHeader(rawHeaders: string[]): string | undefined {
+  let seen: Set<string> | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (!AUTH_HEADER_NAMES.has(name)) continue;
+    if (seen?.has(name)) return name.toUpperCase();
+    (seen ??= new Set()).add(name);
+  }
+  return undefined;
 }
 
 export interface AuthenticationDeps {
@@ -21,6 +39,8 @@ export async function authenticatedCaller(
   deps: AuthenticationDeps,
   request: FastifyRequest,
 ): Promise<Caller> {
+  const repeated = repeatedAuthHeader(request.raw.rawHeaders);
+  if (repeated) throw unauthenticated(`header ${repeated} is given more than once (send it once)`);
   const caller = await deps.authenticator.authenticate({
     apiKey: header(request.headers[AUTH_HEADERS.apiKey]),
     signature: header(request.headers[AUTH_HEADERS.signed]),
