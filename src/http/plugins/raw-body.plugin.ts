@@ -300,6 +300,12 @@ function malformedQueryPart(url: string): string | null {
  * stored as sent: no NUL, no lone surrogate (see textProblem).
  */
 export function assertParsableInput(request: FastifyRequest): void {
+  // A fragment is not part of a request target (RFC 9112 §3.2): the router read it as query parameters, and the 400
+  // named a parameter nobody sent ("x: is not allowed" for "/accounts#x", probe). Most likely a value's '#' unencoded.
+  if (request.url.includes('#'))
+    throw invalid(
+      "request: the target has a '#' (a fragment is not sent in HTTP); encode a '#' in a value as %23",
+    );
   const body = jsonBody(request);
   if (body.problem !== undefined) throw invalid(body.problem);
   request.body = body.value;
