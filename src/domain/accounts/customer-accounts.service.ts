@@ -12,6 +12,7 @@ import { toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
+import { ledgerAsset } from '../quotes/pricing.ts';
 import type { DomainDeps } from '../deps.ts';
 import {
   conflict,
@@ -570,7 +571,9 @@ export function createCustomerAccountsService(deps: DomainDeps) {
         accountGroup: query.account_group,
         accountLabel: query.account_label,
         accountType: query.account_type,
-        asset: query.asset,
+        // The vendor's Asset values name a network (USDC.ETH); balances are held in the asset without it, as a
+        // trade in USDC.ETH moves USDC (probe: such a filter found nothing).
+        asset: query.asset === undefined ? undefined : ledgerAsset(query.asset),
       };
       const { rows, count } = await inOneSnapshot(db, (trx) =>
         rowsAndCount(
