@@ -145,8 +145,9 @@ export const EpochMsFilterParam = Type.String({
   // Read as text (every query value is), so that its fraction is read exactly, never as a double. No number
   // branch: the query validator coerces, and a value the pattern refused (`1e-7`, `0x10`, a space) came
   // through it as a number that the bound then misread or failed on with a 500 (review).
-  pattern: '^[0-9]{1,15}(\\.[0-9]{1,20})?$',
-  description: 'epoch milliseconds, digits with an optional fraction',
+  // With an exponent too, as GET /trades takes its timestamps: many clients print a number so (Go's %g, probe).
+  pattern: '^[0-9]{1,15}(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,2})?$',
+  description: 'epoch milliseconds, digits with an optional fraction and exponent',
 });
 
 /** Epoch milliseconds in query filters: bounded to what a timestamptz can hold (year 9999). */
