@@ -58,6 +58,7 @@ export {
   type BalanceAccount,
   type CreateCustomerAccountRequest,
   type CustomerAccountDetails,
+  type CustomerAccountDetailsWithPending,
   type ListAccountsQuery,
   type ListAccountsResponse,
   type PendingTenantChange,

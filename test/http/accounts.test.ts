@@ -8,7 +8,7 @@ import type {
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
 import { assertOtherPlatformForbidden } from '../helpers/ownership.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
-import { assertVendorSchema } from '../helpers/vendor-schema.ts';
+import { assertNoFieldsBeyondVendor, assertVendorSchema } from '../helpers/vendor-schema.ts';
 
 /**
  * Issue 5, point 1 (reads and asynchronous creation) and point 6 for GET /accounts; the service runs its
@@ -210,9 +210,11 @@ describe('POST /accounts', () => {
     assert.equal(details.status, 'open');
     assert.deepEqual(details.tenants, [tenant]);
     assert.deepEqual(details.financial_advisors, []);
-    assert.deepEqual(details.pending_tenant_changes, []);
-    // wire-contract §5: the payload is the details object itself, nothing added (no `timestamp`).
-    assert.deepEqual(note, details);
+    const { pending_tenant_changes, ...unasked } = details;
+    assert.deepEqual(pending_tenant_changes, []);
+    // wire-contract §5: the payload is the details object itself (as given unasked: the vendor's, without the
+    // pending changes the SDK asks for), nothing added (no `timestamp`).
+    assert.deepEqual(note, unasked);
   });
 
   test('the pair (participant_code, account_label) is submitted once: any second submission → 409', async () => {
@@ -337,7 +339,15 @@ describe('GET /accounts/{zrn}/details', () => {
       assertVendorSchema(res.body, 'CustomerAccountResponse');
       assert.equal(res.body.message.zrn, account.zrn);
       assert.deepEqual(res.body.message.tenants, []);
-      assert.deepEqual(res.body.message.pending_tenant_changes, []);
+      // Only the vendor's fields unless asked: a strict generated client refuses any other (probe).
+      assertNoFieldsBeyondVendor(res.body.message, 'CustomerAccountResponse');
+      const asked = await a.client.send<{ message: CustomerAccountDetails }>('GET', path, {
+        query: { include: 'pending_tenant_changes' },
+      });
+      assert.equal(asked.status, 200, JSON.stringify(asked.body));
+      assert.deepEqual(asked.body.message, { ...res.body.message, pending_tenant_changes: [] });
+      const unknownInclude = await a.client.send('GET', path, { query: { include: 'everything' } });
+      assert.equal(unknownInclude.status, 400, JSON.stringify(unknownInclude.body));
     }
     const unknown = await a.client.send(
       'GET',
@@ -368,7 +378,8 @@ describe('GET /accounts/{zrn}/details', () => {
     const a = await svc.newPlatform();
     const holder = (await svc.newParticipant(a.platform.platform_code)).participant_code;
     const created = await svc.newCustomerAccount(a.platform.platform_code, holder, 'ops');
-    const details = await new AccountsResource(a.client).details(created.zrn);
+    const { pending_tenant_changes, ...details } = await new AccountsResource(a.client).details(created.zrn);
+    assert.deepEqual(pending_tenant_changes, []);
     assert.deepEqual(created, details);
     const note = (await accountNotifications(a.platform.platform_code)).find((n) => n.zrn === created.zrn)!;
     assert.deepEqual(note, details);

@@ -154,9 +154,10 @@ describe('add and remove a tenant', () => {
     await runJobs();
     details = await f.accounts.details(f.zrn);
     assert.deepEqual(details.tenants, []);
-    assert.deepEqual(details.pending_tenant_changes, []);
+    const { pending_tenant_changes, ...unasked } = details;
+    assert.deepEqual(pending_tenant_changes, []);
     const last = (await accountNotifications(f.zrn)).at(-1)!;
-    assert.deepEqual(last, details);
+    assert.deepEqual(last, unasked);
   });
 
   test('the SDK resource adds and removes through the same routes (zrn sent as %3A)', async () => {
@@ -200,9 +201,10 @@ describe('add and remove a tenant', () => {
       notes.map((n) => n.tenants),
       [[a], [a, b], [b], [b, c], [b]],
     );
-    assert.deepEqual(
-      notes.map((n) => n.pending_tenant_changes.length),
-      [4, 3, 2, 1, 0],
+    // The vendor's account object, as GET /accounts/{zrn}/details gives it unasked: no pending changes in it.
+    assert.ok(
+      notes.every((n) => !('pending_tenant_changes' in n)),
+      JSON.stringify(notes[0]),
     );
     assert.deepEqual((await f.accounts.details(f.zrn)).tenants, [b]);
   });

@@ -34,10 +34,10 @@ test('account details show a tenant change pending or applied, never neither, wh
     const apply = tenants.applyPending(code, zrn).then(() => (applied = true));
     const reader = async () => {
       do {
-        const details = await customerAccounts.details(code, zrn);
+        const details = await customerAccounts.details(code, zrn, { withPending: true });
         reads++;
         const listed = details.tenants.includes(tenant);
-        const pending = details.pending_tenant_changes.some((c) => c.participant_code === tenant);
+        const pending = details.pending_tenant_changes!.some((c) => c.participant_code === tenant);
         // An add is done when listed, a removal when not; either way, or still pending.
         if (!pending && listed !== adding)
           impossible.push(`${adding ? 'add' : 'remove'}: ${JSON.stringify(details)}`);

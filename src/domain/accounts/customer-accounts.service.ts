@@ -58,11 +58,14 @@ import { pageFields, pageOf, rowsAndCount } from '../paging.ts';
 export type { CustomerAccountDetails } from '../../contract/accounts.schemas.ts';
 import type { Region } from '../../contract/wire-values.ts';
 
-/** The vendor's customer account shape (CustomerAccountResponse.message) with our pending tenant changes. */
+/**
+ * The vendor's customer account shape (CustomerAccountResponse.message), with our pending tenant changes when they
+ * are given (asked for: `include=pending_tenant_changes`).
+ */
 export function customerAccountDetails(
   row: CustomerAccountRow,
   tenants: string[],
-  pending: TenantChangeRow[] = [],
+  pending?: TenantChangeRow[],
 ): CustomerAccountDetails {
   return {
     zrn: row.zrn,
@@ -77,25 +80,28 @@ export function customerAccountDetails(
     status: row.status,
     tenants,
     financial_advisors: row.financial_advisors ?? [],
-    pending_tenant_changes: pending.map((change): PendingTenantChange => ({
-      participant_code: change.participant_code,
-      change: change.change,
-      accepted_at: change.accepted_at.getTime(),
-    })),
+    ...(pending && {
+      pending_tenant_changes: pending.map((change): PendingTenantChange => ({
+        participant_code: change.participant_code,
+        change: change.change,
+        accepted_at: change.accepted_at.getTime(),
+      })),
+    }),
   };
 }
 
 /**
- * The details of an account row already read, with its tenants and pending changes as they stand in `db`
- * (a transaction sees its own changes).
+ * The details of an account row already read, with its tenants (and, asked for, its pending changes) as they
+ * stand in `db` (a transaction sees its own changes).
  */
 export async function accountDetailsOf(
   db: Executor,
   row: CustomerAccountRow,
+  withPending = false,
 ): Promise<CustomerAccountDetails> {
   const [tenants, pending] = await Promise.all([
     listEffectiveTenants(db, row.platform_code, row.zrn),
-    listPendingChanges(db, row.platform_code, row.zrn),
+    withPending ? listPendingChanges(db, row.platform_code, row.zrn) : undefined,
   ]);
   return customerAccountDetails(row, tenants, pending);
 }
@@ -520,8 +526,9 @@ export function createCustomerAccountsService(deps: DomainDeps) {
     async details(
       platformCode: string,
       zrn: string,
-      participantCode?: string,
+      options: { participantCode?: string; withPending?: boolean } = {},
     ): Promise<CustomerAccountDetails> {
+      const { participantCode, withPending = false } = options;
       // One snapshot: a tenant change the job applies meanwhile moves from the pending list to the tenants,
       // and read on either side of its commit it would be in neither list (or both), which a platform
       // confirming the change (spec 4.2), and the SDK's idempotence check, read as refused.
@@ -539,7 +546,7 @@ export function createCustomerAccountsService(deps: DomainDeps) {
             );
           }
         }
-        return accountDetailsOf(trx, row);
+        return accountDetailsOf(trx, row, withPending);
       });
     },
 

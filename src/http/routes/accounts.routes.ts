@@ -4,6 +4,7 @@ import {
   CreateCustomerAccountRequest,
   CustomerAccountDetails,
   DetailsQuery,
+  INCLUDE_PENDING_TENANT_CHANGES,
   ListAccountsQuery,
   ListAccountsResponse,
   TenantParams,
@@ -77,11 +78,10 @@ export async function accountsRoutes(
       },
     },
     async (request) => ({
-      message: await customerAccounts.details(
-        callerOf(request).platformCode,
-        request.params.zrn,
-        request.query.participant_code,
-      ),
+      message: await customerAccounts.details(callerOf(request).platformCode, request.params.zrn, {
+        participantCode: request.query.participant_code,
+        withPending: request.query.include === INCLUDE_PENDING_TENANT_CHANGES,
+      }),
     }),
   );
 

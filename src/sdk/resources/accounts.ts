@@ -1,6 +1,6 @@
 import type {
   CreateCustomerAccountRequest,
-  CustomerAccountDetails,
+  CustomerAccountDetailsWithPending,
   ListAccountsQuery,
   ListAccountsResponse,
 } from '../../contract/accounts.schemas.ts';
@@ -10,6 +10,7 @@ export type {
   BalanceAccount,
   CreateCustomerAccountRequest,
   CustomerAccountDetails,
+  CustomerAccountDetailsWithPending,
   ListAccountsQuery,
   ListAccountsResponse,
   PendingTenantChange,
@@ -25,7 +26,7 @@ function accountPath(zrn: string, rest: string): string {
 }
 
 /** The account's tenants once its pending changes have taken effect, in the order they were accepted. */
-function tenantsOnceApplied(details: CustomerAccountDetails): Set<string> {
+function tenantsOnceApplied(details: CustomerAccountDetailsWithPending): Set<string> {
   const tenants = new Set(details.tenants);
   for (const { participant_code, change } of details.pending_tenant_changes) {
     if (change === 'add') tenants.add(participant_code);
@@ -75,8 +76,9 @@ export class AccountsResource {
 
   /**
    * `GET /accounts/{zrn}/details`: the customer account with its tenants in effect and, in
-   * `pending_tenant_changes`, the accepted changes not in effect yet. With `participantCode`, reads the
-   * account as that participant: its holder and tenants are served, a former tenant gets 403.
+   * `pending_tenant_changes` (asked for with `include=pending_tenant_changes`, which the vendor's API does
+   * not have), the accepted changes not in effect yet. With `participantCode`, reads the account as that
+   * participant: its holder and tenants are served, a former tenant gets 403.
    *
    * @example
    * const details = await client.accounts.details(zrn);
@@ -85,12 +87,12 @@ export class AccountsResource {
   async details(
     zrn: string,
     options: CallOptions & { participantCode?: string } = {},
-  ): Promise<CustomerAccountDetails> {
+  ): Promise<CustomerAccountDetailsWithPending> {
     const { participantCode, ...call } = options;
-    const body = await this.client.request<{ message: CustomerAccountDetails }>(
+    const body = await this.client.request<{ message: CustomerAccountDetailsWithPending }>(
       'GET',
       accountPath(zrn, '/details'),
-      { ...call, query: { participant_code: participantCode } },
+      { ...call, query: { participant_code: participantCode, include: 'pending_tenant_changes' } },
     );
     return body.message;
   }
