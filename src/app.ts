@@ -132,6 +132,9 @@ function hostLines(rawHeaders: string[]): number {
  */
 function answeringConnect(server: { emit(event: 'request', ...args: unknown[]): boolean }) {
   return (req: IncomingMessage, socket: Duplex): void => {
+    // Node took its own 'error' listener off the socket it handed over: a reset before the answer was an unhandled
+    // 'error' event, which ended the process (review). The peer is gone; so is the connection.
+    socket.on('error', () => socket.destroy());
     const res = new ServerResponse(req);
     res.shouldKeepAlive = false;
     res.assignSocket(socket as Parameters<ServerResponse['assignSocket']>[0]);

@@ -297,6 +297,20 @@ describe('error bodies', () => {
       assert.match(head, /\r\nconnection: close$/im);
       assert.deepEqual(JSON.parse(body ?? ''), { error: 'missing header X-SCX-API-KEY' });
     }
+    // A peer that resets the connection before the answer: an unhandled 'error' event ended the process (review).
+    for (let round = 0; round < 5; round++) {
+      const closed = new Promise<void>((resolve) => {
+        const socket = connect(Number(new URL(svc.url).port), '127.0.0.1', () => {
+          socket.write('CONNECT /time HTTP/1.1\r\nhost: x\r\n\r\n');
+          setImmediate(() => socket.resetAndDestroy());
+        });
+        socket.on('error', () => {});
+        socket.on('close', () => resolve());
+      });
+      await closed;
+    }
+    const after = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\nhost: x\r\n\r\n');
+    assert.match(after, /^HTTP\/1.1 200 /, 'still serving');
   });
 
   test('an expectation other than 100-continue is ignored: the request is served as any other', async () => {
