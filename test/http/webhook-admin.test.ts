@@ -146,6 +146,8 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
       // The host's IDNA mapping dropped a zero-width space: stored as "http://example.com/" (probe).
       [{ url: 'http://exa\u200bmple.com/' }, /^url: .* has an invisible character \(U\+200B\) in it$/],
       [{ url: 'http://example.com/a\u00adb' }, /^url: .* has an invisible character \(U\+00AD\) in it$/],
+      // Percent-encoded, the parser decodes it in the host before dropping it (review).
+      [{ url: 'http://exa%E2%80%8Bmple.com/' }, /^url: .* has an invisible character \(U\+200B\) in it$/],
       // Hosts no DNS lookup can find: accepted, every delivery failed with ENOTFOUND (probe).
       [{ url: 'http://example..com/hook' }, /^url: .* has an empty label in its host/],
       [{ url: 'http://.example.com/hook' }, /^url: .* has an empty label in its host/],

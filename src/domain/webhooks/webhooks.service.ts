@@ -102,6 +102,20 @@ const HAS_USER_PART = new RegExp(`${SCHEME}//[^/?#]*@`, 'i');
 const INVISIBLE = /\p{Default_Ignorable_Code_Point}/u;
 
 /**
+ * The authority of a URL as typed (after `scheme://`, up to its path, query or fragment), percent-decoded: the URL
+ * parser decodes a host before its IDNA mapping, which then drops an invisible character sent as `%E2%80%8B`
+ * (review). Empty when there is none or it does not decode.
+ */
+function decodedAuthority(raw: string): string {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1] ?? '';
+  try {
+    return decodeURIComponent(authority);
+  } catch {
+    return '';
+  }
+}
+
+/**
  * Why a URL's host (as parsed: lower case, IDNA in punycode) can never be looked up in DNS (RFC 1035 §2.3.4:
  * labels of 1 to 63 octets, 253 in all), or undefined. Such a URL was accepted and its every delivery then
  * failed with ENOTFOUND until dead-lettered (probe: "http://example..com/"). An IP address is not a name; one
@@ -132,7 +146,7 @@ export function checkWebhookUrl(raw: string, field = 'url'): { url: string } | {
   if (/[\t\n\r]/.test(raw)) return { errors: [`${field}: ${quote(raw)} has a tab or line break in it`] };
   // An invisible character is dropped from a host by its IDNA mapping ("exa\u200bmple.com" became "example.com",
   // probe), and is not what anyone meant to type elsewhere either: named by its code point, as it cannot be seen.
-  const invisible = INVISIBLE.exec(raw)?.[0];
+  const invisible = INVISIBLE.exec(raw)?.[0] ?? INVISIBLE.exec(decodedAuthority(raw))?.[0];
   if (invisible !== undefined) {
     const codePoint = invisible.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
     return { errors: [`${field}: ${quote(raw)} has an invisible character (U+${codePoint}) in it`] };
