@@ -104,7 +104,7 @@ export class RateLimiterService implements RateLimiter {
    * an idle instance was never (probe: fallback_active 1 with no log line and fallbacks_total 0).
    */
   private readonly onSharedClose = (): void => {
-    if (!this.closing) this.fallBack(this.lastSharedError ?? new Error('connection to Redis lost'));
+    if (!this.closing) this.fallBack(this.lastSharedError ?? new Error('connection to Redis lost'), false);
     this.lastSharedError = undefined;
   };
   private closing = false;
@@ -122,10 +122,7 @@ export class RateLimiterService implements RateLimiter {
     if (this.shared) {
       // Without an error listener ioredis prints every connection error; failures are reported
       // once, by fallBack. On 'ready' (reconnected) the next request tries Redis again.
-      this.shared.client
-        .on('error', this.onSharedError)
-        .on('ready', this.onSharedReady)
-        .on('close', this.onSharedClose);
+      this.shared.client.on('error', this.onSharedError).on('ready', this.onSharedReady);
       const subscription = this.shared.subscribeUnblocks(
         (ip) => this.forget(ip),
         () => this.dropSharedBlocks(),
@@ -342,7 +339,7 @@ export class RateLimiterService implements RateLimiter {
       },
       (err: unknown) => {
         this.probing = false;
-        this.fallBack(err);
+        this.fallBack(err, false);
       },
     );
   }
@@ -393,9 +390,22 @@ export class RateLimiterService implements RateLimiter {
     this.fallBack(err);
   }
 
-  /** DESIGN §5: Redis failed → limit from memory, log once per outage, never answer 5xx. */
-  private fallBack(err: unknown): void {
-    this.stats.sharedErrors++;
+  /**
+   * From now on a lost connection is an outage said at once (logged, counted in `fallbacks`), not when a request
+   * first meets it. Called once the connection was first tried: before, a start that stops (Redis refused the
+   * database) warned of an outage it then did not run in (review).
+   */
+  watchConnection(): void {
+    this.shared?.client.on('close', this.onSharedClose);
+  }
+
+  /**
+   * DESIGN §5: Redis failed → limit from memory, log once per outage, never answer 5xx. `failedDecision`: a
+   * request's (or an operator call's) decision failed, counted in `sharedErrors`; a lost connection or a failed
+   * probe is not one (review: the reconnect attempts of an outage counted as store errors).
+   */
+  private fallBack(err: unknown, failedDecision = true): void {
+    if (failedDecision) this.stats.sharedErrors++;
     this.retrySharedAt = this.clock.now() + this.retrySharedAfterMs;
     if (this.inFallback) return;
     this.inFallback = true;
@@ -493,6 +503,7 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
     throw new RedisDatabaseError(refusedAtStart);
   }
   if (unreachable !== null) limiter.unreachableAtStart(unreachable);
+  limiter.watchConnection();
   return limiter;
 }
 
