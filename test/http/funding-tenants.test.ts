@@ -183,6 +183,29 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
   assert.equal(adjusted.status, 400, adjusted.text);
   assert.match(adjusted.text, /participant_code: participant \w+ is no longer a tenant of account/);
   assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
+
+  // Once the former tenant opened an account of its own under the label, a late report of a deposit made while it
+  // was a tenant still funds the account it was made for; one made now funds its own (review: it went to its own).
+  await svc.newCustomerAccount(platform.platform.platform_code, tenant, 'joint');
+  const ownerOf = async (fundId: string) =>
+    (
+      await svc.runtime.store.db
+        .selectFrom('fund_events')
+        .select('owner_participant_code')
+        .where('fund_id', '=', fundId)
+        .executeTakeFirstOrThrow()
+    ).owner_participant_code;
+  const lateReport = await recordDeposit(svc, {
+    deposit_address,
+    quantity: '0.1',
+    transaction_id: txId(),
+    deposit_timestamp: whileTenant,
+  });
+  assert.equal(lateReport.success, true, lateReport.status_reason);
+  assert.equal(await ownerOf(lateReport.fund_id), holder);
+  const now = await recordDeposit(svc, { deposit_address, quantity: '0.1', transaction_id: txId() });
+  assert.equal(now.success, true, now.status_reason);
+  assert.equal(await ownerOf(now.fund_id), tenant);
 });
 
 test('a former tenant is refused a token for experiences on the account, not one for experiences on none', async () => {

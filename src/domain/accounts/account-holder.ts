@@ -154,8 +154,8 @@ function requireApprovedHolder(holder: AccountHolder, holderStatus: string | nul
  * holder's account, so that account is credited (if its holder is approved now): judged when the deposit is
  * recorded, a deposit that waited behind others of the participant while the removal was applied, or one an
  * indexer reported late, was refused as "no longer a tenant" and credited no one, though its funding reference is
- * the session's at the same `depositedAt` (wire-contract §6; probe). A deposit made after the removal is refused as
- * before.
+ * the session's at the same `depositedAt` (wire-contract §6; probe). A deposit made after the removal goes where
+ * a request would now: refused for a former tenant with nothing else under the label.
  */
 export async function resolveDepositHolder(
   db: Executor,
@@ -167,10 +167,12 @@ export async function resolveDepositHolder(
   const field = 'participant_code';
   const row = await lookUp(db, platformCode, participantCode, accountLabel);
   refuseUnlessApprovedCustomer(row, participantCode, field);
-  const formerTenant = !row.member_effective_at && !row.own_zrn && row.removed_from !== null;
-  const then = formerTenant
-    ? await tenancyAt(db, platformCode, participantCode, accountLabel, depositedAt)
-    : undefined;
+  // A former tenant's deposit goes by its tenancy then, whatever it has under the label now (an account of its own,
+  // another tenancy: review).
+  const then =
+    row.removed_from !== null
+      ? await tenancyAt(db, platformCode, participantCode, accountLabel, depositedAt)
+      : undefined;
   if (!then) return requireApprovedHolder(decide(row, accountLabel), row.member_holder_status, field);
   const holder: AccountHolder = {
     actingParticipantCode: participantCode,

@@ -155,11 +155,6 @@ export function initialCustomerStatus(body: { kyc: string; sanction_screening: s
 }
 
 /**
- * The body's `proof_of_address_coordinates` as the 201 shows them: in decimal degrees (vendor: "Accepts both
- * Decimal Degrees (DD) and Degrees/Minutes/Seconds (DMS) formats. Values are returned in DD format"). Nothing
- * when the body has none; the body itself, hashed for spec 7.3, stays as sent.
- */
-/**
  * The submitted fields the vendor's answer has: those it has not are not echoed (REQUEST_ONLY_CUSTOMER_FIELDS), from
  * a new submission or from one stored before they were left out.
  */
@@ -169,6 +164,11 @@ function echoed<T extends object>(submitted: T): T {
   return copy as T;
 }
 
+/**
+ * The body's `proof_of_address_coordinates` as the 201 shows them: in decimal degrees (vendor: "Accepts both
+ * Decimal Degrees (DD) and Degrees/Minutes/Seconds (DMS) formats. Values are returned in DD format"). Nothing
+ * when the body has none; the body itself, hashed for spec 7.3, stays as sent.
+ */
 function inDecimalDegrees(body: PostCustomerBody): Pick<CreatedCustomer, 'proof_of_address_coordinates'> {
   const coordinates = (body as { proof_of_address_coordinates?: { latitude: string; longitude: string } })
     .proof_of_address_coordinates;

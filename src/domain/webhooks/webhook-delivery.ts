@@ -9,7 +9,7 @@ import { decryptSecret } from '../../lib/secret-box.ts';
 import { createStore, type Db, type Store } from '../../store/database.ts';
 import type { PgListener } from '../../store/pg-listener.ts';
 import { laneKey, type ClaimCap, type ClaimedLane, type Lane } from './delivery-lane.ts';
-import { attemptsPerRound, retryDelay } from './delivery-schedule.ts';
+import { retryDelay } from './delivery-schedule.ts';
 import { createLaneBook, type ClaimedHead } from './lane-book.ts';
 import { createBookReads } from './book-reads.ts';
 import type { ReadNotification } from './lane-reads.repository.ts';
@@ -212,10 +212,11 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         const delay = retryDelay(settings, failed);
         if (delay === null) {
           // After a redelivery (or an attempt a stopping worker aborted) the schedule is not the whole: both said (probe).
+          // The attempts this round made (`failed`), not the schedule's length: a schedule shortened meanwhile
+          // (configuration, restart) has fewer (review). The whole count includes attempts a stopping worker aborted.
           const total = head.attempt_count + 1;
-          const round = attemptsPerRound(settings);
           const counted =
-            total > round ? `${round} attempts of its schedule (${total} in all)` : `${round} attempts`;
+            total > failed ? `${failed} attempts of its schedule (${total} in all)` : `${failed} attempts`;
           return {
             attempt,
             status: 'dead',
