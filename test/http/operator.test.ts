@@ -195,6 +195,22 @@ describe('platforms, keys and allow-lists', () => {
       'cidrs[0]',
     );
     refused(await call('PUT', `/platforms/${platform_code}/ip_allowlist`, {}), 400, 'cidrs');
+    // Listed twice (in any letter case, with white space around): named, nothing stored (probe: both were kept).
+    for (const cidrs of [
+      ['192.0.2.0/24', '192.0.2.0/24'],
+      ['2001:DB8::/32', ' 2001:db8::/32'],
+    ]) {
+      const twice = await call('PUT', `/platforms/${platform_code}/ip_allowlist`, { cidrs });
+      refused(twice, 400, 'cidrs[1]');
+      assert.match((twice.json as { errors: string[] }).errors[0]!, /^cidrs\[1\]: ".*" is listed twice$/);
+    }
+    refused(
+      await call('POST', '/platforms', { name: 'Twice', ip_allowlist: ['10.0.0.1', '10.0.0.1'] }),
+      400,
+      'ip_allowlist[1]',
+    );
+    const kept = ok<{ ip_allowlist: string[] }>(await call('GET', `/platforms/${platform_code}`));
+    assert.deepEqual(kept.ip_allowlist, ['192.0.2.0/24', '2001:db8::/32']);
   });
 });
 

@@ -54,8 +54,14 @@ export function createPlatformsService(deps: DomainDeps) {
 
   /** wire-contract §2.2: an empty allow-list means allow all, which only cert permits. */
   function checkAllowlist(cidrs: string[], field: string): string[] {
+    // Listed twice is a mistake to name, as payload types listed twice are (probe: both were stored).
+    const seen = cidrs.map((c) => c.trim().toLowerCase());
     const errors = cidrs.flatMap((c, i) =>
-      parseCidr(c) ? [] : [`${field}[${i}]: "${c}" is not an IP address or CIDR`],
+      !parseCidr(c)
+        ? [`${field}[${i}]: "${c}" is not an IP address or CIDR`]
+        : seen.indexOf(seen[i]!) !== i
+          ? [`${field}[${i}]: "${c.trim()}" is listed twice`]
+          : [],
     );
     if (errors.length) throw invalid(...errors);
     if (cidrs.length === 0 && config.env === 'prod') {
