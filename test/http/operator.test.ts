@@ -171,6 +171,15 @@ describe('platforms, keys and allow-lists', () => {
       listed.map((k) => [k.api_key, k.revoked_at]),
       [[key.api_key, null]],
     );
+    // A field in its body is refused by name, and the key stays (probe: `{"x":1}` revoked it all the same).
+    refused(await call('DELETE', `/api_keys/${key.api_key}`, { x: 1 }), 400, 'x');
+    refused(await call('DELETE', '/rate_limits/192.0.2.1', { x: 1 }), 400, 'x');
+    assert.equal(
+      ok<Array<{ revoked_at: number | null }>>(await call('GET', `/platforms/${platform_code}/api_keys`))[0]!
+        .revoked_at,
+      null,
+    );
+    ok(await call('DELETE', '/rate_limits/192.0.2.1', {}));
     const revoked = ok<{ revoked_at: number }>(await call('DELETE', `/api_keys/${key.api_key}`));
     assert.ok(Number.isInteger(revoked.revoked_at));
     const again = ok<{ revoked_at: number }>(await call('DELETE', `/api_keys/${key.api_key}`));

@@ -101,6 +101,8 @@ export async function adminPlatformsRoutes(
       schema: {
         tags,
         params: ApiKeyParams,
+        // A body's fields are refused by name, as on every action (probe: `{"x":1}` revoked the key all the same).
+        body: NoFieldsBody,
         response: {
           200: Envelope(
             Type.Object({ api_key: Type.String(), platform_code: Type.String(), revoked_at: Type.Integer() }),
@@ -108,6 +110,7 @@ export async function adminPlatformsRoutes(
           ...adminErrorResponses,
         },
       },
+      preValidation: bareBodyAsEmpty,
     },
     async (request) => ({ message: await platforms.revokeApiKey(request.params.api_key) }),
   );

@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
+import { NoFieldsBody } from '../../contract/admin.schemas.ts';
 import { RateLimitIpParams, RateLimitStateResponse } from '../../contract/rate-limits.schemas.ts';
 import type { RateLimiter } from '../../domain/ratelimit/rate-limiter.ts';
 import { adminErrorResponses } from './admin-errors.ts';
+import { bareBodyAsEmpty } from './optional-body.ts';
 
 /** Operator API for the per-IP rate limit (DESIGN §3): see an IP's count and block, lift a block. */
 export async function adminRateLimitsRoutes(app: FastifyInstance, { limiter }: { limiter: RateLimiter }) {
@@ -28,8 +30,11 @@ export async function adminRateLimitsRoutes(app: FastifyInstance, { limiter }: {
         summary:
           'Lift the block of an IP on every instance and clear its count; returns the state afterwards',
         params: RateLimitIpParams,
+        // A body's fields are refused by name, as on every action (probe: ignored).
+        body: NoFieldsBody,
         response: { 200: RateLimitStateResponse, ...adminErrorResponses },
       },
+      preValidation: bareBodyAsEmpty,
     },
     async (request) => ({ message: await limiter.unblock(request.params.ip) }),
   );
