@@ -49,6 +49,14 @@ test("the operator API's 404 names what is missing; a bare 404 (another listener
   // Another server's page is not the operator API either (probe: printed without the hint).
   const page = reportFailure(new AdminApiError(404, '<html><body>404 Not Found</body></html>'))!;
   assert.match(page.text, /\n {2}no operator API answered: is --admin-url \(SVC_ADMIN_URL\) its address/);
+  const fastify = reportFailure(
+    new AdminApiError(404, {
+      message: 'Route GET:/admin/platforms not found',
+      error: 'Not Found',
+      statusCode: 404,
+    }),
+  )!;
+  assert.match(fastify.text, /\n {2}no operator API answered: /);
   const bare = reportFailure(new AdminApiError(404, { error: 'Not Found' }))!;
   assert.equal(
     bare.text,
