@@ -35,6 +35,16 @@ before(async () => {
 });
 after(() => svc?.close());
 
+/** Whose balance a fund event credited (its account's holder; null when it credited none). */
+const ownerOf = async (fundId: string) =>
+  (
+    await svc.runtime.store.db
+      .selectFrom('fund_events')
+      .select('owner_participant_code')
+      .where('fund_id', '=', fundId)
+      .executeTakeFirstOrThrow()
+  ).owner_participant_code;
+
 const details = () =>
   platform.client
     .request<{ message: CustomerAccountDetails }>('GET', `/accounts/${encodeURIComponent(zrn)}/details`)
@@ -86,12 +96,7 @@ test('a tenant opens funding sessions and gets a deposit address; its deposits f
   // Both credits land on the primary holder's account; the tenant has no balance of its own there.
   assert.equal(await usdBalance(svc, holder, 'joint'), '150');
   assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
-  const row = await svc.runtime.store.db
-    .selectFrom('fund_events')
-    .select('owner_participant_code')
-    .where('fund_id', '=', byTenant.fund_id)
-    .executeTakeFirstOrThrow();
-  assert.equal(row.owner_participant_code, holder);
+  assert.equal(await ownerOf(byTenant.fund_id), holder);
 
   // An operator's credit and debit naming the tenant with the label move the holder's account too: the credit
   // went to a row of the tenant's own under the label, which no request of the platform could reach.
@@ -165,12 +170,7 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
     new Dec(madeBefore.notional).minus(madeBefore.deposit_fee_notional || 0).toFixed(),
     "the holder's account is credited the deposit",
   );
-  const owner = await svc.runtime.store.db
-    .selectFrom('fund_events')
-    .select('owner_participant_code')
-    .where('fund_id', '=', madeBefore.fund_id)
-    .executeTakeFirstOrThrow();
-  assert.equal(owner.owner_participant_code, holder);
+  assert.equal(await ownerOf(madeBefore.fund_id), holder);
   assert.equal(await usdBalance(svc, tenant, 'joint'), undefined);
 
   // The operator's adjustment naming the former tenant with the label is refused too, naming why.
@@ -187,14 +187,6 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
   // Once the former tenant opened an account of its own under the label, a late report of a deposit made while it
   // was a tenant still funds the account it was made for; one made now funds its own (review: it went to its own).
   await svc.newCustomerAccount(platform.platform.platform_code, tenant, 'joint');
-  const ownerOf = async (fundId: string) =>
-    (
-      await svc.runtime.store.db
-        .selectFrom('fund_events')
-        .select('owner_participant_code')
-        .where('fund_id', '=', fundId)
-        .executeTakeFirstOrThrow()
-    ).owner_participant_code;
   const lateReport = await recordDeposit(svc, {
     deposit_address,
     quantity: '0.1',
