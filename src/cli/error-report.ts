@@ -28,7 +28,7 @@ export interface FailureReport {
  */
 const OUTCOME_UNKNOWN = '  outcome unknown: the request may have been carried out; look';
 const LOOK_IN_PUBLIC_API = `${OUTCOME_UNKNOWN} (e.g. svc api trades) before repeating it`;
-const LOOK_IN_OPERATOR_API = `${OUTCOME_UNKNOWN} (with the operator API's reads: svc platforms show, svc keys list, svc webhooks notifications PLATFORM for balances, deposits and trades) before repeating it`;
+const LOOK_IN_OPERATOR_API = `${OUTCOME_UNKNOWN} (with the operator API's reads: svc platforms list, svc keys list, svc prices list, svc webhooks notifications PLATFORM for what is notified) before repeating it`;
 
 function withOutcome(error: SvcError | AdminApiError, report: FailureReport): FailureReport {
   if (!error.outcomeUnknown) return report;
@@ -76,9 +76,10 @@ export class ExplainedFailure extends Error {
  */
 function namesWhatIsMissing(body: unknown): boolean {
   if (typeof body !== 'object' || body === null) return false;
-  const { error, message } = body as { error?: unknown; message?: unknown };
-  // Fastify's own 404 (another Fastify service at that address) says "Route GET:/admin/x not found" (review).
-  return error === 'Not Found' && typeof message === 'string' && !/^Route \S+ not found$/.test(message);
+  const { error, message, statusCode } = body as { error?: unknown; message?: unknown; statusCode?: unknown };
+  // Another framework's 404 at that address (Fastify's default, NestJS's) carries `statusCode`, which the operator
+  // API's never does (review).
+  return error === 'Not Found' && typeof message === 'string' && statusCode === undefined;
 }
 
 /** How the public API's 401 for a request without its credentials begins (authenticator.ts). */

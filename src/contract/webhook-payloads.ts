@@ -50,7 +50,8 @@ export interface WebhookPayloads {
   trade_status_changed: TradeStatusNotification;
   'account_balance.changed': AccountBalanceChanged;
   deposit_fund_complete: DepositFundComplete;
-  customer_account_status_changed: CustomerAccountDetails;
+  /** The details as given without `include`: never with the pending tenant changes. */
+  customer_account_status_changed: Omit<CustomerAccountDetails, 'pending_tenant_changes'>;
   participant_status_changed: ParticipantStatusChanged;
 }
 

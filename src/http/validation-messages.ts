@@ -173,6 +173,9 @@ function describeOne(error: FastifyError, item: AjvError): string {
   const allowed = params.allowedValues;
   if (item.keyword === 'enum' && Array.isArray(allowed) && allowed.length <= MAX_VALUES_LISTED)
     return `${field}: must be one of ${allowed.join(', ')}`;
+  // A single value (a literal): said, not "must be equal to constant" (review: `include=everything`).
+  if (item.keyword === 'const' && ['string', 'number', 'boolean'].includes(typeof params.allowedValue))
+    return `${field}: must be ${String(params.allowedValue)}`;
   return `${field}: ${item.message ?? 'is invalid'}`;
 }
 

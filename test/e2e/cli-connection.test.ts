@@ -328,7 +328,7 @@ describe('no usable answer', () => {
       silent.stderr,
       `error: server unreachable at ${silentUrl} (POST /admin/balances: timed out)\n` +
         // Where an operator's write is recorded, not the platform's trades (probe).
-        "  outcome unknown: the request may have been carried out; look (with the operator API's reads: svc platforms show, svc keys list, svc webhooks notifications PLATFORM for balances, deposits and trades) before repeating it\n",
+        "  outcome unknown: the request may have been carried out; look (with the operator API's reads: svc platforms list, svc keys list, svc prices list, svc webhooks notifications PLATFORM for what is notified) before repeating it\n",
     );
     assert.equal(gateway.code, 1, gateway.stderr);
     assert.equal((jsonError(gateway.stderr) as { outcome_unknown?: boolean }).outcome_unknown, true);

@@ -348,6 +348,8 @@ describe('GET /accounts/{zrn}/details', () => {
       assert.deepEqual(asked.body.message, { ...res.body.message, pending_tenant_changes: [] });
       const unknownInclude = await a.client.send('GET', path, { query: { include: 'everything' } });
       assert.equal(unknownInclude.status, 400, JSON.stringify(unknownInclude.body));
+      // The one value it takes is said (review: "must be equal to constant").
+      assert.deepEqual(unknownInclude.body, { errors: ['include: must be pending_tenant_changes'] });
     }
     const unknown = await a.client.send(
       'GET',

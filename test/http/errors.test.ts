@@ -184,6 +184,13 @@ describe('error bodies', () => {
       headers: { authorization: 'Bearer not-the-token' },
     });
     assertBody(wrongToken, 401, errorBody());
+    // Two Authorization lines: Node kept the first, and a right token then a wrong one was served (review).
+    const twice = await rawRequest(svc.url, 'GET', '/admin/platforms', {
+      headers: { authorization: [`Bearer ${TEST_ADMIN_TOKEN}`, 'Bearer not-the-token'] },
+    });
+    assertBody(twice, 401, (body) =>
+      assert.deepEqual(body, { error: 'header Authorization is given more than once (send it once)' }),
+    );
   });
 
   test('403 {"error": true, "message": …}: another platform’s resource', async () => {

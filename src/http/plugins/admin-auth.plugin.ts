@@ -9,6 +9,9 @@ import { assertParsableInput } from './raw-body.plugin.ts';
 async function adminAuth(app: FastifyInstance, options: { adminToken: string }): Promise<void> {
   const expected = createHash('sha256').update(options.adminToken).digest();
   app.addHook('onRequest', async (request) => {
+    // Node keeps the first of two Authorization lines: a right token then a wrong one was served (review).
+    if (authorizationLines(request.raw.rawHeaders) > 1)
+      throw unauthenticated('header Authorization is given more than once (send it once)');
     const header = request.headers.authorization ?? '';
     const match = /^Bearer (.+)$/i.exec(header);
     if (!match) throw unauthenticated('missing bearer token');
@@ -19,6 +22,13 @@ async function adminAuth(app: FastifyInstance, options: { adminToken: string }):
   app.addHook('preValidation', async (request) => {
     assertParsableInput(request);
   });
+}
+
+function authorizationLines(rawHeaders: string[]): number {
+  let lines = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2)
+    if (rawHeaders[i]!.toLowerCase() === 'authorization') lines++;
+  return lines;
 }
 
 export const adminAuthPlugin = appliesToRegisteringScope('admin-auth', adminAuth);

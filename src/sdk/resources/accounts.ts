@@ -28,7 +28,8 @@ function accountPath(zrn: string, rest: string): string {
 /** The account's tenants once its pending changes have taken effect, in the order they were accepted. */
 function tenantsOnceApplied(details: CustomerAccountDetailsWithPending): Set<string> {
   const tenants = new Set(details.tenants);
-  for (const { participant_code, change } of details.pending_tenant_changes) {
+  // `?? []`: a server that does not give them (one before `include`) leaves the tenants as they are.
+  for (const { participant_code, change } of details.pending_tenant_changes ?? []) {
     if (change === 'add') tenants.add(participant_code);
     else tenants.delete(participant_code);
   }
