@@ -48,6 +48,7 @@ import {
 } from './http/query-coercion.ts';
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
+import { optionalBodiesDocumented } from './http/routes/optional-body.ts';
 import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
 import { publicRoutes } from './http/routes/public-routes.ts';
 import { jwksRoutes } from './http/routes/jwks.routes.ts';
@@ -417,6 +418,7 @@ export async function buildApp(
       },
       security: [{ apiKey: [], apiPassphrase: [], apiSigned: [], apiTimestamp: [] }],
     },
+    ...optionalBodiesDocumented,
   });
   await app.register(async (docs) => {
     // In prod the public listener's documents are behind the firewall and the rate limit, as every public
