@@ -25,6 +25,17 @@ function addressValue(address: string): bigint {
     .reduce((value, byte) => (value << 8n) | BigInt(byte), 0n);
 }
 
+/**
+ * The range a CIDR names, as one key, the same however it is written (`10.0.0.1` and `10.0.0.1/32`, IPv6 in any
+ * form, host bits set or not); null when it is not a CIDR.
+ */
+export function cidrKey(text: string): string | null {
+  const cidr = parseCidr(text);
+  if (!cidr) return null;
+  const bits = cidr.family === 'ipv4' ? 32n : 128n;
+  return `${cidr.family}/${cidr.prefix}/${addressValue(cidr.address) >> (bits - BigInt(cidr.prefix))}`;
+}
+
 const IPV4_SPACE = 2n ** 32n;
 const IPV6_SPACE = 2n ** 128n;
 /** ::ffff:0:0/96, where IPv4 addresses are matched among IPv6 ranges (CidrSet, BlockList). */

@@ -224,6 +224,10 @@ describe('platforms, keys and allow-lists', () => {
     for (const cidrs of [
       ['192.0.2.0/24', '192.0.2.0/24'],
       ['2001:DB8::/32', ' 2001:db8::/32'],
+      // The same range written otherwise (review).
+      ['10.0.0.1', '10.0.0.1/32'],
+      ['2001:db8::1', '2001:0db8:0:0::1'],
+      ['192.0.2.0/24', '192.0.2.7/24'],
     ]) {
       const twice = await call('PUT', `/platforms/${platform_code}/ip_allowlist`, { cidrs });
       refused(twice, 400, 'cidrs[1]');

@@ -211,6 +211,8 @@ async function tenancyAt(
     .where('tc.account_label', '=', accountLabel)
     .where('tc.applied_at', '<=', at)
     .where('tc.refused_reason', 'is', null)
+    // The last to take effect (the order they were accepted in breaks a tie: review).
+    .orderBy('tc.applied_at', 'desc')
     .orderBy('tc.seq', 'desc')
     .limit(1)
     .executeTakeFirst();

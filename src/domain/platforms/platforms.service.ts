@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
-import { everyAddressIn, parseCidr } from '../../lib/cidr.ts';
+import { cidrKey, everyAddressIn } from '../../lib/cidr.ts';
 import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
 import { newParticipantCode, newPassphrase } from '../../lib/ids.ts';
 import { hashPassphrase } from '../../lib/passphrase-hash.ts';
@@ -54,12 +54,13 @@ export function createPlatformsService(deps: DomainDeps) {
 
   /** wire-contract §2.2: an empty allow-list means allow all, which only cert permits. */
   function checkAllowlist(cidrs: string[], field: string): string[] {
-    // Listed twice is a mistake to name, as payload types listed twice are (probe: both were stored).
-    const seen = cidrs.map((c) => c.trim().toLowerCase());
+    // A range listed twice, however written, is a mistake to name, as payload types listed twice are (probe: both
+    // were stored).
+    const ranges = cidrs.map(cidrKey);
     const errors = cidrs.flatMap((c, i) =>
-      !parseCidr(c)
+      ranges[i] === null
         ? [`${field}[${i}]: "${c}" is not an IP address or CIDR`]
-        : seen.indexOf(seen[i]!) !== i
+        : ranges.indexOf(ranges[i]!) !== i
           ? [`${field}[${i}]: "${c.trim()}" is listed twice`]
           : [],
     );
