@@ -31,6 +31,7 @@ import {
 } from './http/error-handler.ts';
 import { validationErrorSummary } from './http/validation-messages.ts';
 import { setClientAddress } from './http/client-address.ts';
+import { repeatedHeader } from './http/repeated-header.ts';
 import { closingConnections } from './http/closing-connections.ts';
 import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
@@ -115,16 +116,6 @@ const MAX_REQUEST_ID_LENGTH = 255;
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const ECHOABLE_REQUEST_ID = /^[\t\x20-\x7e\x80-\xff]+$/;
 const BEYOND_ASCII = /[\x80-\xff]/;
-
-/** How many Host header lines a request has (`rawHeaders`: name, value, name, value, …). */
-function hostLines(rawHeaders: string[]): number {
-  let lines = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!;
-    if (name.length === 4 && name.toLowerCase() === 'host') lines++;
-  }
-  return lines;
-}
 
 /**
  * A CONNECT request is served as any other (the firewall's 1020, the rate limit, then 404: no route takes it) and its
@@ -365,7 +356,7 @@ export async function buildApp(
   // service was there, and none of it was counted).
   // So is one with more than one Host line (the same section; Node keeps the first and goes on: probe).
   app.addHook('preHandler', (request, reply, done) => {
-    if (hostLines(request.raw.rawHeaders) > 1)
+    if (repeatedHeader(request.raw.rawHeaders, ['host']))
       return void reply.code(400).send({ errors: ['host: is given more than once (send it once)'] });
     if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
     reply.code(400).send({ errors: ['host: an HTTP/1.1 request must carry a Host header'] });

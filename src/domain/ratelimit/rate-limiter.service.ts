@@ -104,10 +104,9 @@ export class RateLimiterService implements RateLimiter {
    * an idle instance was never (probe: fallback_active 1 with no log line and fallbacks_total 0).
    */
   private readonly onSharedClose = (): void => {
-    if (!this.closing) this.fallBack(this.lastSharedError ?? new Error('connection to Redis lost'), false);
+    this.fallBack(this.lastSharedError ?? new Error('connection to Redis lost'), false);
     this.lastSharedError = undefined;
   };
-  private closing = false;
 
   constructor(options: RateLimiterServiceOptions = {}) {
     this.policy = resolvePolicy(options.shared?.policy ?? options.policy);
@@ -302,7 +301,7 @@ export class RateLimiterService implements RateLimiter {
     this.closeSubscription();
     if (!this.shared) return;
     const { client } = this.shared;
-    this.closing = true;
+    // Off before the client quits: its own closing is no outage.
     client.off('ready', this.onSharedReady).off('close', this.onSharedClose);
     // A connection of the caller's: its errors are the caller's to hear.
     if (!this.ownsSharedClient) {

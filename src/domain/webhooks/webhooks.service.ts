@@ -97,6 +97,7 @@ const SCHEME = '^[a-z][a-z0-9+.-]*:';
 const HAS_SCHEME = new RegExp(SCHEME, 'i');
 const HAS_AUTHORITY = new RegExp(`${SCHEME}//[^/]`, 'i');
 const HAS_USER_PART = new RegExp(`${SCHEME}//[^/?#]*@`, 'i');
+const AUTHORITY = new RegExp(`${SCHEME}//([^/?#]*)`, 'i');
 
 /** Characters that show nothing (Unicode's default-ignorable code points: zero-width spaces, soft hyphens, …). */
 const INVISIBLE = /\p{Default_Ignorable_Code_Point}/u;
@@ -107,7 +108,7 @@ const INVISIBLE = /\p{Default_Ignorable_Code_Point}/u;
  * (review). Empty when there is none or it does not decode.
  */
 function decodedAuthority(raw: string): string {
-  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw)?.[1] ?? '';
+  const authority = AUTHORITY.exec(raw)?.[1] ?? '';
   try {
     return decodeURIComponent(authority);
   } catch {

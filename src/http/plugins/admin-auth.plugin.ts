@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { unauthenticated } from '../../domain/errors.ts';
 import '../request-context.ts';
+import { repeatedHeader } from '../repeated-header.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
 import { assertParsableInput } from './raw-body.plugin.ts';
 
@@ -10,7 +11,7 @@ async function adminAuth(app: FastifyInstance, options: { adminToken: string }):
   const expected = createHash('sha256').update(options.adminToken).digest();
   app.addHook('onRequest', async (request) => {
     // Node keeps the first of two Authorization lines: a right token then a wrong one was served (review).
-    if (authorizationLines(request.raw.rawHeaders) > 1)
+    if (repeatedHeader(request.raw.rawHeaders, ['authorization']))
       throw unauthenticated('header Authorization is given more than once (send it once)');
     const header = request.headers.authorization ?? '';
     const match = /^Bearer (.+)$/i.exec(header);
@@ -22,13 +23,6 @@ async function adminAuth(app: FastifyInstance, options: { adminToken: string }):
   app.addHook('preValidation', async (request) => {
     assertParsableInput(request);
   });
-}
-
-function authorizationLines(rawHeaders: string[]): number {
-  let lines = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2)
-    if (rawHeaders[i]!.toLowerCase() === 'authorization') lines++;
-  return lines;
 }
 
 export const adminAuthPlugin = appliesToRegisteringScope('admin-auth', adminAuth);

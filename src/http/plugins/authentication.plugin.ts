@@ -4,6 +4,7 @@ import { forbidden, unauthenticated } from '../../domain/errors.ts';
 import type { Authenticator, Caller } from '../../domain/platforms/authenticator.ts';
 import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import '../request-context.ts';
+import { repeatedHeader } from '../repeated-header.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
 import { assertParsableInput } from './raw-body.plugin.ts';
 
@@ -11,23 +12,7 @@ function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-const AUTH_HEADER_NAMES = new Set<string>(Object.values(AUTH_HEADERS));
-
-/**
- * The first authentication header a request gives more than once, upper-cased as the 401s name headers. Node joins
- * the lines of such a header with ", ", which was then refused as an unknown key, a bad timestamp or signature
- * (probe): the problem is said instead.
- */
-function repeatedAuthHeader(rawHeaders: string[]): string | undefined {
-  let seen: Set<string> | undefined;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!.toLowerCase();
-    if (!AUTH_HEADER_NAMES.has(name)) continue;
-    if (seen?.has(name)) return name.toUpperCase();
-    (seen ??= new Set()).add(name);
-  }
-  return undefined;
-}
+const AUTH_HEADER_NAMES = Object.values(AUTH_HEADERS);
 
 export interface AuthenticationDeps {
   authenticator: Authenticator;
@@ -39,8 +24,10 @@ export async function authenticatedCaller(
   deps: AuthenticationDeps,
   request: FastifyRequest,
 ): Promise<Caller> {
-  const repeated = repeatedAuthHeader(request.raw.rawHeaders);
-  if (repeated) throw unauthenticated(`header ${repeated} is given more than once (send it once)`);
+  // Node joins a custom header's lines with ", ": refused as an unknown key, a bad timestamp or signature (probe).
+  const repeated = repeatedHeader(request.raw.rawHeaders, AUTH_HEADER_NAMES);
+  if (repeated)
+    throw unauthenticated(`header ${repeated.toUpperCase()} is given more than once (send it once)`);
   const caller = await deps.authenticator.authenticate({
     apiKey: header(request.headers[AUTH_HEADERS.apiKey]),
     signature: header(request.headers[AUTH_HEADERS.signed]),

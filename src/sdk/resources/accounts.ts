@@ -93,6 +93,7 @@ export class AccountsResource {
     const body = await this.client.request<{ message: CustomerAccountDetailsWithPending }>(
       'GET',
       accountPath(zrn, '/details'),
+      // The contract's INCLUDE_PENDING_TENANT_CHANGES, written out: its module loads typebox, which the SDK does not.
       { ...call, query: { participant_code: participantCode, include: 'pending_tenant_changes' } },
     );
     return body.message;
