@@ -7,6 +7,8 @@ import {
   Envelope,
   EpochMsFilterParam,
   EpochMsParam,
+  NAME_TEXT,
+  NAME_TEXT_PATTERN,
   PagedEnvelopeWithoutCount,
   PageParam,
   PRINTABLE_TEXT,
@@ -289,7 +291,11 @@ export const RecordDepositBody = Type.Object(
     fund_asset: Type.Optional(FundAssetForm),
     deposit_timestamp: Type.Optional(EpochMsParam),
     success: Type.Optional(Type.Boolean()),
-    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    // Shown as the fund event's status_reason and sent in webhooks: one printable line (probe: a BEL and a
+    // newline were recorded).
+    reason: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, pattern: NAME_TEXT_PATTERN, description: NAME_TEXT }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -585,6 +585,11 @@ test('every bad field gets a 400 naming it', async () => {
     [{ deposit_address: address, quantity: '1', success: 'no' }, ['success']],
     [{ deposit_address: address, quantity: '1', success: false }, ['reason']],
     [{ deposit_address: address, quantity: '1', reason: 'why' }, ['reason']],
+    // The reason is shown as the fund event's status_reason and sent in webhooks: printable, not blank.
+    [{ deposit_address: address, quantity: '1', success: false, reason: 'reverted\u0007' }, ['reason']],
+    [{ deposit_address: address, quantity: '1', success: false, reason: 'line\nbreak' }, ['reason']],
+    [{ deposit_address: address, quantity: '1', success: false, reason: '\u202eyrevocer' }, ['reason']],
+    [{ deposit_address: address, quantity: '1', success: false, reason: '   ' }, ['reason']],
     [
       { deposit_address: address, quantity: '1', deposit_timestamp: Date.now() + 3_600_000 },
       ['deposit_timestamp'],
