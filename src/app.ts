@@ -13,7 +13,6 @@ import proxyAddr from '@fastify/proxy-addr';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import type { Registry } from 'prom-client';
 import type { Config } from './config.ts';
 import type { RateLimiter } from './domain/ratelimit/rate-limiter.ts';
@@ -29,6 +28,7 @@ import {
   sendOperatorNotFound,
   sendUnavailable,
 } from './http/error-handler.ts';
+import { withFormats } from './contract/schema-formats.ts';
 import { validationErrorSummary } from './http/validation-messages.ts';
 import { setClientAddress } from './http/client-address.ts';
 import { repeatedHeader } from './http/repeated-header.ts';
@@ -90,18 +90,6 @@ export interface AppParts {
   admin: boolean;
   /** /healthz, /readyz and /metrics (default: served). */
   ops?: boolean;
-}
-
-// ajv-formats is CommonJS; its default export arrives wrapped under native ESM.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
-
-/**
- * ajv-formats' formats, with `uuid` as PostgreSQL's uuid type reads it: ajv-formats also takes `urn:uuid:…`, which
- * then reached the database and came back as a 400 naming no field ("request: a value is out of range…": review).
- */
-function withFormats(ajv: Ajv): Ajv {
-  return addFormats(ajv).addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
 }
 
 /**

@@ -8,6 +8,8 @@ import {
   PagedEnvelope,
   NAME_TEXT,
   NAME_TEXT_PATTERN,
+  VISIBLE_TEXT,
+  VISIBLE_TEXT_PATTERN,
 } from './responses.ts';
 
 /**
@@ -198,8 +200,8 @@ const Prose = (maxLength: number) =>
 const IsoDate = (description: string) => Type.String({ format: 'date', description });
 const Choice = <T extends readonly string[]>(values: T, description?: string) =>
   Type.Enum(values, description ? { description } : {});
-// vendor: postal codes are "min 4 characters, no leading or trailing spaces"; zip "min 5 characters".
-const NO_OUTER_SPACES = '^\\S(.*\\S)?$';
+// vendor: postal codes are "min 4 characters, no leading or trailing spaces"; zip "min 5 characters". Nor any
+// control or invisible character (VISIBLE_TEXT_PATTERN), as the other address fields.
 // ISO 3166-2 subdivision, e.g. PT-11, US-IL.
 const SUBDIVISION_PATTERN = '^[A-Z]{2}-[A-Z0-9]{1,3}$';
 // vendor: decimal degrees or degrees-minutes-seconds. Its published pattern lost its backslashes
@@ -281,15 +283,15 @@ export const CUSTOMER_FIELDS = {
   zip: Type.String({
     minLength: 5,
     maxLength: 10,
-    pattern: NO_OUTER_SPACES,
-    // Said by a 400 for the pattern: the spaces are what it refuses.
-    description: 'no leading or trailing spaces; e.g. 77777 or 77777-7777',
+    pattern: VISIBLE_TEXT_PATTERN,
+    // Said by a 400 for the pattern.
+    description: `${VISIBLE_TEXT}; e.g. 77777 or 77777-7777`,
   }),
   postal_code: Type.String({
     minLength: 4,
     maxLength: 20,
-    pattern: NO_OUTER_SPACES,
-    description: 'no leading or trailing spaces',
+    pattern: VISIBLE_TEXT_PATTERN,
+    description: VISIBLE_TEXT,
   }),
   jurisdiction_code: Choice(JURISDICTION_CODES, 'ISO 3166-2 subdivision the customer resides in'),
   citizenship_code: Choice(CITIZENSHIP_CODES, 'ISO 3166-1 alpha-2'),

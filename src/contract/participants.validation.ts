@@ -1,9 +1,9 @@
 import { isIP } from 'node:net';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import type { TObject, TSchema } from 'typebox';
 import { hasLoneSurrogate } from '../lib/unicode.ts';
 import { readCoordinate } from './coordinates.ts';
+import { withFormats } from './schema-formats.ts';
 import {
   CITIZENSHIP_CODES,
   COORDINATE_PATTERN,
@@ -30,18 +30,14 @@ export type CustomerBodyCheck =
   | { ok: true; body: PostCustomerBody; variant: string }
   | { ok: false; variant: string; errors: FieldError[] };
 
-// ajv-formats is CommonJS; its default export arrives wrapped under native ESM (as in src/app.ts).
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
-
 // Bodies: strict types, no coercion, no defaults written into what the platform sent (the body is hashed
 // for spec 7.3 exactly as received). `verbose`, as src/app.ts's: each error carries its schema, whose description
 // says a pattern in words (without it, a control character in a name was answered with the regex: review).
-const bodyAjv = addFormats(
+const bodyAjv = withFormats(
   new Ajv({ allErrors: true, coerceTypes: false, useDefaults: false, strict: false, verbose: true }),
 );
 // Headers and other text parts are coerced like every other route's (src/app.ts).
-const textAjv = addFormats(new Ajv({ allErrors: true, coerceTypes: 'array', strict: false, verbose: true }));
+const textAjv = withFormats(new Ajv({ allErrors: true, coerceTypes: 'array', strict: false, verbose: true }));
 
 interface CompiledVariant {
   title: string;

@@ -52,6 +52,13 @@ const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
 export const NAME_TEXT_PATTERN = `^(?=.*[^\\s${INVISIBLE}])[^${ONE_LINE_CONTROLS}]*$`;
 export const NAME_TEXT = 'not blank; no control characters';
 /**
+ * A code written as it prints (a postal code): no control or invisible character anywhere, no space at either end,
+ * spaces inside allowed (`SW1A 1AA`). Probe: a zip with a BEL, a terminal escape or a right-to-left override was
+ * taken, and `60601\u200b` stored as another value than the `60601` it prints as.
+ */
+export const VISIBLE_TEXT_PATTERN = `^(?!\\s)[^${ONE_LINE_CONTROLS}${INVISIBLE}]*(?<!\\s)$`;
+export const VISIBLE_TEXT = 'no control or invisible characters, no space at either end';
+/**
  * As PRINTABLE_TEXT_PATTERN, for free text written in a text box: tab, line feed and carriage return allowed, and
  * something to print among them (probe: an explanation of three spaces met "required when purpose_of_transactions
  * is other").
@@ -68,7 +75,7 @@ export const MULTILINE_TEXT = 'not blank; no control characters but line breaks 
  * adjustment, so that balances recorded under a longer label before stay within reach.
  */
 /** How a label refused by AccountLabel's pattern is told. */
-export const ACCOUNT_LABEL_FORM = 'no control or invisible characters, no space at either end';
+export const ACCOUNT_LABEL_FORM = VISIBLE_TEXT;
 // No space at either end either: `general ` too was another account than `general` (probe).
 /**
  * A character of a label: printable and visible, or the emoji presentation selector or zero-width joiner right after

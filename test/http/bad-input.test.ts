@@ -593,6 +593,35 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         refused.text,
       );
     }
+    // A zip or postal code likewise, and nothing invisible in it either: `60601\u200b` prints as `60601` (probe).
+    for (const fields of [
+      { zip: '6060\u00071' },
+      { zip: '606\t01' },
+      { zip: '6060\u00851' },
+      { zip: '60601\u00ad' },
+      { zip: '60601\u200b' },
+      { zip: ' 60601' },
+      { postal_code: '60\u001b[2J601' },
+      { postal_code: '6060\u202e1' },
+      { postal_code: '\u200b6060' },
+      { postal_code: '6060 ' },
+    ]) {
+      const refused = await onboard(fields);
+      const [field] = Object.keys(fields);
+      assert.equal(refused.status, 400, `${JSON.stringify(fields)}: ${refused.text}`);
+      assert.match(
+        (refused.json as { errors: string[] }).errors.join('\n'),
+        new RegExp(
+          `^${field}: is not in the expected form \\(no control or invisible characters, no space at either end`,
+          'm',
+        ),
+        refused.text,
+      );
+    }
+    for (const fields of [{ zip: '77777-7777' }, { postal_code: 'SW1A 1AA' }]) {
+      const taken = await onboard(fields);
+      assert.equal(taken.status, 201, `${JSON.stringify(fields)}: ${taken.text}`);
+    }
     // The explanation an "other" needs, likewise (probe: three spaces met "required when … is other").
     for (const [choice, explanation] of [
       ['purpose_of_transactions', '   '],

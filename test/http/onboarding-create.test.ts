@@ -287,6 +287,23 @@ describe('validation: 400 lists every bad field', () => {
     assert.equal(await countParticipants(), before, 'nothing was created');
   });
 
+  test('an email no mailbox can have is refused: a domain label over 63 characters, a local part over 64', async () => {
+    const before = await countParticipants();
+    for (const email of [`a@${'b'.repeat(64)}.com`, `${'a'.repeat(65)}@example.com`, `a@b..com`]) {
+      const res = await create(usCustomer({ email }));
+      assert.equal(res.status, 400, `${email}: ${JSON.stringify(res.body)}`);
+      assert.ok(
+        res.body.errors!.some((e) => e.startsWith('email: ')),
+        `${email}: ${JSON.stringify(res.body)}`,
+      );
+    }
+    assert.equal(await countParticipants(), before, 'nothing was created');
+    // The bounds themselves are addresses.
+    const longest = `${'a'.repeat(64)}@${'b'.repeat(63)}.example.com`;
+    const res = await create(usCustomer({ email: longest }));
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+  });
+
   test('required fields: each missing one is named', async () => {
     const res = await create({ email: 'someone@example.com' });
     assert.equal(res.status, 400);
