@@ -18,6 +18,8 @@ export const MAX_PROBLEMS_LISTED = 50;
 /** The last line of a 400 that lists MAX_PROBLEMS_LISTED of more problems, after the part of the request named. */
 export const MORE_PROBLEMS = 'more problems than these, not listed';
 const MAX_ERRORS_READ = 1_000;
+/** How many errors one union cut by MAX_ERRORS_READ may have read to be folded (readable). */
+const MAX_UNION_ERRORS_READ = 4 * MAX_ERRORS_READ;
 
 type AjvError = FastifySchemaValidationError & {
   /** With ajv's `verbose`: the keyword's value (for anyOf, its branches) and the schema holding it. */
@@ -36,9 +38,7 @@ export function validationErrorSummary(errors: FastifySchemaValidationError[], d
 /** ajv errors → the lines of the 400, naming each field as the caller sent it. */
 export function describeValidation(error: FastifyError): string[] {
   const all = (error.validation ?? []) as AjvError[];
-  const read = all.slice(0, MAX_ERRORS_READ);
-  // ajv reports a union's branches before the union: a cut between them would leave the branches alone.
-  if (all.length > read.length) while (read.at(-1)?.schemaPath.includes('/anyOf/')) read.pop();
+  const read = readable(all);
   const problems = foldUnions(read);
   const messages = new Set<string>();
   let unread = all.length > read.length;
@@ -51,6 +51,22 @@ export function describeValidation(error: FastifyError): string[] {
   }
   if (unread) messages.add(`${contextName(error)}: ${MORE_PROBLEMS}`);
   return [...messages];
+}
+
+/**
+ * The errors to read of `all`: at most MAX_ERRORS_READ. ajv reports a union's branches before the union, so a cut
+ * between them would leave the branches alone, unfolded: they are not read. Unless they are all there is (a union of
+ * object forms given hundreds of unknown fields; probe: the 400 then named no problem at all): then up to the union
+ * itself, so that they are told as its closest form's, within MAX_UNION_ERRORS_READ; beyond that, as they are.
+ */
+function readable(all: AjvError[]): AjvError[] {
+  const read = all.slice(0, MAX_ERRORS_READ);
+  if (all.length === read.length) return read;
+  let kept = read.length;
+  while (kept > 0 && read[kept - 1]!.schemaPath.includes('/anyOf/')) kept--;
+  if (kept > 0) return read.slice(0, kept);
+  const union = all.findIndex((item, at) => at >= MAX_ERRORS_READ && item.keyword === 'anyOf');
+  return union !== -1 && union < MAX_UNION_ERRORS_READ ? all.slice(0, union + 1) : read;
 }
 
 /** The values a schema allows, when it is a list of them (a literal, an enum, null, or a union of those); else null. */
