@@ -47,7 +47,6 @@ export type Platform = Static<typeof Platform>;
  * Any field is refused by name, as on every other route, rather than ignored (review: `{"label":"ci"}` issued a key
  * without one). Goes with `bareBodyAsEmpty` (http/routes/optional-body.ts).
  */
-export const NoFieldsBody = Type.Object({}, { additionalProperties: false, description: 'no fields' });
 
 export const PlatformCodeParams = Type.Object({ code: Code });
 

@@ -97,6 +97,8 @@ export function isAccountLabel(label: string): boolean {
 }
 
 export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });
+/** The body of an action that takes none: a bare request or `{}` (with bareBodyAsEmpty), any field refused by name. */
+export const NoFieldsBody = Type.Object({}, { additionalProperties: false, description: 'no fields' });
 
 export const Error400 = Type.Object({ errors: Type.Array(Type.String()) });
 export const Error401 = Type.Object({ error: Type.String() });

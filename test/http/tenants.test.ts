@@ -458,6 +458,26 @@ describe('validation, ownership and business rules (issue 5 table, wire-contract
     assert.match(errorsOf(del)[0]!, /^tenant: .*primary account holder/);
   });
 
+  test('remove takes no body but `{}`: a field, or a body that is no object, is a 400 naming it, and removes nothing', async () => {
+    const g = await newAccount();
+    const tenant = await newMember(g.platform);
+    assert.equal((await add(g.zrn, { participant_code: tenant }, () => g.platform.client)).status, 202);
+    await runJobs();
+    for (const [body, line] of [
+      [{ anything: 'goes' }, 'anything: is not allowed'],
+      ['[1,2]', 'body: must be object'],
+      ['"x"', 'body: must be object'],
+    ] as const) {
+      const res = await g.platform.client.send('DELETE', tenantsPath(g.zrn, tenant), { body });
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.deepEqual(errorsOf(res), [line]);
+    }
+    // Nothing was accepted: a removal is not pending, so the tenant is still one to remove (a second would be 409).
+    const removed = await g.platform.client.send('DELETE', tenantsPath(g.zrn, tenant), { body: {} });
+    assert.equal(removed.status, 202, JSON.stringify(removed.body));
+    await runJobs();
+  });
+
   test('already a tenant, or an add already pending → 409', async () => {
     const g = await newAccount();
     const tenant = await newMember(g.platform);

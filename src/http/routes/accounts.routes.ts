@@ -16,10 +16,12 @@ import {
   publicErrorResponses,
   bodyErrorResponses,
   conflictResponses,
+  NoFieldsBody,
 } from '../../contract/responses.ts';
 import type { CustomerAccountsService } from '../../domain/accounts/customer-accounts.service.ts';
 import type { TenantsService } from '../../domain/accounts/tenants.service.ts';
 import { callerOf } from '../request-context.ts';
+import { bareBodyAsEmpty } from './optional-body.ts';
 
 /**
  * Accounts and tenants (issue 5; spec 4.1, 4.2; wire-contract §3, §4): balance accounts, customer account
@@ -109,8 +111,12 @@ export async function accountsRoutes(
         tags,
         summary: 'Remove tenant from customer account (asynchronous)',
         params: TenantParams,
-        response: { 202: Accepted, ...publicErrorResponses, ...conflictResponses },
+        // None, or `{}` (wire-contract §1 signs a bodyless DELETE as `{}`); a field is refused by name, as on every
+        // action that takes none (probe: `{"anything":"goes"}` removed the tenant all the same).
+        body: NoFieldsBody,
+        response: { 202: Accepted, ...publicErrorResponses, ...bodyErrorResponses, ...conflictResponses },
       },
+      preValidation: bareBodyAsEmpty,
     },
     async (request, reply) => {
       await tenants.remove(callerOf(request).platformCode, request.params.zrn, request.params.tenant);

@@ -7,11 +7,10 @@ import {
   ApiKeySummary,
   CreatePlatformBody,
   IssuedApiKey,
-  NoFieldsBody,
   Platform,
   PlatformCodeParams,
 } from '../../contract/admin.schemas.ts';
-import { Envelope } from '../../contract/responses.ts';
+import { Envelope, NoFieldsBody } from '../../contract/responses.ts';
 import type { PlatformsService } from '../../domain/platforms/platforms.service.ts';
 import { adminErrorResponses } from './admin-errors.ts';
 import { bareBodyAsEmpty } from './optional-body.ts';

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { NoFieldsBody } from '../../contract/admin.schemas.ts';
+import { NoFieldsBody } from '../../contract/responses.ts';
 import { RateLimitIpParams, RateLimitStateResponse } from '../../contract/rate-limits.schemas.ts';
 import type { RateLimiter } from '../../domain/ratelimit/rate-limiter.ts';
 import { adminErrorResponses } from './admin-errors.ts';

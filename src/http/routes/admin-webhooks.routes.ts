@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
-import { NoFieldsBody } from '../../contract/admin.schemas.ts';
-import { Envelope, PagedEnvelope } from '../../contract/responses.ts';
+import { Envelope, NoFieldsBody, PagedEnvelope } from '../../contract/responses.ts';
 import {
   NotificationParams,
   NotificationsQuery,
