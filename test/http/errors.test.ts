@@ -494,6 +494,19 @@ describe('error bodies', () => {
     }
   });
 
+  test('a QUERY request without a Content-Type meets authentication first, as any other (RFC 10008 would 400 it)', async () => {
+    for (const path of ['/accounts', '/time', '/no/such/route']) {
+      const unsigned = await rawRequest(probe.url, 'QUERY', path, { body: '{}' });
+      assertBody(unsigned, 401, errorBody());
+      const bare = await rawRequest(probe.url, 'QUERY', path);
+      assertBody(bare, 401, errorBody());
+    }
+    // Signed, it is what it is everywhere: a method no route takes.
+    assertBody(await signed('QUERY', '/accounts'), 404, (body) =>
+      assert.deepEqual(body, { error: 'Not Found' }),
+    );
+  });
+
   test('a body nested deeper than 32 levels → 400 naming it, after authentication, never a 500', async () => {
     const nested = (depth: number) => `{"amount":"1","note":${'['.repeat(depth)}${']'.repeat(depth)}}`;
     const tooDeep = ['body: is nested more than 32 levels deep'];

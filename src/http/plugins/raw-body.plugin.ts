@@ -13,10 +13,13 @@ import './../request-context.ts';
 export function installRawBodyParser(app: FastifyInstance): void {
   app.decorateRequest('rawBody', undefined);
   // Every content type is read as JSON, so a Content-Type that is no media type at all ("json", "") is too:
-  // Fastify would refuse it with 415 before authentication, against the order of checks.
+  // Fastify would refuse it with 415 before authentication, against the order of checks. So is a QUERY's missing one,
+  // which Fastify refuses with 400 (RFC 10008 §2) on any path, a caller without credentials included (probe); no
+  // route takes QUERY, so after the checks before it, it is a 404.
   app.addHook('onRequest', (request, _reply, done) => {
     const type = request.headers['content-type'];
-    if (type !== undefined && !MEDIA_TYPE.test(type)) request.headers['content-type'] = 'application/json';
+    if (type === undefined ? request.method === 'QUERY' : !MEDIA_TYPE.test(type))
+      request.headers['content-type'] = 'application/json';
     done();
   });
   app.removeAllContentTypeParsers();
