@@ -197,6 +197,14 @@ const MAX_LIFETIME_MS = 365 * 24 * 3_600_000;
  */
 export const MAX_RETRY_DELAY_MS = Math.floor(MAX_TIMER_MS / 1.2);
 
+/**
+ * Bounds on a process's database connections and concurrent jobs, far above what one process can use (a PostgreSQL
+ * allows 100 connections by default, for every process): a typo's 100000 was taken, took every connection of the
+ * server from the other instances, spun idle workers on the CPU and missed the shutdown deadline (probe).
+ */
+const MAX_POOL_CONNECTIONS = 1_000;
+const MAX_WORKER_CONCURRENCY = 500;
+
 function int(env: Env, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = optional(env, name);
   if (raw === undefined) return fallback;
@@ -336,8 +344,12 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
  */
 export function jwtSigningKeyPem(source: string, pem: string): string {
   // An env file (docker --env-file, systemd EnvironmentFile, node --env-file) holds one line per variable: a PEM
-  // goes there with its line breaks written as \n, which is taken as the PEM (review: it was refused).
-  const text = !pem.includes('\n') && pem.includes('\\n') ? pem.replaceAll('\\n', '\n') : pem;
+  // goes there with its line breaks written as \n, which is taken as the PEM (review: it was refused). And in single
+  // quotes, for a shell that sources the file (its `-----BEGIN PRIVATE KEY-----` has spaces: probe), which docker's
+  // reader keeps: a PEM has no quote of its own, so a pair around it is taken off.
+  const unquoted = /^'[^']*'$|^"[^"]*"$/.test(pem) ? pem.slice(1, -1) : pem;
+  const text =
+    !unquoted.includes('\n') && unquoted.includes('\\n') ? unquoted.replaceAll('\\n', '\n') : unquoted;
   let key: KeyObject;
   try {
     key = createPrivateKey(text);
@@ -441,7 +453,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       ['postgres:', 'postgresql:'],
       'postgres://user:password@host:5432/database',
     ),
-    databasePoolMax: int(env, 'SVC_DB_POOL_MAX', 20, 2),
+    databasePoolMax: int(env, 'SVC_DB_POOL_MAX', 20, 2, MAX_POOL_CONNECTIONS),
     migrationLockTimeoutMs: int(env, 'SVC_MIGRATION_LOCK_TIMEOUT_MS', 3_000, 1, MAX_TIMER_MS),
     redisUrl: redisUrl(env),
     trustProxy,
@@ -454,7 +466,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     shutdownTimeoutMs,
     shutdownDrainMs,
     worker: {
-      concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 10, 1),
+      concurrency: int(env, 'SVC_WORKER_CONCURRENCY', 10, 1, MAX_WORKER_CONCURRENCY),
       pollIntervalMs: int(env, 'SVC_WORKER_POLL_INTERVAL_MS', 2_000, 10, MAX_TIMER_MS),
     },
     rateLimit: {

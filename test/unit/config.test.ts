@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import {
@@ -166,6 +168,28 @@ describe('SVC_JWT_PRIVATE_KEY', () => {
     assert.equal(loadConfig({ SVC_JWT_PRIVATE_KEY: oneLine }).jwtPrivateKey, pkcs8);
   });
 
+  test("a one-line PEM in single quotes, as .env.example says, is read alike by a shell, node's and docker's readers", () => {
+    const pkcs8 = ec.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const dir = mkdtempSync(path.join(tmpdir(), 'svc-env-'));
+    const file = path.join(dir, '.env');
+    // As .env.example tells: awk 'NF {printf "%s\\n", $0}' key.pem, in single quotes.
+    const line = `SVC_JWT_PRIVATE_KEY='${pkcs8.trimEnd().replaceAll('\n', '\\n')}'`;
+    writeFileSync(file, `${line}\n`);
+    const printKey = "process.stdout.write(process.env.SVC_JWT_PRIVATE_KEY ?? '')";
+    const readers = {
+      // Unquoted, the shell ran `PRIVATE` as a command and left the variable empty (probe).
+      shell: execFileSync('bash', ['-c', `set -a; . "$1"; exec node -e "${printKey}"`, 'sh', file], {
+        encoding: 'utf8',
+      }),
+      node: execFileSync(process.execPath, [`--env-file=${file}`, '-e', printKey], { encoding: 'utf8' }),
+      // docker run --env-file and systemd take the rest of the line as it is, quotes included.
+      docker: line.slice(line.indexOf('=') + 1),
+    };
+    for (const [reader, value] of Object.entries(readers))
+      assert.equal(loadConfig({ SVC_JWT_PRIVATE_KEY: value }).jwtPrivateKey, pkcs8, reader);
+    rmSync(dir, { recursive: true });
+  });
+
   test('something else is refused, naming the setting', () => {
     refused(
       { SVC_JWT_PRIVATE_KEY: 'garbage' },
@@ -242,7 +266,18 @@ describe('durations that timers and the lane functions can hold', () => {
   test('SVC_DB_POOL_MAX sizes the main pool: 20 by default, at least 2', () => {
     assert.equal(loadConfig({}).databasePoolMax, 20);
     assert.equal(loadConfig({ SVC_DB_POOL_MAX: '15' }).databasePoolMax, 15);
-    refused({ SVC_DB_POOL_MAX: '1' }, /^SVC_DB_POOL_MAX: must be an integer >= 2, got "1"/);
+    refused({ SVC_DB_POOL_MAX: '1' }, /^SVC_DB_POOL_MAX: must be an integer from 2 to 1000, got "1"/);
+    // A typo's 100000 took every connection of the server and spun idle workers (probe).
+    refused(
+      { SVC_DB_POOL_MAX: '100002' },
+      /^SVC_DB_POOL_MAX: must be an integer from 2 to 1000, got "100002"/,
+    );
+    refused(
+      { SVC_WORKER_CONCURRENCY: '100000' },
+      /^SVC_WORKER_CONCURRENCY: must be an integer from 1 to 500, got "100000"/,
+    );
+    assert.equal(loadConfig({ SVC_WORKER_CONCURRENCY: '500' }).worker.concurrency, 500);
+    assert.equal(loadConfig({ SVC_DB_POOL_MAX: '1000' }).databasePoolMax, 1000);
     // A process that runs jobs needs a connection per job, and one for the runner's LISTEN: `svc serve`
     // checks it for the role it serves (checkServing); the other commands run no jobs.
     const serving = (env: Record<string, string>) => () => checkServing(loadConfig(env));
