@@ -37,11 +37,7 @@ import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
-import {
-  announcesBody,
-  installRawBodyParser,
-  readBodyBeforeRouting,
-} from './http/plugins/raw-body.plugin.ts';
+import { announcesBody, installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
 import {
   acceptingBooleansInAnyCase,
   refusingNumbersNotInDigits,
@@ -188,8 +184,7 @@ export async function buildApp(
     ? [
         ...edge,
         async (request) => {
-          await readBodyBeforeRouting(request, config.bodyLimitBytes);
-          await authenticatedCaller(services, request);
+          await authenticatedCaller(services, request, config.bodyLimitBytes);
         },
       ]
     : [];
@@ -359,7 +354,9 @@ export async function buildApp(
   installErrorHandlers(app, {
     notFoundHooks: edge,
     isPublic: (url) => !isOperatorUrl(url),
-    notFoundAuthentication: parts.public ? (request) => authenticatedCaller(services, request) : undefined,
+    notFoundAuthentication: parts.public
+      ? (request) => authenticatedCaller(services, request, config.bodyLimitBytes)
+      : undefined,
   });
   app.addHook('onSend', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);

@@ -117,6 +117,16 @@ describe('valid signatures (wire-contract §1)', () => {
     assert.equal((await signed('GET', '/probe/whoami', { body: '{}', contentType: null })).status, 200);
   });
 
+  test('a GET carrying another body is signed over the bytes it carries, not over {}', async () => {
+    // Before: its body was never read, the signature checked against `{}` (probe).
+    assert.equal((await signed('GET', '/probe/whoami', { body: '[1,2,3]' })).status, 200);
+    assert.equal((await signed('GET', '/probe/whoami', { body: 'not json' })).status, 200);
+    const overEmpty = await signed('GET', '/probe/whoami', { body: '[1,2,3]', signBody: '{}' });
+    assert.equal(overEmpty.status, 401, overEmpty.text);
+    // A path no route takes likewise: signed over what it carries, it meets the 404.
+    assert.equal((await signed('GET', '/no/such/route', { body: '[1,2,3]' })).status, 404);
+  });
+
   test('the SDK client signs GET and POST that verify', async () => {
     const client = probe.client(a.key);
     const get = await client.send('GET', '/probe/whoami', { query: { x: '1' } });

@@ -6,7 +6,7 @@ import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import '../request-context.ts';
 import { repeatedHeader } from '../repeated-header.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
-import { assertParsableInput } from './raw-body.plugin.ts';
+import { assertParsableInput, readUnreadBody } from './raw-body.plugin.ts';
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
@@ -19,11 +19,16 @@ export interface AuthenticationDeps {
   networkRules: NetworkRules;
 }
 
-/** Authentication (401), then the caller's platform allow-list (403): the request's caller. */
+/**
+ * Authentication (401), then the caller's platform allow-list (403): the request's caller. A body Fastify left unread
+ * (a GET's, or any before routing) is read first, at most `bodyLimitBytes`: the signature covers it.
+ */
 export async function authenticatedCaller(
   deps: AuthenticationDeps,
   request: FastifyRequest,
+  bodyLimitBytes: number,
 ): Promise<Caller> {
+  await readUnreadBody(request, bodyLimitBytes);
   // Node joins a custom header's lines with ", ": refused as an unknown key, a bad timestamp or signature (probe).
   const repeated = repeatedHeader(request.raw.rawHeaders, AUTH_HEADER_NAMES);
   if (repeated)
@@ -50,7 +55,7 @@ export async function authenticatedCaller(
 async function authentication(app: FastifyInstance, options: AuthenticationDeps): Promise<void> {
   app.decorateRequest('caller', null);
   app.addHook('preValidation', async (request) => {
-    request.caller = await authenticatedCaller(options, request);
+    request.caller = await authenticatedCaller(options, request, request.routeOptions.bodyLimit);
     assertParsableInput(request);
   });
 }

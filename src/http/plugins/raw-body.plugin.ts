@@ -39,16 +39,20 @@ export function announcesBody(request: FastifyRequest): boolean {
 const METHODS_WITH_BODY = new Set(['DELETE', 'OPTIONS', 'PATCH', 'PUT', 'POST', 'QUERY']);
 
 /**
- * The body of a request refused before routing (a URL Fastify's router cannot read), read into `rawBody` as Fastify
- * reads a routed one: for the same methods, at most `limitBytes` (else its 413), a length that disagrees with
- * Content-Length a 400. So the signature, which covers the body, is checked for such a request like any other: left
- * unread, a caller holding only a key's id (sent in every request) got past the 401, and from an address off the
- * platform's allow-list learned the key's platform (probe). Ours, not a library's: Fastify's reader
- * (content-type-parser.js) runs only within a route's parsing, and this mirrors it.
+ * A request's body that Fastify has not read, read into `rawBody` as Fastify reads one: at most `limitBytes` (else its
+ * 413), a length that disagrees with Content-Length a 400. So the signature, which covers the body as sent
+ * (wire-contract §1), is checked against it:
+ * - for a request refused before routing (a URL Fastify's router cannot read): left unread, a caller holding only a
+ *   key's id (sent in every request) got past the 401, and from an address off the platform's allow-list learned the
+ *   key's platform (probe);
+ * - for a GET's (or HEAD's), which Fastify never reads: a GET signed over the body it carried was told its signature
+ *   was wrong (probe). It is signed, not read: no route takes one.
+ * Ours, not a library's: Fastify's reader (content-type-parser.js) runs only within a route's parsing, and this
+ * mirrors it.
  */
-export function readBodyBeforeRouting(request: FastifyRequest, limitBytes: number): Promise<void> {
+export function readUnreadBody(request: FastifyRequest, limitBytes: number): Promise<void> {
+  if (request.rawBody !== undefined || !announcesBody(request)) return Promise.resolve();
   const declared = Number(request.headers['content-length']);
-  if (!METHODS_WITH_BODY.has(request.method) || !announcesBody(request)) return Promise.resolve();
   if (declared > limitBytes) return Promise.reject(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
   const payload = request.raw;
   // Gone while the checks before this one awaited (the firewall's reload, Redis): no event would come (review).
@@ -309,7 +313,8 @@ export function assertParsableInput(request: FastifyRequest): void {
     throw invalid(
       "request: the target has a '#' (a fragment is not sent in HTTP); encode a '#' in a value as %23",
     );
-  const body = jsonBody(request);
+  // A GET's body is signed, not read (readUnreadBody).
+  const body = METHODS_WITH_BODY.has(request.method) ? jsonBody(request) : {};
   if (body.problem !== undefined) throw invalid(body.problem);
   request.body = body.value;
   const query = malformedQueryPart(request.url);
