@@ -343,6 +343,28 @@ describe('error bodies', () => {
     assertBody(await rawRequest(probe.url, 'GET', '/probe/whoami#x'), 401, errorBody());
   });
 
+  test('the routes without authentication check their input as every other: a #, malformed percent-encoding', async () => {
+    // They ran none of the checks authentication is followed by: each of these was a 200 (probe).
+    for (const [target, line] of [
+      [
+        '/time#x',
+        "request: the target has a '#' (a fragment is not sent in HTTP); encode a '#' in a value as %23",
+      ],
+      [
+        '/.well-known/jwks.json#frag',
+        "request: the target has a '#' (a fragment is not sent in HTTP); encode a '#' in a value as %23",
+      ],
+      ['/time?%zz=1', 'query: has a parameter name that is not valid percent-encoded UTF-8'],
+      ['/time?x=%FF', 'x: is not valid percent-encoded UTF-8'],
+    ] as const) {
+      assertBody(await rawRequest(probe.url, 'GET', target), 400, (body) =>
+        assert.deepEqual(body, { errors: [line] }, target),
+      );
+    }
+    assert.equal((await rawRequest(probe.url, 'GET', '/time')).status, 200);
+    assert.equal((await rawRequest(probe.url, 'GET', '/.well-known/jwks.json')).status, 200);
+  });
+
   test('malformed JSON → 400 after authentication; unsigned → 401 first', async () => {
     const res = await signed('POST', '/probe/echo', { body: '{"amount": "1",' });
     assertBody(res, 400, (body) => assert.deepEqual(body, { errors: ['body: is not valid JSON'] }));
