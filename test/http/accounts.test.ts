@@ -114,6 +114,14 @@ describe('GET /accounts', () => {
     // The vendor's Asset values name a network (BTC.BTC, USDC.ETH); the ledger holds the asset without it, so a
     // client with the vendor's enum found nothing (probe).
     assert.deepEqual(owners((await list({ asset: 'BTC.BTC' })).message), [`${p1}/general/BTC`]);
+    // A network no one knows is not read as its asset's (probe: USDC.XYZ listed the USDC balances).
+    for (const asset of ['BTC.XYZ', 'BTC.', 'BTC..BTC']) {
+      const res = await a.client.send<{ errors: string[] }>('GET', '/accounts', { query: { asset } });
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.deepEqual(res.body.errors, [
+        `asset: ${asset} is not an asset on a network this service knows (e.g. USDC.ETH; or the asset alone, e.g. USDC)`,
+      ]);
+    }
     assert.deepEqual(owners((await list({ account_label: 'savings' })).message), [`${p1}/savings/USD`]);
     assert.deepEqual(owners((await list({ account_type: 'collateral' })).message), [`${p1}/savings/USD`]);
     assert.equal((await list({ account_group: a.platform.platform_code })).message.length, 4);

@@ -13,6 +13,7 @@ import { newUuid } from '../../lib/ids.ts';
 import { enqueueJob } from '../../jobs/enqueue.ts';
 import { inOneSnapshot, type Executor, type Trx } from '../../store/database.ts';
 import { ledgerAsset } from '../quotes/pricing.ts';
+import { networkAssetProblem } from '../quotes/network-assets.ts';
 import type { DomainDeps } from '../deps.ts';
 import {
   conflict,
@@ -560,6 +561,9 @@ export function createCustomerAccountsService(deps: DomainDeps) {
       query: ListAccountsQuery,
     ): Promise<{ accounts: BalanceAccount[]; page: number; totalPages: number }> {
       const page = pageOf(query);
+      // An input fault before the 403 below (wire-contract §9).
+      const unknownNetwork = query.asset === undefined ? null : networkAssetProblem('asset', query.asset);
+      if (unknownNetwork) throw invalid(unknownNetwork);
       let owner = query.account_owner;
       if (owner !== undefined) {
         // spec 5.4: the listed resource is that participant's accounts; another platform's → 403.

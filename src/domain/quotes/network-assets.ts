@@ -25,8 +25,11 @@ const VENDOR_NETWORK_ASSETS = [
 /** And the service's own fund assets (`SOL.SOL`): what a platform funds with, it may quote (review). */
 const NETWORK_ASSETS: ReadonlySet<string> = new Set([...VENDOR_NETWORK_ASSETS, ...FUND_ASSETS]);
 
-/** Why `underlying` cannot be quoted or booked as named, or null: an `ASSET.NETWORK` this service does not know. */
-export function underlyingProblem(underlying: string): string | null {
-  if (!underlying.includes('.') || NETWORK_ASSETS.has(underlying)) return null;
-  return `underlying: ${underlying} is not an asset on a network this service knows (e.g. USDC.ETH; or the asset alone, e.g. USDC)`;
+/**
+ * Why the asset `field` names cannot be quoted, booked or looked for as named, or null: an `ASSET.NETWORK` this service
+ * does not know (a balance filter's `USDC.XYZ`, `USDC.` and `USDC..ETH` were read as `USDC`: probe).
+ */
+export function networkAssetProblem(field: string, asset: string): string | null {
+  if (!asset.includes('.') || NETWORK_ASSETS.has(asset)) return null;
+  return `${field}: ${asset} is not an asset on a network this service knows (e.g. USDC.ETH; or the asset alone, e.g. USDC)`;
 }

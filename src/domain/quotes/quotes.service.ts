@@ -16,7 +16,7 @@ import { faultsBeforeRefusal, forbidden, invalid, notFound } from '../errors.ts'
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { findPrice, isQuotedCurrency } from '../prices/prices.service.ts';
 import { bookTrade, isUuid, resolveTradingHolder } from '../trades/trades.service.ts';
-import { underlyingProblem } from './network-assets.ts';
+import { networkAssetProblem } from './network-assets.ts';
 import { ledgerAsset, priceQuote } from './pricing.ts';
 import {
   claimQuoteForExecution,
@@ -126,7 +126,7 @@ export function createQuotesService(deps: DomainDeps) {
     if (input.fees?.length) {
       errors.push('fees: not available on this service (quotes carry no custom fees)');
     }
-    const unknownNetwork = underlyingProblem(input.underlying);
+    const unknownNetwork = networkAssetProblem('underlying', input.underlying);
     if (unknownNetwork) errors.push(unknownNetwork);
     const asset = ledgerAsset(input.underlying);
     if (asset === input.quoted_currency) errors.push('quoted_currency: must differ from the underlying');

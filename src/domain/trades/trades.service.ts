@@ -14,7 +14,7 @@ import { conflict, forbidden, invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATIO
 import { codeOnOtherPlatform } from '../participants/participants.repository.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { MAX_AMOUNT_LENGTH } from '../../contract/quotes.schemas.ts';
-import { underlyingProblem } from '../quotes/network-assets.ts';
+import { networkAssetProblem } from '../quotes/network-assets.ts';
 import { isQuoteOf } from '../quotes/quotes.repository.ts';
 import { ledgerAsset, notionalAt } from '../quotes/pricing.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
@@ -512,7 +512,7 @@ export function createTradesService(deps: DomainDeps) {
       for (const field of ['quantity', 'price'] as const) {
         if (!new Dec(body[field]).gt(0)) errors.push(`${field}: must be greater than 0`);
       }
-      const unknownNetwork = underlyingProblem(body.underlying);
+      const unknownNetwork = networkAssetProblem('underlying', body.underlying);
       if (unknownNetwork) errors.push(unknownNetwork);
       if (ledgerAsset(body.underlying) === body.quoted_currency) {
         errors.push('quoted_currency: must differ from the underlying');
