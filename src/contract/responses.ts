@@ -97,6 +97,8 @@ export function isAccountLabel(label: string): boolean {
 }
 
 export const Accepted = Type.Object({}, { additionalProperties: false, description: 'Accepted for later' });
+/** The query string of a route that takes no parameter: any is refused by name. */
+export const NoQuery = Type.Object({}, { additionalProperties: false });
 /** The body of an action that takes none: a bare request or `{}` (with bareBodyAsEmpty), any field refused by name. */
 export const NoFieldsBody = Type.Object({}, { additionalProperties: false, description: 'no fields' });
 

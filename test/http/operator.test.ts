@@ -161,6 +161,18 @@ describe('platforms, keys and allow-lists', () => {
     assert.equal(whole.deposit_fee_bps, '10000');
   });
 
+  test('a route that takes no query parameter refuses one by name', async () => {
+    // `?page=2` listed every platform, as if paged (review).
+    for (const target of ['/platforms?page=2', '/prices?pair=BTC', '/platforms/ZZZZZ9?x=1']) {
+      const res = await call('GET', target);
+      refused(res, 400);
+      const name = target.slice(target.indexOf('?') + 1).split('=')[0];
+      assert.deepEqual((res.json as { errors: string[] }).errors, [`${name}: is not allowed`], target);
+    }
+    refused(await call('POST', '/platforms?dry_run=1', { name: 'Q' }), 400, 'dry_run');
+    assert.equal((await call('GET', '/platforms')).status, 200);
+  });
+
   test('unknown platform → 404; malformed code → 400 naming it', async () => {
     refused(await call('GET', '/platforms/ZZZZZ9'), 404);
     refused(await call('GET', '/platforms/abc'), 400, 'code');

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../../app.ts';
+import { NoQuery } from '../../contract/responses.ts';
 import { adminDepositsRoutes } from './admin-deposits.routes.ts';
 import { adminLedgerRoutes } from './admin-ledger.routes.ts';
 import { adminParticipantsRoutes } from './admin-participants.routes.ts';
@@ -11,6 +12,11 @@ import { adminWebhooksRoutes } from './admin-webhooks.routes.ts';
 /** Every operator route module, registered under /admin behind the bearer token. Add an area's routes here. */
 export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const { services } = deps;
+  // A route that takes no query parameter refuses one by name, as the routes that take some refuse the others:
+  // `GET /admin/platforms?page=2` listed every platform, as if paged (review).
+  app.addHook('onRoute', (route) => {
+    if (route.schema?.querystring === undefined) route.schema = { ...route.schema, querystring: NoQuery };
+  });
   await app.register(adminPlatformsRoutes, { platforms: services.platforms });
   await app.register(adminParticipantsRoutes, {
     participants: services.participants,
