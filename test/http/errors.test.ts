@@ -294,8 +294,15 @@ describe('error bodies', () => {
 
   test('a CONNECT request is answered as any other and its connection closed', async () => {
     // Node destroyed the socket unanswered: no status, no request id (probe).
-    for (const target of ['/time', '127.0.0.1:443']) {
-      const answer = await rawHttp(svc.url, `CONNECT ${target} HTTP/1.1\r\nhost: x\r\n\r\n`, {
+    // The bytes after a CONNECT's head are the tunnel's, never a body, whatever it declares (review: a Content-Length
+    // got a 400 before the 401).
+    for (const [target, declared] of [
+      ['/time', ''],
+      ['127.0.0.1:443', ''],
+      ['127.0.0.1:443', 'content-length: 5\r\n\r\nhello'],
+    ]) {
+      const rest = declared === '' ? '\r\n' : declared;
+      const answer = await rawHttp(svc.url, `CONNECT ${target} HTTP/1.1\r\nhost: x\r\n${rest}`, {
         untilClose: true,
       });
       const [head = '', body] = answer.split('\r\n\r\n');
