@@ -167,6 +167,15 @@ function logCompleted(
   );
 }
 
+/**
+ * The input checks no schema expresses (a '#', malformed percent-encoding), which the signed and operator routes run
+ * after authentication, for the routes that have none to run them after: /time, the JWKS, the docs and the probes
+ * (probe and review: `/time#x`, `/docs/json?x=%FF` and `/healthz#x` were 200s).
+ */
+async function inputChecked(request: FastifyRequest): Promise<void> {
+  assertParsableInput(request);
+}
+
 /** Builds the HTTP application; never listens (entry points do). */
 export async function buildApp(
   deps: AppDeps,
@@ -402,14 +411,18 @@ export async function buildApp(
     // refuses read them). In cert they stay open, so that a fresh `npm start` shows them before any platform
     // exists; an operator listener (SVC_ADMIN_LISTEN) serves them without either.
     if (config.env === 'prod') for (const hook of edge) docs.addHook('onRequest', hook);
+    docs.addHook('preValidation', inputChecked);
     await docs.register(swaggerUi, { routePrefix: '/docs' });
   });
   if (parts.ops !== false) {
-    await app.register(opsRoutes, {
-      db: deps.store.db,
-      registry: deps.metrics,
-      readiness: deps.readiness ?? [],
-      draining: deps.draining,
+    await app.register(async (ops) => {
+      ops.addHook('preValidation', inputChecked);
+      await ops.register(opsRoutes, {
+        db: deps.store.db,
+        registry: deps.metrics,
+        readiness: deps.readiness ?? [],
+        draining: deps.draining,
+      });
     });
   }
 
@@ -417,9 +430,7 @@ export async function buildApp(
     await app.register(async (pub) => {
       for (const hook of edge) pub.addHook('onRequest', hook);
       await pub.register(async (open) => {
-        // The input checks no schema expresses (a '#', malformed percent-encoding), which the other routes run after
-        // authentication: these have none to run them after (probe: `/time#x` was a 200).
-        open.addHook('preValidation', async (request) => assertParsableInput(request));
+        open.addHook('preValidation', inputChecked);
         await open.register(timeRoutes, { clock: deps.clock });
         await open.register(jwksRoutes, { funding: services.funding });
       });

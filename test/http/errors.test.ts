@@ -368,6 +368,12 @@ describe('error bodies', () => {
         assert.deepEqual(body, { errors: [line] }, target),
       );
     }
+    // And the docs and the probes (review).
+    for (const path of ['/docs/json', '/healthz', '/readyz', '/metrics']) {
+      assert.equal((await rawRequest(probe.url, 'GET', `${path}#x`)).status, 400, path);
+      assert.equal((await rawRequest(probe.url, 'GET', `${path}?x=%FF`)).status, 400, path);
+      assert.equal((await rawRequest(probe.url, 'GET', path)).status, 200, path);
+    }
     assert.equal((await rawRequest(probe.url, 'GET', '/time')).status, 200);
     assert.equal((await rawRequest(probe.url, 'GET', '/.well-known/jwks.json')).status, 200);
   });
