@@ -1,5 +1,14 @@
 import { Type, type Static, type TSchema } from 'typebox';
-import { AccountLabel, Envelope, PagedEnvelope, PageParam } from './responses.ts';
+import {
+  AccountLabel,
+  Envelope,
+  MULTILINE_TEXT,
+  MULTILINE_TEXT_PATTERN,
+  PagedEnvelope,
+  PageParam,
+  VISIBLE_TEXT,
+  VISIBLE_TEXT_PATTERN,
+} from './responses.ts';
 import { GeneratedCode } from './identifiers.ts';
 import { Amount, QuotedCurrency, Underlying } from './quotes.schemas.ts';
 import {
@@ -187,9 +196,21 @@ export const BookTradeBody = Type.Object(
     quoted_currency: QuotedCurrency,
     quantity: Amount,
     price: Amount,
-    client_trade_id: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+    // Both are read by the platform in its trades and their webhooks: no control or bidirectional characters (review:
+    // a BEL and a right-to-left override were booked); an id has nothing invisible and no space at either end, a
+    // comment may run over lines.
+    client_trade_id: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 50, pattern: VISIBLE_TEXT_PATTERN, description: VISIBLE_TEXT }),
+    ),
     net_settlement: Type.Optional(Type.Boolean({ default: false })),
-    comment: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+    comment: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 500,
+        pattern: MULTILINE_TEXT_PATTERN,
+        description: MULTILINE_TEXT,
+      }),
+    ),
   },
   { additionalProperties: false },
 );

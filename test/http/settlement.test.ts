@@ -308,6 +308,37 @@ describe('operator booking', () => {
     );
     assert.equal(poor.status, 400);
     assert.match(JSON.stringify(poor.body), /quantity: insufficient balance/);
+    // The platform reads both in its trades: no control or bidirectional characters (review: a BEL and a
+    // right-to-left override were booked); a comment keeps its line breaks.
+    for (const [fields, field] of [
+      [{ client_trade_id: 'ct\u00071' }, 'client_trade_id'],
+      [{ client_trade_id: 'ct\u202e1' }, 'client_trade_id'],
+      [{ client_trade_id: ' booked-4' }, 'client_trade_id'],
+      [{ comment: 'line\u0007' }, 'comment'],
+      [{ comment: 'evil\u202e' }, 'comment'],
+      [{ comment: '   ' }, 'comment'],
+    ] as const) {
+      const refused = await adminError(
+        svc.admin.post('/trades', {
+          ...body,
+          client_trade_id: 'booked-5',
+          ...(fields as Record<string, string>),
+        }),
+      );
+      assert.equal(refused.status, 400, JSON.stringify(fields));
+      const errors = (refused.body as { errors: string[] }).errors;
+      assert.ok(
+        errors.length === 1 && errors[0]!.startsWith(`${field}: is not in the expected form`),
+        JSON.stringify(errors),
+      );
+    }
+    const noted = await svc.admin.post<AdminTrade>('/trades', {
+      ...ethBuyBooking(holder, '2500'),
+      quantity: '0.001',
+      client_trade_id: 'booked-6',
+      comment: 'first line\nsecond\tline',
+    });
+    assert.equal(noted.comment, 'first line\nsecond\tline');
   });
 
   test("a quote's id is no booked trade's client_trade_id: 409, and the quote still executes (probe)", async () => {
