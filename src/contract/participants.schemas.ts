@@ -8,8 +8,6 @@ import {
   PagedEnvelope,
   NAME_TEXT,
   NAME_TEXT_PATTERN,
-  VISIBLE_TEXT,
-  VISIBLE_TEXT_PATTERN,
 } from './responses.ts';
 
 /**
@@ -200,8 +198,20 @@ const Prose = (maxLength: number) =>
 const IsoDate = (description: string) => Type.String({ format: 'date', description });
 const Choice = <T extends readonly string[]>(values: T, description?: string) =>
   Type.Enum(values, description ? { description } : {});
-// vendor: postal codes are "min 4 characters, no leading or trailing spaces"; zip "min 5 characters". Nor any
-// control or invisible character (VISIBLE_TEXT_PATTERN), as the other address fields.
+// vendor: postal codes are "min 4 characters, no leading or trailing spaces"; zip "min 5 characters". Every country
+// writes its postal codes in ASCII letters, digits, spaces and hyphens (`SW1A 1AA`, `01310-100`, `D02 X285`): nothing
+// else is taken, so that no two codes print alike (probe and review: a BEL, a zero-width space at the end, a no-break
+// space inside, Braille blanks).
+const POSTAL_CODE_PATTERN = '^[A-Za-z0-9](?:[A-Za-z0-9 -]*[A-Za-z0-9])?$';
+const POSTAL_CODE_FORM = 'ASCII letters, digits, spaces and hyphens, a letter or digit at either end';
+const PostalCode = (minLength: number, maxLength: number, example?: string) =>
+  Type.String({
+    minLength,
+    maxLength,
+    pattern: POSTAL_CODE_PATTERN,
+    // Said by a 400 for the pattern.
+    description: example ? `${POSTAL_CODE_FORM}; e.g. ${example}` : POSTAL_CODE_FORM,
+  });
 // ISO 3166-2 subdivision, e.g. PT-11, US-IL.
 const SUBDIVISION_PATTERN = '^[A-Z]{2}-[A-Z0-9]{1,3}$';
 // vendor: decimal degrees or degrees-minutes-seconds. Its published pattern lost its backslashes
@@ -226,7 +236,7 @@ export const TaxResidence = Type.Object(
     address_two: Type.Optional(Text(200)),
     city: Type.Optional(Text(100)),
     jurisdiction_code: Type.String({ pattern: SUBDIVISION_PATTERN, description: 'ISO 3166-2, e.g. PT-11' }),
-    postal_code: Type.Optional(Text(20)),
+    postal_code: Type.Optional(PostalCode(1, 20)),
   },
   { additionalProperties: false },
 );
@@ -280,19 +290,8 @@ export const CUSTOMER_FIELDS = {
   address_one: Text(80, 'max 80 characters (200 on the reliance track); no PO boxes'),
   address_two: Text(50, 'max 50 characters (200 on the reliance track); no PO boxes'),
   city: Text(100),
-  zip: Type.String({
-    minLength: 5,
-    maxLength: 10,
-    pattern: VISIBLE_TEXT_PATTERN,
-    // Said by a 400 for the pattern.
-    description: `${VISIBLE_TEXT}; e.g. 77777 or 77777-7777`,
-  }),
-  postal_code: Type.String({
-    minLength: 4,
-    maxLength: 20,
-    pattern: VISIBLE_TEXT_PATTERN,
-    description: VISIBLE_TEXT,
-  }),
+  zip: PostalCode(5, 10, '77777 or 77777-7777'),
+  postal_code: PostalCode(4, 20),
   jurisdiction_code: Choice(JURISDICTION_CODES, 'ISO 3166-2 subdivision the customer resides in'),
   citizenship_code: Choice(CITIZENSHIP_CODES, 'ISO 3166-1 alpha-2'),
   country: Choice(COUNTRY_CODES_ALPHA3, 'ISO 3166-1 alpha-3'),
@@ -450,7 +449,7 @@ export const CUSTOMER_FIELDS = {
       address_two: Type.Optional(Text(200)),
       city: Type.Optional(Text(100)),
       state: Type.Optional(Text(100)),
-      postal_code: Type.Optional(Text(20)),
+      postal_code: Type.Optional(PostalCode(1, 20)),
       country: Type.Optional(CountryAlpha2),
     },
     { additionalProperties: false },
