@@ -370,16 +370,17 @@ export async function buildApp(
   app.addHook('onSend', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
     if (closing || deps.draining?.()) reply.header('connection', 'close');
-    // A body announced and not read (a GET's, which no route reads; one the firewall or the rate limit refused
-    // before it came in): node would read it off to the end to reach the next request on the connection, however
+    // A body announced and not read (one the firewall or the rate limit refused before it came in, or that was
+    // refused before authentication read it): node would read it off to the end to reach the next request on the connection, however
     // long it says it is, until the request timeout (review: 2 GB in 2 s, 1.4 cores, with no credentials). The
     // connection is closed after the answer instead.
     else if (!request.raw.complete) reply.header('connection', 'close');
   });
   // Probes and scrapes at debug: a load balancer's and Prometheus' calls, every few seconds from each, drowned
   // the requests in the info log (review).
+  app.decorateRequest('quietLog', false);
   app.addHook('onResponse', async (request, reply) => {
-    const level = OPS_PATHS.has(request.routeOptions.url ?? '') ? 'debug' : 'info';
+    const level = request.quietLog || OPS_PATHS.has(request.routeOptions.url ?? '') ? 'debug' : 'info';
     logCompleted(request, level, reply.statusCode, reply.elapsedTime);
   });
   await app.register(metricsPlugin, { registry: deps.metrics });

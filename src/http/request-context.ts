@@ -10,6 +10,11 @@ declare module 'fastify' {
     rawBody: Buffer | undefined;
     /** The authenticated platform; set by the authentication plugin on public routes. */
     caller: Caller | null;
+    /**
+     * The answer's line is logged at debug, not info: a 429 within a block, of which the first (the block's start) is
+     * logged (rate-limit.plugin.ts).
+     */
+    quietLog: boolean;
   }
 }
 

@@ -40,6 +40,31 @@ async function metric(svc: TestService, name: string): Promise<number | undefine
   return line === undefined ? undefined : Number(line.split(' ')[1]);
 }
 
+describe('the log of refused requests', () => {
+  it('a block starts with a line at info; its other refusals are logged at debug, and counted', async () => {
+    const { logger, lines } = capturedLogger('info');
+    const svc = await startTestService({ env: { SVC_RATE_LIMIT: '3' }, logger });
+    try {
+      await svc.newPlatform();
+      const statuses = await send(`${svc.url}/time`, 3);
+      for (let i = 0; i < 20; i++) statuses.push((await fetch(`${svc.url}/time`)).status);
+      assert.equal(count(statuses, 200), 3);
+      assert.equal(count(statuses, 429), 20);
+      const completed = lines
+        .map((line) => JSON.parse(line) as { msg?: string; url?: string; statusCode?: number })
+        .filter((line) => line.msg === 'request completed' && line.url === '/time');
+      // Before: a line at info for each of the 20 (a flooding client's every request).
+      assert.deepEqual(
+        completed.map((line) => line.statusCode),
+        [200, 200, 200, 429],
+      );
+      assert.equal(await metric(svc, 'svc_rate_limit_refused_total'), 20);
+    } finally {
+      await svc.close();
+    }
+  });
+});
+
 describe('rate limit through the service (memory store, controlled clock)', () => {
   const clock = new ManualClock(Date.now());
   let svc: TestService;

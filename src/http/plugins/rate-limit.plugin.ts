@@ -22,6 +22,9 @@ export function rateLimitHook(limiter: Pick<RateLimiter, 'decide'>): onRequestHo
         done();
         return;
       }
+      // Within a block, a refusal is logged at debug: a flooding client's every request was a line at info (probe);
+      // the refusal that started the block stays at info, and the metrics count them all.
+      if (!decision.blockStarted) request.quietLog = true;
       // Replying from an onRequest hook ends the request here; `done` is not called.
       reply
         .code(429)
