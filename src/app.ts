@@ -242,6 +242,11 @@ export async function buildApp(
             isProxy: (ip) => trusted?.(ip, 0) ?? false,
             covers: (url) => (url === undefined ? onlyPublic : isFirewalledUrl(url)),
             limiter: deps.rateLimiter,
+            blockStarted: (ip, code) =>
+              deps.logger.info(
+                { remoteAddress: ip, statusCode: 429, code },
+                'request refused before parsing',
+              ),
           }
         : undefined,
     ),
@@ -279,7 +284,10 @@ export async function buildApp(
         const { requests, latency } = httpMetrics;
         requests.inc({ method: request.method, route: 'unmatched', status });
         latency.observe({ method: request.method, route: 'unmatched' }, seconds);
-        logCompleted(request, 'info', status, seconds * 1000, { code: error.code });
+        // At debug within a rate-limit block, as a routed request's (review: a malformed URL made a line at info).
+        logCompleted(request, request.quietLog ? 'debug' : 'info', status, seconds * 1000, {
+          code: error.code,
+        });
       });
       reply.header(REQUEST_ID_HEADER, request.id);
       // Answered where the onSend hook below does not run: a body announced is not read off after the answer (the

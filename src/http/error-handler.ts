@@ -110,6 +110,12 @@ export interface ClientErrorFirewall {
   covers(url: string | undefined): boolean;
   /** The per-IP rate limit (wire-contract §2.3), when the listener has one: such a request counts as any other. */
   limiter?: Pick<RateLimiter, 'decide'>;
+  /**
+   * Told of the refusal that started `ip`'s block, to log it as a routed one is (at info; the block's other refusals
+   * are not logged at info, and these requests otherwise not at all): a block started by a malformed request left
+   * no line (review).
+   */
+  blockStarted?(ip: string, code: string | undefined): void;
 }
 
 /**
@@ -148,7 +154,7 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
     const afterFirewall = () =>
       url !== undefined || !firewall.limiter
         ? answerParserError(error, socket)
-        : answerUnlessLimited(error, socket, peer, firewall.limiter);
+        : answerUnlessLimited(error, socket, peer, firewall.limiter, firewall.blockStarted);
     if (!firewall.covers(url)) {
       // On a listener that also serves the operator API, a request refused before its URL was read may be the
       // operator's, which the firewall does not stand before. The rate limit still counts it (a flood of them is
@@ -172,15 +178,19 @@ function answerUnlessLimited(
   socket: Duplex,
   peer: string,
   limiter: Pick<RateLimiter, 'decide'>,
+  blockStarted: ClientErrorFirewall['blockStarted'],
 ): void {
   limiter.decide(peer, (decision) => {
-    if (decision.allowed) answerParserError(error, socket);
-    else
-      answerRaw(error, socket, 429, {
-        type: 'application/json; charset=utf-8',
-        body: TOO_MANY_REQUESTS_BODY,
-        headers: `retry-after: ${retryAfterSeconds(decision.retryAfterMs)}\r\n`,
-      });
+    if (decision.allowed) {
+      answerParserError(error, socket);
+      return;
+    }
+    if (decision.blockStarted) blockStarted?.(peer, error.code);
+    answerRaw(error, socket, 429, {
+      type: 'application/json; charset=utf-8',
+      body: TOO_MANY_REQUESTS_BODY,
+      headers: `retry-after: ${retryAfterSeconds(decision.retryAfterMs)}\r\n`,
+    });
   });
 }
 

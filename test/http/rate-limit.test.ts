@@ -42,23 +42,45 @@ async function metric(svc: TestService, name: string): Promise<number | undefine
 
 describe('the log of refused requests', () => {
   it('a block starts with a line at info; its other refusals are logged at debug, and counted', async () => {
+    const clock = new ManualClock(Date.now());
     const { logger, lines } = capturedLogger('info');
-    const svc = await startTestService({ env: { SVC_RATE_LIMIT: '3' }, logger });
+    const svc = await startTestService({ clock, env: { SVC_RATE_LIMIT: '3' }, logger });
     try {
       await svc.newPlatform();
+      const infoLines = () =>
+        lines
+          .map((line) => JSON.parse(line) as { msg?: string; url?: string; statusCode?: number })
+          .filter((line) => line.msg === 'request completed' || line.msg === 'request refused before parsing')
+          .filter((line) => !line.url?.startsWith('/admin/'));
       const statuses = await send(`${svc.url}/time`, 3);
       for (let i = 0; i < 20; i++) statuses.push((await fetch(`${svc.url}/time`)).status);
+      // A URL the router cannot read is answered outside any route: likewise (review).
+      for (let i = 0; i < 2; i++) statuses.push((await fetch(`${svc.url}/%FF`)).status);
       assert.equal(count(statuses, 200), 3);
-      assert.equal(count(statuses, 429), 20);
-      const completed = lines
-        .map((line) => JSON.parse(line) as { msg?: string; url?: string; statusCode?: number })
-        .filter((line) => line.msg === 'request completed' && line.url === '/time');
-      // Before: a line at info for each of the 20 (a flooding client's every request).
+      assert.equal(count(statuses, 429), 22);
+      // Before: a line at info for each of the 22 (a flooding client's every request).
       assert.deepEqual(
-        completed.map((line) => line.statusCode),
-        [200, 200, 200, 429],
+        infoLines().map((line) => `${line.url} ${line.statusCode}`),
+        ['/time 200', '/time 200', '/time 200', '/time 429'],
       );
-      assert.equal(await metric(svc, 'svc_rate_limit_refused_total'), 20);
+      assert.equal(await metric(svc, 'svc_rate_limit_refused_total'), 22);
+
+      // A block started by a request the HTTP parser refuses has its line too (review: none at all).
+      clock.advance(30_000);
+      assert.equal(count(await send(`${svc.url}/time`, 3), 200), 3);
+      const raw = await rawHttp(svc.url, 'GET /time HTTP/1.1\r\nhost: x\r\nbad header line\r\n\r\n');
+      assert.match(raw, /^HTTP\/1.1 429 /, raw.slice(0, 80));
+      assert.equal((await fetch(`${svc.url}/time`)).status, 429);
+      const last = infoLines().slice(-4);
+      assert.deepEqual(
+        last.map((line) => `${line.msg} ${line.statusCode}`),
+        [
+          'request completed 200',
+          'request completed 200',
+          'request completed 200',
+          'request refused before parsing 429',
+        ],
+      );
     } finally {
       await svc.close();
     }
