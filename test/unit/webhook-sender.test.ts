@@ -176,6 +176,38 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
     }
   });
 
+  test('an unasked 100 Continue before the answer is a failed attempt that says so, not "bad response"', async () => {
+    // undici refuses it (probe: every attempt of a receiver that answered 100 then 200 failed as "bad response").
+    const server = createNetServer((socket) => {
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+        setTimeout(() => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'), 20);
+      });
+      socket.on('error', () => {});
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const continuing = createWebhookSender({ timeoutMs: 2_000 });
+    try {
+      const result = await continuing.send({
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+        rawBody: '{}',
+        headers: {},
+      });
+      assert.deepEqual(
+        [result.outcome, result.statusCode, result.error],
+        [
+          'failed',
+          null,
+          'HTTP 100 Continue before the answer: an interim answer this sender does not read (the receiver must send its final status alone)',
+        ],
+      );
+    } finally {
+      await continuing.close();
+      server.close();
+    }
+  });
+
   test('a non-2xx with its body is a failed attempt with the status', async () => {
     sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
     try {

@@ -285,7 +285,7 @@ export function createWebhookSender(options: {
       return {
         outcome: 'failed',
         statusCode: null,
-        error: describeError(err),
+        error: isUnaskedContinue(err) ? UNASKED_CONTINUE : describeError(err),
         startedAt,
         durationMs: elapsedMs(started),
       };
@@ -328,6 +328,20 @@ function isTimeout(err: unknown): boolean {
     code === 'UND_ERR_BODY_TIMEOUT'
   );
 }
+
+/**
+ * undici (client-h1.js `onHeadersComplete`) destroys the connection on a `100 Continue` it did not ask for, the one
+ * interim answer it refuses (102 and 103 are skipped), as a SocketError "bad response": with a request under way, it
+ * raises that error for nothing else. RFC 9110 §15.2 lets a server send one; said as what happened, not as undici's
+ * words (probe: "bad response" of a receiver that answered 200). Not read past: that would mean parsing the
+ * receiver's bytes ourselves on every delivery, or patching undici.
+ */
+function isUnaskedContinue(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e?.code === 'UND_ERR_SOCKET' && e.message === 'bad response';
+}
+const UNASKED_CONTINUE =
+  'HTTP 100 Continue before the answer: an interim answer this sender does not read (the receiver must send its final status alone)';
 
 /** A network error as one line: code first (ECONNRESET, ECONNREFUSED, UND_ERR_…), then the message. */
 function describeError(err: unknown): string {
