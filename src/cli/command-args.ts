@@ -78,9 +78,14 @@ export function optionalString(options: Options, name: string): string | undefin
 export function list(options: Options, name: string): string[] | undefined {
   const value = options[name];
   if (value === undefined) return undefined;
-  const entries = (Array.isArray(value) ? value : [String(value)]).flatMap((v) => v.split(','));
+  return entriesOf(Array.isArray(value) ? value : [String(value)], `--${name}`);
+}
+
+/** Values given as arguments, each of which may be comma-separated, as one list; an empty entry is refused (list). */
+export function entriesOf(values: string[], name: string): string[] {
+  const entries = values.flatMap((v) => v.split(','));
   if (entries.some((entry) => entry.trim() === ''))
-    throw new UsageError(`--${name} has an empty value (given empty, or between commas)`);
+    throw new UsageError(`${name} has an empty value (given empty, or between commas)`);
   return entries;
 }
 

@@ -5,6 +5,7 @@ import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
 import type { AdminTrade, AdvanceTradeBody, BookTradeBody } from '../contract/trades.schemas.ts';
 import type { AdminClient } from './admin-client.ts';
 import {
+  entriesOf,
   list,
   optionalDecimal,
   optionalInteger,
@@ -58,11 +59,12 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     run: (c, p) => c.get<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`),
   },
   'allowlist set': {
-    usage: 'svc allowlist set PLATFORM [CIDR...]',
+    usage: 'svc allowlist set PLATFORM [CIDR[,CIDR]...]',
     summary: "replace a platform's IP allow-list (empty allows all, cert only)",
+    // Comma-separated as --allow is (audit: `10.0.0.0/8,192.0.2.1` went to the server as one entry, a 400).
     run: (c, p) =>
       c.put<Platform>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/ip_allowlist`, {
-        cidrs: p.slice(1),
+        cidrs: entriesOf(p.slice(1), '<CIDR>'),
       }),
   },
   'keys create': {

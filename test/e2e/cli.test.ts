@@ -117,6 +117,30 @@ describe('operator commands against a live server', () => {
       '::1/128',
     );
     assert.deepEqual(updated.ip_allowlist, ['127.0.0.1/32', '::1/128']);
+    // Comma-separated as --allow is (audit: one entry for the server, a 400); an empty entry is a usage error.
+    const commas = await svcJson<{ ip_allowlist: string[] }>(
+      'allowlist',
+      'set',
+      platform,
+      '127.0.0.1/32,::1/128',
+    );
+    assert.deepEqual(commas.ip_allowlist, ['127.0.0.1/32', '::1/128']);
+    const empty = await runCli(
+      [
+        'allowlist',
+        'set',
+        platform,
+        '127.0.0.1/32,',
+        '--url',
+        svc.url,
+        '--token',
+        TEST_ADMIN_TOKEN,
+        '--json',
+      ],
+      env,
+    );
+    assert.equal(empty.code, 2, empty.stderr);
+    assert.match(JSON.parse(empty.stderr).error.errors[0], /^<CIDR> has an empty value/);
   });
 
   test('keys create / list / revoke; the issued key signs requests until revoked', async () => {

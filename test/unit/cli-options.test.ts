@@ -48,7 +48,7 @@ test('argumentLimit reads how many arguments a usage line takes', () => {
     argumentLimit('svc webhooks set PLATFORM URL [--secret S | --no-secret]', 'svc webhooks set'),
     2,
   );
-  assert.equal(argumentLimit('svc allowlist set PLATFORM [CIDR...]', 'svc allowlist set'), Infinity);
+  assert.equal(argumentLimit('svc allowlist set PLATFORM [CIDR[,CIDR]...]', 'svc allowlist set'), Infinity);
   assert.equal(
     argumentLimit('svc prices set PAIR=PRICE... (e.g. BTC/USD=65000.25)', 'svc prices set'),
     Infinity,
