@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { createWebhookSender, type WebhookSender } from '../../src/domain/webhooks/webhook-sender.ts';
 
@@ -48,6 +48,27 @@ function startReceiver() {
 async function connectionGone(res: ServerResponse): Promise<{ ended: boolean }> {
   if (!res.destroyed) await once(res, 'close');
   return { ended: res.writableEnded };
+}
+
+/** One attempt, by a sender of its own, at a TCP server that answers its request's first bytes with `answer`. */
+async function attemptAgainstRaw(answer: (socket: Socket) => void) {
+  const server = createNetServer((socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => answer(socket));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const sender = createWebhookSender({ timeoutMs: 2_000 });
+  try {
+    return await sender.send({
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+      rawBody: '{}',
+      headers: {},
+    });
+  } finally {
+    await sender.close();
+    server.close();
+  }
 }
 
 describe('webhook sender: success is a 2xx status line within the timeout (wire-contract §5)', () => {
@@ -178,34 +199,18 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
 
   test('an unasked 100 Continue before the answer is a failed attempt that says so, not "bad response"', async () => {
     // undici refuses it (probe: every attempt of a receiver that answered 100 then 200 failed as "bad response").
-    const server = createNetServer((socket) => {
-      socket.once('data', () => {
-        socket.write('HTTP/1.1 100 Continue\r\n\r\n');
-        setTimeout(() => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'), 20);
-      });
-      socket.on('error', () => {});
+    const result = await attemptAgainstRaw((socket) => {
+      socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+      setTimeout(() => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'), 20);
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const continuing = createWebhookSender({ timeoutMs: 2_000 });
-    try {
-      const result = await continuing.send({
-        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
-        rawBody: '{}',
-        headers: {},
-      });
-      assert.deepEqual(
-        [result.outcome, result.statusCode, result.error],
-        [
-          'failed',
-          null,
-          'HTTP 100 Continue before the answer: an interim answer this sender does not read (the receiver must send its final status alone)',
-        ],
-      );
-    } finally {
-      await continuing.close();
-      server.close();
-    }
+    assert.deepEqual(
+      [result.outcome, result.statusCode, result.error],
+      [
+        'failed',
+        null,
+        'HTTP 100 Continue before the answer: an interim answer this sender does not read (the receiver must send its final status alone)',
+      ],
+    );
   });
 
   test('a non-2xx with its body is a failed attempt with the status', async () => {
@@ -348,26 +353,11 @@ describe('webhook sender: slow attempts and odd answers', () => {
       // Review: with the interim answers skipped, a 101 was recorded as "ERR_ASSERTION: … assert(upgrade)".
       ['HTTP/1.1 101 Switching Protocols', 101],
     ] as const) {
-      const server = createNetServer((socket) => {
-        socket.once('data', () => socket.end(`${line}\r\n\r\n`));
-      });
-      server.listen(0, '127.0.0.1');
-      await once(server, 'listening');
-      const sender = createWebhookSender({ timeoutMs: 2_000 });
-      try {
-        const result = await sender.send({
-          url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
-          rawBody: '{}',
-          headers: {},
-        });
-        assert.deepEqual(
-          [result.outcome, result.statusCode, result.error],
-          ['failed', status, `HTTP ${status}`],
-        );
-      } finally {
-        await sender.close();
-        server.close();
-      }
+      const result = await attemptAgainstRaw((socket) => socket.end(`${line}\r\n\r\n`));
+      assert.deepEqual(
+        [result.outcome, result.statusCode, result.error],
+        ['failed', status, `HTTP ${status}`],
+      );
     }
   });
 });
