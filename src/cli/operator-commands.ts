@@ -225,6 +225,8 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         ['resource_key', 'resource'],
       ] as const) {
         const value = optionalString(o, option);
+        // Given empty, as `required` tells it (audit: sent, it came back the server's 400, exit 1).
+        if (value === '') throw new UsageError(`--${option} must not be empty`);
         if (value !== undefined) query.set(param, value);
       }
       // Checked here, as every other command's page is: sent as given, "abc" came back a 400 (exit 1, not 2).

@@ -254,6 +254,12 @@ describe('a live server: command lines refused before anything is sent', () => {
       [first.page, first.page_size, first.total_pages, first.count],
       [1, 1, all.count, all.count],
     );
+    // A filter given empty is a usage error, as any option given empty (audit: the server's 400, exit 1).
+    for (const option of ['--status', '--type', '--resource']) {
+      const result = await runCli(['webhooks', 'notifications', code, '--json', option, ''], env);
+      assert.equal(result.code, 2, result.stderr);
+      assert.deepEqual(jsonError(result.stderr).errors, [`${option} must not be empty`]);
+    }
   });
 });
 
