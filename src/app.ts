@@ -379,9 +379,9 @@ export async function buildApp(
     reply.header(REQUEST_ID_HEADER, request.id);
     if (closing || deps.draining?.()) reply.header('connection', 'close');
     // A body announced and not read (one the firewall or the rate limit refused before it came in, or that was
-    // refused before authentication read it): node would read it off to the end to reach the next request on the connection, however
-    // long it says it is, until the request timeout (review: 2 GB in 2 s, 1.4 cores, with no credentials). The
-    // connection is closed after the answer instead.
+    // refused before authentication read it): node would read it off to the end to reach the next request on the
+    // connection, however long it says it is, until the request timeout (review: 2 GB in 2 s, 1.4 cores, with no
+    // credentials). The connection is closed after the answer instead.
     else if (!request.raw.complete) reply.header('connection', 'close');
   });
   // Probes and scrapes at debug: a load balancer's and Prometheus' calls, every few seconds from each, drowned

@@ -52,9 +52,10 @@ const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
 export const NAME_TEXT_PATTERN = `^(?=.*[^\\s${INVISIBLE}])[^${ONE_LINE_CONTROLS}]*$`;
 export const NAME_TEXT = 'not blank; no control characters';
 /**
- * A code written as it prints (a postal code): no control or invisible character anywhere, no space at either end,
- * spaces inside allowed (`SW1A 1AA`). Probe: a zip with a BEL, a terminal escape or a right-to-left override was
- * taken, and `60601\u200b` stored as another value than the `60601` it prints as.
+ * An identifier written as it prints (a booked trade's `client_trade_id`): no control or invisible character anywhere,
+ * no space at either end, spaces inside allowed. Review: a BEL and a right-to-left override were booked, and a
+ * zero-width space would make two ids that print alike. Postal codes have a narrower form of their own
+ * (participants.schemas.ts).
  */
 export const VISIBLE_TEXT_PATTERN = `^(?!\\s)[^${ONE_LINE_CONTROLS}${INVISIBLE}]*(?<!\\s)$`;
 export const VISIBLE_TEXT = 'no control or invisible characters, no space at either end';
