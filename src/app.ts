@@ -427,7 +427,7 @@ export async function buildApp(
     await app.register(async (ops) => {
       ops.addHook('preValidation', inputChecked);
       await ops.register(opsRoutes, {
-        db: deps.store.db,
+        store: deps.store,
         registry: deps.metrics,
         readiness: deps.readiness ?? [],
         draining: deps.draining,

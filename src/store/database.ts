@@ -6,6 +6,7 @@ import {
   type PostgresPool,
   type PostgresPoolClient,
   type PostgresQueryResult,
+  sql,
   type Transaction,
 } from 'kysely';
 import pg from 'pg';
@@ -64,12 +65,23 @@ const CONNECT_TIMEOUT_MS = 5_000;
 const SETTINGS_ANSWER_TIMEOUT_MS = 2_000;
 export const KEEPALIVE_IDLE_MS = 10_000;
 const STATEMENT_ANSWER_TIMEOUT_MS = 30_000;
+/** A probe's connect, and its statement, each get this: within a load balancer's usual probe timeout (2–5 s). */
+const PROBE_ANSWER_TIMEOUT_MS = 2_000;
 
 export interface Store {
   /** The pool itself: no bound on statements (migrations, the job queue). */
   pool: pg.Pool;
   /** Statements bounded by STATEMENT_ANSWER_TIMEOUT_MS. */
   db: Db;
+  /**
+   * Resolves when PostgreSQL answers `select 1` within PROBE_ANSWER_TIMEOUT_MS, on a connection of its own
+   * outside the pool (for /readyz): whether the database answers, not whether the pool has a free connection.
+   * Through the pool, a probe queued behind busy connections (a contended row, a burst of slow requests) and
+   * failed: every instance sharing that database answered 503 at once, and a load balancer pulled them all
+   * (probe). Its connection is made at the first probe and kept; one that gets no answer is ended, and the
+   * next probe connects afresh.
+   */
+  probe(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -95,7 +107,7 @@ export function createStore(
 ): Store {
   const settings = Object.entries({ ...SESSION_SETTINGS, ...options.sessionSettings });
   const apply = `select ${settings.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ')}`;
-  const pool = new pg.Pool({
+  const pool = quietPool({
     connectionString: databaseUrl,
     max: options.max ?? 20,
     // A dropped server connection must not crash the process; the pool replaces it.
@@ -120,24 +132,51 @@ export function createStore(
         throw new Error(`Connection terminated: the session settings got ${silence.message}`);
       }),
   });
-  // A server that drops connections must not crash the process: idle and checked-out client errors are
-  // reported by the query that hits them, and the pool replaces the client.
-  pool.on('error', () => {});
-  // graphile-worker, which runs on this pool, also wants each client to have one (it warns otherwise).
-  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: answeringWithin(pool, STATEMENT_ANSWER_TIMEOUT_MS) }),
   });
+  let probeDb: Db | null = null;
   return {
     pool,
     db,
+    probe: async () => {
+      probeDb ??= new Kysely<Database>({
+        dialect: new PostgresDialect({
+          pool: answeringWithin(
+            quietPool({
+              connectionString: databaseUrl,
+              max: 1,
+              idleTimeoutMillis: 60_000,
+              connectionTimeoutMillis: PROBE_ANSWER_TIMEOUT_MS,
+              keepAlive: true,
+              keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+            }),
+            PROBE_ANSWER_TIMEOUT_MS,
+          ),
+        }),
+      });
+      await sql`select 1`.execute(probeDb);
+    },
     close: async () => {
+      await probeDb?.destroy();
       await db.destroy();
       // Kysely adopts the pool only on its first query; a process that used the pool alone (svc migrate)
       // would otherwise keep idle connections, and itself, alive for idleTimeoutMillis.
       if (!pool.ending) await pool.end();
     },
   };
+}
+
+/**
+ * A pool whose dropped connections do not crash the process: idle and checked-out client errors are reported
+ * by the query that hits them, and the pool replaces the client. graphile-worker, which runs on the store's
+ * pool, also wants each client to have a handler (it warns otherwise).
+ */
+function quietPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(config);
+  pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
+  return pool;
 }
 
 /**

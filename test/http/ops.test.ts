@@ -77,6 +77,26 @@ describe('health', () => {
   });
 });
 
+describe('GET /readyz with every pool connection busy', () => {
+  test("is ready: the database answers on the probe's own connection, outside the pool", async () => {
+    // A contended row or a burst of slow statements can hold every pooled connection of every instance at
+    // once; a probe queued behind them failed, and a load balancer pulled every instance (probe).
+    const instance = await startInstance(svc, { env: { SVC_DB_POOL_MAX: '2' } });
+    const held: Array<{ release(): void }> = [];
+    try {
+      assert.equal((await rawRequest(instance.url!, 'GET', '/readyz')).status, 200);
+      held.push(await instance.store.pool.connect(), await instance.store.pool.connect());
+      assert.equal(instance.store.pool.totalCount, 2);
+      assert.equal(instance.store.pool.idleCount, 0);
+      const busy = await rawRequest(instance.url!, 'GET', '/readyz');
+      assert.deepEqual([busy.status, busy.json], [200, { status: 'ready', checks: { database: true } }]);
+    } finally {
+      for (const client of held) client.release();
+      await instance.close();
+    }
+  });
+});
+
 describe('GET /metrics', () => {
   const sample = (text: string, name: string, labels: string) =>
     Number(new RegExp(`^${name}\\{${labels}\\} (\\d+(?:\\.\\d+)?)$`, 'm').exec(text)?.[1] ?? 0);
@@ -298,7 +318,7 @@ describe('GET /readyz with a dependency that never answers', () => {
       check: () => new Promise<boolean>(() => {}),
     });
     await app.register(opsRoutes, {
-      db: svc.runtime.store.db,
+      store: svc.runtime.store,
       registry: new Registry(),
       readiness: [silent('redis', false), silent('other', true)],
     });
@@ -336,7 +356,7 @@ describe('GET /readyz under a flood of probes', () => {
         return true;
       },
     };
-    await app.register(opsRoutes, { db: svc.runtime.store.db, registry: new Registry(), readiness: [slow] });
+    await app.register(opsRoutes, { store: svc.runtime.store, registry: new Registry(), readiness: [slow] });
     try {
       const probes = Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/readyz' }));
       await eventually(async () => (checks >= 1 ? true : undefined), 5_000, 'the first check');

@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import { sql } from 'kysely';
 import { within } from '../../lib/within.ts';
-import type { Db } from '../../store/database.ts';
+import type { Store } from '../../store/database.ts';
 
 export interface ReadinessCheck {
   name: string;
@@ -16,10 +15,9 @@ export interface ReadinessCheck {
 }
 
 /**
- * A database that does not answer `select 1` within this is not ready. A server that stopped answering
- * without closing its connections would otherwise hold the probe for the store's statement bound (30 s,
- * store/database.ts), past a load balancer's probe timeout (typically 2 to 5 s), which then sees no answer
- * rather than a 503. A healthy database answers in milliseconds, a saturated pool within this or not at all.
+ * A check that does not answer within this has failed. A dependency that stopped answering without closing its
+ * connections would otherwise hold the probe past a load balancer's probe timeout (typically 2 to 5 s), which
+ * then sees no answer rather than a 503. (The database's probe bounds itself alike: Store.probe.)
  */
 const READINESS_TIMEOUT_MS = 2_000;
 
@@ -32,7 +30,12 @@ interface Readiness {
 /** DESIGN §6: liveness, readiness (database and, when configured, Redis) and Prometheus metrics. */
 export async function opsRoutes(
   app: FastifyInstance,
-  options: { db: Db; registry: Registry; readiness: ReadinessCheck[]; draining?: () => boolean },
+  options: {
+    store: Pick<Store, 'probe'>;
+    registry: Registry;
+    readiness: ReadinessCheck[];
+    draining?: () => boolean;
+  },
 ) {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
 
@@ -55,7 +58,7 @@ export async function opsRoutes(
   // other, a silent database and a silent Redis took 3 s (review).
   async function checkReadiness(): Promise<Readiness> {
     const all: ReadinessCheck[] = [
-      { name: 'database', check: () => sql`select 1`.execute(options.db).then(() => true) },
+      { name: 'database', check: () => options.store.probe().then(() => true) },
       ...options.readiness,
     ];
     const results = await Promise.all(
