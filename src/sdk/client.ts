@@ -16,12 +16,13 @@ export interface ClientCredentials {
 }
 
 export interface ClientOptions extends ClientCredentials {
-  baseUrl: string;
+  /** The server: an http(s) URL, as text or a `URL`. */
+  baseUrl: string | URL;
   /** Injected for tests; defaults to Date.now. */
   now?: () => number;
   fetch?: typeof fetch;
-  /** Extra headers on every request (e.g. X-Simulator-Scenario in cert). */
-  headers?: Record<string, string>;
+  /** Extra headers on every request (e.g. X-Simulator-Scenario in cert); one whose value is undefined is left out. */
+  headers?: Record<string, string | undefined>;
   /** Retry rules of spec 7 for `request` (defaults: 3 retries, 100–500 ms first backoff); false turns them off. */
   retry?: RetryOptions | false;
   /**
@@ -45,7 +46,8 @@ export interface RequestOptions {
   query?: Record<string, QueryValue>;
   /** A JSON value, or a string sent as is (tests send malformed or exotic bodies this way). */
   body?: unknown;
-  headers?: Record<string, string>;
+  /** Extra headers for this call; one whose value is undefined is left out. */
+  headers?: Record<string, string | undefined>;
   /** Overrides the client's retry options for this call. */
   retry?: RetryOptions | false;
   /** false: send no X-SCX-* headers (`GET /time` and `GET /.well-known/jwks.json` need none). Default true. */
@@ -142,6 +144,8 @@ export function buildTarget(path: string, query: Record<string, QueryValue> | un
 export class SvcClient {
   private readonly fetchImpl: typeof fetch;
   private readonly now: () => number;
+  /** `options.baseUrl` as text, without a trailing slash: each call's target goes after it. */
+  private readonly base: string;
 
   constructor(readonly options: ClientOptions) {
     const { timeoutMs } = options;
@@ -152,9 +156,17 @@ export class SvcClient {
       throw new RangeError(
         `timeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}, got ${timeoutMs}`,
       );
-    // A base URL that cannot work is the caller's mistake, said at once (review).
-    const refused = baseUrlFault(String(options.baseUrl));
+    // A base URL that cannot work is the caller's mistake, said at once (review). A URL object is taken as its
+    // text: checked as text, then kept as the object, it failed every call as "no answer", a write's outcome
+    // unknown though nothing was sent (probe).
+    const { baseUrl } = options;
+    if (typeof baseUrl !== 'string' && !(baseUrl instanceof URL))
+      throw new SvcArgumentError(
+        `baseUrl must be an http or https URL, as text or a URL, got ${baseUrl === null ? 'null' : typeof baseUrl}`,
+      );
+    const refused = baseUrlFault(String(baseUrl));
     if (refused) throw new SvcArgumentError(BASE_URL_REFUSALS[refused.fault](refused.shown));
+    this.base = String(baseUrl).replace(/\/$/, '');
     // Each is signed into every request: one left out (`apiSecret: process.env.SVC_API_SECRET`, unset) threw a
     // TypeError of node:crypto at the first call, or sent the key "undefined" (review). Said now, by name.
     for (const name of ['apiKey', 'apiSecret', 'passphrase'] as const) {
@@ -207,6 +219,11 @@ export class SvcClient {
         throw new SvcArgumentError(
           `header ${JSON.stringify(name)}: not a header name (letters, digits and !#$%&'*+-.^_\`|~ only)`,
         );
+      // From JavaScript, or a cast: an object went as `[object Object]`, a number as its digits (probe).
+      if (typeof value !== 'string')
+        throw new SvcArgumentError(
+          `header ${name}: its value must be a string, got ${value === null ? 'null' : typeof value}`,
+        );
       if (!HEADER_VALUE.test(value))
         throw new SvcArgumentError(
           `header ${name}: its value cannot be sent (a line break, or a character past Latin-1)`,
@@ -219,7 +236,7 @@ export class SvcClient {
     let response: Response;
     let text: string;
     try {
-      response = await this.fetchImpl(this.options.baseUrl.replace(/\/$/, '') + target, {
+      response = await this.fetchImpl(this.base + target, {
         method,
         headers,
         body,
@@ -237,11 +254,7 @@ export class SvcClient {
         if (method !== 'GET') aborted.outcomeUnknown = true;
         throw aborted;
       }
-      throw new SvcConnectionError(
-        `${method} ${target}: ${describeFetchError(error)}`,
-        error,
-        this.options.baseUrl,
-      );
+      throw new SvcConnectionError(`${method} ${target}: ${describeFetchError(error)}`, error, this.base);
     }
     let parsed: unknown = text;
     if (response.status >= 300 && response.status < 400) {
@@ -336,11 +349,16 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * Headers from several sources, later ones winning, by name in any letter case: spread as objects, a client-wide
  * `X-Request-Id` and a call's `x-request-id` both went, and fetch joined them ("client-wide, per-call"; review).
  */
-function mergedHeaders(...sources: Array<Record<string, string> | undefined>): Record<string, string> {
+function mergedHeaders(
+  ...sources: Array<Record<string, string | undefined> | undefined>
+): Record<string, string> {
   const merged: Record<string, string> = {};
   const nameOf = new Map<string, string>();
   for (const source of sources)
     for (const [name, value] of Object.entries(source ?? {})) {
+      // Left out, as a query parameter's undefined is (`{ 'X-Simulator-Scenario': process.env.SCENARIO }`):
+      // fetch sent the text "undefined" (probe).
+      if (value === undefined) continue;
       const previous = nameOf.get(name.toLowerCase());
       if (previous !== undefined) delete merged[previous];
       nameOf.set(name.toLowerCase(), name);

@@ -190,6 +190,23 @@ test('a baseUrl fetch cannot use is refused when the client is made, not retried
     );
 });
 
+test('a baseUrl given as a URL object is used as its text; one neither text nor URL is refused at once', async () => {
+  // Probe: a URL object passed the check (as its text), then every call failed as "no answer", a write's outcome
+  // unknown though nothing was sent.
+  const client = createClient({ baseUrl: new URL(`${elsewhere.url}/`), ...credentials, retry: noWaiting });
+  const res = await client.http.send('GET', '/time');
+  assert.equal(res.status, 200);
+  assert.equal(elsewhere.requests.at(-1)!.url, '/time');
+  for (const baseUrl of [42, null, undefined, { href: elsewhere.url }])
+    assert.throws(
+      () => createClient({ baseUrl: baseUrl as unknown as string, ...credentials }),
+      (e: unknown) =>
+        e instanceof SvcArgumentError &&
+        /^baseUrl must be an http or https URL, as text or a URL, got /.test((e as Error).message),
+      String(baseUrl),
+    );
+});
+
 test('credentials left out are refused by name when the client is made, not at its first call', () => {
   for (const name of ['apiKey', 'apiSecret', 'passphrase'] as const) {
     for (const value of [undefined, null, 42]) {
@@ -240,6 +257,36 @@ test('a header name that cannot be sent is refused naming it, nothing sent, not 
     );
   }
   assert.equal(elsewhere.requests.length, before, 'nothing was sent');
+});
+
+test('a header value that is not text is refused naming the header, nothing sent; one left undefined is not sent', async () => {
+  const before = elsewhere.requests.length;
+  for (const value of [{ a: 1 }, 42, null]) {
+    const client = createClient({ baseUrl: elsewhere.url, ...credentials, retry: noWaiting });
+    await assert.rejects(
+      client.http.request('POST', '/fund/rfq', {
+        body: {},
+        headers: { 'X-Tenant': value as unknown as string },
+      }),
+      (e: unknown) =>
+        e instanceof SvcArgumentError &&
+        /^header X-Tenant: its value must be a string, got (object|number|null)$/.test((e as Error).message),
+      String(value),
+    );
+  }
+  assert.equal(elsewhere.requests.length, before, 'nothing was sent');
+  // An optional header from the environment, unset: left out, as an undefined query parameter is (probe: it went
+  // as the text "undefined").
+  const client = createClient({
+    baseUrl: elsewhere.url,
+    ...credentials,
+    headers: { 'X-Simulator-Scenario': undefined },
+    retry: noWaiting,
+  });
+  await client.http.send('GET', '/time', { headers: { 'X-Tenant': undefined } });
+  const sent = elsewhere.requests.at(-1)!.headers;
+  assert.equal(sent['x-simulator-scenario'], undefined);
+  assert.equal(sent['x-tenant'], undefined);
 });
 
 test('a method in lower case is sent as signed, in upper case; a client-wide header and a call’s of the same name are one', async () => {

@@ -61,10 +61,10 @@ type Answer =
  * case, which fetch would otherwise join to it as "a, b"), else one the caller put among the headers, else a new one.
  */
 function withRequestId(
-  headers: Record<string, string> | undefined,
+  headers: Record<string, string | undefined> | undefined,
   requestId: string | undefined,
-): Record<string, string> {
-  const others: Record<string, string> = {};
+): Record<string, string | undefined> {
+  const others: Record<string, string | undefined> = {};
   let given: string | undefined;
   for (const [name, value] of Object.entries(headers ?? {})) {
     if (name.toLowerCase() === REQUEST_ID_HEADER) given = value;
