@@ -72,6 +72,14 @@ export async function openDatabase(
   return { url: embedded.url, embedded };
 }
 
+/** Closes every app at once; fails with the first failure once all have closed. */
+async function closedTogether(apps: FastifyInstance[]): Promise<void> {
+  const failed = (await Promise.allSettled(apps.map((app) => app.close()))).find(
+    (result) => result.status === 'rejected',
+  );
+  if (failed) throw failed.reason;
+}
+
 /** The share of SVC_SHUTDOWN_TIMEOUT_MS (from the start of the shutdown) that in-flight webhook attempts get. */
 const SHUTDOWN_DRAIN_SHARE = 2 / 3;
 
@@ -142,7 +150,10 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
     const serve = async (deps: AppDeps, parts: AppParts, at: { host: string; port: number }) => {
       const app = await buildApp(deps, parts);
       apps.push(app);
-      cleanups.push(() => app.close());
+      // Every listener stops taking connections at once, each then waiting for its own requests in flight.
+      // Closed one after the other, the public listener went on taking new connections, and serving them, for
+      // as long as a slow operator request held the operator listener's close (probe).
+      if (apps.length === 1) cleanups.push(() => closedTogether(apps));
       // A copy: fastify writes into its options, and config is frozen.
       return listenOn(app, { host: at.host, port: at.port });
     };

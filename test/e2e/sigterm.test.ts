@@ -190,6 +190,46 @@ describe('SIGTERM', () => {
     assert.equal(row.rows[0].status, 'locked', 'the change committed');
   });
 
+  test('every listener stops accepting at once: a request in flight on the operator listener does not keep the public one open', async () => {
+    // Probe: the listeners closed one after the other (operator, then public), so the public listener took new
+    // connections, and served them, for as long as a slow operator request held the operator listener's close.
+    const { proc, url } = await serve({ SVC_ADMIN_LISTEN: '127.0.0.1:0' });
+    const adminUrl = (await proc.waitFor(/^ {2}operator API +(http:\/\/\S+)\/admin$/m))[1]!;
+    const platform = (
+      await admin(adminUrl, 'POST', '/platforms', {
+        name: 'sigterm-listeners',
+        ip_allowlist: ['127.0.0.1/32'],
+      })
+    ).body.message;
+    const participant = (
+      await admin(adminUrl, 'POST', '/participants', {
+        platform_code: platform.platform_code,
+        email: 'listeners@example.com',
+        first_name: 'Two',
+        last_name: 'Listeners',
+      })
+    ).body.message;
+    const holder = await holdRowLock(participant.participant_code!);
+    const inFlight = admin(adminUrl, 'PATCH', `/participants/${participant.participant_code}`, {
+      status: 'locked',
+    });
+    await waitUntilBlockedOnLock(holder);
+    assert.equal(await freshConnection(url), 200);
+
+    proc.child.kill('SIGTERM');
+    await eventually(
+      async () => ((await freshConnection(url)) === 'refused' ? true : undefined),
+      5_000,
+      'the public listener refusing while the operator request is in flight',
+    );
+    assert.equal(await freshConnection(adminUrl), 'refused');
+    assert.equal(proc.child.exitCode, null, 'the process waits for the request in flight');
+
+    await holder.query('commit');
+    assert.equal((await inFlight).status, 200);
+    assert.equal((await proc.exited).code, 0, proc.stderr() + proc.stdout());
+  });
+
   test('connections whose request never arrives whole are closed once nothing is in flight: the process exits 0', async () => {
     // Probe: a connection that sent nothing, or part of a request, held every shutdown to its timeout (exit 1): Node
     // stops timing requests out when the listener closes, and the shutdown waited for the connection to end.
