@@ -18,13 +18,12 @@ import { failureJson, reportFailure, type FailureReport } from '../cli/error-rep
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { DataDirError } from '../lib/data-dir-file.ts';
+import { EXIT } from './exit-codes.ts';
+import { keepingStops } from './kept-stops.ts';
 import { baseUrlFault, MAX_TIMEOUT_MS, type BaseUrlFault } from '../sdk/client.ts';
 import { SvcArgumentError } from '../sdk/errors.ts';
 
 /** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
-const EXIT = { ok: 0, failed: 1, usage: 2, unreachable: 3 } as const;
-/** The signals `svc serve` stops on; SIGHUP (a closed terminal) too, so the embedded PostgreSQL is not left running. */
-const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 const HELP = `svc: svc-platform service, operator and platform CLI
 
@@ -308,7 +307,7 @@ async function serve(config: Readonly<Config>): Promise<void> {
   // Bounded, though: a start that cannot finish (waiting for another instance's migrations, or for a table
   // lock) ignored its supervisor's stop for as long as it waited (review). It gets SVC_SHUTDOWN_TIMEOUT_MS
   // from the signal, as a running instance does, then the process ends.
-  const { result: runtime, signalled } = await keepingStops(config, logger, {
+  const { result: runtime, handOver } = await keepingStops(config, logger, {
     kept: 'stop asked during the start: stopping once started',
     timedOut: 'the start did not finish within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting',
     step: () => starting('svc serve', config, logger, () => startRuntime(config, { logger })),
@@ -352,11 +351,8 @@ async function serve(config: Readonly<Config>): Promise<void> {
     logger.error({ err }, 'the job runner failed; shutting down');
     stop('job runner failed', EXIT.failed);
   });
-  for (const signal of STOP_SIGNALS) process.on(signal, () => stop(signal));
-  if (signalled) {
-    stop(signalled);
-    return;
-  }
+  handOver(stop);
+  if (stopping) return; // a stop asked during the start
   // Last: whoever waits for the banner (a supervisor, a test) may signal the process as soon as it shows.
   process.stdout.write(lines.join('\n') + '\n');
 }
@@ -407,7 +403,7 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
   // migration under way ends within the smart shutdown's wait, or is rolled back); a start still under way is
   // waited for as long again, no longer (a hung one leaves its cluster to the next start's clean-up, review).
   let opened: ReturnType<typeof openDatabase> | undefined;
-  const { result: applied } = await keepingStops(config, logger, {
+  const { result: applied, handOver } = await keepingStops(config, logger, {
     kept: 'stop asked during svc migrate: stopping once it has ended',
     timedOut: 'svc migrate did not end within SVC_SHUTDOWN_TIMEOUT_MS of the stop; exiting',
     step: () =>
@@ -428,43 +424,9 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
         new Promise((resolve) => setTimeout(resolve, config.shutdownTimeoutMs)),
       ]),
   });
+  // Done: a stop now has nothing left to wait for, and the process ends once this is written.
+  handOver(() => {});
   process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'database is up to date\n');
-}
-
-/**
- * Runs `step` keeping a stop signal (SIGTERM, SIGINT, SIGHUP) for after it, so that what it starts (the embedded
- * PostgreSQL) is stopped by svc rather than left running by Node's default end of the process. Bounded: past
- * SVC_SHUTDOWN_TIMEOUT_MS from the signal, `timedOut` is logged, `giveUp` is awaited (its failure ignored) and the
- * process ends, failed. The step's result, and the signal kept, if any.
- */
-async function keepingStops<T>(
-  config: Readonly<Config>,
-  logger: { info(obj: object, msg: string): void; error(msg: string): void },
-  {
-    kept,
-    timedOut,
-    step,
-    giveUp = async () => {},
-  }: { kept: string; timedOut: string; step: () => Promise<T>; giveUp?: () => Promise<unknown> },
-): Promise<{ result: T; signalled: NodeJS.Signals | null }> {
-  let signalled: NodeJS.Signals | null = null;
-  const keep = (signal: NodeJS.Signals) => {
-    if (signalled) return;
-    signalled = signal;
-    logger.info({ signal }, kept);
-    setTimeout(() => {
-      logger.error(timedOut);
-      void giveUp()
-        .catch(() => {})
-        .finally(() => process.exit(EXIT.failed));
-    }, config.shutdownTimeoutMs).unref();
-  };
-  for (const signal of STOP_SIGNALS) process.on(signal, keep);
-  try {
-    return { result: await step(), signalled };
-  } finally {
-    for (const signal of STOP_SIGNALS) process.off(signal, keep);
-  }
 }
 
 /**

@@ -141,7 +141,8 @@ const SMART_SHUTDOWN_MS = 2_000;
 
 export interface EmbeddedOptions {
   /**
-   * Runs the cluster in a process group of its own (spawningInOwnProcessGroup), for a process that stops it
+   * Runs the cluster, and the initdb of a first start, in a process group of its own (spawningInOwnProcessGroup),
+   * for a process that stops it
    * itself on every signal (`svc serve`, `svc migrate`). Otherwise it is in the caller's group, and a Ctrl-C in the
    * terminal stops it with the caller (the test runner, the benches: neither stops it on a signal).
    */
@@ -219,7 +220,14 @@ export async function startEmbeddedPostgres(
     if (!movedInMeanwhile)
       await initialiseInPlace(
         databaseDir,
-        (dir) => withPrivateTmpDir(dataDir, () => started(cluster(dir).initialise())),
+        (dir) =>
+          withPrivateTmpDir(dataDir, async () => {
+            const initialise = () => started(cluster(dir).initialise());
+            // initdb too: in the terminal's group, a Ctrl-C during a first start cancelled its bootstrap
+            // (`postgres --single`), and the start that was to stop once done failed instead (probe).
+            if (ownProcessGroup) await spawningInOwnProcessGroup(initialise);
+            else await initialise();
+          }),
         log,
       );
   }

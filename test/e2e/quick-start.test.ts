@@ -152,6 +152,47 @@ describe('quick start on an embedded PostgreSQL', () => {
     );
   });
 
+  test("Ctrl-C during a first start's initdb: initdb is outside the terminal's group, the start ends and stops, exit 0", async () => {
+    // Probe: initdb ran in svc's process group, so the terminal's SIGINT cancelled its bootstrap (`postgres
+    // --single`), and a start that had said it would stop once started failed instead (exit 1).
+    const fresh = mkdtempSync(path.join(os.tmpdir(), 'svc-first-start-'));
+    const proc = serve({ SVC_DATA_DIR: fresh, SVC_LOG_LEVEL: 'info' }, { processGroup: true });
+    try {
+      const initdb = await eventually(
+        async () =>
+          readdirSync('/proc')
+            .filter((name) => /^\d+$/.test(name))
+            .find((pid) => {
+              try {
+                const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+                return path.basename(args[0] ?? '') === 'initdb' && args.some((arg) => arg.includes(fresh));
+              } catch {
+                return false; // ended meanwhile
+              }
+            }),
+        60_000,
+        'the first start running initdb',
+      );
+      const stat = readFileSync(`/proc/${initdb}/stat`, 'utf8');
+      const processGroup = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+      assert.notEqual(processGroup, proc.child.pid, "initdb runs outside svc's process group");
+      process.kill(-proc.child.pid!, 'SIGINT');
+      const exited = await Promise.race([
+        proc.exited,
+        new Promise<null>((resolve) => setTimeout(() => resolve(null), 60_000).unref()),
+      ]);
+      assert.ok(exited, 'svc did not exit within 60 s of SIGINT');
+      assert.equal(exited.code, 0, proc.stderr() + proc.stdout());
+      assert.match(proc.stdout(), /stop asked during the start/);
+      assert.ok(existsSync(path.join(fresh, 'pg', 'PG_VERSION')), 'the cluster was made all the same');
+      assert.equal(existsSync(path.join(fresh, 'pg', 'postmaster.pid')), false, 'and stopped');
+    } finally {
+      proc.kill();
+      // An initdb still writing there (a failed run) is waited for a moment.
+      rmSync(fresh, { recursive: true, force: true, maxRetries: 20 });
+    }
+  });
+
   test('SIGTERM while the embedded PostgreSQL is starting: it is stopped too, and the next start works', async () => {
     const proc = serve({ SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'info' });
     await proc.waitFor(/embedded PostgreSQL started/, 120_000);

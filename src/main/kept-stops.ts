@@ -1,0 +1,63 @@
+import type { Config } from '../config.ts';
+import { EXIT } from './exit-codes.ts';
+
+/** The signals `svc serve` stops on; SIGHUP (a closed terminal) too, so the embedded PostgreSQL is not left running. */
+export const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+
+/**
+ * Runs `step` keeping a stop signal (SIGTERM, SIGINT, SIGHUP) for after it, so that what it starts (the embedded
+ * PostgreSQL) is stopped by svc rather than left running by Node's default end of the process. Bounded: past
+ * SVC_SHUTDOWN_TIMEOUT_MS from the signal, `timedOut` is logged, `giveUp` is awaited (its failure ignored) and the
+ * process ends, failed.
+ *
+ * Gives the step's result and `handOver(stop)`, which hands the signals to `stop`: the one kept, if any, at once,
+ * and those to come. Signals are kept until then, and `stop`'s listeners are added before the keeping ones are
+ * removed: removing a signal's last listener drops one caught but not yet dispatched, and a SIGTERM that came as
+ * the start ended was lost, the server left running (probe).
+ */
+export async function keepingStops<T>(
+  config: Readonly<Pick<Config, 'shutdownTimeoutMs'>>,
+  logger: { info(obj: object, msg: string): void; error(msg: string): void },
+  {
+    kept,
+    timedOut,
+    step,
+    giveUp = async () => {},
+  }: { kept: string; timedOut: string; step: () => Promise<T>; giveUp?: () => Promise<unknown> },
+): Promise<{ result: T; handOver(stop: (signal: NodeJS.Signals) => void): void }> {
+  let signalled: NodeJS.Signals | null = null;
+  let bound: NodeJS.Timeout | undefined;
+  const keep = (signal: NodeJS.Signals) => {
+    if (signalled) return;
+    signalled = signal;
+    logger.info({ signal }, kept);
+    bound = setTimeout(() => {
+      logger.error(timedOut);
+      void giveUp()
+        .catch(() => {})
+        .finally(() => process.exit(EXIT.failed));
+    }, config.shutdownTimeoutMs).unref();
+  };
+  const release = () => {
+    // The step has ended: what the bound was for. A stop from here has its own (serve's shutdown).
+    clearTimeout(bound);
+    for (const signal of STOP_SIGNALS) process.off(signal, keep);
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, keep);
+  let result: T;
+  try {
+    result = await step();
+  } catch (error) {
+    release();
+    throw error;
+  }
+  return {
+    result,
+    handOver(stop) {
+      // The name only: Node passes the signal's number after it, which serve's stop would read as its exit code.
+      for (const signal of STOP_SIGNALS) process.on(signal, (name: NodeJS.Signals) => stop(name));
+      release();
+      if (signalled) stop(signalled);
+    },
+  };
+}
