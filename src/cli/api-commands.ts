@@ -273,20 +273,28 @@ export const API_COMMANDS: Record<string, ApiCommand> = {
     usage: 'svc api execute QUOTE_ID [--convert-withdraw]',
     summary:
       'execute a quote (POST /liquidity/execute or /convert_withdraw/execute) with spec 7.2: a lost answer is looked up, not resent',
-    run: (c, p, o) =>
-      (o['convert-withdraw'] === true
-        ? c.quotes.executeConvertWithdrawQuote(positional(p, 0, 'QUOTE_ID'))
-        : c.quotes.executeLiquidityQuote(positional(p, 0, 'QUOTE_ID'))
+    run: (c, p, o) => {
+      const convertWithdraw = o['convert-withdraw'] === true;
+      return (
+        convertWithdraw
+          ? c.quotes.executeConvertWithdrawQuote(positional(p, 0, 'QUOTE_ID'))
+          : c.quotes.executeLiquidityQuote(positional(p, 0, 'QUOTE_ID'))
       ).catch((error: unknown) => {
         // spec 7.2: the SDK looked the trade up and found none, so the quote expired (or is not this platform's):
-        // said, rather than a bare "404: Not Found" (probe).
+        // said, rather than a bare "404: Not Found" (probe). A quote of the other kind is unknown to this execute
+        // too (probe: a convert-and-withdraw quote executed without --convert-withdraw was said to have expired).
         if (error instanceof SvcNotFoundError && !error.outcomeUnknown)
           throw new ExplainedFailure(
             error,
-            'no trade was made from this quote: it expired or is unknown; request a new quote (svc api quote)',
+            `no trade was made from this quote: it expired or is unknown as a ${
+              convertWithdraw
+                ? 'convert-and-withdraw quote (a liquidity quote executes without --convert-withdraw)'
+                : 'liquidity quote (a convert-and-withdraw quote, asked with --withdrawal-address, executes with --convert-withdraw)'
+            }; else request a new quote (svc api quote)`,
           );
         throw error;
-      }),
+      });
+    },
   },
   trades: {
     usage:

@@ -27,7 +27,9 @@ export interface FailureReport {
  * to look at the platform's trades).
  */
 const OUTCOME_UNKNOWN = '  outcome unknown: the request may have been carried out; look';
-const LOOK_IN_PUBLIC_API = `${OUTCOME_UNKNOWN} (e.g. svc api trades) before repeating it`;
+// Each of the API's writes is seen in one of these reads (probe: a customer account's creation, a tenant change, a
+// customer's onboarding were all told to look at the trades).
+const LOOK_IN_PUBLIC_API = `${OUTCOME_UNKNOWN} (with the API's reads that show what the command changes: svc api trades, accounts, details ZRN, participants) before repeating it`;
 const LOOK_IN_OPERATOR_API = `${OUTCOME_UNKNOWN} (with the operator API's reads: svc platforms list, svc keys list, svc prices list, svc webhooks notifications PLATFORM for what is notified) before repeating it`;
 
 function withOutcome(error: SvcError | AdminApiError, report: FailureReport): FailureReport {
@@ -45,7 +47,9 @@ export function errorLines(body: unknown): string[] {
   if (body === undefined || body === null || body === '') return [];
   if (typeof body === 'string') return [body.trim()];
   const { errors, error, message } = body as { errors?: unknown; error?: unknown; message?: unknown };
-  if (Array.isArray(errors)) return errors.map(String);
+  // An entry that is no text (another server's `{"code", "detail"}`) as JSON: String() printed "[object Object]" (probe).
+  if (Array.isArray(errors))
+    return errors.map((entry) => (typeof entry === 'string' ? entry : JSON.stringify(entry)));
   if (typeof message === 'string') return [message];
   if (typeof error === 'string') return [error];
   return [JSON.stringify(body)];
@@ -113,7 +117,9 @@ export function reportFailure(error: unknown): FailureReport | undefined {
     // firewall's 1020.
     const elsewhere =
       error instanceof AdminApiError &&
-      ((error.status === 404 && !namesWhatIsMissing(error.body)) ||
+      // A 2xx refused: an answer that is not the operator API's (its 2xx always has what was asked for).
+      ((error.status >= 200 && error.status <= 299) ||
+        (error.status === 404 && !namesWhatIsMissing(error.body)) ||
         (error.status === 401 && first?.startsWith(PUBLIC_CREDENTIALS_MISSING)) ||
         (error.status === 403 && first === FIREWALL_REFUSAL))
         ? [

@@ -34,9 +34,18 @@ export async function startWebhookListener(
   const out = options.out ?? ((line: string) => process.stdout.write(line + '\n'));
   const err = options.err ?? ((line: string) => process.stderr.write(line + '\n'));
   const seen = new Set<string>();
+  /** Prints a refusal on stderr (under --json as a JSON line: scripts read both streams). */
+  const refused = (reason: string, message: string, header?: string) =>
+    err(
+      options.json
+        ? JSON.stringify({ refused: reason, header: header ?? null, message })
+        : `refused: ${reason}${header ? ` (${header})` : ''}: ${message}`,
+    );
 
   const server = createServer((req, res) => {
+    // Every refusal is printed, these two as well (probe: a 405 and a 413 were answered and never shown).
     if (req.method !== 'POST') {
+      refused('method_not_allowed', `${req.method} ${req.url}: deliveries are POSTs (answered 405)`);
       res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' }).end('{"error":"POST only"}');
       return;
     }
@@ -45,6 +54,7 @@ export async function startWebhookListener(
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {
+        refused('body_too_large', `a body over ${MAX_BODY_BYTES} bytes (answered 413)`);
         res.writeHead(413, { 'content-type': 'application/json' }).end('{"error":"body too large"}');
         req.destroy();
         return;
@@ -86,12 +96,7 @@ export async function startWebhookListener(
           res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"Internal Server Error"}');
           return;
         }
-        // Under --json a refusal is a JSON line too (on stderr still, apart from the events): scripts read both.
-        err(
-          options.json
-            ? JSON.stringify({ refused: error.reason, header: error.header ?? null, message: error.message })
-            : `refused: ${error.reason}${error.header ? ` (${error.header})` : ''}: ${error.message}`,
-        );
+        refused(error.reason, error.message, error.header);
         res
           .writeHead(400, { 'content-type': 'application/json' })
           .end(JSON.stringify({ error: error.reason }));

@@ -86,8 +86,11 @@ class Connection {
    * local configuration's operator listener (SVC_ADMIN_LISTEN, or the public one).
    */
   get adminUrl(): string {
+    const given = this.given('admin-url', 'SVC_ADMIN_URL');
     return (
-      this.given('admin-url', 'SVC_ADMIN_URL') ??
+      // As `svc serve` shows it ("operator API http://…/admin"): each command adds /admin/… itself, and the
+      // address as shown went to /admin/admin/… (probe).
+      given?.replace(/\/admin\/?$/, '') ??
       this.given('url', 'SVC_URL') ??
       localUrl(this.config().adminListen ?? this.config().listen)
     );
@@ -121,9 +124,12 @@ class Connection {
 /** The CLI's words for each way a URL setting cannot be used (the SDK's rule, `baseUrlFault`). */
 const URL_REFUSALS: Record<BaseUrlFault, (shown: string) => string> = {
   'not-http': (shown) => `"${shown}" is not a valid http:// or https:// URL`,
-  credentials: (shown) => `"${shown}" must be given without a user name or password`,
+  // The URL is shown without what is refused (a password, a query that may hold a token): said as given with it, so
+  // that the message does not read as refusing the very URL it shows (probe).
+  credentials: (shown) =>
+    `"${shown}" was given with a user name or password (not shown): give the URL without them`,
   query: (shown) =>
-    `"${shown}" must be given without a query or fragment (each command adds its path after it)`,
+    `"${shown}" was given with a query or fragment (not shown): give the URL without it (each command adds its path after it)`,
   spaces: (shown) => `${JSON.stringify(shown)} must be given without spaces`,
 };
 

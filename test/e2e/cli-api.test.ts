@@ -265,7 +265,14 @@ describe('errors and exit codes', () => {
     assert.match(expired.stderr, /^error: the API answered 404: Not Found\n/);
     assert.match(
       expired.stderr,
-      /\n {2}no trade was made from this quote: it expired or is unknown; request a new quote/,
+      /\n {2}no trade was made from this quote: it expired or is unknown as a liquidity quote \(a convert-and-withdraw quote, asked with --withdrawal-address, executes with --convert-withdraw\); else request a new quote/,
+    );
+    // A quote of the other kind is named as the likely cause (probe: a valid quote was said to have expired).
+    const otherKind = await runCli(['api', 'execute', quote.quote_id, '--convert-withdraw'], env);
+    assert.equal(otherKind.code, 1, otherKind.stderr);
+    assert.match(
+      otherKind.stderr,
+      /\n {2}no trade was made from this quote: it expired or is unknown as a convert-and-withdraw quote \(a liquidity quote executes without --convert-withdraw\)/,
     );
   });
 

@@ -73,6 +73,20 @@ describe('the operator API on its own listener (SVC_ADMIN_LISTEN)', () => {
       base,
     );
     assert.equal(viaFlag.code, 0, viaFlag.stderr);
+    // The address as `svc serve` shows it, with its /admin (probe: it went to /admin/admin/platforms, a 404).
+    for (const shown of [`${adminUrl}/admin`, `${adminUrl}/admin/`]) {
+      const banner = await runCli(
+        ['platforms', 'list', '--admin-url', shown, '--token', TEST_ADMIN_TOKEN],
+        base,
+      );
+      assert.equal(banner.code, 0, banner.stderr);
+      const env = await runCli(['platforms', 'list'], {
+        ...base,
+        SVC_ADMIN_URL: shown,
+        SVC_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+      });
+      assert.equal(env.code, 0, env.stderr);
+    }
     // Unset, the operator URL is the public one (one listener serves both by default): here, refused.
     const unset = await runCli(['platforms', 'list', '--json'], {
       ...base,
@@ -353,10 +367,29 @@ describe('no usable answer', () => {
     assert.equal(portal.code, 1, portal.stderr);
     assert.match(
       portal.stderr,
-      /^error: the operator API answered 200: <p>hello<\/p>\n {2}outcome unknown: /,
+      /^error: the operator API answered 200: <p>hello<\/p>\n {2}no operator API answered: is --admin-url \(SVC_ADMIN_URL\) its address .*\n {2}outcome unknown: /,
     );
     const list = await runCli(['platforms', 'list', '--url', portalUrl, '--token', 'x'], base);
     assert.doesNotMatch(list.stderr, /outcome unknown/);
+  });
+
+  test("svc demo against a server whose 2xx has a `message` but not the operator API's fields: exit 1, said so", async () => {
+    // Probe: the demo went on with `undefined` for the platform and its key, and ended as a usage error (exit 2),
+    // "apiKey must be a string, got undefined".
+    const hollow = await listen(
+      createHttpServer((_req, res) =>
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"message":{}}'),
+      ),
+    );
+    servers.push(hollow);
+    const demo = await runCli(['demo', '--url', hollow.url, '--token', 'x'], base);
+    assert.equal(demo.code, 1, demo.stderr);
+    assert.match(
+      demo.stderr,
+      /^error: the operator API answered 200: \{"message":\{\}\}\n {2}no operator API answered: is --admin-url/,
+    );
+    assert.match(demo.stderr, /\n {2}outcome unknown: /);
+    assert.doesNotMatch(demo.stderr, /undefined/);
   });
 
   test('no server, or a port fetch refuses: exit 3 with one line (JSON under --json)', async () => {
@@ -415,18 +448,18 @@ describe('no usable answer', () => {
     assert.match(cases[3]!.stderr, /^error: SVC_REQUEST_TIMEOUT_MS: must be a whole number/);
     assert.match(
       cases[4]!.stderr,
-      /^error: --url: "http:\/\/127\.0\.0\.1:8080\/" must be given without a user name or password/,
+      /^error: --url: "http:\/\/127\.0\.0\.1:8080\/" was given with a user name or password \(not shown\): give the URL without them$/m,
     );
     assert.doesNotMatch(cases[4]!.stderr, /hunter2/);
     assert.match(cases[5]!.stderr, /^error: <PLATFORM>: "\.\." cannot be sent as a path segment/);
     assert.match(cases[6]!.stderr, /^error: --url: "http:\/\/…@127\.0\.0\.1:99999" is not a valid http/);
     assert.equal(
       cases[7]!.stderr.trim(),
-      'error: --url: "http://127.0.0.1:8080/" must be given without a query or fragment (each command adds its path after it)',
+      'error: --url: "http://127.0.0.1:8080/" was given with a query or fragment (not shown): give the URL without it (each command adds its path after it)',
     );
     assert.equal(
       cases[8]!.stderr.trim(),
-      'error: SVC_ADMIN_URL: "http://127.0.0.1:8081/" must be given without a query or fragment (each command adds its path after it)',
+      'error: SVC_ADMIN_URL: "http://127.0.0.1:8081/" was given with a query or fragment (not shown): give the URL without it (each command adds its path after it)',
     );
     assert.equal(
       cases[9]!.stderr.trim(),

@@ -128,6 +128,35 @@ test('a listener with another secret refuses the deliveries (400), which the ser
   assert.ok(view.attempts.length > 1 && view.attempts.every((a) => a.status_code === 400));
 });
 
+test('a request that is no delivery (not a POST, a body over 1 MiB) is refused and the refusal printed', async () => {
+  // Probe: the 405 and the 413 were answered and never shown, while every other refusal is.
+  const listener = await startListener(SECRET);
+  const get = await fetch(listener.url);
+  assert.equal(get.status, 405);
+  const big = await fetch(listener.url, { method: 'POST', body: 'x'.repeat(1024 * 1024 + 1) }).then(
+    (res) => res.status,
+    () => 'reset', // the listener stops reading once it has answered
+  );
+  assert.ok(big === 413 || big === 'reset', String(big));
+  const lines = await waitFor(() => {
+    const refusals = listener
+      .stderr()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { refused: string; header: null; message: string });
+    return refusals.length >= 2 ? refusals : null;
+  }, 'the printed refusals');
+  assert.deepEqual(
+    lines.map((l) => [l.refused, l.header]),
+    [
+      ['method_not_allowed', null],
+      ['body_too_large', null],
+    ],
+  );
+  assert.match(lines[0]!.message, /^GET \/: deliveries are POSTs \(answered 405\)$/);
+  assert.deepEqual(listener.events(), []);
+});
+
 test('the standardwebhooks npm package verifies real deliveries with whsec_ + base64(secret)', async () => {
   const verifier = new Webhook(standardWebhooksSecret(SECRET));
   const verified: unknown[] = [];

@@ -22,7 +22,23 @@ test('a failure of unknown outcome is reported so', () => {
   const answered = reportFailure(gateway)!;
   assert.equal(answered.exitCode, 1);
   assert.match(answered.text, /outcome unknown/);
-  assert.match(answered.text, /look \(e\.g\. svc api trades\)/);
+  // Not only the trades: a customer account, a tenant change or a customer is seen elsewhere (probe).
+  assert.match(
+    answered.text,
+    /look \(with the API's reads that show what the command changes: svc api trades, accounts, details ZRN, participants\)/,
+  );
+});
+
+test('an `errors` entry that is no text is printed as JSON, not as [object Object]', () => {
+  // Probe: a wrong --url reached a service whose 400 lists objects.
+  const report = reportFailure(
+    new AdminApiError(400, { errors: [{ code: 'E1', detail: 'bad thing' }, 'plain', 7] }),
+  )!;
+  assert.equal(
+    report.text,
+    'error: the operator API answered 400: {"code":"E1","detail":"bad thing"}\n  plain\n  7',
+  );
+  assert.deepEqual(report.json.errors, ['{"code":"E1","detail":"bad thing"}', 'plain', '7']);
 });
 
 test("an operator write's unknown outcome points at the operator API's record, not the platform's trades", () => {
