@@ -122,26 +122,34 @@ async function waitUntilBlockedOnLock(holder: pg.Client) {
   );
 }
 
+/**
+ * An operator request in flight at `adminUrl`, held up by a row lock the test holds: a PATCH of a new participant's
+ * status (to `locked`), waiting on that participant's row until `holder` commits.
+ */
+async function operatorRequestHeldUp(adminUrl: string, name: string) {
+  const platform = (
+    await admin(adminUrl, 'POST', '/platforms', { name: `sigterm ${name}`, ip_allowlist: ['127.0.0.1/32'] })
+  ).body.message;
+  const participant = (
+    await admin(adminUrl, 'POST', '/participants', {
+      platform_code: platform.platform_code,
+      email: `${name}@example.com`,
+      first_name: 'In',
+      last_name: 'Flight',
+    })
+  ).body.message;
+  const holder = await holdRowLock(participant.participant_code!);
+  const inFlight = admin(adminUrl, 'PATCH', `/participants/${participant.participant_code}`, {
+    status: 'locked',
+  });
+  await waitUntilBlockedOnLock(holder);
+  return { participant, holder, inFlight };
+}
+
 describe('SIGTERM', () => {
   test('the in-flight request completes, new connections are refused, and the process exits 0', async (t) => {
     const { proc, url } = await serve({ SVC_LOG_LEVEL: 'info' });
-    const platform = (
-      await admin(url, 'POST', '/platforms', { name: 'sigterm', ip_allowlist: ['127.0.0.1/32'] })
-    ).body.message;
-    const participant = (
-      await admin(url, 'POST', '/participants', {
-        platform_code: platform.platform_code,
-        email: 'inflight@example.com',
-        first_name: 'In',
-        last_name: 'Flight',
-      })
-    ).body.message;
-
-    const holder = await holdRowLock(participant.participant_code!);
-    const inFlight = admin(url, 'PATCH', `/participants/${participant.participant_code}`, {
-      status: 'locked',
-    });
-    await waitUntilBlockedOnLock(holder);
+    const { participant, holder, inFlight } = await operatorRequestHeldUp(url, 'inflight');
     // A request that is still arriving when the shutdown starts (its connection is not idle, so it stays).
     const late = await startRequest(url, 'GET /time HTTP/1.1\r\nHost: svc\r\n');
 
@@ -195,25 +203,7 @@ describe('SIGTERM', () => {
     // connections, and served them, for as long as a slow operator request held the operator listener's close.
     const { proc, url } = await serve({ SVC_ADMIN_LISTEN: '127.0.0.1:0' });
     const adminUrl = (await proc.waitFor(/^ {2}operator API +(http:\/\/\S+)\/admin$/m))[1]!;
-    const platform = (
-      await admin(adminUrl, 'POST', '/platforms', {
-        name: 'sigterm-listeners',
-        ip_allowlist: ['127.0.0.1/32'],
-      })
-    ).body.message;
-    const participant = (
-      await admin(adminUrl, 'POST', '/participants', {
-        platform_code: platform.platform_code,
-        email: 'listeners@example.com',
-        first_name: 'Two',
-        last_name: 'Listeners',
-      })
-    ).body.message;
-    const holder = await holdRowLock(participant.participant_code!);
-    const inFlight = admin(adminUrl, 'PATCH', `/participants/${participant.participant_code}`, {
-      status: 'locked',
-    });
-    await waitUntilBlockedOnLock(holder);
+    const { holder, inFlight } = await operatorRequestHeldUp(adminUrl, 'listeners');
     assert.equal(await freshConnection(url), 200);
 
     proc.child.kill('SIGTERM');
@@ -252,22 +242,8 @@ describe('SIGTERM', () => {
 
   test('a request that cannot finish does not hold the process past SVC_SHUTDOWN_TIMEOUT_MS (exit 1)', async () => {
     const { proc, url } = await serve({ SVC_SHUTDOWN_TIMEOUT_MS: '1500' });
-    const platform = (
-      await admin(url, 'POST', '/platforms', { name: 'stuck', ip_allowlist: ['127.0.0.1/32'] })
-    ).body.message;
-    const participant = (
-      await admin(url, 'POST', '/participants', {
-        platform_code: platform.platform_code,
-        email: 'stuck@example.com',
-        first_name: 'St',
-        last_name: 'Uck',
-      })
-    ).body.message;
-    const holder = await holdRowLock(participant.participant_code!);
-    const inFlight = admin(url, 'PATCH', `/participants/${participant.participant_code}`, {
-      status: 'locked',
-    }).catch((error: Error) => error);
-    await waitUntilBlockedOnLock(holder);
+    const { holder, inFlight: held } = await operatorRequestHeldUp(url, 'stuck');
+    const inFlight = held.catch((error: Error) => error);
     proc.child.kill('SIGTERM');
     const exit = await proc.exited;
     assert.equal(exit.code, 1);
