@@ -66,15 +66,26 @@ export class AdminClient {
     });
   }
 
-  async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
-    return (await this.answer<{ message: T }>(method, path, body)).message;
+  async request<T = unknown>(
+    method: string,
+    path: string,
+    body?: unknown,
+    texts?: ReadonlyArray<keyof T & string>,
+  ): Promise<T> {
+    return (await this.answer<{ message: T }>(method, path, body, texts)).message;
   }
 
   /**
    * One call, answered with its whole body: `message`, and for a paged list `page`, `page_size`,
-   * `total_pages` and `count`. Every call goes through here.
+   * `total_pages` and `count`. Every call goes through here. `texts`: fields the message must hold as text, for a
+   * caller that goes on with them (svc demo): an answer without them is not the operator API's.
    */
-  async answer<A extends { message: unknown }>(method: string, path: string, body?: unknown): Promise<A> {
+  async answer<A extends { message: unknown }>(
+    method: string,
+    path: string,
+    body?: unknown,
+    texts: ReadonlyArray<string> = [],
+  ): Promise<A> {
     // A write that got no answer, or a 502/504, may have been carried out: said so, so that nobody repeats a
     // balance adjustment (which has no idempotency key) after "server unreachable" (review).
     const outcomeUnknownIfWrite = <E extends { outcomeUnknown?: true }>(error: E): E => {
@@ -99,8 +110,15 @@ export class AdminClient {
     if (response.status < 200 || response.status > 299) {
       throw isIndeterminateStatus(response.status) ? outcomeUnknownIfWrite(refused()) : refused();
     }
-    // Not the operator API's answer (a proxy's page): a write may have reached it or not.
-    if (typeof answer !== 'object' || answer === null || !('message' in answer)) {
+    // Not the operator API's answer (a proxy's page, another service's JSON): a write may have reached it or not.
+    // Its `message` is always an object or a list; one without the fields asked for is another server's too
+    // (probe: svc demo went on with `undefined` for a platform code and its API key).
+    const message = (answer as { message?: unknown } | undefined)?.message;
+    if (
+      typeof message !== 'object' ||
+      message === null ||
+      !texts.every((field) => typeof (message as Record<string, unknown>)[field] === 'string')
+    ) {
       throw outcomeUnknownIfWrite(refused());
     }
     return answer as A;
@@ -114,8 +132,8 @@ export class AdminClient {
     const { message, ...paging } = await this.answer<{ message: T[] }>('GET', path);
     return { [key]: message, ...paging };
   }
-  post<T = unknown>(path: string, body: unknown = {}) {
-    return this.request<T>('POST', path, body);
+  post<T = unknown>(path: string, body: unknown = {}, texts?: ReadonlyArray<keyof T & string>) {
+    return this.request<T>('POST', path, body, texts);
   }
   put<T = unknown>(path: string, body: unknown) {
     return this.request<T>('PUT', path, body);

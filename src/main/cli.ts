@@ -335,17 +335,25 @@ async function serve(config: Readonly<Config>): Promise<void> {
 
   // DESIGN §6: on SIGTERM stop accepting, finish in-flight requests and jobs, exit within the timeout.
   let stopping = false;
-  const stop = (signal: string, exitCode: number = EXIT.ok) => {
+  /** `keptForMs`: a stop asked during the start, that long ago; the shutdown's bound counts from the signal. */
+  const stop = (
+    signal: string,
+    { exitCode = EXIT.ok, keptForMs }: { exitCode?: number; keptForMs?: number } = {},
+  ) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
-    const force = setTimeout(() => {
-      logger.error('shutdown timed out; exiting');
-      process.exit(EXIT.failed);
-    }, config.shutdownTimeoutMs);
+    const force = setTimeout(
+      () => {
+        logger.error('shutdown timed out; exiting');
+        process.exit(EXIT.failed);
+      },
+      Math.max(0, config.shutdownTimeoutMs - (keptForMs ?? 0)),
+    );
     force.unref();
-    // The drain is for a supervisor's stop (SIGTERM), not for Ctrl-C at a terminal.
-    const drainMs = signal === 'SIGTERM' ? config.shutdownDrainMs : 0;
+    // The drain is for a supervisor's stop (SIGTERM), not for Ctrl-C at a terminal; nor for a stop asked during
+    // the start, while no load balancer had found the instance ready.
+    const drainMs = signal === 'SIGTERM' && keptForMs === undefined ? config.shutdownDrainMs : 0;
     runtime.close({ drainMs }).then(
       () => process.exit(exitCode),
       () => process.exit(EXIT.failed),
@@ -355,9 +363,9 @@ async function serve(config: Readonly<Config>): Promise<void> {
   // doing its background work: it stops, failed, for its supervisor to start it again.
   runtime.worker?.promise.catch((err: unknown) => {
     logger.error({ err }, 'the job runner failed; shutting down');
-    stop('job runner failed', EXIT.failed);
+    stop('job runner failed', { exitCode: EXIT.failed });
   });
-  handOver(stop);
+  handOver((signal, keptForMs) => stop(signal, { keptForMs }));
   if (stopping) return; // a stop asked during the start
   // Last: whoever waits for the banner (a supervisor, a test) may signal the process as soon as it shows.
   process.stdout.write(lines.join('\n') + '\n');

@@ -10,8 +10,9 @@ export const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
  * SVC_SHUTDOWN_TIMEOUT_MS from the signal, `timedOut` is logged, `giveUp` is awaited (its failure ignored) and the
  * process ends, failed.
  *
- * Gives the step's result and `handOver(stop)`, which hands the signals to `stop`: the one kept, if any, at once,
- * and those to come. Signals are kept until then, and `stop`'s listeners are added before the keeping ones are
+ * Gives the step's result and `handOver(stop)`, which hands the signals to `stop`: the one kept, if any, at once
+ * with how long it was kept (for the stop to end within SVC_SHUTDOWN_TIMEOUT_MS of the signal, as any does), and
+ * those to come. Signals are kept until then, and `stop`'s listeners are added before the keeping ones are
  * removed: removing a signal's last listener drops one caught but not yet dispatched, and a SIGTERM that came as
  * the start ended was lost, the server left running (probe).
  */
@@ -24,12 +25,14 @@ export async function keepingStops<T>(
     step,
     giveUp = async () => {},
   }: { kept: string; timedOut: string; step: () => Promise<T>; giveUp?: () => Promise<unknown> },
-): Promise<{ result: T; handOver(stop: (signal: NodeJS.Signals) => void): void }> {
+): Promise<{ result: T; handOver(stop: (signal: NodeJS.Signals, keptForMs?: number) => void): void }> {
   let signalled: NodeJS.Signals | null = null;
+  let signalledAt = 0;
   let bound: NodeJS.Timeout | undefined;
   const keep = (signal: NodeJS.Signals) => {
     if (signalled) return;
     signalled = signal;
+    signalledAt = performance.now();
     logger.info({ signal }, kept);
     bound = setTimeout(() => {
       logger.error(timedOut);
@@ -39,7 +42,8 @@ export async function keepingStops<T>(
     }, config.shutdownTimeoutMs).unref();
   };
   const release = () => {
-    // The step has ended: what the bound was for. A stop from here has its own (serve's shutdown).
+    // The step has ended: what the bound was for. A stop from here has its own (serve's shutdown), which a kept
+    // signal's stop shortens by the time it was kept.
     clearTimeout(bound);
     for (const signal of STOP_SIGNALS) process.off(signal, keep);
   };
@@ -57,7 +61,7 @@ export async function keepingStops<T>(
       // The name only: Node passes the signal's number after it, which serve's stop would read as its exit code.
       for (const signal of STOP_SIGNALS) process.on(signal, (name: NodeJS.Signals) => stop(name));
       release();
-      if (signalled) stop(signalled);
+      if (signalled) stop(signalled, performance.now() - signalledAt);
     },
   };
 }

@@ -136,10 +136,13 @@ export function createStore(
     dialect: new PostgresDialect({ pool: answeringWithin(pool, STATEMENT_ANSWER_TIMEOUT_MS) }),
   });
   let probeDb: Db | null = null;
+  let closed = false;
   return {
     pool,
     db,
     probe: async () => {
+      // Made at the first probe: one after the close would open a connection nothing closes (review).
+      if (closed) throw new Error('the store is closed');
       probeDb ??= new Kysely<Database>({
         dialect: new PostgresDialect({
           pool: answeringWithin(
@@ -158,6 +161,7 @@ export function createStore(
       await sql`select 1`.execute(probeDb);
     },
     close: async () => {
+      closed = true;
       await probeDb?.destroy();
       await db.destroy();
       // Kysely adopts the pool only on its first query; a process that used the pool alone (svc migrate)

@@ -224,9 +224,27 @@ export async function startEmbeddedPostgres(
           withPrivateTmpDir(dataDir, async () => {
             const initialise = () => started(cluster(dir).initialise());
             // initdb too: in the terminal's group, a Ctrl-C during a first start cancelled its bootstrap
-            // (`postgres --single`), and the start that was to stop once done failed instead (probe).
-            if (ownProcessGroup) await spawningInOwnProcessGroup(initialise);
-            else await initialise();
+            // (`postgres --single`), and the start that was to stop once done failed instead (probe). Out of
+            // our group, nothing else stops it when this process ends meanwhile (its stop's bound, a fatal
+            // error): a SIGTERM to its group then, on which initdb removes what it made (review).
+            if (!ownProcessGroup) return initialise();
+            const spawned: ChildProcess[] = [];
+            const stopOnExit = () => {
+              for (const child of spawned) {
+                if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) continue;
+                try {
+                  process.kill(-child.pid, 'SIGTERM');
+                } catch {
+                  // gone meanwhile
+                }
+              }
+            };
+            process.on('exit', stopOnExit);
+            try {
+              await spawningInOwnProcessGroup(initialise, spawned);
+            } finally {
+              process.off('exit', stopOnExit);
+            }
           }),
         log,
       );
@@ -353,9 +371,12 @@ async function removeAbandonedStaging(dataDir: string): Promise<void> {
  * is stopped by svc, last (Runtime.close). The library has no option for its spawn, so `spawn` is wrapped
  * while it starts (syncBuiltinESMExports carries the wrapper to its named import); nothing else spawns then.
  */
-async function spawningInOwnProcessGroup(start: () => Promise<void>): Promise<ChildProcess[]> {
+async function spawningInOwnProcessGroup(
+  start: () => Promise<void>,
+  /** Where each process is put as it is spawned (the caller's, to see them while `start` runs). */
+  spawned: ChildProcess[] = [],
+): Promise<ChildProcess[]> {
   const spawn = childProcess.spawn;
-  const spawned: ChildProcess[] = [];
   childProcess.spawn = ((command: string, ...rest: unknown[]) => {
     const args = Array.isArray(rest[0]) ? (rest.shift() as string[]) : [];
     const options = (rest[0] ?? {}) as childProcess.SpawnOptions;

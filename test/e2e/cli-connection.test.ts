@@ -376,20 +376,25 @@ describe('no usable answer', () => {
   test("svc demo against a server whose 2xx has a `message` but not the operator API's fields: exit 1, said so", async () => {
     // Probe: the demo went on with `undefined` for the platform and its key, and ended as a usage error (exit 2),
     // "apiKey must be a string, got undefined".
-    const hollow = await listen(
-      createHttpServer((_req, res) =>
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{"message":{}}'),
-      ),
-    );
-    servers.push(hollow);
-    const demo = await runCli(['demo', '--url', hollow.url, '--token', 'x'], base);
-    assert.equal(demo.code, 1, demo.stderr);
-    assert.match(
-      demo.stderr,
-      /^error: the operator API answered 200: \{"message":\{\}\}\n {2}no operator API answered: is --admin-url/,
-    );
-    assert.match(demo.stderr, /\n {2}outcome unknown: /);
-    assert.doesNotMatch(demo.stderr, /undefined/);
+    // Review: a `null` message threw a TypeError with its stack, and a 201 was reported as a 200.
+    for (const message of ['{}', 'null']) {
+      const hollow = await listen(
+        createHttpServer((_req, res) =>
+          res.writeHead(201, { 'content-type': 'application/json' }).end(`{"message":${message}}`),
+        ),
+      );
+      servers.push(hollow);
+      const demo = await runCli(['demo', '--url', hollow.url, '--token', 'x'], base);
+      assert.equal(demo.code, 1, demo.stderr);
+      assert.ok(
+        demo.stderr.startsWith(
+          `error: the operator API answered 201: {"message":${message}}\n  no operator API answered: is --admin-url`,
+        ),
+        demo.stderr,
+      );
+      assert.match(demo.stderr, /\n {2}outcome unknown: /);
+      assert.doesNotMatch(demo.stderr, /undefined|TypeError/);
+    }
   });
 
   test('no server, or a port fetch refuses: exit 3 with one line (JSON under --json)', async () => {

@@ -52,6 +52,32 @@ async function banner(proc: CliProcess): Promise<Banner> {
   return { url, docs, token, database };
 }
 
+/** The processes whose command line names `dir` (initdb and its PostgreSQL, for a data dir of their own). */
+function processesWorkingOn(dir: string, program?: string): string[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        return (
+          (program === undefined || path.basename(args[0] ?? '') === program) &&
+          args.some((arg) => arg.includes(dir))
+        );
+      } catch {
+        return false; // ended meanwhile
+      }
+    });
+}
+
+/** The pid of the initdb a first start on `dataDir` runs, once it runs. */
+function runningInitdb(dataDir: string): Promise<string> {
+  return eventually(
+    async () => processesWorkingOn(dataDir, 'initdb')[0],
+    60_000,
+    'the first start running initdb',
+  );
+}
+
 async function stop(proc: CliProcess): Promise<{ code: number | null; ms: number }> {
   const sent = Date.now();
   proc.child.kill('SIGTERM');
@@ -158,21 +184,7 @@ describe('quick start on an embedded PostgreSQL', () => {
     const fresh = mkdtempSync(path.join(os.tmpdir(), 'svc-first-start-'));
     const proc = serve({ SVC_DATA_DIR: fresh, SVC_LOG_LEVEL: 'info' }, { processGroup: true });
     try {
-      const initdb = await eventually(
-        async () =>
-          readdirSync('/proc')
-            .filter((name) => /^\d+$/.test(name))
-            .find((pid) => {
-              try {
-                const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-                return path.basename(args[0] ?? '') === 'initdb' && args.some((arg) => arg.includes(fresh));
-              } catch {
-                return false; // ended meanwhile
-              }
-            }),
-        60_000,
-        'the first start running initdb',
-      );
+      const initdb = await runningInitdb(fresh);
       const stat = readFileSync(`/proc/${initdb}/stat`, 'utf8');
       const processGroup = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
       assert.notEqual(processGroup, proc.child.pid, "initdb runs outside svc's process group");
@@ -189,6 +201,33 @@ describe('quick start on an embedded PostgreSQL', () => {
     } finally {
       proc.kill();
       // An initdb still writing there (a failed run) is waited for a moment.
+      rmSync(fresh, { recursive: true, force: true, maxRetries: 20 });
+    }
+  });
+
+  test("svc ending during a first start's initdb (its stop's bound) stops that initdb too", async () => {
+    // Review: out of svc's process group, an initdb under way was left running when svc ended meanwhile, until it
+    // next wrote to the pipe svc had held. svc now ends it as it exits (the end is what this checks: initdb's next
+    // write would end it too, later).
+    const fresh = mkdtempSync(path.join(os.tmpdir(), 'svc-first-start-'));
+    const proc = serve(
+      { SVC_DATA_DIR: fresh, SVC_LOG_LEVEL: 'info', SVC_SHUTDOWN_TIMEOUT_MS: '1' },
+      { processGroup: true },
+    );
+    try {
+      await runningInitdb(fresh);
+      process.kill(-proc.child.pid!, 'SIGINT');
+      const exited = await proc.exited;
+      assert.equal(exited.code, 1, proc.stderr() + proc.stdout());
+      assert.match(proc.stdout(), /the start did not finish within SVC_SHUTDOWN_TIMEOUT_MS of the stop/);
+      await eventually(
+        async () => (processesWorkingOn(fresh).length === 0 ? true : undefined),
+        20_000,
+        'no initdb or PostgreSQL left working on the data dir',
+      );
+    } finally {
+      proc.kill();
+      for (const pid of processesWorkingOn(fresh)) process.kill(Number(pid), 'SIGKILL');
       rmSync(fresh, { recursive: true, force: true, maxRetries: 20 });
     }
   });

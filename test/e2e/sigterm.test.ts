@@ -270,6 +270,29 @@ describe('SIGTERM', () => {
     await other.query('select pg_advisory_unlock(7351846001)');
   });
 
+  test('a stop asked during the start, which then ends, shuts down without the drain (no balancer had it), exit 0', async () => {
+    // Review: the start's bound was cleared as it ended and the shutdown began with a whole SVC_SHUTDOWN_TIMEOUT_MS
+    // and its drain, so the process outlived the bound counted from the signal. The shutdown's bound now counts from
+    // the signal, and a stop kept from the start does not drain.
+    const other = new pg.Client({ connectionString: database.url, application_name: 'other-instance' });
+    await other.connect();
+    clients.push(other);
+    await other.query('select pg_advisory_lock(7351846001)');
+    const proc = startServe({
+      SVC_LOG_LEVEL: 'info',
+      SVC_SHUTDOWN_TIMEOUT_MS: '20000',
+      SVC_SHUTDOWN_DRAIN_MS: '15000',
+    });
+    await proc.waitFor(/waiting for another instance's migrations/);
+    proc.child.kill('SIGTERM');
+    await proc.waitFor(/stop asked during the start: stopping once started/);
+    await other.query('select pg_advisory_unlock(7351846001)');
+    const exit = await proc.exited;
+    assert.equal(exit.code, 0, proc.stdout() + proc.stderr());
+    assert.match(proc.stdout(), /"msg":"shutting down"/);
+    assert.doesNotMatch(proc.stdout(), /draining/);
+  });
+
   test('with SVC_SHUTDOWN_DRAIN_MS it goes on serving, /readyz 503 and answers closing their connections, then exits 0', async (t) => {
     // Without a drain, a request written on an idle keep-alive connection as the listener closed was reset
     // unanswered (review: up to 10 of them per SIGTERM under load); /readyz went from 200 to refused.

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { sql } from 'kysely';
 import { createStore } from '../../src/store/database.ts';
-import { PROJECT_ROOT } from '../helpers/service-process.ts';
+import { eventually, PROJECT_ROOT } from '../helpers/service-process.ts';
 import { startTestService } from '../helpers/test-service.ts';
 
 const execFileAsync = promisify(execFile);
@@ -86,6 +86,31 @@ test('a new connection is handed out only after its settings are applied: pg see
     assert.equal(stdout.trim(), '[1,2,3]');
     assert.doesNotMatch(stderr, /DeprecationWarning/);
   } finally {
+    await svc.close();
+  }
+});
+
+test('the readiness probe answers on a connection of its own, which the close ends; a probe after it is refused', async () => {
+  const svc = await startTestService();
+  const url = new URL(svc.database.url);
+  url.searchParams.set('application_name', 'readiness-probe-test');
+  const store = createStore(url.toString(), { max: 2 });
+  try {
+    const connections = () =>
+      sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where application_name = 'readiness-probe-test'`
+        .execute(svc.runtime.store.db)
+        .then((r) => r.rows[0]!.n);
+    await store.probe();
+    assert.equal(store.pool.totalCount, 0, 'not a connection of the pool');
+    assert.equal(await connections(), 1);
+    await store.close();
+    await eventually(async () => ((await connections()) === 0 ? true : undefined), 5_000, 'its end');
+    // Review: one made after the close was never ended, and held the process open.
+    await assert.rejects(store.probe(), /the store is closed/);
+    assert.equal(await connections(), 0);
+  } finally {
+    await store.close();
     await svc.close();
   }
 });
