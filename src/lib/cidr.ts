@@ -32,8 +32,15 @@ function addressValue(address: string): bigint {
 export function cidrKey(text: string): string | null {
   const cidr = parseCidr(text);
   if (!cidr) return null;
+  const value = addressValue(cidr.address);
+  // An IPv4 range written in its IPv4-mapped IPv6 form (`::ffff:1.2.3.4`, `::ffff:1.2.3.0/120`) is that IPv4 range:
+  // the firewall matches IPv4 peers through it alike (probe: both forms were stored as two ranges).
+  if (cidr.family === 'ipv6' && cidr.prefix >= 96 && value >> 32n === MAPPED_START >> 32n) {
+    const prefix = cidr.prefix - 96;
+    return `ipv4/${prefix}/${(value & 0xffff_ffffn) >> BigInt(32 - prefix)}`;
+  }
   const bits = cidr.family === 'ipv4' ? 32n : 128n;
-  return `${cidr.family}/${cidr.prefix}/${addressValue(cidr.address) >> (bits - BigInt(cidr.prefix))}`;
+  return `${cidr.family}/${cidr.prefix}/${value >> (bits - BigInt(cidr.prefix))}`;
 }
 
 const IPV4_SPACE = 2n ** 32n;

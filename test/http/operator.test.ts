@@ -240,6 +240,9 @@ describe('platforms, keys and allow-lists', () => {
       ['10.0.0.1', '10.0.0.1/32'],
       ['2001:db8::1', '2001:0db8:0:0::1'],
       ['192.0.2.0/24', '192.0.2.7/24'],
+      // An IPv4 range in its IPv4-mapped IPv6 form (probe).
+      ['192.0.2.4', '::ffff:192.0.2.4'],
+      ['192.0.2.0/24', '::ffff:192.0.2.0/120'],
     ]) {
       const twice = await call('PUT', `/platforms/${platform_code}/ip_allowlist`, { cidrs });
       refused(twice, 400, 'cidrs[1]');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CidrSet, familiesCoveredWhole } from '../../src/lib/cidr.ts';
+import { CidrSet, cidrKey, familiesCoveredWhole } from '../../src/lib/cidr.ts';
 
 /**
  * wire-contract §2.2: an allow-all list is for cert only, whichever way it is written. IPv4 peers match IPv6
@@ -34,4 +34,20 @@ test('familiesCoveredWhole: every address of a family, in one range or in pieces
   // What "covered" means here is what CidrSet lets in.
   for (const ip of ['8.8.8.8', '203.0.113.7', '255.255.255.255', '0.0.0.0'])
     assert.equal(new CidrSet(['::/80']).has(ip), true, ip);
+});
+
+test('cidrKey: one key for a range however written, an IPv4 range in its IPv4-mapped IPv6 form included', () => {
+  const same = (a: string, b: string) => assert.equal(cidrKey(a), cidrKey(b), `${a} = ${b}`);
+  const different = (a: string, b: string) => assert.notEqual(cidrKey(a), cidrKey(b), `${a} ≠ ${b}`);
+  same('1.2.3.4', '1.2.3.4/32');
+  same('1.2.3.9/24', '1.2.3.0/24');
+  same('2001:DB8::1', '2001:db8::1/128');
+  // Probe: listed together, both forms were stored as two ranges.
+  same('::ffff:1.2.3.4', '1.2.3.4');
+  same('::ffff:102:304', '1.2.3.4');
+  same('::ffff:1.2.3.0/120', '1.2.3.0/24');
+  same('::ffff:0:0/96', '0.0.0.0/0');
+  different('::ffff:0:0/95', '0.0.0.0/0'); // wider than IPv4: an IPv6 range
+  different('1.2.3.0/24', '1.2.3.0/25');
+  assert.equal(cidrKey('1.2.3.4/33'), null);
 });
