@@ -761,6 +761,10 @@ const RESPONSE_FIELDS = Object.fromEntries(
  */
 export const CreatedCustomer = Type.Object({
   ...RESPONSE_FIELDS,
+  // As any variant takes them, the reliance track's 200 characters included (probe: the answer's 80 and 50 refused
+  // the service's own 201 to a client that checks answers).
+  address_one: Type.Optional(RELIANCE_ADDRESS.address_one),
+  address_two: Type.Optional(RELIANCE_ADDRESS.address_two),
   participant_code: Type.String({ pattern: GENERATED_CODE_PATTERN }),
   platform_code: Type.String(),
   status: Type.String(),

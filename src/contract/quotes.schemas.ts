@@ -98,6 +98,11 @@ const DynamicFee = Type.Object(
   { additionalProperties: false },
 );
 
+const Fees = Type.Array(DynamicFee, {
+  maxItems: 5,
+  description: 'custom fees: not available on this service, so only an empty list is taken',
+});
+
 /** The vendor's payment processor metadata (a PSP's name and payment id); accepted and not used. */
 const PaymentProcessor = Type.Object(
   {
@@ -113,7 +118,11 @@ const liquidityQuoteFields = {
   // Vendor: a commission in basis points, mutually exclusive with `spread`, only for platforms with the
   // commission feature. No platform here has it: type-checked here, refused by name by the quotes service.
   commission: Type.Optional(
-    Type.String({ pattern: SPREAD_PATTERN, description: 'commission in basis points (not available)' }),
+    Type.String({
+      pattern: SPREAD_PATTERN,
+      description:
+        'commission in basis points: not available on this service, refused (quotes carry a spread only)',
+    }),
   ),
   // Honoured: the quote expires after this window instead of the platform's quote expiry.
   quote_expiry: Type.Optional(
@@ -131,7 +140,7 @@ export type LiquidityQuoteRequest = Static<typeof LiquidityQuoteRequest>;
 export const LiquidityQuoteBody = Type.Object(
   {
     ...liquidityQuoteFields,
-    fees: Type.Optional(Type.Array(DynamicFee, { maxItems: 5 })),
+    fees: Type.Optional(Fees),
     payment_processor: Type.Optional(PaymentProcessor),
     // STANDARD is the only settlement this service (and the vendor) has: honoured by being what happens.
     settlement_type: Type.Optional(Type.Enum(['STANDARD'] as const)),
@@ -143,6 +152,9 @@ export type LiquidityQuoteBody = Static<typeof LiquidityQuoteBody>;
 /** `GET /convert_withdraw/rfq` query: every parameter of the vendor's operation. */
 const convertWithdrawQuoteFields = {
   ...quoteFields,
+  side: Type.Enum(SIDES, {
+    description: "the participant's side: only `buy` on this service (the bought asset is withdrawn)",
+  }),
   // No chain is connected (DESIGN §1), so the address is not checked against an underlying's network; but
   // no network's address holds a space, a control character or anything beyond printable ASCII, and such a
   // value (a blank, an emoji) was booked as where funds go (review, fuzz).
@@ -174,7 +186,7 @@ export type ConvertWithdrawQuoteRequest = Static<typeof ConvertWithdrawQuoteRequ
 export const ConvertWithdrawQuoteBody = Type.Object(
   {
     ...convertWithdrawQuoteFields,
-    fees: Type.Optional(Type.Array(DynamicFee, { maxItems: 5 })),
+    fees: Type.Optional(Fees),
     payment_processor: Type.Optional(PaymentProcessor),
     // EVM smart-contract call metadata; no chain is connected (DESIGN §1), so it is accepted and not used.
     contract_execution: Type.Optional(

@@ -119,23 +119,50 @@ export const Error503 = Type.Object({ error: Type.String() });
 
 export const Error413 = Type.Object({ errors: Type.Array(Type.String()) });
 
+export const Error502 = Type.Object({ error: Type.String() });
+export const Error504 = Type.Object({ error: Type.String() });
+
+/**
+ * wire-contract §2.1: a caller whose address is on no platform's allow-list is refused at the edge, before its
+ * credentials are read, with this text: on every public route, the unauthenticated ones too, and the first
+ * answer a new deployment gives (until a platform exists).
+ */
+export const FIREWALL_REFUSAL_TEXT = 'error code: 1020';
+const FirewallRefusal = Type.String({
+  const: FIREWALL_REFUSAL_TEXT,
+  description: 'wire-contract §2.1: refused at the edge (the address is on no allow-list)',
+});
+/** The firewall's 403 alone: the public routes that take no credentials (GET /time, the JWKS). */
+export const firewallResponses = {
+  403: { description: 'refused at the edge', content: { 'text/plain': { schema: FirewallRefusal } } },
+};
+
 /**
  * The error responses every authenticated public route can give; routes spread this into `response` (with
- * {@link bodyErrorResponses} when they take a body, {@link conflictResponses} when they can refuse a repeat), so
- * that /docs/json lists what each route answers, not what some other route does.
+ * {@link conflictResponses} when they can refuse a repeat), so that /docs/json lists what each route answers,
+ * not what some other route does. A 403 is the firewall's text, or the allow-list's or ownership's JSON. Every
+ * route reads a body (a GET's is signed), so a body over the limit (1 MiB) is a 413 on each. 502 and 504: a
+ * write whose outcome is unknown (its connection lost after the commit, spec 7.1.2), and the simulator's
+ * rehearsals in cert (`X-Simulator-Scenario`).
  */
 export const publicErrorResponses = {
   400: Error400,
   401: Error401,
-  403: Error403,
+  403: {
+    description: "the firewall's refusal (text), or the allow-list's or the resource owner's (JSON)",
+    content: {
+      'application/json': { schema: Error403 },
+      'text/plain': { schema: FirewallRefusal },
+    },
+  },
   404: Error404,
+  413: Error413,
   429: Error429,
   500: Error500,
+  502: Error502,
   503: Error503,
+  504: Error504,
 };
-
-/** A route that reads a body: one over the body limit (1 MiB) is refused whole. */
-export const bodyErrorResponses = { 413: Error413 };
 
 /**
  * The routes that refuse a repeat, or a state they cannot apply to (an account's pair taken, a tenant already

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
 import { assertNoFieldsBeyondVendor, assertVendorSchema } from '../helpers/vendor-schema.ts';
-import { REQUEST_ONLY_CUSTOMER_FIELDS } from '../../src/contract/participants.schemas.ts';
+import { Ajv } from 'ajv';
+import { CreatedCustomer, REQUEST_ONLY_CUSTOMER_FIELDS } from '../../src/contract/participants.schemas.ts';
+import { withFormats } from '../../src/contract/schema-formats.ts';
 import {
   euCustomer,
   nonUsRelianceCustomer,
@@ -16,6 +18,9 @@ import {
  * lists every bad field, 201 with a new 6-character code and the status, and the participant_status_changed
  * notification on creation and on every later status change.
  */
+/** The route's 201 `message` as /docs/json documents it. */
+const answerAsDocumented = withFormats(new Ajv({ allErrors: true, strict: false })).compile(CreatedCustomer);
+
 let svc: TestService;
 let a: PlatformFixture;
 
@@ -144,6 +149,12 @@ describe('creation', () => {
         `${name}: echoes what was submitted`,
       );
       assertNoFieldsBeyondVendor(res.body.message, 'PostCustomersResponse');
+      // And the answer our own document gives for the route (probe: its 80- and 50-character addresses refused the
+      // reliance track's 201).
+      assert.ok(
+        answerAsDocumented(res.body.message),
+        `${name}: ${JSON.stringify(answerAsDocumented.errors)}`,
+      );
     }
   });
 

@@ -240,8 +240,9 @@ describe('GET /docs', () => {
     }
     const accounts = doc.paths['/accounts']!.get as { security?: unknown };
     assert.equal(accounts.security, undefined, 'public routes keep the default (signed headers)');
-    // Each public route documents the errors it can answer: 409 only where a repeat is refused, 413 where a body
-    // is read (every route listed 409, and none 413: review).
+    // Each public route documents the errors it can answer: 409 only where a repeat is refused (every route listed
+    // 409: review), 413 on each, as each reads a body (a GET's is signed); 502 and 504 on each (probe: a generated
+    // client had no type for the answer that says a write's outcome is unknown).
     const publicOps = operations('/').filter(({ at }) => !at.includes(' /admin/'));
     const documenting = (status: string) =>
       publicOps
@@ -254,18 +255,34 @@ describe('GET /docs', () => {
       'post /accounts/{zrn}/tenants',
       'post /participants/customers/new',
     ]);
-    assert.deepEqual(
-      documenting('413'),
-      publicOps
-        .filter(({ at }) => at.startsWith('post ') || at === 'delete /accounts/{zrn}/tenants/{tenant}')
-        .map(({ at }) => at)
-        .sort(),
-    );
-    // The unauthenticated routes are rate-limited too.
+    const authenticated = publicOps
+      .filter(({ at }) => at !== 'get /time' && at !== 'get /.well-known/jwks.json')
+      .map(({ at }) => at)
+      .sort();
+    assert.ok(authenticated.length >= 20, `${authenticated.length} authenticated operations`);
+    for (const status of ['413', '502', '504']) assert.deepEqual(documenting(status), authenticated, status);
+    // The firewall's 403 is text, on every public route (probe: a generated client could not read the first answer
+    // a new deployment gives); the allow-list's and the owner's are JSON.
+    const contentOf403 = (op: unknown) =>
+      Object.keys(
+        (op as { responses: Record<string, { content?: Record<string, unknown> }> }).responses['403']
+          ?.content ?? {},
+      ).sort();
+    for (const { at, op } of publicOps) {
+      const expected = authenticated.includes(at) ? ['application/json', 'text/plain'] : ['text/plain'];
+      assert.deepEqual(contentOf403(op), expected, at);
+    }
+    // The unauthenticated routes are rate-limited too, and check their target as every route does.
     for (const p of ['/time', '/.well-known/jwks.json']) {
       const get = doc.paths[p]!.get as { security?: unknown; responses: Record<string, unknown> };
       assert.deepEqual(get.security, [], p);
       assert.ok(get.responses['429'], `${p} documents its 429`);
+      assert.ok(get.responses['400'], `${p} documents its 400`);
+    }
+    // An operator route that reads a body documents the 413; one that reads none does not.
+    for (const { at, op } of admin) {
+      const has413 = (op as { responses: Record<string, unknown> }).responses['413'] !== undefined;
+      assert.equal(has413, !at.startsWith('get '), at);
     }
     // Operational endpoints are not part of the API document.
     assert.equal(doc.paths['/healthz'], undefined);

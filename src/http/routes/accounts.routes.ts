@@ -14,7 +14,6 @@ import {
   Accepted,
   Envelope,
   publicErrorResponses,
-  bodyErrorResponses,
   conflictResponses,
   NoFieldsBody,
 } from '../../contract/responses.ts';
@@ -59,7 +58,7 @@ export async function accountsRoutes(
         tags,
         summary: 'Create customer account (asynchronous)',
         body: CreateCustomerAccountRequest,
-        response: { 202: Accepted, ...publicErrorResponses, ...bodyErrorResponses, ...conflictResponses },
+        response: { 202: Accepted, ...publicErrorResponses, ...conflictResponses },
       },
     },
     async (request, reply) => {
@@ -95,7 +94,7 @@ export async function accountsRoutes(
         summary: 'Add tenant to customer account (asynchronous)',
         params: ZrnParams,
         body: AddTenantBody,
-        response: { 202: Accepted, ...publicErrorResponses, ...bodyErrorResponses, ...conflictResponses },
+        response: { 202: Accepted, ...publicErrorResponses, ...conflictResponses },
       },
     },
     async (request, reply) => {
@@ -114,7 +113,7 @@ export async function accountsRoutes(
         // None, or `{}` (wire-contract §1 signs a bodyless DELETE as `{}`); a field is refused by name, as on every
         // action that takes none (probe: `{"anything":"goes"}` removed the tenant all the same).
         body: NoFieldsBody,
-        response: { 202: Accepted, ...publicErrorResponses, ...bodyErrorResponses, ...conflictResponses },
+        response: { 202: Accepted, ...publicErrorResponses, ...conflictResponses },
       },
       preValidation: bareBodyAsEmpty,
     },

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppDeps } from '../../app.ts';
-import { NoQuery } from '../../contract/responses.ts';
+import { Error413, NoQuery } from '../../contract/responses.ts';
 import { adminDepositsRoutes } from './admin-deposits.routes.ts';
 import { adminLedgerRoutes } from './admin-ledger.routes.ts';
 import { adminParticipantsRoutes } from './admin-participants.routes.ts';
@@ -16,6 +16,11 @@ export async function adminRoutes(app: FastifyInstance, deps: AppDeps): Promise<
   // `GET /admin/platforms?page=2` listed every platform, as if paged (review).
   app.addHook('onRoute', (route) => {
     if (route.schema?.querystring === undefined) route.schema = { ...route.schema, querystring: NoQuery };
+    // A route that reads a body refuses one over the limit (1 MiB) whole: documented as each says what it answers.
+    const methods = [route.method].flat();
+    if (methods.some((method) => method !== 'GET' && method !== 'HEAD') && route.schema.response) {
+      route.schema = { ...route.schema, response: { ...(route.schema.response as object), 413: Error413 } };
+    }
   });
   await app.register(adminPlatformsRoutes, { platforms: services.platforms });
   await app.register(adminParticipantsRoutes, {

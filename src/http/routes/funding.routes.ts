@@ -9,7 +9,7 @@ import {
   FundTransactionsResponse,
   RevokeClientAuthTokenBody,
 } from '../../contract/funding.schemas.ts';
-import { publicErrorResponses, bodyErrorResponses } from '../../contract/responses.ts';
+import { publicErrorResponses } from '../../contract/responses.ts';
 import type { FundingService } from '../../domain/funding/funding.service.ts';
 import { callerOf } from '../request-context.ts';
 
@@ -24,7 +24,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
         tags,
         summary: 'Create a JWT for the Account Funding SDK (with `fwc` it opens a funding session)',
         body: ClientAuthTokenBody,
-        response: { 201: ClientAuthTokenResponse, ...publicErrorResponses, ...bodyErrorResponses },
+        response: { 201: ClientAuthTokenResponse, ...publicErrorResponses },
       },
     },
     async (request, reply) =>
@@ -43,7 +43,6 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
         response: {
           204: Type.Null({ description: 'Revoked; empty body' }),
           ...publicErrorResponses,
-          ...bodyErrorResponses,
         },
       },
     },
@@ -60,7 +59,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
         tags,
         summary: 'Request a fund quote and the deposit address (opens a funding session)',
         body: FundRfqBody,
-        response: { 200: FundQuoteResponse, ...publicErrorResponses, ...bodyErrorResponses },
+        response: { 200: FundQuoteResponse, ...publicErrorResponses },
       },
     },
     async (request) => ({

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { JWKS_PATH } from '../../contract/wire-values.ts';
-import { Error429 } from '../../contract/responses.ts';
+import { Error400, Error429, firewallResponses } from '../../contract/responses.ts';
 import { Jwks } from '../../contract/funding.schemas.ts';
 import type { FundingService } from '../../domain/funding/funding.service.ts';
 
@@ -16,7 +16,8 @@ export async function jwksRoutes(app: FastifyInstance, { funding }: { funding: F
         tags: ['Public'],
         summary: 'Public keys of the SDK token signer',
         security: [],
-        response: { 200: Jwks, 429: Error429 },
+        // 400: a target that cannot be read (a `#`, bad percent-encoding); 403: the firewall (wire-contract §2.1).
+        response: { 200: Jwks, 400: Error400, ...firewallResponses, 429: Error429 },
       },
     },
     async (_request, reply) => {

@@ -9,7 +9,7 @@ import {
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { customerRouteValidatorCompiler } from '../../contract/participants.validation.ts';
-import { publicErrorResponses, bodyErrorResponses, conflictResponses } from '../../contract/responses.ts';
+import { publicErrorResponses, conflictResponses } from '../../contract/responses.ts';
 import type { ParticipantsService } from '../../domain/participants/participants.service.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { callerOf } from '../request-context.ts';
@@ -33,7 +33,6 @@ export async function participantsRoutes(
         response: {
           201: CreateCustomerResponse,
           ...publicErrorResponses,
-          ...bodyErrorResponses,
           ...conflictResponses,
         },
       },

@@ -11,7 +11,7 @@ import {
   LiquidityQuoteRequest,
   LiquidityQuoteResponse,
 } from '../../contract/quotes.schemas.ts';
-import { publicErrorResponses, bodyErrorResponses } from '../../contract/responses.ts';
+import { publicErrorResponses } from '../../contract/responses.ts';
 import type { QuotesService } from '../../domain/quotes/quotes.service.ts';
 import { callerOf } from '../request-context.ts';
 
@@ -48,7 +48,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
         tags: liquidity,
         summary: 'Request a liquidity quote (exactly one of quantity and total)',
         body: LiquidityQuoteBody,
-        response: { 201: LiquidityQuoteResponse, ...publicErrorResponses, ...bodyErrorResponses },
+        response: { 201: LiquidityQuoteResponse, ...publicErrorResponses },
       },
     },
     async (request, reply) =>
@@ -64,7 +64,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
         tags: liquidity,
         summary: 'Execute a quote: one trade, client_trade_id = quote_id; unknown/expired/executed → 404',
         body: ExecuteQuoteBody,
-        response: { 200: LiquidityExecutionResponse, ...publicErrorResponses, ...bodyErrorResponses },
+        response: { 200: LiquidityExecutionResponse, ...publicErrorResponses },
       },
     },
     async (request) => ({
@@ -80,7 +80,8 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
       exposeHeadRoute: false,
       schema: {
         tags: convertWithdraw,
-        summary: 'Request a quote to buy an asset and withdraw it to an address',
+        summary:
+          'Request a quote to buy an asset and withdraw it to an address (exactly one of quantity and total)',
         querystring: ConvertWithdrawQuoteRequest,
         response: { 200: ConvertWithdrawQuoteResponse, ...publicErrorResponses },
       },
@@ -95,9 +96,10 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
     {
       schema: {
         tags: convertWithdraw,
-        summary: 'Request a quote to buy an asset and withdraw it to an address',
+        summary:
+          'Request a quote to buy an asset and withdraw it to an address (exactly one of quantity and total)',
         body: ConvertWithdrawQuoteBody,
-        response: { 201: ConvertWithdrawQuoteResponse, ...publicErrorResponses, ...bodyErrorResponses },
+        response: { 201: ConvertWithdrawQuoteResponse, ...publicErrorResponses },
       },
     },
     async (request, reply) =>
@@ -113,7 +115,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
         tags: convertWithdraw,
         summary: 'Execute a convert-and-withdraw quote: a trade and its withdrawal request',
         body: ConvertWithdrawExecuteBody,
-        response: { 200: ConvertWithdrawExecutionResponse, ...publicErrorResponses, ...bodyErrorResponses },
+        response: { 200: ConvertWithdrawExecutionResponse, ...publicErrorResponses },
       },
     },
     async (request) => ({

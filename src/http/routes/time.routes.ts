@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { Error429 } from '../../contract/responses.ts';
+import { Error400, Error429, firewallResponses } from '../../contract/responses.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { TimeResponse } from '../../contract/time.schemas.ts';
 
@@ -12,7 +12,8 @@ export async function timeRoutes(app: FastifyInstance, options: { clock: Clock }
         tags: ['Public'],
         summary: 'Server time',
         security: [],
-        response: { 200: TimeResponse, 429: Error429 },
+        // 400: a target that cannot be read (a `#`, bad percent-encoding); 403: the firewall (wire-contract §2.1).
+        response: { 200: TimeResponse, 400: Error400, ...firewallResponses, 429: Error429 },
       },
     },
     async () => {
