@@ -42,7 +42,7 @@ export const PutWebhookBody = Type.Object(
     ),
     payload_types: Type.Optional(
       Type.Union([Type.Array(Type.String({ maxLength: 100 }), { maxItems: 50 }), Type.Null()], {
-        description: `subset of ${WEBHOOK_PAYLOAD_TYPES.join(', ')}; omitted or null: every type`,
+        description: `a subset of ${WEBHOOK_PAYLOAD_TYPES.join(', ')}, at least one, each once; omitted or null: every type`,
       }),
     ),
     enabled: Type.Optional(Type.Boolean({ description: 'default true' })),
@@ -93,8 +93,14 @@ export type WebhookNotification = Static<typeof WebhookNotification>;
 
 export const NotificationsQuery = Type.Object(
   {
-    status: Type.Optional(Type.String({ maxLength: 20 })),
-    payload_type: Type.Optional(Type.String({ maxLength: 100 })),
+    // The values said, as the service (not an enum) checks them (probe: a client generated from the document took
+    // any text).
+    status: Type.Optional(
+      Type.String({ maxLength: 20, description: `one of ${NOTIFICATION_STATUS_VALUES.join(', ')}` }),
+    ),
+    payload_type: Type.Optional(
+      Type.String({ maxLength: 100, description: `one of ${WEBHOOK_PAYLOAD_TYPES.join(', ')}` }),
+    ),
     resource_key: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
     // Bounded so that the 400 for a page like 1e300 names `page` rather than failing as an OFFSET.
     page: Type.Optional(PageParam),
@@ -119,7 +125,7 @@ export const RedeliverSinceBody = Type.Object(
         minItems: 1,
         maxItems: 5,
         uniqueItems: true,
-        description: 'only notifications in these states (default: every state)',
+        description: `only notifications in these states, each one of ${NOTIFICATION_STATUS_VALUES.join(', ')} (default: every state)`,
       }),
     ),
   },
