@@ -224,27 +224,10 @@ export async function startEmbeddedPostgres(
           withPrivateTmpDir(dataDir, async () => {
             const initialise = () => started(cluster(dir).initialise());
             // initdb too: in the terminal's group, a Ctrl-C during a first start cancelled its bootstrap
-            // (`postgres --single`), and the start that was to stop once done failed instead (probe). Out of
-            // our group, nothing else stops it when this process ends meanwhile (its stop's bound, a fatal
-            // error): a SIGTERM to its group then, on which initdb removes what it made (review).
-            if (!ownProcessGroup) return initialise();
-            const spawned: ChildProcess[] = [];
-            const stopOnExit = () => {
-              for (const child of spawned) {
-                if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) continue;
-                try {
-                  process.kill(-child.pid, 'SIGTERM');
-                } catch {
-                  // gone meanwhile
-                }
-              }
-            };
-            process.on('exit', stopOnExit);
-            try {
-              await spawningInOwnProcessGroup(initialise, spawned);
-            } finally {
-              process.off('exit', stopOnExit);
-            }
+            // (`postgres --single`), and the start that was to stop once done failed instead (probe). A SIGTERM
+            // ends it (initdb then removes what it made).
+            if (ownProcessGroup) await spawnedInOwnGroupWhileStarting(initialise, 'SIGTERM');
+            else await initialise();
           }),
         log,
       );
@@ -256,7 +239,8 @@ export async function startEmbeddedPostgres(
     await started(server.start());
     return { url, stop: () => server.stop() };
   }
-  const [postmaster] = await spawningInOwnProcessGroup(() => started(server.start()));
+  // A SIGINT is PostgreSQL's fast shutdown.
+  const [postmaster] = await spawnedInOwnGroupWhileStarting(() => started(server.start()), 'SIGINT');
   // A process.exit that does not wait for the shutdown (svc's shutdown timeout) stops the cluster too: it is
   // no longer in our process group, so nothing else would (a SIGKILL still leaves it: see stopLeftOverCluster).
   const running = () =>
@@ -391,6 +375,34 @@ async function spawningInOwnProcessGroup(
   } finally {
     childProcess.spawn = spawn;
     syncBuiltinESMExports();
+  }
+}
+
+/**
+ * spawningInOwnProcessGroup, with what it spawns sent `signal` (to its whole group) if this process exits while
+ * `start` runs: out of our group, nothing else would stop it (review: an initdb, then a starting postmaster, were
+ * left running when svc's stop bound ended the process during a start). Once started, the caller stops it.
+ */
+export async function spawnedInOwnGroupWhileStarting(
+  start: () => Promise<void>,
+  signal: NodeJS.Signals,
+): Promise<ChildProcess[]> {
+  const spawned: ChildProcess[] = [];
+  const stopOnExit = () => {
+    for (const child of spawned) {
+      if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) continue;
+      try {
+        process.kill(-child.pid, signal);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  };
+  process.on('exit', stopOnExit);
+  try {
+    return await spawningInOwnProcessGroup(start, spawned);
+  } finally {
+    process.off('exit', stopOnExit);
   }
 }
 
