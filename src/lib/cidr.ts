@@ -20,9 +20,22 @@ export function parseCidr(text: string): { address: string; prefix: number; fami
  */
 function addressValue(address: string): bigint {
   return ipaddr
-    .parse(address.split('%', 1)[0]!)
+    .parse(withoutDottedQuad(address.split('%', 1)[0]!))
     .toByteArray()
     .reduce((value, byte) => (value << 8n) | BigInt(byte), 0n);
+}
+
+/**
+ * An IPv6 address ending in a dotted quad, with that quad as its two hex groups: ipaddr.js reads any such address
+ * as IPv4-mapped (`::1.2.3.4` as `::ffff:1.2.3.4`), while node's BlockList, which the firewall matches with, reads
+ * `::1.2.3.4` as `::102:304`, which no IPv4 peer is (review: it was called the same range as `1.2.3.4`, and an
+ * allow-all in prod when written `::0.0.0.0/96`). The same address in the form both read alike.
+ */
+function withoutDottedQuad(address: string): string {
+  const quad = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(address);
+  if (!quad || !address.includes(':')) return address;
+  const [a, b, c, d] = quad.slice(2).map(Number) as [number, number, number, number];
+  return `${quad[1]}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
 }
 
 /**

@@ -49,5 +49,12 @@ test('cidrKey: one key for a range however written, an IPv4 range in its IPv4-ma
   same('::ffff:0:0/96', '0.0.0.0/0');
   different('::ffff:0:0/95', '0.0.0.0/0'); // wider than IPv4: an IPv6 range
   different('1.2.3.0/24', '1.2.3.0/25');
+  // IPv4-compatible, not mapped: no IPv4 peer is in it, for the firewall (node's BlockList) as for this key (review:
+  // ipaddr.js read it as mapped).
+  different('::1.2.3.4', '1.2.3.4');
+  same('::1.2.3.4', '::102:304');
+  assert.equal(new CidrSet(['::1.2.3.4']).has('1.2.3.4'), false);
+  assert.deepEqual(familiesCoveredWhole(['::0.0.0.0/96']), []);
+  assert.equal(new CidrSet(['::0.0.0.0/96']).has('8.8.8.8'), false);
   assert.equal(cidrKey('1.2.3.4/33'), null);
 });
