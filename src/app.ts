@@ -414,15 +414,18 @@ export async function buildApp(
     },
     ...optionalBodiesDocumented,
   });
-  await app.register(async (docs) => {
-    // In prod the public listener's documents are behind the firewall and the rate limit, as every public
-    // path: they list every route, the operator's too when it shares the listener (review: an IP the firewall
-    // refuses read them). In cert they stay open, so that a fresh `npm start` shows them before any platform
-    // exists; an operator listener (SVC_ADMIN_LISTEN) serves them without either.
-    if (config.env === 'prod') for (const hook of edge) docs.addHook('onRequest', hook);
-    docs.addHook('preValidation', inputChecked);
-    await docs.register(swaggerUi, { routePrefix: '/docs' });
-  });
+  // Where an API is served: an ops listener (SVC_OPS_LISTEN) serves the probes and the metrics only (review: it
+  // served /docs too, a document of no path).
+  if (parts.public || parts.admin)
+    await app.register(async (docs) => {
+      // In prod the public listener's documents are behind the firewall and the rate limit, as every public
+      // path: they list every route, the operator's too when it shares the listener (review: an IP the firewall
+      // refuses read them). In cert they stay open, so that a fresh `npm start` shows them before any platform
+      // exists; an operator listener (SVC_ADMIN_LISTEN) serves them without either.
+      if (config.env === 'prod') for (const hook of edge) docs.addHook('onRequest', hook);
+      docs.addHook('preValidation', inputChecked);
+      await docs.register(swaggerUi, { routePrefix: '/docs' });
+    });
   if (parts.ops !== false) {
     await app.register(async (ops) => {
       ops.addHook('preValidation', inputChecked);

@@ -406,8 +406,11 @@ describe('SVC_OPS_LISTEN in role api', () => {
         const res = await fetch(`${separate.url}${path}`);
         assert.equal(res.status, 401, path);
       }
-      // The API itself is where it was.
+      // The API itself is where it was, and its documents with it (review: the ops listener served /docs too).
       assert.equal((await fetch(`${separate.url}/time`)).status, 200);
+      assert.equal((await fetch(`${separate.url}/docs/json`)).status, 200);
+      for (const path of ['/docs', '/docs/json', '/time'])
+        assert.equal((await fetch(`${opsUrl}${path}`)).status, 404, path);
     } finally {
       await separate.close();
     }
