@@ -51,7 +51,7 @@ async function connectionGone(res: ServerResponse): Promise<{ ended: boolean }> 
 }
 
 /** One attempt, by a sender of its own, at a TCP server that answers its request's first bytes with `answer`. */
-async function attemptAgainstRaw(answer: (socket: Socket) => void) {
+async function attemptAgainstRaw(answer: (socket: Socket) => void, scheme: 'http' | 'https' = 'http') {
   const server = createNetServer((socket) => {
     socket.on('error', () => {});
     socket.once('data', () => answer(socket));
@@ -61,7 +61,7 @@ async function attemptAgainstRaw(answer: (socket: Socket) => void) {
   const sender = createWebhookSender({ timeoutMs: 2_000 });
   try {
     return await sender.send({
-      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+      url: `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}/`,
       rawBody: '{}',
       headers: {},
     });
@@ -345,6 +345,22 @@ describe('webhook sender: slow attempts and odd answers', () => {
       await sender.close();
       await receiver.close();
     }
+  });
+
+  test('an https URL to a receiver without TLS is a failed attempt that says so, without OpenSSL source paths', async () => {
+    // Probe: the error recorded for the operator held OpenSSL's error queue and "../deps/openssl/…/ssl3_record.c:350".
+    const result = await attemptAgainstRaw(
+      (socket) => socket.end('HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n'),
+      'https',
+    );
+    assert.deepEqual(
+      [result.outcome, result.statusCode, result.error],
+      [
+        'failed',
+        null,
+        'ERR_SSL_WRONG_VERSION_NUMBER: TLS: wrong version number (does the receiver speak TLS on that port? an https URL needs it)',
+      ],
+    );
   });
 
   test("a status line below 100, or a 101 nobody asked for, is a failed attempt with that status, not undici's assertion text", async () => {

@@ -345,8 +345,23 @@ const UNASKED_CONTINUE =
 
 /** A network error as one line: code first (ECONNRESET, ECONNREFUSED, UND_ERR_…), then the message. */
 function describeError(err: unknown): string {
-  const e = err as { code?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } };
+  const e = err as {
+    code?: unknown;
+    message?: unknown;
+    reason?: unknown;
+    cause?: { code?: unknown; message?: unknown; reason?: unknown };
+  };
   const code = e?.code ?? e?.cause?.code;
+  // OpenSSL's message is its error queue, with its own source paths ("…:error:0A00010B:SSL routines:ssl_get_record:
+  // wrong version number:../deps/openssl/openssl/ssl/record/ssl3_record.c:350:"): its reason says it (probe).
+  const reason = e?.reason ?? e?.cause?.reason;
+  if (typeof code === 'string' && code.startsWith('ERR_SSL_') && typeof reason === 'string') {
+    const hint =
+      code === 'ERR_SSL_WRONG_VERSION_NUMBER'
+        ? ' (does the receiver speak TLS on that port? an https URL needs it)'
+        : '';
+    return `${code}: TLS: ${reason}${hint}`.slice(0, MAX_ERROR_LENGTH);
+  }
   const message = String(e?.message ?? e?.cause?.message ?? err);
   const text = code && !message.includes(String(code)) ? `${String(code)}: ${message}` : message;
   return text.replace(/\s+/g, ' ').slice(0, MAX_ERROR_LENGTH);
