@@ -127,7 +127,9 @@ export class CidrSet {
     for (const cidr of cidrs) {
       const parsed = parseCidr(cidr);
       if (!parsed) throw new Error(`invalid CIDR: ${cidr}`);
-      this.list.addSubnet(parsed.address, parsed.prefix, parsed.family);
+      // Without its zone id, which names an interface, not addresses (as addressValue): BlockList refused one on the
+      // longest form of an address, and the firewall's load threw, a 500 for every request (review).
+      this.list.addSubnet(parsed.address.split('%', 1)[0]!, parsed.prefix, parsed.family);
     }
     this.size = cidrs.length;
   }

@@ -415,7 +415,7 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
   // dir (probe). The cluster runs in a process group of its own, so that a Ctrl-C does not stop it under the
   // migration either. Past SVC_SHUTDOWN_TIMEOUT_MS from the signal, the cluster, once started, is stopped (a
   // migration under way ends within the smart shutdown's wait, or is rolled back); a start still under way is
-  // waited for as long again, no longer (a hung one leaves its cluster to the next start's clean-up, review).
+  // waited for as long again, no longer (a hung one's cluster is signalled as svc exits, embedded-postgres.ts).
   let opened: ReturnType<typeof openDatabase> | undefined;
   const { result: applied, handOver } = await keepingStops(config, logger, {
     kept: 'stop asked during svc migrate: stopping once it has ended',

@@ -58,3 +58,12 @@ test('cidrKey: one key for a range however written, an IPv4 range in its IPv4-ma
   assert.equal(new CidrSet(['::0.0.0.0/96']).has('8.8.8.8'), false);
   assert.equal(cidrKey('1.2.3.4/33'), null);
 });
+
+test('CidrSet: an address with a zone id is its address, in every form (the longest too)', () => {
+  // Review: BlockList refused the zone on the 45-character form, so the firewall's load threw for every request.
+  const longest = 'ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255';
+  const set = new CidrSet([`${longest}%eth0`, 'fe80::1%br-lan']);
+  assert.equal(set.has(longest), true);
+  assert.equal(set.has('fe80::1'), true);
+  assert.equal(set.has('fe80::2'), false);
+});
