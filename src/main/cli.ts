@@ -354,7 +354,7 @@ async function serve(config: Readonly<Config>): Promise<void> {
     // The drain is for a supervisor's stop (SIGTERM), not for Ctrl-C at a terminal; nor for a stop asked during
     // the start, while no load balancer had found the instance ready.
     const drainMs = signal === 'SIGTERM' && keptForMs === undefined ? config.shutdownDrainMs : 0;
-    runtime.close({ drainMs }).then(
+    runtime.close({ drainMs, askedAgoMs: keptForMs }).then(
       () => process.exit(exitCode),
       () => process.exit(EXIT.failed),
     );

@@ -49,9 +49,11 @@ export interface Runtime {
   worker: Runner | null;
   /**
    * Stops everything. With `drainMs` (SIGTERM, SVC_SHUTDOWN_DRAIN_MS), a process serving the API first goes
-   * on serving for that long while /readyz answers 503 and every answer closes its connection.
+   * on serving for that long while /readyz answers 503 and every answer closes its connection. `askedAgoMs`: the
+   * stop was asked that long ago (during the start), and the shutdown's shares (the webhook attempts') count from
+   * then, as its bound does.
    */
-  close(options?: { drainMs?: number }): Promise<void>;
+  close(options?: { drainMs?: number; askedAgoMs?: number }): Promise<void>;
 }
 
 export interface RuntimeOptions {
@@ -264,8 +266,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       adminUrl,
       opsUrl,
       worker,
-      async close({ drainMs = 0 } = {}) {
-        closingSince = performance.now();
+      async close({ drainMs = 0, askedAgoMs = 0 } = {}) {
+        closingSince = performance.now() - askedAgoMs;
         // At the signal, not after the drain or the requests in flight: the worker side stops taking work now
         // (its attempts under way get their share of the shutdown, from now).
         void stopWork?.();
