@@ -135,7 +135,10 @@ export class CidrSet {
   }
 
   has(ip: string): boolean {
-    const address = ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
+    // Without a zone id, as the entries (a forwarded address may carry one; BlockList did not match it on the
+    // longest form, review).
+    const bare = ip.split('%', 1)[0]!;
+    const address = bare.startsWith('::ffff:') && isIP(bare.slice(7)) === 4 ? bare.slice(7) : bare;
     const version = isIP(address);
     if (version === 0) return false;
     return this.list.check(address, version === 4 ? 'ipv4' : 'ipv6');

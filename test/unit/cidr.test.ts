@@ -66,4 +66,7 @@ test('CidrSet: an address with a zone id is its address, in every form (the long
   assert.equal(set.has(longest), true);
   assert.equal(set.has('fe80::1'), true);
   assert.equal(set.has('fe80::2'), false);
+  // And an address checked with one (a forwarded address may carry it).
+  assert.equal(set.has(`${longest}%eth0`), true);
+  assert.equal(set.has('fe80::1%eth1'), true);
 });
