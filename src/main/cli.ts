@@ -24,7 +24,6 @@ import { baseUrlFault, MAX_TIMEOUT_MS, type BaseUrlFault } from '../sdk/client.t
 import { SvcArgumentError } from '../sdk/errors.ts';
 
 /** `svc`: the one entry point: serve, migrate, demo, every operator command and the platform calls. */
-
 const HELP = `svc: svc-platform service, operator and platform CLI
 
 Service:

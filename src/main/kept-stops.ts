@@ -2,7 +2,7 @@ import type { Config } from '../config.ts';
 import { EXIT } from './exit-codes.ts';
 
 /** The signals `svc serve` stops on; SIGHUP (a closed terminal) too, so the embedded PostgreSQL is not left running. */
-export const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 /**
  * Runs `step` keeping a stop signal (SIGTERM, SIGINT, SIGHUP) for after it, so that what it starts (the embedded
