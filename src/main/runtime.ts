@@ -269,7 +269,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       async close({ drainMs = 0, askedAgoMs = 0 } = {}) {
         closingSince = performance.now() - askedAgoMs;
         // At the signal, not after the drain or the requests in flight: the worker side stops taking work now
-        // (its attempts under way get their share of the shutdown, from now).
+        // (its attempts under way get their share of the shutdown, counted from the signal).
         void stopWork?.();
         if (drainMs > 0 && url !== null) {
           draining = true;
