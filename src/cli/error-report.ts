@@ -1,4 +1,5 @@
 import { SvcConnectionError, SvcError } from '../sdk/errors.ts';
+import { FIREWALL_REFUSAL_TEXT } from '../contract/wire-values.ts';
 import { AdminApiError, isOperatorApiFailure } from './admin-client.ts';
 
 /**
@@ -88,8 +89,6 @@ function namesWhatIsMissing(body: unknown): boolean {
 
 /** How the public API's 401 for a request without its credentials begins (authenticator.ts). */
 const PUBLIC_CREDENTIALS_MISSING = 'missing header X-SCX-';
-/** The public API's firewall (wire-contract §2.1), which the operator API is never behind. */
-const FIREWALL_REFUSAL = 'error code: 1020';
 
 /** A report for an error from the SDK or the operator client; undefined for anything else (a bug: rethrow). */
 export function reportFailure(error: unknown): FailureReport | undefined {
@@ -121,7 +120,7 @@ export function reportFailure(error: unknown): FailureReport | undefined {
       ((error.status >= 200 && error.status <= 299) ||
         (error.status === 404 && !namesWhatIsMissing(error.body)) ||
         (error.status === 401 && first?.startsWith(PUBLIC_CREDENTIALS_MISSING)) ||
-        (error.status === 403 && first === FIREWALL_REFUSAL))
+        (error.status === 403 && first === FIREWALL_REFUSAL_TEXT))
         ? [
             '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
           ]

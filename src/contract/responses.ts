@@ -1,4 +1,5 @@
 import { Type, type TSchema } from 'typebox';
+import { FIREWALL_REFUSAL_TEXT } from './wire-values.ts';
 
 /**
  * wire-contract §3: success is {"message": …}; lists add page and total_pages (and page_size, count);
@@ -127,14 +128,18 @@ export const Error504 = Type.Object({ error: Type.String() });
  * credentials are read, with this text: on every public route, the unauthenticated ones too, and the first
  * answer a new deployment gives (until a platform exists).
  */
-export const FIREWALL_REFUSAL_TEXT = 'error code: 1020';
 const FirewallRefusal = Type.String({
   const: FIREWALL_REFUSAL_TEXT,
   description: 'wire-contract §2.1: refused at the edge (the address is on no allow-list)',
 });
-/** The firewall's 403 alone: the public routes that take no credentials (GET /time, the JWKS). */
-export const firewallResponses = {
+/**
+ * The error responses of the public routes that take no credentials (GET /time, the JWKS): a target that cannot be
+ * read (a `#`, bad percent-encoding), the firewall's 403 and the rate limit's 429.
+ */
+export const openRouteErrorResponses = {
+  400: Error400,
   403: { description: 'refused at the edge', content: { 'text/plain': { schema: FirewallRefusal } } },
+  429: Error429,
 };
 
 /**

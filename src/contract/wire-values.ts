@@ -80,6 +80,9 @@ export const TRADE_NOTIFICATION_OMITTED_FIELDS = [
 export const EMAIL_ALREADY_EXISTS = 'Participant already exists with this email for this platform';
 export const DATA_USED_WITH_DIFFERENT_REQUEST_ID = 'Participant data already used with different requestID';
 
+/** wire-contract §2.1: the firewall's answer (a 403, text/plain) to an address on no platform's allow-list. */
+export const FIREWALL_REFUSAL_TEXT = 'error code: 1020';
+
 export const ALLOW_RETRY_HEADER = 'svc-allow-retry';
 export const REQUEST_ID_HEADER = 'x-request-id';
 export const SIMULATOR_SCENARIO_HEADER = 'x-simulator-scenario';

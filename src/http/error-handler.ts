@@ -14,7 +14,7 @@ import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
 import { TOO_MANY_REQUESTS_BODY } from './plugins/rate-limit.plugin.ts';
 import { retryAfterSeconds, type RateLimiter } from '../domain/ratelimit/rate-limiter.ts';
 import { committedAWrite, trackingWrites } from '../store/database.ts';
-import { ALLOW_RETRY_HEADER, REQUEST_ID_HEADER } from '../contract/wire-values.ts';
+import { ALLOW_RETRY_HEADER, FIREWALL_REFUSAL_TEXT, REQUEST_ID_HEADER } from '../contract/wire-values.ts';
 import { describeValidation, MAX_PROBLEMS_LISTED, MORE_PROBLEMS } from './validation-messages.ts';
 
 /**
@@ -170,7 +170,7 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
   };
 }
 
-const FIREWALL_TEXT = { type: 'text/plain; charset=utf-8', body: 'error code: 1020' };
+const FIREWALL_TEXT = { type: 'text/plain; charset=utf-8', body: FIREWALL_REFUSAL_TEXT };
 
 /** The parser's answer, counted against `peer`'s rate limit; the 429 (wire-contract §2.3) if `peer` is blocked. */
 function answerUnlessLimited(

@@ -141,10 +141,10 @@ const SMART_SHUTDOWN_MS = 2_000;
 
 export interface EmbeddedOptions {
   /**
-   * Runs the cluster, and the initdb of a first start, in a process group of its own (spawningInOwnProcessGroup),
-   * for a process that stops it
-   * itself on every signal (`svc serve`, `svc migrate`). Otherwise it is in the caller's group, and a Ctrl-C in the
-   * terminal stops it with the caller (the test runner, the benches: neither stops it on a signal).
+   * Runs the cluster, and the initdb of a first start, in a process group of its own
+   * (spawnedInOwnGroupWhileStarting), for a process that stops it itself on every signal (`svc serve`, `svc migrate`).
+   * Otherwise it is in the caller's group, and a Ctrl-C in the terminal stops it with the caller (the test runner, the
+   * benches: neither stops it on a signal).
    */
   ownProcessGroup?: boolean;
 }
@@ -354,34 +354,10 @@ async function removeAbandonedStaging(dataDir: string): Promise<void> {
  * was still finishing: every Ctrl-C of `npm start` failed them (503) and logged errors. In its own group it
  * is stopped by svc, last (Runtime.close). The library has no option for its spawn, so `spawn` is wrapped
  * while it starts (syncBuiltinESMExports carries the wrapper to its named import); nothing else spawns then.
- */
-async function spawningInOwnProcessGroup(
-  start: () => Promise<void>,
-  /** Where each process is put as it is spawned (the caller's, to see them while `start` runs). */
-  spawned: ChildProcess[] = [],
-): Promise<ChildProcess[]> {
-  const spawn = childProcess.spawn;
-  childProcess.spawn = ((command: string, ...rest: unknown[]) => {
-    const args = Array.isArray(rest[0]) ? (rest.shift() as string[]) : [];
-    const options = (rest[0] ?? {}) as childProcess.SpawnOptions;
-    const child = spawn(command, args, { ...options, detached: true });
-    spawned.push(child);
-    return child;
-  }) as typeof spawn;
-  syncBuiltinESMExports();
-  try {
-    await start();
-    return spawned;
-  } finally {
-    childProcess.spawn = spawn;
-    syncBuiltinESMExports();
-  }
-}
-
-/**
- * spawningInOwnProcessGroup, with what it spawns sent `signal` (to its whole group) if this process exits while
- * `start` runs: out of our group, nothing else would stop it (review: an initdb, then a starting postmaster, were
- * left running when svc's stop bound ended the process during a start). Once started, the caller stops it.
+ *
+ * Out of our group, nothing else stops what it spawns if this process exits while `start` runs: it is sent
+ * `signal` (to its whole group) then (review: an initdb, then a starting postmaster, were left running when svc's
+ * stop bound ended the process during a start). Once started, the caller stops it.
  */
 export async function spawnedInOwnGroupWhileStarting(
   start: () => Promise<void>,
@@ -398,11 +374,23 @@ export async function spawnedInOwnGroupWhileStarting(
       }
     }
   };
+  const spawn = childProcess.spawn;
+  childProcess.spawn = ((command: string, ...rest: unknown[]) => {
+    const args = Array.isArray(rest[0]) ? (rest.shift() as string[]) : [];
+    const options = (rest[0] ?? {}) as childProcess.SpawnOptions;
+    const child = spawn(command, args, { ...options, detached: true });
+    spawned.push(child);
+    return child;
+  }) as typeof spawn;
+  syncBuiltinESMExports();
   process.on('exit', stopOnExit);
   try {
-    return await spawningInOwnProcessGroup(start, spawned);
+    await start();
+    return spawned;
   } finally {
     process.off('exit', stopOnExit);
+    childProcess.spawn = spawn;
+    syncBuiltinESMExports();
   }
 }
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { JWKS_PATH } from '../../contract/wire-values.ts';
-import { Error400, Error429, firewallResponses } from '../../contract/responses.ts';
+import { openRouteErrorResponses } from '../../contract/responses.ts';
 import { Jwks } from '../../contract/funding.schemas.ts';
 import type { FundingService } from '../../domain/funding/funding.service.ts';
 
@@ -16,8 +16,7 @@ export async function jwksRoutes(app: FastifyInstance, { funding }: { funding: F
         tags: ['Public'],
         summary: 'Public keys of the SDK token signer',
         security: [],
-        // 400: a target that cannot be read (a `#`, bad percent-encoding); 403: the firewall (wire-contract §2.1).
-        response: { 200: Jwks, 400: Error400, ...firewallResponses, 429: Error429 },
+        response: { 200: Jwks, ...openRouteErrorResponses },
       },
     },
     async (_request, reply) => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { Error400, Error429, firewallResponses } from '../../contract/responses.ts';
+import { openRouteErrorResponses } from '../../contract/responses.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { TimeResponse } from '../../contract/time.schemas.ts';
 
@@ -12,8 +12,7 @@ export async function timeRoutes(app: FastifyInstance, options: { clock: Clock }
         tags: ['Public'],
         summary: 'Server time',
         security: [],
-        // 400: a target that cannot be read (a `#`, bad percent-encoding); 403: the firewall (wire-contract §2.1).
-        response: { 200: TimeResponse, 400: Error400, ...firewallResponses, 429: Error429 },
+        response: { 200: TimeResponse, ...openRouteErrorResponses },
       },
     },
     async () => {
