@@ -20,9 +20,14 @@ export function parseCidr(text: string): { address: string; prefix: number; fami
  */
 function addressValue(address: string): bigint {
   return ipaddr
-    .parse(withoutDottedQuad(address.split('%', 1)[0]!))
+    .parse(withoutDottedQuad(withoutZone(address)))
     .toByteArray()
     .reduce((value, byte) => (value << 8n) | BigInt(byte), 0n);
+}
+
+/** An address without its zone id (`fe80::1%br-lan`), which names a local interface, not addresses. */
+function withoutZone(address: string): string {
+  return address.split('%', 1)[0]!;
 }
 
 /**
@@ -127,17 +132,16 @@ export class CidrSet {
     for (const cidr of cidrs) {
       const parsed = parseCidr(cidr);
       if (!parsed) throw new Error(`invalid CIDR: ${cidr}`);
-      // Without its zone id, which names an interface, not addresses (as addressValue): BlockList refused one on the
-      // longest form of an address, and the firewall's load threw, a 500 for every request (review).
-      this.list.addSubnet(parsed.address.split('%', 1)[0]!, parsed.prefix, parsed.family);
+      // BlockList refused a zone id on the longest form of an address, and the firewall's load threw, a 500 for
+      // every request (review).
+      this.list.addSubnet(withoutZone(parsed.address), parsed.prefix, parsed.family);
     }
     this.size = cidrs.length;
   }
 
   has(ip: string): boolean {
-    // Without a zone id, as the entries (a forwarded address may carry one; BlockList did not match it on the
-    // longest form, review).
-    const bare = ip.split('%', 1)[0]!;
+    // As the entries (a forwarded address may carry a zone id; BlockList did not match it on the longest form, review).
+    const bare = withoutZone(ip);
     const address = bare.startsWith('::ffff:') && isIP(bare.slice(7)) === 4 ? bare.slice(7) : bare;
     const version = isIP(address);
     if (version === 0) return false;
