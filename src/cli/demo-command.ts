@@ -20,13 +20,13 @@ export interface DemoOptions {
  * answer decides, not the CLI's own SVC_ENV: run from a shell without it, the demo failed against prod.
  */
 async function createDemoPlatform(client: AdminClient, name: string): Promise<Platform> {
+  const create = (ip_allowlist: string[]) =>
+    client.post<Platform>('/platforms', { name, ip_allowlist }, ['platform_code']);
   try {
-    return await client.post<Platform>('/platforms', { name, ip_allowlist: [] }, ['platform_code']);
+    return await create([]);
   } catch (error) {
     if (!(error instanceof AdminApiError && error.status === 400 && namesAllowList(error.body))) throw error;
-    return client.post<Platform>('/platforms', { name, ip_allowlist: ['127.0.0.1/32', '::1/128'] }, [
-      'platform_code',
-    ]);
+    return create(['127.0.0.1/32', '::1/128']);
   }
 }
 
