@@ -39,6 +39,9 @@ const FundAssetForm = Type.String({
 const Amount = Type.String({ pattern: NON_NEGATIVE_DECIMAL_PATTERN, description: 'decimal string' });
 const Text = Type.String({ minLength: 1, maxLength: 200 });
 
+/** The most custom fees an SDK's terms take: far more than any fee schedule has. */
+export const SDK_FEES_MAX_ITEMS = 50;
+
 /** The vendor's fee terms of the crypto buy and sell SDKs (custom_fees_and_spreads.crypto_buy/crypto_sell). */
 const SdkFeesAndSpread = Type.Object(
   {
@@ -53,6 +56,8 @@ const SdkFeesAndSpread = Type.Object(
           },
           { additionalProperties: false },
         ),
+        // The vendor sets no bound; every array a body takes has one (array-bounds.ts).
+        { maxItems: SDK_FEES_MAX_ITEMS },
       ),
     ),
   },
@@ -73,6 +78,8 @@ export const ClientAuthTokenBody = Type.Object(
     participant_code: Type.String({ minLength: 6, maxLength: 6, description: 'participant of the platform' }),
     permissions: Type.Array(Type.Enum([...CLIENT_TOKEN_PERMISSIONS]), {
       minItems: 1,
+      // Each at most once, so no list a platform can send is longer.
+      maxItems: CLIENT_TOKEN_PERMISSIONS.length,
       uniqueItems: true,
       description: 'SDK experiences; `fwc` opens a funding session',
     }),

@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { TObject, TSchema } from 'typebox';
 import { hasLoneSurrogate } from '../lib/unicode.ts';
+import { withinArrayBounds } from './array-bounds.ts';
 import { readCoordinate } from './coordinates.ts';
 import { withFormats } from './schema-formats.ts';
 import {
@@ -41,12 +42,14 @@ const textAjv = withFormats(new Ajv({ allErrors: true, coerceTypes: 'array', str
 
 interface CompiledVariant {
   title: string;
+  schema: TObject;
   accepts: Set<string>;
   validate: ValidateFunction;
 }
 
 const VARIANTS: CompiledVariant[] = CUSTOMER_BODY_VARIANTS.map((schema: TObject) => ({
   title: String((schema as { title?: string }).title),
+  schema,
   accepts: new Set(Object.keys(schema.properties)),
   validate: bodyAjv.compile(schema),
 }));
@@ -300,16 +303,17 @@ export function checkCustomerBody(body: unknown, now: number): CustomerBodyCheck
     return { ok: false, variant: '', errors: [error('', 'must be a JSON object', 'type')] };
   }
   const record = body as Record<string, unknown>;
-  const common = semanticErrors(record, now);
   const wantsPartial = record.partial !== undefined;
   let best: { variant: string; errors: FieldError[]; distance: [number, number, number] } | undefined;
   for (const candidate of VARIANTS) {
     if ((candidate.title === PARTIAL_VARIANT) !== wantsPartial) continue;
-    const schemaOk = candidate.validate(record);
+    // The same as the body for any body within the variant's array bounds (array-bounds.ts).
+    const bounded = withinArrayBounds(record, candidate.schema) as Record<string, unknown>;
+    const schemaOk = candidate.validate(bounded);
     const errors = [
       ...(schemaOk ? [] : reword(candidate.validate.errors ?? [])),
-      ...conditionalErrors(record, candidate.accepts),
-      ...common,
+      ...conditionalErrors(bounded, candidate.accepts),
+      ...semanticErrors(bounded, now),
     ];
     if (errors.length === 0) return { ok: true, body: record as PostCustomerBody, variant: candidate.title };
     const score = distance(errors);
