@@ -310,6 +310,11 @@ export async function buildApp(
   // than its 1020 or 429, uncounted and with no request id (probe). Such a request is served as any other instead,
   // the expectation ignored.
   app.server.on('checkExpectation', (req, res) => app.server.emit('request', req, res));
+  // Node hands on a request's first 1,000 header lines and drops the rest unsaid (its maxHeadersCount): behind a
+  // trusted proxy that writes its X-Forwarded-For last, a client that sent 1,000 lines of its own was served as the
+  // address it wrote (probe: the rate limit counted the client's X-Forwarded-For, and the proxy's was gone), and a
+  // signed request lost its credentials. Every line is kept: Node's bound on the header's size (16 KB) bounds them.
+  app.server.maxHeadersCount = 0;
   app.server.on('connect', answeringConnect(app.server));
   app.server.prependListener('request', writingHeadApart);
 

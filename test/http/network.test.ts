@@ -346,6 +346,32 @@ describe('trusted proxies (SVC_TRUST_PROXY)', () => {
     assert.equal(ipOf(await whoami(probe.app, A_IP, { key: a.key, forwardedFor: NOWHERE_IP })), A_IP);
   });
 
+  test("a proxy's X-Forwarded-For after a client's 1,000 header lines is still read (none dropped)", async () => {
+    // Over a real connection from 127.0.0.1, trusted here: Node's parser is what dropped lines.
+    const config = loadConfig({ ...process.env, SVC_TRUST_PROXY: '127.0.0.1/32' });
+    const local = await startProbeApp(svc.runtime, {
+      config: { ...svc.runtime.config, trustProxy: config.trustProxy },
+    });
+    try {
+      const signed = signedHeaders(b.key, 'GET', '/probe/whoami', undefined, nowS());
+      const lines = [
+        'GET /probe/whoami HTTP/1.1',
+        'host: x',
+        ...Object.entries(signed).map(([name, value]) => `${name}: ${value}`),
+        // The client's own claim, then lines of its own, then the one the proxy appends last.
+        `x-forwarded-for: ${A_IP}`,
+        ...Array.from({ length: 1_000 }, (_, i) => `x-pad-${i}: 1`),
+        `x-forwarded-for: ${B_IP}`,
+      ];
+      const answer = await rawHttp(local.url, `${lines.join('\r\n')}\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 200 /, answer);
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { message: { ip: string } };
+      assert.equal(body.message.ip, B_IP);
+    } finally {
+      await local.close();
+    }
+  });
+
   test('SVC_TRUST_PROXY entries must be CIDRs', () => {
     assert.throws(() => loadConfig({ SVC_TRUST_PROXY: '10.0.0.0/8,proxy.local' }), /SVC_TRUST_PROXY/);
   });
