@@ -51,6 +51,7 @@ export const PG_UNIQUE_VIOLATION = '23505';
 export const PG_SERIALIZATION_FAILURE = '40001';
 export const PG_DEADLOCK = '40P01';
 export const PG_LOCK_NOT_AVAILABLE = '55P03';
+export const PG_READ_ONLY_TRANSACTION = '25006';
 
 /** A write whose connection was lost before PostgreSQL answered: it may or may not have been carried out. */
 export { OutcomeUnknownError } from '../store/database.ts';

@@ -8,6 +8,7 @@ import {
   pgErrorCode,
   PG_DEADLOCK,
   PG_LOCK_NOT_AVAILABLE,
+  PG_READ_ONLY_TRANSACTION,
   PG_SERIALIZATION_FAILURE,
 } from '../domain/errors.ts';
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
@@ -77,6 +78,10 @@ const TRANSIENT_PG_CODES = new Set([
   '53100',
   '53200',
   '53300',
+  // A database that takes no write: a standby promoted away from, or read-only for maintenance
+  // (`default_transaction_read_only`). Another instance, or this one after the failover's DNS moves, can take it
+  // (probe: every write answered 500, "do not retry").
+  PG_READ_ONLY_TRANSACTION,
   '08006',
   '08001',
   '08003',

@@ -74,7 +74,7 @@ export interface Store {
   /** Statements bounded by STATEMENT_ANSWER_TIMEOUT_MS. */
   db: Db;
   /**
-   * Resolves when PostgreSQL answers `select 1` within PROBE_ANSWER_TIMEOUT_MS, on a connection of its own
+   * Resolves when PostgreSQL answers within PROBE_ANSWER_TIMEOUT_MS that it takes writes, on a connection of its own
    * outside the pool (for /readyz): whether the database answers, not whether the pool has a free connection.
    * Through the pool, a probe queued behind busy connections (a contended row, a burst of slow requests) and
    * failed: every instance sharing that database answered 503 at once, and a load balancer pulled them all
@@ -158,7 +158,12 @@ export function createStore(
           ),
         }),
       });
-      await sql`select 1`.execute(probeDb);
+      // A database that answers but takes no write (a standby after a failover, or read only for maintenance)
+      // cannot serve: every write would fail (probe: ready, while every write answered 500).
+      const { rows } = await sql<{
+        read_only: string;
+      }>`select current_setting('transaction_read_only') as read_only`.execute(probeDb);
+      if (rows[0]?.read_only !== 'off') throw new Error('the database takes no writes (read only)');
     },
     close: async () => {
       closed = true;

@@ -128,9 +128,11 @@ export function probeRoutes(db: Db) {
       });
       return { message: {} };
     });
-    // PostgreSQL failing a write for want of resources (53100 disk_full, 53200 out_of_memory), raised for real.
+    // PostgreSQL failing a write for want of resources (53100 disk_full, 53200 out_of_memory), or in a read-only
+    // transaction (25006), raised for real.
     app.post<{ Params: { sqlstate: string } }>('/probe/resources/:sqlstate', async (request) => {
-      if (!/^53[0-9]00$/.test(request.params.sqlstate)) throw new Error('a class 53 SQLSTATE only');
+      if (!/^(53[0-9]00|25006)$/.test(request.params.sqlstate))
+        throw new Error('a class 53 SQLSTATE or 25006 only');
       await sql`do $$ begin raise exception 'probe' using errcode = ${sql.lit(request.params.sqlstate)}; end $$`.execute(
         db,
       );

@@ -615,6 +615,15 @@ describe('503 when the database cannot take a write for want of resources', () =
   });
 });
 
+describe('503 when the database takes no writes', () => {
+  test('a read-only database (a standby after a failover) is transient: 503 + svc-allow-retry, not a 500', async () => {
+    // Every write answered 500, "do not retry" (probe, session 41).
+    const res = await signed('POST', '/probe/resources/25006');
+    assertBody(res, 503, errorBody('Service Unavailable'));
+    assert.equal(res.headers['svc-allow-retry'], 'true');
+  });
+});
+
 describe('503 when the database is unreachable', () => {
   let proxy: TcpProxy;
   let instance: Runtime;

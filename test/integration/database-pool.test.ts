@@ -114,3 +114,28 @@ test('the readiness probe answers on a connection of its own, which the close en
     await svc.close();
   }
 });
+
+test('the readiness probe fails on a database that takes no writes, as every write there does', async () => {
+  const svc = await startTestService();
+  // Every session of this store read only, as on a standby or with default_transaction_read_only (probe: /readyz
+  // said ready while every write failed).
+  const url = new URL(svc.database.url);
+  url.searchParams.set('options', '-c default_transaction_read_only=on');
+  const store = createStore(url.toString(), { max: 1 });
+  try {
+    await assert.rejects(store.probe(), /the database takes no writes \(read only\)/);
+    await assert.rejects(
+      sql`create temporary table readonly_probe (n int)`.execute(store.db),
+      (error: unknown) => {
+        assert.equal((error as { code?: string }).code, '25006');
+        return true;
+      },
+    );
+    const writable = createStore(svc.database.url, { max: 1 });
+    await writable.probe();
+    await writable.close();
+  } finally {
+    await store.close();
+    await svc.close();
+  }
+});
