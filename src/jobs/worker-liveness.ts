@@ -1,5 +1,7 @@
 import os from 'node:os';
 import type pg from 'pg';
+import { createFailureLog, type FailureLog } from '../lib/failure-log.ts';
+import type { Log } from '../lib/log.ts';
 import { within } from '../lib/within.ts';
 
 /** How long `stop` waits for the heartbeats and reaps under way. */
@@ -30,6 +32,13 @@ export interface WorkerLivenessOptions {
    * before it counts as orphaned and is unlocked (see reap). 30 s.
    */
   orphanGraceMs?: number;
+  /**
+   * Where the failures of heartbeats and reaps are logged, as everything a worker tries again while the database is
+   * away: the first with its error, then every 30 s while they go on, and the return (src/lib/failure-log.ts). One
+   * line with its stack at each try was two lines every 5 s through an outage (probe).
+   */
+  log?: Log;
+  /** Each failure, as it happens. */
   onError?: (error: unknown) => void;
   /** Jobs of this process found locked though it was not running them, and unlocked to run again. */
   onOrphans?: (jobIds: string[]) => void;
@@ -49,8 +58,20 @@ export class WorkerLiveness {
   private readonly heartbeatMs: number;
   private readonly staleMs: number;
   private readonly reapMs: number;
+  private readonly failures: FailureLog | null;
 
   constructor(private readonly options: WorkerLivenessOptions) {
+    this.failures = options.log
+      ? createFailureLog(
+          options.log,
+          {
+            failed: 'worker liveness check failed',
+            stillFailing: 'worker liveness check still failing',
+            recovered: 'worker liveness check works again',
+          },
+          { level: 'warn' },
+        )
+      : null;
     this.heartbeatMs = options.heartbeatMs ?? 5_000;
     this.staleMs = options.staleMs ?? 20_000;
     this.reapMs = options.reapMs ?? 10_000;
@@ -82,7 +103,9 @@ export class WorkerLiveness {
 
   /** Reports `work`'s failure, and keeps it in `inFlight` until it has settled. */
   private track(work: Promise<unknown>): Promise<void> {
-    const done: Promise<void> = work.then(() => {}, this.report).finally(() => this.inFlight.delete(done));
+    const done: Promise<void> = work
+      .then(() => this.failures?.succeeded(), this.report)
+      .finally(() => this.inFlight.delete(done));
     this.inFlight.add(done);
     return done;
   }
@@ -214,5 +237,8 @@ export class WorkerLiveness {
     this.options.onOrphans?.(orphans);
   }
 
-  private readonly report = (error: unknown) => this.options.onError?.(error);
+  private readonly report = (error: unknown) => {
+    this.failures?.failed(error);
+    this.options.onError?.(error);
+  };
 }

@@ -41,7 +41,7 @@ export async function startWorker(options: {
   const liveness = new WorkerLiveness({
     pool: options.pool,
     keyedTasks: options.keyedTasks,
-    onError: (err) => log.warn({ err }, 'worker liveness check failed'),
+    log,
     onOrphans: (jobIds) =>
       log.warn(
         { jobIds },

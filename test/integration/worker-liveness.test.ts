@@ -8,6 +8,7 @@ import { createLogger } from '../../src/main/logger.ts';
 import type { Store } from '../../src/store/database.ts';
 import { createTestPool, createTestStore, type TestStore } from '../helpers/database.ts';
 import { eventually } from '../helpers/service-process.ts';
+import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 
 let testStore: TestStore | undefined;
 let store: Store;
@@ -237,4 +238,36 @@ test('stop waits for a reap under way, so that nothing is sent to the pool once 
   // Whatever the reap had left to send would fail now, reported as the shutdown's warning was.
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
   assert.deepEqual(errors, []);
+});
+
+test('heartbeats and reaps failing through an outage are logged once, then their return (not a line a try)', async () => {
+  const proxy = await startTcpProxy(testStore!.url);
+  const pool = createTestPool({ connectionString: proxy.url, max: 2, connectionTimeoutMillis: 1_000 });
+  pool.on('error', () => {});
+  const lines: Array<[level: string, message: string]> = [];
+  const log = (level: string) => (_fields: object, message?: string) =>
+    void lines.push([level, message ?? '']);
+  let failures = 0;
+  const liveness = new WorkerLiveness({
+    pool,
+    heartbeatMs: 10,
+    reapMs: 10,
+    log: { info: log('info'), warn: log('warn'), error: log('error') },
+    onError: () => failures++,
+  });
+  try {
+    liveness.add('liveness-outage-test');
+    liveness.start();
+    await proxy.down();
+    await eventually(async () => (failures >= 10 ? true : undefined), 10_000, 'ten failed tries');
+    // Before: a warning with its stack at every try.
+    assert.deepEqual(lines, [['warn', 'worker liveness check failed']]);
+    await proxy.up();
+    await eventually(async () => (lines.length === 2 ? true : undefined), 10_000, 'the return logged');
+    assert.deepEqual(lines[1], ['info', 'worker liveness check works again']);
+  } finally {
+    await liveness.stop();
+    await pool.end();
+    await proxy.close();
+  }
 });
