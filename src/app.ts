@@ -28,7 +28,7 @@ import {
   sendOperatorNotFound,
   sendUnavailable,
 } from './http/error-handler.ts';
-import { validatingWithinArrayBounds } from './contract/array-bounds.ts';
+import { validatingWithinSchemaBounds } from './contract/schema-bounds.ts';
 import { withFormats } from './contract/schema-formats.ts';
 import { validationErrorSummary } from './http/validation-messages.ts';
 import { setClientAddress } from './http/client-address.ts';
@@ -328,7 +328,7 @@ export async function buildApp(
     new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false, verbose: true }),
   );
   app.setValidatorCompiler(({ schema, httpPart }) => {
-    if (httpPart === 'body') return validatingWithinArrayBounds(schema, bodyAjv.compile(schema));
+    if (httpPart === 'body') return validatingWithinSchemaBounds(schema, bodyAjv.compile(schema));
     const validate = textAjv.compile(schema);
     return httpPart === 'querystring'
       ? refusingRepeatedParameters(

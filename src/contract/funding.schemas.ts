@@ -56,7 +56,7 @@ const SdkFeesAndSpread = Type.Object(
           },
           { additionalProperties: false },
         ),
-        // The vendor sets no bound; every array a body takes has one (array-bounds.ts).
+        // The vendor sets no bound; every array a body takes has one (schema-bounds.ts).
         { maxItems: SDK_FEES_MAX_ITEMS },
       ),
     ),

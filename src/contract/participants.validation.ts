@@ -1,14 +1,15 @@
 import { isIP } from 'node:net';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import type { TObject, TSchema } from 'typebox';
+import { Type, type TObject, type TSchema } from 'typebox';
 import { hasLoneSurrogate } from '../lib/unicode.ts';
-import { withinArrayBounds } from './array-bounds.ts';
+import { withinSchemaBounds } from './schema-bounds.ts';
 import { readCoordinate } from './coordinates.ts';
 import { withFormats } from './schema-formats.ts';
 import {
   CITIZENSHIP_CODES,
   COORDINATE_PATTERN,
   CUSTOMER_BODY_VARIANTS,
+  CUSTOMER_FIELDS,
   EPOCH_MS_FIELDS,
   PASSPORT_ID_TYPES,
   WINDOWED_TIMESTAMP_FIELDS,
@@ -54,6 +55,11 @@ const VARIANTS: CompiledVariant[] = CUSTOMER_BODY_VARIANTS.map((schema: TObject)
   validate: bodyAjv.compile(schema),
 }));
 const PARTIAL_VARIANT = 'Partially Onboarded Participant';
+/**
+ * Every field by the rule the variants share (none narrows an array): the bounds within which the checks beyond the
+ * schema look, once for all variants.
+ */
+const EVERY_FIELD = Type.Object(CUSTOMER_FIELDS);
 
 const DAY_MS = 86_400_000;
 const PO_BOX = /\bp\.?\s*o\.?\s*box\b|\bpost\s+office\s+box\b/i;
@@ -303,17 +309,17 @@ export function checkCustomerBody(body: unknown, now: number): CustomerBodyCheck
     return { ok: false, variant: '', errors: [error('', 'must be a JSON object', 'type')] };
   }
   const record = body as Record<string, unknown>;
+  const common = semanticErrors(withinSchemaBounds(record, EVERY_FIELD) as Record<string, unknown>, now);
   const wantsPartial = record.partial !== undefined;
   let best: { variant: string; errors: FieldError[]; distance: [number, number, number] } | undefined;
   for (const candidate of VARIANTS) {
     if ((candidate.title === PARTIAL_VARIANT) !== wantsPartial) continue;
-    // The same as the body for any body within the variant's array bounds (array-bounds.ts).
-    const bounded = withinArrayBounds(record, candidate.schema) as Record<string, unknown>;
-    const schemaOk = candidate.validate(bounded);
+    // The same as the body for any body within the variant's array bounds (schema-bounds.ts).
+    const schemaOk = candidate.validate(withinSchemaBounds(record, candidate.schema));
     const errors = [
       ...(schemaOk ? [] : reword(candidate.validate.errors ?? [])),
-      ...conditionalErrors(bounded, candidate.accepts),
-      ...semanticErrors(bounded, now),
+      ...conditionalErrors(record, candidate.accepts),
+      ...common,
     ];
     if (errors.length === 0) return { ok: true, body: record as PostCustomerBody, variant: candidate.title };
     const score = distance(errors);

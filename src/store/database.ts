@@ -67,6 +67,12 @@ export const KEEPALIVE_IDLE_MS = 10_000;
 const STATEMENT_ANSWER_TIMEOUT_MS = 30_000;
 /** A probe's connect, and its statement, each get this: within a load balancer's usual probe timeout (2–5 s). */
 const PROBE_ANSWER_TIMEOUT_MS = 2_000;
+/**
+ * The probe's connection is made afresh this often: a database or role made read only (`ALTER DATABASE … SET
+ * default_transaction_read_only`) is so for sessions that start after it only, and a kept session went on saying
+ * ready while every new connection's writes failed (review).
+ */
+const PROBE_CONNECTION_LIFETIME_S = 30;
 
 export interface Store {
   /** The pool itself: no bound on statements (migrations, the job queue). */
@@ -103,6 +109,8 @@ export function createStore(
     max?: number;
     /** More settings for this store's connections (e.g. the webhook bookkeeping's synchronous_commit). */
     sessionSettings?: Readonly<Record<string, string>>;
+    /** How long the readiness probe's connection is kept (PROBE_CONNECTION_LIFETIME_S; shorter in tests). */
+    probeConnectionLifetimeS?: number;
   } = {},
 ): Store {
   const settings = Object.entries({ ...SESSION_SETTINGS, ...options.sessionSettings });
@@ -150,6 +158,7 @@ export function createStore(
               connectionString: databaseUrl,
               max: 1,
               idleTimeoutMillis: 60_000,
+              maxLifetimeSeconds: options.probeConnectionLifetimeS ?? PROBE_CONNECTION_LIFETIME_S,
               connectionTimeoutMillis: PROBE_ANSWER_TIMEOUT_MS,
               keepAlive: true,
               keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,

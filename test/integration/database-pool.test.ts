@@ -139,3 +139,31 @@ test('the readiness probe fails on a database that takes no writes, as every wri
     await svc.close();
   }
 });
+
+test('a database made read only for the sessions to come fails the probe once its connection is made afresh', async () => {
+  const svc = await startTestService();
+  const store = createStore(svc.database.url, { max: 1, probeConnectionLifetimeS: 1 });
+  const database = new URL(svc.database.url).pathname.slice(1);
+  try {
+    await store.probe();
+    // As for maintenance: new sessions only. The probe's kept session said ready for good (review).
+    await sql`alter database ${sql.id(database)} set default_transaction_read_only = on`.execute(
+      svc.runtime.store.db,
+    );
+    await eventually(
+      () =>
+        store.probe().then(
+          () => undefined,
+          (error: Error) => error.message,
+        ),
+      10_000,
+      'the probe failing',
+    ).then((message) => assert.match(message, /read only/));
+  } finally {
+    await sql`alter database ${sql.id(database)} reset default_transaction_read_only`.execute(
+      svc.runtime.store.db,
+    );
+    await store.close();
+    await svc.close();
+  }
+});

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Ajv } from 'ajv';
 import { Type } from 'typebox';
-import { validatingWithinArrayBounds, withinArrayBounds } from '../../src/contract/array-bounds.ts';
+import { validatingWithinSchemaBounds, withinSchemaBounds } from '../../src/contract/schema-bounds.ts';
 import { ClientAuthTokenBody } from '../../src/contract/funding.schemas.ts';
 import { checkCustomerBody } from '../../src/contract/participants.validation.ts';
 import { LiquidityQuoteBody } from '../../src/contract/quotes.schemas.ts';
@@ -35,7 +35,7 @@ function watchedItems(count: number, make: () => Record<string, unknown>) {
   return { items, reads };
 }
 
-describe('withinArrayBounds', () => {
+describe('withinSchemaBounds', () => {
   const schema = Type.Object({
     list: Type.Array(Type.Object({ tags: Type.Array(Type.String(), { maxItems: 2 }) }), { maxItems: 3 }),
     either: Type.Union([Type.Array(Type.String(), { maxItems: 1 }), Type.Null()]),
@@ -44,7 +44,7 @@ describe('withinArrayBounds', () => {
 
   test('a value within every bound is itself, not a copy', () => {
     const body = { list: [{ tags: ['a', 'b'] }], either: ['x'], other: 'y', extra: [1, 2, 3, 4, 5] };
-    assert.equal(withinArrayBounds(body, schema), body);
+    assert.equal(withinSchemaBounds(body, schema), body);
   });
 
   test('an array past its bound keeps its first items and one more, at every depth; the value is not changed', () => {
@@ -53,7 +53,7 @@ describe('withinArrayBounds', () => {
       either: ['1', '2', '3', '4'],
       other: 'y',
     };
-    const bounded = withinArrayBounds(body, schema) as typeof body;
+    const bounded = withinSchemaBounds(body, schema) as typeof body;
     assert.deepEqual(bounded, {
       list: [{ tags: ['a', 'b', 'c'] }, { tags: [] }, { tags: [] }, { tags: [] }],
       either: ['1', '2'],
@@ -70,7 +70,48 @@ describe('withinArrayBounds', () => {
       Type.Array(Type.Number(), { maxItems: 9 }),
     ]);
     const list = ['a', 'b', 'c', 'd'];
-    assert.equal(withinArrayBounds(list, either), list);
+    assert.equal(withinSchemaBounds(list, either), list);
+  });
+});
+
+describe('withinSchemaBounds: objects', () => {
+  const fields = (n: number, prefix = 'f') =>
+    Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, i]));
+
+  test('an object that allows no other fields keeps its own and the first 100 of the others', () => {
+    const schema = Type.Object(
+      { a: Type.Array(Type.String(), { maxItems: 1 }) },
+      { additionalProperties: false },
+    );
+    const body = { ...fields(150), a: ['x', 'y', 'z'] };
+    const bounded = withinSchemaBounds(body, schema) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(bounded), [...Object.keys(fields(100)), 'a']);
+    assert.deepEqual(bounded.a, ['x', 'y']);
+    const few = { ...fields(100), a: [] };
+    assert.equal(withinSchemaBounds(few, schema), few);
+  });
+
+  test('a key __proto__ stays a field of the copy, not its prototype', () => {
+    const schema = Type.Object(
+      { a: Type.Array(Type.String(), { maxItems: 1 }) },
+      { additionalProperties: false },
+    );
+    const body = JSON.parse(`{"__proto__": {"polluted": true}, "a": ["x", "y", "z"]}`) as Record<
+      string,
+      unknown
+    >;
+    const bounded = withinSchemaBounds(body, schema) as Record<string, unknown>;
+    assert.equal(Object.getPrototypeOf(bounded), Object.prototype);
+    assert.ok(Object.hasOwn(bounded, '__proto__'));
+    assert.deepEqual(bounded.a, ['x', 'y']);
+  });
+
+  test('an object past its maxProperties keeps one more; one whose other fields a pattern may allow is left whole', () => {
+    const capped = Type.Record(Type.String({ pattern: '^f' }), Type.Number(), { maxProperties: 10 });
+    assert.equal(Object.keys(withinSchemaBounds(fields(500), capped) as object).length, 11);
+    const patterned = Type.Record(Type.String({ pattern: '^f' }), Type.Number(), { minProperties: 300 });
+    const many = fields(500);
+    assert.equal(withinSchemaBounds(many, { ...patterned, additionalProperties: false }), many);
   });
 });
 
@@ -88,23 +129,34 @@ describe('checks bounded by the schema, not by the body', () => {
     assert.ok(!result.ok && result.errors.length < 500, `${!result.ok && result.errors.length} errors`);
   });
 
+  test('the checks beyond the schema walk the body once, not once per variant', () => {
+    // metadata takes any object: no bound there, so its walk (for text with no canonical JSON form) is the body's size.
+    const { items, reads } = watchedItems(2_000, () => ({ a: 1 }));
+    const result = checkCustomerBody({ ...usCustomer({}, NOW), metadata: { items }, unknown_field: 1 }, NOW);
+    assert.equal(result.ok, false, 'every variant tried');
+    assert.ok(reads.count >= 2_000, `${reads.count} reads`);
+    assert.ok(reads.count < 2 * 2_000, `${reads.count} reads: once a variant`);
+  });
+
   test("the body validator's errors are as many as the bound allows, the bound's own among them", () => {
     for (const [schema, body, path] of [
       [LiquidityQuoteBody, { fees: Array.from({ length: 10_000 }, () => ({})) }, '/fees'],
+      [LiquidityQuoteBody, Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`x${i}`, 1])), ''],
       [
         ClientAuthTokenBody,
         { participant_code: 'ABCDEF', permissions: Array.from({ length: 10_000 }, () => ({})) },
         '/permissions',
       ],
     ] as const) {
-      const validate = validatingWithinArrayBounds(schema, bodyAjv.compile(schema));
+      const validate = validatingWithinSchemaBounds(schema, bodyAjv.compile(schema));
       assert.equal(validate(body), false);
       const errors = validate.errors ?? [];
+      const bound = path === '' ? 'additionalProperties' : 'maxItems';
       assert.ok(
-        errors.some((e) => e.instancePath === path && e.keyword === 'maxItems'),
+        errors.some((e) => e.instancePath === path && e.keyword === bound),
         path,
       );
-      assert.ok(errors.length < 100, `${path}: ${errors.length} errors`);
+      assert.ok(errors.length <= 110, `${path}: ${errors.length} errors`);
     }
   });
 });
