@@ -187,26 +187,37 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
   if (body.citizenship_code === 'US' && text('tax_id') !== undefined && !US_TAX_ID.test(text('tax_id')!)) {
     errors.push(error('/tax_id', 'must be a 9-digit SSN or ITIN, e.g. 000-00-0000'));
   }
-  collectUnhashable(body, '', errors);
+  collectUnhashable(body, '', errors, errors.length + UNHASHABLE_KEPT);
   return errors;
 }
 
 /**
+ * The most values without a canonical JSON form reported: one more than a 400 lists (50), so that it says there are
+ * more. `metadata` takes any object, so nothing else bounds them: 1 MB of `1e400` was 166,000 errors, and
+ * 1,400 of them under a 16 KB key held the event loop for 8.7 s (probe: strings that long hash alike in V8, and
+ * {@link distance} puts every error's path in a Set).
+ */
+const UNHASHABLE_KEPT = 51;
+
+/**
  * What has no canonical JSON form (RFC 8785), so that spec 7.3 could not hash the body: a string, or an
  * object's key (in `metadata`, which takes any object), with a lone UTF-16 surrogate, and a number JSON.parse
- * made infinite (`1e400`).
+ * made infinite (`1e400`); until `errors` holds `upTo`.
  */
-function collectUnhashable(value: unknown, path: string, errors: FieldError[]): void {
+function collectUnhashable(value: unknown, path: string, errors: FieldError[], upTo: number): void {
+  if (errors.length >= upTo) return;
   if (typeof value === 'string') {
     if (hasLoneSurrogate(value)) errors.push(error(path, 'must be well-formed Unicode text'));
   } else if (typeof value === 'number') {
     if (!Number.isFinite(value)) errors.push(error(path, 'must be a number within the range of a double'));
   } else if (Array.isArray(value)) {
-    value.forEach((item, i) => collectUnhashable(item, `${path}/${i}`, errors));
+    for (let i = 0; i < value.length && errors.length < upTo; i++)
+      collectUnhashable(value[i], `${path}/${i}`, errors, upTo);
   } else if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
+    for (const key of Object.keys(value)) {
+      if (errors.length >= upTo) return;
       if (hasLoneSurrogate(key)) errors.push(error(path, 'has a key that is not well-formed Unicode text'));
-      else collectUnhashable(item, `${path}/${key}`, errors);
+      else collectUnhashable((value as Record<string, unknown>)[key], `${path}/${key}`, errors, upTo);
     }
   }
 }

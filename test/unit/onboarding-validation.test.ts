@@ -155,6 +155,19 @@ describe('rules beyond JSON Schema', () => {
       'city: must be well-formed Unicode text',
     ]);
   });
+
+  test('values without a canonical form are reported up to one more than a 400 lists, however many there are', () => {
+    // metadata takes any object: 1 MB of 1e400 was 166,000 errors; under a 16 KB key, 1,400 of them held the event
+    // loop for 8.7 s (probe).
+    const key = 'k'.repeat(100);
+    const infinite = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`n${i}`, Infinity]));
+    const result = checkCustomerBody(usCustomer({ metadata: { [key]: infinite } }, NOW), NOW);
+    assert.equal(result.ok, false);
+    const errors = result.ok ? [] : result.errors;
+    assert.equal(errors.length, 51);
+    assert.ok(errors.every((e) => e.message === 'must be a number within the range of a double'));
+    assert.equal(errors[0]!.instancePath, `/metadata/${key}/n0`);
+  });
 });
 
 describe('spec 7.3 payload identity', () => {
