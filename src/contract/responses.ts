@@ -196,9 +196,11 @@ export const EpochMsFilterParam = Type.String({
 
 /** Epoch milliseconds in query filters: bounded to what a timestamptz can hold (year 9999). */
 export const EpochMsParam = Type.Integer({
-  minimum: 0,
+  // 13 digits at least (from 2001-09-09): a time in seconds, as the API's X-SCX-TIMESTAMP is written, was taken
+  // as milliseconds and recorded a deposit made in January 1970.
+  minimum: 1_000_000_000_000,
   maximum: MAX_EPOCH_MS,
-  description: 'epoch milliseconds',
+  description: 'epoch milliseconds (13 digits; not seconds)',
 });
 
 export const PageQuery = {

@@ -594,6 +594,12 @@ test('every bad field gets a 400 naming it', async () => {
       { deposit_address: address, quantity: '1', deposit_timestamp: Date.now() + 3_600_000 },
       ['deposit_timestamp'],
     ],
+    // A time in seconds (as X-SCX-TIMESTAMP is written), or none at all: not a deposit made in 1970.
+    [
+      { deposit_address: address, quantity: '1', deposit_timestamp: Math.floor(Date.now() / 1000) },
+      ['deposit_timestamp'],
+    ],
+    [{ deposit_address: address, quantity: '1', deposit_timestamp: 0 }, ['deposit_timestamp']],
     [{ deposit_address: address, quantity: '1', fund_asset: 'BTC.BTC' }, ['fund_asset']],
     [{ deposit_address: address, quantity: '1', fund_asset: 'DOGE.DOGE' }, ['fund_asset']],
   ];
