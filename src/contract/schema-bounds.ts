@@ -12,6 +12,10 @@
  * `properties` and `items`, and a union (`anyOf`) only into the one branch of the value's JSON type (the others
  * refuse the value whatever its size); anything else is left whole. A value with nothing cut is returned as it is
  * (the same object), so a valid body is validated, and given its defaults, itself.
+ *
+ * Fields left out are problems left unlisted: a 400 then says there are more ({@link NOT_ALL_CHECKED}), even where
+ * those listed fold into fewer lines (review: 100 unknown fields of one long prefix, said in one line, hid a typo
+ * after them).
  */
 
 interface SchemaNode {
@@ -33,20 +37,41 @@ const jsonType = (value: unknown): string =>
 
 const isSchema = (value: unknown): value is SchemaNode => value !== null && typeof value === 'object';
 
+/** What a cut left out that is certainly a problem: fields an object does not take. */
+export interface Cuts {
+  unknownFields: number;
+}
+
+/**
+ * An error that says not all of a value was checked: a validator adds it after its own, and the 400's lines end
+ * with "more problems than these, not listed" for it (src/http/validation-messages.ts).
+ */
+export const NOT_ALL_CHECKED = {
+  keyword: 'notAllChecked',
+  instancePath: '',
+  schemaPath: '#',
+  params: {},
+  message: 'has more problems than those listed',
+} as const;
+
 /** `value` cut to the bounds `schema` sets (see above); `value` itself when nothing is cut. */
-export function withinSchemaBounds(value: unknown, schema: unknown): unknown {
+export function withinSchemaBounds(
+  value: unknown,
+  schema: unknown,
+  cuts: Cuts = { unknownFields: 0 },
+): unknown {
   if (!isSchema(schema)) return value;
   const kind = jsonType(value);
   if (kind === '' || kind === 'null') return value;
   if (schema.anyOf) {
     const branches = schema.anyOf.filter((branch) => isSchema(branch) && branch.type === kind);
-    return branches.length === 1 ? withinSchemaBounds(value, branches[0]) : value;
+    return branches.length === 1 ? withinSchemaBounds(value, branches[0], cuts) : value;
   }
-  if (kind === 'array') return arrayWithinBounds(value as unknown[], schema);
-  return objectWithinBounds(value as Record<string, unknown>, schema);
+  if (kind === 'array') return arrayWithinBounds(value as unknown[], schema, cuts);
+  return objectWithinBounds(value as Record<string, unknown>, schema, cuts);
 }
 
-function arrayWithinBounds(array: unknown[], schema: SchemaNode): unknown[] {
+function arrayWithinBounds(array: unknown[], schema: SchemaNode, cuts: Cuts): unknown[] {
   const kept =
     typeof schema.maxItems === 'number' && array.length > schema.maxItems + 1
       ? array.slice(0, schema.maxItems + 1)
@@ -54,7 +79,7 @@ function arrayWithinBounds(array: unknown[], schema: SchemaNode): unknown[] {
   if (!isSchema(schema.items)) return kept;
   let out = kept;
   kept.forEach((item, i) => {
-    const bounded = withinSchemaBounds(item, schema.items);
+    const bounded = withinSchemaBounds(item, schema.items, cuts);
     if (bounded === item) return;
     if (out === array) out = array.slice();
     out[i] = bounded;
@@ -62,7 +87,11 @@ function arrayWithinBounds(array: unknown[], schema: SchemaNode): unknown[] {
   return out;
 }
 
-function objectWithinBounds(object: Record<string, unknown>, schema: SchemaNode): Record<string, unknown> {
+function objectWithinBounds(
+  object: Record<string, unknown>,
+  schema: SchemaNode,
+  cuts: Cuts,
+): Record<string, unknown> {
   const properties = schema.properties ?? {};
   const keys = Object.keys(object);
   let kept =
@@ -74,12 +103,13 @@ function objectWithinBounds(object: Record<string, unknown>, schema: SchemaNode)
   if (othersRefused && kept.length > UNKNOWN_FIELDS_KEPT) {
     let unknown = 0;
     kept = kept.filter((key) => Object.hasOwn(properties, key) || ++unknown <= UNKNOWN_FIELDS_KEPT);
+    cuts.unknownFields += Math.max(0, unknown - UNKNOWN_FIELDS_KEPT);
   }
   // Made with fromEntries, a key such as `__proto__` (JSON.parse makes it one) is a property, not a prototype.
   let out = kept.length === keys.length ? object : Object.fromEntries(kept.map((key) => [key, object[key]]));
   for (const key of Object.keys(properties)) {
     if (!Object.hasOwn(out, key)) continue;
-    const bounded = withinSchemaBounds(out[key], properties[key]);
+    const bounded = withinSchemaBounds(out[key], properties[key], cuts);
     if (bounded === out[key]) continue;
     if (out === object) out = { ...object };
     Object.defineProperty(out, key, { value: bounded, enumerable: true, writable: true, configurable: true });
@@ -92,8 +122,12 @@ type Validator = ((data: unknown) => unknown) & { errors?: unknown };
 /** `validate`, given the value within `schema`'s bounds: the same answer, at a cost the schema bounds. */
 export function validatingWithinSchemaBounds<V extends Validator>(schema: unknown, validate: V): V {
   const wrapped = ((data: unknown) => {
-    const result = validate(withinSchemaBounds(data, schema));
-    wrapped.errors = validate.errors;
+    const cuts: Cuts = { unknownFields: 0 };
+    const result = validate(withinSchemaBounds(data, schema, cuts));
+    wrapped.errors =
+      cuts.unknownFields > 0 && Array.isArray(validate.errors)
+        ? [...validate.errors, NOT_ALL_CHECKED]
+        : validate.errors;
     return result;
   }) as V;
   return wrapped;

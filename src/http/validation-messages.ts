@@ -1,4 +1,5 @@
 import type { FastifyError, FastifySchemaValidationError } from 'fastify';
+import { NOT_ALL_CHECKED } from '../contract/schema-bounds.ts';
 
 /**
  * The lines of a 400 for a request that failed its route's schema (wire-contract §3 `{"errors": [...]}`): ajv's
@@ -37,11 +38,13 @@ export function validationErrorSummary(errors: FastifySchemaValidationError[], d
 
 /** ajv errors → the lines of the 400, naming each field as the caller sent it. */
 export function describeValidation(error: FastifyError): string[] {
-  const all = (error.validation ?? []) as AjvError[];
+  const given = (error.validation ?? []) as AjvError[];
+  // The validator's word that it left part of the value unchecked (src/contract/schema-bounds.ts): no line of its own.
+  const all = given.filter((item) => item.keyword !== NOT_ALL_CHECKED.keyword);
   const read = readable(all);
   const problems = foldUnions(read);
   const messages = new Set<string>();
-  let unread = all.length > read.length;
+  let unread = all.length > read.length || all.length < given.length;
   for (const [i, item] of problems.entries()) {
     messages.add(describeOne(error, item));
     if (messages.size === MAX_PROBLEMS_LISTED) {
