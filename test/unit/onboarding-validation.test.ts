@@ -170,6 +170,10 @@ describe('rules beyond JSON Schema', () => {
       errors.slice(0, 51).every((e) => e.message === 'must be a number within the range of a double'),
     );
     assert.equal(errors[51]!.keyword, 'notAllChecked');
+    // Exactly 51: every one listed, nothing more to say.
+    const fiftyOne = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`n${i}`, Infinity]));
+    const all = checkCustomerBody(usCustomer({ metadata: fiftyOne }, NOW), NOW);
+    assert.ok(!all.ok && all.errors.length === 51 && all.errors.every((e) => e.keyword !== 'notAllChecked'));
     assert.equal(errors[0]!.instancePath, `/metadata/${key}/n0`);
   });
 });

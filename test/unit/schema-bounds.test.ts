@@ -9,7 +9,7 @@ import { checkCustomerBody } from '../../src/contract/participants.validation.ts
 import { LiquidityQuoteBody } from '../../src/contract/quotes.schemas.ts';
 import { withFormats } from '../../src/contract/schema-formats.ts';
 import { describeValidation } from '../../src/http/validation-messages.ts';
-import { euCustomer, usCustomer } from '../helpers/onboarding-fixtures.ts';
+import { euCustomer, nonUsRelianceCustomer, usCustomer } from '../helpers/onboarding-fixtures.ts';
 
 /**
  * A body's arrays are checked up to one item past their schema's bound: a 1 MB body of items each failing the
@@ -173,6 +173,31 @@ describe('checks bounded by the schema, not by the body', () => {
     };
     for (const unknown of [1, 99, 100, 150, 5_000])
       assert.equal(closest(unknown), 'Customer - All accepted fields');
+  });
+
+  test('unknown fields inside a field weigh as its wrong value, not as the shape: no count of them changes the variant', () => {
+    const told = (inW8: number, inResidence: number) => {
+      const keys = (prefix: string, n: number) =>
+        Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, 1]));
+      const body = nonUsRelianceCustomer(
+        {
+          w8_ben: { ftin_required: false, ...keys('w', inW8) },
+          tax_residence: { jurisdiction_code: 'NL-NH', ...keys('t', inResidence) },
+        },
+        NOW,
+      );
+      const result = checkCustomerBody(body, NOW);
+      return result.ok ? 'accepted' : result.variant;
+    };
+    // Counted with the shape: 30 and 1 told one variant, 1 and 30 another; cut to 100 each, 150 and 120 told
+    // another than uncut (review).
+    for (const [inW8, inResidence] of [
+      [30, 1],
+      [1, 30],
+      [150, 120],
+      [120, 150],
+    ] as const)
+      assert.equal(told(inW8, inResidence), told(1, 1), `${inW8}, ${inResidence}`);
   });
 
   test('problems left out by a cut are said to be there, even where those listed fold into one line', () => {
