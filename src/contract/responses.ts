@@ -194,7 +194,7 @@ export const EpochMsFilterParam = Type.String({
   description: 'epoch milliseconds, digits with an optional fraction and exponent',
 });
 
-/** Epoch milliseconds in query filters: bounded to what a timestamptz can hold (year 9999). */
+/** Epoch milliseconds a body gives (an operator's deposit time): bounded to what a timestamptz can hold (year 9999). */
 export const EpochMsParam = Type.Integer({
   // 13 digits at least (from 2001-09-09): a time in seconds, as the API's X-SCX-TIMESTAMP is written, was taken
   // as milliseconds and recorded a deposit made in January 1970.
