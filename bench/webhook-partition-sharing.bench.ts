@@ -122,7 +122,7 @@ async function run(url: string, scenario: Scenario) {
       slackMs: SLACK_MS,
       logger: quietLog(tally),
       drop: () => true,
-      onLost() {},
+      onLost: () => 0,
       onTaken() {},
     });
     const listener = new pg.Client(url);

@@ -51,7 +51,7 @@ function reading(options: { db?: Db; logger?: Log; readRetryMs?: number } = {}):
     slackMs: 2_000,
     logger: silent,
     drop: (partition) => book.dropPartition(partition),
-    onLost: () => {},
+    onLost: () => 0,
     onTaken: () => reads.read(),
   });
   const reads = createBookReads({

@@ -68,7 +68,7 @@ test('a notification whose attempt was recorded after the lease was lost is atte
       (
         await sql<{ n: number }>`select count(*)::int as n from webhook_attempts
                                  where notification_id = ${first}::uuid`.execute(db)
-      ).rows[0]!.n === 1 || logLines.some((l) => l.includes('webhook partition lease lost')),
+      ).rows[0]!.n === 1 || logLines.some((l) => l.includes('webhook partition leases lost')),
     'the attempt recorded, or the loss seen',
   );
   assert.equal((await notificationState(db, first))?.status, 'pending', 'moved nothing on');

@@ -41,7 +41,10 @@ function holdingsOf(owner: string): Watched {
     slackMs: SLACK_MS,
     logger: silent,
     drop: (partition) => !watched.busy.has(partition),
-    onLost: (partition) => watched.lost.push(partition),
+    onLost: (partition) => {
+      watched.lost.push(partition);
+      return 0;
+    },
     onTaken: () => watched.taken++,
   });
   return watched;
@@ -149,6 +152,38 @@ test('a partition whose lease another worker took is lost: its lanes stopped, dr
   await stop(a);
 });
 
+test('partitions lost at once are logged in one line, with the lanes that were being worked', async () => {
+  const warnings: Array<[object, string | undefined]> = [];
+  const holdings = createPartitionHoldings({
+    db: svc.runtime.store.db,
+    owner: 'holdings-lost-together',
+    leaseMs: LEASE_MS,
+    slackMs: SLACK_MS,
+    logger: { ...silent, warn: (fields: object, message?: string) => void warnings.push([fields, message]) },
+    drop: () => true,
+    onLost: () => 2,
+    onTaken: () => {},
+  });
+  try {
+    await holdings.renew();
+    await sql`update webhook_partitions set owner = 'holdings-other', lease_until = now() + interval '1 minute'
+      where lane_partition between 10 and 19`.execute(svc.runtime.store.db);
+    await holdings.renew();
+    // Before: a line each, 64 at once after a worker was frozen past its leases (probe).
+    assert.deepEqual(warnings, [
+      [
+        { partitions: [10, 11, 12, 13, 14, 15, 16, 17, 18, 19], lanes: 20, owner: 'holdings-lost-together' },
+        'webhook partition leases lost; their lanes are left to their holders',
+      ],
+    ]);
+  } finally {
+    holdings.stopWanting();
+    await holdings.giveBackAll();
+    await sql`update webhook_partitions set owner = null, lease_until = null
+      where owner = 'holdings-other'`.execute(svc.runtime.store.db);
+  }
+});
+
 test('stopping: a worker that wants no more partitions keeps those it holds until it gives them back, then another takes them all', async () => {
   const a = holdingsOf('holdings-stopping');
   const b = holdingsOf('holdings-next');
@@ -187,7 +222,7 @@ test('while renewals fail (the database away), an attempt waits for the next ren
     slackMs: SLACK_MS,
     logger: silent,
     drop: () => true,
-    onLost: () => {},
+    onLost: () => 0,
     onTaken: () => {},
   });
   try {
@@ -222,7 +257,7 @@ test('a worker short of its share before its database went away tells the others
     slackMs: SLACK_MS,
     logger: silent,
     drop: () => true,
-    onLost: () => {},
+    onLost: () => 0,
     onTaken: () => {},
   });
   const listener = await svc.runtime.store.pool.connect();

@@ -12,6 +12,12 @@ import type { Log } from '../../lib/log.ts';
  * for an attempt to start (issue 4 point 5).
  */
 
+/** Partitions lost together, and how many of their lanes were being worked. */
+interface Lost {
+  partitions: number[];
+  lanes: number;
+}
+
 /** How often a worker renews its partitions' leases (and takes or gives back some). */
 const RENEW_EVERY_MS = 1_000;
 /**
@@ -41,8 +47,11 @@ export interface PartitionHoldingsDeps {
   logger: Log;
   /** Lets the partition's lanes go from memory; false while some of them are being worked (then tried again). */
   drop(partition: number): boolean;
-  /** Another worker holds the partition now: its lanes being worked stop, those not started are given back. */
-  onLost(partition: number): void;
+  /**
+   * Another worker holds the partition now: its lanes being worked stop, those not started are given back. Returns how
+   * many were being worked (logged with the other partitions lost at once: one line, not one a partition).
+   */
+  onLost(partition: number): number;
   /** Partitions were taken, or a lost one dropped while held again: their backlogs are to be read. */
   onTaken(): void;
 }
@@ -176,7 +185,8 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
     renewAgain = leases.othersShort && !othersShort && leases.partitions.length > fairShare;
     othersShort = leases.othersShort;
     const holding = new Set(leases.partitions);
-    for (const partition of held.keys()) if (!holding.has(partition)) partitionLost(partition);
+    const lostNow: Lost = { partitions: [], lanes: 0 };
+    for (const partition of held.keys()) if (!holding.has(partition)) partitionLost(partition, lostNow);
     let taken = 0;
     for (const partition of leases.partitions) {
       const mine = held.get(partition);
@@ -185,7 +195,7 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
       // of it is stale. Lost, and taken afresh.
       if (mine && sentAt - mine.confirmedAt < leaseMs) mine.confirmedAt = sentAt;
       else {
-        if (mine) partitionLost(partition);
+        if (mine) partitionLost(partition, lostNow);
         held.set(partition, { partition, confirmedAt: sentAt, loaded: false });
         taken++;
       }
@@ -198,6 +208,7 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
       lost.delete(partition);
       if (held.has(partition)) retaken = true;
     }
+    logLost(lostNow);
     if (taken > 0) logger.info({ taken, holding: held.size }, 'webhook partitions taken');
     if (taken > 0 || retaken) deps.onTaken();
     // Newly short of its share: the others are told (the NOTIFY that partitions were given back makes them
@@ -215,12 +226,25 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
     }
   }
 
-  /** Another worker holds the partition now (our lease ran out): its lanes stop and are dropped. */
-  function partitionLost(partition: number): void {
+  /** Another worker holds the partition now (our lease ran out): its lanes stop and are dropped. Told in `into`. */
+  function partitionLost(partition: number, into: Lost): void {
     held.delete(partition);
     lost.add(partition);
-    deps.onLost(partition);
+    into.partitions.push(partition);
+    into.lanes += deps.onLost(partition);
     if (deps.drop(partition)) lost.delete(partition);
+  }
+
+  /**
+   * One line for the partitions lost at once: a worker frozen past its leases (a database hung for 30 s) logged one a
+   * partition, 64 at once (probe).
+   */
+  function logLost({ partitions, lanes }: Lost): void {
+    if (partitions.length === 0) return;
+    logger.warn(
+      { partitions, lanes, owner },
+      'webhook partition leases lost; their lanes are left to their holders',
+    );
   }
 
   return {
@@ -237,7 +261,10 @@ export function createPartitionHoldings(deps: PartitionHoldingsDeps): PartitionH
     covered: () => [...held.values()].filter((holding) => holding.loaded).map((holding) => holding.partition),
     isCovered: (partition) => held.get(partition)?.loaded === true,
     leaseLost(partition) {
-      if (held.has(partition)) partitionLost(partition);
+      if (!held.has(partition)) return;
+      const lostNow: Lost = { partitions: [], lanes: 0 };
+      partitionLost(partition, lostNow);
+      logLost(lostNow);
     },
     slotsStuck(value) {
       stuck = value;

@@ -302,10 +302,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         }
         book.freezePartition(partition);
         dispatcher.refresh((ready) => ready.partition === partition);
-        logger.warn(
-          { partition, lanes, owner },
-          'webhook partition lease lost; its lanes are left to its holder',
-        );
+        return lanes;
       },
       onTaken: () => reads.read(),
     });
