@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Type, type TObject, type TSchema } from 'typebox';
 import { hasLoneSurrogate } from '../lib/unicode.ts';
-import { NOT_ALL_CHECKED, withinSchemaBounds, type Cuts } from './schema-bounds.ts';
+import { NOT_ALL_CHECKED, sayingWhatWasCut, withinSchemaBounds, type Cuts } from './schema-bounds.ts';
 import { readCoordinate } from './coordinates.ts';
 import { withFormats } from './schema-formats.ts';
 import {
@@ -344,8 +344,7 @@ export function checkCustomerBody(body: unknown, now: number): CustomerBodyCheck
     const score = distance(errors);
     if (!best || closer(score, best.distance)) best = { variant: candidate.title, errors, distance: score };
   }
-  const { variant, errors } = best!;
-  return { ok: false, variant, errors: cuts.unknownFields > 0 ? [...errors, NOT_ALL_CHECKED] : errors };
+  return { ok: false, variant: best!.variant, errors: sayingWhatWasCut(best!.errors, cuts) };
 }
 
 /** Fastify validator for one request part: the customer body check for `body`, plain ajv for the rest. */

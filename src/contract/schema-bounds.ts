@@ -5,8 +5,8 @@
  * 2 GB of heap (probe); 100,000 unknown fields cost 0.6 s (review). So the validators see a body cut to what its
  * schema bounds: an array to one item past its `maxItems`, an object to one property past its `maxProperties`, and
  * to its first UNKNOWN_FIELDS_KEPT fields of those an object that allows no others does not know. Each is still
- * refused as before, so the answer is the same 400 (what is wrong in what was kept is still listed: more than a
- * 400 lists), at a cost the schema bounds rather than the body limit.
+ * refused as before, so the answer is still a 400 (what is wrong in what was kept is listed: more than a 400
+ * lists), at a cost the schema bounds rather than the body limit.
  *
  * Ajv has no option that stops collecting errors after some number, hence this walk. It follows a schema's
  * `properties` and `items`, and a union (`anyOf`) only into the one branch of the value's JSON type (the others
@@ -117,6 +117,11 @@ function objectWithinBounds(
   return out;
 }
 
+/** `errors`, and the word that not all was checked when `cuts` left fields out. */
+export function sayingWhatWasCut<E>(errors: readonly E[], cuts: Cuts): Array<E | typeof NOT_ALL_CHECKED> {
+  return cuts.unknownFields > 0 ? [...errors, NOT_ALL_CHECKED] : [...errors];
+}
+
 type Validator = ((data: unknown) => unknown) & { errors?: unknown };
 
 /** `validate`, given the value within `schema`'s bounds: the same answer, at a cost the schema bounds. */
@@ -124,10 +129,9 @@ export function validatingWithinSchemaBounds<V extends Validator>(schema: unknow
   const wrapped = ((data: unknown) => {
     const cuts: Cuts = { unknownFields: 0 };
     const result = validate(withinSchemaBounds(data, schema, cuts));
-    wrapped.errors =
-      cuts.unknownFields > 0 && Array.isArray(validate.errors)
-        ? [...validate.errors, NOT_ALL_CHECKED]
-        : validate.errors;
+    wrapped.errors = Array.isArray(validate.errors)
+      ? sayingWhatWasCut(validate.errors, cuts)
+      : validate.errors;
     return result;
   }) as V;
   return wrapped;
