@@ -4,11 +4,32 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { sql } from 'kysely';
-import { createStore } from '../../src/store/database.ts';
+import { createStore, type Store } from '../../src/store/database.ts';
 import { eventually, PROJECT_ROOT } from '../helpers/service-process.ts';
-import { startTestService } from '../helpers/test-service.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
 
 const execFileAsync = promisify(execFile);
+
+/**
+ * Runs `check` with a test service and a store of its database, whose URL is given `parameters` (a session's
+ * settings, an application name); both are closed after it, whatever it did.
+ */
+async function withStoreOf(
+  parameters: Record<string, string>,
+  options: Parameters<typeof createStore>[1],
+  check: (store: Store, svc: TestService, url: string) => Promise<void>,
+): Promise<void> {
+  const svc = await startTestService();
+  const url = new URL(svc.database.url);
+  for (const [name, value] of Object.entries(parameters)) url.searchParams.set(name, value);
+  const store = createStore(url.toString(), options);
+  try {
+    await check(store, svc, url.toString());
+  } finally {
+    await store.close();
+    await svc.close();
+  }
+}
 
 /** README "Deployment": SVC_DB_POOL_MAX bounds the connections of a process's main pool. */
 test('SVC_DB_POOL_MAX bounds the main pool: more statements at once than connections wait their turn', async () => {
@@ -30,17 +51,13 @@ test('SVC_DB_POOL_MAX bounds the main pool: more statements at once than connect
 
 test("every connection ends a transaction left idle for a minute, and keeps the URL's own server settings", async () => {
   // A backend whose client vanished mid-transaction held its row locks for the server's TCP keepalive (2 h).
-  const svc = await startTestService();
-  const url = new URL(svc.database.url);
-  url.searchParams.set('options', '-c application_name=from-the-url');
-  const store = createStore(url.toString(), { max: 1 });
-  try {
+  await withStoreOf({ options: '-c application_name=from-the-url' }, { max: 1 }, async (store, svc, url) => {
     const settings = await sql<{ idle: string; app: string }>`
       select current_setting('idle_in_transaction_session_timeout') as idle,
              current_setting('application_name') as app`.execute(store.db);
     assert.deepEqual(settings.rows[0], { idle: '1min', app: 'from-the-url' });
     // Nothing added to the startup packet: a pooler (PgBouncer) refuses an `options` it does not know.
-    assert.equal(store.pool.options.connectionString, url.toString());
+    assert.equal(store.pool.options.connectionString, url);
     const bookkeeping = createStore(svc.database.url, {
       max: 1,
       sessionSettings: { synchronous_commit: 'off' },
@@ -60,10 +77,7 @@ test("every connection ends a transaction left idle for a minute, and keeps the 
     const own = await sql<{ idle: string }>`
       select current_setting('idle_in_transaction_session_timeout') as idle`.execute(svc.runtime.store.db);
     assert.equal(own.rows[0]!.idle, '1min', "the service's own pool");
-  } finally {
-    await store.close();
-    await svc.close();
-  }
+  });
 });
 
 test('a new connection is handed out only after its settings are applied: pg sees one statement at a time', async () => {
@@ -91,11 +105,7 @@ test('a new connection is handed out only after its settings are applied: pg see
 });
 
 test('the readiness probe answers on a connection of its own, which the close ends; a probe after it is refused', async () => {
-  const svc = await startTestService();
-  const url = new URL(svc.database.url);
-  url.searchParams.set('application_name', 'readiness-probe-test');
-  const store = createStore(url.toString(), { max: 2 });
-  try {
+  await withStoreOf({ application_name: 'readiness-probe-test' }, { max: 2 }, async (store, svc) => {
     const connections = () =>
       sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
         where application_name = 'readiness-probe-test'`
@@ -109,20 +119,13 @@ test('the readiness probe answers on a connection of its own, which the close en
     // Review: one made after the close was never ended, and held the process open.
     await assert.rejects(store.probe(), /the store is closed/);
     assert.equal(await connections(), 0);
-  } finally {
-    await store.close();
-    await svc.close();
-  }
+  });
 });
 
 test('the readiness probe fails on a database that takes no writes, as every write there does', async () => {
-  const svc = await startTestService();
   // Every session of this store read only, as on a standby or with default_transaction_read_only (probe: /readyz
   // said ready while every write failed).
-  const url = new URL(svc.database.url);
-  url.searchParams.set('options', '-c default_transaction_read_only=on');
-  const store = createStore(url.toString(), { max: 1 });
-  try {
+  await withStoreOf({ options: '-c default_transaction_read_only=on' }, { max: 1 }, async (store, svc) => {
     await assert.rejects(store.probe(), /the database takes no writes \(read only\)/);
     await assert.rejects(
       sql`create temporary table readonly_probe (n int)`.execute(store.db),
@@ -134,37 +137,32 @@ test('the readiness probe fails on a database that takes no writes, as every wri
     const writable = createStore(svc.database.url, { max: 1 });
     await writable.probe();
     await writable.close();
-  } finally {
-    await store.close();
-    await svc.close();
-  }
+  });
 });
 
 test('a database made read only for the sessions to come fails the probe once its connection is made afresh', async () => {
-  const svc = await startTestService();
-  const store = createStore(svc.database.url, { max: 1, probeConnectionLifetimeS: 1 });
-  const database = new URL(svc.database.url).pathname.slice(1);
-  try {
-    await store.probe();
-    // As for maintenance: new sessions only. The probe's kept session said ready for good (review).
-    await sql`alter database ${sql.id(database)} set default_transaction_read_only = on`.execute(
-      svc.runtime.store.db,
-    );
-    // Until it fails for being read only (a probe that fails otherwise on a loaded machine is asked again).
-    await eventually(
-      () =>
-        store.probe().then(
-          () => undefined,
-          (error: Error) => (/read only/.test(error.message) ? true : undefined),
-        ),
-      10_000,
-      'the probe failing as read only',
-    );
-  } finally {
-    await sql`alter database ${sql.id(database)} reset default_transaction_read_only`.execute(
-      svc.runtime.store.db,
-    );
-    await store.close();
-    await svc.close();
-  }
+  await withStoreOf({}, { max: 1, probeConnectionLifetimeS: 1 }, async (store, svc) => {
+    const database = new URL(svc.database.url).pathname.slice(1);
+    try {
+      await store.probe();
+      // As for maintenance: new sessions only. The probe's kept session said ready for good (review).
+      await sql`alter database ${sql.id(database)} set default_transaction_read_only = on`.execute(
+        svc.runtime.store.db,
+      );
+      // Until it fails for being read only (a probe that fails otherwise on a loaded machine is asked again).
+      await eventually(
+        () =>
+          store.probe().then(
+            () => undefined,
+            (error: Error) => (/read only/.test(error.message) ? true : undefined),
+          ),
+        10_000,
+        'the probe failing as read only',
+      );
+    } finally {
+      await sql`alter database ${sql.id(database)} reset default_transaction_read_only`.execute(
+        svc.runtime.store.db,
+      );
+    }
+  });
 });
