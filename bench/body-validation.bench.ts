@@ -8,23 +8,19 @@
  *
  *   node --import tsx bench/body-validation.bench.ts        (BENCH_ROUNDS=n, default 5)
  */
-import { Ajv } from 'ajv';
 import type { TSchema } from 'typebox';
-import { validatingWithinSchemaBounds } from '../src/contract/schema-bounds.ts';
 import { ClientAuthTokenBody } from '../src/contract/funding.schemas.ts';
 import { checkCustomerBody } from '../src/contract/participants.validation.ts';
 import { LiquidityQuoteBody } from '../src/contract/quotes.schemas.ts';
-import { withFormats } from '../src/contract/schema-formats.ts';
+import { compileBodyValidator, newBodyAjv } from '../src/http/body-validator.ts';
 import { usCustomer } from '../test/helpers/onboarding-fixtures.ts';
 import { median } from './bench-support.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const NOW = Date.now();
 
-/** As src/app.ts's body validator. */
-const bodyAjv = withFormats(
-  new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false, verbose: true }),
-);
+/** The app's body validator (src/app.ts). */
+const bodyAjv = newBodyAjv();
 
 interface Case {
   name: string;
@@ -36,7 +32,7 @@ interface Case {
 
 const routeCase = (name: string, schema: TSchema, raw: string): Case => {
   const validate = bodyAjv.compile(schema);
-  const bounded = validatingWithinSchemaBounds(schema, validate);
+  const bounded = compileBodyValidator(bodyAjv, schema);
   return { name, raw, check: (body) => bounded(body), unbounded: (body) => validate(body) };
 };
 

@@ -28,9 +28,9 @@ import {
   sendOperatorNotFound,
   sendUnavailable,
 } from './http/error-handler.ts';
-import { validatingWithinSchemaBounds } from './contract/schema-bounds.ts';
 import { withFormats } from './contract/schema-formats.ts';
 import { validationErrorSummary } from './http/validation-messages.ts';
+import { compileBodyValidator, newBodyAjv } from './http/body-validator.ts';
 import { setClientAddress } from './http/client-address.ts';
 import { repeatedHeader } from './http/repeated-header.ts';
 import { closingConnections } from './http/closing-connections.ts';
@@ -318,17 +318,15 @@ export async function buildApp(
   app.server.on('connect', answeringConnect(app.server));
   app.server.prependListener('request', writingHeadApart);
 
-  // Bodies are validated strictly (no type coercion: "12" is not 12); query strings and paths are text and
-  // are coerced to the declared types. Every error is collected so a 400 lists every bad field. `verbose`
-  // gives each error its schema, whose description says in words what a pattern wants (describeValidation).
-  const bodyAjv = withFormats(
-    new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false, verbose: true }),
-  );
+  // Bodies are validated strictly (body-validator.ts); query strings and paths are text and are coerced to the
+  // declared types. Every error is collected so a 400 lists every bad field. `verbose` gives each error its schema,
+  // whose description says in words what a pattern wants (describeValidation).
+  const bodyAjv = newBodyAjv();
   const textAjv = withFormats(
     new Ajv({ allErrors: true, coerceTypes: 'array', useDefaults: true, strict: false, verbose: true }),
   );
   app.setValidatorCompiler(({ schema, httpPart }) => {
-    if (httpPart === 'body') return validatingWithinSchemaBounds(schema, bodyAjv.compile(schema));
+    if (httpPart === 'body') return compileBodyValidator(bodyAjv, schema);
     const validate = textAjv.compile(schema);
     return httpPart === 'querystring'
       ? refusingRepeatedParameters(

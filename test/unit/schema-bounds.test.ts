@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Ajv } from 'ajv';
 import type { FastifyError } from 'fastify';
 import { Type } from 'typebox';
-import { validatingWithinSchemaBounds, withinSchemaBounds } from '../../src/contract/schema-bounds.ts';
+import { withinSchemaBounds } from '../../src/contract/schema-bounds.ts';
 import { ClientAuthTokenBody } from '../../src/contract/funding.schemas.ts';
 import { checkCustomerBody } from '../../src/contract/participants.validation.ts';
 import { LiquidityQuoteBody } from '../../src/contract/quotes.schemas.ts';
-import { withFormats } from '../../src/contract/schema-formats.ts';
+import { compileBodyValidator, newBodyAjv } from '../../src/http/body-validator.ts';
 import { describeValidation } from '../../src/http/validation-messages.ts';
 import { euCustomer, nonUsRelianceCustomer, usCustomer } from '../helpers/onboarding-fixtures.ts';
 
@@ -17,10 +16,8 @@ import { euCustomer, nonUsRelianceCustomer, usCustomer } from '../helpers/onboar
  */
 const NOW = Date.UTC(2026, 5, 1, 12, 0, 0);
 
-/** As the app's body validator (src/app.ts). */
-const bodyAjv = withFormats(
-  new Ajv({ allErrors: true, coerceTypes: false, useDefaults: true, strict: false, verbose: true }),
-);
+/** The app's body validator (src/app.ts). */
+const bodyAjv = newBodyAjv();
 
 /** The 400's lines for `errors` of a body, as the error handler words them. */
 function linesOf(errors: readonly object[]): string[] {
@@ -212,7 +209,7 @@ describe('checks bounded by the schema, not by the body', () => {
       ...fields,
       totl: '1',
     };
-    const validate = validatingWithinSchemaBounds(LiquidityQuoteBody, bodyAjv.compile(LiquidityQuoteBody));
+    const validate = compileBodyValidator(bodyAjv, LiquidityQuoteBody);
     assert.equal(validate(body), false);
     assert.deepEqual(linesOf(validate.errors ?? []), [
       `${'k'.repeat(61)}…: is not allowed`,
@@ -238,7 +235,7 @@ describe('checks bounded by the schema, not by the body', () => {
         '/permissions',
       ],
     ] as const) {
-      const validate = validatingWithinSchemaBounds(schema, bodyAjv.compile(schema));
+      const validate = compileBodyValidator(bodyAjv, schema);
       assert.equal(validate(body), false);
       const errors = validate.errors ?? [];
       const bound = path === '' ? 'additionalProperties' : 'maxItems';
