@@ -101,6 +101,21 @@ const MAX_REQUEST_ID_LENGTH = 255;
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const ECHOABLE_REQUEST_ID = /^[\t\x20-\x7e\x80-\xff]+$/;
 const BEYOND_ASCII = /[\x80-\xff]/;
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A request id as its caller wrote it, for the logs: Node read its bytes one a character (latin1), so an id in UTF-8
+ * was logged encoded twice (`é` as `Ã©`) and could not be found by the id the caller holds (probe). Bytes that are
+ * no UTF-8 stay as read. The id itself keeps its bytes: it is echoed and keyed on as it came.
+ */
+export function requestIdAsWritten(id: string): string {
+  if (!BEYOND_ASCII.test(id)) return id;
+  try {
+    return UTF8.decode(Buffer.from(id, 'latin1'));
+  } catch {
+    return id;
+  }
+}
 
 /**
  * A CONNECT request is served as any other (the firewall's 1020, the rate limit, then 404: no route takes it) and its
@@ -259,6 +274,11 @@ export async function buildApp(
         ECHOABLE_REQUEST_ID.test(given)
         ? given
         : randomUUID();
+    },
+    childLoggerFactory: (logger, bindings, options) => {
+      const id = bindings.reqId;
+      const written = typeof id === 'string' ? requestIdAsWritten(id) : id;
+      return logger.child(written === id ? bindings : { ...bindings, reqId: written }, options);
     },
     // Requests that arrive while closing get the wire-contract §3 503 from our hook below; Fastify's own
     // has another body and no svc-allow-retry or X-REQUEST-ID.

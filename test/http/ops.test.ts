@@ -324,6 +324,16 @@ describe('structured logs', () => {
       [],
     );
   });
+
+  test('an id written in UTF-8 is logged as written, and bytes that are no UTF-8 as they came', async () => {
+    // Node reads a header's bytes one a character: this string is sent as the id's UTF-8 bytes.
+    const asSent = (text: string) => Buffer.from(text, 'utf8').toString('latin1');
+    await rawRequest(svc.url, 'GET', '/time', { headers: { 'x-request-id': asSent('log-é-日本-✓') } });
+    await rawRequest(svc.url, 'GET', '/time', { headers: { 'x-request-id': 'log-latin1-\xe9' } });
+    const ids = logLines.map((line) => (JSON.parse(line) as { reqId?: string }).reqId);
+    assert.ok(ids.includes('log-é-日本-✓'), JSON.stringify(ids.filter((id) => id?.startsWith('log-'))));
+    assert.ok(ids.includes('log-latin1-é'));
+  });
 });
 
 describe('GET /readyz with a dependency that never answers', () => {
