@@ -118,6 +118,18 @@ function reword(errors: ErrorObject[]): FieldError[] {
 }
 
 const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+/**
+ * The same moment a calendar year earlier (UTC), 29 February going to the 28th: the vendor's "one (1) year in the
+ * past" is a year, not 365 days (probe: a KYC 366 days old, within the year through a 29 February, was refused).
+ */
+function aYearBefore(ms: number): number {
+  const at = new Date(ms);
+  const year = at.getUTCFullYear() - 1;
+  const month = at.getUTCMonth();
+  const lastDay = new Date(Date.UTC(year, month + 1, 0)).getUTCDate();
+  at.setUTCFullYear(year, month, Math.min(at.getUTCDate(), lastDay));
+  return at.getTime();
+}
 /** YYYY-MM-DD naming a day that exists (the format check reports the others). */
 const isRealDate = (value: unknown): value is string =>
   typeof value === 'string' &&
@@ -159,10 +171,11 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
         ]);
     });
   }
+  const earliest = aYearBefore(now);
   for (const [path, at] of windowed) {
     // Values that are not epoch ms at all are reported by the schema, once.
     if (typeof at !== 'number' || at < 1e12 || at > 9_999_999_999_999) continue;
-    if (at < now - 365 * DAY_MS || at > now + DAY_MS) {
+    if (at < earliest || at > now + DAY_MS) {
       errors.push(error(path, 'must be within the last year and at most one day ahead'));
     }
   }

@@ -89,6 +89,23 @@ describe('rules beyond JSON Schema', () => {
     }
   });
 
+  test('"the last year" is a calendar year: 366 days through a 29 February, to the 28th from one', () => {
+    const kycAt = (at: number, now: number) => checkCustomerBody(usCustomer({ kyc_timestamp: at }, now), now);
+    for (const [now, yearBefore] of [
+      // 2025-01-15 back to 2024-01-15: 366 days, 29 February 2024 between them.
+      [Date.UTC(2025, 0, 15, 9, 30), Date.UTC(2024, 0, 15, 9, 30)],
+      // 2024-02-29 back to 2023-02-28, which has no 29th.
+      [Date.UTC(2024, 1, 29, 23, 59, 59, 999), Date.UTC(2023, 1, 28, 23, 59, 59, 999)],
+      // 2026-03-01 back to 2025-03-01: 365 days.
+      [Date.UTC(2026, 2, 1), Date.UTC(2025, 2, 1)],
+    ]) {
+      assert.equal(kycAt(yearBefore!, now!).ok, true, new Date(now!).toISOString());
+      assert.deepEqual(rejected(usCustomer({ kyc_timestamp: yearBefore! - 1 }, now), now).errors, [
+        'kyc_timestamp: must be within the last year and at most one day ahead',
+      ]);
+    }
+  });
+
   test('epoch seconds and strings are not epoch milliseconds; a fraction of one is', () => {
     for (const value of [1_780_000_000, '1780000000000', 17_800_000_000_000]) {
       assert.deepEqual(rejected(usCustomer({ w_form_certification: value }, NOW)).errors, [
