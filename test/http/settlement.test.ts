@@ -81,6 +81,46 @@ function ethBuyBooking(holder: string, price: string) {
   };
 }
 
+describe('the settlement timer', () => {
+  /** The trade's settlement job, as graphile-worker holds it (its view leaves the payload out). */
+  const settleJob = (tradeId: string) =>
+    svc.runtime.store.db
+      .withSchema('graphile_worker')
+      .selectFrom('_private_jobs' as never)
+      .select(['run_at' as never, 'payload' as never])
+      .where('key' as never, '=', `trade-settle:${tradeId}` as never)
+      .executeTakeFirstOrThrow() as Promise<{ run_at: Date; payload: { from: string } }>;
+
+  test('a step run before it is due (the queue goes by the database’s clock) waits for its time, moving nothing', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '2500');
+    const tradeId = await buyTrade(buyer, '1', 'ETH');
+    const trade = await getTrade(client, tradeId);
+    const due = trade.settlement_timestamp!;
+    assert.equal(due, trade.accepted_timestamp! + 3_600_000);
+    assert.equal((await settleJob(tradeId)).run_at.getTime(), due);
+
+    // What the worker does when the job comes up an hour early.
+    assert.equal(await svc.runtime.services.trades.settleStep({ trade_id: tradeId, from: 'accepted' }), null);
+    assert.equal((await getTrade(client, tradeId)).trade_state, 'accepted');
+    assert.deepEqual(
+      (await notificationsOf(svc, `trade:${tradeId}`)).map((n) => n.payload.trade_state),
+      ['accepted'],
+    );
+    // Waiting again for its time (give or take the milliseconds between the clock's two reads).
+    const again = await settleJob(tradeId);
+    assert.equal(again.payload.from, 'accepted');
+    assert.ok(Math.abs(again.run_at.getTime() - due) < 1_000, `${again.run_at.toISOString()} for ${due}`);
+
+    // The operator still moves it at once, and its next step is due a delay after that.
+    const active = await advance(tradeId);
+    assert.equal(active.trade_state, 'active');
+    assert.equal(await svc.runtime.services.trades.settleStep({ trade_id: tradeId, from: 'active' }), null);
+    assert.equal((await getTrade(client, tradeId)).trade_state, 'active');
+    assert.equal(await balanceOf(svc, buyer, 'ETH'), '0');
+  });
+});
+
 describe('operator advance', () => {
   test('accepted → active → terminated at once; balances move only at terminated', async () => {
     const buyer = (await svc.newParticipant(platformCode)).participant_code;

@@ -156,16 +156,21 @@ async function recordTradeStatus(trx: Executor, row: TradeWithWithdrawal, timest
   });
 }
 
-async function scheduleNextStep(deps: DomainDeps, trx: Executor, row: TradeWithWithdrawal, now: number) {
-  if (row.trade_state === 'terminated') return;
+/** When the settlement timer moves a trade on: its entry into its state, plus that state's delay. */
+function nextStepDue(deps: DomainDeps, row: TradeWithWithdrawal): number {
   const delay =
     row.trade_state === 'accepted'
       ? deps.config.settlement.activeAfterMs
       : deps.config.settlement.terminateAfterMs;
+  return row.updated_at.getTime() + delay;
+}
+
+async function scheduleNextStep(deps: DomainDeps, trx: Executor, row: TradeWithWithdrawal) {
+  if (row.trade_state === 'terminated') return;
   await enqueueSettleStep(
     trx,
     { trade_id: row.trade_id, from: row.trade_state },
-    { runAt: new Date(now + delay) },
+    { runAt: new Date(nextStepDue(deps, row)) },
   );
 }
 
@@ -263,7 +268,7 @@ export async function bookTrade(deps: DomainDeps, trx: Trx, input: NewTrade): Pr
   }
   const row: TradeWithWithdrawal = { ...trade, withdrawal_request_id: withdrawalRequestId };
   await recordTradeStatus(trx, row, now);
-  await scheduleNextStep(deps, trx, row, now);
+  await scheduleNextStep(deps, trx, row);
   return row;
 }
 
@@ -338,7 +343,7 @@ async function advanceLocked(
     throw conflict(`trade_id: trade ${row.trade_id} is terminated; it cannot change any more`);
   }
   await recordTradeStatus(trx, next, now);
-  await scheduleNextStep(deps, trx, next, now);
+  await scheduleNextStep(deps, trx, next);
   return next;
 }
 
@@ -468,6 +473,14 @@ export function createTradesService(deps: DomainDeps) {
       return db.transaction().execute(async (trx) => {
         const locked = await lockTrade(trx, payload.trade_id);
         if (!locked || locked.trade_state !== payload.from) return null;
+        // The queue runs the job by the database's clock, the step is due by the service's: a job run early (a
+        // clock behind the database's) waits for its time rather than move the trade before it is due, as a
+        // funding session's expiry does (probe: active 32 ms after acceptance, its settlement_timestamp 2 s on).
+        const early = nextStepDue(deps, locked) - deps.clock.now();
+        if (early > 0) {
+          await enqueueSettleStep(trx, payload, { delayMs: early });
+          return null;
+        }
         return (await advanceLocked(deps, trx, locked)).trade_state;
       });
     },
