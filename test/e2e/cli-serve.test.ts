@@ -207,7 +207,7 @@ describe('start-up failures: one line naming the problem, no stack', () => {
   });
 
   test(
-    'a REDIS_URL naming a database its Redis does not have stops the start (exit 2), naming it',
+    'a REDIS_URL naming a database its Redis does not have, or credentials it refuses, stops the start (exit 2)',
     {
       skip: process.env.REDIS_URL ? false : 'REDIS_URL not set: no Redis to ask',
     },
@@ -220,6 +220,16 @@ describe('start-up failures: one line naming the problem, no stack', () => {
       assert.match(
         result.stderr,
         /^error: REDIS_URL: Redis refused SELECT 99 \(ERR DB index is out of range\)\n$/,
+      );
+      // Credentials it refuses, in database 0 too (probe: an outage, this instance limiting alone in memory).
+      url.pathname = '/0';
+      url.username = 'no-such-user';
+      url.password = 'not-said';
+      const refused = await runCli(['serve'], env({ REDIS_URL: url.href }));
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.equal(
+        refused.stderr,
+        'error: REDIS_URL: Redis refused the credentials (WRONGPASS invalid username-password pair or user is disabled.)\n',
       );
     },
   );

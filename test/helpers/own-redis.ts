@@ -21,9 +21,13 @@ async function freePort(): Promise<number> {
 
 /**
  * Starts `redis-server` (it must be on the PATH: it is wherever REDIS_URL's tests run here) on a free port of
- * loopback, keeping nothing on disk, with `args` (e.g. `--replicaof 127.0.0.1 1`: a read-only replica of nothing).
+ * loopback, keeping nothing on disk, with `args` (e.g. `--replicaof 127.0.0.1 1`: a read-only replica of nothing);
+ * its `command`s are sent with `options.password` (one it was started with, `--requirepass`).
  */
-export async function startOwnRedis(args: string[] = []): Promise<OwnRedis> {
+export async function startOwnRedis(
+  args: string[] = [],
+  options: { password?: string } = {},
+): Promise<OwnRedis> {
   const port = await freePort();
   const child = spawn(
     'redis-server',
@@ -32,13 +36,18 @@ export async function startOwnRedis(args: string[] = []): Promise<OwnRedis> {
   );
   const exited = once(child, 'exit');
   const url = `redis://127.0.0.1:${port}`;
-  const admin = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 100 });
-  admin.on('error', () => {}); // refused until it listens
+  const connection = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => 100,
+    password: options.password,
+  });
+  connection.on('error', () => {}); // refused until it listens
   const deadline = Date.now() + 10_000;
   for (;;) {
     try {
-      if (admin.status !== 'ready') await admin.connect();
-      await admin.ping();
+      if (connection.status !== 'ready') await connection.connect();
+      await connection.ping();
       break;
     } catch (err) {
       if (Date.now() > deadline || child.exitCode !== null) {
@@ -50,9 +59,9 @@ export async function startOwnRedis(args: string[] = []): Promise<OwnRedis> {
   }
   return {
     url,
-    command: (name, ...rest) => admin.call(name, ...rest),
+    command: (name, ...rest) => connection.call(name, ...rest),
     async stop() {
-      admin.disconnect();
+      connection.disconnect();
       child.kill();
       await exited;
     },

@@ -620,6 +620,97 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('refuses to start where Redis refuses the credentials (none, a wrong password, an unknown user), never naming them', async () => {
+    // Probe: with database 0 this was an outage, the instance limiting alone in memory for good; with /3, a refused
+    // SELECT. Those are a configuration to mend.
+    const secured = await startOwnRedis(['--requirepass', 'right-pw'], { password: 'right-pw' });
+    try {
+      const at = (auth: string, database: string) =>
+        secured.url.replace('redis://', `redis://${auth}`) + database;
+      for (const [url, reply] of [
+        [at('', ''), /^NOAUTH /],
+        [at('', '/3'), /^NOAUTH /],
+        [at(':wrong-pw@', ''), /^WRONGPASS /],
+        [at(':wrong-pw@', '/3'), /^WRONGPASS /],
+        [at('nobody:wrong-pw@', '/0'), /^WRONGPASS /],
+      ] as const) {
+        const logger = new CapturingLogger();
+        await assert.rejects(
+          createRateLimiter({
+            redisUrl: url,
+            logger,
+            clock: new ManualClock(),
+            keyPrefix: freshPrefix(),
+          }).then((limiter) => limiter.close()),
+          (err: unknown) => {
+            assert.ok(err instanceof RedisDatabaseError, String(err));
+            const [, said] = /^Redis refused the credentials \((.*)\)$/.exec(err.message) ?? [];
+            assert.match(said ?? err.message, reply, url);
+            assert.doesNotMatch(err.message, /wrong-pw|right-pw/);
+            return true;
+          },
+        );
+        assert.deepEqual(logger.warns, [], 'no outage said: the start stops');
+      }
+      // Given them, it starts and shares the limit.
+      const limiter = await createRateLimiter({
+        redisUrl: at(':right-pw@', '/3'),
+        clock: new ManualClock(),
+        keyPrefix: freshPrefix(),
+      });
+      try {
+        assert.equal((await limiter.check('203.0.113.97')).allowed, true);
+        assert.equal(limiter.fallbackActive, false);
+      } finally {
+        await limiter.close();
+      }
+    } finally {
+      await secured.stop();
+    }
+  });
+
+  it('credentials refused after the start are an outage that ends when they match again, in any database', async () => {
+    // The password changed on Redis before the instances were given it: limited in memory meanwhile, then shared
+    // again without a restart (a refused SELECT would have dropped the connection for good: NOAUTH comes to it).
+    const secured = await startOwnRedis(['--requirepass', 'first-pw'], { password: 'first-pw' });
+    const logger = new CapturingLogger();
+    const limiter = await createRateLimiter({
+      redisUrl: secured.url.replace('redis://', 'redis://:first-pw@') + '/3',
+      logger,
+      clock: new ManualClock(),
+      keyPrefix: freshPrefix(),
+      redisOptions: { retryStrategy: () => 20 },
+    });
+    try {
+      assert.equal(await limiter.sharedReachable(), true);
+      await secured.command('config', 'set', 'requirepass', 'second-pw');
+      await secured.command('auth', 'second-pw');
+      await secured.command('client', 'kill', 'type', 'normal', 'skipme', 'yes');
+      // Until a reconnection has been refused (Redis logs each refused AUTH), not only the connection lost.
+      const refusals = async () => ((await secured.command('acl', 'log')) as unknown[]).length;
+      const deadline = Date.now() + 10_000;
+      while ((await refusals()) === 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.ok((await refusals()) > 0, 'a reconnection was refused');
+      assert.equal(limiter.fallbackActive, true);
+      assert.equal(await limiter.sharedReachable(), false);
+      await secured.command('config', 'set', 'requirepass', 'first-pw');
+      let back = false;
+      while (!(back = await limiter.sharedReachable()) && Date.now() < deadline + 10_000) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.equal(back, true, 'shared again once the credentials match');
+      assert.ok(
+        logger.warns.every((w) => !w.includes("REDIS_URL's database is refused")),
+        JSON.stringify(logger.warns),
+      );
+    } finally {
+      await limiter.close();
+      await secured.stop();
+    }
+  });
+
   it('a Redis that answers but takes no write (a read-only replica) keeps the fallback and is not ready', async () => {
     // Review: PING passed, so /readyz said ready and each probe ended the fallback, for the next request to fall
     // back again: a warning and an info line at every probe, for as long as the replica refused writes.

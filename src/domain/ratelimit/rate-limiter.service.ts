@@ -475,13 +475,20 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
   });
   let started = false;
   let refusedAtStart: string | null = null;
-  dropOnDatabaseRefusal(client, (refusal) => {
-    if (!started) refusedAtStart = refusal;
-    else
+  watchRefusals(client, (refusal) => {
+    if (!started) {
+      // The first says why: AUTH's answer comes before those of the commands sent after it (NOAUTH to a SELECT).
+      refusedAtStart ??= refusal.message;
+      client.disconnect();
+    } else if (refusal.of === 'database') {
+      client.disconnect();
       logger?.warn(
-        { refusal },
+        { refusal: refusal.message },
         "rate limit: REDIS_URL's database is refused; this instance limits in memory until it is restarted",
       );
+    }
+    // Credentials refused after the start (a password changed on Redis first) are an outage until they match
+    // again: ioredis keeps trying and the fallback limits meanwhile, logged as any outage.
   });
   let unreachable: unknown = null;
   // connect() rejects with "Connection is closed."; the cause (ECONNREFUSED, ENOTFOUND, …) came as an event.
@@ -507,23 +514,38 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
 }
 
 /**
- * ioredis selects the URL's database as each connection opens, and when the server refuses (no such database, an
- * ACL without SELECT) it only emits the error and goes on in database 0 (review: `/99` on a Redis of 16 databases
- * shared the limit in database 0, ready and silent). That error comes before the connection is ready: the
- * connection is dropped there, before any request reaches database 0, and not made again (`refused` says why).
- * Database 0 is not selected (ioredis sends no SELECT for it), and a SELECT that fails otherwise (a timeout, the
- * connection lost) is an outage, met by the fallback.
+ * What the Redis of REDIS_URL refuses that no waiting mends: a configuration to correct, which stops the start rather
+ * than leave the instance limiting alone in memory (`refused` is told; the caller drops the connection).
+ * - **Its database.** ioredis selects the URL's database as each connection opens, and when the server refuses (no
+ *   such database, an ACL without SELECT) it only emits the error and goes on in database 0 (review: `/99` on a Redis
+ *   of 16 databases shared the limit in database 0, ready and silent). That error comes before the connection is
+ *   ready, so it is dropped before any request reaches database 0. Database 0 is not selected (ioredis sends no
+ *   SELECT for it), and a SELECT that fails otherwise (a timeout, the connection lost) is an outage.
+ * - **Its credentials**: a password or user it refuses (`WRONGPASS`, an AUTH error), or none given where it wants
+ *   one (`NOAUTH`, answered to whatever comes first). With database 0 this was an outage, the instance limiting in
+ *   memory for good; with another, a refused SELECT (probe). ioredis itself only warns where a password is given
+ *   to a Redis that wants none. The message never carries the command's arguments (AUTH's are the password).
  */
-function dropOnDatabaseRefusal(client: Redis, refused: (refusal: string) => void): void {
+function watchRefusals(
+  client: Redis,
+  refused: (refusal: { of: 'database' | 'credentials'; message: string }) => void,
+): void {
   client.on(
     'error',
     (err: { name?: unknown; message?: unknown; command?: { name?: unknown; args?: unknown[] } }) => {
-      if (err?.name !== 'ReplyError' || err.command?.name !== 'select') return;
-      client.disconnect();
-      refused(`Redis refused SELECT ${String(err.command.args?.[0])} (${String(err.message)})`);
+      if (err?.name !== 'ReplyError') return;
+      const reply = String(err.message);
+      if (err.command?.name === 'auth' || /^(NOAUTH|WRONGPASS)\b/.test(reply)) {
+        refused({ of: 'credentials', message: `Redis refused the credentials (${reply})` });
+      } else if (err.command?.name === 'select') {
+        refused({
+          of: 'database',
+          message: `Redis refused SELECT ${String(err.command.args?.[0])} (${reply})`,
+        });
+      }
     },
   );
 }
 
-/** The Redis of REDIS_URL answered, but refused its database: a configuration to mend, not an outage. */
+/** The Redis of REDIS_URL answered, but refused its database or credentials: a configuration to mend, not an outage. */
 export class RedisDatabaseError extends Error {}
