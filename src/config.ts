@@ -1,4 +1,5 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { accessSync, constants, statSync } from 'node:fs';
 import ipaddr from 'ipaddr.js';
 import { isIP } from 'node:net';
 import path from 'node:path';
@@ -288,6 +289,43 @@ function serviceUrl(
   return raw;
 }
 
+/** The `sslmode`s pg knows (pg-connection-string); the TLS settings of DATABASE_URL's query that name files. */
+const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
+const SSL_FILES = ['sslcert', 'sslkey', 'sslrootcert'];
+
+/**
+ * DATABASE_URL, with the TLS settings of its query that pg only meets at the first connection: an `sslmode` it does
+ * not know turned TLS on unsaid, and a certificate file it could not read stopped the start with node's own
+ * "ENOENT: no such file or directory, open '…'", naming no setting (probe).
+ */
+function databaseUrl(env: Env): string | undefined {
+  const raw = serviceUrl(
+    env,
+    'DATABASE_URL',
+    ['postgres:', 'postgresql:'],
+    'postgres://user:password@host:5432/database',
+  );
+  if (raw === undefined) return undefined;
+  const query = new URL(raw).searchParams;
+  const mode = query.get('sslmode');
+  if (mode !== null && !SSL_MODES.includes(mode))
+    throw new ConfigError(`DATABASE_URL: sslmode must be one of ${SSL_MODES.join(', ')}, not "${mode}"`);
+  for (const name of SSL_FILES) {
+    const file = query.get(name);
+    if (file === null) continue;
+    let problem: string | undefined;
+    try {
+      if (!statSync(file).isFile()) problem = 'is not a file';
+      else accessSync(file, constants.R_OK);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      problem = code === 'ENOENT' ? 'does not exist' : code === 'EACCES' ? 'is not readable' : String(error);
+    }
+    if (problem) throw new ConfigError(`DATABASE_URL: ${name} ${file} ${problem}`);
+  }
+  return raw;
+}
+
 /**
  * REDIS_URL, whose path names the database (ioredis reads `/N` as `SELECT N`): a path that is not a number was
  * dropped with a warning in the log, and the shared limit ran in database 0 (review, session 31).
@@ -447,12 +485,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     opsListen,
     adminToken: adminTokenOf(env),
     dataDir: dataDirOf(env),
-    databaseUrl: serviceUrl(
-      env,
-      'DATABASE_URL',
-      ['postgres:', 'postgresql:'],
-      'postgres://user:password@host:5432/database',
-    ),
+    databaseUrl: databaseUrl(env),
     databasePoolMax: int(env, 'SVC_DB_POOL_MAX', 20, 2, MAX_POOL_CONNECTIONS),
     migrationLockTimeoutMs: int(env, 'SVC_MIGRATION_LOCK_TIMEOUT_MS', 3_000, 1, MAX_TIMER_MS),
     redisUrl: redisUrl(env),

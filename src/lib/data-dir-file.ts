@@ -59,7 +59,17 @@ export async function makeDataDir(dir: string): Promise<void> {
  * failed to log in, review). The one that loses reads the winner's.
  */
 export async function readOrCreate(file: string, make: () => string): Promise<string> {
-  const read = async () => (await readFile(file, 'utf8')).trim();
+  const read = async () => {
+    try {
+      return (await readFile(file, 'utf8')).trim();
+    } catch (error) {
+      // Node's own named no file ("EISDIR: illegal operation on a directory, read", probe).
+      const code = (error as NodeJS.ErrnoException).code ?? '';
+      const problem = code === 'EISDIR' ? 'it is a directory, not a file' : WRITE_PROBLEMS[code];
+      if (!problem) throw error;
+      throw new DataDirError(`cannot read ${file}: ${problem}`, { cause: error });
+    }
+  };
   if (existsSync(file)) return read();
   const value = make();
   const partial = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;

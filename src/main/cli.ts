@@ -18,6 +18,7 @@ import { failureJson, reportFailure, type FailureReport } from '../cli/error-rep
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { DataDirError } from '../lib/data-dir-file.ts';
+import { DatabaseConnectionError } from '../store/connection-error.ts';
 import { EXIT } from './exit-codes.ts';
 import { keepingStops } from './kept-stops.ts';
 import { baseUrlFault, MAX_TIMEOUT_MS, type BaseUrlFault } from '../sdk/client.ts';
@@ -236,6 +237,10 @@ function startupProblem(error: unknown, config: Readonly<Config>): string {
       : `the embedded PostgreSQL in ${config.dataDir} stopped during its start (is another svc using that data dir?)`;
   }
   if (error instanceof DataDirError) return `SVC_DATA_DIR: ${error.message}`;
+  if (error instanceof DatabaseConnectionError) {
+    const problem = startupProblem(error.cause, config);
+    return config.databaseUrl && !problem.startsWith('DATABASE_URL: ') ? `DATABASE_URL: ${problem}` : problem;
+  }
   const err = error as NodeJS.ErrnoException & { address?: string; port?: number; hostname?: string };
   if (err.syscall === 'listen' && err.code) {
     const problem = LISTEN_PROBLEMS[err.code] ?? err.message;

@@ -206,6 +206,28 @@ describe('start-up failures: one line naming the problem, no stack', () => {
     }
   });
 
+  test('a database that will not take TLS where DATABASE_URL asks for it is named too', async () => {
+    // Was "svc serve failed: The server does not support SSL connections", naming no setting (probe).
+    const refusesTls = createServer((socket) => {
+      socket.on('error', () => {});
+      socket.once('data', () => socket.write('N'));
+    });
+    await new Promise<void>((resolve) => refusesTls.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = new URL(database.url);
+      url.port = String((refusesTls.address() as AddressInfo).port);
+      url.search = '?sslmode=verify-full';
+      const result = await runCli(['serve'], env({ DATABASE_URL: url.href }));
+      assert.equal(result.code, 1, result.stderr);
+      const lines = result.stderr.split('\n').filter((l) => l.startsWith('error'));
+      assert.deepEqual(lines, [
+        'error: svc serve failed: DATABASE_URL: The server does not support SSL connections',
+      ]);
+    } finally {
+      refusesTls.close();
+    }
+  });
+
   test(
     'a REDIS_URL naming a database its Redis does not have, or credentials it refuses, stops the start (exit 2)',
     {

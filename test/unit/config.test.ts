@@ -141,6 +141,42 @@ describe('log level and URLs', () => {
     assert.equal(config.databaseUrl, 'postgresql://u:p@db:5432/x');
     assert.equal(config.redisUrl, 'rediss://cache:6380');
   });
+
+  test("DATABASE_URL's TLS settings: an sslmode pg knows, certificate files that can be read", () => {
+    // pg turned TLS on for an sslmode it does not know, and a missing file failed the first connection with node's
+    // "ENOENT: no such file or directory, open '…'", naming no setting (probe).
+    const url = (query: string) => `postgres://u:p@db:5432/x?${query}`;
+    refused(
+      { DATABASE_URL: url('sslmode=bogus') },
+      /^DATABASE_URL: sslmode must be one of disable, prefer, require, verify-ca, verify-full, no-verify, not "bogus"$/,
+    );
+    const dir = mkdtempSync(path.join(tmpdir(), 'svc-config-tls-'));
+    try {
+      const cert = path.join(dir, 'client.crt');
+      writeFileSync(cert, 'not checked here: pg reads it');
+      for (const name of ['sslcert', 'sslkey', 'sslrootcert']) {
+        refused(
+          { DATABASE_URL: url(`${name}=${path.join(dir, 'missing.pem')}`) },
+          new RegExp(`^DATABASE_URL: ${name} ${path.join(dir, 'missing.pem')} does not exist$`),
+        );
+        refused(
+          { DATABASE_URL: url(`${name}=${dir}`) },
+          new RegExp(`^DATABASE_URL: ${name} ${dir} is not a file$`),
+        );
+        assert.equal(
+          loadConfig({ DATABASE_URL: url(`${name}=${cert}`) }).databaseUrl,
+          url(`${name}=${cert}`),
+        );
+      }
+      for (const mode of ['disable', 'require', 'verify-full', 'no-verify'])
+        assert.equal(
+          loadConfig({ DATABASE_URL: url(`sslmode=${mode}`) }).databaseUrl,
+          url(`sslmode=${mode}`),
+        );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('SVC_JWT_PRIVATE_KEY', () => {

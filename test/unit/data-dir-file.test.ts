@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -32,4 +32,18 @@ test('a data dir that cannot be made says where and why, as a DataDirError', asy
     assert.equal(error.message, `cannot create ${path.join(file, 'data')}: ${file} is not a directory`);
     return true;
   });
+});
+
+test('a kept value that cannot be read says which file and why, as a DataDirError', async () => {
+  // Was node's "EISDIR: illegal operation on a directory, read", naming no file (probe).
+  const file = path.join(dir, 'jwt-private-key.pem');
+  mkdirSync(file);
+  await assert.rejects(
+    readOrCreate(file, () => 'made'),
+    (error: Error) => {
+      assert.ok(error instanceof DataDirError);
+      assert.equal(error.message, `cannot read ${file}: it is a directory, not a file`);
+      return true;
+    },
+  );
 });
