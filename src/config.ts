@@ -1,4 +1,5 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { closest, distance } from 'fastest-levenshtein';
 import { accessSync, constants, statSync } from 'node:fs';
 import ipaddr from 'ipaddr.js';
 import { isIP } from 'node:net';
@@ -62,6 +63,8 @@ export interface Config {
   opsListen: Listen | null;
   /** Undefined until main resolves it (generated and saved in the data dir on first start). */
   adminToken: string | undefined;
+  /** `SVC_` variables set that svc does not read, each with the setting it may misspell (see {@link unreadSettings}). */
+  unreadSettings: string[];
   dataDir: string;
   databaseUrl: string | undefined;
   /**
@@ -289,6 +292,72 @@ function serviceUrl(
   return raw;
 }
 
+/**
+ * Every environment variable svc reads, but DATABASE_URL and REDIS_URL: the service's (here), the CLI's (main/cli.ts)
+ * and the test runner's (scripts/test.ts), which the services a test starts inherit. The .env.example test holds it
+ * to the sources.
+ */
+export const SETTINGS = [
+  'SVC_ENV',
+  'SVC_ROLE',
+  'SVC_HOST',
+  'SVC_PORT',
+  'SVC_ADMIN_LISTEN',
+  'SVC_OPS_LISTEN',
+  'SVC_ADMIN_TOKEN',
+  'SVC_DATA_DIR',
+  'SVC_LOG_LEVEL',
+  'SVC_SHUTDOWN_TIMEOUT_MS',
+  'SVC_SHUTDOWN_DRAIN_MS',
+  'SVC_HTTP_REQUEST_TIMEOUT_MS',
+  'SVC_DB_POOL_MAX',
+  'SVC_MIGRATION_LOCK_TIMEOUT_MS',
+  'SVC_SECRET_KEY',
+  'SVC_JWT_PRIVATE_KEY',
+  'SVC_TRUST_PROXY',
+  'SVC_RATE_LIMIT',
+  'SVC_RATE_LIMIT_WINDOW_MS',
+  'SVC_RATE_LIMIT_BLOCK_MS',
+  'SVC_RATE_LIMIT_REDIS_PREFIX',
+  'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS',
+  'SVC_WORKER_CONCURRENCY',
+  'SVC_WORKER_POLL_INTERVAL_MS',
+  'SVC_WEBHOOK_TIMEOUT_MS',
+  'SVC_WEBHOOK_FAST_RETRIES',
+  'SVC_WEBHOOK_FAST_RETRY_DELAY_MS',
+  'SVC_WEBHOOK_RETRY_SCHEDULE',
+  'SVC_WEBHOOK_MAX_HELD',
+  'SVC_WEBHOOK_RETENTION_DAYS',
+  'SVC_QUOTE_EXPIRY_MS',
+  'SVC_SETTLEMENT_ACTIVE_AFTER_MS',
+  'SVC_SETTLEMENT_TERMINATE_AFTER_MS',
+  'SVC_FUNDING_SESSION_EXPIRY_MS',
+  'SVC_URL',
+  'SVC_ADMIN_URL',
+  'SVC_REQUEST_TIMEOUT_MS',
+  'SVC_API_KEY',
+  'SVC_API_SECRET',
+  'SVC_PASSPHRASE',
+  'SVC_TEST_CONCURRENCY',
+  'SVC_TEST_TIMEOUT_MS',
+];
+const READ = new Set(SETTINGS);
+
+/**
+ * The `SVC_` variables set that svc does not read, each with the setting it is likely a misspelling of (at most
+ * three letters off): the worker concurrency set one R short kept its default, unsaid (probe). Logged at the
+ * start, not refused: other tools of an operator's may share the prefix.
+ */
+export function unreadSettings(env: Env): string[] {
+  return Object.keys(env)
+    .filter((name) => name.startsWith('SVC_') && !READ.has(name))
+    .sort()
+    .map((name) => {
+      const near = closest(name, SETTINGS);
+      return distance(name, near) <= 3 ? `${name} (${near}?)` : name;
+    });
+}
+
 /** The `sslmode`s pg knows (pg-connection-string); the TLS settings of DATABASE_URL's query that name files. */
 const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
 const SSL_FILES = ['sslcert', 'sslkey', 'sslrootcert'];
@@ -490,6 +559,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     migrationLockTimeoutMs: int(env, 'SVC_MIGRATION_LOCK_TIMEOUT_MS', 3_000, 1, MAX_TIMER_MS),
     redisUrl: redisUrl(env),
     trustProxy,
+    unreadSettings: unreadSettings(env),
     secretKey,
     jwtPrivateKey:
       jwtPrivateKey === undefined ? undefined : jwtSigningKeyPem('SVC_JWT_PRIVATE_KEY', jwtPrivateKey),

@@ -123,6 +123,12 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       );
     }
     for (const exposure of publicListenerExposures(config)) logger.warn({ listen: config.listen }, exposure);
+    if (config.unreadSettings.length > 0) {
+      logger.warn(
+        { variables: config.unreadSettings },
+        'environment variables svc does not read are ignored: a misspelt setting keeps its default',
+      );
+    }
     if (!(await secretKeyOpensStoredSecrets(store.db, secrets.secretKey))) {
       const source = secrets.fromDataDir.includes('SVC_SECRET_KEY')
         ? `the key generated in ${config.dataDir}`

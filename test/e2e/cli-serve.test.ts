@@ -132,6 +132,22 @@ test('a SEC1 ("BEGIN EC PRIVATE KEY") signing key works: /.well-known/jwks.json 
   assert.doesNotMatch(proc.stdout() + proc.stderr(), /PKCS#8|statusCode":500/);
 });
 
+test('a misspelt setting is said at the start, with the setting it may mean (it kept its default unsaid)', async () => {
+  const proc = await serve(['--role', 'api'], env({ SVC_WORKER_CONCURENCY: '50', SVC_NOT_OURS: 'x' }));
+  await stop(proc);
+  const warning = proc
+    .stdout()
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as { msg?: string; variables?: string[] })
+    .find((line) => line.msg?.startsWith('environment variables svc does not read'));
+  assert.deepEqual(
+    warning?.variables,
+    ['SVC_NOT_OURS', 'SVC_WORKER_CONCURENCY (SVC_WORKER_CONCURRENCY?)'],
+    proc.stdout(),
+  );
+});
+
 describe('start-up failures: one line naming the problem, no stack', () => {
   test('a bad setting stops the start before anything runs (exit 2), naming the setting', async () => {
     const cases: Array<[Record<string, string>, RegExp]> = [

@@ -12,6 +12,7 @@ import {
   jwtSigningKeyPem,
   loadConfig,
   MAX_RETRY_DELAY_MS,
+  SETTINGS,
 } from '../../src/config.ts';
 import { PROJECT_ROOT } from '../helpers/service-process.ts';
 
@@ -468,11 +469,36 @@ describe('.env.example', () => {
   test('gives every setting its default, and names every variable the service and the CLI read', () => {
     // Inline comments became part of the value for docker and systemd: SVC_ENV='cert    # cert | prod …' (review).
     assert.deepEqual(loadConfig(asEnvFile()), loadConfig({}));
-    const sources = ['src/config.ts', 'src/main/cli.ts']
-      .map((file) => readFileSync(path.join(PROJECT_ROOT, file), 'utf8'))
-      .join('\n');
-    const read = new Set(sources.match(/\b(SVC_[A-Z_]+|DATABASE_URL|REDIS_URL)\b/g));
+    const source = (file: string) => readFileSync(path.join(PROJECT_ROOT, file), 'utf8');
+    const namesIn = (text: string) => new Set(text.match(/\b(SVC_[A-Z_]+|DATABASE_URL|REDIS_URL)\b/g));
+    // The names the code reads, not the list of them.
+    const config = source('src/config.ts').replace(/export const SETTINGS = \[[^\]]*\];/, '');
+    const read = namesIn([config, source('src/main/cli.ts')].join('\n'));
     const listed = new Set(Object.keys(asEnvFile()));
     assert.deepEqual([...read].filter((name) => !listed.has(name)).sort(), []);
+    // SETTINGS, by which unknown variables are told, is every one of them, and the test runner's.
+    const runner = namesIn(source('scripts/test.ts'));
+    assert.deepEqual(
+      [...SETTINGS].sort(),
+      [...new Set([...read, ...runner])].filter((name) => name.startsWith('SVC_')).sort(),
+    );
+  });
+
+  test('SVC_ variables it does not read are told, each with the setting it may misspell', () => {
+    // SVC_WORKER_CONCURENCY=50 left the concurrency at its default, unsaid (probe).
+    const env = {
+      SVC_WORKER_CONCURENCY: '50',
+      SVC_PORTT: '1',
+      SVC_OTHER_TOOL: 'x',
+      SVC_PORT: '8080',
+      PATH: '/bin',
+    };
+    assert.deepEqual(loadConfig(env).unreadSettings, [
+      'SVC_OTHER_TOOL',
+      'SVC_PORTT (SVC_PORT?)',
+      'SVC_WORKER_CONCURENCY (SVC_WORKER_CONCURRENCY?)',
+    ]);
+    assert.equal(loadConfig(env).worker.concurrency, loadConfig({}).worker.concurrency);
+    assert.deepEqual(loadConfig(asEnvFile()).unreadSettings, []);
   });
 });
