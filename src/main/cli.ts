@@ -18,7 +18,7 @@ import { failureJson, reportFailure, type FailureReport } from '../cli/error-rep
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { DataDirError } from '../lib/data-dir-file.ts';
-import { DatabaseConnectionError } from '../store/connection-error.ts';
+import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
 import { EXIT } from './exit-codes.ts';
 import { keepingStops } from './kept-stops.ts';
 import { baseUrlFault, MAX_TIMEOUT_MS, type BaseUrlFault } from '../sdk/client.ts';

@@ -17,7 +17,6 @@ import { startWorker } from '../jobs/worker-runtime.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { CacheInvalidation } from '../store/cache-invalidation.ts';
 import { PgListener } from '../store/pg-listener.ts';
-import { DatabaseConnectionError } from '../store/connection-error.ts';
 import { createStore, type Store } from '../store/database.ts';
 import {
   startEmbeddedPostgres,
@@ -109,11 +108,6 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
   cleanups.push(async () => embedded?.stop());
   cleanups.push(() => store.close());
   try {
-    // Apart from the migrations, so that what stops it is told as the database's (probe: "The server does not
-    // support SSL connections" named no setting).
-    await store.pool.query('select 1').catch((err: unknown) => {
-      throw new DatabaseConnectionError(err);
-    });
     await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
     const secrets = await resolveSecrets(config);
     if (config.databaseUrl && secrets.fromDataDir.length > 0) {

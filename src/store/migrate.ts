@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
 import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'graphile-worker';
 
 /**
@@ -121,7 +122,11 @@ export async function migrate(
 ): Promise<string[]> {
   const lockTimeoutMs = options.lockTimeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS;
   const lockAttempts = options.lockAttempts ?? DEFAULT_LOCK_ATTEMPTS;
-  const client = await pool.connect();
+  // A start's first connection (serve and migrate alike): what stops it is told as the database's setting's (probe:
+  // "The server does not support SSL connections" named none).
+  const client = await pool.connect().catch((err: unknown) => {
+    throw new DatabaseConnectionError(err);
+  });
   const applied: string[] = [];
   try {
     await lock(client, log);

@@ -233,12 +233,15 @@ describe('start-up failures: one line naming the problem, no stack', () => {
       const url = new URL(database.url);
       url.port = String((refusesTls.address() as AddressInfo).port);
       url.search = '?sslmode=verify-full';
-      const result = await runCli(['serve'], env({ DATABASE_URL: url.href }));
-      assert.equal(result.code, 1, result.stderr);
-      const lines = result.stderr.split('\n').filter((l) => l.startsWith('error'));
-      assert.deepEqual(lines, [
-        'error: svc serve failed: DATABASE_URL: The server does not support SSL connections',
-      ]);
+      // svc migrate's first connection too (review: only serve's was named).
+      for (const command of ['serve', 'migrate']) {
+        const result = await runCli([command], env({ DATABASE_URL: url.href }));
+        assert.equal(result.code, 1, result.stderr);
+        const lines = result.stderr.split('\n').filter((l) => l.startsWith('error'));
+        assert.deepEqual(lines, [
+          `error: svc ${command} failed: DATABASE_URL: The server does not support SSL connections`,
+        ]);
+      }
     } finally {
       refusesTls.close();
     }
