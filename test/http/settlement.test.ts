@@ -6,6 +6,8 @@ import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../../src/cli/o
 import { AdminApiError } from '../../src/cli/admin-client.ts';
 import type { AdminTrade } from '../../src/contract/trades.schemas.ts';
 import type { SvcClient } from '../../src/sdk/client.ts';
+import { createTradesService } from '../../src/domain/trades/trades.service.ts';
+import { ManualClock } from '../../src/lib/clock.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import {
   balanceOf,
@@ -118,6 +120,23 @@ describe('the settlement timer', () => {
     assert.equal(await svc.runtime.services.trades.settleStep({ trade_id: tradeId, from: 'active' }), null);
     assert.equal((await getTrade(client, tradeId)).trade_state, 'active');
     assert.equal(await balanceOf(svc, buyer, 'ETH'), '0');
+  });
+
+  test('an accepted trade moves at the settlement_timestamp it was booked with, whatever the delay is now', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '2500');
+    const tradeId = await buyTrade(buyer, '1', 'ETH');
+    const due = (await getTrade(client, tradeId)).settlement_timestamp!;
+    // An instance started since with a longer delay (review: it waited for the booking time plus its own delay).
+    const clock = new ManualClock(due - 1);
+    const deps = svc.domainDeps({ db: svc.runtime.store.db, clock });
+    const later = createTradesService({
+      ...deps,
+      config: { ...deps.config, settlement: { ...deps.config.settlement, activeAfterMs: 7_200_000 } },
+    });
+    assert.equal(await later.settleStep({ trade_id: tradeId, from: 'accepted' }), null, '1 ms early: waits');
+    clock.set(due);
+    assert.equal(await later.settleStep({ trade_id: tradeId, from: 'accepted' }), 'active');
   });
 });
 

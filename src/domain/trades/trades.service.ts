@@ -156,13 +156,14 @@ async function recordTradeStatus(trx: Executor, row: TradeWithWithdrawal, timest
   });
 }
 
-/** When the settlement timer moves a trade on: its entry into its state, plus that state's delay. */
+/**
+ * When the settlement timer moves a trade on: an accepted trade at the `settlement_timestamp` it was booked with
+ * (a delay configured since does not move it: review), an active one the configured delay after it went active.
+ */
 function nextStepDue(deps: DomainDeps, row: TradeWithWithdrawal): number {
-  const delay =
-    row.trade_state === 'accepted'
-      ? deps.config.settlement.activeAfterMs
-      : deps.config.settlement.terminateAfterMs;
-  return row.updated_at.getTime() + delay;
+  return row.trade_state === 'accepted'
+    ? row.settlement_at.getTime()
+    : row.updated_at.getTime() + deps.config.settlement.terminateAfterMs;
 }
 
 async function scheduleNextStep(deps: DomainDeps, trx: Executor, row: TradeWithWithdrawal) {
