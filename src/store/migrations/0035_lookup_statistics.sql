@@ -17,5 +17,6 @@ create index concurrently customer_submissions_date_of_birth on customer_submiss
 -- GET /participants?email=: PostgreSQL gathers no statistics for the expression of a partial index, and both
 -- indexes on lower(email) are partial (email is not null): it guessed 0.5 % of the platform's customers share an
 -- email and walked them all in the listing's order instead (57 ms at 100k customers; 0.05 ms with these).
-create statistics if not exists participants_lower_email on (lower(email)) from participants;
+-- Statistics on an expression came with PostgreSQL 14: on 13 the estimate stays as it was (review).
+do $$ begin if current_setting('server_version_num')::int >= 140000 then execute 'create statistics if not exists participants_lower_email on (lower(email)) from participants'; end if; end $$;
 analyze participants;
