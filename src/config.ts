@@ -1,6 +1,6 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { closest, distance } from 'fastest-levenshtein';
-import { accessSync, constants, statSync } from 'node:fs';
+import { parse as parsePgUrl } from 'pg-connection-string';
 import ipaddr from 'ipaddr.js';
 import { isIP } from 'node:net';
 import path from 'node:path';
@@ -294,8 +294,8 @@ function serviceUrl(
 
 /**
  * Every environment variable svc reads, but DATABASE_URL and REDIS_URL: the service's (here), the CLI's (main/cli.ts)
- * and the test runner's (scripts/test.ts), which the services a test starts inherit. The .env.example test holds it
- * to the sources.
+ * and the test runner's (scripts/test.ts), which the services a test starts inherit; and the examples' (a receiver's
+ * webhook secret), which are often set in the same shell. The .env.example test holds it to the sources.
  */
 export const SETTINGS = [
   'SVC_ENV',
@@ -340,12 +340,13 @@ export const SETTINGS = [
   'SVC_PASSPHRASE',
   'SVC_TEST_CONCURRENCY',
   'SVC_TEST_TIMEOUT_MS',
+  'SVC_WEBHOOK_SECRET',
 ];
 const READ = new Set(SETTINGS);
 
 /**
- * The `SVC_` variables set that svc does not read, each with the setting it is likely a misspelling of (at most
- * three letters off): the worker concurrency set one R short kept its default, unsaid (probe). Logged at the
+ * The `SVC_` variables set that svc does not read, each with the setting it is likely a misspelling of (a letter
+ * off in three of its name past `SVC_`, at most three): the worker concurrency set one R short kept its default, unsaid (probe). Logged at the
  * start, not refused: other tools of an operator's may share the prefix.
  */
 export function unreadSettings(env: Env): string[] {
@@ -354,18 +355,26 @@ export function unreadSettings(env: Env): string[] {
     .sort()
     .map((name) => {
       const near = closest(name, SETTINGS);
-      return distance(name, near) <= 3 ? `${name} (${near}?)` : name;
+      // Past the prefix, a letter off in three (at most three): a DB_URL of its own is not SVC_URL misspelt (review).
+      const off = distance(name.slice(4), near.slice(4));
+      return off <= Math.min(3, Math.max(1, Math.floor((near.length - 4) / 3))) ? `${name} (${near}?)` : name;
     });
 }
 
-/** The `sslmode`s pg knows (pg-connection-string); the TLS settings of DATABASE_URL's query that name files. */
+/** The `sslmode`s pg knows (pg-connection-string). */
 const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'];
-const SSL_FILES = ['sslcert', 'sslkey', 'sslrootcert'];
+const FILE_PROBLEMS: Record<string, string> = {
+  ENOENT: 'does not exist',
+  EISDIR: 'is a directory, not a file',
+  EACCES: 'is not readable',
+  EPERM: 'is not readable',
+};
 
 /**
- * DATABASE_URL, with the TLS settings of its query that pg only meets at the first connection: an `sslmode` it does
- * not know turned TLS on unsaid, and a certificate file it could not read stopped the start with node's own
- * "ENOENT: no such file or directory, open '…'", naming no setting (probe).
+ * DATABASE_URL, read as pg reads it (its own parser: the last of a repeated parameter, the URL re-encoded where it
+ * holds a space, review), for the TLS settings pg only met at the first connection: an `sslmode` it does not know
+ * turned TLS on unsaid, and a certificate file it could not read stopped the start with node's own "ENOENT: no
+ * such file or directory, open '…'", naming no setting (probe).
  */
 function databaseUrl(env: Env): string | undefined {
   const raw = serviceUrl(
@@ -375,23 +384,21 @@ function databaseUrl(env: Env): string | undefined {
     'postgres://user:password@host:5432/database',
   );
   if (raw === undefined) return undefined;
-  const query = new URL(raw).searchParams;
-  const mode = query.get('sslmode');
-  if (mode !== null && !SSL_MODES.includes(mode))
-    throw new ConfigError(`DATABASE_URL: sslmode must be one of ${SSL_MODES.join(', ')}, not "${mode}"`);
-  for (const name of SSL_FILES) {
-    const file = query.get(name);
-    if (file === null) continue;
-    let problem: string | undefined;
-    try {
-      if (!statSync(file).isFile()) problem = 'is not a file';
-      else accessSync(file, constants.R_OK);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      problem = code === 'ENOENT' ? 'does not exist' : code === 'EACCES' ? 'is not readable' : String(error);
-    }
-    if (problem) throw new ConfigError(`DATABASE_URL: ${name} ${file} ${problem}`);
+  let read: ReturnType<typeof parsePgUrl>;
+  try {
+    // Reads the files of sslcert, sslkey and sslrootcert, as pg does.
+    read = parsePgUrl(raw);
+  } catch (error) {
+    const { code, path: file, message } = error as NodeJS.ErrnoException;
+    const problem = FILE_PROBLEMS[code ?? ''];
+    // A directory's EISDIR names no path.
+    const named = file ? `the TLS file ${file}` : 'a TLS file of its query (sslcert, sslkey, sslrootcert)';
+    throw new ConfigError(`DATABASE_URL: ${problem ? `${named} ${problem}` : String(message)}`);
   }
+  if (typeof read.sslmode === 'string' && !SSL_MODES.includes(read.sslmode))
+    throw new ConfigError(
+      `DATABASE_URL: sslmode must be one of ${SSL_MODES.join(', ')}, not "${read.sslmode}"`,
+    );
   return raw;
 }
 
