@@ -108,7 +108,7 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
  * was logged encoded twice (`é` as `Ã©`) and could not be found by the id the caller holds (probe). Bytes that are
  * no UTF-8 stay as read. The id itself keeps its bytes: it is echoed and keyed on as it came.
  */
-export function requestIdAsWritten(id: string): string {
+function requestIdAsWritten(id: string): string {
   if (!BEYOND_ASCII.test(id)) return id;
   try {
     return UTF8.decode(Buffer.from(id, 'latin1'));

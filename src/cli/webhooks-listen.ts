@@ -70,7 +70,8 @@ export async function startWebhookListener(
         });
         const duplicate = seen.has(event.notificationId);
         if (!duplicate) {
-          if (seen.size >= MAX_REMEMBERED) seen.clear();
+          // The oldest forgotten first: emptied whole, a redelivery just after the clear was not told a duplicate.
+          if (seen.size >= MAX_REMEMBERED) seen.delete(seen.values().next().value!);
           seen.add(event.notificationId);
         }
         if (options.json) {

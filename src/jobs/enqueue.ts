@@ -10,8 +10,6 @@ export interface EnqueueOptions {
    * differ.
    */
   delayMs?: number;
-  /** Jobs in one named queue run one at a time, in order (graphile-worker's queue_name). */
-  queueName?: string;
   jobKey?: string;
   maxAttempts?: number;
 }
@@ -41,7 +39,6 @@ export async function enqueueJob(
     const { rows } = await sql<{ id: string | null }>`select (graphile_worker.add_job(
         ${task}::text,
         ${JSON.stringify(payload)}::json,
-        queue_name => ${options.queueName ?? null}::text,
         run_at => ${
           options.delayMs !== undefined
             ? sql`now() + ${options.delayMs} * interval '1 millisecond'`

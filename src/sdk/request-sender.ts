@@ -1,3 +1,8 @@
+/**
+ * Applies the retry table of spec 7.1–7.3 (`retry-policy.ts`) to one call: sends, asks `decideRetry` what
+ * to do, and carries it out. The endpoint-specific parts (idempotence checks, recoveries) are given by
+ * the resource method that knows them; this loop only sequences them.
+ */
 import { resolveRetryOptions, type RetryOptions } from './backoff.ts';
 import { JWKS_PATH } from '../contract/wire-values.ts';
 import { errorForStatus, SvcAbortedError, SvcConnectionError, SvcError, SvcServerError } from './errors.ts';
@@ -10,11 +15,7 @@ import {
   type RetryClass,
 } from './retry-policy.ts';
 
-/**
- * Applies the retry table of spec 7.1–7.3 (`retry-policy.ts`) to one call: sends, asks `decideRetry` what
- * to do, and carries it out. The endpoint-specific parts (idempotence checks, recoveries) are given by
- * the resource method that knows them; this loop only sequences them.
- */
+/** What came back from one attempt: its status, headers, parsed body and request id. */
 export interface RawResponse {
   status: number;
   headers: Headers;
@@ -29,8 +30,8 @@ export interface RawResponse {
 export interface RecoveryHooks<T> {
   /** spec 7.1.2: after a 502/504 on a write, find out whether the work happened; its result if it did. */
   idempotenceCheck?: (startedAt: number) => Promise<T | undefined>;
-  /** spec 7.2: execute answered 404: look the trade up, re-quote if allowed; undefined → throw the 404. */
   /**
+   * spec 7.2: execute answered 404: look the trade up, re-quote if allowed; undefined → throw the 404.
    * `earlierUnanswered`: an earlier attempt of this call got no answer, so it may still be carried out: the
    * 404 does not show the quote expired unexecuted, and a re-quote could trade twice.
    */

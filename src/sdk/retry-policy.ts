@@ -1,6 +1,6 @@
 /**
  * The retry rules of spec 7.1–7.3 as one table ({@link RETRY_TABLE}) and the small pure function
- * that applies it ({@link decideRetry}). The request sender (`client.ts`) owns the I/O: it sends,
+ * that applies it ({@link decideRetry}). The request sender (`request-sender.ts`) owns the I/O: it sends,
  * calls `decideRetry` with what happened, and carries out the returned action.
  *
  * @example
@@ -27,6 +27,7 @@
  * }
  */
 import { readHeader, type HeaderSource } from '../contract/webhook-headers.ts';
+import { DATA_USED_WITH_DIFFERENT_REQUEST_ID, EMAIL_ALREADY_EXISTS } from '../contract/wire-values.ts';
 import { backoffDelay, resolveRetryOptions, type RetryOptions } from './backoff.ts';
 
 /**
@@ -91,10 +92,7 @@ export function retryClassFor(method: string, path: string): RetryClass {
  * spec 7.3: the two 400 messages of `POST /participants/customers/new` that mean "this customer may
  * already exist". Any other 400 there is a format error and is returned as it is.
  */
-export const SPEC_7_3_MESSAGES = [
-  'Participant already exists with this email for this platform',
-  'Participant data already used with different requestID',
-] as const;
+export const SPEC_7_3_MESSAGES = [EMAIL_ALREADY_EXISTS, DATA_USED_WITH_DIFFERENT_REQUEST_ID] as const;
 
 /** What one attempt produced, as the sender saw it. */
 export type RequestOutcome =
@@ -330,7 +328,7 @@ export function classifyOutcome(outcome: RequestOutcome): OutcomeClass {
   if (cdn) return cdn;
   switch (status) {
     case 400:
-      return hasSpec73Message(outcome.body) ? '400-spec-7.3' : '400';
+      return spec73Text(outcome.body) !== undefined ? '400-spec-7.3' : '400';
     case 404:
     case 409:
     case 429:
@@ -426,7 +424,8 @@ export function parseRetryAfterMs(
   return Number.isNaN(date) || !/[a-z]/i.test(trimmed) ? undefined : Math.max(0, date - now());
 }
 
-function hasSpec73Message(body: unknown): boolean {
+/** The first text of a 400's body (an `errors` entry, or the body itself as text) that carries a spec 7.3 message. */
+export function spec73Text(body: unknown): string | undefined {
   const texts: unknown[] =
     typeof body === 'string'
       ? [body]
@@ -434,5 +433,7 @@ function hasSpec73Message(body: unknown): boolean {
         ? (body as { errors: unknown[] }).errors
         : [];
   // wire-contract §3: 400 bodies are `{"errors":["<field>: <problem>"]}`, so match inside each entry.
-  return texts.some((t) => typeof t === 'string' && SPEC_7_3_MESSAGES.some((m) => t.includes(m)));
+  return texts.find(
+    (t): t is string => typeof t === 'string' && SPEC_7_3_MESSAGES.some((m) => t.includes(m)),
+  );
 }

@@ -68,8 +68,6 @@ export function findCreationRequest(
     .executeTakeFirst();
 }
 
-export type CreationRequestRow = NonNullable<Awaited<ReturnType<typeof findCreationRequest>>>;
-
 export function lockPendingCreationRequest(trx: Trx, platformCode: string, requestId: string) {
   return trx
     .selectFrom('customer_account_requests')

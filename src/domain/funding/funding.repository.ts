@@ -1,3 +1,7 @@
+/**
+ * Account funding rows (migration 0004). Plain functions over a Db or a transaction; every query that reads a
+ * platform's resources is scoped by platform_code in SQL.
+ */
 import { sql, type Insertable, type Selectable } from 'kysely';
 import type { Executor, Trx } from '../../store/database.ts';
 import type {
@@ -8,10 +12,6 @@ import type {
 } from '../../store/tables/funding.tables.ts';
 import { countOf, rowsAndCount } from '../paging.ts';
 
-/** Account funding rows (migration 0004). Plain functions over a Db or a transaction; every query that reads a
- * platform's resources is scoped by platform_code in SQL. */
-export type ClientTokenRow = Selectable<ClientAuthTokensTable>;
-export type DepositAddressRow = Selectable<DepositAddressesTable>;
 export type FundingSessionRow = Selectable<FundingSessionsTable>;
 export type FundEventRow = Selectable<FundEventsTable>;
 

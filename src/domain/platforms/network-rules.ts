@@ -30,6 +30,8 @@ function decide(snapshot: Snapshot, key: string, compute: () => boolean): boolea
   let allowed = snapshot.decisions.get(key);
   if (allowed === undefined) {
     allowed = compute();
+    // Emptied whole when full rather than kept least recently used (lru-cache): a decision is a few CIDR matches
+    // to make again, less than the bookkeeping of recency on every request.
     if (snapshot.decisions.size >= MAX_REMEMBERED_DECISIONS) snapshot.decisions.clear();
     snapshot.decisions.set(key, allowed);
   }

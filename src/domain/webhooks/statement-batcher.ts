@@ -1,9 +1,8 @@
 /**
- * Groups the calls that a process's concurrent lane jobs make in the same event-loop turn into one
- * database statement (the DataLoader technique). A delivery needs a lease claim, a result record and a
- * lease release; made one statement each, those statements' fixed cost (round trip, parse, plan), not the
- * rows, bound the delivery rate. Each item keeps its own meaning and result: a batch is only a way to send
- * many independent lane operations at once.
+ * Groups the calls that a worker's concurrent deliveries make in the same event-loop turn into one database
+ * statement (the DataLoader technique): today the records of their attempts (webhook-delivery.ts). Made one
+ * statement each, those statements' fixed cost (round trip, parse, plan), not the rows, bound the delivery rate.
+ * Each item keeps its own meaning and result: a batch is only a way to send many independent operations at once.
  *
  * - Calls are collected until the end of the current turn (`setImmediate`), so a lone call is not delayed.
  * - At most `maxInFlight` batches run at once; calls made meanwhile wait for one to finish and then go
@@ -16,8 +15,8 @@
  *   than `maxSize` goes alone.
  * - If a batch statement fails, its items are retried each in a statement of its own (at once), so one item's
  *   failure (or a deadlock between two processes' batches) fails only that item. A statement that committed
- *   before its answer was lost (a connection dropped) is so sent again: `run` must be safe to repeat (a renewal
- *   is; a settle is since migration 0025).
+ *   before its answer was lost (a connection dropped) is so sent again: `run` must be safe to repeat (an attempt's
+ *   record is, since migration 0025).
  */
 export interface Batcher<I, O> {
   call(item: I): Promise<O>;

@@ -375,6 +375,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       if (!sealed) return null;
       let secret = secrets.get(sealed);
       if (secret === undefined) {
+        // Emptied whole when full: past 1,000 platforms delivering at once, least-recently-used eviction would miss
+        // as often (deliveries go round the platforms), and below it nothing is evicted either way.
         if (secrets.size >= 1_000) secrets.clear();
         secret = decryptSecret(deps.secretKey, Buffer.from(sealed, 'base64'));
         secrets.set(sealed, secret);

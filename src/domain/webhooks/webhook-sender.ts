@@ -154,6 +154,7 @@ export function createWebhookSender(options: {
     if (!target) {
       const parsed = new URL(url);
       target = { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}` };
+      // Emptied whole when full (past 1,000 platforms' URLs): parsing one again costs less than keeping recency.
       if (targets.size >= 1_000) targets.clear();
       targets.set(url, target);
     }

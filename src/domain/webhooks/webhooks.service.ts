@@ -296,7 +296,7 @@ export function createWebhooksService(deps: DomainDeps) {
   }
 
   return {
-    /** The worker side (lane jobs, sweeper); used by `webhooks.jobs.ts` and the runtime. */
+    /** The worker side: partition leases, reads, attempts and records; started by the runtime (`startWorkerSide`). */
     delivery,
 
     /** Registers the webhook metrics on the process's registry (DESIGN §6 `/metrics`). */

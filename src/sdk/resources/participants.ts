@@ -18,11 +18,8 @@ export type {
   PostCustomerBody,
 } from '../../contract/participants.schemas.ts';
 import { pathSegment } from '../path-segment.ts';
-import {
-  REQUEST_ID_HEADER,
-  DATA_USED_WITH_DIFFERENT_REQUEST_ID,
-  EMAIL_ALREADY_EXISTS,
-} from '../../contract/wire-values.ts';
+import { REQUEST_ID_HEADER } from '../../contract/wire-values.ts';
+import { spec73Text } from '../retry-policy.ts';
 export { DATA_USED_WITH_DIFFERENT_REQUEST_ID, EMAIL_ALREADY_EXISTS } from '../../contract/wire-values.ts';
 
 /**
@@ -199,10 +196,5 @@ export class ParticipantsResource {
 /** The spec 7.3 message of a refusal (the first `errors` entry that carries one). */
 function conflictMessage(body: unknown): string {
   const errors = (body as { errors?: unknown } | undefined)?.errors;
-  const texts = Array.isArray(errors) ? errors.map(String) : [String(body)];
-  return (
-    texts.find((t) => t.includes(EMAIL_ALREADY_EXISTS) || t.includes(DATA_USED_WITH_DIFFERENT_REQUEST_ID)) ??
-    texts[0] ??
-    ''
-  );
+  return spec73Text(body) ?? (Array.isArray(errors) ? errors.map(String)[0] : String(body)) ?? '';
 }
