@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { AccountLabel, PageParam } from './responses.ts';
-import { ZRN_PATTERN } from './identifiers.ts';
+import { ParticipantCodeRef, TenantCode, ZRN_PATTERN } from './identifiers.ts';
 import { ACCOUNT_TIERS, ACCOUNT_TYPES, REGIONS } from './wire-values.ts';
 
 /**
@@ -18,14 +18,6 @@ export const BALANCE_ACCOUNT_TYPES = [
   'staked',
 ] as const;
 
-// wire-contract §4: add-tenant body participant_code is 1–6 chars of [A-Za-z0-9_-] (the vendor's schema);
-// length and characters are separate keywords so that a 400 says which one failed.
-const ParticipantCodeRef = Type.String({
-  minLength: 1,
-  maxLength: 6,
-  pattern: '^[A-Za-z0-9_-]+$',
-  description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]',
-});
 const Zrn = Type.String({
   pattern: ZRN_PATTERN,
   description: 'customer account resource name, zrn:svc:<region>:account:customer:<uuid>',
@@ -34,16 +26,7 @@ const Zrn = Type.String({
 export const ZrnParams = Type.Object({ zrn: Zrn });
 export type ZrnParams = Static<typeof ZrnParams>;
 
-/** wire-contract §4: remove-tenant path `tenant` is exactly 6 characters. */
-export const TenantParams = Type.Object({
-  zrn: Zrn,
-  tenant: Type.String({
-    minLength: 6,
-    maxLength: 6,
-    pattern: '^[A-Za-z0-9_-]+$',
-    description: 'participant code of the tenant, exactly 6 characters',
-  }),
-});
+export const TenantParams = Type.Object({ zrn: Zrn, tenant: TenantCode });
 export type TenantParams = Static<typeof TenantParams>;
 
 /** AddTenantToCustomerAccountBody. */

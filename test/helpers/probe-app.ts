@@ -5,7 +5,7 @@ import { Registry } from 'prom-client';
 import { Type, type Static } from 'typebox';
 import { buildApp } from '../../src/app.ts';
 import type { Config } from '../../src/config.ts';
-import { ZRN_PATTERN, TENANT_PATH_PATTERN } from '../../src/contract/identifiers.ts';
+import { ZRN_PATTERN, TenantCode } from '../../src/contract/identifiers.ts';
 import { AUTH_HEADERS, signRequest, signingMessage } from '../../src/contract/request-signature.ts';
 import { forbidden, notFound } from '../../src/domain/errors.ts';
 import { callerOf } from '../../src/http/request-context.ts';
@@ -38,7 +38,7 @@ const ProbeBody = Type.Object(
 const AccountParams = Type.Object({ zrn: Type.String({ pattern: ZRN_PATTERN }) });
 const TenantParams = Type.Object({
   zrn: Type.String({ pattern: ZRN_PATTERN }),
-  tenant: Type.String({ pattern: TENANT_PATH_PATTERN }),
+  tenant: TenantCode,
 });
 
 /** The account, read scoped to the calling platform in SQL; another platform's account → 403, none → 404. */

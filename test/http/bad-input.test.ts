@@ -405,6 +405,40 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
     }
   });
 
+  test('a participant code is one rule on every route, each problem said as itself', async () => {
+    // The quotes' and funding's schemas wrote it as one pattern, the accounts' as a length and characters: the same
+    // code got two 400s (review).
+    const routes: Array<[string, string, (code: string) => Record<string, unknown>]> = [
+      [
+        'POST',
+        '/liquidity/rfq',
+        (code) => ({
+          participant_code: code,
+          side: 'buy',
+          underlying: 'BTC',
+          quoted_currency: 'USD',
+          quantity: '1',
+        }),
+      ],
+      ['POST', '/fund/rfq', (code) => ({ participant_code: code, fund_asset: 'ETH.ETH' })],
+      ['POST', '/accounts', (code) => ({ participant_code: code, account_label: 'joint' })],
+    ];
+    for (const [method, target, body] of routes) {
+      for (const [code, problem] of [
+        ['TOOLONG1', /^participant_code: must NOT have more than 6 characters$/],
+        ['a b', /^participant_code: is not in the expected form \(participant code, 1 to 6 characters of/],
+      ] as const) {
+        const res = await signed(svc.url, method, target, body(code));
+        assert.equal(res.status, 400, `${target} ${res.text}`);
+        const errors = (res.json as { errors: string[] }).errors;
+        assert.ok(
+          errors.some((e) => problem.test(e)),
+          `${target}: ${res.text}`,
+        );
+      }
+    }
+  });
+
   test('list routes: page and epoch-ms filters out of range name the parameter', async () => {
     for (const path of ['/trades', '/accounts', '/fund/transactions', '/participants']) {
       const res = await platform.client.send('GET', path, { query: { page: '99999999999999999999' } });
