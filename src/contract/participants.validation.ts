@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { Type, type TObject, type TSchema } from 'typebox';
+import { Type, type TObject } from 'typebox';
 import { hasLoneSurrogate } from '../lib/unicode.ts';
 import { NOT_ALL_CHECKED, sayingWhatWasCut, withinSchemaBounds, type Cuts } from './schema-bounds.ts';
 import { readCoordinate } from './coordinates.ts';
@@ -38,8 +38,6 @@ export type CustomerBodyCheck =
 const bodyAjv = withFormats(
   new Ajv({ allErrors: true, coerceTypes: false, useDefaults: false, strict: false, verbose: true }),
 );
-// Headers and other text parts are coerced like every other route's (src/app.ts).
-const textAjv = withFormats(new Ajv({ allErrors: true, coerceTypes: 'array', strict: false, verbose: true }));
 
 interface CompiledVariant {
   title: string;
@@ -360,24 +358,17 @@ export function checkCustomerBody(body: unknown, now: number): CustomerBodyCheck
   return { ok: false, variant: best!.variant, errors: sayingWhatWasCut(best!.errors, cuts) };
 }
 
-/** Fastify validator for one request part: the customer body check for `body`, plain ajv for the rest. */
-export interface RequestPartValidator {
-  (data: unknown): boolean | { value: unknown };
+/** A Fastify validator of the body of `POST /participants/customers/new`: {@link checkCustomerBody} at `now()`. */
+export interface CustomerBodyValidator {
+  (data: unknown): boolean;
   errors?: FieldError[] | null;
 }
 
-/**
- * A route-level `validatorCompiler` for `POST /participants/customers/new`. The body goes through
- * {@link checkCustomerBody} with the server's clock; headers, query and params are compiled as usual.
- */
-export function customerRouteValidatorCompiler(now: () => number) {
-  return ({ schema, httpPart }: { schema: TSchema; httpPart?: string }): RequestPartValidator => {
-    if (httpPart !== 'body') return textAjv.compile(schema) as RequestPartValidator;
-    const validate: RequestPartValidator = (data: unknown) => {
-      const result = checkCustomerBody(data, now());
-      validate.errors = result.ok ? null : result.errors;
-      return result.ok;
-    };
-    return validate;
+export function customerBodyValidator(now: () => number): CustomerBodyValidator {
+  const validate: CustomerBodyValidator = (data: unknown) => {
+    const result = checkCustomerBody(data, now());
+    validate.errors = result.ok ? null : result.errors;
+    return result.ok;
   };
+  return validate;
 }
