@@ -96,7 +96,7 @@ export function canonicalTransactionId(network: string, transactionId: string): 
   return hex[1] ? `0x${digits}` : digits;
 }
 
-/** Whether `address` is well-formed for the format (used by tests and to refuse garbage early). */
+/** Whether `address` is well-formed for the format: the check the tests hold every address made here to. */
 export function isValidAddress(format: AddressFormat, address: string): boolean {
   try {
     switch (format) {
