@@ -56,6 +56,17 @@ async function hit(limiter: RateLimiterService, ip: string, n: number): Promise<
 
 const accepted = (ds: RateLimitDecision[]) => ds.filter((d) => d.allowed).length;
 
+/** A limiter started on `redisUrl` decides in Redis, not from memory. */
+async function assertStartsShared(redisUrl: string, ip: string): Promise<void> {
+  const limiter = await createRateLimiter({ redisUrl, clock: new ManualClock(), keyPrefix: freshPrefix() });
+  try {
+    assert.equal((await limiter.check(ip)).allowed, true);
+    assert.equal(limiter.fallbackActive, false);
+  } finally {
+    await limiter.close();
+  }
+}
+
 /** Waits for an asynchronous event (a pub/sub delivery) to show, without a fixed sleep. */
 async function until(condition: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 5_000;
@@ -405,17 +416,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       await relay.close();
     }
     url.pathname = '/1';
-    const limiter = await createRateLimiter({
-      redisUrl: url.href,
-      clock: new ManualClock(),
-      keyPrefix: freshPrefix(),
-    });
-    try {
-      assert.equal((await limiter.check('203.0.113.99')).allowed, true);
-      assert.equal(limiter.fallbackActive, false);
-    } finally {
-      await limiter.close();
-    }
+    await assertStartsShared(url.href, '203.0.113.99');
   });
 
   it('closing while a TLS connection to it is being made leaves nothing unheard (rediss:// to a Redis without TLS)', async (t) => {
@@ -653,17 +654,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
         assert.deepEqual(logger.warns, [], 'no outage said: the start stops');
       }
       // Given them, it starts and shares the limit.
-      const limiter = await createRateLimiter({
-        redisUrl: at(':right-pw@', '/3'),
-        clock: new ManualClock(),
-        keyPrefix: freshPrefix(),
-      });
-      try {
-        assert.equal((await limiter.check('203.0.113.97')).allowed, true);
-        assert.equal(limiter.fallbackActive, false);
-      } finally {
-        await limiter.close();
-      }
+      await assertStartsShared(at(':right-pw@', '/3'), '203.0.113.97');
     } finally {
       await secured.stop();
     }
