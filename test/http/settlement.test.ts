@@ -138,6 +138,28 @@ describe('the settlement timer', () => {
     clock.set(due);
     assert.equal(await later.settleStep({ trade_id: tradeId, from: 'accepted' }), 'active');
   });
+
+  test('the stalled-settlement sweep revives an accepted trade by its own time, not by the delay configured now', async () => {
+    const buyer = (await svc.newParticipant(platformCode)).participant_code;
+    await fund(svc, buyer, 'USD', '2500');
+    const tradeId = await buyTrade(buyer, '1', 'ETH');
+    const { accepted_timestamp: accepted, settlement_timestamp: due } = await getTrade(client, tradeId);
+    const stalledAfter = 600_000;
+    const clock = new ManualClock(accepted! + stalledAfter + 60_000);
+    const deps = svc.domainDeps({ db: svc.runtime.store.db, clock });
+    // An instance started since with a delay of 5 s: 11 minutes after acceptance, nothing here is due for 49 more
+    // (review: each sweep added a job due now, which settleStep put back to its time).
+    const shorter = createTradesService({
+      ...deps,
+      config: { ...deps.config, settlement: { ...deps.config.settlement, activeAfterMs: 5_000 } },
+    });
+    assert.equal(await shorter.reviveStalledSettlements(stalledAfter), 0);
+    assert.equal((await settleJob(tradeId)).run_at.getTime(), due);
+    // Past its own time and the stall's margin, it is revived: its job is due now.
+    clock.set(due! + stalledAfter + 60_000);
+    assert.ok((await shorter.reviveStalledSettlements(stalledAfter)) >= 1);
+    assert.ok((await settleJob(tradeId)).run_at.getTime() < due!, 'the job is due at once');
+  });
 });
 
 describe('operator advance', () => {

@@ -222,7 +222,7 @@ test('GET /participants?email=: PostgreSQL expects one customer of an email, not
 test('the settlement sweep reads the unsettled trades alone, oldest first, through trades_unsettled_updated', async () => {
   await seedTrades('PLAN04', 'T4');
   const [overdue] = await plansOf(() =>
-    findOverdueTrades(db, { accepted: new Date(), active: new Date() }, 500),
+    findOverdueTrades(db, { accepted: new Date(), active: new Date(), acceptedDue: new Date() }, 500),
   );
   assertReadThrough([overdue!], 'trades_unsettled_updated');
   assert.ok(!overdue!.includes('Sort'), overdue!.join(' > '));

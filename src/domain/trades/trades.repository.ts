@@ -89,7 +89,11 @@ export async function updateTradeState(
  */
 export function findOverdueTrades(
   db: Executor,
-  enteredBefore: { accepted: Date; active: Date },
+  /**
+   * An accepted trade is overdue once it entered its state before `accepted` (the range the index reads) and its own
+   * `settlement_at` is before `acceptedDue`: a delay configured since it was booked does not make it due (review).
+   */
+  enteredBefore: { accepted: Date; active: Date; acceptedDue: Date },
   limit: number,
 ): Promise<Array<{ trade_id: string; trade_state: Exclude<TradeState, 'terminated'> }>> {
   return (
@@ -105,7 +109,11 @@ export function findOverdueTrades(
       )
       .where((eb) =>
         eb.or([
-          eb.and([eb('trade_state', '=', 'accepted'), eb('updated_at', '<', enteredBefore.accepted)]),
+          eb.and([
+            eb('trade_state', '=', 'accepted'),
+            eb('updated_at', '<', enteredBefore.accepted),
+            eb('settlement_at', '<', enteredBefore.acceptedDue),
+          ]),
           eb.and([eb('trade_state', '=', 'active'), eb('updated_at', '<', enteredBefore.active)]),
         ]),
       )

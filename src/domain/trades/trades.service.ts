@@ -501,6 +501,10 @@ export function createTradesService(deps: DomainDeps) {
         {
           accepted: new Date(now - activeAfterMs - stalledAfterMs),
           active: new Date(now - terminateAfterMs - stalledAfterMs),
+          // Not revived before its own time has come (review: with a shorter delay configured since it was booked,
+          // each sweep added a job due now that settleStep put back to its time). With a longer one, a stalled
+          // trade is revived that much later: the index reads the trades by when they entered their state.
+          acceptedDue: new Date(now - stalledAfterMs),
         },
         REVIVE_BATCH,
       );
