@@ -1,6 +1,6 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { closest, distance } from 'fastest-levenshtein';
-import { parse as parsePgUrl } from 'pg-connection-string';
 import ipaddr from 'ipaddr.js';
 import { isIP } from 'node:net';
 import path from 'node:path';
@@ -356,9 +356,23 @@ export function unreadSettings(env: Env): string[] {
     .map((name) => {
       const near = closest(name, SETTINGS);
       // Past the prefix, a letter off in three (at most three): a DB_URL of its own is not SVC_URL misspelt (review).
-      const off = distance(name.slice(4), near.slice(4));
+      // Two letters swapped are one slip, not the two edits Levenshtein counts (review: PORT typed with R and O swapped had no hint).
+      const [typed, meant] = [name.slice(4), near.slice(4)];
+      const off = isOneSwapAway(typed, meant) ? 1 : distance(typed, meant);
       return off <= Math.min(3, Math.max(1, Math.floor((near.length - 4) / 3))) ? `${name} (${near}?)` : name;
     });
+}
+
+/** Whether `a` is `b` with two neighbouring letters swapped. */
+function isOneSwapAway(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  const differ = [...a].flatMap((letter, i) => (letter === b[i] ? [] : [i]));
+  return (
+    differ.length === 2 &&
+    differ[1] === differ[0]! + 1 &&
+    a[differ[0]!] === b[differ[1]!] &&
+    a[differ[1]!] === b[differ[0]!]
+  );
 }
 
 /** The `sslmode`s pg knows (pg-connection-string). */
@@ -369,12 +383,26 @@ const FILE_PROBLEMS: Record<string, string> = {
   EACCES: 'is not readable',
   EPERM: 'is not readable',
 };
+const SSL_FILES = ['sslcert', 'sslkey', 'sslrootcert'];
 
 /**
- * DATABASE_URL, read as pg reads it (its own parser: the last of a repeated parameter, the URL re-encoded where it
- * holds a space, review), for the TLS settings pg only met at the first connection: an `sslmode` it does not know
- * turned TLS on unsaid, and a certificate file it could not read stopped the start with node's own "ENOENT: no
- * such file or directory, open '…'", naming no setting (probe).
+ * DATABASE_URL's query parameters as pg reads them: pg-connection-string's own reading (2.14), in its two steps (the
+ * URL re-encoded where it holds a space or a stray `%`; the last of a repeated parameter), not its parse itself,
+ * which warns of what some sslmodes will mean in its next major version: that warning came up in every CLI command,
+ * where pg says it again when it connects (review).
+ */
+function pgQuery(url: string): Map<string, string> {
+  const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url)
+    ? encodeURI(url).replace(/%25(\d\d)/g, '%$1')
+    : url;
+  return new Map(new URL(text, 'postgres://base').searchParams);
+}
+
+/**
+ * DATABASE_URL, with the TLS settings pg only met at the first connection, read as pg reads them (review: the first of
+ * a repeated parameter was checked, pg takes the last): an `sslmode` it does not know turned TLS on unsaid, and a
+ * certificate file it could not read stopped the start with node's own "ENOENT: no such file or directory, open
+ * '…'", naming no setting (probe).
  */
 function databaseUrl(env: Env): string | undefined {
   const raw = serviceUrl(
@@ -384,21 +412,30 @@ function databaseUrl(env: Env): string | undefined {
     'postgres://user:password@host:5432/database',
   );
   if (raw === undefined) return undefined;
-  let read: ReturnType<typeof parsePgUrl>;
+  let query: Map<string, string>;
   try {
-    // Reads the files of sslcert, sslkey and sslrootcert, as pg does.
-    read = parsePgUrl(raw);
-  } catch (error) {
-    const { code, path: file, message } = error as NodeJS.ErrnoException;
-    const problem = FILE_PROBLEMS[code ?? ''];
-    // A directory's EISDIR names no path.
-    const named = file ? `the TLS file ${file}` : 'a TLS file of its query (sslcert, sslkey, sslrootcert)';
-    throw new ConfigError(`DATABASE_URL: ${problem ? `${named} ${problem}` : String(message)}`);
-  }
-  if (typeof read.sslmode === 'string' && !SSL_MODES.includes(read.sslmode))
+    query = pgQuery(raw);
+  } catch {
     throw new ConfigError(
-      `DATABASE_URL: sslmode must be one of ${SSL_MODES.join(', ')}, not "${read.sslmode}"`,
+      'DATABASE_URL: not a URL pg can read; expected one like postgres://user:password@host:5432/database',
     );
+  }
+  const mode = query.get('sslmode');
+  if (mode !== undefined && !SSL_MODES.includes(mode))
+    throw new ConfigError(`DATABASE_URL: sslmode must be one of ${SSL_MODES.join(', ')}, not "${mode}"`);
+  for (const name of SSL_FILES) {
+    const file = query.get(name);
+    if (file === undefined) continue;
+    try {
+      // As pg reads it, whole, at its first connection.
+      readFileSync(file);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? '';
+      throw new ConfigError(
+        `DATABASE_URL: ${name} ${file} ${FILE_PROBLEMS[code] ?? `cannot be read (${code})`}`,
+      );
+    }
+  }
   return raw;
 }
 
