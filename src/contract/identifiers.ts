@@ -24,13 +24,14 @@ export const GeneratedCode = Type.String({
 export const ParticipantCodeRef = Type.String({
   minLength: 1,
   maxLength: 6,
-  pattern: '^[A-Za-z0-9_-]+$',
+  // `*`, not `+`: an empty code is said once, by minLength (review).
+  pattern: '^[A-Za-z0-9_-]*$',
   description: 'participant code, 1 to 6 characters of [A-Za-z0-9_-]',
 });
 /** wire-contract §4: the remove-tenant path's `tenant`, exactly 6 of those characters. */
 export const TenantCode = Type.String({
   minLength: 6,
   maxLength: 6,
-  pattern: '^[A-Za-z0-9_-]+$',
+  pattern: '^[A-Za-z0-9_-]*$',
   description: 'participant code of the tenant, exactly 6 characters',
 });

@@ -426,15 +426,16 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
     for (const [method, target, body] of routes) {
       for (const [code, problem] of [
         ['TOOLONG1', /^participant_code: must NOT have more than 6 characters$/],
+        // Once, by its length (review: the pattern said it again).
+        ['', /^participant_code: must NOT have fewer than 1 characters$/],
         ['a b', /^participant_code: is not in the expected form \(participant code, 1 to 6 characters of/],
       ] as const) {
         const res = await signed(svc.url, method, target, body(code));
         assert.equal(res.status, 400, `${target} ${res.text}`);
         const errors = (res.json as { errors: string[] }).errors;
-        assert.ok(
-          errors.some((e) => problem.test(e)),
-          `${target}: ${res.text}`,
-        );
+        const said = errors.filter((e) => e.startsWith('participant_code:'));
+        assert.equal(said.length, 1, `${target}: ${res.text}`);
+        assert.match(said[0]!, problem, target);
       }
     }
   });
