@@ -38,7 +38,8 @@ import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
-import { announcesBody, assertParsableInput, installRawBodyParser } from './http/plugins/raw-body.plugin.ts';
+import { assertParsableInput } from './http/input-checks.ts';
+import { announcesBody, installRawBodyParser } from './http/raw-body.ts';
 import {
   acceptingBooleansInAnyCase,
   refusingNumbersNotInDigits,

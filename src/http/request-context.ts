@@ -5,7 +5,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /**
      * Raw body bytes as received (wire-contract §1 signs them); undefined when there was none. Read as JSON into
-     * `body` only after authentication (raw-body.plugin.ts).
+     * `body` only after authentication (input-checks.ts).
      */
     rawBody: Buffer | undefined;
     /** The authenticated platform; set by the authentication plugin on public routes. */

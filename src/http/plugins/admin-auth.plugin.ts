@@ -4,7 +4,7 @@ import { unauthenticated } from '../../domain/errors.ts';
 import '../request-context.ts';
 import { repeatedHeader } from '../repeated-header.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
-import { assertParsableInput } from './raw-body.plugin.ts';
+import { assertParsableInput } from '../input-checks.ts';
 
 /** DESIGN §3: the operator API takes `Authorization: Bearer $SVC_ADMIN_TOKEN`, compared in constant time. */
 async function adminAuth(app: FastifyInstance, options: { adminToken: string }): Promise<void> {
@@ -19,7 +19,7 @@ async function adminAuth(app: FastifyInstance, options: { adminToken: string }):
     const given = createHash('sha256').update(match[1]!).digest();
     if (!timingSafeEqual(given, expected)) throw unauthenticated('invalid admin token');
   });
-  // The body is read as JSON, and its problems reported, only after the token check (raw-body.plugin.ts).
+  // The body is read as JSON, and its problems reported, only after the token check (input-checks.ts).
   app.addHook('preValidation', async (request) => {
     assertParsableInput(request);
   });

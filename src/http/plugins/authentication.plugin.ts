@@ -6,7 +6,8 @@ import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import '../request-context.ts';
 import { repeatedHeader } from '../repeated-header.ts';
 import { appliesToRegisteringScope } from './plugin-scope.ts';
-import { assertParsableInput, readUnreadBody } from './raw-body.plugin.ts';
+import { assertParsableInput } from '../input-checks.ts';
+import { readUnreadBody } from '../raw-body.ts';
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
