@@ -134,6 +134,11 @@ end
 return {count, blocked_until or -1, now}
 `;
 
+/**
+ * A script run by its digest, as ioredis's `defineCommand` runs one. Ours rather than that: `defineCommand` adds a
+ * method to the client it is given, and the store is handed its caller's client (tests share one across stores);
+ * these dozen lines keep the scripts the store's own.
+ */
 class LuaScript {
   private readonly sha: string;
   constructor(private readonly source: string) {
