@@ -86,6 +86,8 @@ export interface Config {
    * generated in the data dir.
    */
   jwtPrivateKey: string | undefined;
+  /** The signing key SVC_JWT_PRIVATE_KEY replaced, as PKCS#8 PEM: its tokens verify until they expire. */
+  jwtPreviousKey: string | undefined;
   logLevel: LogLevel;
   bodyLimitBytes: number;
   /** Time a client has to send a whole request (headers and body) before it gets a 408 and is disconnected. */
@@ -314,6 +316,7 @@ export const SETTINGS = [
   'SVC_MIGRATION_LOCK_TIMEOUT_MS',
   'SVC_SECRET_KEY',
   'SVC_JWT_PRIVATE_KEY',
+  'SVC_JWT_PREVIOUS_KEY',
   'SVC_TRUST_PROXY',
   'SVC_RATE_LIMIT',
   'SVC_RATE_LIMIT_WINDOW_MS',
@@ -583,6 +586,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     ]);
   }
   const jwtPrivateKey = optional(env, 'SVC_JWT_PRIVATE_KEY');
+  const jwtPreviousKey = optional(env, 'SVC_JWT_PREVIOUS_KEY');
   const shutdownTimeoutMs = int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 1, MAX_TIMER_MS);
   const shutdownDrainMs = int(env, 'SVC_SHUTDOWN_DRAIN_MS', 0, 0, MAX_TIMER_MS);
   if (shutdownDrainMs >= shutdownTimeoutMs) {
@@ -605,6 +609,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     trustProxy,
     unreadSettings: unreadSettings(env),
     secretKey,
+    jwtPreviousKey:
+      jwtPreviousKey === undefined ? undefined : jwtSigningKeyPem('SVC_JWT_PREVIOUS_KEY', jwtPreviousKey),
     jwtPrivateKey:
       jwtPrivateKey === undefined ? undefined : jwtSigningKeyPem('SVC_JWT_PRIVATE_KEY', jwtPrivateKey),
     logLevel: oneOf(env, 'SVC_LOG_LEVEL', LOG_LEVELS, 'info'),

@@ -12,5 +12,7 @@ export interface DomainDeps {
   secretKey: Buffer;
   /** PKCS#8 PEM of the key that signs Account Funding SDK tokens (wire-contract §6). */
   jwtPrivateKeyPem: string;
+  /** PKCS#8 PEM of the key it replaced (SVC_JWT_PREVIOUS_KEY): verified and published, never signing. */
+  jwtPreviousKeyPem?: string;
   cache: CacheInvalidation;
 }

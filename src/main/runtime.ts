@@ -141,6 +141,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
       config,
       secretKey: secrets.secretKey,
       jwtPrivateKeyPem: secrets.jwtPrivateKeyPem,
+      jwtPreviousKeyPem: config.jwtPreviousKey,
       cache,
     };
     const services = createServices(deps);

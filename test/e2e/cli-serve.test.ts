@@ -132,6 +132,62 @@ test('a SEC1 ("BEGIN EC PRIVATE KEY") signing key works: /.well-known/jwks.json 
   assert.doesNotMatch(proc.stdout() + proc.stderr(), /PKCS#8|statusCode":500/);
 });
 
+test('a JWT key rotation: with SVC_JWT_PREVIOUS_KEY, tokens the old key signed are published for and revocable', async () => {
+  // Probe: a restart with a new key refused every token of the past hour, their revocation included (a 400 "not a
+  // token issued by this service"), and /.well-known/jwks.json had dropped the key outside verifiers needed.
+  const pkcs8 = () =>
+    generateKeyPairSync('ec', { namedCurve: 'P-256' })
+      .privateKey.export({ type: 'pkcs8', format: 'pem' })
+      .toString();
+  const [oldKey, newKey] = [pkcs8(), pkcs8()];
+  const token = `op-${randomBytes(12).toString('hex')}`;
+  const started = async (vars: Record<string, string>) => {
+    const proc = await serve(['--role', 'api'], env({ SVC_ADMIN_TOKEN: token, ...vars }));
+    return { proc, url: /^ {2}public API +(\S+)$/m.exec(proc.stdout())![1]! };
+  };
+  const before = await started({ SVC_JWT_PRIVATE_KEY: oldKey });
+  const admin = new AdminClient(before.url, token);
+  const platform = await admin.post<Platform>('/platforms', { name: 'Rotation', ip_allowlist: [] });
+  const key = await admin.post<IssuedApiKey>(`/platforms/${platform.platform_code}/api_keys`);
+  const participant = await admin.post<Participant>('/participants', {
+    platform_code: platform.platform_code,
+    email: 'rotation@example.com',
+    first_name: 'Ro',
+    last_name: 'Tation',
+  });
+  const clientOf = (url: string) =>
+    createClient({
+      baseUrl: url,
+      apiKey: key.api_key,
+      apiSecret: key.api_secret,
+      passphrase: key.passphrase,
+      retry: false,
+    });
+  const issue = () =>
+    clientOf(before.url).funding.createClientToken({
+      participant_code: participant.participant_code,
+      permissions: ['fwc'],
+    });
+  const [first, second] = [(await issue()).token, (await issue()).token];
+  const oldKid = (await clientOf(before.url).funding.signingKeys()).keys[0]!.kid;
+  await stop(before.proc);
+
+  const after = await started({ SVC_JWT_PRIVATE_KEY: newKey, SVC_JWT_PREVIOUS_KEY: oldKey });
+  const kids = (await clientOf(after.url).funding.signingKeys()).keys.map((k) => k.kid);
+  assert.equal(kids.length, 2);
+  assert.equal(kids[1], oldKid, 'the new key first, then the previous one');
+  await clientOf(after.url).funding.revokeClientToken(first);
+  await stop(after.proc);
+
+  // Without it, the old key's tokens are no longer this service's.
+  const without = await started({ SVC_JWT_PRIVATE_KEY: newKey });
+  await assert.rejects(
+    clientOf(without.url).funding.revokeClientToken(second),
+    /not a token issued by this service/,
+  );
+  await stop(without.proc);
+});
+
 test('a misspelt setting is said at the start, with the setting it may mean (it kept its default unsaid)', async () => {
   const proc = await serve(['--role', 'api'], env({ SVC_WORKER_CONCURENCY: '50', SVC_NOT_OURS: 'x' }));
   await stop(proc);

@@ -217,6 +217,16 @@ describe('SVC_JWT_PRIVATE_KEY', () => {
     assert.equal(pem, ec.export({ type: 'pkcs8', format: 'pem' }).toString());
   });
 
+  test('SVC_JWT_PREVIOUS_KEY, the key a rotation replaced, is read and checked as SVC_JWT_PRIVATE_KEY is', () => {
+    const sec1 = ec.export({ type: 'sec1', format: 'pem' }).toString();
+    assert.equal(
+      loadConfig({ SVC_JWT_PREVIOUS_KEY: sec1 }).jwtPreviousKey,
+      ec.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    );
+    assert.equal(loadConfig({}).jwtPreviousKey, undefined);
+    refused({ SVC_JWT_PREVIOUS_KEY: 'garbage' }, /^SVC_JWT_PREVIOUS_KEY: not an unencrypted private key/);
+  });
+
   test('PKCS#8 EC P-256 and Ed25519 keys are taken as they are', () => {
     for (const key of [ec, generateKeyPairSync('ed25519').privateKey]) {
       const pkcs8 = key.export({ type: 'pkcs8', format: 'pem' }).toString();

@@ -82,3 +82,30 @@ test('a key that cannot sign asymmetric JWTs of our kinds is refused at start', 
   );
   assert.ok(createFundingService({ secretKey: randomBytes(32), jwtPrivateKeyPem: pem('ec') } as DomainDeps));
 });
+
+test('after a rotation, the previous key is published and verified, never signing; other keys stay strangers', async () => {
+  // Probe: a restart with a new SVC_JWT_PRIVATE_KEY refused every token of the past hour, and their revocation.
+  const [oldKey, newKey] = [pem('ec'), pem('ed25519')];
+  const before = await createClientTokenSigner(oldKey);
+  const issued = { ...claims(), permissions: ['fwc'] };
+  const oldToken = await before.sign(issued);
+  const after = await createClientTokenSigner(newKey, oldKey);
+  assert.deepEqual(
+    after.jwks.keys.map((key) => [key.kid, key.alg]),
+    [
+      [after.kid, 'EdDSA'],
+      [before.kid, 'ES256'],
+    ],
+    'the signing key first, then the previous one',
+  );
+  assert.deepEqual(await after.verifySignature(oldToken), issued);
+  assert.equal((await jwtVerify(oldToken, createLocalJWKSet(after.jwks))).protectedHeader.kid, before.kid);
+  const newToken = await after.sign(issued);
+  assert.equal((await jwtVerify(newToken, createLocalJWKSet(after.jwks))).protectedHeader.kid, after.kid);
+  // Without it, as before: the old token is not ours.
+  assert.equal(await (await createClientTokenSigner(newKey)).verifySignature(oldToken), null);
+  const stranger = await createClientTokenSigner(pem('ec'));
+  assert.equal(await after.verifySignature(await stranger.sign(issued)), null);
+  // The previous key given as the current one again is published once.
+  assert.equal((await createClientTokenSigner(newKey, newKey)).jwks.keys.length, 1);
+});

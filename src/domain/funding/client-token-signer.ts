@@ -16,7 +16,9 @@ import { Value } from 'typebox/value';
  * wire-contract §6: Account Funding SDK tokens are JWTs signed by the service with an asymmetric key from
  * config (every instance signs and verifies alike), published at GET /.well-known/jwks.json. The key is the
  * PKCS#8 PEM of SVC_JWT_PRIVATE_KEY: EC P-256 signs ES256, Ed25519 signs EdDSA. Its `kid` is the RFC 7638
- * JWK thumbprint of the public key, so it changes exactly when the key does.
+ * JWK thumbprint of the public key, so it changes exactly when the key does. The key it replaced
+ * (SVC_JWT_PREVIOUS_KEY), if given, signs nothing but is still published and verified, so that a rotation does not
+ * cut off the tokens it signed within their hour, nor their revocation (probe: both were refused at once).
  */
 export const TOKEN_ISSUER = 'svc-platform';
 
@@ -37,7 +39,7 @@ export type PublicJwk = JWK & { kid: string; alg: string; use: 'sig' };
 export interface ClientTokenSigner {
   readonly kid: string;
   readonly alg: 'ES256' | 'EdDSA';
-  /** The JSON Web Key Set with the public key (no private part). */
+  /** The JSON Web Key Set with the public keys, the signing one first (no private part). */
   readonly jwks: { keys: PublicJwk[] };
   sign(claims: ClientTokenClaims): Promise<string>;
   /** Checks the signature, the key id and the claims' shape; not the expiry (callers decide with their clock). */
@@ -57,14 +59,34 @@ export function signingAlgorithm(privateKeyPem: string): 'ES256' | 'EdDSA' {
   return algorithmOf(createPrivateKey(privateKeyPem));
 }
 
-export async function createClientTokenSigner(privateKeyPem: string): Promise<ClientTokenSigner> {
+/** A key's public half as the JWKS publishes it, and as verification imports it. */
+async function verifyingKeyOf(privateKeyPem: string) {
   const privateKeyObject = createPrivateKey(privateKeyPem);
   const alg = algorithmOf(privateKeyObject);
   const publicJwk = createPublicKey(privateKeyObject).export({ format: 'jwk' }) as JWK;
   const kid = await calculateJwkThumbprint(publicJwk, 'sha256');
+  return {
+    kid,
+    alg,
+    jwk: { ...publicJwk, kid, alg, use: 'sig' as const },
+    key: await importJWK(publicJwk, alg),
+  };
+}
+
+export async function createClientTokenSigner(
+  privateKeyPem: string,
+  previousKeyPem?: string,
+): Promise<ClientTokenSigner> {
+  const current = await verifyingKeyOf(privateKeyPem);
+  const { kid, alg } = current;
   const signingKey: CryptoKey = await importPKCS8(privateKeyPem, alg);
-  const verifyingKey = await importJWK(publicJwk, alg);
-  const jwks = { keys: [{ ...publicJwk, kid, alg, use: 'sig' as const }] };
+  const verifying = [current];
+  if (previousKeyPem !== undefined) {
+    const previous = await verifyingKeyOf(previousKeyPem);
+    if (previous.kid !== kid) verifying.push(previous);
+  }
+  const byKid = new Map(verifying.map((key) => [key.kid, key]));
+  const jwks = { keys: verifying.map((key) => key.jwk) };
 
   return {
     kid,
@@ -80,9 +102,10 @@ export async function createClientTokenSigner(privateKeyPem: string): Promise<Cl
     },
     async verifySignature(token) {
       try {
-        // A token signed with another key (or an old one) is not ours: refuse before any crypto.
-        if (decodeProtectedHeader(token).kid !== kid) return null;
-        const { payload } = await compactVerify(token, verifyingKey, { algorithms: [alg] });
+        // A token signed with another key (or one older than the previous) is not ours: refused before any crypto.
+        const key = byKid.get(String(decodeProtectedHeader(token).kid));
+        if (!key) return null;
+        const { payload } = await compactVerify(token, key.key, { algorithms: [key.alg] });
         const claims: unknown = JSON.parse(new TextDecoder().decode(payload));
         return Value.Check(ClientTokenClaims, claims) ? claims : null;
       } catch {

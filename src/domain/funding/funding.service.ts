@@ -154,7 +154,8 @@ export function createFundingService(deps: DomainDeps) {
   signingAlgorithm(deps.jwtPrivateKeyPem);
   // The key is parsed once, on first use (createServices is synchronous; importing a key is not).
   let signer: Promise<ClientTokenSigner> | null = null;
-  const tokenSigner = () => (signer ??= createClientTokenSigner(deps.jwtPrivateKeyPem));
+  const tokenSigner = () =>
+    (signer ??= createClientTokenSigner(deps.jwtPrivateKeyPem, deps.jwtPreviousKeyPem));
 
   /** wire-contract §6: stable per (participant, label, network), unique across the service. */
   async function depositAddressFor(
