@@ -13,6 +13,24 @@ import type { FastifyBaseLogger } from 'fastify';
 import { WorkerLiveness } from './worker-liveness.ts';
 
 /**
+ * graphile-worker's log lines as ours: errors and warnings as they are, its info lines (every job started and
+ * completed) at debug, but a task's own line marked for the operator (task-log.ts) at info.
+ */
+export function queueLogger(log: FastifyBaseLogger): Logger {
+  return new Logger((scope) => (level, message, meta) => {
+    const { svcForTheOperator, ...rest } = (meta ?? {}) as { svcForTheOperator?: boolean };
+    const entry = {
+      scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId },
+      ...rest,
+    };
+    if (level === 'error') log.error(entry, message);
+    else if (level === 'warning') log.warn(entry, message);
+    else if (level === 'info' && svcForTheOperator) log.info(entry, message);
+    else log.debug(entry, message);
+  });
+}
+
+/**
  * Runs the graphile-worker job queue (DESIGN §5: SKIP LOCKED claims, LISTEN/NOTIFY wake-ups, any number
  * of worker processes). Signals are handled by our entry point, not by the library.
  */
@@ -28,15 +46,7 @@ export async function startWorker(options: {
   logger: FastifyBaseLogger;
 }): Promise<Runner> {
   const log = options.logger.child({ component: 'worker' });
-  const logger = new Logger((scope) => (level, message, meta) => {
-    const entry = {
-      scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId },
-      ...meta,
-    };
-    if (level === 'error') log.error(entry, message);
-    else if (level === 'warning') log.warn(entry, message);
-    else log.debug(entry, message);
-  });
+  const logger = queueLogger(log);
   // Heartbeats for this process's worker ids, and the release of jobs held by dead processes.
   const liveness = new WorkerLiveness({
     pool: options.pool,

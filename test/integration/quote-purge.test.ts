@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { parseCronItems } from 'graphile-worker';
+import { parseCronItems, type JobHelpers } from 'graphile-worker';
+import pino from 'pino';
 import { sql } from 'kysely';
 import { PURGE_QUOTES_TASK, QUOTE_RETENTION_MS } from '../../src/domain/quotes/quotes.service.ts';
 import { buildTaskList, cronItems } from '../../src/jobs/task-list.ts';
+import { queueLogger } from '../../src/jobs/worker-runtime.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import type { SvcClient } from '../../src/sdk/client.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
@@ -58,6 +60,25 @@ test('unexecuted quotes a day past their expiry are purged; executed and recent 
   assert.equal(await quotes.purgeExpired(), 2);
   assert.deepEqual([...(await quoteIds())], [executed.quote_id]);
   assert.equal(await quotes.purgeExpired(), 0);
+});
+
+test('the purge says what it purged at info, where the queue’s own lines are debug', async () => {
+  // Probe: the counts went to debug with graphile-worker's chatter, so an operator could not see retention run.
+  const lines: Array<{ level: number; msg: string }> = [];
+  const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const logger = queueLogger(log).scope({ label: 'job', taskIdentifier: PURGE_QUOTES_TASK });
+  await liquidityQuote(client, BUY);
+  clock.advance(QUOTE_RETENTION_MS + 60_000);
+  const purge = buildTaskList(svc.runtime.appDeps!.services)[PURGE_QUOTES_TASK]!;
+  await purge({}, { logger } as unknown as JobHelpers);
+  logger.info('Completed task 1 (quotes.purge_expired) with success');
+  assert.deepEqual(
+    lines.map((l) => [l.level, l.msg]),
+    [
+      [30, `${PURGE_QUOTES_TASK}: 1 expired quotes purged`],
+      [20, 'Completed task 1 (quotes.purge_expired) with success'],
+    ],
+  );
 });
 
 test('more than one batch is purged in one run', async () => {

@@ -1,5 +1,6 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { serialCronItem } from '../../jobs/cron.ts';
+import { tellOperator } from '../../jobs/task-log.ts';
 import { PURGE_QUOTES_TASK, type QuotesService } from './quotes.service.ts';
 
 /**
@@ -10,7 +11,7 @@ import { PURGE_QUOTES_TASK, type QuotesService } from './quotes.service.ts';
 export function quotesTaskList(quotes: QuotesService): TaskList {
   const purge: Task = async (_payload, helpers) => {
     const purged = await quotes.purgeExpired();
-    if (purged > 0) helpers.logger.info(`${PURGE_QUOTES_TASK}: ${purged} expired quotes purged`);
+    if (purged > 0) tellOperator(helpers, `${PURGE_QUOTES_TASK}: ${purged} expired quotes purged`);
   };
   return { [PURGE_QUOTES_TASK]: purge };
 }

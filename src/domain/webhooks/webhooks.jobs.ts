@@ -1,5 +1,6 @@
 import type { CronItem, Task, TaskList } from 'graphile-worker';
 import { serialCronItem } from '../../jobs/cron.ts';
+import { tellOperator } from '../../jobs/task-log.ts';
 import { PURGE_NOTIFICATIONS_TASK, type WebhooksService } from './webhooks.service.ts';
 
 /**
@@ -11,7 +12,7 @@ import { PURGE_NOTIFICATIONS_TASK, type WebhooksService } from './webhooks.servi
 export function webhooksTaskList(webhooks: WebhooksService): TaskList {
   const purge: Task = async (_payload, helpers) => {
     const purged = await webhooks.purgeFinished({ signal: helpers.abortSignal });
-    if (purged > 0) helpers.logger.info(`${PURGE_NOTIFICATIONS_TASK}: ${purged} notifications purged`);
+    if (purged > 0) tellOperator(helpers, `${PURGE_NOTIFICATIONS_TASK}: ${purged} notifications purged`);
   };
   return { [PURGE_NOTIFICATIONS_TASK]: purge };
 }
