@@ -176,10 +176,14 @@ export async function startEmbeddedPostgres(
   const started = <T>(step: Promise<T>): Promise<T> =>
     step.catch((error: unknown) => {
       // "2026-… UTC [123] FATAL:  database files are …" → "FATAL: database files are …"
-      const reasons = recent.flatMap((line) => {
+      const logged = recent.flatMap((line) => {
         const at = line.search(/\b(FATAL|PANIC|ERROR|DETAIL|HINT):/);
         return at < 0 ? [] : [line.slice(at).replace(/^(\w+):\s+/, '$1: ')];
       });
+      // What the server says before its log is set up has no level: 'postgres: could not access the server
+      // configuration file "…": Permission denied' (probe: a data dir copied without its owner read "is another svc
+      // using that data dir?").
+      const reasons = logged.length > 0 ? logged : recent.filter((line) => /^postgres: /.test(line));
       if (reasons.length === 0) throw error;
       throw new Error(`the embedded PostgreSQL in ${databaseDir} did not start: ${reasons.join(' ')}`, {
         cause: error,

@@ -42,6 +42,26 @@ test('a data dir made by another major version: the error says so, in PostgreSQL
   });
 });
 
+test('a cluster whose files its user cannot read: the error says so, in the server’s words before its log', async () => {
+  // Probe: a data dir copied without its owner (`cp -r` as root) read "is another svc using that data dir?".
+  const copied = mkdtempSync(path.join(os.tmpdir(), 'svc-embedded-unreadable-'));
+  try {
+    await (await startEmbeddedPostgres(copied)).stop();
+    // What the cluster's user meets in a copy owned by another (mode 700): nothing it may enter.
+    chmodSync(path.join(copied, 'pg'), 0o000);
+    await assert.rejects(startEmbeddedPostgres(copied), (error: Error) => {
+      assert.match(
+        error.message,
+        /^the embedded PostgreSQL in \S+ did not start: postgres: could not access the server configuration file ".*postgresql\.conf": Permission denied/,
+      );
+      return true;
+    });
+  } finally {
+    chmodSync(path.join(copied, 'pg'), 0o700);
+    rmSync(copied, { recursive: true, force: true });
+  }
+});
+
 test('a first start killed during initdb leaves nothing that stops the next start', async () => {
   // initdb writes PG_VERSION first: a start SIGKILLed during it left a cluster without its databases, which
   // every later start took for a complete one ("database postgres does not exist", for good).
