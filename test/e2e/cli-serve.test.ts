@@ -62,6 +62,31 @@ async function stop(proc: CliProcess): Promise<void> {
 
 const STACK_FRAME = /^\s+at .+[:(]/m;
 
+/** The public API's address, from a started serve's banner. */
+const publicUrlOf = (proc: CliProcess) => /^ {2}public API +(\S+)$/m.exec(proc.stdout())![1]!;
+
+/** A platform with a key and one participant, made through the operator API; `clientOf` signs with its key. */
+async function platformWithParticipant(url: string, adminToken: string, name: string) {
+  const admin = new AdminClient(url, adminToken);
+  const platform = await admin.post<Platform>('/platforms', { name, ip_allowlist: [] });
+  const key = await admin.post<IssuedApiKey>(`/platforms/${platform.platform_code}/api_keys`);
+  const participant = await admin.post<Participant>('/participants', {
+    platform_code: platform.platform_code,
+    email: `${name.toLowerCase()}@example.com`,
+    first_name: name,
+    last_name: 'Participant',
+  });
+  const clientOf = (baseUrl: string) =>
+    createClient({
+      baseUrl,
+      apiKey: key.api_key,
+      apiSecret: key.api_secret,
+      passphrase: key.passphrase,
+      retry: false,
+    });
+  return { participant, clientOf };
+}
+
 describe('the admin token in the start banner', () => {
   test('one from SVC_ADMIN_TOKEN is never printed: the banner says where it came from', async () => {
     const token = `op-${randomBytes(12).toString('hex')}`;
@@ -99,23 +124,9 @@ test('a SEC1 ("BEGIN EC PRIVATE KEY") signing key works: /.well-known/jwks.json 
   assert.match(sec1, /^-----BEGIN EC PRIVATE KEY-----/);
   const token = `op-${randomBytes(12).toString('hex')}`;
   const proc = await serve(['--role', 'api'], env({ SVC_ADMIN_TOKEN: token, SVC_JWT_PRIVATE_KEY: sec1 }));
-  const url = /^ {2}public API +(\S+)$/m.exec(proc.stdout())![1]!;
-  const admin = new AdminClient(url, token);
-  const platform = await admin.post<Platform>('/platforms', { name: 'SEC1', ip_allowlist: [] });
-  const key = await admin.post<IssuedApiKey>(`/platforms/${platform.platform_code}/api_keys`);
-  const participant = await admin.post<Participant>('/participants', {
-    platform_code: platform.platform_code,
-    email: 'sec1@example.com',
-    first_name: 'Sec',
-    last_name: 'One',
-  });
-  const client = createClient({
-    baseUrl: url,
-    apiKey: key.api_key,
-    apiSecret: key.api_secret,
-    passphrase: key.passphrase,
-    retry: false,
-  });
+  const url = publicUrlOf(proc);
+  const { participant, clientOf } = await platformWithParticipant(url, token, 'Sec1');
+  const client = clientOf(url);
 
   const jwks = await client.funding.signingKeys();
   const expected = createPublicKey(privateKey).export({ format: 'jwk' });
@@ -143,26 +154,10 @@ test('a JWT key rotation: with SVC_JWT_PREVIOUS_KEY, tokens the old key signed a
   const token = `op-${randomBytes(12).toString('hex')}`;
   const started = async (vars: Record<string, string>) => {
     const proc = await serve(['--role', 'api'], env({ SVC_ADMIN_TOKEN: token, ...vars }));
-    return { proc, url: /^ {2}public API +(\S+)$/m.exec(proc.stdout())![1]! };
+    return { proc, url: publicUrlOf(proc) };
   };
   const before = await started({ SVC_JWT_PRIVATE_KEY: oldKey });
-  const admin = new AdminClient(before.url, token);
-  const platform = await admin.post<Platform>('/platforms', { name: 'Rotation', ip_allowlist: [] });
-  const key = await admin.post<IssuedApiKey>(`/platforms/${platform.platform_code}/api_keys`);
-  const participant = await admin.post<Participant>('/participants', {
-    platform_code: platform.platform_code,
-    email: 'rotation@example.com',
-    first_name: 'Ro',
-    last_name: 'Tation',
-  });
-  const clientOf = (url: string) =>
-    createClient({
-      baseUrl: url,
-      apiKey: key.api_key,
-      apiSecret: key.api_secret,
-      passphrase: key.passphrase,
-      retry: false,
-    });
+  const { participant, clientOf } = await platformWithParticipant(before.url, token, 'Rotation');
   const issue = () =>
     clientOf(before.url).funding.createClientToken({
       participant_code: participant.participant_code,
