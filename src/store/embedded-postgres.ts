@@ -183,7 +183,9 @@ export async function startEmbeddedPostgres(
       // What the server says before its log is set up has no level: 'postgres: could not access the server
       // configuration file "…": Permission denied' (probe: a data dir copied without its owner read "is another svc
       // using that data dir?").
-      const reasons = logged.length > 0 ? logged : recent.filter((line) => /^postgres: /.test(line));
+      // Such a message may go on over lines of its own ("Expected to find it in …"): kept from its first line on.
+      const early = recent.findIndex((line) => /^postgres: /.test(line));
+      const reasons = logged.length > 0 ? logged : early < 0 ? [] : recent.slice(early);
       if (reasons.length === 0) throw error;
       throw new Error(`the embedded PostgreSQL in ${databaseDir} did not start: ${reasons.join(' ')}`, {
         cause: error,

@@ -56,6 +56,13 @@ test('a cluster whose files its user cannot read: the error says so, in the serv
       );
       return true;
     });
+    // Said over several lines, all of them (review: only the first, which named no file).
+    chmodSync(path.join(copied, 'pg'), 0o700);
+    rmSync(path.join(copied, 'pg', 'global', 'pg_control'));
+    await assert.rejects(startEmbeddedPostgres(copied), (error: Error) => {
+      assert.match(error.message, /did not start: postgres: could not find the database system .*pg_control/);
+      return true;
+    });
   } finally {
     chmodSync(path.join(copied, 'pg'), 0o700);
     rmSync(copied, { recursive: true, force: true });

@@ -293,7 +293,7 @@ export function createFundingService(deps: DomainDeps) {
   }
 
   return {
-    /** GET /.well-known/jwks.json: the public key that verifies SDK tokens. */
+    /** GET /.well-known/jwks.json: the public keys that verify SDK tokens (the signing one, and a previous one). */
     async jwks(): Promise<Jwks> {
       return (await tokenSigner()).jwks as Jwks;
     },
