@@ -10,6 +10,7 @@ import {
 } from 'graphile-worker';
 import type pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
+import type { FOR_THE_OPERATOR } from './task-log.ts';
 import { WorkerLiveness } from './worker-liveness.ts';
 
 /**
@@ -18,7 +19,8 @@ import { WorkerLiveness } from './worker-liveness.ts';
  */
 export function queueLogger(log: FastifyBaseLogger): Logger {
   return new Logger((scope) => (level, message, meta) => {
-    const { svcForTheOperator, ...rest } = (meta ?? {}) as { svcForTheOperator?: boolean };
+    // Typed by the mark itself, so that the two cannot drift apart.
+    const { svcForTheOperator, ...rest } = (meta ?? {}) as Partial<typeof FOR_THE_OPERATOR>;
     const entry = {
       scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId },
       ...rest,
