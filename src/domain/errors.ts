@@ -46,18 +46,15 @@ export async function faultsBeforeRefusal<T>(
   }
 }
 
-/** PostgreSQL error codes the domain turns into conflicts or retryable answers. */
-export const PG_UNIQUE_VIOLATION = '23505';
-export const PG_SERIALIZATION_FAILURE = '40001';
-export const PG_DEADLOCK = '40P01';
-export const PG_LOCK_NOT_AVAILABLE = '55P03';
-export const PG_READ_ONLY_TRANSACTION = '25006';
+/** PostgreSQL error codes the domain turns into conflicts and the HTTP edge into retryable answers. */
+export {
+  PG_DEADLOCK,
+  PG_LOCK_NOT_AVAILABLE,
+  PG_READ_ONLY_TRANSACTION,
+  PG_SERIALIZATION_FAILURE,
+  PG_UNIQUE_VIOLATION,
+  pgErrorCode,
+} from '../store/pg-error-codes.ts';
 
 /** A write whose connection was lost before PostgreSQL answered: it may or may not have been carried out. */
 export { OutcomeUnknownError } from '../store/database.ts';
-
-export function pgErrorCode(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error
-    ? String((error as { code: unknown }).code)
-    : undefined;
-}

@@ -3,6 +3,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
+import { PG_LOCK_NOT_AVAILABLE } from './pg-error-codes.ts';
 import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'graphile-worker';
 
 /**
@@ -61,8 +62,6 @@ export interface MigrateOptions {
 /** The default of SVC_MIGRATION_LOCK_TIMEOUT_MS (config.ts). */
 const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS = 3_000;
 const DEFAULT_LOCK_ATTEMPTS = 20;
-/** PostgreSQL's lock_not_available: the lock_timeout ran out. */
-const LOCK_NOT_AVAILABLE = '55P03';
 
 export async function listMigrations(): Promise<MigrationFile[]> {
   const names = (await readdir(MIGRATIONS_DIR)).filter((n) => /^\d{4}_[a-z0-9_]+\.sql$/.test(n)).sort();
@@ -212,7 +211,7 @@ function sessionName(pid: number, app: string): string {
 }
 
 function isLockTimeout(error: unknown): boolean {
-  return (error as { cause?: { code?: string } }).cause?.code === LOCK_NOT_AVAILABLE;
+  return (error as { cause?: { code?: string } }).cause?.code === PG_LOCK_NOT_AVAILABLE;
 }
 
 /** Other sessions' transactions open longer than `ms`: what a lock wait that long most likely waited for. */
