@@ -37,6 +37,11 @@ export interface WebhookConfig {
    * half.
    */
   maxHeldNotifications: number;
+  /**
+   * How long one operator call redelivering notifications since a time goes on before it answers with where to
+   * resume (webhooks.service.ts): below the timeouts of the proxies and clients in front of the operator API.
+   */
+  redeliverCallMs: number;
 }
 
 export interface RateLimitConfig {
@@ -331,6 +336,7 @@ export const SETTINGS = [
   'SVC_WEBHOOK_RETRY_SCHEDULE',
   'SVC_WEBHOOK_MAX_HELD',
   'SVC_WEBHOOK_RETENTION_DAYS',
+  'SVC_WEBHOOK_REDELIVER_CALL_MS',
   'SVC_QUOTE_EXPIRY_MS',
   'SVC_SETTLEMENT_ACTIVE_AFTER_MS',
   'SVC_SETTLEMENT_TERMINATE_AFTER_MS',
@@ -641,6 +647,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       jitter: 0.2,
       retentionMs: retentionMs(int(env, 'SVC_WEBHOOK_RETENTION_DAYS', 30, 0, 36_500)),
       maxHeldNotifications: int(env, 'SVC_WEBHOOK_MAX_HELD', 100_000, 10),
+      // At most 25 s: the statement bound of a batch is 30 s, and the CLI's timeout 30 s.
+      redeliverCallMs: int(env, 'SVC_WEBHOOK_REDELIVER_CALL_MS', 10_000, 0, 25_000),
     },
     quoteExpiryMs: int(env, 'SVC_QUOTE_EXPIRY_MS', 30_000, 1, MAX_LIFETIME_MS),
     settlement: {

@@ -18,11 +18,12 @@ import {
 } from './command-args.ts';
 import type {
   RedeliverSinceBody,
+  RedeliverSinceResult,
   WebhookEndpoint,
   WebhookNotification,
 } from '../contract/webhooks.schemas.ts';
 import { ADVANCE_FROM_STATES } from '../contract/wire-values.ts';
-import { sinceOption } from './since-option.ts';
+import { timeOption } from './time-option.ts';
 
 /**
  * The operator commands of `svc`: one entry per operator API call, each with its usage line.
@@ -258,12 +259,27 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   },
   'webhooks redeliver-since': {
     usage:
-      'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 (UTC unless zoned) [--status dead,skipped]',
-    summary: 'deliver again every notification of a platform recorded since a time',
-    run: (c, p, o) => {
-      const since = sinceOption(required(o, 'since'));
-      const body: RedeliverSinceBody = { since, status: list(o, 'status') };
-      return c.post<{ redelivered: number }>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/redeliver`, body);
+      'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 [--until EPOCH_MS|ISO_8601] (UTC unless zoned) [--status dead,skipped]',
+    summary: 'deliver again every notification of a platform recorded since a time (and before --until)',
+    run: async (c, p, o) => {
+      const until = optionalString(o, 'until');
+      const body: RedeliverSinceBody = {
+        since: timeOption(required(o, 'since')),
+        until: until === undefined ? undefined : timeOption(until, '--until'),
+        status: list(o, 'status'),
+      };
+      const path = `/platforms/${pathArgument(p, 0, 'PLATFORM')}/redeliver`;
+      // A big range takes several calls (each answers after about 10 s with where to resume): one command.
+      let redelivered = 0;
+      for (let resume: string | undefined; ;) {
+        const step = await c.post<RedeliverSinceResult>(path, { ...body, resume });
+        redelivered += step.redelivered;
+        if (step.complete) return { redelivered };
+        if (step.resume === undefined)
+          throw new Error('the operator API answered "not complete" without a resume point');
+        resume = step.resume;
+        process.stderr.write(`redelivered ${redelivered} so far, going on\n`);
+      }
     },
   },
   'trades book': {
@@ -337,6 +353,7 @@ export const OPERATOR_OPTIONS = {
   'all-types': { type: 'boolean' },
   disabled: { type: 'boolean' },
   resource: { type: 'string' },
+  until: { type: 'string' },
   page: { type: 'string' },
   'page-size': { type: 'string' },
   since: { type: 'string' },

@@ -112,14 +112,14 @@ export type NotificationsQuery = Static<typeof NotificationsQuery>;
 
 export const NotificationParams = Type.Object({ id: Type.String({ format: 'uuid' }) });
 
+/** An epoch ms a JavaScript Date (and so a timestamp here) can hold: past it, named, not a database range error. */
+const TimeAsked = (description: string) =>
+  Type.Integer({ minimum: 0, maximum: 8_640_000_000_000_000, description });
+
 export const RedeliverSinceBody = Type.Object(
   {
-    // The latest time a JavaScript Date (and so a timestamp here) can hold.
-    since: Type.Integer({
-      minimum: 0,
-      maximum: 8_640_000_000_000_000,
-      description: 'epoch ms: every notification recorded at or after it',
-    }),
+    since: TimeAsked('epoch ms: every notification recorded at or after it'),
+    until: Type.Optional(TimeAsked('epoch ms: only those recorded before it (default: no end)')),
     status: Type.Optional(
       Type.Array(Type.String({ maxLength: 20 }), {
         minItems: 1,
@@ -128,9 +128,23 @@ export const RedeliverSinceBody = Type.Object(
         description: `only notifications in these states, each one of ${NOTIFICATION_STATUS_VALUES.join(', ')} (default: every state)`,
       }),
     ),
+    resume: Type.Optional(
+      Type.String({
+        pattern: '^[0-9]{1,19}-[0-9]{1,19}$',
+        description:
+          'the `resume` of an answer that was not `complete`: goes on where it stopped (give the same since, until and status)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
 export type RedeliverSinceBody = Static<typeof RedeliverSinceBody>;
 
-export const RedeliverSinceResult = Type.Object({ redelivered: Type.Integer({ minimum: 0 }) });
+export const RedeliverSinceResult = Type.Object({
+  redelivered: Type.Integer({ minimum: 0, description: 'how many this call redelivered' }),
+  complete: Type.Boolean({
+    description: 'false: the call stopped after its time (about 10 s); call again with `resume` for the rest',
+  }),
+  resume: Type.Optional(Type.String({ description: 'when not complete: where the next call goes on' })),
+});
+export type RedeliverSinceResult = Static<typeof RedeliverSinceResult>;

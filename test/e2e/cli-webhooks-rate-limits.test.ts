@@ -3,6 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { runCli } from '../helpers/service-process.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
 import { fund, setPrices } from '../helpers/trades-fixtures.ts';
@@ -16,7 +17,10 @@ let svc: TestService;
 let env: Record<string, string | undefined>;
 
 before(async () => {
-  svc = await startTestService({ env: { SVC_RATE_LIMIT: '2', SVC_RATE_LIMIT_BLOCK_MS: '60000' } });
+  svc = await startTestService({
+    // Each call of a redelivery since a time does one batch (5,000) and answers where to resume.
+    env: { SVC_RATE_LIMIT: '2', SVC_RATE_LIMIT_BLOCK_MS: '60000', SVC_WEBHOOK_REDELIVER_CALL_MS: '0' },
+  });
   env = {
     SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-cli-ops-')),
     SVC_LOG_LEVEL: 'warn',
@@ -75,11 +79,37 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
     assert.equal(none.redelivered, 0, iso);
   }
 
+  // A range bigger than one call takes: svc goes on where each call stopped, saying so, and prints the total.
+  await svc.runtime.store.db.transaction().execute(async (trx) => {
+    for (let i = 0; i < 10_001; i += 1)
+      await recordAnyNotification(trx, {
+        platformCode: code,
+        payloadType: 'participant_status_changed',
+        resourceKey: `participant:BULK${i % 50}`,
+        payload: { i },
+      });
+  });
+  const bulk = await runCli(['webhooks', 'redeliver-since', code, '--since', '0', '--json'], env);
+  assert.equal(bulk.code, 0, bulk.stderr);
+  assert.equal((JSON.parse(bulk.stdout) as { redelivered: number }).redelivered, 10_001 + since.redelivered);
+  assert.deepEqual(bulk.stderr.trim().split('\n'), [
+    'redelivered 5000 so far, going on',
+    'redelivered 10000 so far, going on',
+  ]);
+  const window = await svcJson<{ redelivered: number }>(
+    ...['webhooks', 'redeliver-since', code, '--since', '0', '--until', '2000-01-01'],
+  );
+  assert.equal(window.redelivered, 0, 'nothing was recorded before 2000');
+
   // Usage errors (exit 2), sent nowhere: flags that exclude each other, and a time that could be either.
   for (const [args, error] of [
     [
       ['webhooks', 'set', code, 'http://127.0.0.1:9/hooks', '--types', 'trade_status_changed', '--all-types'],
       '--types and --all-types exclude each other',
+    ],
+    [
+      ['webhooks', 'redeliver-since', code, '--since', '0', '--until', '1733443200'],
+      '--until: "1733443200" looks like epoch seconds; give epoch ms (1733443200000)',
     ],
     [
       ['webhooks', 'redeliver-since', code, '--since', '2026'],

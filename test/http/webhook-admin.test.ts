@@ -425,7 +425,7 @@ describe('redelivery', () => {
     assert.match((twice.body.errors as string[])[0]!, /^status: .*duplicate/);
 
     const result = await svc.admin.post<{ redelivered: number }>(`/platforms/${code}/redeliver`, { since });
-    assert.deepEqual(result, { redelivered: 3 });
+    assert.deepEqual(result, { redelivered: 3, complete: true });
     for (const id of recent) assert.equal((await notificationState(db(), id))?.status, 'pending');
     assert.equal((await notificationState(db(), old))?.status, 'skipped', 'older than since');
     assert.equal(
@@ -438,6 +438,95 @@ describe('redelivery', () => {
 
     const platformless = await send('POST', '/platforms/ZZZZZ9/redeliver', { since });
     assert.equal(platformless.status, 404);
+  });
+
+  test('a redelivery since a time goes in batches and answers where to resume; later notifications are not in it', async () => {
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
+    const since = Date.now() - 60_000;
+    const ids: string[] = [];
+    for (const key of ['trade:A', 'trade:A', 'trade:B', 'trade:C', 'trade:D'])
+      ids.push(await record(db(), code, key));
+    const redeliveredIds = async () =>
+      (
+        await db()
+          .selectFrom('webhook_notifications')
+          .select('notification_id')
+          .where('platform_code', '=', code)
+          .where('redelivered_at', 'is not', null)
+          .orderBy('seq')
+          .execute()
+      ).map((row) => row.notification_id);
+
+    // A call that has used its time stops between two batches (here after one of two), oldest first.
+    const first = await svc.runtime.services.webhooks.redeliverSince(
+      code,
+      { since },
+      { batch: 2, callMs: 0 },
+    );
+    assert.equal(first.redelivered, 2);
+    assert.equal(first.complete, false);
+    assert.match(first.resume!, /^\d+-\d+$/);
+    assert.deepEqual(await redeliveredIds(), ids.slice(0, 2));
+    const later = await record(db(), code, 'trade:E');
+
+    const second = await svc.runtime.services.webhooks.redeliverSince(
+      code,
+      { since, resume: first.resume },
+      { batch: 2, callMs: 0 },
+    );
+    assert.deepEqual(
+      { ...second, resume: undefined },
+      { redelivered: 2, complete: false, resume: undefined },
+    );
+    // The rest through the operator API: one notification, then done; the one recorded after the first call is
+    // not part of the redelivery it began.
+    const rest = await send('POST', `/platforms/${code}/redeliver`, { since, resume: second.resume });
+    assert.deepEqual(rest, { status: 200, body: { message: { redelivered: 1, complete: true } } });
+    assert.deepEqual(await redeliveredIds(), ids);
+    assert.equal((await notificationState(db(), later))?.status, 'pending');
+    assert.ok(!(await redeliveredIds()).includes(later));
+
+    // A resume point this service could not have given is named, not a database error.
+    for (const resume of ['x', '1', '1-2-3', '9999999999999999999-1', '1-99999999999999999999']) {
+      const bad = await send('POST', `/platforms/${code}/redeliver`, { since, resume });
+      assert.equal(bad.status, 400, resume);
+      assert.match((bad.body.errors as string[])[0]!, /^resume: /, resume);
+    }
+  });
+
+  test('a redelivery since a time ends before `until` when given; an until not after since is refused', async () => {
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
+    const now = Date.now();
+    const at = async (agoMs: number) => {
+      const id = await record(db(), code, `trade:${agoMs}`);
+      await sql`update webhook_notifications set created_at = to_timestamp(${now - agoMs}::double precision / 1000)
+        where notification_id = ${id}::uuid`.execute(db());
+      return id;
+    };
+    const [dayAgo, hourAgo, justNow] = [await at(86_400_000), await at(3_600_000), await at(1_000)];
+    const window = { since: now - 2 * 86_400_000, until: now - 3_600_000 + 1 };
+    const result = await svc.admin.post(`/platforms/${code}/redeliver`, window);
+    assert.deepEqual(result, { redelivered: 2, complete: true });
+    const redelivered = await db()
+      .selectFrom('webhook_notifications')
+      .select('notification_id')
+      .where('platform_code', '=', code)
+      .where('redelivered_at', 'is not', null)
+      .execute();
+    assert.deepEqual(new Set(redelivered.map((r) => r.notification_id)), new Set([dayAgo, hourAgo]));
+    assert.ok(!redelivered.some((r) => r.notification_id === justNow));
+
+    // `until` is exclusive: equal to `since` it would match nothing, and an answer of 0 would hide the mistake.
+    for (const until of [window.since, window.since - 1]) {
+      const bad = await send('POST', `/platforms/${code}/redeliver`, { since: window.since, until });
+      assert.equal(bad.status, 400);
+      assert.match((bad.body.errors as string[])[0]!, /^until: \d+ is not after since/);
+    }
+    const tooLate = await send('POST', `/platforms/${code}/redeliver`, { since: 0, until: 1e20 });
+    assert.equal(tooLate.status, 400);
+    assert.match((tooLate.body.errors as string[])[0]!, /^until: /);
   });
 
   test('the CLI client reports a refused call with its status', async () => {

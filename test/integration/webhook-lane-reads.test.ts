@@ -8,7 +8,7 @@ import {
   readLanes,
   type ReadCursor,
 } from '../../src/domain/webhooks/lane-reads.repository.ts';
-import { redeliver } from '../../src/domain/webhooks/webhooks.repository.ts';
+import { redeliverOne } from '../../src/domain/webhooks/webhooks.repository.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record } from '../helpers/webhook-receiver.ts';
 
@@ -176,7 +176,7 @@ test("an operator's redelivery makes a delivered notification new to the reads, 
     db(),
   );
   const cursor = (await readAfter(db(), [p], before.cursor, 100)).cursor;
-  assert.equal(await redeliver(db(), { platformCode: code, notificationId: id, payloadTypes: null }), 1);
+  assert.equal(await redeliverOne(db(), code, id), 1);
   const read = await readAfter(db(), [p], cursor, 100);
   const again = read.rows.find((r) => r.notification_id === id);
   assert.ok(again, 'found again');

@@ -7,7 +7,7 @@ import {
   leasePartitions,
   listAttempts,
   recordAttempts,
-  redeliver,
+  redeliverOne,
   type AttemptRecord,
 } from '../../src/domain/webhooks/webhooks.repository.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
@@ -157,7 +157,7 @@ test('a record applies once: sent again after it committed (its answer lost) it 
   assert.deepEqual(row.rows[0], { status: 'retrying', state_token: item.newStateToken, attempt_count: 1 });
 
   // An operator's redelivery comes before the next record: the attempt is listed, the state is the operator's.
-  await redeliver(db(), { platformCode: code, notificationId: id, payloadTypes: null });
+  await redeliverOne(db(), code, id);
   const late = result({ ...head, state_token: item.newStateToken }, failed);
   assert.deepEqual(await recordAttempts(db(), 'record-A', [late]), [{ leaseHeld: true, applied: false }]);
   const after = await sql<{ status: string; attempt_count: number }>`

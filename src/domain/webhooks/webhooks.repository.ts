@@ -143,39 +143,91 @@ export function listAttempts(db: Executor, notificationIds: string[]) {
 export type AttemptRow = Awaited<ReturnType<typeof listAttempts>>[number];
 
 /**
- * Puts notifications back to pending, due now, at the top of the retry schedule, and wakes the workers (the
- * reads find them by their new txid, migration 0026), in one statement. Their ids (and so `x-svc-hook-notification-id`) do not change. Returns how many.
+ * What a redelivery sets: back to pending, due now, at the top of the retry schedule, and new to the reads after a
+ * cursor (migration 0026: the reads find them by their new txid, as a notification recorded now). Their ids (and so
+ * `x-svc-hook-notification-id`) do not change.
  */
-export async function redeliver(
+const REDELIVERED = sql`status = 'pending', status_reason = null, round_attempts = 0, next_attempt_at = now(),
+  dead_at = null, state_token = gen_random_uuid(), redelivered_at = now(), txid = pg_current_xact_id()`;
+
+/** Redelivers one notification of the platform and wakes the workers, in one statement. Returns how many (0 or 1). */
+export async function redeliverOne(
   db: Executor,
-  where: {
-    platformCode: string;
-    notificationId?: string;
-    sinceMs?: number;
-    statuses?: NotificationStatus[];
-    /** Only these payload types (the platform's subscription); null = all. */
-    payloadTypes: string[] | null;
-  },
+  platformCode: string,
+  notificationId: string,
 ): Promise<number> {
-  const conditions = [sql`platform_code = ${where.platformCode}`];
-  if (where.notificationId) conditions.push(sql`notification_id = ${where.notificationId}::uuid`);
-  if (where.sinceMs !== undefined)
-    conditions.push(sql`created_at >= to_timestamp(${where.sinceMs}::double precision / 1000)`);
-  if (where.statuses) conditions.push(sql`status = any(${where.statuses}::text[])`);
-  if (where.payloadTypes) conditions.push(sql`payload_type = any(${where.payloadTypes}::text[])`);
   const result = await sql<{ count: number }>`
     with redelivered as (
-      update webhook_notifications
-      set status = 'pending', status_reason = null, round_attempts = 0, next_attempt_at = now(),
-          dead_at = null, state_token = gen_random_uuid(), redelivered_at = now(),
-          -- New to the reads after a cursor (migration 0026), as a notification recorded now is.
-          txid = pg_current_xact_id()
-      where ${sql.join(conditions, sql` and `)}
+      update webhook_notifications set ${REDELIVERED}
+      where platform_code = ${platformCode} and notification_id = ${notificationId}::uuid
       returning 1
     )
-    select (select count(*) from redelivered)::int as count, pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + where.platformCode})
+    select (select count(*) from redelivered)::int as count, pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + platformCode})
   `.execute(db);
   return Number(result.rows[0]?.count ?? 0);
+}
+
+/** The highest seq of the platform's notifications ('0' when it has none): where a redelivery since a time ends. */
+export async function lastSeqOf(db: Executor, platformCode: string): Promise<string> {
+  const result = await sql<{ seq: string }>`
+    select coalesce(max(seq), 0)::text as seq from webhook_notifications where platform_code = ${platformCode}
+  `.execute(db);
+  return result.rows[0]?.seq ?? '0';
+}
+
+export interface RedeliverRange {
+  platformCode: string;
+  /** Recorded at or after (epoch ms). */
+  sinceMs: number;
+  /** Recorded before (epoch ms); none: no end. */
+  untilMs?: number;
+  statuses?: NotificationStatus[];
+  /** Only these payload types (the platform's subscription); null = all. */
+  payloadTypes: string[] | null;
+  /** Seqs after this one… */
+  afterSeq: string;
+  /** …up to this one (inclusive): the platform's last when the redelivery began. */
+  lastSeq: string;
+}
+
+/**
+ * One batch of a redelivery since a time: up to `batch` of the notifications in the range, in seq order (so a
+ * resource's earlier notification is redelivered no later than its later ones), in one statement that also wakes
+ * the workers. Returns how many it redelivered and, when more of the range may follow, the seq it reached (the
+ * next batch's `afterSeq`); null when the range is done. A batch of a few thousand rows takes a fraction of a
+ * second: a redelivery of a million notifications in one statement ran past the statement bound (30 s), answered
+ * 502 and committed anyway, holding every row's lock meanwhile (probe).
+ */
+export async function redeliverBatch(
+  db: Executor,
+  range: RedeliverRange,
+  batch: number,
+): Promise<{ redelivered: number; reachedSeq: string | null }> {
+  const conditions = [
+    sql`platform_code = ${range.platformCode}`,
+    sql`seq > ${range.afterSeq}::bigint and seq <= ${range.lastSeq}::bigint`,
+    sql`created_at >= to_timestamp(${range.sinceMs}::double precision / 1000)`,
+  ];
+  if (range.untilMs !== undefined)
+    conditions.push(sql`created_at < to_timestamp(${range.untilMs}::double precision / 1000)`);
+  if (range.statuses) conditions.push(sql`status = any(${range.statuses}::text[])`);
+  if (range.payloadTypes) conditions.push(sql`payload_type = any(${range.payloadTypes}::text[])`);
+  const where = sql.join(conditions, sql` and `);
+  // The batch's last seq first, then the update up to it, which checks each row again as it locks it (a worker
+  // may have moved it on meanwhile), as the one statement did.
+  const result = await sql<{ count: number; reached: string | null }>`
+    with boundary as (
+      select seq from webhook_notifications where ${where} order by seq offset ${batch - 1} limit 1
+    ), redelivered as (
+      update webhook_notifications set ${REDELIVERED}
+      where ${where} and seq <= coalesce((select seq from boundary), ${range.lastSeq}::bigint)
+      returning 1
+    )
+    select (select count(*) from redelivered)::int as count, (select seq from boundary)::text as reached,
+      pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + range.platformCode})
+  `.execute(db);
+  const row = result.rows[0];
+  return { redelivered: Number(row?.count ?? 0), reachedSeq: row?.reached ?? null };
 }
 
 // --- delivery ----------------------------------------------------------------------------------------

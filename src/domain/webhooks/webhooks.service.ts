@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import { WEBHOOK_PAYLOAD_TYPES, isWebhookPayloadType } from '../../contract/webhook-headers.ts';
-import { MAX_WEBHOOK_URL_LENGTH } from '../../contract/webhooks.schemas.ts';
+import { MAX_WEBHOOK_URL_LENGTH, type RedeliverSinceResult } from '../../contract/webhooks.schemas.ts';
 import { encryptSecret } from '../../lib/secret-box.ts';
 import { NOTIFICATION_STATUSES, type NotificationStatus } from '../../store/tables/webhooks.tables.ts';
 import type { DomainDeps } from '../deps.ts';
@@ -83,8 +83,30 @@ export interface NotificationQuery {
 export interface RedeliverSinceInput {
   /** Epoch ms: notifications recorded at or after it. */
   since: number;
+  /** Epoch ms: only those recorded before it (default: no end). */
+  until?: number;
   /** Only notifications in these states (default every state). */
   status?: string[];
+  /** The `resume` of an earlier answer that was not complete. */
+  resume?: string;
+}
+
+/** Notifications a statement of a redelivery since a time puts back (a fraction of a second each). */
+const REDELIVER_BATCH = 5_000;
+/** PostgreSQL's bigint: a seq past it in a `resume` was not given by this service. */
+const MAX_SEQ = 2n ** 63n - 1n;
+
+/** The seqs a `resume` names (`after-last`), or a problem naming it. */
+function resumePoint(resume: string): { afterSeq: string; lastSeq: string } | string {
+  const [afterSeq = '', lastSeq = ''] = resume.split('-');
+  if (
+    !/^\d+$/.test(afterSeq) ||
+    !/^\d+$/.test(lastSeq) ||
+    BigInt(afterSeq) > MAX_SEQ ||
+    BigInt(lastSeq) > MAX_SEQ
+  )
+    return `resume: "${resume}" is not a resume point this service gave`;
+  return { afterSeq, lastSeq };
 }
 
 const MAX_URL_IN_MESSAGE = 200;
@@ -389,23 +411,54 @@ export function createWebhooksService(deps: DomainDeps) {
           `payload_type: the webhook of platform ${row.platform_code} is not subscribed to ${row.payload_type}`,
         );
       }
-      await repo.redeliver(db, { platformCode: row.platform_code, notificationId, payloadTypes: null });
+      await repo.redeliverOne(db, row.platform_code, notificationId);
       return getNotification(notificationId);
     },
 
-    async redeliverSince(platformCode: string, input: RedeliverSinceInput): Promise<{ redelivered: number }> {
+    /**
+     * Redelivers the platform's notifications recorded since a time (and before `until`), in batches of their own
+     * transaction, oldest seq first, the platform's last notification when the call began being the last; after
+     * about `callMs` (SVC_WEBHOOK_REDELIVER_CALL_MS) it stops between two batches and answers where the next call
+     * resumes. `batch` is for tests.
+     */
+    async redeliverSince(
+      platformCode: string,
+      input: RedeliverSinceInput,
+      {
+        batch = REDELIVER_BATCH,
+        callMs = deps.config.webhooks.redeliverCallMs,
+      }: { batch?: number; callMs?: number } = {},
+    ): Promise<RedeliverSinceResult> {
       const errors = (input.status ?? []).flatMap((s, i) => checkStatus(s, `status[${i}]`));
+      if (input.until !== undefined && input.until <= input.since)
+        errors.push(`until: ${input.until} is not after since (${input.since})`);
+      const resumed = input.resume === undefined ? undefined : resumePoint(input.resume);
+      if (typeof resumed === 'string') errors.push(resumed);
       if (errors.length) throw invalid(...errors);
       await requirePlatform(platformCode);
       const endpoint = await requireDeliverableEndpoint(platformCode);
-      const redelivered = await repo.redeliver(db, {
+      const range: repo.RedeliverRange = {
         platformCode,
         sinceMs: input.since,
+        untilMs: input.until,
         statuses: input.status as NotificationStatus[] | undefined,
         // Types the webhook does not want would only be skipped again: leave them as they are.
         payloadTypes: endpoint.payload_types,
-      });
-      return { redelivered };
+        ...(typeof resumed === 'object'
+          ? resumed
+          : { afterSeq: '0', lastSeq: await repo.lastSeqOf(db, platformCode) }),
+      };
+      // Time the call takes, not the service's clock (which a test may hold still).
+      const started = performance.now();
+      let redelivered = 0;
+      for (;;) {
+        const step = await repo.redeliverBatch(db, range, batch);
+        redelivered += step.redelivered;
+        if (step.reachedSeq === null) return { redelivered, complete: true };
+        range.afterSeq = step.reachedSeq;
+        if (performance.now() - started >= callMs)
+          return { redelivered, complete: false, resume: `${range.afterSeq}-${range.lastSeq}` };
+      }
     },
 
     /**

@@ -17,20 +17,21 @@ function realDate(date: string): boolean {
 }
 
 /**
- * `--since` of `svc webhooks redeliver-since`: epoch ms, or an ISO 8601 time, in UTC unless it names its zone. A date
+ * A time option (`--since`, `--until` of `svc webhooks redeliver-since`): epoch ms, or an ISO 8601 time, in UTC unless
+ * it names its zone. A date
  * alone is already UTC to Date.parse, but a date and time without a zone was the machine's local time: an operator
  * east of UTC who gave midnight missed hours of notifications, and one west of it sent more again (probe).
  */
-export function sinceOption(raw: string): number {
+export function timeOption(raw: string, option = '--since'): number {
   // Four or eight digits are an ISO 8601 year or basic date as much as epoch ms (2026 ms after 1970, which would
   // redeliver everything): refused rather than guessed.
   if (/^(\d{4}|\d{8})$/.test(raw))
     throw new UsageError(
-      `--since: "${raw}" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)`,
+      `${option}: "${raw}" could be epoch ms or an ISO 8601 date; give epoch ms in full, or the date with dashes (2026-12-01)`,
     );
   // Ten digits are epoch seconds of this century as ms of 1970's first months: every notification would go again.
   if (/^\d{10}$/.test(raw))
-    throw new UsageError(`--since: "${raw}" looks like epoch seconds; give epoch ms (${raw}000)`);
+    throw new UsageError(`${option}: "${raw}" looks like epoch seconds; give epoch ms (${raw}000)`);
   if (/^\d+$/.test(raw) && Number.isSafeInteger(Number(raw))) return Number(raw);
   const iso = ISO_8601.exec(raw);
   if (iso && realDate(iso[1]!)) {
@@ -40,5 +41,5 @@ export function sinceOption(raw: string): number {
     const since = Date.parse(`${date}T${time}${offset}`);
     if (Number.isSafeInteger(since)) return since;
   }
-  throw new UsageError(`--since: "${raw}" is neither epoch ms nor an ISO 8601 time`);
+  throw new UsageError(`${option}: "${raw}" is neither epoch ms nor an ISO 8601 time`);
 }
