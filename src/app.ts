@@ -48,6 +48,7 @@ import {
 import { simulatorPlugin } from './http/plugins/simulator.plugin.ts';
 import { adminRoutes } from './http/routes/admin-routes.ts';
 import { optionalBodiesDocumented } from './http/routes/optional-body.ts';
+import { withPortablePatterns } from './http/portable-patterns.ts';
 import { opsRoutes, type ReadinessCheck } from './http/routes/ops.routes.ts';
 import { publicRoutes } from './http/routes/public-routes.ts';
 import { jwksRoutes } from './http/routes/jwks.routes.ts';
@@ -437,7 +438,8 @@ export async function buildApp(
       },
       security: [{ apiKey: [], apiPassphrase: [], apiSigned: [], apiTimestamp: [] }],
     },
-    ...optionalBodiesDocumented,
+    transform: optionalBodiesDocumented.transform,
+    transformObject: (document) => withPortablePatterns(optionalBodiesDocumented.transformObject(document)),
   });
   // Where an API is served: an ops listener (SVC_OPS_LISTEN) serves the probes and the metrics only (review: it
   // served /docs too, a document of no path).

@@ -74,6 +74,62 @@ test('the document says which operator bodies may be left out (a bare request), 
   assert.ok(!JSON.stringify(doc).includes('x-svc-optional-body'), 'the mark is not published');
 });
 
+test('the document publishes only patterns any regex engine reads; Unicode-mode ones as x-svc-unicode-pattern', async () => {
+  // Probe: `\p{…}` and look-arounds read otherwise outside JavaScript's Unicode mode; a generated client refused the
+  // label `general`, and Python's re failed on the pattern.
+  const doc = (await rawRequest(svc.url, 'GET', '/docs/json')).json as {
+    paths: Record<string, Record<string, unknown>>;
+  };
+  const patterns: string[] = [];
+  const unicode: string[] = [];
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(visit);
+    if (!node || typeof node !== 'object') return;
+    const schema = node as Record<string, unknown>;
+    if (typeof schema.pattern === 'string') patterns.push(schema.pattern);
+    if (typeof schema['x-svc-unicode-pattern'] === 'string') unicode.push(schema['x-svc-unicode-pattern']);
+    Object.values(schema).forEach(visit);
+  };
+  visit(doc);
+  assert.ok(
+    patterns.length > 50 && unicode.length > 10,
+    `${patterns.length} patterns, ${unicode.length} moved`,
+  );
+  for (const pattern of patterns) {
+    assert.doesNotMatch(pattern, /\\[pP]\{|\\u\{|\(\?<?[=!]/, pattern);
+    assert.doesNotThrow(() => new RegExp(pattern), pattern);
+  }
+  const rfqLabel = (
+    doc.paths['/liquidity/rfq']?.post as {
+      requestBody: {
+        content: Record<string, { schema: { properties: Record<string, Record<string, unknown>> } }>;
+      };
+    }
+  ).requestBody.content['application/json']!.schema.properties.account_label!;
+  assert.equal(rfqLabel.pattern, undefined);
+  assert.match(String(rfqLabel['x-svc-unicode-pattern']), /Default_Ignorable_Code_Point/);
+  assert.match(String(rfqLabel.description), /invisible/);
+
+  // The service checks them all the same, in this app and in one made after the document was built.
+  const second = await startTestService();
+  try {
+    for (const url of [svc.url, second.url]) {
+      const res = await rawRequest(url, 'POST', '/admin/customer_accounts', {
+        headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          platform_code: 'ABC123',
+          participant_code: 'ABC123',
+          account_label: 'general\u200b',
+        }),
+      });
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.text, /account_label/);
+    }
+  } finally {
+    await second.close();
+  }
+});
+
 describe('bearer token', () => {
   test('every operator route refuses a missing, wrong or non-bearer token with 401', async () => {
     // Every /admin operation in the generated document, whoever added it.

@@ -19,7 +19,7 @@ const OPTIONAL_BODY_MARK = 'x-svc-optional-body';
  * from the document was made to send a JSON body with a DELETE, which some clients and proxies drop (review).
  * `transform` marks the route's schema, `transformObject` turns the mark into `required: false`.
  */
-export const optionalBodiesDocumented: Pick<FastifyDynamicSwaggerOptions, 'transform' | 'transformObject'> = {
+export const optionalBodiesDocumented = {
   transform({ schema, url, route }) {
     const hooks = [route.preValidation].flat();
     if (!schema || !hooks.includes(bareBodyAsEmpty)) return { schema, url };
@@ -39,4 +39,4 @@ export const optionalBodiesDocumented: Pick<FastifyDynamicSwaggerOptions, 'trans
     }
     return openapiObject;
   },
-};
+} satisfies Pick<FastifyDynamicSwaggerOptions, 'transform' | 'transformObject'>;
