@@ -259,7 +259,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   },
   'webhooks redeliver-since': {
     usage:
-      'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 [--until EPOCH_MS|ISO_8601] (UTC unless zoned) [--status dead,skipped]',
+      'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 [--until EPOCH_MS|ISO_8601] (UTC unless zoned) [--status dead,skipped] [--resume POINT]',
     summary: 'deliver again every notification of a platform recorded since a time (and before --until)',
     run: async (c, p, o) => {
       const until = optionalString(o, 'until');
@@ -269,10 +269,22 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         status: list(o, 'status'),
       };
       const path = `/platforms/${pathArgument(p, 0, 'PLATFORM')}/redeliver`;
-      // A big range takes several calls (each answers after about 10 s with where to resume): one command.
+      // A big range takes several calls (each answers after about 10 s with where to resume): one command. A call
+      // that fails after others went through says where to go on: run again from the start, the command would send
+      // again what they redelivered (review).
       let redelivered = 0;
-      for (let resume: string | undefined; ;) {
-        const step = await c.post<RedeliverSinceResult>(path, { ...body, resume });
+      let resume = optionalString(o, 'resume');
+      for (let calls = 0; ; calls += 1) {
+        let step: RedeliverSinceResult;
+        try {
+          step = await c.post<RedeliverSinceResult>(path, { ...body, resume });
+        } catch (error) {
+          if (calls > 0)
+            process.stderr.write(
+              `redelivered ${redelivered} before this failure; to go on where it stopped, run the same command with --resume ${resume}\n`,
+            );
+          throw error;
+        }
         redelivered += step.redelivered;
         if (step.complete) return { redelivered };
         if (step.resume === undefined)
@@ -354,6 +366,7 @@ export const OPERATOR_OPTIONS = {
   disabled: { type: 'boolean' },
   resource: { type: 'string' },
   until: { type: 'string' },
+  resume: { type: 'string' },
   page: { type: 'string' },
   'page-size': { type: 'string' },
   since: { type: 'string' },

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, before, mock, test } from 'node:test';
+import type { AdminClient } from '../../src/cli/admin-client.ts';
+import { OPERATOR_COMMANDS } from '../../src/cli/operator-commands.ts';
 import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { runCli } from '../helpers/service-process.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
@@ -100,6 +102,36 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
     ...['webhooks', 'redeliver-since', code, '--since', '0', '--until', '2000-01-01'],
   );
   assert.equal(window.redelivered, 0, 'nothing was recorded before 2000');
+
+  // A call that fails after others went through says where to go on, and --resume goes on from there.
+  const stderr: string[] = [];
+  const hooks = { url: 'http://127.0.0.1:9/hooks', payload_types: ['participant_status_changed'] };
+  const failing = Object.create(svc.admin) as AdminClient;
+  let calls = 0;
+  failing.post = async <T>(target: string, body?: unknown): Promise<T> => {
+    calls += 1;
+    // The operator turns the webhook off between the first and second call: the second is refused.
+    if (calls === 2)
+      await svc.admin.put(`/platforms/${code}/webhook`, { url: 'http://127.0.0.1:9/hooks', enabled: false });
+    return svc.admin.post<T>(target, body);
+  };
+  const redeliverSince = OPERATOR_COMMANDS['webhooks redeliver-since']!;
+  const write = mock.method(process.stderr, 'write', (chunk: string) => stderr.push(chunk) > 0);
+  try {
+    await assert.rejects(() => redeliverSince.run(failing, [code], { since: '0' }), /webhook/);
+  } finally {
+    write.mock.restore();
+  }
+  const hint = /to go on where it stopped, run the same command with --resume (\d+-\d+)/.exec(
+    stderr.join(''),
+  );
+  assert.ok(hint, stderr.join(''));
+  assert.match(stderr.join(''), /redelivered 5000 before this failure/);
+  await svc.admin.put(`/platforms/${code}/webhook`, hooks);
+  const rest = await svcJson<{ redelivered: number }>(
+    ...['webhooks', 'redeliver-since', code, '--since', '0', '--resume', hint[1]!],
+  );
+  assert.equal(rest.redelivered, 10_001 + since.redelivered - 5_000, 'the rest, and only the rest');
 
   // Usage errors (exit 2), sent nowhere: flags that exclude each other, and a time that could be either.
   for (const [args, error] of [

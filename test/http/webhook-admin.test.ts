@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { AdminApiError } from '../../src/cli/admin-client.ts';
 import { WEBHOOK_PAYLOAD_TYPES } from '../../src/contract/webhook-headers.ts';
 import type { WebhookEndpoint, WebhookNotification } from '../../src/contract/webhooks.schemas.ts';
@@ -493,6 +494,43 @@ describe('redelivery', () => {
       assert.equal(bad.status, 400, resume);
       assert.match((bad.body.errors as string[])[0]!, /^resume: /, resume);
     }
+  });
+
+  test('a batch that PostgreSQL ends for a deadlock (a worker recording attempts) is tried again', async () => {
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
+    const ids: string[] = [];
+    for (const key of ['trade:A', 'trade:B', 'trade:C']) ids.push(await record(db(), code, key));
+    // Another session holds the last row, as a worker's record does, and its deadlock check is left to the batch's.
+    const other = new pg.Client({ connectionString: svc.database.url });
+    await other.connect();
+    try {
+      await other.query(`set deadlock_timeout = '60s'`);
+      await other.query('begin');
+      await other.query('select 1 from webhook_notifications where notification_id = $1 for update', [
+        ids[2],
+      ]);
+      const redelivery = svc.runtime.services.webhooks.redeliverSince(code, { since: 0 });
+      // The batch has locked the first rows and waits for the last …
+      const waiting = async () =>
+        (
+          await other.query(`select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)
+        ).rows[0].n as number;
+      for (let i = 0; (await waiting()) === 0; i += 1) {
+        assert.ok(i < 500, 'the batch never waited for the locked row');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // … when the other session asks for the first: a deadlock, which PostgreSQL ends in the batch's session.
+      await other.query('select 1 from webhook_notifications where notification_id = $1 for update', [
+        ids[0],
+      ]);
+      await other.query('rollback');
+      assert.deepEqual(await redelivery, { redelivered: 3, complete: true });
+    } finally {
+      await other.end();
+    }
+    for (const id of ids) assert.equal((await notificationState(db(), id))?.status, 'pending');
   });
 
   test('a redelivery since a time ends before `until` when given; an until not after since is refused', async () => {
