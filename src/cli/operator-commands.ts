@@ -290,7 +290,8 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         if (step.resume === undefined)
           throw new Error('the operator API answered "not complete" without a resume point');
         resume = step.resume;
-        process.stderr.write(`redelivered ${redelivered} so far, going on\n`);
+        const why = step.interrupted ? ` (the last call stopped early: ${step.interrupted})` : '';
+        process.stderr.write(`redelivered ${redelivered} so far, going on${why}\n`);
       }
     },
   },

@@ -146,5 +146,11 @@ export const RedeliverSinceResult = Type.Object({
     description: 'false: the call stopped after its time (about 10 s); call again with `resume` for the rest',
   }),
   resume: Type.Optional(Type.String({ description: 'when not complete: where the next call goes on' })),
+  interrupted: Type.Optional(
+    Type.String({
+      description:
+        'why the call stopped before its time: a batch failed after others of the call had committed (call again with resume)',
+    }),
+  ),
 });
 export type RedeliverSinceResult = Static<typeof RedeliverSinceResult>;

@@ -533,6 +533,49 @@ describe('redelivery', () => {
     for (const id of ids) assert.equal((await notificationState(db(), id))?.status, 'pending');
   });
 
+  test('a batch that fails after others of the call committed: the call answers them and where to go on', async () => {
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
+    const ids: string[] = [];
+    for (const key of ['trade:A', 'trade:B', 'trade:C']) ids.push(await record(db(), code, key));
+    const other = new pg.Client({ connectionString: svc.database.url });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query('select 1 from webhook_notifications where notification_id = $1 for update', [
+        ids[1],
+      ]);
+      // Batches of one: the first commits, the second waits for the row held, and its connection is lost.
+      const redelivery = svc.runtime.services.webhooks.redeliverSince(
+        code,
+        { since: 0 },
+        { batch: 1, callMs: 60_000 },
+      );
+      let waiting: number | undefined;
+      for (let i = 0; waiting === undefined; i += 1) {
+        assert.ok(i < 500, 'the second batch never waited for the locked row');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        waiting = (
+          await other.query(`select pid from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)
+        ).rows[0]?.pid as number | undefined;
+      }
+      await other.query('select pg_terminate_backend($1)', [waiting]);
+      const stopped = await redelivery;
+      assert.equal(stopped.redelivered, 1);
+      assert.equal(stopped.complete, false);
+      assert.match(String(stopped.interrupted), /^the next batch failed: /);
+      await other.query('rollback');
+      const rest = await svc.runtime.services.webhooks.redeliverSince(code, {
+        since: 0,
+        resume: stopped.resume,
+      });
+      assert.deepEqual(rest, { redelivered: 2, complete: true }, 'the rest, and only the rest');
+    } finally {
+      await other.end();
+    }
+  });
+
   test('a redelivery since a time ends before `until` when given; an until not after since is refused', async () => {
     const code = await newPlatformCode();
     await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });

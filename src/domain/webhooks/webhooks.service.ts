@@ -469,8 +469,21 @@ export function createWebhooksService(deps: DomainDeps) {
       // Time the call takes, not the service's clock (which a test may hold still).
       const started = performance.now();
       let redelivered = 0;
-      for (;;) {
-        const step = await batchRetryingDeadlocks(() => repo.redeliverBatch(db, range, batch));
+      for (let batches = 0; ; batches += 1) {
+        let step: Awaited<ReturnType<typeof repo.redeliverBatch>>;
+        try {
+          step = await batchRetryingDeadlocks(() => repo.redeliverBatch(db, range, batch));
+        } catch (error) {
+          // After batches of this call committed, a failure answers what they did and where to go on: thrown,
+          // the caller could only start again from the call's beginning and send them all again (review).
+          if (batches === 0) throw error;
+          return {
+            redelivered,
+            complete: false,
+            resume: `${range.afterSeq}-${range.lastSeq}`,
+            interrupted: `the next batch failed: ${error instanceof Error ? error.message : String(error)}`,
+          };
+        }
         redelivered += step.redelivered;
         if (step.reachedSeq === null) return { redelivered, complete: true };
         range.afterSeq = step.reachedSeq;
