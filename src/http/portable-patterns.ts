@@ -1,18 +1,64 @@
 /**
- * The OpenAPI document's `pattern`s as any client generator can use them. A few of the service's patterns are
- * ECMA-262 in Unicode mode (the `u` flag, ajv's default): Unicode properties (`\p{Default_Ignorable_Code_Point}`,
- * invisible characters) and look-arounds (no space at either end). Outside Unicode mode `\p{…}` reads as letters, and
- * Python's `re`, Go's `regexp` and Java's `Pattern` take them otherwise or not at all: a client generated from the
- * document refused the default account label `general` before sending it, or failed to load the document (probe).
- * Those are published as `x-svc-unicode-pattern` instead (the schema's description says the rule in words); the
- * service checks them all the same.
+ * The OpenAPI document's `pattern`s as any client generator can use them. The service checks its patterns as
+ * ECMA-262 in Unicode mode (the `u` flag, ajv's default); client generators hand them to Python's `re`, Go's
+ * `regexp`, Java's `Pattern`, PCRE or a JavaScript RegExp without the flag, which read some escapes otherwise or not
+ * at all: `\p{…}` reads as letters outside Unicode mode (a generated client refused the default account label
+ * `general`), look-arounds are unknown to Go, `\uXXXX` to PCRE and Go (and Perl reads `\u0000-\u001F` as a range
+ * from `0`), and `\d`, `\s` take other digits and spaces in Python and Java (probes).
+ *
+ * So the document publishes each pattern in the subset they all read alike: `\d` as `0-9`, `\s` as the characters
+ * JavaScript's `\s` stands for, `\uXXXX` as the character (`\xHH` below U+0100). One that cannot be written so
+ * (Unicode properties, look-arounds, `\w`, `\b` and their kin) is published as `x-svc-unicode-pattern` instead, beside
+ * the schema's description of the rule in words. The service checks them all the same. Own code: no library turns
+ * an ECMA-262 pattern into that common subset.
  */
 const UNICODE_MODE_ONLY = /\\[pP]\{|\\u\{|\(\?<?[=!]/;
 export const UNICODE_PATTERN_KEY = 'x-svc-unicode-pattern';
 
+/** JavaScript's `\s` (ECMA-262 WhiteSpace and LineTerminator), for a character class. */
+const JS_SPACE = '\\t\\n\\x0B\\f\\r \\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF';
+/** Characters written escaped when an escape of them becomes the character (`\u005D` is `\]`, not `]`). */
+const SYNTAX = /[\\^$.|?*+()[\]{}\-/]/;
+
+/** `pattern` in the subset every engine reads alike, or undefined when it cannot be written so. */
+export function portablePattern(pattern: string): string | undefined {
+  if (UNICODE_MODE_ONLY.test(pattern)) return undefined;
+  let out = '';
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i += 1) {
+    const c = pattern[i]!;
+    if (c !== '\\') {
+      if (c === '[' && !inClass) inClass = true;
+      else if (c === ']' && inClass) inClass = false;
+      out += c;
+      continue;
+    }
+    const next = pattern[i + 1] ?? '';
+    i += 1;
+    if (next === 'd') out += inClass ? '0-9' : '[0-9]';
+    else if (next === 's') out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
+    else if (/[DSwWbB]/.test(next)) return undefined;
+    else if (next === 'u' && /^[0-9A-Fa-f]{4}$/.test(pattern.slice(i + 1, i + 5))) {
+      const unit = parseInt(pattern.slice(i + 1, i + 5), 16);
+      // Half of a character beyond U+FFFF: no engine but JavaScript's reads it so.
+      if (unit >= 0xd800 && unit <= 0xdfff) return undefined;
+      i += 4;
+      const char = String.fromCharCode(unit);
+      // Controls and spaces below U+00A1 as `\xHH`, which every engine reads (a NUL in a pattern, PHP refused).
+      out +=
+        unit < 0x21 || (unit >= 0x7f && unit <= 0xa0)
+          ? `\\x${unit.toString(16).toUpperCase().padStart(2, '0')}`
+          : SYNTAX.test(char)
+            ? `\\${char}`
+            : char;
+    } else out += `\\${next}`;
+  }
+  return out;
+}
+
 /**
- * A copy of `document` with the patterns only Unicode mode reads, anywhere in it, under UNICODE_PATTERN_KEY. A copy,
- * so that no schema object a route validates with (module constants such as AccountLabel, shared by every app made in
+ * A copy of `document` with every pattern in it portable (portablePattern), or under UNICODE_PATTERN_KEY. A copy, so
+ * that no schema object a route validates with (module constants such as AccountLabel, shared by every app made in
  * the process) is changed, whatever @fastify/swagger passes through by reference.
  */
 export function withPortablePatterns<T>(original: T): T {
@@ -21,9 +67,12 @@ export function withPortablePatterns<T>(original: T): T {
     if (Array.isArray(node)) return node.forEach(visit);
     if (!node || typeof node !== 'object') return;
     const schema = node as Record<string, unknown>;
-    if (typeof schema.pattern === 'string' && UNICODE_MODE_ONLY.test(schema.pattern)) {
-      schema[UNICODE_PATTERN_KEY] = schema.pattern;
-      delete schema.pattern;
+    if (typeof schema.pattern === 'string') {
+      const portable = portablePattern(schema.pattern);
+      if (portable === undefined) {
+        schema[UNICODE_PATTERN_KEY] = schema.pattern;
+        delete schema.pattern;
+      } else schema.pattern = portable;
     }
     Object.values(schema).forEach(visit);
   };
