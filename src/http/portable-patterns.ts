@@ -7,29 +7,50 @@
  * from `0`), and `\d`, `\s` take other digits and spaces in Python and Java (probes).
  *
  * So the document publishes each pattern in the subset they all read alike: `\d` as `0-9`, `\s` as the characters
- * JavaScript's `\s` stands for, `\uXXXX` as the character (`\xHH` below U+0100). One that cannot be written so
- * (Unicode properties, look-arounds, `\w`, `\b` and their kin) is published as `x-svc-unicode-pattern` instead, beside
- * the schema's description of the rule in words. The service checks them all the same. Own code: no library turns
- * an ECMA-262 pattern into that common subset.
+ * JavaScript's `\s` stands for, `.` as what JavaScript's takes, `\uXXXX` as the character (`\xHH` below U+0100). One
+ * that cannot be written so (Unicode properties, look-arounds, `\w`, `\b` and their kin, named groups, characters
+ * beyond U+FFFF, a `.` or negated class that one such character could meet) is published as `x-svc-unicode-pattern`
+ * instead, beside the schema's description of the rule in words. The service checks them all the same. Own code: no
+ * library turns an ECMA-262 pattern into that common subset.
  */
-const UNICODE_MODE_ONLY = /\\[pP]\{|\\u\{|\(\?<?[=!]/;
 export const UNICODE_PATTERN_KEY = 'x-svc-unicode-pattern';
 
 /** JavaScript's `\s` (ECMA-262 WhiteSpace and LineTerminator), for a character class. */
 const JS_SPACE = '\\t\\n\\x0B\\f\\r \\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF';
-/** Characters written escaped when an escape of them becomes the character (`\u005D` is `\]`, not `]`). */
-const SYNTAX = /[\\^$.|?*+()[\]{}\-/]/;
 
-/** `pattern` in the subset every engine reads alike, or undefined when it cannot be written so. */
+/**
+ * What only JavaScript reads so: Unicode properties, `\u{…}`, look-arounds, named groups and their references, `\c`
+ * controls, the empty classes `[]` and `[^]`.
+ */
+const JAVASCRIPT_ONLY = /\\[pPk]|\\u\{|\\c|\(\?<|\(\?[=!]|\[\^?\]/;
+/** A character beyond U+FFFF: JavaScript without the `u` flag reads it as two. */
+const ASTRAL = /[\uD800-\uDFFF]/;
+
+/**
+ * `pattern` in the subset every engine reads alike, or undefined when it cannot be written so. Conservative: what
+ * matches one character in Unicode mode and may meet one beyond U+FFFF (`.`, a negated class) is kept only when
+ * repeated without bound (`*`, `+`, `{n,}`), where reading such a character as two changes nothing.
+ */
 export function portablePattern(pattern: string): string | undefined {
-  if (UNICODE_MODE_ONLY.test(pattern)) return undefined;
+  if (JAVASCRIPT_ONLY.test(pattern) || ASTRAL.test(pattern)) return undefined;
+  /** After a `.` or a negated class at `end`: whether a repetition without bound follows. */
+  const unbounded = (end: number) => /^(?:[*+]|\{\d+,\})/.test(pattern.slice(end));
   let out = '';
-  let inClass = false;
+  let classStart = -1;
   for (let i = 0; i < pattern.length; i += 1) {
     const c = pattern[i]!;
+    const inClass = classStart >= 0;
     if (c !== '\\') {
-      if (c === '[' && !inClass) inClass = true;
-      else if (c === ']' && inClass) inClass = false;
+      if (c === '[' && !inClass) classStart = i;
+      else if (c === ']' && inClass) {
+        if (pattern[classStart + 1] === '^' && !unbounded(i + 1)) return undefined;
+        classStart = -1;
+      } else if (c === '.' && !inClass) {
+        if (!unbounded(i + 1)) return undefined;
+        // Python's `.` takes a carriage return and the line and paragraph separators; JavaScript's does not.
+        out += '[^\\n\\r\u2028\u2029]';
+        continue;
+      }
       out += c;
       continue;
     }
@@ -43,14 +64,10 @@ export function portablePattern(pattern: string): string | undefined {
       // Half of a character beyond U+FFFF: no engine but JavaScript's reads it so.
       if (unit >= 0xd800 && unit <= 0xdfff) return undefined;
       i += 4;
-      const char = String.fromCharCode(unit);
-      // Controls and spaces below U+00A1 as `\xHH`, which every engine reads (a NUL in a pattern, PHP refused).
-      out +=
-        unit < 0x21 || (unit >= 0x7f && unit <= 0xa0)
-          ? `\\x${unit.toString(16).toUpperCase().padStart(2, '0')}`
-          : SYNTAX.test(char)
-            ? `\\${char}`
-            : char;
+      const char = String.fromCharCode(unit); // none of the pattern syntax, which is all below U+0080
+      // Below U+0100 as `\xHH`, which every engine reads: a NUL in a pattern PHP refused, and a digit written as
+      // itself joins an escape before it (`\1\u0030` would be `\10`).
+      out += unit < 0x100 ? `\\x${unit.toString(16).toUpperCase().padStart(2, '0')}` : char;
     } else out += `\\${next}`;
   }
   return out;

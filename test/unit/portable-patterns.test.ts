@@ -24,6 +24,15 @@ const SAMPLES = [
   ']',
   '-',
   '\\',
+  'aa0',
+  '\u0000' + '1',
+  '\u0001',
+  '😀😀',
+  'ab😀',
+  '\r',
+  'x\ry',
+  '\u2029',
+  'abc',
 ];
 
 test('\\d, \\s and \\uXXXX are written in the subset every engine reads alike, matching as the service does', () => {
@@ -34,6 +43,13 @@ test('\\d, \\s and \\uXXXX are written in the subset every engine reads alike, m
     '^[^\\s\\d]+$',
     '^[\\u005D\\u002D\\u005C]$',
     '^[\\x21-\\x7E]+$',
+    // A character written as itself would join the escape before it (review: `\\1\\u0030` became `\\10`).
+    '^(a)\\1\\u0030$',
+    '^\\0\\u0031$',
+    // Repeated without bound, a `.` or a negated class reads a character beyond U+FFFF as two alike.
+    '^[^<>]+$',
+    '^.*$',
+    '^x.+y$',
   ]) {
     const portable = portablePattern(pattern);
     assert.ok(portable !== undefined, pattern);
@@ -46,6 +62,7 @@ test('\\d, \\s and \\uXXXX are written in the subset every engine reads alike, m
       );
   }
   assert.equal(portablePattern('^[^\\u0000-\\u001F]*$'), '^[^\\x00-\\x1F]*$');
+  assert.equal(portablePattern('^.*$'), '^[^\\n\\r\u2028\u2029]*$');
   assert.equal(
     portablePattern('^[A-Z0-9]{1,12}(\\.[A-Z0-9]{1,12})?$'),
     '^[A-Z0-9]{1,12}(\\.[A-Z0-9]{1,12})?$',
