@@ -158,9 +158,15 @@ export async function startEmbeddedPostgres(
   await makeDataDir(dataDir);
   await ensureReachableByClusterUser(dataDir);
   const EmbeddedPostgres = await loadLibrary();
-  const password = await readOrCreate(path.join(dataDir, 'pg-password'), () =>
-    randomBytes(18).toString('hex'),
-  );
+  const passwordFile = path.join(dataDir, 'pg-password');
+  // A cluster is made with the password of this file: with the file gone, a new one was made, and the start failed
+  // with PostgreSQL's "password authentication failed for user postgres", naming no file (probe).
+  if (hasCluster(databaseDir) && !existsSync(passwordFile))
+    throw new DataDirError(
+      `${passwordFile} is missing, and the cluster in ${databaseDir} was made with the password it held: restore it ` +
+        `from where the data dir was copied or backed up, or move ${databaseDir} away to start with an empty database`,
+    );
+  const password = await readOrCreate(passwordFile, () => randomBytes(18).toString('hex'));
   const port = await freePort();
   // The server's own last words: the library rejects with nothing when the server exits during its start,
   // and the user was left with a guess (review: a data dir of another major version, a read-only one, a

@@ -42,6 +42,26 @@ test('a data dir made by another major version: the error says so, in PostgreSQL
   });
 });
 
+test('a cluster whose password file is gone: the error names the file, and the cluster starts once it is back', async () => {
+  // Probe: a data dir copied without pg-password read "password authentication failed for user postgres".
+  const copied = mkdtempSync(path.join(os.tmpdir(), 'svc-embedded-password-'));
+  try {
+    await (await startEmbeddedPostgres(copied)).stop();
+    const passwordFile = path.join(copied, 'pg-password');
+    const password = readFileSync(passwordFile, 'utf8');
+    rmSync(passwordFile);
+    await assert.rejects(startEmbeddedPostgres(copied), {
+      name: 'DataDirError',
+      message: `${passwordFile} is missing, and the cluster in ${path.join(copied, 'pg')} was made with the password it held: restore it from where the data dir was copied or backed up, or move ${path.join(copied, 'pg')} away to start with an empty database`,
+    });
+    assert.ok(!existsSync(passwordFile), 'no new password was made in its place');
+    writeFileSync(passwordFile, password);
+    await (await startEmbeddedPostgres(copied)).stop();
+  } finally {
+    rmSync(copied, { recursive: true, force: true });
+  }
+});
+
 test('a cluster whose files its user cannot read: the error says so, in the server’s words before its log', async () => {
   // Probe: a data dir copied without its owner (`cp -r` as root) read "is another svc using that data dir?".
   const copied = mkdtempSync(path.join(os.tmpdir(), 'svc-embedded-unreadable-'));
