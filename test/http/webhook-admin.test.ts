@@ -6,6 +6,7 @@ import { AdminApiError } from '../../src/cli/admin-client.ts';
 import { WEBHOOK_PAYLOAD_TYPES } from '../../src/contract/webhook-headers.ts';
 import type { WebhookEndpoint, WebhookNotification } from '../../src/contract/webhooks.schemas.ts';
 import { decryptSecret } from '../../src/lib/secret-box.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { notificationState, record } from '../helpers/webhook-receiver.ts';
 
@@ -32,6 +33,30 @@ async function dueLanes(code: string): Promise<string[]> {
   return r.rows.map((row) => row.resource_key);
 }
 const RECEIVER = 'https://hooks.example.com/svc?source=test';
+
+/** A session of its own holding the notification's row locked (as a worker recording an attempt does), in a transaction. */
+async function holding(service: TestService, notificationId: string): Promise<pg.Client> {
+  const other = new pg.Client({ connectionString: service.database.url });
+  await other.connect();
+  await other.query('begin');
+  await other.query('select 1 from webhook_notifications where notification_id = $1 for update', [
+    notificationId,
+  ]);
+  return other;
+}
+
+/** The pid of the first other session of the database waiting for a lock (polled until there is one). */
+async function lockWaiter(other: pg.Client): Promise<number> {
+  for (let i = 0; i < 1000; i += 1) {
+    const pid = (
+      await other.query(`select pid from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)
+    ).rows[0]?.pid as number | undefined;
+    if (pid !== undefined) return pid;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error('no session waited for the locked row');
+}
 
 async function send(method: string, path: string, body?: unknown) {
   const response = await fetch(`${svc.url}/admin${path}`, {
@@ -502,25 +527,12 @@ describe('redelivery', () => {
     const ids: string[] = [];
     for (const key of ['trade:A', 'trade:B', 'trade:C']) ids.push(await record(db(), code, key));
     // Another session holds the last row, as a worker's record does, and its deadlock check is left to the batch's.
-    const other = new pg.Client({ connectionString: svc.database.url });
-    await other.connect();
+    const other = await holding(svc, ids[2]!);
     try {
-      await other.query(`set deadlock_timeout = '60s'`);
-      await other.query('begin');
-      await other.query('select 1 from webhook_notifications where notification_id = $1 for update', [
-        ids[2],
-      ]);
+      await other.query(`set local deadlock_timeout = '60s'`);
       const redelivery = svc.runtime.services.webhooks.redeliverSince(code, { since: 0 });
       // The batch has locked the first rows and waits for the last …
-      const waiting = async () =>
-        (
-          await other.query(`select count(*)::int as n from pg_stat_activity
-            where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)
-        ).rows[0].n as number;
-      for (let i = 0; (await waiting()) === 0; i += 1) {
-        assert.ok(i < 500, 'the batch never waited for the locked row');
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await lockWaiter(other);
       // … when the other session asks for the first: a deadlock, which PostgreSQL ends in the batch's session.
       await other.query('select 1 from webhook_notifications where notification_id = $1 for update', [
         ids[0],
@@ -538,33 +550,20 @@ describe('redelivery', () => {
     await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
     const ids: string[] = [];
     for (const key of ['trade:A', 'trade:B', 'trade:C']) ids.push(await record(db(), code, key));
-    const other = new pg.Client({ connectionString: svc.database.url });
-    await other.connect();
+    const other = await holding(svc, ids[1]!);
     try {
-      await other.query('begin');
-      await other.query('select 1 from webhook_notifications where notification_id = $1 for update', [
-        ids[1],
-      ]);
-      // Batches of one: the first commits, the second waits for the row held, and its connection is lost.
+      // Batches of one: the first commits, the second waits for the row held, and is cancelled.
       const redelivery = svc.runtime.services.webhooks.redeliverSince(
         code,
         { since: 0 },
         { batch: 1, callMs: 60_000 },
       );
-      let waiting: number | undefined;
-      for (let i = 0; waiting === undefined; i += 1) {
-        assert.ok(i < 500, 'the second batch never waited for the locked row');
-        await new Promise((resolve) => setTimeout(resolve, 10));
-        waiting = (
-          await other.query(`select pid from pg_stat_activity
-            where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`)
-        ).rows[0]?.pid as number | undefined;
-      }
-      await other.query('select pg_terminate_backend($1)', [waiting]);
+      await other.query('select pg_cancel_backend($1)', [await lockWaiter(other)]);
       const stopped = await redelivery;
       assert.equal(stopped.redelivered, 1);
       assert.equal(stopped.complete, false);
-      assert.match(String(stopped.interrupted), /^the next batch failed: /);
+      assert.equal(stopped.interrupted, 'the next batch failed (the service log has the error)');
+      assert.match(String((stopped.failure as Error).message), /canceling statement/);
       await other.query('rollback');
       const rest = await svc.runtime.services.webhooks.redeliverSince(code, {
         since: 0,
@@ -573,6 +572,43 @@ describe('redelivery', () => {
       assert.deepEqual(rest, { redelivered: 2, complete: true }, 'the rest, and only the rest');
     } finally {
       await other.end();
+    }
+  });
+
+  test('a call stopped by a batch of unknown outcome says it may be sent again, and the log has the failure', async () => {
+    // Review: the failure that stopped a call reached no log, and a lost connection was told as a failed batch.
+    const { logger, lines } = capturedLogger('info');
+    const own = await startTestService({ logger });
+    try {
+      const code = (await own.newPlatform()).platform.platform_code;
+      await own.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
+      // One batch (5,000) and one notification more, the one held.
+      await sql`insert into webhook_notifications (notification_id, platform_code, payload_type, resource_key, payload)
+        select gen_random_uuid(), ${code}, 'trade_status_changed', 'trade:' || (i % 50), jsonb_build_object('i', i)
+        from generate_series(1, 5001) i`.execute(own.runtime.store.db);
+      const last = await sql<{ id: string }>`select notification_id as id from webhook_notifications
+        where platform_code = ${code} order by seq desc limit 1`.execute(own.runtime.store.db);
+      const other = await holding(own, last.rows[0]!.id);
+      try {
+        const call = own.admin.post<Record<string, unknown>>(`/platforms/${code}/redeliver`, { since: 0 });
+        await other.query('select pg_terminate_backend($1)', [await lockWaiter(other)]);
+        const answer = await call;
+        assert.equal(answer.redelivered, 5000);
+        assert.equal(answer.complete, false);
+        assert.match(
+          String(answer.interrupted),
+          /^the connection was lost before PostgreSQL answered the next batch/,
+        );
+        const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+        const warning = logged.find((entry) => String(entry.msg).startsWith('redelivery stopped early'));
+        assert.ok(warning, 'the failure is logged');
+        assert.equal(warning.level, 40, 'at warn');
+        assert.match(JSON.stringify(warning.err), /OutcomeUnknownError/);
+      } finally {
+        await other.end();
+      }
+    } finally {
+      await own.close();
     }
   });
 

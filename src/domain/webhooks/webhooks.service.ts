@@ -4,7 +4,7 @@ import { MAX_WEBHOOK_URL_LENGTH, type RedeliverSinceResult } from '../../contrac
 import { encryptSecret } from '../../lib/secret-box.ts';
 import { NOTIFICATION_STATUSES, type NotificationStatus } from '../../store/tables/webhooks.tables.ts';
 import type { DomainDeps } from '../deps.ts';
-import { invalid, notFound, PG_DEADLOCK, pgErrorCode } from '../errors.ts';
+import { invalid, notFound, OutcomeUnknownError, PG_DEADLOCK, pgErrorCode } from '../errors.ts';
 import { findPlatform } from '../platforms/platforms.repository.ts';
 import { createWebhookDelivery } from './webhook-delivery.ts';
 import { createWebhookMetrics } from './webhooks.metrics.ts';
@@ -446,7 +446,7 @@ export function createWebhooksService(deps: DomainDeps) {
         batch = REDELIVER_BATCH,
         callMs = deps.config.webhooks.redeliverCallMs,
       }: { batch?: number; callMs?: number } = {},
-    ): Promise<RedeliverSinceResult> {
+    ): Promise<RedeliverSinceResult & { failure?: unknown }> {
       const errors = (input.status ?? []).flatMap((s, i) => checkStatus(s, `status[${i}]`));
       if (input.until !== undefined && input.until <= input.since)
         errors.push(`until: ${input.until} is not after since (${input.since})`);
@@ -475,13 +475,18 @@ export function createWebhooksService(deps: DomainDeps) {
           step = await batchRetryingDeadlocks(() => repo.redeliverBatch(db, range, batch));
         } catch (error) {
           // After batches of this call committed, a failure answers what they did and where to go on: thrown,
-          // the caller could only start again from the call's beginning and send them all again (review).
+          // the caller could only start again from the call's beginning and send them all again (review). The
+          // failure goes with it, for the caller's log (the domain has none).
           if (batches === 0) throw error;
           return {
             redelivered,
             complete: false,
             resume: `${range.afterSeq}-${range.lastSeq}`,
-            interrupted: `the next batch failed: ${error instanceof Error ? error.message : String(error)}`,
+            interrupted:
+              error instanceof OutcomeUnknownError
+                ? 'the connection was lost before PostgreSQL answered the next batch: going on from resume redelivers it again if it was carried out'
+                : 'the next batch failed (the service log has the error)',
+            failure: error,
           };
         }
         redelivered += step.redelivered;
