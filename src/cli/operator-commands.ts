@@ -286,7 +286,8 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
           throw error;
         }
         redelivered += step.redelivered;
-        if (step.complete) return { redelivered };
+        // Without `complete`, a server from before redeliveries went in calls: it did the whole range in this one.
+        if (step.complete !== false) return { redelivered };
         if (step.resume === undefined)
           throw new Error('the operator API answered "not complete" without a resume point');
         resume = step.resume;

@@ -133,6 +133,16 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
   );
   assert.equal(rest.redelivered, 10_001 + since.redelivered - 5_000, 'the rest, and only the rest');
 
+  // A server from before redeliveries went in calls answers the whole range without `complete` (a rolling deploy).
+  const older = Object.create(svc.admin) as AdminClient;
+  older.post = async <T>(target: string, body?: unknown): Promise<T> => {
+    const { redelivered } = await svc.admin.post<{ redelivered: number }>(target, body);
+    return { redelivered } as T;
+  };
+  assert.deepEqual(await redeliverSince.run(older, [code], { since: '0', until: '2000-01-01' }), {
+    redelivered: 0,
+  });
+
   // Usage errors (exit 2), sent nowhere: flags that exclude each other, and a time that could be either.
   for (const [args, error] of [
     [
