@@ -10,67 +10,143 @@
  * JavaScript's `\s` stands for, `.` as what JavaScript's takes, `\uXXXX` as the character (`\xHH` below U+0100). One
  * that cannot be written so (Unicode properties, look-arounds, `\w`, `\b` and their kin, named groups, characters
  * beyond U+FFFF, a `.` or negated class that one such character could meet) is published as `x-svc-unicode-pattern`
- * instead, beside the schema's description of the rule in words. The service checks them all the same. Own code: no
- * library turns an ECMA-262 pattern into that common subset.
+ * instead, beside the schema's description of the rule in words. The service checks them all the same. One
+ * difference stays, as no end anchor reads alike in all: Python's, Java's and PCRE's `$` also matches before a final
+ * line feed. Own code: no library turns an ECMA-262 pattern into that common subset.
  */
 export const UNICODE_PATTERN_KEY = 'x-svc-unicode-pattern';
 
 /** JavaScript's `\s` (ECMA-262 WhiteSpace and LineTerminator), for a character class. */
 const JS_SPACE = '\\t\\n\\x0B\\f\\r \\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF';
 
-/**
- * What only JavaScript reads so: Unicode properties, `\u{…}`, look-arounds, named groups and their references, `\c`
- * controls, the empty classes `[]` and `[^]`.
- */
-const JAVASCRIPT_ONLY = /\\[pPk]|\\u\{|\\c|\(\?<|\(\?[=!]|\[\^?\]/;
-/** A character beyond U+FFFF: JavaScript without the `u` flag reads it as two. */
-const ASTRAL = /[\uD800-\uDFFF]/;
+/** Escapes whose character is the one escaped, in every engine. */
+const ESCAPED_SYNTAX = '\\^$.|?*+()[]{}-/';
+const CONTROL_ESCAPES: Record<string, number> = { t: 0x09, n: 0x0a, v: 0x0b, f: 0x0c, r: 0x0d };
+/** JavaScript's `.`: anything but a line terminator. */
+const JS_DOT = '[^\\n\\r\u2028\u2029]';
 
-/**
- * `pattern` in the subset every engine reads alike, or undefined when it cannot be written so. Conservative: what
- * matches one character in Unicode mode and may meet one beyond U+FFFF (`.`, a negated class) is kept only when
- * repeated without bound (`*`, `+`, `{n,}`), where reading such a character as two changes nothing.
- */
-export function portablePattern(pattern: string): string | undefined {
-  if (JAVASCRIPT_ONLY.test(pattern) || ASTRAL.test(pattern)) return undefined;
-  /** After a `.` or a negated class at `end`: whether a repetition without bound follows. */
-  const unbounded = (end: number) => /^(?:[*+]|\{\d+,\})/.test(pattern.slice(end));
-  let out = '';
-  let classStart = -1;
-  for (let i = 0; i < pattern.length; i += 1) {
-    const c = pattern[i]!;
-    const inClass = classStart >= 0;
-    if (c !== '\\') {
-      if (c === '[' && !inClass) classStart = i;
-      else if (c === ']' && inClass) {
-        if (pattern[classStart + 1] === '^' && !unbounded(i + 1)) return undefined;
-        classStart = -1;
-      } else if (c === '.' && !inClass) {
-        if (!unbounded(i + 1)) return undefined;
-        // Python's `.` takes a carriage return and the line and paragraph separators; JavaScript's does not.
-        out += '[^\\n\\r\u2028\u2029]';
-        continue;
-      }
-      out += c;
+/** One character of a pattern (its code point, as published), or `\d` or `\s` (a set). */
+type Unit = { cp: number; text: string } | { set: 'd' | 's' };
+
+/** A code point as every engine reads it: `\xHH` below U+0100 (a NUL PHP refused, a digit joining an escape). */
+function published(cp: number): string {
+  return cp < 0x100 ? `\\x${cp.toString(16).toUpperCase().padStart(2, '0')}` : String.fromCharCode(cp);
+}
+
+/** The unit at `i` (a character or an escape) and where the next begins; undefined when it has no portable form. */
+function unitAt(pattern: string, i: number): { unit: Unit; next: number } | undefined {
+  const c = pattern[i]!;
+  if (c !== '\\') {
+    const cp = c.charCodeAt(0);
+    // Half of a character beyond U+FFFF: JavaScript without the `u` flag reads the character as two.
+    if (cp >= 0xd800 && cp <= 0xdfff) return undefined;
+    return { unit: { cp, text: cp < 0x21 || (cp >= 0x7f && cp <= 0xa0) ? published(cp) : c }, next: i + 1 };
+  }
+  const e = pattern[i + 1] ?? '';
+  if (e === 'd' || e === 's') return { unit: { set: e }, next: i + 2 };
+  if (e in CONTROL_ESCAPES)
+    return { unit: { cp: CONTROL_ESCAPES[e]!, text: published(CONTROL_ESCAPES[e]!) }, next: i + 2 };
+  if (ESCAPED_SYNTAX.includes(e)) return { unit: { cp: e.charCodeAt(0), text: `\\${e}` }, next: i + 2 };
+  const hex = e === 'x' ? 2 : e === 'u' ? 4 : 0;
+  const digits = pattern.slice(i + 2, i + 2 + hex);
+  if (hex === 0 || !new RegExp(`^[0-9A-Fa-f]{${hex}}$`).test(digits)) return undefined; // \w, \b, \p, \1, \c…
+  const cp = parseInt(digits, 16);
+  if (cp >= 0xd800 && cp <= 0xdfff) return undefined;
+  return { unit: { cp, text: published(cp) }, next: i + 2 + hex };
+}
+
+/** A character class at `i` (its `[`) as published and where the pattern goes on; undefined when not portable. */
+function classAt(pattern: string, i: number): { text: string; negated: boolean; next: number } | undefined {
+  const negated = pattern[i + 1] === '^';
+  let at = i + (negated ? 2 : 1);
+  let text = '';
+  let items = 0;
+  while (at < pattern.length && pattern[at] !== ']') {
+    const first = unitAt(pattern, at);
+    if (!first) return undefined;
+    at = first.next;
+    items += 1;
+    if ('set' in first.unit) {
+      text += first.unit.set === 'd' ? '0-9' : JS_SPACE;
       continue;
     }
-    const next = pattern[i + 1] ?? '';
-    i += 1;
-    if (next === 'd') out += inClass ? '0-9' : '[0-9]';
-    else if (next === 's') out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
-    else if (/[DSwWbB]/.test(next)) return undefined;
-    else if (next === 'u' && /^[0-9A-Fa-f]{4}$/.test(pattern.slice(i + 1, i + 5))) {
-      const unit = parseInt(pattern.slice(i + 1, i + 5), 16);
-      // Half of a character beyond U+FFFF: no engine but JavaScript's reads it so.
-      if (unit >= 0xd800 && unit <= 0xdfff) return undefined;
-      i += 4;
-      const char = String.fromCharCode(unit); // none of the pattern syntax, which is all below U+0080
-      // Below U+0100 as `\xHH`, which every engine reads: a NUL in a pattern PHP refused, and a digit written as
-      // itself joins an escape before it (`\1\u0030` would be `\10`).
-      out += unit < 0x100 ? `\\x${unit.toString(16).toUpperCase().padStart(2, '0')}` : char;
-    } else out += `\\${next}`;
+    if (pattern[at] === '-' && pattern[at + 1] !== ']' && at + 1 < pattern.length) {
+      const last = unitAt(pattern, at + 1);
+      if (!last || 'set' in last.unit) return undefined;
+      // A range across U+D800-U+DFFF takes the halves of a character beyond U+FFFF without the `u` flag.
+      if (first.unit.cp <= 0xdfff && last.unit.cp >= 0xd800) return undefined;
+      text += `${first.unit.text}-${last.unit.text}`;
+      at = last.next;
+    }
+    // Punctuation that means something in a class somewhere (`-`, `[`, Java's `&&`, Python's set operations) escaped.
+    else text += /^[-[\]\\^&~|]$/.test(first.unit.text) ? `\\${first.unit.text}` : first.unit.text;
   }
-  return out;
+  // An empty class (`[]`, `[^]`) Python refuses; an unclosed one is no pattern.
+  if (pattern[at] !== ']' || items === 0) return undefined;
+  return { text: `[${negated ? '^' : ''}${text}]`, negated, next: at + 1 };
+}
+
+/**
+ * `pattern` in the subset every engine reads alike, or undefined when it cannot be written so. What it takes:
+ * characters of the Basic Multilingual Plane, escapes of characters, `\d`, `\s`, classes, `(…)` and `(?:…)`, `|`, the
+ * anchors and the quantifiers. A `.` or a negated class (which may meet a character beyond U+FFFF, one character in
+ * Unicode mode and two without it) is taken once in a pattern, outside any group, repeated by `*` or `+`: then it
+ * takes such a character whole or not at all either way (review: `^.{2,}$`, `^[^,]+[^;]+$` took one emoji as two).
+ */
+export function portablePattern(pattern: string): string | undefined {
+  let out = '';
+  let depth = 0;
+  let wide = 0;
+  for (let i = 0; i < pattern.length;) {
+    const c = pattern[i]!;
+    let atom: { text: string; wide: boolean; next: number } | undefined;
+    if (c === '^' || c === '$' || c === '|') {
+      out += c;
+      i += 1;
+      continue;
+    }
+    if (c === '(') {
+      // Only plain and non-capturing groups: look-arounds and named groups are not read alike.
+      const open = pattern.startsWith('(?:', i) ? '(?:' : pattern[i + 1] === '?' ? undefined : '(';
+      if (!open) return undefined;
+      out += open;
+      depth += 1;
+      i += open.length;
+      continue;
+    }
+    if (c === ')') {
+      if (depth === 0) return undefined;
+      depth -= 1;
+      atom = { text: ')', wide: false, next: i + 1 };
+    } else if (c === '[') {
+      const found = classAt(pattern, i);
+      if (!found) return undefined;
+      atom = { text: found.text, wide: found.negated, next: found.next };
+    } else if (c === '.') {
+      atom = { text: JS_DOT, wide: true, next: i + 1 };
+    } else if ('*+?{}]'.includes(c)) {
+      return undefined; // a quantifier with nothing to repeat, or a lone bracket: no pattern in Unicode mode
+    } else {
+      const found = unitAt(pattern, i);
+      if (!found) return undefined;
+      const unit = found.unit;
+      atom = {
+        text: 'set' in unit ? (unit.set === 'd' ? '[0-9]' : `[${JS_SPACE}]`) : unit.text,
+        wide: false,
+        next: found.next,
+      };
+    }
+    out += atom.text;
+    i = atom.next;
+    const quantifier = /^(?:[*+?]|\{\d+(?:,\d*)?\})\??/.exec(pattern.slice(i))?.[0] ?? '';
+    if (atom.wide) {
+      wide += 1;
+      if (wide > 1 || depth > 0 || !/^[*+]\??$/.test(quantifier)) return undefined;
+    }
+    out += quantifier;
+    i += quantifier.length;
+  }
+  return depth === 0 ? out : undefined;
 }
 
 /**
