@@ -167,6 +167,14 @@ export async function startEmbeddedPostgres(
         `from where the data dir was copied or backed up, or move ${databaseDir} away to start with an empty database`,
     );
   const password = await readOrCreate(passwordFile, () => randomBytes(18).toString('hex'));
+  // Emptied (a truncated copy, a full disk): the start failed with pg's "empty password returned by client" (review).
+  if (password === '')
+    throw new DataDirError(
+      hasCluster(databaseDir)
+        ? `${passwordFile} is empty, and the cluster in ${databaseDir} was made with the password it held: restore it ` +
+            `from where the data dir was copied or backed up, or move ${databaseDir} away to start with an empty database`
+        : `${passwordFile} is empty: remove it, and the next start makes a new one`,
+    );
   const port = await freePort();
   // The server's own last words: the library rejects with nothing when the server exits during its start,
   // and the user was left with a guess (review: a data dir of another major version, a read-only one, a

@@ -55,6 +55,14 @@ test('a cluster whose password file is gone: the error names the file, and the c
       message: `${passwordFile} is missing, and the cluster in ${path.join(copied, 'pg')} was made with the password it held: restore it from where the data dir was copied or backed up, or move ${path.join(copied, 'pg')} away to start with an empty database`,
     });
     assert.ok(!existsSync(passwordFile), 'no new password was made in its place');
+    // Emptied (review: "empty password returned by client", naming no file).
+    writeFileSync(passwordFile, '\n');
+    await assert.rejects(startEmbeddedPostgres(copied), {
+      name: 'DataDirError',
+      message: new RegExp(
+        `^${passwordFile.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is empty, and the cluster`,
+      ),
+    });
     writeFileSync(passwordFile, password);
     await (await startEmbeddedPostgres(copied)).stop();
   } finally {
