@@ -11,8 +11,8 @@
  * that cannot be written so (Unicode properties, look-arounds, `\w`, `\b` and their kin, named groups, characters
  * beyond U+FFFF, a `.` or negated class that one such character could meet) is published as `x-svc-unicode-pattern`
  * instead, beside the schema's description of the rule in words. The service checks them all the same. One
- * difference stays, as no end anchor reads alike in all: Python's, Java's and PCRE's `$` also matches before a final
- * line feed. Own code: no library turns an ECMA-262 pattern into that common subset.
+ * difference stays, as no end anchor reads alike in all: Python's and PCRE's `$` also matches before a final line
+ * feed, Java's before any final line terminator. Own code: no library turns an ECMA-262 pattern into that common subset.
  */
 export const UNICODE_PATTERN_KEY = 'x-svc-unicode-pattern';
 
@@ -55,6 +55,14 @@ function unitAt(pattern: string, i: number): { unit: Unit; next: number } | unde
   return { unit: { cp, text: published(cp) }, next: i + 2 + hex };
 }
 
+/**
+ * A character as written in a class: punctuation that means something in a class somewhere escaped (`-`, `[`, which
+ * opens a nested class in Java, range end or not: review; Java's `&&`, Python's set operations).
+ */
+function inClass(text: string): string {
+  return /^[-[\]\\^&~|]$/.test(text) ? `\\${text}` : text;
+}
+
 /** A character class at `i` (its `[`) as published and where the pattern goes on; undefined when not portable. */
 function classAt(pattern: string, i: number): { text: string; negated: boolean; next: number } | undefined {
   const negated = pattern[i + 1] === '^';
@@ -75,15 +83,31 @@ function classAt(pattern: string, i: number): { text: string; negated: boolean; 
       if (!last || 'set' in last.unit) return undefined;
       // A range across U+D800-U+DFFF takes the halves of a character beyond U+FFFF without the `u` flag.
       if (first.unit.cp <= 0xdfff && last.unit.cp >= 0xd800) return undefined;
-      text += `${first.unit.text}-${last.unit.text}`;
+      text += `${inClass(first.unit.text)}-${inClass(last.unit.text)}`;
       at = last.next;
-    }
-    // Punctuation that means something in a class somewhere (`-`, `[`, Java's `&&`, Python's set operations) escaped.
-    else text += /^[-[\]\\^&~|]$/.test(first.unit.text) ? `\\${first.unit.text}` : first.unit.text;
+    } else text += inClass(first.unit.text);
   }
   // An empty class (`[]`, `[^]`) Python refuses; an unclosed one is no pattern.
   if (pattern[at] !== ']' || items === 0) return undefined;
   return { text: `[${negated ? '^' : ''}${text}]`, negated, next: at + 1 };
+}
+
+/** The largest count Go's regexp takes in `{n,m}` (PCRE's is 65,535, Python's and Java's larger). */
+const MAX_COUNT = 1_000;
+
+/**
+ * The quantifier at `i` (none: ''), its counts written as plain numbers (Go reads `{02}` as text: review), and where
+ * the pattern goes on; undefined for a count past MAX_COUNT.
+ */
+function quantifierAt(pattern: string, i: number): { text: string; next: number } | undefined {
+  const found = /^(?:([*+?])|\{(\d+)(?:(,)(\d*))?\})(\??)/.exec(pattern.slice(i));
+  if (!found) return { text: '', next: i };
+  const [whole, simple, min, comma, max, lazy] = found;
+  if (simple) return { text: whole, next: i + whole.length };
+  const counts = [min, max].filter((n) => n !== undefined && n !== '').map(Number);
+  if (counts.some((n) => n > MAX_COUNT)) return undefined;
+  const text = `{${Number(min)}${comma ?? ''}${max ? Number(max) : ''}}${lazy}`;
+  return { text, next: i + whole.length };
 }
 
 /**
@@ -101,6 +125,8 @@ export function portablePattern(pattern: string): string | undefined {
     const c = pattern[i]!;
     let atom: { text: string; wide: boolean; next: number } | undefined;
     if (c === '^' || c === '$' || c === '|') {
+      // An anchor in a group, which a quantifier may repeat, Java reads otherwise (review: `(?:a|^){2}$`).
+      if (c !== '|' && depth > 0) return undefined;
       out += c;
       i += 1;
       continue;
@@ -138,13 +164,14 @@ export function portablePattern(pattern: string): string | undefined {
     }
     out += atom.text;
     i = atom.next;
-    const quantifier = /^(?:[*+?]|\{\d+(?:,\d*)?\})\??/.exec(pattern.slice(i))?.[0] ?? '';
+    const quantifier = quantifierAt(pattern, i);
+    if (quantifier === undefined) return undefined;
     if (atom.wide) {
       wide += 1;
-      if (wide > 1 || depth > 0 || !/^[*+]\??$/.test(quantifier)) return undefined;
+      if (wide > 1 || depth > 0 || !/^[*+]\??$/.test(quantifier.text)) return undefined;
     }
-    out += quantifier;
-    i += quantifier.length;
+    out += quantifier.text;
+    i = quantifier.next;
   }
   return depth === 0 ? out : undefined;
 }
