@@ -172,7 +172,8 @@ export async function startEmbeddedPostgres(
     throw new DataDirError(
       hasCluster(databaseDir)
         ? `${passwordFile} is empty, and the cluster in ${databaseDir} was made with the password it held: restore it ` +
-            `from where the data dir was copied or backed up, or move ${databaseDir} away to start with an empty database`
+            `from where the data dir was copied or backed up, or remove it and move ${databaseDir} away to start with ` +
+            'an empty database'
         : `${passwordFile} is empty: remove it, and the next start makes a new one`,
     );
   const port = await freePort();
