@@ -34,6 +34,15 @@ async function dueLanes(code: string): Promise<string[]> {
 }
 const RECEIVER = 'https://hooks.example.com/svc?source=test';
 
+/** A new platform with a webhook, and one notification recorded for each key, in order; their ids. */
+async function platformWithNotifications(keys: string[]): Promise<{ code: string; ids: string[] }> {
+  const code = await newPlatformCode();
+  await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
+  const ids: string[] = [];
+  for (const key of keys) ids.push(await record(db(), code, key));
+  return { code, ids };
+}
+
 /** A session of its own holding the notification's row locked (as a worker recording an attempt does), in a transaction. */
 async function holding(service: TestService, notificationId: string): Promise<pg.Client> {
   const other = new pg.Client({ connectionString: service.database.url });
@@ -467,12 +476,14 @@ describe('redelivery', () => {
   });
 
   test('a redelivery since a time goes in batches and answers where to resume; later notifications are not in it', async () => {
-    const code = await newPlatformCode();
-    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
     const since = Date.now() - 60_000;
-    const ids: string[] = [];
-    for (const key of ['trade:A', 'trade:A', 'trade:B', 'trade:C', 'trade:D'])
-      ids.push(await record(db(), code, key));
+    const { code, ids } = await platformWithNotifications([
+      'trade:A',
+      'trade:A',
+      'trade:B',
+      'trade:C',
+      'trade:D',
+    ]);
     const redeliveredIds = async () =>
       (
         await db()
@@ -522,10 +533,7 @@ describe('redelivery', () => {
   });
 
   test('a batch that PostgreSQL ends for a deadlock (a worker recording attempts) is tried again', async () => {
-    const code = await newPlatformCode();
-    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
-    const ids: string[] = [];
-    for (const key of ['trade:A', 'trade:B', 'trade:C']) ids.push(await record(db(), code, key));
+    const { code, ids } = await platformWithNotifications(['trade:A', 'trade:B', 'trade:C']);
     // Another session holds the last row, as a worker's record does, and its deadlock check is left to the batch's.
     const other = await holding(svc, ids[2]!);
     try {
@@ -546,10 +554,7 @@ describe('redelivery', () => {
   });
 
   test('a batch that fails after others of the call committed: the call answers them and where to go on', async () => {
-    const code = await newPlatformCode();
-    await svc.admin.put(`/platforms/${code}/webhook`, { url: RECEIVER });
-    const ids: string[] = [];
-    for (const key of ['trade:A', 'trade:B', 'trade:C']) ids.push(await record(db(), code, key));
+    const { code, ids } = await platformWithNotifications(['trade:A', 'trade:B', 'trade:C']);
     const other = await holding(svc, ids[1]!);
     try {
       // Batches of one: the first commits, the second waits for the row held, and is cancelled.
