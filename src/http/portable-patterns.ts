@@ -60,7 +60,9 @@ function unitAt(pattern: string, i: number): { unit: Unit; next: number } | unde
  * opens a nested class in Java, range end or not: review; Java's `&&`, Python's set operations).
  */
 function inClass(text: string): string {
-  return /^[-[\]\\^&~|]$/.test(text) ? `\\${text}` : text;
+  // `\&` and `\~` are no escapes in Unicode mode (review: ajv's default refused `^[!-\~]+$`): as `\xHH`.
+  if (text === '&' || text === '~') return published(text.charCodeAt(0));
+  return /^[-[\]\\^|]$/.test(text) ? `\\${text}` : text;
 }
 
 /** A character class at `i` (its `[`) as published and where the pattern goes on; undefined when not portable. */
@@ -121,6 +123,9 @@ export function portablePattern(pattern: string): string | undefined {
   let out = '';
   let depth = 0;
   let wide = 0;
+  /** Of each group open, and of the group just closed: whether a `{n,m}` count is in it. */
+  const counted: boolean[] = [];
+  let closedCounted = false;
   for (let i = 0; i < pattern.length;) {
     const c = pattern[i]!;
     let atom: { text: string; wide: boolean; next: number } | undefined;
@@ -137,12 +142,14 @@ export function portablePattern(pattern: string): string | undefined {
       if (!open) return undefined;
       out += open;
       depth += 1;
+      counted.push(false);
       i += open.length;
       continue;
     }
     if (c === ')') {
       if (depth === 0) return undefined;
       depth -= 1;
+      closedCounted = counted.pop()!;
       atom = { text: ')', wide: false, next: i + 1 };
     } else if (c === '[') {
       const found = classAt(pattern, i);
@@ -170,6 +177,12 @@ export function portablePattern(pattern: string): string | undefined {
       wide += 1;
       if (wide > 1 || depth > 0 || !/^[*+]\??$/.test(quantifier.text)) return undefined;
     }
+    if (quantifier.text.startsWith('{')) {
+      // Go bounds the product of nested counts by 1,000 (review: `^(?:a{2}){501}$`): a count of a counted group, none.
+      if (atom.text === ')' && closedCounted) return undefined;
+      if (depth > 0) counted[depth - 1] = true;
+    }
+    if (atom.text === ')' && closedCounted && depth > 0) counted[depth - 1] = true;
     out += quantifier.text;
     i = quantifier.next;
   }

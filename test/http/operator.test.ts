@@ -99,6 +99,7 @@ test('the document publishes only patterns any regex engine reads; Unicode-mode 
     // Nor the escapes other engines read otherwise: \d and \s (Python, Java), \uXXXX (PCRE, Go, Perl).
     assert.doesNotMatch(pattern, /\\[pPdDsSwWbBu]|\(\?<?[=!]/, pattern);
     assert.doesNotThrow(() => new RegExp(pattern), pattern);
+    assert.doesNotThrow(() => new RegExp(pattern, 'u'), `${pattern} in Unicode mode (ajv's default)`);
   }
   const rfqLabel = (
     doc.paths['/liquidity/rfq']?.post as {
