@@ -161,21 +161,20 @@ export async function startEmbeddedPostgres(
   const passwordFile = path.join(dataDir, 'pg-password');
   // A cluster is made with the password of this file: with the file gone, a new one was made, and the start failed
   // with PostgreSQL's "password authentication failed for user postgres", naming no file (probe).
-  if (hasCluster(databaseDir) && !existsSync(passwordFile))
-    throw new DataDirError(
-      `${passwordFile} is missing, and the cluster in ${databaseDir} was made with the password it held: restore it ` +
-        `from where the data dir was copied or backed up, or move ${databaseDir} away to start with an empty database`,
+  const clustered = hasCluster(databaseDir);
+  /** The cluster was made with the password the file held: how to go on without it. */
+  const passwordLost = (problem: string, moveAway: string) =>
+    new DataDirError(
+      `${passwordFile} ${problem}, and the cluster in ${databaseDir} was made with the password it held: restore it ` +
+        `from where the data dir was copied or backed up, or ${moveAway} ${databaseDir} away to start with an empty database`,
     );
+  if (clustered && !existsSync(passwordFile)) throw passwordLost('is missing', 'move');
   const password = await readOrCreate(passwordFile, () => randomBytes(18).toString('hex'));
   // Emptied (a truncated copy, a full disk): the start failed with pg's "empty password returned by client" (review).
   if (password === '')
-    throw new DataDirError(
-      hasCluster(databaseDir)
-        ? `${passwordFile} is empty, and the cluster in ${databaseDir} was made with the password it held: restore it ` +
-            `from where the data dir was copied or backed up, or remove it and move ${databaseDir} away to start with ` +
-            'an empty database'
-        : `${passwordFile} is empty: remove it, and the next start makes a new one`,
-    );
+    throw clustered
+      ? passwordLost('is empty', 'remove it and move')
+      : new DataDirError(`${passwordFile} is empty: remove it, and the next start makes a new one`);
   const port = await freePort();
   // The server's own last words: the library rejects with nothing when the server exits during its start,
   // and the user was left with a guess (review: a data dir of another major version, a read-only one, a

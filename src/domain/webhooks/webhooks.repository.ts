@@ -33,13 +33,18 @@ export interface EndpointWrite {
   enabled: boolean;
 }
 
+/** The NOTIFY (at commit) that tells the dispatchers to read the platform's lanes afresh. */
+function lanesChanged(platformCode: string) {
+  return sql`pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + platformCode})`;
+}
+
 /**
  * Writes the platform's endpoint, and tells the dispatchers (at commit when `db` is a transaction) to read
  * afresh the lanes they are working, so that no attempt goes out with the old URL, secret or types.
  */
 export async function upsertEndpoint(db: Executor, platformCode: string, write: EndpointWrite) {
   const row = await writeEndpoint(db, platformCode, write);
-  await sql`select pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + platformCode})`.execute(db);
+  await sql`select ${lanesChanged(platformCode)}`.execute(db);
   return row;
 }
 
@@ -162,7 +167,7 @@ export async function redeliverOne(
       where platform_code = ${platformCode} and notification_id = ${notificationId}::uuid
       returning 1
     )
-    select (select count(*) from redelivered)::int as count, pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + platformCode})
+    select (select count(*) from redelivered)::int as count, ${lanesChanged(platformCode)}
   `.execute(db);
   return Number(result.rows[0]?.count ?? 0);
 }
@@ -224,7 +229,7 @@ export async function redeliverBatch(
       returning 1
     )
     select (select count(*) from redelivered)::int as count, (select seq from boundary)::text as reached,
-      pg_notify(${LANES_CHANNEL}, ${LANES_CHANGED_PREFIX + range.platformCode})
+      ${lanesChanged(range.platformCode)}
   `.execute(db);
   const row = result.rows[0];
   return { redelivered: Number(row?.count ?? 0), reachedSeq: row?.reached ?? null };

@@ -116,15 +116,20 @@ async function batchRetryingDeadlocks<T>(run: () => Promise<T>): Promise<T> {
 
 /** The seqs a `resume` names (`after-last`), or a problem naming it. */
 function resumePoint(resume: string): { afterSeq: string; lastSeq: string } | string {
-  const [afterSeq = '', lastSeq = ''] = resume.split('-');
+  const [, afterSeq, lastSeq] = /^(\d+)-(\d+)$/.exec(resume) ?? [];
   if (
-    !/^\d+$/.test(afterSeq) ||
-    !/^\d+$/.test(lastSeq) ||
+    afterSeq === undefined ||
+    lastSeq === undefined ||
     BigInt(afterSeq) > MAX_SEQ ||
     BigInt(lastSeq) > MAX_SEQ
   )
     return `resume: "${resume}" is not a resume point this service gave`;
   return { afterSeq, lastSeq };
+}
+
+/** Where a redelivery goes on, as its `resume` says it (resumePoint reads it back). */
+function resumeAt(range: { afterSeq: string; lastSeq: string }): string {
+  return `${range.afterSeq}-${range.lastSeq}`;
 }
 
 const MAX_URL_IN_MESSAGE = 200;
@@ -481,7 +486,7 @@ export function createWebhooksService(deps: DomainDeps) {
           return {
             redelivered,
             complete: false,
-            resume: `${range.afterSeq}-${range.lastSeq}`,
+            resume: resumeAt(range),
             interrupted:
               error instanceof OutcomeUnknownError
                 ? 'the connection was lost before PostgreSQL answered the next batch: going on from resume redelivers it again if it was carried out'
@@ -493,7 +498,7 @@ export function createWebhooksService(deps: DomainDeps) {
         if (step.reachedSeq === null) return { redelivered, complete: true };
         range.afterSeq = step.reachedSeq;
         if (performance.now() - started >= callMs)
-          return { redelivered, complete: false, resume: `${range.afterSeq}-${range.lastSeq}` };
+          return { redelivered, complete: false, resume: resumeAt(range) };
       }
     },
 
