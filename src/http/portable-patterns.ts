@@ -121,9 +121,8 @@ function quantifierAt(pattern: string, i: number): { text: string; next: number 
  */
 export function portablePattern(pattern: string): string | undefined {
   let out = '';
-  let depth = 0;
   let wide = 0;
-  /** Of each group open, and of the group just closed: whether a `{n,m}` count is in it. */
+  /** Of each group open (innermost last), and of the group just closed: whether a `{n,m}` count is in it. */
   const counted: boolean[] = [];
   let closedCounted = false;
   for (let i = 0; i < pattern.length;) {
@@ -131,7 +130,7 @@ export function portablePattern(pattern: string): string | undefined {
     let atom: { text: string; wide: boolean; next: number } | undefined;
     if (c === '^' || c === '$' || c === '|') {
       // An anchor in a group, which a quantifier may repeat, Java reads otherwise (review: `(?:a|^){2}$`).
-      if (c !== '|' && depth > 0) return undefined;
+      if (c !== '|' && counted.length > 0) return undefined;
       out += c;
       i += 1;
       continue;
@@ -141,14 +140,12 @@ export function portablePattern(pattern: string): string | undefined {
       const open = pattern.startsWith('(?:', i) ? '(?:' : pattern[i + 1] === '?' ? undefined : '(';
       if (!open) return undefined;
       out += open;
-      depth += 1;
       counted.push(false);
       i += open.length;
       continue;
     }
     if (c === ')') {
-      if (depth === 0) return undefined;
-      depth -= 1;
+      if (counted.length === 0) return undefined;
       closedCounted = counted.pop()!;
       atom = { text: ')', wide: false, next: i + 1 };
     } else if (c === '[') {
@@ -175,18 +172,17 @@ export function portablePattern(pattern: string): string | undefined {
     if (quantifier === undefined) return undefined;
     if (atom.wide) {
       wide += 1;
-      if (wide > 1 || depth > 0 || !/^[*+]\??$/.test(quantifier.text)) return undefined;
+      if (wide > 1 || counted.length > 0 || !/^[*+]\??$/.test(quantifier.text)) return undefined;
     }
-    if (quantifier.text.startsWith('{')) {
-      // Go bounds the product of nested counts by 1,000 (review: `^(?:a{2}){501}$`): a count of a counted group, none.
-      if (atom.text === ')' && closedCounted) return undefined;
-      if (depth > 0) counted[depth - 1] = true;
-    }
-    if (atom.text === ')' && closedCounted && depth > 0) counted[depth - 1] = true;
+    const isCounted = quantifier.text.startsWith('{');
+    const holdsCount = atom.text === ')' && closedCounted;
+    // Go bounds the product of nested counts by 1,000 (review: `^(?:a{2}){501}$`): a count of a counted group, none.
+    if (isCounted && holdsCount) return undefined;
+    if ((isCounted || holdsCount) && counted.length > 0) counted[counted.length - 1] = true;
     out += quantifier.text;
     i = quantifier.next;
   }
-  return depth === 0 ? out : undefined;
+  return counted.length === 0 ? out : undefined;
 }
 
 /**
