@@ -48,6 +48,8 @@ export interface RateLimitConfig {
   limit: number;
   windowMs: number;
   blockMs: number;
+  /** The leading bits of an IPv6 address counted as one client (128: every address alone). */
+  ipv6PrefixLength: number;
   /** Namespace of the limiter's Redis keys: deployments sharing one Redis must differ. */
   redisKeyPrefix: string;
   /** A Redis answer slower than this decides the request from memory instead. */
@@ -326,6 +328,7 @@ export const SETTINGS = [
   'SVC_RATE_LIMIT',
   'SVC_RATE_LIMIT_WINDOW_MS',
   'SVC_RATE_LIMIT_BLOCK_MS',
+  'SVC_RATE_LIMIT_IPV6_PREFIX',
   'SVC_RATE_LIMIT_REDIS_PREFIX',
   'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS',
   'SVC_WORKER_CONCURRENCY',
@@ -632,6 +635,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       limit: int(env, 'SVC_RATE_LIMIT', 2_000, 1),
       windowMs: int(env, 'SVC_RATE_LIMIT_WINDOW_MS', 10_000, 1, MAX_TIMER_MS),
       blockMs: int(env, 'SVC_RATE_LIMIT_BLOCK_MS', 10_000, 1, MAX_TIMER_MS),
+      // 32: the rate limiter's MIN_IPV6_PREFIX_LENGTH, not imported: the CLI reads this file and no domain code.
+      ipv6PrefixLength: int(env, 'SVC_RATE_LIMIT_IPV6_PREFIX', 64, 32, 128),
       redisKeyPrefix: str(env, 'SVC_RATE_LIMIT_REDIS_PREFIX', 'svc:rl:'),
       redisTimeoutMs: int(env, 'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS', 1_000, 1, MAX_TIMER_MS),
     },

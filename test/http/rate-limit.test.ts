@@ -258,7 +258,24 @@ describe('rate limit through the service (memory store, controlled clock)', () =
     assert.deepEqual(await bad.json(), { errors: ['ip: must be an IPv4 or IPv6 address'] });
     assert.equal((await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`)).status, 401);
     const v6 = await fetch(`${svc.url}/admin/rate_limits/2001:0DB8:0:0::1`, { headers: admin });
-    assert.equal(((await v6.json()) as { message: { ip: string } }).message.ip, '2001:db8::1');
+    // Counted as its /64 (SVC_RATE_LIMIT_IPV6_PREFIX), which the view names.
+    assert.equal(((await v6.json()) as { message: { ip: string } }).message.ip, '2001:db8::/64');
+    // That network, as the view names it, is taken too; no other network.
+    const network = await fetch(`${svc.url}/admin/rate_limits/${encodeURIComponent('2001:db8::5/64')}`, {
+      headers: admin,
+    });
+    assert.equal(((await network.json()) as { message: { ip: string } }).message.ip, '2001:db8::/64');
+    for (const other of ['2001:db8::/48', '192.0.2.0/64', '::ffff:192.0.2.1/64', '2001:db8::/64/64']) {
+      const refused = await fetch(`${svc.url}/admin/rate_limits/${encodeURIComponent(other)}`, {
+        headers: admin,
+      });
+      assert.equal(refused.status, 400, other);
+      assert.deepEqual(await refused.json(), {
+        errors: [
+          'ip: must be an IPv4 or IPv6 address, or an IPv6 network as counted (/64, SVC_RATE_LIMIT_IPV6_PREFIX)',
+        ],
+      });
+    }
     const mapped = await fetch(`${svc.url}/admin/rate_limits/::ffff:127.0.0.1`, { headers: admin });
     assert.equal(((await mapped.json()) as { message: { ip: string } }).message.ip, '127.0.0.1');
     // A mapped address with a zone is keyed "127.0.0.1%x" (no address itself): GET and DELETE agree on it,

@@ -301,7 +301,7 @@ function defineRateLimitCases(storeName: string, make: MakeHarness, skipReason?:
 class NaiveModel {
   private accepts: number[] = [];
   private blockedUntil: number | null = null;
-  constructor(private readonly policy: RateLimitPolicy) {}
+  constructor(private readonly policy: Omit<RateLimitPolicy, 'ipv6PrefixLength'>) {}
   hit(now: number): boolean {
     if (this.blockedUntil !== null) {
       if (now < this.blockedUntil) return false;

@@ -407,6 +407,17 @@ describe('durations that timers and the lane functions can hold', () => {
     assert.equal(loadConfig({ SVC_SHUTDOWN_TIMEOUT_MS: String(2 ** 31 - 1) }).shutdownTimeoutMs, 2 ** 31 - 1);
   });
 
+  test('SVC_RATE_LIMIT_IPV6_PREFIX: an IPv6 client is its /64 by default, 32 to 128 bits', () => {
+    assert.equal(loadConfig({}).rateLimit.ipv6PrefixLength, 64);
+    assert.equal(loadConfig({ SVC_RATE_LIMIT_IPV6_PREFIX: '128' }).rateLimit.ipv6PrefixLength, 128);
+    assert.equal(loadConfig({ SVC_RATE_LIMIT_IPV6_PREFIX: '48' }).rateLimit.ipv6PrefixLength, 48);
+    for (const raw of ['31', '129', '/64', '64.0'])
+      refused(
+        { SVC_RATE_LIMIT_IPV6_PREFIX: raw },
+        /^SVC_RATE_LIMIT_IPV6_PREFIX: must be an integer from 32 to 128/,
+      );
+  });
+
   test('SVC_SHUTDOWN_DRAIN_MS: off by default, part of the shutdown time, so shorter than it', () => {
     assert.equal(loadConfig({}).shutdownDrainMs, 0);
     assert.equal(loadConfig({ SVC_SHUTDOWN_DRAIN_MS: '5000' }).shutdownDrainMs, 5_000);
@@ -499,14 +510,18 @@ describe('.env.example', () => {
 
   test('is read as an env file alike by every reader: one NAME=value a line, comments on lines of their own', () => {
     for (const line of text.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')))
-      assert.match(line, /^[A-Z_]+=[^\s#]*$/, `a line a plain env-file reader takes as written: ${line}`);
+      assert.match(
+        line,
+        /^[A-Z][A-Z0-9_]*=[^\s#]*$/,
+        `a line a plain env-file reader takes as written: ${line}`,
+      );
   });
 
   test('gives every setting its default, and names every variable the service and the CLI read', () => {
     // Inline comments became part of the value for docker and systemd: SVC_ENV='cert    # cert | prod …' (review).
     assert.deepEqual(loadConfig(asEnvFile()), loadConfig({}));
     const source = (file: string) => readFileSync(path.join(PROJECT_ROOT, file), 'utf8');
-    const namesIn = (text: string) => new Set(text.match(/\b(SVC_[A-Z_]+|DATABASE_URL|REDIS_URL)\b/g));
+    const namesIn = (text: string) => new Set(text.match(/\b(SVC_[A-Z0-9_]+|DATABASE_URL|REDIS_URL)\b/g));
     // The names the code reads, not the list of them.
     const config = source('src/config.ts').replace(/export const SETTINGS = \[[^\]]*\];/, '');
     const read = namesIn([config, source('src/main/cli.ts')].join('\n'));

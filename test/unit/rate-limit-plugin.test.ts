@@ -136,6 +136,54 @@ describe('rate-limit plugin', () => {
     await app.close();
   });
 
+  it('counts an IPv6 source as its /64: the addresses of one network share a budget, the next network has its own', async () => {
+    const clock = new ManualClock();
+    const limiter = new RateLimiterService({ clock, sweepIntervalMs: false, policy: { limit: 3 } });
+    const app = await buildTestApp(limiter);
+    const from = (address: string) =>
+      app.inject({ url: '/time', headers: { ...signed, 'x-forwarded-for': address } });
+    for (const address of ['2001:db8:1:2::a', '2001:db8:1:2:ffff::b', '2001:DB8:1:2:0:0:0:c'])
+      assert.equal((await from(address)).statusCode, 200);
+    assert.equal(
+      (await from('2001:db8:1:2:1234:5678:9abc:def0')).statusCode,
+      429,
+      'a fresh address of the /64',
+    );
+    assert.equal((await from('2001:db8:1:3::a')).statusCode, 200, 'the next /64');
+    const state = await limiter.inspect('2001:db8:1:2::99');
+    assert.equal(state.ip, '2001:db8:1:2::/64');
+    assert.equal(state.blocked, true);
+    assert.equal(
+      (await limiter.unblock('2001:db8:1:2:aaaa::1')).blocked,
+      false,
+      'any address of it unblocks it',
+    );
+    assert.equal((await from('2001:db8:1:2::a')).statusCode, 200);
+    await app.close();
+  });
+
+  it('SVC_RATE_LIMIT_IPV6_PREFIX=128 counts every IPv6 address on its own; a link-local one always is', async () => {
+    const clock = new ManualClock();
+    const perAddress = new RateLimiterService({
+      clock,
+      sweepIntervalMs: false,
+      policy: { limit: 1, ipv6PrefixLength: 128 },
+    });
+    assert.equal((await perAddress.check('2001:db8:1:2::a')).allowed, true);
+    assert.equal((await perAddress.check('2001:db8:1:2::b')).allowed, true);
+    assert.equal((await perAddress.check('2001:db8:1:2::a')).allowed, false);
+    assert.equal((await perAddress.inspect('2001:db8:1:2::a')).ip, '2001:db8:1:2::a');
+    const perNetwork = new RateLimiterService({ clock, sweepIntervalMs: false, policy: { limit: 1 } });
+    assert.equal((await perNetwork.check('fe80::1%eth0')).allowed, true);
+    assert.equal((await perNetwork.check('fe80::2%eth0')).allowed, true, 'another peer on the link');
+    assert.equal((await perNetwork.inspect('fe80::1%eth0')).ip, 'fe80::1%eth0');
+    for (const ipv6PrefixLength of [31, 129, 64.5])
+      assert.throws(
+        () => new RateLimiterService({ clock, sweepIntervalMs: false, policy: { ipv6PrefixLength } }),
+        /rate limit ipv6PrefixLength must be/,
+      );
+  });
+
   it('a link-local IPv6 peer with its zone ("fe80::1%eth0") is counted, canonically, with its zone; never a 500', async () => {
     const { limiter } = memoryLimiter();
     const app = await buildTestApp(limiter);

@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { isIP, isIPv6 } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import { systemClock, type Clock } from '../../lib/clock.ts';
 import { invalid, unavailable } from '../errors.ts';
@@ -159,7 +159,7 @@ export class RateLimiterService implements RateLimiter {
    * error decides the request from memory. The HTTP hook's path, so it costs no promise.
    */
   decide(address: string, done: (decision: RateLimitDecision) => void): void {
-    const ip = rateLimitKey(address);
+    const ip = rateLimitKey(address, this.policy.ipv6PrefixLength);
     const now = this.clock.now();
     const until = this.blockedUntil.get(ip)?.until;
     if (until !== undefined) {
@@ -204,7 +204,7 @@ export class RateLimiterService implements RateLimiter {
 
   /** Operator view, from the store that is limiting right now. */
   inspect(address: string): Promise<RateLimitState> {
-    return this.inspectKey(operatorKey(address));
+    return this.inspectKey(operatorKey(address, this.policy));
   }
 
   /**
@@ -248,7 +248,7 @@ export class RateLimiterService implements RateLimiter {
    * same). Returns the state afterwards.
    */
   async unblock(address: string): Promise<RateLimitState> {
-    const ip = operatorKey(address);
+    const ip = operatorKey(address, this.policy);
     this.forget(ip);
     if (this.shared !== undefined) {
       try {
@@ -440,10 +440,25 @@ export function redisAddress(redisUrl: string): string {
   }
 }
 
-/** An address named by the operator: must be an IP (400 otherwise), counted under its canonical key. */
-function operatorKey(address: string): string {
+/**
+ * An address named by the operator, counted under its canonical key; or the IPv6 network the view names as the key
+ * ("2001:db8:1:2::/64", which `svc rate-limits show` printed). 400 for anything else.
+ */
+function operatorKey(address: string, policy: RateLimitPolicy): string {
+  const prefix = policy.ipv6PrefixLength;
+  const slash = address.indexOf('/');
+  if (slash !== -1) {
+    const network = address.slice(0, slash);
+    const key = isIPv6(network) ? rateLimitKey(network, prefix) : '';
+    // An IPv4(-mapped) or link-local address is counted per address, so no network of it is a key.
+    if (address.slice(slash) !== `/${prefix}` || !key.endsWith(`/${prefix}`))
+      throw invalid(
+        `ip: must be an IPv4 or IPv6 address, or an IPv6 network as counted (/${prefix}, SVC_RATE_LIMIT_IPV6_PREFIX)`,
+      );
+    return key;
+  }
   if (isIP(address) === 0) throw invalid('ip: must be an IPv4 or IPv6 address');
-  return rateLimitKey(address);
+  return rateLimitKey(address, prefix);
 }
 
 export interface CreateRateLimiterOptions {

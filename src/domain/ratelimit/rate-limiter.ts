@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import type { Log } from '../../lib/log.ts';
 
 /**
@@ -17,6 +18,12 @@ export interface RateLimitPolicy {
   readonly windowMs: number;
   /** How long an IP is refused once it breaches the limit, ms. */
   readonly blockMs: number;
+  /**
+   * The leading bits of an IPv6 address that make one client: 64 by default, since one host usually holds a
+   * whole /64 (SLAAC, privacy addresses) and counting each address let it take a fresh budget per address;
+   * 128 counts every address on its own. IPv4 is always counted per address.
+   */
+  readonly ipv6PrefixLength: number;
 }
 
 /** spec part 8: 2,000 requests per rolling 10 s, then refused for 10 s; same in prod and cert. */
@@ -24,19 +31,32 @@ export const DEFAULT_RATE_LIMIT_POLICY: RateLimitPolicy = Object.freeze({
   limit: 2000,
   windowMs: 10_000,
   blockMs: 10_000,
+  ipv6PrefixLength: 64,
 });
+
+/**
+ * The shortest IPv6 prefix counted as one client: a /32 is already a whole provider's allocation, and a shorter one
+ * would give unrelated networks one budget.
+ */
+export const MIN_IPV6_PREFIX_LENGTH = 32;
 
 export function resolvePolicy(policy: Partial<RateLimitPolicy> = {}): RateLimitPolicy {
   const resolved: RateLimitPolicy = {
     limit: policy.limit ?? DEFAULT_RATE_LIMIT_POLICY.limit,
     windowMs: policy.windowMs ?? DEFAULT_RATE_LIMIT_POLICY.windowMs,
     blockMs: policy.blockMs ?? DEFAULT_RATE_LIMIT_POLICY.blockMs,
+    ipv6PrefixLength: policy.ipv6PrefixLength ?? DEFAULT_RATE_LIMIT_POLICY.ipv6PrefixLength,
   };
   for (const [name, value] of Object.entries(resolved)) {
     if (!Number.isInteger(value) || value < 1) {
       throw new RangeError(`rate limit ${name} must be a positive integer, got ${String(value)}`);
     }
   }
+  const prefix = resolved.ipv6PrefixLength;
+  if (prefix < MIN_IPV6_PREFIX_LENGTH || prefix > 128)
+    throw new RangeError(
+      `rate limit ipv6PrefixLength must be ${MIN_IPV6_PREFIX_LENGTH}-128, got ${String(prefix)}`,
+    );
   return Object.freeze(resolved);
 }
 
@@ -119,25 +139,32 @@ export interface RateLimiter {
 }
 
 /**
- * The key an address is counted under, so that one address is one budget: an IPv4-mapped IPv6
+ * The key an address is counted under, so that one client is one budget: an IPv4-mapped IPv6
  * address ("::ffff:1.2.3.4", as a dual-stack listener reports IPv4 peers) counts as its IPv4
  * address, and IPv6 is written in its canonical form (RFC 5952) whatever form the operator or a
- * proxy's X-Forwarded-For used. IPv4 — the common case — returns at once.
+ * proxy's X-Forwarded-For used; below `ipv6PrefixLength` bits, as its network ("2001:db8:1:2::/64").
+ * IPv4 — the common case — returns at once.
  */
-export function rateLimitKey(ip: string): string {
+export function rateLimitKey(ip: string, ipv6PrefixLength = 128): string {
   if (!ip.includes(':')) return ip;
   if (ip.startsWith('::ffff:') && isIPv4(ip.slice(7))) return ip.slice(7);
   if (!isIPv6(ip)) return ip;
   // A link-local peer comes with its zone ("fe80::1%eth0"), which a URL cannot hold: the address is
-  // canonicalised without it, and the zone (another interface may be another host) kept.
+  // canonicalised without it, and the zone (another interface may be another host) kept. Every peer on a
+  // link shares its /64 (fe80::/64), so a link-local address is counted whole.
   const zoneAt = ip.indexOf('%');
   if (zoneAt !== -1) return `${rateLimitKey(ip.slice(0, zoneAt))}${ip.slice(zoneAt)}`;
   const canonical = new URL(`http://[${ip}]/`).hostname.slice(1, -1); // WHATWG URL: RFC 5952 form
   const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical);
-  if (!mapped) return canonical;
-  const high = parseInt(mapped[1]!, 16);
-  const low = parseInt(mapped[2]!, 16);
-  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+  if (mapped) {
+    const high = parseInt(mapped[1]!, 16);
+    const low = parseInt(mapped[2]!, 16);
+    return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+  }
+  if (ipv6PrefixLength >= 128 || /^fe[89ab][0-9a-f]:/.test(canonical)) return canonical;
+  // ipaddr.js (already the firewall's parser) masks the host bits; its toString is the RFC 5952 form too.
+  const network = ipaddr.IPv6.networkAddressFromCIDR(`${canonical}/${ipv6PrefixLength}`).toString();
+  return `${network}/${ipv6PrefixLength}`;
 }
 
 /** The rate limiter only warns (a Redis outage) and tells (a recovery). */
