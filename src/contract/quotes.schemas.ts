@@ -60,7 +60,11 @@ const QuoteAccountLabel = Type.String({
   ...AccountLabel,
   description: `the account that funds the trade; default 'general'; ${ACCOUNT_LABEL_FORM}`,
 });
-const Spread = Type.String({ pattern: SPREAD_PATTERN, description: 'spread in basis points' });
+/** How a spread out of SPREAD_PATTERN is told: its bounds too, as an amount's are (probe: only "basis points"). */
+const Spread = Type.String({
+  pattern: SPREAD_PATTERN,
+  description: 'spread in basis points, from 0 to 9999.9999, at most 4 decimal places',
+});
 
 /** Fields every RFQ has, liquidity or convert and withdraw. */
 const quoteFields = {

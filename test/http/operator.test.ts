@@ -486,6 +486,17 @@ describe('prices and balances', () => {
     refused(fine, 400, 'pairs.TINY/USD');
     assert.match(fine.text, /at most 18 decimal places/);
     ok(await call('POST', '/prices', { pairs: { 'TINY/USD': '0.000000000000000001' } }));
+    // Answered in the form of every other decimal, however the operator wrote it (probe: echoed as typed).
+    const padded = ok<Array<{ pair: string; price: string }>>(
+      await call('POST', '/prices', {
+        pairs: { 'ZZZ/USD': '1.500000000000000000000000', 'ZZY/USD': '3000.000' },
+      }),
+    );
+    const price = (rows: Array<{ pair: string; price: string }>, pair: string) =>
+      rows.find((p) => p.pair === pair)?.price;
+    assert.deepEqual([price(padded, 'ZZZ/USD'), price(padded, 'ZZY/USD')], ['1.5', '3000']);
+    const relisted = ok<Array<{ pair: string; price: string }>>(await call('GET', '/prices'));
+    assert.deepEqual([price(relisted, 'ZZZ/USD'), price(relisted, 'ZZY/USD')], ['1.5', '3000']);
   });
 
   test('balances: credits and debits in exact decimal; no debit below zero', async () => {

@@ -298,6 +298,15 @@ describe('bad requests name every bad field', () => {
     assert.equal(res.status, 400);
     const fields = res.body.errors.map((e) => e.split(':')[0]).sort();
     assert.deepEqual(fields, ['extra', 'quantity', 'side', 'spread', 'underlying']);
+    // The spread's bounds are told, as an amount's are.
+    for (const spread of ['10000', '0.00001', '-0']) {
+      const refused = await client.send<{ errors: string[] }>('POST', '/liquidity/rfq', {
+        body: { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01', spread },
+      });
+      assert.deepEqual(refused.body.errors, [
+        'spread: is not in the expected form (spread in basis points, from 0 to 9999.9999, at most 4 decimal places)',
+      ]);
+    }
   });
 
   test('an account label of more than 40 characters → 400: the trade would break the vendor’s trade schema', async () => {

@@ -2,8 +2,7 @@ import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import type { Executor } from '../../store/database.ts';
 import type { DomainDeps } from '../deps.ts';
 import { invalid } from '../errors.ts';
-import { isDecimalString } from '../../lib/decimal.ts';
-import { Dec } from '../../lib/decimal.ts';
+import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
 
 /** The operator-set price source (DESIGN §1: external liquidity is out of scope, prices come from here). */
 const PAIR_RE = /^([A-Z0-9]{1,12})\/([A-Z0-9]{1,12})$/;
@@ -77,7 +76,8 @@ export function createPricesService(deps: DomainDeps) {
         .execute();
       return rows.map((r) => ({
         pair: `${r.underlying}/${r.quoted_currency}`,
-        price: r.price,
+        // As every decimal is answered: a price set as "1.50" is "1.5" (the column keeps its scale).
+        price: toDecimalString(r.price),
         updated_at: r.updated_at.getTime(),
       }));
     },
