@@ -38,6 +38,8 @@ import { adminAuthPlugin } from './http/plugins/admin-auth.plugin.ts';
 import { authenticatedCaller, authenticationPlugin } from './http/plugins/authentication.plugin.ts';
 import { metricsPlugin, requestMetrics } from './http/plugins/metrics.plugin.ts';
 import { publicEdgeHooks, runEdgeHooks, type EdgeHook } from './http/plugins/public-edge.ts';
+import { RefusalLog } from './http/refusal-log.ts';
+import { loggedUrl } from './http/logged-url.ts';
 import { assertParsableInput } from './http/input-checks.ts';
 import { announcesBody, installRawBodyParser } from './http/raw-body.ts';
 import {
@@ -175,7 +177,7 @@ function logCompleted(
   request.log[level](
     {
       method: request.method,
-      url: request.url,
+      url: loggedUrl(request),
       statusCode,
       remoteAddress: request.ip,
       responseTime,
@@ -200,9 +202,10 @@ export async function buildApp(
   parts: AppParts = { public: true, admin: true },
 ): Promise<FastifyInstance> {
   const { config, services } = deps;
+  const refusals = new RefusalLog(deps.clock);
   // wire-contract §2 and §9: firewall, then rate limit, before anything else a public request meets.
   const edge: EdgeHook[] = parts.public
-    ? publicEdgeHooks({ networkRules: services.networkRules, rateLimiter: deps.rateLimiter })
+    ? publicEdgeHooks({ networkRules: services.networkRules, rateLimiter: deps.rateLimiter, refusals })
     : [];
   // A public URL the router refuses is refused (400) after the same checks as any other public request, in
   // wire-contract §9's order: the edge, then authentication and the allow-list, with its body read as a route's
@@ -493,7 +496,7 @@ export async function buildApp(
         admin.addHook('onRoute', (route) => {
           route.schema = { ...route.schema, security: [{ adminToken: [] }] };
         });
-        await admin.register(adminAuthPlugin, { adminToken: deps.adminToken });
+        await admin.register(adminAuthPlugin, { adminToken: deps.adminToken, refusals });
         await adminRoutes(admin, deps);
         // Its own, so that an unknown operator path is not taken for a public request (behind the token).
         admin.setNotFoundHandler(sendOperatorNotFound);

@@ -636,7 +636,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       windowMs: int(env, 'SVC_RATE_LIMIT_WINDOW_MS', 10_000, 1, MAX_TIMER_MS),
       blockMs: int(env, 'SVC_RATE_LIMIT_BLOCK_MS', 10_000, 1, MAX_TIMER_MS),
       // 32: the rate limiter's MIN_IPV6_PREFIX_LENGTH, not imported: the CLI reads this file and no domain code.
-      ipv6PrefixLength: int(env, 'SVC_RATE_LIMIT_IPV6_PREFIX', 64, 32, 128),
+      ipv6PrefixLength: int(env, 'SVC_RATE_LIMIT_IPV6_PREFIX', 128, 32, 128),
       redisKeyPrefix: str(env, 'SVC_RATE_LIMIT_REDIS_PREFIX', 'svc:rl:'),
       redisTimeoutMs: int(env, 'SVC_RATE_LIMIT_REDIS_TIMEOUT_MS', 1_000, 1, MAX_TIMER_MS),
     },

@@ -258,24 +258,13 @@ describe('rate limit through the service (memory store, controlled clock)', () =
     assert.deepEqual(await bad.json(), { errors: ['ip: must be an IPv4 or IPv6 address'] });
     assert.equal((await fetch(`${svc.url}/admin/rate_limits/127.0.0.1`)).status, 401);
     const v6 = await fetch(`${svc.url}/admin/rate_limits/2001:0DB8:0:0::1`, { headers: admin });
-    // Counted as its /64 (SVC_RATE_LIMIT_IPV6_PREFIX), which the view names.
-    assert.equal(((await v6.json()) as { message: { ip: string } }).message.ip, '2001:db8::/64');
-    // That network, as the view names it, is taken too; no other network.
-    const network = await fetch(`${svc.url}/admin/rate_limits/${encodeURIComponent('2001:db8::5/64')}`, {
+    assert.equal(((await v6.json()) as { message: { ip: string } }).message.ip, '2001:db8::1');
+    // Counted per address by default (SVC_RATE_LIMIT_IPV6_PREFIX=128): no network is a key.
+    const network = await fetch(`${svc.url}/admin/rate_limits/${encodeURIComponent('2001:db8::/64')}`, {
       headers: admin,
     });
-    assert.equal(((await network.json()) as { message: { ip: string } }).message.ip, '2001:db8::/64');
-    for (const other of ['2001:db8::/48', '192.0.2.0/64', '::ffff:192.0.2.1/64', '2001:db8::/64/64']) {
-      const refused = await fetch(`${svc.url}/admin/rate_limits/${encodeURIComponent(other)}`, {
-        headers: admin,
-      });
-      assert.equal(refused.status, 400, other);
-      assert.deepEqual(await refused.json(), {
-        errors: [
-          'ip: must be an IPv4 or IPv6 address, or an IPv6 network as counted (/64, SVC_RATE_LIMIT_IPV6_PREFIX)',
-        ],
-      });
-    }
+    assert.equal(network.status, 400);
+    assert.deepEqual(await network.json(), { errors: ['ip: must be an IPv4 or IPv6 address'] });
     const mapped = await fetch(`${svc.url}/admin/rate_limits/::ffff:127.0.0.1`, { headers: admin });
     assert.equal(((await mapped.json()) as { message: { ip: string } }).message.ip, '127.0.0.1');
     // A mapped address with a zone is keyed "127.0.0.1%x" (no address itself): GET and DELETE agree on it,
@@ -287,6 +276,66 @@ describe('rate limit through the service (memory store, controlled clock)', () =
       });
       assert.equal(zoned.status, 200, method);
       assert.equal(((await zoned.json()) as { message: { ip: string } }).message.ip, '127.0.0.1%x', method);
+    }
+  });
+});
+
+describe('IPv6 sources counted as their /64 (SVC_RATE_LIMIT_IPV6_PREFIX=64)', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startTestService({
+      env: { SVC_RATE_LIMIT: '3', SVC_RATE_LIMIT_IPV6_PREFIX: '64', SVC_TRUST_PROXY: '127.0.0.1/32' },
+    });
+    await svc.newPlatform({ allowlist: ['0.0.0.0/0', '::/0'] }); // the firewall open to every address
+  });
+  after(async () => {
+    await svc?.close();
+  });
+  const from = async (address: string) =>
+    (await fetch(`${svc.url}/time`, { headers: { 'x-forwarded-for': address } })).status;
+  const operator = (method: string, ip: string) =>
+    fetch(`${svc.url}/admin/rate_limits/${encodeURIComponent(ip)}`, { method, headers: admin });
+
+  it('shares one budget among the addresses of a /64; the operator names the network and takes it back', async () => {
+    for (const address of ['2001:db8:1:2::a', '2001:DB8:1:2::b', '2001:db8:1:2:ffff::c'])
+      assert.equal(await from(address), 200, address);
+    assert.equal(await from('2001:0db8:0001:0002::d'), 429, 'a fresh address of the /64');
+    assert.equal(await from('2001:db8:1:3::a'), 200, 'the next /64');
+    const view = (await (await operator('GET', '2001:db8:1:2::99')).json()) as {
+      message: { ip: string; blocked: boolean };
+    };
+    assert.deepEqual([view.message.ip, view.message.blocked], ['2001:db8:1:2::/64', true]);
+    const lifted = await operator('DELETE', '2001:db8:1:2::/64');
+    assert.equal(((await lifted.json()) as { message: { blocked: boolean } }).message.blocked, false);
+    assert.equal(await from('2001:db8:1:2::e'), 200);
+    for (const other of [
+      '2001:db8::/48',
+      '192.0.2.0/64',
+      '::ffff:192.0.2.1/64',
+      'fe80::/64',
+      '2001:db8::/64/64',
+    ]) {
+      const refused = await operator('GET', other);
+      assert.equal(refused.status, 400, other);
+      assert.deepEqual(await refused.json(), {
+        errors: [
+          'ip: must be an IPv4 or IPv6 address, or an IPv6 network as counted (/64, SVC_RATE_LIMIT_IPV6_PREFIX)',
+        ],
+      });
+    }
+  });
+
+  it('counts per address where a /64 is no one host: link-local, NAT64 (64:ff9b::/96), ::/96', async () => {
+    for (const group of [
+      ['fe80::a', 'fe80::b', 'fe80::c', 'fe80::d'],
+      ['64:ff9b::1.2.3.4', '64:ff9b::5.6.7.8', '64:ff9b::9.9.9.9', '64:ff9b::203.0.113.7'],
+      ['::1', '::1.2.3.4', '::', '::5.6.7.8'],
+    ]) {
+      for (const address of group) assert.equal(await from(address), 200, address);
+      const view = (await (await operator('GET', group[0]!)).json()) as {
+        message: { ip: string; count: number };
+      };
+      assert.equal(view.message.count, 1, group[0]);
     }
   });
 });

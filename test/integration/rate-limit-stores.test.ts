@@ -256,6 +256,20 @@ function defineRateLimitCases(storeName: string, make: MakeHarness, skipReason?:
       assert.equal(accepted(await hit(h.limiter, ip, 4)), 3);
     });
 
+    it('keeps an IPv6 network as one key (SVC_RATE_LIMIT_IPV6_PREFIX=64), blocked and lifted as one', async (t) => {
+      const h = setup(t, { limit: 3, ipv6PrefixLength: 64 });
+      if (!h) return;
+      const addresses = ['2001:db8:7:7::1', '2001:db8:7:7::2', '2001:db8:7:7:ffff::3', '2001:db8:7:7::4'];
+      const decisions = [];
+      for (const address of addresses) decisions.push((await h.limiter.check(address)).allowed);
+      assert.deepEqual(decisions, [true, true, true, false]);
+      assert.equal((await h.limiter.check('2001:db8:7:8::1')).allowed, true, 'the next /64');
+      const state = await h.limiter.inspect('2001:db8:7:7::99');
+      assert.deepEqual([state.ip, state.count, state.blocked], ['2001:db8:7:7::/64', 3, true]);
+      assert.equal((await h.limiter.unblock('2001:db8:7:7::/64')).blocked, false);
+      assert.equal((await h.limiter.check('2001:db8:7:7::5')).allowed, true);
+    });
+
     it('clears the log when a block ends, even a block shorter than the window', async (t) => {
       const h = setup(t, { limit: 3, windowMs: 1_000, blockMs: 200 });
       if (!h) return;

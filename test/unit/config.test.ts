@@ -407,10 +407,10 @@ describe('durations that timers and the lane functions can hold', () => {
     assert.equal(loadConfig({ SVC_SHUTDOWN_TIMEOUT_MS: String(2 ** 31 - 1) }).shutdownTimeoutMs, 2 ** 31 - 1);
   });
 
-  test('SVC_RATE_LIMIT_IPV6_PREFIX: an IPv6 client is its /64 by default, 32 to 128 bits', () => {
-    assert.equal(loadConfig({}).rateLimit.ipv6PrefixLength, 64);
-    assert.equal(loadConfig({ SVC_RATE_LIMIT_IPV6_PREFIX: '128' }).rateLimit.ipv6PrefixLength, 128);
-    assert.equal(loadConfig({ SVC_RATE_LIMIT_IPV6_PREFIX: '48' }).rateLimit.ipv6PrefixLength, 48);
+  test('SVC_RATE_LIMIT_IPV6_PREFIX: every IPv6 address on its own by default (the spec: per IP), 32 to 128 bits', () => {
+    assert.equal(loadConfig({}).rateLimit.ipv6PrefixLength, 128);
+    assert.equal(loadConfig({ SVC_RATE_LIMIT_IPV6_PREFIX: '64' }).rateLimit.ipv6PrefixLength, 64);
+    assert.equal(loadConfig({ SVC_RATE_LIMIT_IPV6_PREFIX: '32' }).rateLimit.ipv6PrefixLength, 32);
     for (const raw of ['31', '129', '/64', '64.0'])
       refused(
         { SVC_RATE_LIMIT_IPV6_PREFIX: raw },

@@ -136,9 +136,13 @@ describe('rate-limit plugin', () => {
     await app.close();
   });
 
-  it('counts an IPv6 source as its /64: the addresses of one network share a budget, the next network has its own', async () => {
+  it('SVC_RATE_LIMIT_IPV6_PREFIX=64 counts an IPv6 source as its /64: the addresses of one network share a budget, the next network has its own', async () => {
     const clock = new ManualClock();
-    const limiter = new RateLimiterService({ clock, sweepIntervalMs: false, policy: { limit: 3 } });
+    const limiter = new RateLimiterService({
+      clock,
+      sweepIntervalMs: false,
+      policy: { limit: 3, ipv6PrefixLength: 64 },
+    });
     const app = await buildTestApp(limiter);
     const from = (address: string) =>
       app.inject({ url: '/time', headers: { ...signed, 'x-forwarded-for': address } });
@@ -162,21 +166,34 @@ describe('rate-limit plugin', () => {
     await app.close();
   });
 
-  it('SVC_RATE_LIMIT_IPV6_PREFIX=128 counts every IPv6 address on its own; a link-local one always is', async () => {
+  it('counts every IPv6 address on its own by default; at /64 too where a /64 is no one host', async () => {
     const clock = new ManualClock();
-    const perAddress = new RateLimiterService({
-      clock,
-      sweepIntervalMs: false,
-      policy: { limit: 1, ipv6PrefixLength: 128 },
-    });
+    const perAddress = new RateLimiterService({ clock, sweepIntervalMs: false, policy: { limit: 1 } });
     assert.equal((await perAddress.check('2001:db8:1:2::a')).allowed, true);
     assert.equal((await perAddress.check('2001:db8:1:2::b')).allowed, true);
     assert.equal((await perAddress.check('2001:db8:1:2::a')).allowed, false);
     assert.equal((await perAddress.inspect('2001:db8:1:2::a')).ip, '2001:db8:1:2::a');
-    const perNetwork = new RateLimiterService({ clock, sweepIntervalMs: false, policy: { limit: 1 } });
-    assert.equal((await perNetwork.check('fe80::1%eth0')).allowed, true);
-    assert.equal((await perNetwork.check('fe80::2%eth0')).allowed, true, 'another peer on the link');
+    const perNetwork = new RateLimiterService({
+      clock,
+      sweepIntervalMs: false,
+      policy: { limit: 1, ipv6PrefixLength: 64 },
+    });
+    // Link-local (with or without a zone), the NAT64 prefix (an IPv4 client each) and ::/96.
+    for (const [first, second] of [
+      ['fe80::1%eth0', 'fe80::2%eth0'],
+      ['fe80::a', 'fe80::b'],
+      ['64:ff9b::1.2.3.4', '64:ff9b::5.6.7.8'],
+      ['::1', '::1.2.3.4'],
+    ]) {
+      assert.equal((await perNetwork.check(first!)).allowed, true, first);
+      assert.equal((await perNetwork.check(second!)).allowed, true, `${second} after ${first}`);
+    }
     assert.equal((await perNetwork.inspect('fe80::1%eth0')).ip, 'fe80::1%eth0');
+    assert.equal((await perNetwork.inspect('64:ff9b::1.2.3.4')).ip, '64:ff9b::102:304');
+    // A zone on another address does not take it out of its network.
+    assert.equal((await perNetwork.check('2001:db8:9:9::1%eth0')).allowed, true);
+    assert.equal((await perNetwork.check('2001:db8:9:9::2%eth0')).allowed, false);
+    assert.equal((await perNetwork.inspect('2001:db8:9:9::5%eth0')).ip, '2001:db8:9:9::/64%eth0');
     for (const ipv6PrefixLength of [31, 129, 64.5])
       assert.throws(
         () => new RateLimiterService({ clock, sweepIntervalMs: false, policy: { ipv6PrefixLength } }),

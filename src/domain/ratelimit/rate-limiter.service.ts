@@ -451,15 +451,18 @@ function operatorKey(address: string, policy: RateLimitPolicy): string {
     const network = address.slice(0, slash);
     const key = isIPv6(network) ? rateLimitKey(network, prefix) : '';
     // An IPv4(-mapped) or link-local address is counted per address, so no network of it is a key.
+    if (prefix === 128) throw invalid(NOT_AN_ADDRESS);
     if (address.slice(slash) !== `/${prefix}` || !key.endsWith(`/${prefix}`))
       throw invalid(
-        `ip: must be an IPv4 or IPv6 address, or an IPv6 network as counted (/${prefix}, SVC_RATE_LIMIT_IPV6_PREFIX)`,
+        `${NOT_AN_ADDRESS}, or an IPv6 network as counted (/${prefix}, SVC_RATE_LIMIT_IPV6_PREFIX)`,
       );
     return key;
   }
-  if (isIP(address) === 0) throw invalid('ip: must be an IPv4 or IPv6 address');
+  if (isIP(address) === 0) throw invalid(NOT_AN_ADDRESS);
   return rateLimitKey(address, prefix);
 }
+
+const NOT_AN_ADDRESS = 'ip: must be an IPv4 or IPv6 address';
 
 export interface CreateRateLimiterOptions {
   /** Unset → in-memory limiter for this instance only (DESIGN §6 `REDIS_URL`). */

@@ -19,9 +19,9 @@ export interface RateLimitPolicy {
   /** How long an IP is refused once it breaches the limit, ms. */
   readonly blockMs: number;
   /**
-   * The leading bits of an IPv6 address that make one client: 64 by default, since one host usually holds a
-   * whole /64 (SLAAC, privacy addresses) and counting each address let it take a fresh budget per address;
-   * 128 counts every address on its own. IPv4 is always counted per address.
+   * The leading bits of an IPv6 address that make one client: 128 by default, every address on its own, as the spec
+   * counts (per IP address); 64 counts a host that picks its addresses in its /64 at will (SLAAC, privacy
+   * addresses) as one. IPv4 is always counted per address.
    */
   readonly ipv6PrefixLength: number;
 }
@@ -31,7 +31,7 @@ export const DEFAULT_RATE_LIMIT_POLICY: RateLimitPolicy = Object.freeze({
   limit: 2000,
   windowMs: 10_000,
   blockMs: 10_000,
-  ipv6PrefixLength: 64,
+  ipv6PrefixLength: 128,
 });
 
 /**
@@ -149,11 +149,10 @@ export function rateLimitKey(ip: string, ipv6PrefixLength = 128): string {
   if (!ip.includes(':')) return ip;
   if (ip.startsWith('::ffff:') && isIPv4(ip.slice(7))) return ip.slice(7);
   if (!isIPv6(ip)) return ip;
-  // A link-local peer comes with its zone ("fe80::1%eth0"), which a URL cannot hold: the address is
-  // canonicalised without it, and the zone (another interface may be another host) kept. Every peer on a
-  // link shares its /64 (fe80::/64), so a link-local address is counted whole.
+  // A peer with its zone ("fe80::1%eth0": link-local ones) is canonicalised without it, which a URL cannot hold,
+  // and the zone (another interface may be another host) kept.
   const zoneAt = ip.indexOf('%');
-  if (zoneAt !== -1) return `${rateLimitKey(ip.slice(0, zoneAt))}${ip.slice(zoneAt)}`;
+  if (zoneAt !== -1) return `${rateLimitKey(ip.slice(0, zoneAt), ipv6PrefixLength)}${ip.slice(zoneAt)}`;
   const canonical = new URL(`http://[${ip}]/`).hostname.slice(1, -1); // WHATWG URL: RFC 5952 form
   const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical);
   if (mapped) {
@@ -161,11 +160,24 @@ export function rateLimitKey(ip: string, ipv6PrefixLength = 128): string {
     const low = parseInt(mapped[2]!, 16);
     return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
   }
-  if (ipv6PrefixLength >= 128 || /^fe[89ab][0-9a-f]:/.test(canonical)) return canonical;
-  // ipaddr.js (already the firewall's parser) masks the host bits; its toString is the RFC 5952 form too.
+  if (ipv6PrefixLength >= 128) return canonical;
+  // ipaddr.js (already the firewall's parser) matches and masks; its toString is the RFC 5952 form too.
+  const address = ipaddr.IPv6.parse(canonical);
+  if (PER_ADDRESS_RANGES.some(([range, bits]) => address.match(range, bits))) return canonical;
   const network = ipaddr.IPv6.networkAddressFromCIDR(`${canonical}/${ipv6PrefixLength}`).toString();
   return `${network}/${ipv6PrefixLength}`;
 }
+
+/**
+ * Ranges whose addresses are not one host's: every peer on a link shares fe80::/64; the NAT64 well-known prefix
+ * (64:ff9b::/96) holds each IPv4 client of a translator, ::/96 (IPv4-compatible) each IPv4 host, beside ::1. Counted
+ * per address whatever the prefix length (review: every IPv4 client of a NAT64 shared one budget).
+ */
+const PER_ADDRESS_RANGES: ReadonlyArray<[ipaddr.IPv6, number]> = [
+  [ipaddr.IPv6.parse('fe80::'), 64],
+  [ipaddr.IPv6.parse('64:ff9b::'), 96],
+  [ipaddr.IPv6.parse('::'), 96],
+];
 
 /** The rate limiter only warns (a Redis outage) and tells (a recovery). */
 export type RateLimitLogger = Pick<Log, 'warn' | 'info'>;

@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { NetworkRules } from '../../domain/platforms/network-rules.ts';
 import type { RateLimiter } from '../../domain/ratelimit/rate-limiter.ts';
+import type { RefusalLog } from '../refusal-log.ts';
 import { firewallHook } from './firewall.plugin.ts';
 import { rateLimitHook } from './rate-limit.plugin.ts';
 
@@ -14,8 +15,12 @@ import { rateLimitHook } from './rate-limit.plugin.ts';
  */
 export type EdgeHook = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => unknown;
 
-export function publicEdgeHooks(deps: { networkRules: NetworkRules; rateLimiter?: RateLimiter }): EdgeHook[] {
-  const hooks: EdgeHook[] = [firewallHook(deps.networkRules)];
+export function publicEdgeHooks(deps: {
+  networkRules: NetworkRules;
+  rateLimiter?: RateLimiter;
+  refusals: RefusalLog;
+}): EdgeHook[] {
+  const hooks: EdgeHook[] = [firewallHook(deps.networkRules, deps.refusals)];
   if (deps.rateLimiter) hooks.push(rateLimitHook(deps.rateLimiter) as EdgeHook);
   return hooks;
 }

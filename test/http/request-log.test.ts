@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ManualClock } from '../../src/lib/clock.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
+import { rawRequest, signedHeaders } from '../helpers/probe-app.ts';
+import {
+  startTestService,
+  TEST_ADMIN_TOKEN,
+  type PlatformFixture,
+  type TestService,
+} from '../helpers/test-service.ts';
+
+/**
+ * What a request's log line tells (README Operations, Logs), over real HTTP through a whole service: strangers'
+ * refusals do not make a line at info each, and the URL keeps no participant's email, no value a route does not
+ * take and no more than 512 characters (log probe: 45 MB of info lines in 3 s without credentials, emails at info).
+ */
+const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
+const { logger, lines } = capturedLogger('debug');
+
+let svc: TestService;
+let platform: PlatformFixture;
+
+interface RequestLine {
+  level: number;
+  url: string;
+  statusCode: number;
+  remoteAddress: string;
+  msg: string;
+}
+const INFO = 30;
+const DEBUG = 20;
+
+/** The `request completed` lines written since `from` (an index into `lines`). */
+function requestLines(from: number): RequestLine[] {
+  return lines
+    .slice(from)
+    .map((line) => JSON.parse(line) as RequestLine)
+    .filter((line) => line.msg === 'request completed');
+}
+
+/** A request from `source` (through the trusted proxy the test service is behind). */
+function from(source: string, target: string, headers: Record<string, string> = {}) {
+  return rawRequest(svc.url, 'GET', target, { headers: { ...headers, 'x-forwarded-for': source } });
+}
+
+before(async () => {
+  svc = await startTestService({ clock, logger, env: { SVC_TRUST_PROXY: '127.0.0.1/32' } });
+  platform = await svc.newPlatform({ allowlist: ['198.51.100.0/24', '2001:db8:1::/48'] });
+});
+after(async () => {
+  await svc?.close();
+});
+
+describe('refusals of callers without credentials', () => {
+  test("the firewall's 403: a source's first at info, the rest of 10 s at debug; each source its own", async () => {
+    const start = lines.length;
+    for (let i = 0; i < 20; i++) assert.equal((await from('192.0.2.1', '/time')).status, 403);
+    assert.equal((await from('192.0.2.2', '/time')).status, 403);
+    // An IPv6 source is its /64, as the rate limit counts it: a new address of it is no new source.
+    assert.equal((await from('2001:db8:9:9::1', '/time')).status, 403);
+    assert.equal((await from('2001:db8:9:9::2', '/time')).status, 403);
+    const levels = (address: string) =>
+      requestLines(start)
+        .filter((line) => line.remoteAddress === address && line.statusCode === 403)
+        .map((line) => line.level);
+    assert.deepEqual(levels('192.0.2.1'), [INFO, ...Array<number>(19).fill(DEBUG)]);
+    assert.deepEqual(levels('192.0.2.2'), [INFO]);
+    assert.deepEqual([...levels('2001:db8:9:9::1'), ...levels('2001:db8:9:9::2')], [INFO, DEBUG]);
+    clock.advance(10_000);
+    const later = lines.length;
+    assert.equal((await from('192.0.2.1', '/time')).status, 403);
+    assert.deepEqual(
+      requestLines(later).map((line) => line.level),
+      [INFO],
+      'at info again once its 10 s are over',
+    );
+  });
+
+  test("the operator API's 401: a source's first at info, the rest at debug", async () => {
+    const start = lines.length;
+    const wrong = { authorization: 'Bearer wrong-token-wrong-token-wrong' };
+    for (let i = 0; i < 5; i++)
+      assert.equal((await from('203.0.113.5', '/admin/platforms', wrong)).status, 401);
+    assert.deepEqual(
+      requestLines(start).map((line) => [line.statusCode, line.level]),
+      [[401, INFO], ...Array<[number, number]>(4).fill([401, DEBUG])],
+    );
+    // The operator's own requests are each at info.
+    const own = lines.length;
+    const authorized = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    for (let i = 0; i < 2; i++)
+      assert.equal((await from('203.0.113.5', '/admin/platforms', authorized)).status, 200);
+    assert.deepEqual(
+      requestLines(own).map((line) => line.level),
+      [INFO, INFO],
+    );
+  });
+});
+
+describe('the URL a request line tells', () => {
+  const signed = (target: string) =>
+    from(
+      '198.51.100.7',
+      target,
+      signedHeaders(platform.key, 'GET', target, undefined, Math.floor(clock.now() / 1000)),
+    );
+
+  test("a participant's email is redacted in the path and in the query", async () => {
+    const start = lines.length;
+    assert.equal((await signed('/participants/grace.hopper%40mail.example')).status, 404);
+    assert.equal((await signed('/participants/grace.hopper@mail.example')).status, 404);
+    assert.equal((await signed('/participants?email=grace.hopper%40mail.example&page=2')).status, 200);
+    assert.deepEqual(
+      requestLines(start).map((line) => line.url),
+      ['/participants/[redacted]', '/participants/[redacted]', '/participants?email=[redacted]&page=2'],
+    );
+    assert.ok(!lines.slice(start).some((line) => /grace/.test(line)), 'the email is in no line');
+  });
+
+  test('values of query parameters the route does not take are redacted; the names stay', async () => {
+    const start = lines.length;
+    const token = 'AdminTokenSecretValue-0123456789abcdef';
+    const authorized = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    await from('198.51.100.7', `/admin/platforms?token=${token}`, authorized);
+    await from('198.51.100.7', `/admin/platforms?${token}`);
+    assert.deepEqual(
+      requestLines(start).map((line) => line.url),
+      ['/admin/platforms?token=[redacted]', '/admin/platforms?[redacted]'],
+    );
+    assert.ok(!lines.slice(start).some((line) => line.includes(token)));
+  });
+
+  test('a URL is cut at 512 characters, saying how long it was', async () => {
+    const start = lines.length;
+    const path = `/${'a'.repeat(3_000)}`;
+    // Unsigned: refused (401) before any route is looked for, as every unknown public path is.
+    assert.equal((await from('198.51.100.7', path)).status, 401);
+    const [line] = requestLines(start);
+    assert.equal(line!.url, `${path.slice(0, 512)}… (3001 characters)`);
+  });
+});
