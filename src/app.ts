@@ -263,13 +263,11 @@ export async function buildApp(
             isProxy: (ip) => trusted?.(ip, 0) ?? false,
             covers: (url) => (url === undefined ? onlyPublic : isFirewalledUrl(url)),
             limiter: deps.rateLimiter,
-            blockStarted: (ip, code) =>
-              deps.logger.info(
-                { remoteAddress: ip, statusCode: 429, code },
-                'request refused before parsing',
-              ),
           }
         : undefined,
+      // On every listener: the id its answer carries is in a line, at debug but for the one starting a block.
+      (fields, blockStarted) =>
+        deps.logger[blockStarted ? 'info' : 'debug'](fields, 'request refused before parsing'),
     ),
     genReqId: (req) => {
       const given = req.headers[REQUEST_ID_HEADER];

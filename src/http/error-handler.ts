@@ -115,13 +115,18 @@ export interface ClientErrorFirewall {
   covers(url: string | undefined): boolean;
   /** The per-IP rate limit (wire-contract §2.3), when the listener has one: such a request counts as any other. */
   limiter?: Pick<RateLimiter, 'decide'>;
-  /**
-   * Told of the refusal that started `ip`'s block, to log it as a routed one is (at info; the block's other refusals
-   * are not logged at info, and these requests otherwise not at all): a block started by a malformed request left
-   * no line (review).
-   */
-  blockStarted?(ip: string, code: string | undefined): void;
 }
+
+/**
+ * Told of each answer to a request the parser refused, with the request id the answer carries, for its log line:
+ * `blockStarted` for the refusal that started its address's rate-limit block (logged at info, as a routed one is: a
+ * block started by a malformed request left no line, review), the others to be logged at debug (a flood of them;
+ * log probe: an id a client quoted was in no line at any level).
+ */
+export type ParserRefusalLog = (
+  fields: { reqId: string; remoteAddress: string | undefined; statusCode: number; code: string | undefined },
+  blockStarted: boolean,
+) => void;
 
 /**
  * A request Node's HTTP parser refuses (a malformed request line or header, headers over the size limit, a
@@ -136,7 +141,7 @@ export interface ClientErrorFirewall {
  * request from that IP gets 429"; probe: 2,100 malformed requests in a second went uncounted, and a blocked address
  * still had its 400s and 431s).
  */
-export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
+export function clientErrorAnswerer(firewall?: ClientErrorFirewall, log?: ParserRefusalLog) {
   return function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
     // A reset connection has nobody to answer (https://nodejs.org/api/http.html#event-clienterror).
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
@@ -145,8 +150,14 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
       parser?: { incoming?: { url?: string; complete: boolean } | null } | null;
     };
     const peer = connection.remoteAddress;
+    const answer = (status: number, content: RawContent, blockStarted = false) => {
+      const reqId = randomUUID();
+      if (answerRaw(error, socket, status, content, reqId))
+        log?.({ reqId, remoteAddress: peer, statusCode: status, code: error.code }, blockStarted);
+    };
+    const answerParserError = () => answer(...parserErrorAnswer(error));
     if (!firewall || peer === undefined || firewall.isProxy(peer)) {
-      answerParserError(error, socket);
+      answerParserError();
       return;
     }
     // Node names a request's URL once its headers are read, and hands the request to Fastify then, whose hooks have
@@ -155,11 +166,25 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
     // (`incoming` is null on a connection none has reached yet.)
     const incoming = connection.parser?.incoming;
     const url = incoming?.complete === false ? incoming.url : undefined;
+    const { limiter } = firewall;
     // Until the answer is written, the connection reads nothing more (Node's parser is done with it).
     const afterFirewall = () =>
-      url !== undefined || !firewall.limiter
-        ? answerParserError(error, socket)
-        : answerUnlessLimited(error, socket, peer, firewall.limiter, firewall.blockStarted);
+      url !== undefined || !limiter
+        ? answerParserError()
+        : // The parser's answer, counted against the peer's rate limit; the 429 (wire-contract §2.3) if it is blocked.
+          limiter.decide(peer, (decision) =>
+            decision.allowed
+              ? answerParserError()
+              : answer(
+                  429,
+                  {
+                    type: 'application/json; charset=utf-8',
+                    body: TOO_MANY_REQUESTS_BODY,
+                    headers: `retry-after: ${retryAfterSeconds(decision.retryAfterMs)}\r\n`,
+                  },
+                  decision.blockStarted,
+                ),
+          );
     if (!firewall.covers(url)) {
       // On a listener that also serves the operator API, a request refused before its URL was read may be the
       // operator's, which the firewall does not stand before. The rate limit still counts it (a flood of them is
@@ -168,64 +193,53 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall) {
       return;
     }
     firewall.allows(peer).then(
-      (allowed) => (allowed ? afterFirewall() : answerRaw(error, socket, 403, FIREWALL_TEXT)),
+      (allowed) => (allowed ? afterFirewall() : answer(403, FIREWALL_TEXT)),
       // The allow-lists unreadable (the database gone): the parser's answer, which tells nothing of them.
-      () => answerParserError(error, socket),
+      () => answerParserError(),
     );
   };
 }
 
-const FIREWALL_TEXT = { type: 'text/plain; charset=utf-8', body: FIREWALL_REFUSAL_TEXT };
-
-/** The parser's answer, counted against `peer`'s rate limit; the 429 (wire-contract §2.3) if `peer` is blocked. */
-function answerUnlessLimited(
-  error: NodeJS.ErrnoException,
-  socket: Duplex,
-  peer: string,
-  limiter: Pick<RateLimiter, 'decide'>,
-  blockStarted: ClientErrorFirewall['blockStarted'],
-): void {
-  limiter.decide(peer, (decision) => {
-    if (decision.allowed) {
-      answerParserError(error, socket);
-      return;
-    }
-    if (decision.blockStarted) blockStarted?.(peer, error.code);
-    answerRaw(error, socket, 429, {
-      type: 'application/json; charset=utf-8',
-      body: TOO_MANY_REQUESTS_BODY,
-      headers: `retry-after: ${retryAfterSeconds(decision.retryAfterMs)}\r\n`,
-    });
-  });
+interface RawContent {
+  type: string;
+  body: string;
+  headers?: string;
 }
 
-function answerParserError(error: NodeJS.ErrnoException, socket: Duplex): void {
+const FIREWALL_TEXT: RawContent = { type: 'text/plain; charset=utf-8', body: FIREWALL_REFUSAL_TEXT };
+
+/** The status and body answering a request the parser refused. */
+function parserErrorAnswer(error: NodeJS.ErrnoException): [number, RawContent] {
   const [status, problem] =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'request: not received in time']
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? [431, 'request: headers too large']
         : [400, 'request: malformed HTTP request'];
-  answerRaw(error, socket, status, { type: 'application/json', body: JSON.stringify({ errors: [problem] }) });
+  return [status, { type: 'application/json', body: JSON.stringify({ errors: [problem] }) }];
 }
 
+/** Writes the answer, unless one has begun on the connection, and closes it; whether it was written. */
 function answerRaw(
   error: NodeJS.ErrnoException,
   socket: Duplex,
   status: number,
-  { type, body, headers = '' }: { type: string; body: string; headers?: string },
-): void {
+  { type, body, headers = '' }: RawContent,
+  reqId: string,
+): boolean {
   // As Node's own handler: not when a response on this connection has begun (a firewall's 1020 answered
   // before the body was read, then the body turned out malformed): a second one would be read as part of it.
   const answering = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !answering?.headersSent) {
+  const writing = socket.writable && !answering?.headersSent;
+  if (writing) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: ${type}\r\n` +
-        `content-length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${randomUUID()}\r\n${headers}` +
+        `content-length: ${Buffer.byteLength(body)}\r\n${REQUEST_ID_HEADER}: ${reqId}\r\n${headers}` +
         `connection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy(error);
+  return writing;
 }
 
 export function sendNotFound(_request: FastifyRequest, reply: FastifyReply): FastifyReply {

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../../src/lib/clock.ts';
 import { capturedLogger } from '../helpers/captured-log.ts';
 import { rawRequest, signedHeaders } from '../helpers/probe-app.ts';
+import { rawHttp } from '../helpers/raw-http.ts';
 import {
   startTestService,
   TEST_ADMIN_TOKEN,
@@ -138,5 +139,19 @@ describe('the URL a request line tells', () => {
     assert.equal((await from('198.51.100.7', path)).status, 401);
     const [line] = requestLines(start);
     assert.equal(line!.url, `${path.slice(0, 512)}… (3001 characters)`);
+  });
+});
+
+describe('requests the HTTP parser refused', () => {
+  test('a line with the id its answer carries (at debug)', async () => {
+    const start = lines.length;
+    const answer = await rawHttp(svc.url, 'GARBAGE\r\n\r\n', { untilClose: true });
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    const id = /\r\nx-request-id: ([^\r]+)\r\n/.exec(answer)?.[1];
+    const line = lines
+      .slice(start)
+      .map((text) => JSON.parse(text) as { level: number; msg: string; reqId?: string; statusCode?: number })
+      .find((entry) => entry.msg === 'request refused before parsing');
+    assert.deepEqual([line?.level, line?.reqId, line?.statusCode], [DEBUG, id, 400]);
   });
 });

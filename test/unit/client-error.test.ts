@@ -114,3 +114,41 @@ test('a blocked peer gets the 429 with Retry-After; one that reached the routes 
   assert.match(routed.written(), /^HTTP\/1\.1 400 Bad Request\r\n/);
   assert.deepEqual(decided, ['198.51.100.7']);
 });
+
+test('each answer is told to the log with the request id it carries; the one starting a block as such', async () => {
+  // Log probe: the id of a 400 or 431 the parser refused was in no line, and the line of a 429 starting a block had none.
+  const told: Array<{ reqId: string; statusCode: number; code?: string; blockStarted: boolean }> = [];
+  const log = (
+    fields: { reqId: string; statusCode: number; code: string | undefined },
+    blockStarted: boolean,
+  ) => told.push({ reqId: fields.reqId, statusCode: fields.statusCode, code: fields.code, blockStarted });
+  const idOf = (answer: string) => /\r\nx-request-id: ([0-9a-f-]{36})\r\n/.exec(answer)?.[1];
+  const starting: ClientErrorFirewall = {
+    ...firewall(['198.51.100.7']),
+    limiter: { decide: (_ip, done) => done({ allowed: false, retryAfterMs: 1_000, blockStarted: true }) },
+  };
+  const answers: string[] = [];
+  for (const rules of [undefined, firewall([]), starting]) {
+    const { socket, written } = connection(undefined, '198.51.100.7');
+    clientErrorAnswerer(rules, log)(malformed, socket);
+    await new Promise((resolve) => socket.once('close', resolve));
+    answers.push(written());
+  }
+  assert.deepEqual(
+    told.map(({ statusCode, code, blockStarted }) => [statusCode, code, blockStarted]),
+    [
+      [400, 'HPE_INVALID_CHUNK_SIZE', false],
+      [403, 'HPE_INVALID_CHUNK_SIZE', false],
+      [429, 'HPE_INVALID_CHUNK_SIZE', true],
+    ],
+  );
+  assert.deepEqual(
+    told.map((line) => line.reqId),
+    answers.map(idOf),
+  );
+  // Nothing answered (a response had begun), nothing told.
+  const { socket } = connection(true);
+  clientErrorAnswerer(undefined, log)(malformed, socket);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(told.length, 3);
+});
