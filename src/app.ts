@@ -414,9 +414,11 @@ export async function buildApp(
   // Probes and scrapes at debug: a load balancer's and Prometheus' calls, every few seconds from each, drowned
   // the requests in the info log (review).
   app.decorateRequest('quietLog', false);
+  app.decorateRequest('simulated', null);
   app.addHook('onResponse', async (request, reply) => {
     const level = request.quietLog || OPS_PATHS.has(request.routeOptions.url ?? '') ? 'debug' : 'info';
-    logCompleted(request, level, reply.statusCode, reply.elapsedTime);
+    const extra = request.simulated === null ? undefined : { simulated: request.simulated };
+    logCompleted(request, level, reply.statusCode, reply.elapsedTime, extra);
   });
   await app.register(metricsPlugin, { registry: deps.metrics });
 

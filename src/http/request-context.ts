@@ -12,9 +12,14 @@ declare module 'fastify' {
     caller: Caller | null;
     /**
      * The answer's line is logged at debug, not info: a 429 within a block, of which the first (the block's start) is
-     * logged (rate-limit.plugin.ts).
+     * logged (rate-limit.plugin.ts); a stranger's refusal after its first in a while (refusal-log.ts).
      */
     quietLog: boolean;
+    /**
+     * The X-Simulator-Scenario that made the answer (cert), told in its line: a simulated 500 read as a real one
+     * without a cause (log probe).
+     */
+    simulated: string | null;
   }
 }
 

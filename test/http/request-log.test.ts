@@ -28,6 +28,7 @@ interface RequestLine {
   statusCode: number;
   remoteAddress: string;
   msg: string;
+  simulated?: string;
 }
 const INFO = 30;
 const DEBUG = 20;
@@ -130,6 +131,25 @@ describe('the URL a request line tells', () => {
       ['/admin/platforms?token=[redacted]', '/admin/platforms?[redacted]'],
     );
     assert.ok(!lines.slice(start).some((line) => line.includes(token)));
+  });
+
+  test('an answer X-Simulator-Scenario made says so (cert)', async () => {
+    const start = lines.length;
+    const target = '/participants?page=1';
+    for (const scenario of ['error_500', 'error_502_after']) {
+      const headers = signedHeaders(platform.key, 'GET', target, undefined, Math.floor(clock.now() / 1000));
+      const res = await from('198.51.100.7', target, { ...headers, 'x-simulator-scenario': scenario });
+      assert.equal(res.status, scenario === 'error_500' ? 500 : 502);
+    }
+    assert.equal((await signed(target)).status, 200);
+    assert.deepEqual(
+      requestLines(start).map((line) => [line.statusCode, line.simulated]),
+      [
+        [500, 'error_500'],
+        [502, 'error_502_after'],
+        [200, undefined],
+      ],
+    );
   });
 
   test('a URL is cut at 512 characters, saying how long it was', async () => {

@@ -35,6 +35,7 @@ async function simulator(app: FastifyInstance): Promise<void> {
     }
     if (scenario.endsWith('_after')) return;
     const status = Number(scenario.slice('error_'.length));
+    request.simulated = scenario;
     if (status === 503) return sendUnavailable(reply);
     return reply.code(status).send(BODIES[status]);
   });
@@ -45,6 +46,7 @@ async function simulator(app: FastifyInstance): Promise<void> {
     if (scenario !== 'error_502_after' && scenario !== 'error_504_after') return payload;
     if (reply.statusCode >= 400) return payload;
     const status = scenario === 'error_502_after' ? 502 : 504;
+    request.simulated = scenario;
     reply.code(status).type('application/json; charset=utf-8');
     return JSON.stringify(BODIES[status]);
   });
