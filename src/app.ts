@@ -319,8 +319,12 @@ export async function buildApp(
       // closes instead (review: 697 MB in 3 s). The few such requests that are read whole lose their keep-alive.
       if (announcesBody(request)) reply.header('connection', 'close');
       if (trusted) setClientAddress(request, trusted);
+      const operator = isOperatorUrl(request.url);
+      // Answered before the token is checked, so anyone's: quieted as a stranger's refusals are (review: a flood of
+      // them made a line at info each). A public one meets the firewall's quieting and the rate limit.
+      if (operator && !refusals.atInfo('operator url', request.ip)) request.quietLog = true;
       runEdgeHooks(
-        isOperatorUrl(request.url) ? [] : unroutedPublic,
+        operator ? [] : unroutedPublic,
         request,
         reply,
         () => void reply.code(400).send({ errors: [problem] }),

@@ -2,20 +2,30 @@ import type { FastifyRequest } from 'fastify';
 
 /** The most of a URL a log line holds: a 15,000-character query made every refused request a 15 KB line (log probe). */
 export const MAX_LOGGED_URL_LENGTH = 512;
-/** Parameters that carry a participant's personal data: not written to the logs (their requests are, by id). */
-const PERSONAL = new Set(['email']);
+/**
+ * Query parameters that carry a person's data: a participant's email, a beneficiary's names, a withdrawal address.
+ * Their values are not written to the logs (their requests are, with the rest of their URL).
+ */
+const PERSONAL = new Set([
+  'email',
+  'beneficiary_first_name',
+  'beneficiary_last_name',
+  'beneficiary_business_name',
+  'withdrawal_address',
+]);
 const REDACTED = '[redacted]';
 
 /**
- * A request's URL as its log line tells it: the values of personal parameters (a participant's email, in the path
- * of `GET /participants/{email}` or the query of the list) and of query parameters the route does not take (a token
- * a client put there by mistake) are `[redacted]`, and the whole is cut at MAX_LOGGED_URL_LENGTH characters.
- * The query's names stay, and so do the values the route takes (filters, pages), for following a client's calls.
+ * A request's URL as its log line tells it: a path segment or query value that holds an email (an `@`, however
+ * encoded: `GET /participants/{email}`, matched or not), the values of personal parameters, and those of query
+ * parameters the route does not take (a token a client put there by mistake) are `[redacted]`, and the whole is
+ * cut at MAX_LOGGED_URL_LENGTH characters. The query's names stay, and so do the values the route takes (filters,
+ * pages), for following a client's calls.
  */
 export function loggedUrl(request: FastifyRequest): string {
   const url = request.url;
   const queryAt = url.indexOf('?');
-  const path = withoutPersonalSegments(queryAt === -1 ? url : url.slice(0, queryAt), request.params);
+  const path = withoutEmails(queryAt === -1 ? url : url.slice(0, queryAt));
   const logged =
     queryAt === -1 ? path : `${path}?${loggedQuery(url.slice(queryAt + 1), takenQuery(request))}`;
   return logged.length <= MAX_LOGGED_URL_LENGTH
@@ -23,16 +33,21 @@ export function loggedUrl(request: FastifyRequest): string {
     : `${logged.slice(0, MAX_LOGGED_URL_LENGTH)}… (${logged.length} characters)`;
 }
 
-/** The path with each segment that is a personal parameter's value redacted. */
-function withoutPersonalSegments(path: string, params: unknown): string {
-  if (typeof params !== 'object' || params === null) return path;
-  const values = Object.entries(params)
-    .filter(([name, value]) => PERSONAL.has(name) && typeof value === 'string')
-    .map(([, value]) => value as string);
-  if (values.length === 0) return path;
+/** Whether text holds an `@` (an email, or part of one), as is or percent-encoded, once or more (`%40`, `%2540`). */
+function holdsEmail(text: string): boolean {
+  return text.includes('@') || (text.includes('%') && ENCODED_AT.test(text));
+}
+const ENCODED_AT = /%(25)*40/i;
+
+/**
+ * The path with each segment that holds an email redacted, whether or not a route took it: a 404's
+ * (`/participants/a@b.example/`) or a malformed one's was logged as sent (review).
+ */
+function withoutEmails(path: string): string {
+  if (!holdsEmail(path)) return path;
   return path
     .split('/')
-    .map((segment) => (values.includes(decoded(segment)) ? REDACTED : segment))
+    .map((segment) => (holdsEmail(segment) ? REDACTED : segment))
     .join('/');
 }
 
@@ -50,8 +65,9 @@ function loggedQuery(query: string, taken: ReadonlySet<string>): string {
       const equalsAt = pair.indexOf('=');
       // A bare word (`?abc`) may be a value too (a token without its name).
       if (equalsAt === -1) return pair === '' || taken.has(decoded(pair)) ? pair : REDACTED;
-      const name = decoded(pair.slice(0, equalsAt).replaceAll('+', ' '));
-      return taken.has(name) && !PERSONAL.has(name) ? pair : `${pair.slice(0, equalsAt)}=${REDACTED}`;
+      const name = decoded(pair.slice(0, equalsAt));
+      const kept = taken.has(name) && !PERSONAL.has(name) && !holdsEmail(pair.slice(equalsAt + 1));
+      return kept ? pair : `${pair.slice(0, equalsAt)}=${REDACTED}`;
     })
     .join('&');
 }

@@ -98,6 +98,18 @@ describe('refusals of callers without credentials', () => {
       [INFO, INFO],
     );
   });
+
+  test("a URL the router cannot read: the operator API's 400 and a stranger's public one, quieted alike", async () => {
+    const start = lines.length;
+    for (let i = 0; i < 4; i++) assert.equal((await from('192.0.2.60', '/admin/%ZZ')).status, 400);
+    for (let i = 0; i < 3; i++) assert.equal((await from('192.0.2.61', '/nope%ZZ')).status, 403);
+    const levels = (address: string) =>
+      requestLines(start)
+        .filter((line) => line.remoteAddress === address)
+        .map((line) => line.level);
+    assert.deepEqual(levels('192.0.2.60'), [INFO, DEBUG, DEBUG, DEBUG]);
+    assert.deepEqual(levels('192.0.2.61'), [INFO, DEBUG, DEBUG]);
+  });
 });
 
 describe('the URL a request line tells', () => {
@@ -118,6 +130,41 @@ describe('the URL a request line tells', () => {
       ['/participants/[redacted]', '/participants/[redacted]', '/participants?email=[redacted]&page=2'],
     );
     assert.ok(!lines.slice(start).some((line) => /grace/.test(line)), 'the email is in no line');
+  });
+
+  test('an email in a URL no route took is redacted too, however written', async () => {
+    const start = lines.length;
+    for (const target of [
+      '/participants/grace.hopper@mail.example/',
+      '//participants/grace.hopper%2540mail.example',
+      '/PARTICIPANTS/grace.hopper%40mail.example',
+      '/participants/grace.hopper@mail.example%ZZ',
+    ])
+      await signed(target);
+    assert.deepEqual(
+      requestLines(start).map((line) => line.url),
+      [
+        '/participants/[redacted]/',
+        '//participants/[redacted]',
+        '/PARTICIPANTS/[redacted]',
+        '/participants/[redacted]',
+      ],
+    );
+    assert.ok(!lines.slice(start).some((line) => /grace/.test(line)), 'the email is in no line');
+  });
+
+  test("a beneficiary's names and a withdrawal address in a query are redacted; the route's other values stay", async () => {
+    const start = lines.length;
+    const query =
+      'side=buy&underlying=BTC&quoted_currency=USD&quantity=1&withdrawal_address=bc1qgracehopper' +
+      '&beneficiary_first_name=Grace&beneficiary_last_name=Hopper&beneficiary_business_name=Hopper%20LLC';
+    await signed(`/convert_withdraw/rfq?${query}`);
+    const [line] = requestLines(start);
+    assert.equal(
+      line!.url,
+      '/convert_withdraw/rfq?side=buy&underlying=BTC&quoted_currency=USD&quantity=1&withdrawal_address=[redacted]' +
+        '&beneficiary_first_name=[redacted]&beneficiary_last_name=[redacted]&beneficiary_business_name=[redacted]',
+    );
   });
 
   test('values of query parameters the route does not take are redacted; the names stay', async () => {

@@ -178,11 +178,14 @@ describe('rate-limit plugin', () => {
       sweepIntervalMs: false,
       policy: { limit: 1, ipv6PrefixLength: 64 },
     });
-    // Link-local (with or without a zone), the NAT64 prefix (an IPv4 client each) and ::/96.
+    // Link-local (with or without a zone), translators' prefixes (an IPv4 client each) and ::/96.
     for (const [first, second] of [
       ['fe80::1%eth0', 'fe80::2%eth0'],
       ['fe80::a', 'fe80::b'],
+      ['fe80:0:0:1::1', 'fe80:0:0:1::2'],
       ['64:ff9b::1.2.3.4', '64:ff9b::5.6.7.8'],
+      ['64:ff9b:1::102:304', '64:ff9b:1::506:708'],
+      ['::ffff:0:1.2.3.4', '::ffff:0:5.6.7.8'],
       ['::1', '::1.2.3.4'],
     ]) {
       assert.equal((await perNetwork.check(first!)).allowed, true, first);

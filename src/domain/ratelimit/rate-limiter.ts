@@ -169,15 +169,20 @@ export function rateLimitKey(ip: string, ipv6PrefixLength = 128): string {
 }
 
 /**
- * Ranges whose addresses are not one host's: every peer on a link shares fe80::/64; the NAT64 well-known prefix
- * (64:ff9b::/96) holds each IPv4 client of a translator, ::/96 (IPv4-compatible) each IPv4 host, beside ::1. Counted
- * per address whatever the prefix length (review: every IPv4 client of a NAT64 shared one budget).
+ * Ranges whose addresses are not one host's: every peer on a link shares its link-local prefix (fe80::/10); a
+ * translator's prefixes hold an IPv4 client each: NAT64's well-known 64:ff9b::/96 and local-use 64:ff9b:1::/48,
+ * SIIT's IPv4-translated ::ffff:0:0:0/96; ::/96 (IPv4-compatible) holds each IPv4 host, beside ::1. Counted per
+ * address whatever the prefix length (review: every IPv4 client of a NAT64 shared one budget).
  */
-const PER_ADDRESS_RANGES: ReadonlyArray<[ipaddr.IPv6, number]> = [
-  [ipaddr.IPv6.parse('fe80::'), 64],
-  [ipaddr.IPv6.parse('64:ff9b::'), 96],
-  [ipaddr.IPv6.parse('::'), 96],
-];
+const PER_ADDRESS_RANGES: ReadonlyArray<[ipaddr.IPv6, number]> = (
+  [
+    ['fe80::', 10],
+    ['64:ff9b::', 96],
+    ['64:ff9b:1::', 48],
+    ['::ffff:0:0:0', 96],
+    ['::', 96],
+  ] as const
+).map(([range, bits]) => [ipaddr.IPv6.parse(range), bits]);
 
 /** The rate limiter only warns (a Redis outage) and tells (a recovery). */
 export type RateLimitLogger = Pick<Log, 'warn' | 'info'>;
