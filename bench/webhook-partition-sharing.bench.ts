@@ -7,7 +7,8 @@
  *   - slow: W is alive but each renewal of its commits 2 s after it started (a loaded database).
  * Each is run with the function of migration 0026 (before) and with the current one, in the same run, and the
  * bench prints per scenario: the partition-seconds no one held (their lanes undelivered), the partitions given
- * back and the NOTIFYs sent meanwhile (each makes every worker renew), and W's holding at the end.
+ * back and the NOTIFYs sent meanwhile (each makes every worker renew), and W's holding at the end; then each of the
+ * three figures of the current function as a ratio of 0026's.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node --import tsx bench/webhook-partition-sharing.bench.ts
  *
@@ -175,17 +176,27 @@ async function main(): Promise<void> {
   );
   try {
     for (const scenario of ['away', 'slow'] as const) {
+      const results: Array<Awaited<ReturnType<typeof run>>> = [];
       for (const [label, definition] of [
         ['0026 (before)', functionOf0026()],
         ['current', current],
       ] as const) {
         await admin.query(definition);
         const r = await run(database.url, scenario);
+        results.push(r);
         console.log(
           `  ${scenario.padEnd(5)} ${label.padEnd(14)} unheld ${r.unheldSeconds.toFixed(0).padStart(4)} partition-s, ` +
             `given back ${String(r.givenBack).padStart(5)}, NOTIFYs ${String(r.notifies).padStart(5)}; at the end: ${r.holding}`,
         );
       }
+      // The ratios against the baseline of the same run (README: every bench prints them).
+      const [before, now] = results as [(typeof results)[0], (typeof results)[0]];
+      const ratio = (pick: (r: typeof now) => number) =>
+        pick(before) === 0 ? 'n/a (none before)' : (pick(now) / pick(before)).toFixed(2);
+      console.log(
+        `  ${scenario.padEnd(5)} current/0026   unheld ${ratio((r) => r.unheldSeconds)}, given back ` +
+          `${ratio((r) => r.givenBack)}, NOTIFYs ${ratio((r) => r.notifies)}`,
+      );
     }
   } finally {
     await admin.end();

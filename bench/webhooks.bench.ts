@@ -535,270 +535,276 @@ async function main(): Promise<void> {
   const receiverUrl = `http://127.0.0.1:${port}`;
   const load = startThread('load');
 
-  await sql`insert into platforms (platform_code, name) values (${PLATFORM}, 'Bench platform')`.execute(db);
-  await db
-    .insertInto('webhook_endpoints')
-    .values({
-      platform_code: PLATFORM,
-      url: `${receiverUrl}/hooks`,
-      secret_ciphertext: encryptSecret(secretKey, SECRET),
-      payload_types: null,
-    })
-    .execute();
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATABASE_URL: database.url,
-    SVC_ROLE: 'worker',
-    SVC_PORT: '0',
-    SVC_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-bench-')),
-    SVC_ADMIN_TOKEN: 'bench-admin-token-0123456789',
-    SVC_SECRET_KEY: secretKey.toString('base64'),
-    SVC_JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' })
-      .privateKey.export({ type: 'pkcs8', format: 'pem' })
-      .toString(),
-    SVC_LOG_LEVEL: 'warn',
-    SVC_WORKER_CONCURRENCY: String(CONCURRENCY),
-  };
+  // The worker's data dir (it generates nothing there: every secret is given), removed with the rest however the
+  // run ends but for a kill (review: one was left in the temp dir by every run).
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
+  try {
+    await sql`insert into platforms (platform_code, name) values (${PLATFORM}, 'Bench platform')`.execute(db);
+    await db
+      .insertInto('webhook_endpoints')
+      .values({
+        platform_code: PLATFORM,
+        url: `${receiverUrl}/hooks`,
+        secret_ciphertext: encryptSecret(secretKey, SECRET),
+        payload_types: null,
+      })
+      .execute();
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      DATABASE_URL: database.url,
+      SVC_ROLE: 'worker',
+      SVC_PORT: '0',
+      SVC_DATA_DIR: dataDir,
+      SVC_ADMIN_TOKEN: 'bench-admin-token-0123456789',
+      SVC_SECRET_KEY: secretKey.toString('base64'),
+      SVC_JWT_PRIVATE_KEY: generateKeyPairSync('ec', { namedCurve: 'P-256' })
+        .privateKey.export({ type: 'pkcs8', format: 'pem' })
+        .toString(),
+      SVC_LOG_LEVEL: 'warn',
+      SVC_WORKER_CONCURRENCY: String(CONCURRENCY),
+    };
 
-  /** The plain loop's rate, and this process's CPU per request (the load loop and the receiver). */
-  const baseline = async () => {
-    await ask(receiver, { type: 'reset' });
-    const cpuBefore = process.cpuUsage();
-    const { rps } = await ask<{ rps: number }>(load, {
-      type: 'load',
-      url: receiverUrl,
-      ms: BASELINE_MS,
-      concurrency: CONCURRENCY,
-    });
-    const cpu = process.cpuUsage(cpuBefore);
-    return { rps, cpuUs: (cpu.user + cpu.system) / (rps * (BASELINE_MS / 1000)) };
-  };
-  /**
-   * One backlog through the (warm) worker: recorded in one transaction, so it all becomes due at its commit
-   * and the worker is measured delivering, not waiting for the producer.
-   */
-  const throughput = async (worker: ChildProcess, perLane: number, tag: string) => {
-    if (compareDir) await handPartitionsTo(db, worker.pid!);
-    const cpuUs = await deliverBacklog(receiver, worker.pid!, () =>
-      recordBacklog(db, BACKLOG, perLane, tag, BACKLOG),
-    );
-    // The last results are recorded a moment after their deliveries.
-    await waitUntil(async () => (await undelivered(db)) === 0, 60_000);
-    const { rate, count } = await receiverRate(receiver);
-    // The attempts of notifications attempted more than once, by outcome and error (the receiver answers 204).
-    const extra = await sql<{ outcome: string; error: string | null; n: number }>`
+    /** The plain loop's rate, and this process's CPU per request (the load loop and the receiver). */
+    const baseline = async () => {
+      await ask(receiver, { type: 'reset' });
+      const cpuBefore = process.cpuUsage();
+      const { rps } = await ask<{ rps: number }>(load, {
+        type: 'load',
+        url: receiverUrl,
+        ms: BASELINE_MS,
+        concurrency: CONCURRENCY,
+      });
+      const cpu = process.cpuUsage(cpuBefore);
+      return { rps, cpuUs: (cpu.user + cpu.system) / (rps * (BASELINE_MS / 1000)) };
+    };
+    /**
+     * One backlog through the (warm) worker: recorded in one transaction, so it all becomes due at its commit
+     * and the worker is measured delivering, not waiting for the producer.
+     */
+    const throughput = async (worker: ChildProcess, perLane: number, tag: string) => {
+      if (compareDir) await handPartitionsTo(db, worker.pid!);
+      const cpuUs = await deliverBacklog(receiver, worker.pid!, () =>
+        recordBacklog(db, BACKLOG, perLane, tag, BACKLOG),
+      );
+      // The last results are recorded a moment after their deliveries.
+      await waitUntil(async () => (await undelivered(db)) === 0, 60_000);
+      const { rate, count } = await receiverRate(receiver);
+      // The attempts of notifications attempted more than once, by outcome and error (the receiver answers 204).
+      const extra = await sql<{ outcome: string; error: string | null; n: number }>`
       select outcome, error, count(*)::int as n from webhook_attempts a
       join webhook_notifications w using (notification_id)
       where w.resource_key like ${`trade:${tag}-%`} and w.attempt_count > 1
       group by outcome, error order by n desc limit 5`.execute(db);
-    // Where the time goes, per delivery: the worker process, and every PostgreSQL process on the machine.
-    return { rate, count, extra: extra.rows, cpuUs };
-  };
+      // Where the time goes, per delivery: the worker process, and every PostgreSQL process on the machine.
+      return { rate, count, extra: extra.rows, cpuUs };
+    };
 
-  console.log(
-    `webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG} per shape, ${ROUNDS} rounds, ${os.cpus().length} CPUs`,
-  );
-  const firstBaseline = await baseline();
-  console.log(
-    `  plain undici POST loop:            ${firstBaseline.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${firstBaseline.cpuUs.toFixed(0)} µs`,
-  );
-  const worker = await startWorkerProcess(env);
-  await recordBacklog(db, WARMUP, 1, 'warm', 100);
-  await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
-  let other: ChildProcess | null = null;
-  if (compareDir) {
-    worker.kill('SIGSTOP');
-    other = await startWorkerProcess(env, compareDir);
-    await handPartitionsTo(db, other.pid!);
-    await recordBacklog(db, WARMUP, 1, 'warm-other', 100);
+    console.log(
+      `webhooks bench: concurrency ${CONCURRENCY}, backlog ${BACKLOG} per shape, ${ROUNDS} rounds, ${os.cpus().length} CPUs`,
+    );
+    const firstBaseline = await baseline();
+    console.log(
+      `  plain undici POST loop:            ${firstBaseline.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${firstBaseline.cpuUs.toFixed(0)} µs`,
+    );
+    const worker = await startWorkerProcess(env);
+    await recordBacklog(db, WARMUP, 1, 'warm', 100);
     await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
-    other.kill('SIGSTOP');
-    worker.kill('SIGCONT');
-  }
-  // The bare loop, paused but while it is measured (as the compared worker is).
-  worker.kill('SIGSTOP');
-  const floor = await startFloor(db, database.url, receiver, receiverUrl);
-  floor.pause();
-  worker.kill('SIGCONT');
-  /** Runs `measure` with `subject` running and this tree's worker paused: each delivering process is measured alone. */
-  const alone = async <T>(subject: Pausable, measure: () => Promise<T>) => {
-    worker.kill('SIGSTOP');
-    subject.resume();
-    try {
-      return await measure();
-    } finally {
-      subject.pause();
+    let other: ChildProcess | null = null;
+    if (compareDir) {
+      worker.kill('SIGSTOP');
+      other = await startWorkerProcess(env, compareDir);
+      await handPartitionsTo(db, other.pid!);
+      await recordBacklog(db, WARMUP, 1, 'warm-other', 100);
+      await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
+      other.kill('SIGSTOP');
       worker.kill('SIGCONT');
     }
-  };
-  /** The floor's ratio to the plain loop, per round. */
-  const floorRatios: number[] = [];
-  /**
-   * The plain loop is measured again right after every backlog, and each backlog is compared with the mean of
-   * the plain loop just before and just after it: within a round the plain loop moved by up to half (session 20:
-   * 5,600 to 12,500 req/s), so a round's two ends measured the drift as much as the delivery.
-   */
-  let lastPlain = firstBaseline.rps;
-  const plainAround = async <T extends { rate: number }>(measured: T) => {
-    const after = (await baseline()).rps;
-    const plain = (lastPlain + after) / 2;
-    lastPlain = after;
-    return { ...measured, plain, ratio: measured.rate / plain };
-  };
-  // BENCH_SHAPES, e.g. "1" to profile one shape alone (default both: "1,10").
-  const shapes = (process.env.BENCH_SHAPES ?? '1,10').split(',').map((n) => ({
-    perLane: Number(n),
-    label: `${n} notification${n === '1' ? '' : 's'} per resource`.padEnd(29),
-    ratios: [] as number[],
-    /** This tree's deliveries/s and worker CPU per delivery over compareDir's, per round. */
-    versus: [] as Array<{ rate: number; workerCpu: number; postgresCpu: number }>,
-  }));
-  for (let round = 1; round <= ROUNDS; round++) {
-    type Measured<T> = Awaited<T> & { plain: number; ratio: number };
-    const measured: Array<Measured<ReturnType<typeof throughput>>> = [];
-    const measuredOther: Array<Measured<ReturnType<typeof throughput>>> = [];
-    let measuredFloor: Measured<ReturnType<BenchProcess['measure']>> | null = null;
-    const roundStartPlain = lastPlain;
-    for (const [i, shape] of shapes.entries()) {
-      // The other first in even rounds: a machine that speeds up (or slows down) through the run would
-      // otherwise favour whichever is measured second in every pair (session 17: the plain loop went from
-      // 12,000 to 20,000 req/s in one run).
-      const ours = async () =>
-        measured.push(
-          await plainAround(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`)),
-        );
-      const theirs = async () =>
-        measuredOther.push(
-          await plainAround(
-            await alone(pausable(other!), () =>
-              throughput(other!, shape.perLane, `r${round}-${shape.perLane}-other`),
+    // The bare loop, paused but while it is measured (as the compared worker is).
+    worker.kill('SIGSTOP');
+    const floor = await startFloor(db, database.url, receiver, receiverUrl);
+    floor.pause();
+    worker.kill('SIGCONT');
+    /** Runs `measure` with `subject` running and this tree's worker paused: each delivering process is measured alone. */
+    const alone = async <T>(subject: Pausable, measure: () => Promise<T>) => {
+      worker.kill('SIGSTOP');
+      subject.resume();
+      try {
+        return await measure();
+      } finally {
+        subject.pause();
+        worker.kill('SIGCONT');
+      }
+    };
+    /** The floor's ratio to the plain loop, per round. */
+    const floorRatios: number[] = [];
+    /**
+     * The plain loop is measured again right after every backlog, and each backlog is compared with the mean of
+     * the plain loop just before and just after it: within a round the plain loop moved by up to half (session 20:
+     * 5,600 to 12,500 req/s), so a round's two ends measured the drift as much as the delivery.
+     */
+    let lastPlain = firstBaseline.rps;
+    const plainAround = async <T extends { rate: number }>(measured: T) => {
+      const after = (await baseline()).rps;
+      const plain = (lastPlain + after) / 2;
+      lastPlain = after;
+      return { ...measured, plain, ratio: measured.rate / plain };
+    };
+    // BENCH_SHAPES, e.g. "1" to profile one shape alone (default both: "1,10").
+    const shapes = (process.env.BENCH_SHAPES ?? '1,10').split(',').map((n) => ({
+      perLane: Number(n),
+      label: `${n} notification${n === '1' ? '' : 's'} per resource`.padEnd(29),
+      ratios: [] as number[],
+      /** This tree's deliveries/s and worker CPU per delivery over compareDir's, per round. */
+      versus: [] as Array<{ rate: number; workerCpu: number; postgresCpu: number }>,
+    }));
+    for (let round = 1; round <= ROUNDS; round++) {
+      type Measured<T> = Awaited<T> & { plain: number; ratio: number };
+      const measured: Array<Measured<ReturnType<typeof throughput>>> = [];
+      const measuredOther: Array<Measured<ReturnType<typeof throughput>>> = [];
+      let measuredFloor: Measured<ReturnType<BenchProcess['measure']>> | null = null;
+      const roundStartPlain = lastPlain;
+      for (const [i, shape] of shapes.entries()) {
+        // The other first in even rounds: a machine that speeds up (or slows down) through the run would
+        // otherwise favour whichever is measured second in every pair (session 17: the plain loop went from
+        // 12,000 to 20,000 req/s in one run).
+        const ours = async () =>
+          measured.push(
+            await plainAround(await throughput(worker, shape.perLane, `r${round}-${shape.perLane}`)),
+          );
+        const theirs = async () =>
+          measuredOther.push(
+            await plainAround(
+              await alone(pausable(other!), () =>
+                throughput(other!, shape.perLane, `r${round}-${shape.perLane}-other`),
+              ),
             ),
-          ),
-        );
-      const floored = async () => {
-        measuredFloor = await plainAround(await alone(floor, () => floor.measure(1, `r${round}`)));
-      };
-      const turns = [ours, ...(other ? [theirs] : []), ...(i === 0 ? [floored] : [])];
-      if (round % 2 === 0) turns.reverse();
-      for (const measure of turns) await measure();
-    }
-    const plains = [...measured, ...measuredOther, measuredFloor!].map((m) => m.plain);
-    console.log(
-      `  round ${round}: plain loop ${Math.min(roundStartPlain, ...plains).toFixed(0)}–${Math.max(roundStartPlain, ...plains).toFixed(0)} req/s around its backlogs`,
-    );
-    const fl = measuredFloor!;
-    floorRatios.push(fl.ratio);
-    console.log(
-      `    ${'bare delivery loop'.padEnd(29)}  ${fl.rate.toFixed(0)} deliveries/s, ratio ${fl.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(fl.cpuUs)}`,
-    );
-    shapes.forEach((shape, i) => {
-      const m = measured[i]!;
-      shape.ratios.push(m.ratio);
+          );
+        const floored = async () => {
+          measuredFloor = await plainAround(await alone(floor, () => floor.measure(1, `r${round}`)));
+        };
+        const turns = [ours, ...(other ? [theirs] : []), ...(i === 0 ? [floored] : [])];
+        if (round % 2 === 0) turns.reverse();
+        for (const measure of turns) await measure();
+      }
+      const plains = [...measured, ...measuredOther, measuredFloor!].map((m) => m.plain);
       console.log(
-        `    ${shape.label}  ${m.rate.toFixed(0)} deliveries/s, ratio ${m.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(m.cpuUs)}`,
+        `  round ${round}: plain loop ${Math.min(roundStartPlain, ...plains).toFixed(0)}–${Math.max(roundStartPlain, ...plains).toFixed(0)} req/s around its backlogs`,
       );
-      for (const e of m.extra)
+      const fl = measuredFloor!;
+      floorRatios.push(fl.ratio);
+      console.log(
+        `    ${'bare delivery loop'.padEnd(29)}  ${fl.rate.toFixed(0)} deliveries/s, ratio ${fl.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(fl.cpuUs)}`,
+      );
+      shapes.forEach((shape, i) => {
+        const m = measured[i]!;
+        shape.ratios.push(m.ratio);
         console.log(
-          `      attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
+          `    ${shape.label}  ${m.rate.toFixed(0)} deliveries/s, ratio ${m.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(m.cpuUs)}`,
         );
-      const o = measuredOther[i];
-      if (o) {
-        shape.versus.push({
-          rate: m.rate / o.rate,
-          workerCpu: m.cpuUs.worker / o.cpuUs.worker,
-          postgresCpu: m.cpuUs.postgres / o.cpuUs.postgres,
-        });
+        for (const e of m.extra)
+          console.log(
+            `      attempts of notifications attempted more than once: ${e.n} × ${e.outcome} ${e.error ?? ''}`,
+          );
+        const o = measuredOther[i];
+        if (o) {
+          shape.versus.push({
+            rate: m.rate / o.rate,
+            workerCpu: m.cpuUs.worker / o.cpuUs.worker,
+            postgresCpu: m.cpuUs.postgres / o.cpuUs.postgres,
+          });
+          console.log(
+            `    ${'  BENCH_COMPARE_DIR'.padEnd(29)}  ${o.rate.toFixed(0)} deliveries/s, ratio ${o.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(o.cpuUs)}`,
+          );
+        }
+      });
+    }
+    const ceiling = await queueCeiling(store.pool);
+    const ceilingBaseline = await baseline();
+    floor.stop();
+
+    // Latency at a steady 200/s, each notification its own transaction and resource.
+    if (compareDir) await handPartitionsTo(db, worker.pid!);
+    await ask(receiver, { type: 'reset' });
+    const committed = new Map<string, number>();
+    const total = LATENCY_RATE * LATENCY_SECONDS;
+    const t0 = performance.now();
+    const inFlight: Array<Promise<void>> = [];
+    for (let i = 0; i < total; i++) {
+      // Each commit starts on its schedule, whatever the previous ones are doing (a steady arrival rate).
+      const due = t0 + (i * 1000) / LATENCY_RATE;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      inFlight.push(
+        db
+          .transaction()
+          .execute((trx) =>
+            recordAnyNotification(trx, {
+              platformCode: PLATFORM,
+              payloadType: 'trade_status_changed',
+              resourceKey: `trade:lat-${i}`,
+              payload: PAYLOAD,
+            }),
+          )
+          .then((id) => {
+            committed.set(id, performance.timeOrigin + performance.now());
+          }),
+      );
+    }
+    await Promise.all(inFlight);
+    const achievedRate = total / ((performance.now() - t0) / 1000);
+    await waitUntil(async () => (await undelivered(db)) === 0, 120_000);
+    await stopWorker(worker);
+    if (other) {
+      other.kill('SIGCONT');
+      await stopWorker(other);
+    }
+    const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(receiver, { type: 'arrivals' });
+    const latencies = arrivals
+      .filter(([id]) => committed.has(id))
+      .map(([id, at]) => at - committed.get(id)!)
+      .sort((a, b) => a - b);
+
+    const p50 = percentile(latencies, 50);
+    const p99 = percentile(latencies, 99);
+    console.log('');
+    console.log(
+      `throughput (one worker process vs plain POSTs, concurrency ${CONCURRENCY}, median of ${ROUNDS} rounds; goal ≥ 0.50):`,
+    );
+    for (const shape of shapes) {
+      console.log(
+        `  ${shape.label}  ratio ${median(shape.ratios).toFixed(2)}   (rounds: ${listOf(shape.ratios)})`,
+      );
+    }
+    console.log(
+      `  (graphile-worker no-op jobs    ${ceiling.toFixed(0)} /s, ratio ${(ceiling / ceilingBaseline.rps).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
+    );
+    console.log(
+      `  (bare delivery loop            ratio ${median(floorRatios).toFixed(2)} (rounds: ${listOf(floorRatios)}):`,
+    );
+    console.log(
+      '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
+    );
+    if (compareDir) {
+      console.log(`this tree against BENCH_COMPARE_DIR (${compareDir}), median of the paired ratios:`);
+      for (const shape of shapes) {
+        const of = (pick: (v: (typeof shape.versus)[number]) => number) =>
+          `${median(shape.versus.map(pick)).toFixed(2)} (${listOf(shape.versus.map(pick))})`;
         console.log(
-          `    ${'  BENCH_COMPARE_DIR'.padEnd(29)}  ${o.rate.toFixed(0)} deliveries/s, ratio ${o.ratio.toFixed(2)}; CPU per delivery: ${cpuLine(o.cpuUs)}`,
+          `  ${shape.label}  deliveries/s ${of((v) => v.rate)}; worker CPU per delivery ${of((v) => v.workerCpu)}; PostgreSQL CPU ${of((v) => v.postgresCpu)}`,
         );
       }
-    });
-  }
-  const ceiling = await queueCeiling(store.pool);
-  const ceilingBaseline = await baseline();
-  floor.stop();
-
-  // Latency at a steady 200/s, each notification its own transaction and resource.
-  if (compareDir) await handPartitionsTo(db, worker.pid!);
-  await ask(receiver, { type: 'reset' });
-  const committed = new Map<string, number>();
-  const total = LATENCY_RATE * LATENCY_SECONDS;
-  const t0 = performance.now();
-  const inFlight: Array<Promise<void>> = [];
-  for (let i = 0; i < total; i++) {
-    // Each commit starts on its schedule, whatever the previous ones are doing (a steady arrival rate).
-    const due = t0 + (i * 1000) / LATENCY_RATE;
-    const wait = due - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    inFlight.push(
-      db
-        .transaction()
-        .execute((trx) =>
-          recordAnyNotification(trx, {
-            platformCode: PLATFORM,
-            payloadType: 'trade_status_changed',
-            resourceKey: `trade:lat-${i}`,
-            payload: PAYLOAD,
-          }),
-        )
-        .then((id) => {
-          committed.set(id, performance.timeOrigin + performance.now());
-        }),
-    );
-  }
-  await Promise.all(inFlight);
-  const achievedRate = total / ((performance.now() - t0) / 1000);
-  await waitUntil(async () => (await undelivered(db)) === 0, 120_000);
-  await stopWorker(worker);
-  if (other) {
-    other.kill('SIGCONT');
-    await stopWorker(other);
-  }
-  const { arrivals } = await ask<{ arrivals: Array<[string, number]> }>(receiver, { type: 'arrivals' });
-  const latencies = arrivals
-    .filter(([id]) => committed.has(id))
-    .map(([id, at]) => at - committed.get(id)!)
-    .sort((a, b) => a - b);
-
-  const p50 = percentile(latencies, 50);
-  const p99 = percentile(latencies, 99);
-  console.log('');
-  console.log(
-    `throughput (one worker process vs plain POSTs, concurrency ${CONCURRENCY}, median of ${ROUNDS} rounds; goal ≥ 0.50):`,
-  );
-  for (const shape of shapes) {
-    console.log(
-      `  ${shape.label}  ratio ${median(shape.ratios).toFixed(2)}   (rounds: ${listOf(shape.ratios)})`,
-    );
-  }
-  console.log(
-    `  (graphile-worker no-op jobs    ${ceiling.toFixed(0)} /s, ratio ${(ceiling / ceilingBaseline.rps).toFixed(2)}: the queue's ceiling for 1 job per delivery)`,
-  );
-  console.log(
-    `  (bare delivery loop            ratio ${median(floorRatios).toFixed(2)} (rounds: ${listOf(floorRatios)}):`,
-  );
-  console.log(
-    '   claim, sign, POST and record, no order, retries or lease renewal: the floor of any outbox on this machine)',
-  );
-  if (compareDir) {
-    console.log(`this tree against BENCH_COMPARE_DIR (${compareDir}), median of the paired ratios:`);
-    for (const shape of shapes) {
-      const of = (pick: (v: (typeof shape.versus)[number]) => number) =>
-        `${median(shape.versus.map(pick)).toFixed(2)} (${listOf(shape.versus.map(pick))})`;
-      console.log(
-        `  ${shape.label}  deliveries/s ${of((v) => v.rate)}; worker CPU per delivery ${of((v) => v.workerCpu)}; PostgreSQL CPU ${of((v) => v.postgresCpu)}`,
-      );
     }
+    console.log(`commit-to-first-attempt at ${achievedRate.toFixed(0)} notifications/s (goal p99 ≤ 250 ms):`);
+    console.log(
+      `  p50 ${p50.toFixed(1)} ms   p99 ${p99.toFixed(1)} ms   max ${latencies.at(-1)!.toFixed(1)} ms   (${latencies.length} of ${total})`,
+    );
+  } finally {
+    await load.terminate();
+    await receiver.terminate();
+    await store.close();
+    await database.close();
+    rmSync(dataDir, { recursive: true, force: true });
   }
-  console.log(`commit-to-first-attempt at ${achievedRate.toFixed(0)} notifications/s (goal p99 ≤ 250 ms):`);
-  console.log(
-    `  p50 ${p50.toFixed(1)} ms   p99 ${p99.toFixed(1)} ms   max ${latencies.at(-1)!.toFixed(1)} ms   (${latencies.length} of ${total})`,
-  );
-
-  await load.terminate();
-  await receiver.terminate();
-  await store.close();
-  await database.close();
 }
 
 if (!isMainThread) {
