@@ -152,7 +152,9 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall, log?: Parser
     const peer = connection.remoteAddress;
     const answer = (status: number, content: RawContent, blockStarted = false) => {
       const reqId = randomUUID();
-      if (answerRaw(error, socket, status, content, reqId))
+      // A block's start is told even when its answer could not be written (the client gone meanwhile): the block
+      // holds all the same, and its other refusals are not at info (review).
+      if (answerRaw(error, socket, status, content, reqId) || blockStarted)
         log?.({ reqId, remoteAddress: peer, statusCode: status, code: error.code }, blockStarted);
     };
     const answerParserError = () => answer(...parserErrorAnswer(error));

@@ -3,7 +3,8 @@ import type { FastifyRequest } from 'fastify';
 /** The most of a URL a log line holds: a 15,000-character query made every refused request a 15 KB line (log probe). */
 export const MAX_LOGGED_URL_LENGTH = 512;
 /**
- * Query parameters that carry a person's data: a participant's email, a beneficiary's names, a withdrawal address.
+ * Query parameters that carry a person's data: a participant's email, a beneficiary's names, a withdrawal or deposit
+ * address.
  * Their values are not written to the logs (their requests are, with the rest of their URL).
  */
 const PERSONAL = new Set([
@@ -12,6 +13,7 @@ const PERSONAL = new Set([
   'beneficiary_last_name',
   'beneficiary_business_name',
   'withdrawal_address',
+  'deposit_address',
 ]);
 const REDACTED = '[redacted]';
 
@@ -65,6 +67,8 @@ function loggedQuery(query: string, taken: ReadonlySet<string>): string {
       const equalsAt = pair.indexOf('=');
       // A bare word (`?abc`) may be a value too (a token without its name).
       if (equalsAt === -1) return pair === '' || taken.has(decoded(pair)) ? pair : REDACTED;
+      // A name no route takes may be personal too (`?a@b.example=1`, review).
+      if (holdsEmail(pair.slice(0, equalsAt))) return REDACTED;
       const name = decoded(pair.slice(0, equalsAt));
       const kept = taken.has(name) && !PERSONAL.has(name) && !holdsEmail(pair.slice(equalsAt + 1));
       return kept ? pair : `${pair.slice(0, equalsAt)}=${REDACTED}`;

@@ -1,10 +1,10 @@
+import { isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import type { Clock } from '../lib/clock.ts';
 import { rateLimitKey } from '../domain/ratelimit/rate-limiter.ts';
 
 /** How long a source's refusals after its first are logged at debug. */
 const QUIET_MS = 10_000;
-/** An IPv6 source is its /64 here, whatever the rate limit counts: a host picks addresses in it at will. */
-const IPV6_SOURCE_PREFIX = 64;
 /** Sources followed at once; beyond, a new source's refusals are at debug too (no flood of lines, no memory). */
 const MAX_SOURCES = 10_000;
 
@@ -27,7 +27,7 @@ export class RefusalLog {
 
   /** Whether this refusal of `address` (`kind`: what refused it) is to be logged at info. */
   atInfo(kind: string, address: string): boolean {
-    const key = `${kind} ${rateLimitKey(address, IPV6_SOURCE_PREFIX)}`;
+    const key = `${kind} ${sourceOf(address)}`;
     const now = this.clock.now();
     const until = this.quietUntil.get(key);
     if (until !== undefined && now < until) return false;
@@ -40,4 +40,17 @@ export class RefusalLog {
     this.quietUntil.set(key, now + QUIET_MS);
     return true;
   }
+}
+
+/**
+ * The source a refusal is counted under: an IPv4 address (IPv4-mapped too), or an IPv6 one's /64 whatever its range
+ * and zone, whatever the rate limit counts (review: the ranges it counts per address, fe80::/10, the translators',
+ * were each address its own source here too).
+ */
+function sourceOf(address: string): string {
+  const key = rateLimitKey(address); // canonical
+  if (!key.includes(':')) return key;
+  const bare = key.split('%', 1)[0]!;
+  if (!isIPv6(bare)) return key; // no address (never a peer's): as it is
+  return `${ipaddr.IPv6.networkAddressFromCIDR(`${bare}/64`).toString()}/64`;
 }

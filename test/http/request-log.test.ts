@@ -139,6 +139,7 @@ describe('the URL a request line tells', () => {
       '//participants/grace.hopper%2540mail.example',
       '/PARTICIPANTS/grace.hopper%40mail.example',
       '/participants/grace.hopper@mail.example%ZZ',
+      '/participants?grace.hopper%40mail.example=1&page=2',
     ])
       await signed(target);
     assert.deepEqual(
@@ -148,6 +149,7 @@ describe('the URL a request line tells', () => {
         '//participants/[redacted]',
         '/PARTICIPANTS/[redacted]',
         '/participants/[redacted]',
+        '/participants?[redacted]&page=2',
       ],
     );
     assert.ok(!lines.slice(start).some((line) => /grace/.test(line)), 'the email is in no line');

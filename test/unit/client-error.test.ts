@@ -151,4 +151,13 @@ test('each answer is told to the log with the request id it carries; the one sta
   clientErrorAnswerer(undefined, log)(malformed, socket);
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(told.length, 3);
+  // But a block's start is told even when its 429 could not be written: the block holds all the same (review).
+  const gone = connection(true, '198.51.100.7');
+  clientErrorAnswerer(starting, log)(malformed, gone.socket);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(gone.written(), '');
+  assert.deepEqual(
+    told.slice(3).map(({ statusCode, blockStarted }) => [statusCode, blockStarted]),
+    [[429, true]],
+  );
 });

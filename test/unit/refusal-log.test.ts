@@ -12,6 +12,16 @@ test("a source's first refusal of a kind at info, then none for 10 s; each kind 
   assert.equal(refusals.atInfo('firewall', '::ffff:192.0.2.1'), false, 'the same address, IPv4-mapped');
   assert.equal(refusals.atInfo('firewall', '2001:db8:1:2::a'), true);
   assert.equal(refusals.atInfo('firewall', '2001:db8:1:2::b'), false, 'the same /64');
+  // Whatever the rate limit counts per address: link-local, a translator's prefix, with a zone or not.
+  for (const [first, second] of [
+    ['fe80::1', 'fe80::2%eth0'],
+    ['64:ff9b::1.2.3.4', '64:ff9b::1.2.3.5'],
+    ['::ffff:0:1.2.3.4', '::ffff:0:1.2.3.5'],
+  ]) {
+    assert.equal(refusals.atInfo('firewall', first!), true, first);
+    assert.equal(refusals.atInfo('firewall', second!), false, second);
+  }
+  assert.equal(refusals.atInfo('firewall', 'not:an:address'), true, 'no address: no throw');
   clock.advance(9_999);
   assert.equal(refusals.atInfo('firewall', '192.0.2.1'), false);
   clock.advance(1);
