@@ -212,8 +212,9 @@ const PostalCode = (minLength: number, maxLength: number, example?: string) =>
     // Said by a 400 for the pattern.
     description: example ? `${POSTAL_CODE_FORM}; e.g. ${example}` : POSTAL_CODE_FORM,
   });
-// ISO 3166-2 subdivision, e.g. PT-11, US-IL.
-const SUBDIVISION_PATTERN = '^[A-Z]{2}-[A-Z0-9]{1,3}$';
+// ISO 3166-2 subdivision, e.g. PT-11, US-IL: of a country of ISO 3166-1, as every other country field is (probe:
+// "ZZ-ZZZ" was taken).
+const SUBDIVISION_PATTERN = `^(${COUNTRY_CODES_ALPHA2.join('|')})-[A-Z0-9]{1,3}$`;
 // vendor: decimal degrees or degrees-minutes-seconds. Its published pattern lost its backslashes
 // ("s+", "d+"); this is that pattern with them restored.
 export const COORDINATE_PATTERN =
@@ -803,7 +804,9 @@ export type ParticipantEntity = Static<typeof ParticipantEntity>;
 export const ListParticipantsQuery = Type.Object(
   {
     participant_code: Type.Optional(GeneratedCode),
-    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
+    // In the form the participant's email was taken in: case-folded by JavaScript, a look-alike outside it (U+212A
+    // KELVIN SIGN for "k") found, and told of, another's participant (probe).
+    email: Type.Optional(Type.String({ format: 'email', maxLength: 254 })),
     status: Type.Optional(Choice(PARTICIPANT_STATUS_FILTERS)),
     minors: Type.Optional(Choice(['true', 'false'] as const, '"true": only participants under 18')),
     entity_type: Type.Optional(

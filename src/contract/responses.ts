@@ -48,9 +48,11 @@ export const PRINTABLE_TEXT = 'no control characters';
 const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
 /**
  * A name or an address line: PRINTABLE_TEXT with something to print (probe: a first name, a city or a signature of
- * one space was taken, and shown as the participant's name).
+ * one space was taken, and shown as the participant's name): a character that is no space, no invisible one, no
+ * Braille blank (U+2800, which prints as a space) and no combining mark, which only marks another (probe: "\u2800"
+ * was taken as a name).
  */
-export const NAME_TEXT_PATTERN = `^(?=.*[^\\s${INVISIBLE}])[^${ONE_LINE_CONTROLS}]*$`;
+export const NAME_TEXT_PATTERN = `^(?=.*[^\\s${INVISIBLE}\\u2800\\p{M}])[^${ONE_LINE_CONTROLS}]*$`;
 export const NAME_TEXT = 'not blank; no control characters';
 /**
  * An identifier written as it prints (a booked trade's `client_trade_id`): no control or invisible character anywhere,

@@ -617,17 +617,40 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         `account ${what}`,
       );
     }
-    for (const fields of [{ first_name: ' ' }, { last_name: '\u200b' }, { city: '  ' }, { signature: ' ' }]) {
+    // A Braille blank (U+2800) prints as a space; combining marks alone mark nothing (probe: both were taken).
+    for (const fields of [
+      { first_name: ' ' },
+      { last_name: '\u200b' },
+      { city: '  ' },
+      { signature: ' ' },
+      { first_name: '\u2800' },
+      { address_one: '\u2800\u2800' },
+      { last_name: '\u0301\u0301' },
+    ]) {
       const refused = await onboard(fields);
       const [field] = Object.keys(fields);
       assertRefusedNaming(refused, field!, JSON.stringify(fields));
+      // An address line's form says more (its length, no PO boxes), "not blank" too.
       assert.ok(
-        (refused.json as { errors: string[] }).errors.includes(
-          `${field}: is not in the expected form (not blank; no control characters)`,
+        (refused.json as { errors: string[] }).errors.some(
+          (e) =>
+            e.startsWith(`${field}: is not in the expected form (`) &&
+            e.includes('not blank; no control characters'),
         ),
         refused.text,
       );
     }
+    // A tax residence is a subdivision of a country of ISO 3166-1, as every other country field is (probe: "ZZ-ZZZ").
+    for (const fields of [
+      { tax_residence: { jurisdiction_code: 'ZZ-ZZZ' } },
+      { additional_tax_residences: [{ tax_id: '1', jurisdiction_code: 'XX-1' }] },
+    ]) {
+      const refused = await onboard(fields);
+      const field =
+        'tax_residence' in fields ? 'tax_residence.jurisdiction_code' : 'additional_tax_residences';
+      assertRefusedNaming(refused, field, JSON.stringify(fields));
+    }
+    assert.equal((await onboard({ tax_residence: { jurisdiction_code: 'US-NY' } })).status, 201);
     // A zip or postal code likewise, and nothing invisible in it either: `60601\u200b` prints as `60601` (probe).
     for (const fields of [
       { zip: '6060\u00071' },

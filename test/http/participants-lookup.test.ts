@@ -144,6 +144,14 @@ describe('GET /participants', () => {
       byMail.body.message.map((p) => p.participant_code),
       [codes[3]],
     );
+    // An email of another form than a participant's is refused, as by GET /participants/{email}: case-folded, a
+    // KELVIN SIGN (U+212A) for the "k" found a look-alike's participant (probe).
+    const stored = String(bodies[3]!.email);
+    const lookAlike = await list(platform, { email: stored.replace(/^./, '\u212a') });
+    assert.equal(lookAlike.status, 400);
+    assert.deepEqual((lookAlike.body as unknown as { errors: string[] }).errors, [
+      'email: must match format "email"',
+    ]);
     const submitted = await list(platform, { status: 'submitted' });
     assert.deepEqual(
       submitted.body.message.map((p) => p.participant_code),
