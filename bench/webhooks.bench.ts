@@ -536,8 +536,10 @@ async function main(): Promise<void> {
   const load = startThread('load');
 
   // The worker's data dir (it generates nothing there: every secret is given), removed with the rest however the
-  // run ends but for a kill (review: one was left in the temp dir by every run).
+  // run ends but for a signal to the bench (review: one was left in the temp dir by every run).
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
+  /** The worker processes started, killed (paused ones resumed first) if a failure leaves them running (review). */
+  const workers: ChildProcess[] = [];
   try {
     await sql`insert into platforms (platform_code, name) values (${PLATFORM}, 'Bench platform')`.execute(db);
     await db
@@ -607,12 +609,14 @@ async function main(): Promise<void> {
       `  plain undici POST loop:            ${firstBaseline.rps.toFixed(0)} req/s; CPU per request (loop + receiver) ${firstBaseline.cpuUs.toFixed(0)} µs`,
     );
     const worker = await startWorkerProcess(env);
+    workers.push(worker);
     await recordBacklog(db, WARMUP, 1, 'warm', 100);
     await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
     let other: ChildProcess | null = null;
     if (compareDir) {
       worker.kill('SIGSTOP');
       other = await startWorkerProcess(env, compareDir);
+      workers.push(other);
       await handPartitionsTo(db, other.pid!);
       await recordBacklog(db, WARMUP, 1, 'warm-other', 100);
       await waitUntil(async () => (await undelivered(db)) === 0, 300_000);
@@ -799,6 +803,11 @@ async function main(): Promise<void> {
       `  p50 ${p50.toFixed(1)} ms   p99 ${p99.toFixed(1)} ms   max ${latencies.at(-1)!.toFixed(1)} ms   (${latencies.length} of ${total})`,
     );
   } finally {
+    for (const child of workers)
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT');
+        child.kill('SIGKILL');
+      }
     await load.terminate();
     await receiver.terminate();
     await store.close();

@@ -124,7 +124,14 @@ export interface ClientErrorFirewall {
  * log probe: an id a client quoted was in no line at any level).
  */
 export type ParserRefusalLog = (
-  fields: { reqId: string; remoteAddress: string | undefined; statusCode: number; code: string | undefined },
+  fields: {
+    reqId: string;
+    remoteAddress: string | undefined;
+    statusCode: number;
+    code: string | undefined;
+    /** false when the answer could not be written (the client gone): no one got `reqId`. */
+    answered?: false;
+  },
   blockStarted: boolean,
 ) => void;
 
@@ -154,8 +161,18 @@ export function clientErrorAnswerer(firewall?: ClientErrorFirewall, log?: Parser
       const reqId = randomUUID();
       // A block's start is told even when its answer could not be written (the client gone meanwhile): the block
       // holds all the same, and its other refusals are not at info (review).
-      if (answerRaw(error, socket, status, content, reqId) || blockStarted)
-        log?.({ reqId, remoteAddress: peer, statusCode: status, code: error.code }, blockStarted);
+      const answered = answerRaw(error, socket, status, content, reqId);
+      if (answered || blockStarted)
+        log?.(
+          {
+            reqId,
+            remoteAddress: peer,
+            statusCode: status,
+            code: error.code,
+            ...(answered ? {} : { answered }),
+          },
+          blockStarted,
+        );
     };
     const answerParserError = () => answer(...parserErrorAnswer(error));
     if (!firewall || peer === undefined || firewall.isProxy(peer)) {

@@ -117,11 +117,16 @@ test('a blocked peer gets the 429 with Retry-After; one that reached the routes 
 
 test('each answer is told to the log with the request id it carries; the one starting a block as such', async () => {
   // Log probe: the id of a 400 or 431 the parser refused was in no line, and the line of a 429 starting a block had none.
-  const told: Array<{ reqId: string; statusCode: number; code?: string; blockStarted: boolean }> = [];
-  const log = (
-    fields: { reqId: string; statusCode: number; code: string | undefined },
-    blockStarted: boolean,
-  ) => told.push({ reqId: fields.reqId, statusCode: fields.statusCode, code: fields.code, blockStarted });
+  type Fields = { reqId: string; statusCode: number; code: string | undefined; answered?: false };
+  const told: Array<Fields & { blockStarted: boolean }> = [];
+  const log = (fields: Fields, blockStarted: boolean) =>
+    told.push({
+      reqId: fields.reqId,
+      statusCode: fields.statusCode,
+      code: fields.code,
+      answered: fields.answered,
+      blockStarted,
+    });
   const idOf = (answer: string) => /\r\nx-request-id: ([0-9a-f-]{36})\r\n/.exec(answer)?.[1];
   const starting: ClientErrorFirewall = {
     ...firewall(['198.51.100.7']),
@@ -157,7 +162,7 @@ test('each answer is told to the log with the request id it carries; the one sta
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(gone.written(), '');
   assert.deepEqual(
-    told.slice(3).map(({ statusCode, blockStarted }) => [statusCode, blockStarted]),
-    [[429, true]],
+    told.slice(3).map(({ statusCode, blockStarted, answered }) => [statusCode, blockStarted, answered]),
+    [[429, true, false]],
   );
 });
