@@ -47,12 +47,15 @@ export const PRINTABLE_TEXT = 'no control characters';
  */
 const INVISIBLE = '\\p{Default_Ignorable_Code_Point}';
 /**
- * A name or an address line: PRINTABLE_TEXT with something to print (probe: a first name, a city or a signature of
- * one space was taken, and shown as the participant's name): a character that is no space, no invisible one, no
- * Braille blank (U+2800, which prints as a space) and no combining mark, which only marks another (probe: "\u2800"
- * was taken as a name).
+ * What prints: a character that is no space, no invisible one, no Braille blank (U+2800, which prints as a space) and
+ * no combining mark, which only marks another (probe: "\u2800" and marks alone were taken as a name).
  */
-export const NAME_TEXT_PATTERN = `^(?=.*[^\\s${INVISIBLE}\\u2800\\p{M}])[^${ONE_LINE_CONTROLS}]*$`;
+const PRINTING = `[^\\s${INVISIBLE}\\u2800\\p{M}]`;
+/**
+ * A name or an address line: PRINTABLE_TEXT with something to print (probe: a first name, a city or a signature of
+ * one space was taken, and shown as the participant's name).
+ */
+export const NAME_TEXT_PATTERN = `^(?=.*${PRINTING})[^${ONE_LINE_CONTROLS}]*$`;
 export const NAME_TEXT = 'not blank; no control characters';
 /**
  * An identifier written as it prints (a booked trade's `client_trade_id`): no control or invisible character anywhere,
@@ -67,7 +70,7 @@ export const VISIBLE_TEXT = 'no control or invisible characters, no space at eit
  * something to print among them (probe: an explanation of three spaces met "required when purpose_of_transactions
  * is other").
  */
-export const MULTILINE_TEXT_PATTERN = `^(?=[\\s\\S]*[^\\s${INVISIBLE}])[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F${OTHER_CONTROLS}]*$`;
+export const MULTILINE_TEXT_PATTERN = `^(?=[\\s\\S]*${PRINTING})[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F${OTHER_CONTROLS}]*$`;
 export const MULTILINE_TEXT = 'not blank; no control characters but line breaks and tabs';
 
 /**

@@ -689,6 +689,9 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
     for (const [choice, explanation] of [
       ['purpose_of_transactions', '   '],
       ['tx_relationship_term_with_service', '\n\t\u200b'],
+      // Nor Braille blanks or combining marks alone (review).
+      ['purpose_of_transactions', '\u2800\n\u2800'],
+      ['tx_relationship_term_with_service', '\u0301\u0301'],
     ]) {
       const field = `${choice}_other_explanation`;
       const refused = await onboard({ [choice]: 'other', [field]: explanation });
