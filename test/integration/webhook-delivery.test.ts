@@ -6,6 +6,7 @@ import type { WebhookNotification } from '../../src/contract/webhooks.schemas.ts
 import { verifyWebhook } from '../../src/sdk/webhook-verify.ts';
 import { Webhook } from 'standardwebhooks';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { capturedLogger } from '../helpers/captured-log.ts';
 import {
   notificationState,
   record,
@@ -25,8 +26,10 @@ const SECRET = 'test-webhook-secret-0123456789';
 
 let svc: TestService;
 let receiver: TestReceiver;
+const { logger, lines: logLines } = capturedLogger('warn');
 before(async () => {
   svc = await startTestService({
+    logger,
     env: {
       SVC_ROLE: 'all',
       SVC_WEBHOOK_FAST_RETRIES: String(FAST_RETRIES),
@@ -199,6 +202,20 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
     assert.equal(state!.status_reason, '410 Gone');
     assert.equal(state!.attempt_count, 1);
     assert.equal(deliveriesOf(id).length, 1);
+    // The log tells of it (at warn), once: the platform's next dead letters within a minute are only counted.
+    receiverAnswers('trade:gone-2', () => 410);
+    const next = await recordKey(code, 'trade:gone-2');
+    await waitFor(async () => (await notificationState(db(), next))?.status === 'dead', 'second dead letter');
+    const told = logLines
+      .map(
+        (line) =>
+          JSON.parse(line) as { level: number; msg: string; platform?: string; notification?: string },
+      )
+      .filter((line) => line.platform === code && line.msg.startsWith('webhook notification dead-lettered'));
+    assert.deepEqual(
+      told.map((line) => [line.level, line.notification]),
+      [[40, id]],
+    );
   });
 
   test('a 2xx with a long body is a delivery: the status is the answer, the body is not read to its end', async () => {

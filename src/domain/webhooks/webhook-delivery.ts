@@ -5,6 +5,7 @@ import type { Config } from '../../config.ts';
 import { webhookDeliveryHeaders } from '../../contract/webhook-signature.ts';
 import type { WebhookPayloadType } from '../../contract/webhook-headers.ts';
 import type { Clock } from '../../lib/clock.ts';
+import { createDeadLetterLog } from './dead-letter-log.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
 import { createStore, type Db, type Store } from '../../store/database.ts';
 import type { PgListener } from '../../store/pg-listener.ts';
@@ -256,6 +257,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       });
     }
     const bookkeeping: Db = store?.db ?? db;
+    const deadLetters = createDeadLetterLog(logger, clock);
     const sender = createWebhookSender({
       timeoutMs: settings.timeoutMs,
       slowMs: INLINE_WAIT_MAX_MS,
@@ -456,7 +458,15 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
             const endedMs = attempt.startedAt.getTime() + attempt.durationMs;
             metrics.observeDelivered((endedMs - result.head.round_started_ms) / 1000);
           }
-          if (status === 'dead') metrics.deadLettered();
+          if (status === 'dead') {
+            metrics.deadLettered();
+            deadLetters({
+              platformCode: run.lane.platformCode,
+              notificationId: result.head.notification_id,
+              payloadType: result.head.payload_type,
+              reason: result.record.statusReason,
+            });
+          }
         });
         if (!recorded.leaseHeld) {
           run.lost = true;

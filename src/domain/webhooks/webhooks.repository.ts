@@ -353,7 +353,12 @@ export interface AttemptRecord {
 export interface AttemptResultRecord {
   head: Pick<
     ReadNotification,
-    'notification_id' | 'state_token' | 'round_started_ms' | 'lane_partition' | 'attempt_count'
+    | 'notification_id'
+    | 'state_token'
+    | 'round_started_ms'
+    | 'lane_partition'
+    | 'attempt_count'
+    | 'payload_type'
   >;
   /** The state token the notification gets if the record applies (chosen by the caller, so it can go on). */
   newStateToken: string;
