@@ -257,7 +257,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       });
     }
     const bookkeeping: Db = store?.db ?? db;
-    const deadLetters = createDeadLetterLog(logger, clock);
+    const deadLetters = createDeadLetterLog(logger);
     const sender = createWebhookSender({
       timeoutMs: settings.timeoutMs,
       slowMs: INLINE_WAIT_MAX_MS,
@@ -460,7 +460,7 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
           }
           if (status === 'dead') {
             metrics.deadLettered();
-            deadLetters({
+            deadLetters.tell({
               platformCode: run.lane.platformCode,
               notificationId: result.head.notification_id,
               payloadType: result.head.payload_type,
@@ -733,6 +733,8 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
         try {
           await Promise.all([...settling, unlistened, reads.stop()]);
         } finally {
+          // The dead letters counted and not yet told (their platform's quiet minute not over) are told now.
+          deadLetters.flush();
           await holdings.giveBackAll();
         }
       })());
