@@ -8,6 +8,7 @@ import { Webhook } from 'standardwebhooks';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { capturedLogger } from '../helpers/captured-log.ts';
 import {
+  heldAnswer,
   notificationState,
   record,
   startWebhookReceiver,
@@ -216,6 +217,24 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
       told.map((line) => [line.level, line.notification]),
       [[40, id]],
     );
+  });
+
+  test("a 410 whose record an operator's redelivery overtook is no dead letter, in its state or the log", async () => {
+    const code = await platformWithWebhook();
+    const held = heldAnswer();
+    receiverAnswers('trade:overtaken-1', (n) => (n === 1 ? held.answer : 200));
+    const id = await recordKey(code, 'trade:overtaken-1');
+    await waitFor(() => deliveriesOf(id)[0], 'the first attempt under way');
+    await svc.admin.post(`/notifications/${id}/redeliver`);
+    held.release({ status: 410 });
+    await waitFor(
+      async () => (await notificationState(db(), id))?.status === 'delivered',
+      'delivered by the redelivery',
+    );
+    const told = logLines
+      .map((line) => JSON.parse(line) as { msg: string; notification?: string })
+      .filter((line) => line.notification === id);
+    assert.deepEqual(told, [], 'the overtaken record went dead nowhere');
   });
 
   test('a 2xx with a long body is a delivery: the status is the answer, the body is not read to its end', async () => {
