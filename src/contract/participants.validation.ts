@@ -180,7 +180,8 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
   // vendor: "PO Box addresses are not accepted".
   for (const name of ['address_one', 'address_two']) {
     const value = text(name);
-    if (value !== undefined && PO_BOX.test(value)) {
+    // As it reads, whatever forms its letters take (identity probe: a fullwidth "Ｐ.Ｏ. Ｂｏｘ" was taken).
+    if (value !== undefined && PO_BOX.test(value.normalize('NFKC'))) {
       errors.push(error(`/${name}`, 'PO Box addresses are not accepted'));
     }
   }

@@ -338,6 +338,15 @@ describe('validation: 400 lists every bad field', () => {
     assert.ok(!errors.some((e) => e.startsWith('email:')), 'a good email is not reported');
   });
 
+  test('a PO box is one however its letters are written (fullwidth too)', async () => {
+    // Identity probe: "Ｐ.Ｏ. Ｂｏｘ 12" was taken; NFKC reads it as "P.O. Box 12".
+    for (const address_one of ['Ｐ.Ｏ. Ｂｏｘ 12', 'ＰＯ Box 7']) {
+      const res = await create(usCustomer({ address_one }));
+      assert.equal(res.status, 400, address_one);
+      assert.deepEqual(res.body.errors, ['address_one: PO Box addresses are not accepted']);
+    }
+  });
+
   test('vendor rules beyond types: dates, time window, PO boxes, US tax id, conditional fields, unknown fields', async () => {
     const now = Date.now();
     const res = await create(
