@@ -63,6 +63,7 @@ const EVERY_FIELD = Type.Object(CUSTOMER_FIELDS, { additionalProperties: false }
 
 const DAY_MS = 86_400_000;
 const PO_BOX = /\bp\.?\s*o\.?\s*box\b|\bpost\s+office\s+box\b/i;
+const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;
 const US_TAX_ID = /^\d{3}-?\d{2}-?\d{4}$/;
 const COORDINATE_RE = new RegExp(COORDINATE_PATTERN);
 const EPOCH_MS = new Set<string>(EPOCH_MS_FIELDS);
@@ -180,8 +181,9 @@ function semanticErrors(body: Record<string, unknown>, now: number): FieldError[
   // vendor: "PO Box addresses are not accepted".
   for (const name of ['address_one', 'address_two']) {
     const value = text(name);
-    // As it reads, whatever forms its letters take (identity probe: a fullwidth "Ｐ.Ｏ. Ｂｏｘ" was taken).
-    if (value !== undefined && PO_BOX.test(value.normalize('NFKC'))) {
+    // As it reads, whatever forms its letters take (identity probe: a fullwidth "Ｐ.Ｏ. Ｂｏｘ" was taken), and without
+    // what prints as nothing (review: "P.O. B\u200box" was taken).
+    if (value !== undefined && PO_BOX.test(value.normalize('NFKC').replace(INVISIBLE, ''))) {
       errors.push(error(`/${name}`, 'PO Box addresses are not accepted'));
     }
   }

@@ -231,6 +231,16 @@ describe('retries, dead letters and failed attempts (wire-contract §5 "Delivery
       async () => (await notificationState(db(), id))?.status === 'delivered',
       'delivered by the redelivery',
     );
+    // A 410 it was (review: held past the request timeout, the first attempt would be a timeout, and the test pass
+    // without one).
+    const view = await svc.admin.get<WebhookNotification>(`/notifications/${id}`);
+    assert.deepEqual(
+      view.attempts.map((a) => [a.status_code, a.outcome]),
+      [
+        [410, 'gone'],
+        [200, 'delivered'],
+      ],
+    );
     const told = logLines
       .map((line) => JSON.parse(line) as { msg: string; notification?: string })
       .filter((line) => line.notification === id);
