@@ -174,6 +174,8 @@ function logCompleted(
   responseTime: number,
   extra: object = {},
 ): void {
+  // Not made at all when the level is off: a flood's lines are at debug, and its URLs need their redaction.
+  if ((request.log as { isLevelEnabled?(level: string): boolean }).isLevelEnabled?.(level) === false) return;
   request.log[level](
     {
       method: request.method,

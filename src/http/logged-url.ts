@@ -53,10 +53,17 @@ function withoutEmails(path: string): string {
     .join('/');
 }
 
+/** The query parameters each route's schema takes, found once per schema. */
+const takenBySchema = new WeakMap<object, ReadonlySet<string>>();
+const NONE_TAKEN: ReadonlySet<string> = new Set();
+
 /** The query parameters the route's schema takes. */
 function takenQuery(request: FastifyRequest): ReadonlySet<string> {
   const schema = request.routeOptions.schema?.querystring as { properties?: object } | undefined;
-  return new Set(Object.keys(schema?.properties ?? {}));
+  if (schema === undefined) return NONE_TAKEN;
+  let taken = takenBySchema.get(schema);
+  if (taken === undefined) takenBySchema.set(schema, (taken = new Set(Object.keys(schema.properties ?? {}))));
+  return taken;
 }
 
 /** The query as sent, but for the values of personal parameters and of those the route does not take. */
@@ -67,11 +74,12 @@ function loggedQuery(query: string, taken: ReadonlySet<string>): string {
       const equalsAt = pair.indexOf('=');
       // A bare word (`?abc`) may be a value too (a token without its name).
       if (equalsAt === -1) return pair === '' || taken.has(decoded(pair)) ? pair : REDACTED;
+      const rawName = pair.slice(0, equalsAt);
       // A name no route takes may be personal too (`?a@b.example=1`, review).
-      if (holdsEmail(pair.slice(0, equalsAt))) return REDACTED;
-      const name = decoded(pair.slice(0, equalsAt));
+      if (holdsEmail(rawName)) return REDACTED;
+      const name = decoded(rawName);
       const kept = taken.has(name) && !PERSONAL.has(name) && !holdsEmail(pair.slice(equalsAt + 1));
-      return kept ? pair : `${pair.slice(0, equalsAt)}=${REDACTED}`;
+      return kept ? pair : `${rawName}=${REDACTED}`;
     })
     .join('&');
 }

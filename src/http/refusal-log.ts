@@ -1,7 +1,6 @@
 import { isIPv6 } from 'node:net';
-import ipaddr from 'ipaddr.js';
 import type { Clock } from '../lib/clock.ts';
-import { rateLimitKey } from '../domain/ratelimit/rate-limiter.ts';
+import { ipv6Network, rateLimitKey } from '../domain/ratelimit/rate-limiter.ts';
 
 /** How long a source's refusals after its first are logged at debug. */
 const QUIET_MS = 10_000;
@@ -52,5 +51,5 @@ function sourceOf(address: string): string {
   if (!key.includes(':')) return key;
   const bare = key.split('%', 1)[0]!;
   if (!isIPv6(bare)) return key; // no address (never a peer's): as it is
-  return `${ipaddr.IPv6.networkAddressFromCIDR(`${bare}/64`).toString()}/64`;
+  return ipv6Network(bare, 64);
 }

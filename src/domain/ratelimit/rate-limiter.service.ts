@@ -448,10 +448,10 @@ function operatorKey(address: string, policy: RateLimitPolicy): string {
   const prefix = policy.ipv6PrefixLength;
   const slash = address.indexOf('/');
   if (slash !== -1) {
-    const network = address.slice(0, slash);
-    const key = isIPv6(network) ? rateLimitKey(network, prefix) : '';
-    // An IPv4(-mapped) or link-local address is counted per address, so no network of it is a key.
     if (prefix === 128) throw invalid(NOT_AN_ADDRESS);
+    const network = address.slice(0, slash);
+    // An IPv4(-mapped) or link-local address is counted per address, so no network of it is a key.
+    const key = isIPv6(network) ? rateLimitKey(network, prefix) : '';
     if (address.slice(slash) !== `/${prefix}` || !key.endsWith(`/${prefix}`))
       throw invalid(
         `${NOT_AN_ADDRESS}, or an IPv6 network as counted (/${prefix}, SVC_RATE_LIMIT_IPV6_PREFIX)`,

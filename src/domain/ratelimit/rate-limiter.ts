@@ -38,7 +38,7 @@ export const DEFAULT_RATE_LIMIT_POLICY: RateLimitPolicy = Object.freeze({
  * The shortest IPv6 prefix counted as one client: a /32 is already a whole provider's allocation, and a shorter one
  * would give unrelated networks one budget.
  */
-export const MIN_IPV6_PREFIX_LENGTH = 32;
+const MIN_IPV6_PREFIX_LENGTH = 32;
 
 export function resolvePolicy(policy: Partial<RateLimitPolicy> = {}): RateLimitPolicy {
   const resolved: RateLimitPolicy = {
@@ -161,11 +161,15 @@ export function rateLimitKey(ip: string, ipv6PrefixLength = 128): string {
     return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
   }
   if (ipv6PrefixLength >= 128) return canonical;
-  // ipaddr.js (already the firewall's parser) matches and masks; its toString is the RFC 5952 form too.
+  // ipaddr.js (already the firewall's parser) matches and masks (ipv6Network); its toString is the RFC 5952 form too.
   const address = ipaddr.IPv6.parse(canonical);
   if (PER_ADDRESS_RANGES.some(([range, bits]) => address.match(range, bits))) return canonical;
-  const network = ipaddr.IPv6.networkAddressFromCIDR(`${canonical}/${ipv6PrefixLength}`).toString();
-  return `${network}/${ipv6PrefixLength}`;
+  return ipv6Network(canonical, ipv6PrefixLength);
+}
+
+/** The network of the first `bits` bits of an IPv6 address (no zone), as a key: "2001:db8:1:2::/64". */
+export function ipv6Network(address: string, bits: number): string {
+  return `${ipaddr.IPv6.networkAddressFromCIDR(`${address}/${bits}`).toString()}/${bits}`;
 }
 
 /**
