@@ -35,11 +35,26 @@ export function loggedUrl(request: FastifyRequest): string {
     : `${logged.slice(0, MAX_LOGGED_URL_LENGTH)}… (${logged.length} characters)`;
 }
 
-/** Whether text holds an `@` (an email, or part of one), as is or percent-encoded, once or more (`%40`, `%2540`). */
+/**
+ * Whether text holds an `@` (an email, or part of one), as is or percent-encoded once or more, whichever characters
+ * are encoded (`%40`, `%2540`, `%25%34%30`): a client that encodes twice sends the router's second reading.
+ */
 function holdsEmail(text: string): boolean {
-  return text.includes('@') || (text.includes('%') && ENCODED_AT.test(text));
+  let read = text;
+  for (let round = 0; round < MAX_ENCODINGS; round += 1) {
+    if (read.includes('@')) return true;
+    if (!read.includes('%')) return false;
+    // ASCII escapes only: a partial decoding that never throws (decodeURIComponent does on `%ZZ` and on UTF-8
+    // split by an escape), and `@` is ASCII.
+    const next = read.replace(ASCII_ESCAPE, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    if (next === read) return false;
+    read = next;
+  }
+  return read.includes('@');
 }
-const ENCODED_AT = /%(25)*40/i;
+const ASCII_ESCAPE = /%([0-7][0-9a-f])/gi;
+/** How many encodings of an `@` are undone: more than any client applies by mistake. */
+const MAX_ENCODINGS = 4;
 
 /**
  * The path with each segment that holds an email redacted, whether or not a route took it: a 404's

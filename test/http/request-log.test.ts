@@ -140,6 +140,9 @@ describe('the URL a request line tells', () => {
       '/PARTICIPANTS/grace.hopper%40mail.example',
       '/participants/grace.hopper@mail.example%ZZ',
       '/participants?grace.hopper%40mail.example=1&page=2',
+      '/participants/grace.hopper%25%34%30mail.example',
+      '/participants/grace.hopper%25%32%35%34%30mail.example',
+      '/participants?email=x&page=grace.hopper%2525%34%30mail.example',
     ])
       await signed(target);
     assert.deepEqual(
@@ -150,6 +153,9 @@ describe('the URL a request line tells', () => {
         '/PARTICIPANTS/[redacted]',
         '/participants/[redacted]',
         '/participants?[redacted]&page=2',
+        '/participants/[redacted]',
+        '/participants/[redacted]',
+        '/participants?email=[redacted]&page=[redacted]',
       ],
     );
     assert.ok(!lines.slice(start).some((line) => /grace/.test(line)), 'the email is in no line');
