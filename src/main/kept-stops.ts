@@ -4,6 +4,21 @@ import { EXIT } from './exit-codes.ts';
 /** The signals `svc serve` stops on; SIGHUP (a closed terminal) too, so the embedded PostgreSQL is not left running. */
 const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
+/** The first Ctrl-C's word on the second (README Operations, Shutdown). */
+export const AGAIN_TO_EXIT = 'Ctrl-C again to exit at once, without waiting for the work in flight';
+
+/**
+ * Ends the process at a second Ctrl-C (during a start, a migration or a shutdown), failed: whoever presses it again
+ * will not wait out the work in flight. Cutting it is safe: an uncommitted transaction is rolled back, a job or
+ * webhook attempt under way runs again (at least once), and the embedded PostgreSQL is stopped as the process exits
+ * (embedded-postgres.ts). A supervisor's signals (SIGTERM, SIGHUP) keep the stop and its bound: it sends SIGKILL
+ * when it will not wait.
+ */
+export function exitNow(logger: { warn(obj: object, msg: string): void }, signal: string): never {
+  logger.warn({ signal }, 'stop asked again: exiting now, without waiting for the work in flight');
+  process.exit(EXIT.failed);
+}
+
 /**
  * Runs `step` keeping a stop signal (SIGTERM, SIGINT, SIGHUP) for after it, so that what it starts (the embedded
  * PostgreSQL) is stopped by svc rather than left running by Node's default end of the process. Bounded: past
@@ -18,7 +33,11 @@ const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
  */
 export async function keepingStops<T>(
   config: Readonly<Pick<Config, 'shutdownTimeoutMs'>>,
-  logger: { info(obj: object, msg: string): void; error(msg: string): void },
+  logger: {
+    info(obj: object, msg: string): void;
+    warn(obj: object, msg: string): void;
+    error(msg: string): void;
+  },
   {
     kept,
     timedOut,
@@ -30,10 +49,13 @@ export async function keepingStops<T>(
   let signalledAt = 0;
   let bound: NodeJS.Timeout | undefined;
   const keep = (signal: NodeJS.Signals) => {
-    if (signalled) return;
+    if (signalled) {
+      if (signal === 'SIGINT') exitNow(logger, signal);
+      return;
+    }
     signalled = signal;
     signalledAt = performance.now();
-    logger.info({ signal }, kept);
+    logger.info(signal === 'SIGINT' ? { signal, hint: AGAIN_TO_EXIT } : { signal }, kept);
     bound = setTimeout(() => {
       logger.error(timedOut);
       void giveUp()

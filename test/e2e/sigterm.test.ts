@@ -252,6 +252,26 @@ describe('SIGTERM', () => {
     await holder.query('rollback');
   });
 
+  test('a second Ctrl-C during a shutdown held by a request in flight exits at once (exit 1); the first says so', async () => {
+    // The shutdown would wait up to its 60 s bound for the held request; a second Ctrl-C was ignored until then.
+    const { proc, url } = await serve({ SVC_SHUTDOWN_TIMEOUT_MS: '60000', SVC_LOG_LEVEL: 'info' });
+    const { holder, inFlight: held } = await operatorRequestHeldUp(url, 'again');
+    const inFlight = held.catch((error: Error) => error);
+    proc.child.kill('SIGINT');
+    await proc.waitFor(/"hint":"Ctrl-C again to exit at once[^"]*","msg":"shutting down"/);
+    assert.equal(proc.child.exitCode, null, 'the first Ctrl-C waits for the request in flight');
+    proc.child.kill('SIGINT');
+    const exit = await proc.exited;
+    assert.equal(exit.code, 1);
+    assert.match(
+      proc.stdout(),
+      /"msg":"stop asked again: exiting now, without waiting for the work in flight"/,
+    );
+    assert.doesNotMatch(proc.stdout() + proc.stderr(), /shutdown timed out/);
+    assert.ok((await inFlight) instanceof Error, 'the request in flight was cut off');
+    await holder.query('rollback');
+  });
+
   test("a start waiting for another instance's migrations says so, and a stop ends it within SVC_SHUTDOWN_TIMEOUT_MS (exit 1)", async () => {
     // Another instance migrating: it holds the migration lock (src/store/migrate.ts) for as long as the test likes.
     const other = new pg.Client({ connectionString: database.url, application_name: 'other-instance' });

@@ -14,7 +14,11 @@ const run = promisify(execFile);
 /** Runs `body` (module JavaScript, with `keepingStops` imported) in a node process; its exit code and output. */
 async function inProcess(body: string): Promise<{ code: number; out: string[] }> {
   const source = `import { keepingStops } from ${JSON.stringify(`${PROJECT_ROOT}/src/main/kept-stops.ts`)};
-const logger = { info: (_, msg) => console.log('info', msg), error: (msg) => console.log('error', msg) };
+const logger = {
+  info: (_, msg) => console.log('info', msg),
+  warn: (fields, msg) => console.log('warn', fields.signal, msg),
+  error: (msg) => console.log('error', msg),
+};
 ${body}`;
   const { code, stdout } = await run(
     process.execPath,
@@ -90,4 +94,38 @@ await keepingStops({ shutdownTimeoutMs: 200 }, logger, {
 });
 `);
   assert.deepEqual(hung, { code: 1, out: ['info kept', 'error timed out', 'gave up'] });
+});
+
+test('a second Ctrl-C during a step that goes on ends the process at once, failed; a second SIGTERM is kept waiting', async () => {
+  // Whoever presses Ctrl-C again will not wait out the start or the migration (the bound here is 10 s): the cluster
+  // being started is signalled as the process exits (embedded-postgres.ts).
+  const interrupted = await inProcess(`
+await keepingStops({ shutdownTimeoutMs: 10_000 }, logger, {
+  kept: 'kept', timedOut: 'timed out',
+  step: () => {
+    setTimeout(() => process.kill(process.pid, 'SIGINT'), 50);
+    setTimeout(() => process.kill(process.pid, 'SIGINT'), 150);
+    return new Promise(() => setInterval(() => {}, 1_000));
+  },
+  giveUp: async () => console.log('gave up'),
+});
+`);
+  assert.deepEqual(interrupted, {
+    code: 1,
+    out: ['info kept', 'warn SIGINT stop asked again: exiting now, without waiting for the work in flight'],
+  });
+
+  // A supervisor's second SIGTERM changes nothing: the stop keeps its bound (it sends SIGKILL when it will not wait).
+  const terminated = await inProcess(`
+await keepingStops({ shutdownTimeoutMs: 600 }, logger, {
+  kept: 'kept', timedOut: 'timed out',
+  step: () => {
+    setTimeout(() => process.kill(process.pid, 'SIGTERM'), 50);
+    setTimeout(() => process.kill(process.pid, 'SIGTERM'), 150);
+    return new Promise(() => setInterval(() => {}, 1_000));
+  },
+  giveUp: async () => console.log('gave up'),
+});
+`);
+  assert.deepEqual(terminated, { code: 1, out: ['info kept', 'error timed out', 'gave up'] });
 });
