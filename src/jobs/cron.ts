@@ -12,7 +12,8 @@ export function serialCronItem(task: string, match: string): CronItem {
 /**
  * The stalled-work sweeps (every 10 minutes: account creations, tenant changes, funding session expiries,
  * settlements): work whose job used up its attempts is given its job again. At most this many items a run; the
- * next run takes the rest.
+ * next run takes the rest, as revived work leaves the stalled set once its job has run. The settlement sweep goes on
+ * where its last run stopped: a trade that cannot settle stays overdue (trades.service.ts).
  */
 export const REVIVE_BATCH = 500;
 export const SWEEP_SCHEDULE = '*/10 * * * *';

@@ -219,13 +219,18 @@ test('GET /participants?email=: PostgreSQL expects one customer of an email, not
     assert.ok(estimate <= 2, `expected about one row, planned for ${estimate}`);
 });
 
-test('the settlement sweep reads the unsettled trades alone, oldest first, through trades_unsettled_updated', async () => {
+test('the settlement sweep reads the unsettled trades alone, oldest first, through trades_unsettled_updated_id', async () => {
   await seedTrades('PLAN04', 'T4');
-  const [overdue] = await plansOf(() =>
-    findOverdueTrades(db, { accepted: new Date(), active: new Date(), acceptedDue: new Date() }, 500),
-  );
-  assertReadThrough([overdue!], 'trades_unsettled_updated');
-  assert.ok(!overdue!.includes('Sort'), overdue!.join(' > '));
+  const bounds = { accepted: new Date(), active: new Date(), acceptedDue: new Date() };
+  const after = { trade_id: '00000000-0000-4000-8000-000000000000', trade_state: 'accepted' as const };
+  const plans = await plansOf(async () => {
+    await findOverdueTrades(db, bounds, 500, null);
+    // Going on where the last run stopped.
+    await findOverdueTrades(db, bounds, 500, { ...after, updated_at: new Date(0) });
+  });
+  assert.equal(plans.length, 2);
+  assertReadThrough(plans, 'trades_unsettled_updated_id');
+  for (const plan of plans) assert.ok(!plan.some((node) => /Sort/.test(node)), plan.join(' > '));
 });
 
 test('the quote purge probes each quote of its batch by key, without joining a scan of every quote', async () => {

@@ -278,3 +278,27 @@ test('a tenant change whose job used up its attempts is given it again once stal
     await runner.close();
   }
 });
+
+test('the settlement sweep goes on where its last run stopped: older trades that cannot settle do not hold a newer one back', async () => {
+  // Review: each run took the oldest overdue trades first, so a batch's worth that could not settle (a balance
+  // corrected below what they need) was revived at every run, and a newer stalled trade never. Here a batch is two
+  // trades, and none settles between runs (no job runs).
+  const trades = [await acceptedTrade(), await acceptedTrade()];
+  clock.advance(1);
+  const newest = await acceptedTrade();
+  for (const tradeId of [...trades, newest]) await exhaust(`trade-settle:${tradeId}`);
+  clock.advance(svc.runtime.config.settlement.activeAfterMs + SETTLEMENT_STALLED_AFTER_MS + 1);
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from trades
+    where trade_state <> 'terminated'`.execute(svc.runtime.store.db);
+  // Every unsettled trade of the file is overdue by now: enough runs of two to go round them all, and one more.
+  const runs = Math.ceil(rows[0]!.n / 2) + 1;
+  let revivedInRun = -1;
+  for (let run = 1; run <= runs && revivedInRun === -1; run += 1) {
+    assert.ok(
+      (await svc.runtime.services.trades.reviveStalledSettlements(SETTLEMENT_STALLED_AFTER_MS, 2)) > 0,
+    );
+    if ((await job(`trade-settle:${newest}`))?.attempts === 0) revivedInRun = run;
+  }
+  assert.notEqual(revivedInRun, -1, `the newest trade was not revived in ${runs} runs of two`);
+  for (const tradeId of trades) assert.equal((await job(`trade-settle:${tradeId}`))?.attempts, 0);
+});

@@ -85,7 +85,7 @@ export async function updateTradeState(
 /**
  * Unsettled trades whose next step was due before the given times (accepted: `accepted`, active: `active`),
  * oldest first. A trade's updated_at is when it entered its state: nothing else of a trade changes
- * (trades_guard_update). Through trades_unsettled_updated (0030): the unsettled trades alone.
+ * (trades_guard_update). Through trades_unsettled_updated_id (0036): the unsettled trades alone, in order.
  */
 export function findOverdueTrades(
   db: Executor,
@@ -95,12 +95,19 @@ export function findOverdueTrades(
    */
   enteredBefore: { accepted: Date; active: Date; acceptedDue: Date },
   limit: number,
-): Promise<Array<{ trade_id: string; trade_state: Exclude<TradeState, 'terminated'> }>> {
+  /** Only those after this one, in the order they are read (a sweep going on where its last run stopped). */
+  after: OverdueTrade | null,
+): Promise<OverdueTrade[]> {
   return (
     db
       .selectFrom('trades')
-      .select(['trade_id', 'trade_state'])
+      .select(['trade_id', 'trade_state', 'updated_at'])
       .where('trade_state', '<>', 'terminated')
+      .$if(after !== null, (query) =>
+        query.where((eb) =>
+          eb(eb.refTuple('updated_at', 'trade_id'), '>', eb.tuple(after!.updated_at, after!.trade_id)),
+        ),
+      )
       // The later of the two bounds, as a range the index can scan; the states' own bounds below narrow it.
       .where(
         'updated_at',
@@ -118,9 +125,16 @@ export function findOverdueTrades(
         ]),
       )
       .orderBy('updated_at')
+      .orderBy('trade_id')
       .limit(limit)
-      .execute() as Promise<Array<{ trade_id: string; trade_state: Exclude<TradeState, 'terminated'> }>>
+      .execute() as Promise<OverdueTrade[]>
   );
+}
+
+export interface OverdueTrade {
+  trade_id: string;
+  trade_state: Exclude<TradeState, 'terminated'>;
+  updated_at: Date;
 }
 
 export async function markWithdrawalSettled(db: Executor, withdrawalRequestId: string, at: Date) {

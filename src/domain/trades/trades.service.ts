@@ -26,6 +26,7 @@ import {
   listPlatformTrades,
   lockSpendableBalance,
   findOverdueTrades,
+  type OverdueTrade,
   lockTrade,
   lockTradeStateIfFree,
   markWithdrawalSettled,
@@ -377,6 +378,8 @@ function timestampBound(
 
 export function createTradesService(deps: DomainDeps) {
   const { db } = deps;
+  /** Where the settlement sweep's last run stopped: null, from the oldest (this process's runs; any may sweep). */
+  let sweptUpTo: OverdueTrade | null = null;
 
   return {
     /** `GET /trades/{trade_id}`: another platform's trade → 403, an unknown one → 404 (wire-contract §9). */
@@ -492,8 +495,12 @@ export function createTradesService(deps: DomainDeps) {
      * database unreachable for days) left the trade unsettled for good, its pay amount promised to it for ever
      * (review). Keyed, the job replaces one still waiting; one still failing (a balance corrected below what
      * the trade needs) is tried again each sweep. Returns how many were revived.
+     *
+     * A run takes `batch` trades at most, going on after the last one the run before took, and from the oldest
+     * again once it reached the end: oldest first from the start each time, 500 trades that could not settle held
+     * every newer stalled trade back for good (review).
      */
-    async reviveStalledSettlements(stalledAfterMs: number): Promise<number> {
+    async reviveStalledSettlements(stalledAfterMs: number, batch = REVIVE_BATCH): Promise<number> {
       const now = deps.clock.now();
       const { activeAfterMs, terminateAfterMs } = deps.config.settlement;
       const stalled = await findOverdueTrades(
@@ -506,8 +513,10 @@ export function createTradesService(deps: DomainDeps) {
           // trade is revived that much later: the index reads the trades by when they entered their state.
           acceptedDue: new Date(now - stalledAfterMs),
         },
-        REVIVE_BATCH,
+        batch,
+        sweptUpTo,
       );
+      sweptUpTo = stalled.length < batch ? null : stalled.at(-1)!;
       let revived = 0;
       for (const trade of stalled) {
         // Under the trade's lock, and only if it is still where the read found it: its own step may have run
