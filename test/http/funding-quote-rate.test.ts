@@ -95,3 +95,46 @@ test('a quote is honoured even when another session was opened after it: a quote
   assert.ok(clock.now() <= btc.expiry_timestamp);
   assert.equal(await depositRate(btc.deposit_address, '1'), '65000.25');
 });
+
+test("a deposit the quote honours is charged the fee the quote showed, though the platform's fee changed since", async () => {
+  // Review: the rate was honoured but the fee was the one in force when the deposit was recorded, so a fee raised
+  // within the quote's time charged the end customer more than the quote had shown.
+  const setFee = (bps: string) =>
+    svc.runtime.store.db
+      .updateTable('platforms')
+      .set({ deposit_fee_bps: bps })
+      .where('platform_code', '=', code)
+      .execute();
+  await setBtc('65000.25');
+  await setFee('25');
+  try {
+    const { code: customer } = await newAccountHolder(svc, code);
+    const quote = await fundQuote(platform.client, { participant_code: customer, fund_asset: 'BTC.BTC' });
+    assert.equal(quote.deposit_fee_bps, 25);
+    await setFee('500');
+    clock.advance(1_000);
+    const honoured = await recordDeposit(svc, {
+      deposit_address: quote.deposit_address,
+      quantity: '1',
+      transaction_id: txId(),
+    });
+    assert.deepEqual(
+      [honoured.rate, honoured.deposit_fee_bps, honoured.deposit_fee_notional],
+      ['65000.25', '25', '162.500625'],
+    );
+    // Past the quote's expiry: the price and the fee now.
+    await setBtc('60000');
+    clock.advance(quote.expiry_timestamp - clock.now() + 1);
+    const later = await recordDeposit(svc, {
+      deposit_address: quote.deposit_address,
+      quantity: '1',
+      transaction_id: txId(),
+    });
+    assert.deepEqual(
+      [later.rate, later.deposit_fee_bps, later.deposit_fee_notional],
+      ['60000', '500', '3000'],
+    );
+  } finally {
+    await setFee('0');
+  }
+});

@@ -121,7 +121,7 @@ export function findLatestSession(db: Executor, platformCode: string, participan
 /**
  * The newest fund quote of the participant for this asset and label whose rate still holds at `at` (opened
  * by then, not expired then), whatever sessions were opened since: its rate is what a deposit of that asset
- * to that label's address is credited at (migration 0013).
+ * to that label's address is credited at (migration 0013), and its fee what it is charged (0037).
  */
 export function findHonouredFundQuote(
   db: Executor,
@@ -132,7 +132,7 @@ export function findHonouredFundQuote(
   at: Date,
 ) {
   return sessionsOpenedBy(db, platformCode, participantCode, at)
-    .select(['session_id', 'quoted_rate'])
+    .select(['session_id', 'quoted_rate', 'quoted_fee_bps'])
     .where('account_label', '=', accountLabel)
     .where('fund_asset', '=', fundAsset)
     .where('quote_expires_at', '>=', at)

@@ -198,8 +198,8 @@ export function createFundingService(deps: DomainDeps) {
       referenceId: string;
       fundAsset?: string;
       tokenJti?: string;
-      /** A fund quote's rate and expiry (epoch ms): honoured for the deposits it funds until then. */
-      quote?: { rate: string; expiresAt: number };
+      /** A fund quote's rate, deposit fee and expiry (epoch ms): honoured for the deposits it funds until then. */
+      quote?: { rate: string; feeBps: string; expiresAt: number };
     },
   ) {
     // Deposits take the participant's funding lock too, and look for the most recent session opened at or
@@ -223,6 +223,7 @@ export function createFundingService(deps: DomainDeps) {
       opened_at: new Date(openedAt),
       expires_at: new Date(expiresAt),
       quoted_rate: input.quote?.rate ?? null,
+      quoted_fee_bps: input.quote?.feeBps ?? null,
       quote_expires_at: input.quote ? new Date(input.quote.expiresAt) : null,
     });
     // wire-contract §5: a session with no deposit in the expiry time is reported expired; the job commits
@@ -406,6 +407,7 @@ export function createFundingService(deps: DomainDeps) {
       if (holder.refusal) throw holder.refusal;
       const platform = await findPlatform(db, platformCode);
       const expiryTimestamp = clock.now() + (platform?.quote_expiry_ms ?? config.quoteExpiryMs);
+      const feeBps = toDecimalString(platform?.deposit_fee_bps ?? '0');
       const referenceId = body.client_fund_id ?? '';
       const { address, sessionId } = await db.transaction().execute(async (trx) => {
         const address = await depositAddressFor(
@@ -423,7 +425,7 @@ export function createFundingService(deps: DomainDeps) {
           source: 'fund_rfq',
           referenceId,
           fundAsset: asset.fundAsset,
-          quote: { rate: toDecimalString(rate), expiresAt: expiryTimestamp },
+          quote: { rate: toDecimalString(rate), feeBps, expiresAt: expiryTimestamp },
         });
         return { address, sessionId };
       });
@@ -437,7 +439,7 @@ export function createFundingService(deps: DomainDeps) {
         deposit_address: address,
         ...(body.account_label !== undefined ? { account_label: body.account_label } : {}),
         // The vendor's type for this one is a number; the fee terms of a fund event are decimal strings.
-        deposit_fee_bps: Number(toDecimalString(platform?.deposit_fee_bps ?? '0')),
+        deposit_fee_bps: Number(feeBps),
         deposit_fee_type: 'flat',
         first_deposit_fee_floor: '0',
         subsequent_deposit_fee_floor: '0',
@@ -579,9 +581,9 @@ export function createFundingService(deps: DomainDeps) {
             { since: new Date(depositTimestamp - REVIVE_WINDOW_MS), before: new Date(depositTimestamp) },
           );
           for (const expired of unreported) await reportExpiry(trx, expired, now);
-          // The rate a fund quote promised for a deposit in its asset and label by its expiry, even if other
-          // sessions were opened since (a quote for another asset, an SDK token); otherwise the price
-          // source's rate now.
+          // The rate and fee a fund quote promised for a deposit in its asset and label by its expiry, even if
+          // other sessions were opened since (a quote for another asset, an SDK token); otherwise the price
+          // source's rate and the platform's fee now.
           const quote = await repo.findHonouredFundQuote(
             trx,
             address.platform_code,
@@ -600,7 +602,10 @@ export function createFundingService(deps: DomainDeps) {
           // digits do not hold for an 18-decimal quantity at an 18-decimal rate.
           const quantity = new Exact(input.quantity);
           const notional = quantity.times(rate);
-          const feeBps = await platformFeeBps(trx, address.platform_code);
+          const feeBps =
+            quote?.quoted_fee_bps != null
+              ? new Dec(quote.quoted_fee_bps)
+              : await platformFeeBps(trx, address.platform_code);
           const charged = credited && feeBps.gt(0);
           // The fee rounds up and the credit down to AMOUNT_DECIMALS, in the house's favour as every other
           // amount (README "Amounts"): exact, they carried up to 40 decimals into a balance, which no quote or

@@ -43,6 +43,8 @@ export interface FundingSessionsTable {
   /** Fund quote sessions (migration 0013): the rate quoted, honoured for deposits made by quote_expires_at. */
   quoted_rate: ColumnType<string | null, string | null | undefined, never>;
   quote_expires_at: ColumnType<Date | null, Date | null | undefined, never>;
+  /** The deposit fee a fund quote showed (migration 0037), honoured with its rate; null before then. */
+  quoted_fee_bps: ColumnType<string | null, string | null | undefined, never>;
 }
 
 export type FundEventKind = 'deposit' | 'session_expired';
