@@ -59,6 +59,18 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     summary: 'show one platform',
     run: (c, p) => c.get<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`),
   },
+  'platforms update': {
+    usage: 'svc platforms update CODE [--name NAME] [--quote-expiry-ms N|default] [--deposit-fee-bps D]',
+    summary: "change a platform's name, quote expiry (default: SVC_QUOTE_EXPIRY_MS) or deposit fee",
+    run: (c, p, o) => {
+      const expiry = optionalString(o, 'quote-expiry-ms');
+      return c.patch<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`, {
+        name: optionalString(o, 'name'),
+        quote_expiry_ms: expiry === 'default' ? null : optionalInteger(o, 'quote-expiry-ms'),
+        deposit_fee_bps: optionalDecimal(o, 'deposit-fee-bps'),
+      });
+    },
+  },
   'allowlist set': {
     usage: 'svc allowlist set PLATFORM [CIDR[,CIDR]...]',
     summary: "replace a platform's IP allow-list (empty allows all, cert only)",

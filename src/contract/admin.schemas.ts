@@ -32,6 +32,19 @@ export const CreatePlatformBody = Type.Object(
 );
 export type CreatePlatformBody = Static<typeof CreatePlatformBody>;
 
+/** `PATCH /admin/platforms/{code}`: the fields given change; `quote_expiry_ms: null` goes back to SVC_QUOTE_EXPIRY_MS. */
+export const UpdatePlatformBody = Type.Object(
+  {
+    name: Type.Optional(CreatePlatformBody.properties.name),
+    quote_expiry_ms: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1000, maximum: 3_600_000 }), Type.Null()]),
+    ),
+    deposit_fee_bps: CreatePlatformBody.properties.deposit_fee_bps,
+  },
+  { additionalProperties: false },
+);
+export type UpdatePlatformBody = Static<typeof UpdatePlatformBody>;
+
 export const Platform = Type.Object({
   platform_code: Type.String(),
   name: Type.String(),

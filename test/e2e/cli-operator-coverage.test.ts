@@ -61,6 +61,9 @@ test('the operator commands call every /admin route of the OpenAPI document', as
   admin.params.set(platform.platform_code, '{code}');
   await svcCommand('platforms list');
   await svcCommand(`platforms show ${platform.platform_code}`);
+  await svcCommand(
+    `platforms update ${platform.platform_code} --deposit-fee-bps 5 --quote-expiry-ms default`,
+  );
   await svcCommand(`allowlist set ${platform.platform_code} 127.0.0.1/32 ::1/128`);
   const key = await svcCommand<IssuedApiKey>(`keys create ${platform.platform_code}`);
   admin.params.set(key.api_key, '{api_key}');

@@ -106,6 +106,37 @@ describe('operator commands against a live server', () => {
     assert.equal(shown.deposit_fee_bps, '12.5');
     const listed = await svcJson<Array<{ platform_code: string }>>('platforms', 'list');
     assert.ok(listed.some((p) => p.platform_code === code));
+
+    // The fields given change; `default` takes the quote expiry back to SVC_QUOTE_EXPIRY_MS.
+    const updated = await svcJson<{ name: string; quote_expiry_ms: number; deposit_fee_bps: string }>(
+      'platforms',
+      'update',
+      code,
+      '--name',
+      'CLI platform renamed',
+      '--quote-expiry-ms',
+      'default',
+      '--deposit-fee-bps',
+      '30',
+    );
+    assert.deepEqual(
+      [updated.name, updated.quote_expiry_ms, updated.deposit_fee_bps],
+      ['CLI platform renamed', svc.runtime.config.quoteExpiryMs, '30'],
+    );
+    const expiry = await svcJson<{ quote_expiry_ms: number }>(
+      'platforms',
+      'update',
+      code,
+      '--quote-expiry-ms',
+      '45000',
+    );
+    assert.equal(expiry.quote_expiry_ms, 45_000);
+    const nothing = await runCli(
+      ['platforms', 'update', code, '--url', svc.url, '--token', TEST_ADMIN_TOKEN],
+      env,
+    );
+    assert.equal(nothing.code, 1, nothing.stderr);
+    assert.match(nothing.stderr, /body: give at least one of name, quote_expiry_ms, deposit_fee_bps/);
   });
 
   test('allowlist set', async () => {
@@ -380,7 +411,7 @@ describe('exit codes', () => {
     // A group without its command lists its commands, as `svc api` does (was "unknown command").
     assert.equal(
       cases[7]!.stderr,
-      'error: svc platforms needs a command: create, list, show; see svc --help\n',
+      'error: svc platforms needs a command: create, list, show, update; see svc --help\n',
     );
     // Given, but empty: said so, not "is required" (probe).
     assert.equal(cases[8]!.stderr, 'error: --name must not be empty\n');

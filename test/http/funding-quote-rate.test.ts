@@ -99,12 +99,7 @@ test('a quote is honoured even when another session was opened after it: a quote
 test("a deposit the quote honours is charged the fee the quote showed, though the platform's fee changed since", async () => {
   // Review: the rate was honoured but the fee was the one in force when the deposit was recorded, so a fee raised
   // within the quote's time charged the end customer more than the quote had shown.
-  const setFee = (bps: string) =>
-    svc.runtime.store.db
-      .updateTable('platforms')
-      .set({ deposit_fee_bps: bps })
-      .where('platform_code', '=', code)
-      .execute();
+  const setFee = (bps: string) => svc.admin.patch(`/platforms/${code}`, { deposit_fee_bps: bps });
   await setBtc('65000.25');
   await setFee('25');
   try {

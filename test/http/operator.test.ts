@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ZRN_PATTERN } from '../../src/contract/identifiers.ts';
 import { rawRequest, type RawResponse } from '../helpers/probe-app.ts';
+import { setPrices } from '../helpers/funding-fixtures.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
+import { liquidityQuote } from '../helpers/trades-fixtures.ts';
 
 /**
  * DESIGN §3 operator API: platforms, API keys, allow-lists, participants (direct onboarding, status),
@@ -217,6 +219,71 @@ describe('platforms, keys and allow-lists', () => {
       201,
     );
     assert.equal(whole.deposit_fee_bps, '10000');
+  });
+
+  test("update: a platform's name, quote expiry and deposit fee change, for the quotes that come next", async () => {
+    const { platform, client } = await svc.newPlatform();
+    const code = platform.platform_code;
+    await setPrices(svc);
+    const expiryOf = async () => {
+      const before = Date.now();
+      const quote = await liquidityQuote(client, {
+        side: 'buy',
+        underlying: 'BTC',
+        quoted_currency: 'USD',
+        quantity: '0.01',
+      });
+      return { quote, from: before, to: Date.now() };
+    };
+    const updated = ok<{ name: string; quote_expiry_ms: number; deposit_fee_bps: string }>(
+      await call('PATCH', `/platforms/${code}`, {
+        name: 'Renamed',
+        quote_expiry_ms: 120_000,
+        deposit_fee_bps: '12.5',
+      }),
+    );
+    assert.deepEqual(
+      [updated.name, updated.quote_expiry_ms, updated.deposit_fee_bps],
+      ['Renamed', 120_000, '12.5'],
+    );
+    assert.deepEqual(ok(await call('GET', `/platforms/${code}`)), updated);
+    // The platform's participant is named as the platform is.
+    assert.equal(
+      ok<{ first_name: string }>(await call('GET', `/participants/${code}`)).first_name,
+      'Renamed',
+    );
+    const longer = await expiryOf();
+    assert.ok(
+      longer.quote.expire_ts >= longer.from + 120_000 && longer.quote.expire_ts <= longer.to + 120_000,
+      `${longer.quote.expire_ts - longer.from} ms`,
+    );
+    // Back to the default; the fields not given stay.
+    const reset = ok<{ name: string; quote_expiry_ms: number; deposit_fee_bps: string }>(
+      await call('PATCH', `/platforms/${code}`, { quote_expiry_ms: null }),
+    );
+    assert.deepEqual(
+      [reset.name, reset.quote_expiry_ms, reset.deposit_fee_bps],
+      ['Renamed', svc.runtime.config.quoteExpiryMs, '12.5'],
+    );
+    const usual = await expiryOf();
+    assert.ok(usual.quote.expire_ts <= usual.to + svc.runtime.config.quoteExpiryMs);
+
+    refused(await call('PATCH', `/platforms/${code}`, {}), 400, 'body');
+    refused(
+      await call('PATCH', `/platforms/${code}`, { deposit_fee_bps: '10000.01' }),
+      400,
+      'deposit_fee_bps',
+    );
+    refused(
+      await call('PATCH', `/platforms/${code}`, { deposit_fee_bps: '1.00001' }),
+      400,
+      'deposit_fee_bps',
+    );
+    refused(await call('PATCH', `/platforms/${code}`, { quote_expiry_ms: 999 }), 400, 'quote_expiry_ms');
+    refused(await call('PATCH', `/platforms/${code}`, { name: ' ' }), 400, 'name');
+    refused(await call('PATCH', `/platforms/${code}`, { ip_allowlist: [] }), 400, 'ip_allowlist');
+    refused(await call('PATCH', '/platforms/ZZZZZ9', { name: 'Nobody' }), 404);
+    assert.deepEqual(ok(await call('GET', `/platforms/${code}`)), reset, 'nothing changed by a refusal');
   });
 
   test('a route that takes no query parameter refuses one by name', async () => {

@@ -30,6 +30,13 @@ export interface CreatePlatformInput {
   deposit_fee_bps?: string;
 }
 
+export interface UpdatePlatformInput {
+  name?: string;
+  /** null: back to SVC_QUOTE_EXPIRY_MS. */
+  quote_expiry_ms?: number | null;
+  deposit_fee_bps?: string;
+}
+
 export interface IssuedApiKey {
   api_key: string;
   api_secret: string;
@@ -85,6 +92,17 @@ export function createPlatformsService(deps: DomainDeps) {
     return cidrs.map((c) => c.trim());
   }
 
+  function checkFeeBps(bps: string): void {
+    if (!isDecimalString(bps)) throw invalid('deposit_fee_bps: must be a decimal string');
+    // A fee above the whole deposit (10,000 bps) is a typo, not a fee.
+    if (new Dec(bps).gt(MAX_BPS))
+      throw invalid(`deposit_fee_bps: must be at most ${MAX_BPS} (100 % of the deposit)`);
+    // A fund quote states the fee as a JSON number (the vendor's type): a finer fee was quoted rounded and charged
+    // exact, so a deposit paid more than its quote said (review).
+    if (new Dec(bps).decimalPlaces() > FEE_BPS_DECIMALS)
+      throw invalid(`deposit_fee_bps: must have at most ${FEE_BPS_DECIMALS} decimal places`);
+  }
+
   async function requirePlatform(platformCode: string) {
     const row = await repo.findPlatform(db, platformCode);
     if (!row) throw notFound(`platform ${platformCode} not found`);
@@ -96,21 +114,7 @@ export function createPlatformsService(deps: DomainDeps) {
 
     async create(input: CreatePlatformInput): Promise<PlatformView> {
       const allowlist = checkAllowlist(input.ip_allowlist ?? [], 'ip_allowlist');
-      if (input.deposit_fee_bps !== undefined && !isDecimalString(input.deposit_fee_bps)) {
-        throw invalid('deposit_fee_bps: must be a decimal string');
-      }
-      // A fee above the whole deposit (10,000 bps) is a typo, not a fee.
-      if (input.deposit_fee_bps !== undefined && new Dec(input.deposit_fee_bps).gt(MAX_BPS)) {
-        throw invalid(`deposit_fee_bps: must be at most ${MAX_BPS} (100 % of the deposit)`);
-      }
-      // A fund quote states the fee as a JSON number (the vendor's type): a finer fee was quoted rounded and charged
-      // exact, so a deposit paid more than its quote said (review).
-      if (
-        input.deposit_fee_bps !== undefined &&
-        new Dec(input.deposit_fee_bps).decimalPlaces() > FEE_BPS_DECIMALS
-      ) {
-        throw invalid(`deposit_fee_bps: must have at most ${FEE_BPS_DECIMALS} decimal places`);
-      }
+      if (input.deposit_fee_bps !== undefined) checkFeeBps(input.deposit_fee_bps);
       // Codes are random; a collision (with a platform or a participant) is retried with a new code.
       for (let attempt = 0; ; attempt++) {
         const code = newParticipantCode();
@@ -156,6 +160,45 @@ export function createPlatformsService(deps: DomainDeps) {
 
     async list(): Promise<PlatformView[]> {
       return (await repo.listPlatforms(db)).map(view);
+    },
+
+    /**
+     * `PATCH /admin/platforms/{code}`: changes the name, quote expiry or deposit fee, for what comes next: a quote
+     * given keeps its expiry, and a fund quote its fee (README Operator API). The platform's participant is named
+     * as the platform is.
+     */
+    async update(platformCode: string, input: UpdatePlatformInput): Promise<PlatformView> {
+      if (
+        input.name === undefined &&
+        input.quote_expiry_ms === undefined &&
+        input.deposit_fee_bps === undefined
+      )
+        throw invalid('body: give at least one of name, quote_expiry_ms, deposit_fee_bps');
+      if (input.deposit_fee_bps !== undefined) checkFeeBps(input.deposit_fee_bps);
+      const row = await db.transaction().execute(async (trx) => {
+        const updated = await trx
+          .updateTable('platforms')
+          .set({
+            ...(input.name !== undefined ? { name: input.name } : {}),
+            ...(input.quote_expiry_ms !== undefined ? { quote_expiry_ms: input.quote_expiry_ms } : {}),
+            ...(input.deposit_fee_bps !== undefined ? { deposit_fee_bps: input.deposit_fee_bps } : {}),
+          })
+          .where('platform_code', '=', platformCode)
+          .returningAll()
+          .executeTakeFirst();
+        if (!updated) throw notFound(`platform ${platformCode} not found`);
+        if (input.name !== undefined)
+          await trx
+            .updateTable('participants')
+            .set({ first_name: input.name })
+            .where('participant_code', '=', platformCode)
+            .where('kind', '=', 'platform')
+            .execute();
+        await deps.cache.publish(trx, { type: 'platform_changed', platform_code: platformCode });
+        return updated;
+      });
+      deps.cache.applyLocally({ type: 'platform_changed', platform_code: platformCode });
+      return view(row);
     },
 
     async setAllowlist(platformCode: string, cidrs: string[]): Promise<PlatformView> {

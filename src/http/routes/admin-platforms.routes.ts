@@ -9,6 +9,7 @@ import {
   IssuedApiKey,
   Platform,
   PlatformCodeParams,
+  UpdatePlatformBody,
 } from '../../contract/admin.schemas.ts';
 import { Envelope, NoFieldsBody } from '../../contract/responses.ts';
 import type { PlatformsService } from '../../domain/platforms/platforms.service.ts';
@@ -52,6 +53,19 @@ export async function adminPlatformsRoutes(
       },
     },
     async (request) => ({ message: await platforms.get(request.params.code) }),
+  );
+
+  app.patch<{ Params: Static<typeof PlatformCodeParams>; Body: Static<typeof UpdatePlatformBody> }>(
+    '/platforms/:code',
+    {
+      schema: {
+        tags,
+        params: PlatformCodeParams,
+        body: UpdatePlatformBody,
+        response: { 200: Envelope(Platform), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await platforms.update(request.params.code, request.body) }),
   );
 
   app.put<{ Params: Static<typeof PlatformCodeParams>; Body: Static<typeof AllowlistBody> }>(
