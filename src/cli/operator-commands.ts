@@ -153,6 +153,18 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     },
   },
   'prices list': { usage: 'svc prices list', summary: 'list prices', run: (c) => c.get('/prices') },
+  'balances show': {
+    usage: 'svc balances show PARTICIPANT [--label LABEL] [--asset ASSET]',
+    summary: "a participant's balances, each with what its unsettled trades have promised of it",
+    run: (c, p, o) => {
+      const query = new URLSearchParams({ participant_code: positional(p, 0, 'PARTICIPANT') });
+      const label = optionalString(o, 'label');
+      const asset = optionalString(o, 'asset');
+      if (label !== undefined) query.set('account_label', label);
+      if (asset !== undefined) query.set('asset', asset);
+      return c.get(`/balances?${query}`);
+    },
+  },
   'balances adjust': {
     usage:
       'svc balances adjust --participant CODE --label LABEL --asset ASSET --amount DECIMAL [--type available]',

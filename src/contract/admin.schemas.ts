@@ -207,6 +207,33 @@ export const AdjustBalanceBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** `GET /admin/balances`: a participant's balances, optionally of one label or asset. */
+export const ListBalancesQuery = Type.Object(
+  {
+    participant_code: Code,
+    account_label: Type.Optional(AdjustBalanceBody.properties.account_label),
+    asset: Type.Optional(AdjustBalanceBody.properties.asset),
+  },
+  { additionalProperties: false },
+);
+export type ListBalancesQuery = Static<typeof ListBalancesQuery>;
+
+export const HeldBalance = Type.Object({
+  participant_code: Type.String(),
+  account_group: Type.String(),
+  account_label: Type.String(),
+  account_type: Type.String(),
+  asset: Type.String(),
+  balance: Type.String(),
+  promised: Type.String({
+    description:
+      'what unsettled trades will pay from this balance at settlement (available balances; else "0")',
+  }),
+  account_id: Type.String(),
+  updated_at: Type.Integer({ description: 'epoch ms of the last movement' }),
+});
+export type HeldBalance = Static<typeof HeldBalance>;
+
 export const BalanceAdjustment = Type.Object({
   participant_code: Type.String(),
   account_group: Type.String(),

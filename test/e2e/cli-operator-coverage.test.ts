@@ -84,6 +84,7 @@ test('the operator commands call every /admin route of the OpenAPI document', as
   await svcCommand(
     `balances adjust --participant ${participant.participant_code} --label general --asset USD --amount 1000`,
   );
+  await svcCommand(`balances show ${participant.participant_code} --asset USD`);
   const client = createClient({ baseUrl: svc.url, ...keyCredentials(key), retry: false });
   const { deposit_address: address } = await client.funding.requestQuote({
     participant_code: participant.participant_code,

@@ -266,7 +266,7 @@ describe('operator commands against a live server', () => {
     assert.ok(listed.some((p) => p.pair === 'ETH/USD'));
   });
 
-  test('balances adjust', async () => {
+  test('balances adjust / show', async () => {
     const credited = await svcJson<{ balance: string }>(
       'balances',
       'adjust',
@@ -293,6 +293,13 @@ describe('operator commands against a live server', () => {
       '-0.1',
     );
     assert.equal(debited.balance, '100');
+    const shown = await svcJson<
+      Array<{ account_label: string; asset: string; balance: string; promised: string }>
+    >('balances', 'show', participant, '--label', 'balances', '--asset', 'USD');
+    assert.deepEqual(
+      shown.map((b) => [b.account_label, b.asset, b.balance, b.promised]),
+      [['balances', 'USD', '100', '0']],
+    );
   });
 
   test('without --json, the same result is printed readably', async () => {

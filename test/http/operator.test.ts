@@ -4,7 +4,7 @@ import { ZRN_PATTERN } from '../../src/contract/identifiers.ts';
 import { rawRequest, type RawResponse } from '../helpers/probe-app.ts';
 import { setPrices } from '../helpers/funding-fixtures.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
-import { liquidityQuote } from '../helpers/trades-fixtures.ts';
+import { executeLiquidity, fund, liquidityQuote } from '../helpers/trades-fixtures.ts';
 
 /**
  * DESIGN §3 operator API: platforms, API keys, allow-lists, participants (direct onboarding, status),
@@ -622,6 +622,51 @@ describe('prices and balances', () => {
       400,
       'participant_code',
     );
+  });
+});
+
+describe('balances shown', () => {
+  test("a participant's balances, each with what its unsettled trades have promised of it; filtered by label or asset", async () => {
+    const { platform, client } = await svc.newPlatform();
+    const buyer = (await svc.newParticipant(platform.platform_code)).participant_code;
+    await setPrices(svc);
+    await fund(svc, buyer, 'USD', '1000');
+    await fund(svc, buyer, 'BTC', '0.5');
+    const quote = await liquidityQuote(client, {
+      side: 'buy',
+      underlying: 'BTC',
+      quoted_currency: 'USD',
+      quantity: '0.01',
+      participant_code: buyer,
+    });
+    // Accepted, not settled (no worker runs here): it has promised its pay amount, and moved nothing yet.
+    await executeLiquidity(client, quote.quote_id);
+    type Held = {
+      account_label: string;
+      asset: string;
+      account_type: string;
+      balance: string;
+      promised: string;
+    };
+    const list = (query: string) => call('GET', `/balances?participant_code=${buyer}${query}`);
+    const pick = (rows: Held[]) =>
+      rows.map((r) => [r.account_label, r.asset, r.account_type, r.balance, r.promised]);
+    assert.deepEqual(pick(ok<Held[]>(await list(''))), [
+      ['general', 'BTC', 'available', '0.5', '0'],
+      ['general', 'USD', 'available', '1000', quote.total_notional],
+    ]);
+    assert.deepEqual(pick(ok<Held[]>(await list('&asset=USD&account_label=general'))), [
+      ['general', 'USD', 'available', '1000', quote.total_notional],
+    ]);
+    assert.deepEqual(ok<Held[]>(await list('&account_label=savings')), []);
+    // Another participant holds nothing.
+    const other = (await svc.newParticipant(platform.platform_code)).participant_code;
+    assert.deepEqual(ok(await call('GET', `/balances?participant_code=${other}`)), []);
+
+    refused(await call('GET', '/balances?participant_code=ZZZZZ9'), 404);
+    refused(await call('GET', '/balances'), 400, 'participant_code');
+    refused(await list('&asset=usd'), 400, 'asset');
+    refused(await list('&label=general'), 400, 'label');
   });
 });
 

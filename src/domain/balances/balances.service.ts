@@ -1,4 +1,5 @@
 import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
+import type { HeldBalance } from '../../contract/admin.schemas.ts';
 import { ACCOUNT_LABEL_FORM, isAccountLabel, MAX_ACCOUNT_LABEL_LENGTH } from '../../contract/responses.ts';
 import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import type { AccountBalanceChanged } from '../../contract/webhook-payloads.ts';
@@ -7,10 +8,10 @@ import { newUuid } from '../../lib/ids.ts';
 import type { Trx } from '../../store/database.ts';
 import { findActingAccount } from '../accounts/account-holder.ts';
 import type { DomainDeps } from '../deps.ts';
-import { DomainError, invalid } from '../errors.ts';
+import { DomainError, invalid, notFound } from '../errors.ts';
 import { lockParticipantFunding } from '../funding/funding.repository.ts';
 import { findParticipant } from '../participants/participants.repository.ts';
-import { lockSpendableBalance } from '../trades/trades.repository.ts';
+import { lockSpendableBalance, promisedByAccount } from '../trades/trades.repository.ts';
 import { recordNotification } from '../webhooks/outbox.ts';
 
 /**
@@ -150,6 +151,49 @@ export async function applyMovements(
 
 export function createBalancesService(deps: DomainDeps) {
   return {
+    /**
+     * `GET /admin/balances`: the balances the participant holds (a tenant's are its holder's), each with what its
+     * unsettled trades have promised of it; by label, then asset, then type.
+     */
+    async list(query: {
+      participant_code: string;
+      account_label?: string;
+      asset?: string;
+    }): Promise<HeldBalance[]> {
+      const participant = await findParticipant(deps.db, query.participant_code);
+      if (!participant) throw notFound(`participant ${query.participant_code} not found`);
+      const [rows, promised] = await Promise.all([
+        deps.db
+          .selectFrom('balance_accounts')
+          .selectAll()
+          .where('participant_code', '=', participant.participant_code)
+          .where('account_group', '=', participant.platform_code)
+          .$if(query.account_label !== undefined, (q) => q.where('account_label', '=', query.account_label!))
+          .$if(query.asset !== undefined, (q) => q.where('asset', '=', query.asset!))
+          .orderBy('account_label')
+          .orderBy('asset')
+          .orderBy('account_type')
+          .execute(),
+        promisedByAccount(deps.db, participant.platform_code, participant.participant_code),
+      ]);
+      const promisedOf = new Map(promised.map((p) => [`${p.account_label}\n${p.asset}`, p.promised]));
+      return rows.map((row) => ({
+        participant_code: row.participant_code,
+        account_group: row.account_group,
+        account_label: row.account_label,
+        account_type: row.account_type,
+        asset: row.asset,
+        balance: toDecimalString(row.balance),
+        promised: toDecimalString(
+          row.account_type === 'available'
+            ? (promisedOf.get(`${row.account_label}\n${row.asset}`) ?? '0')
+            : '0',
+        ),
+        account_id: row.account_id,
+        updated_at: row.updated_at.getTime(),
+      }));
+    },
+
     /**
      * Operator credit or debit (DESIGN §3); a debit below zero is refused. Like every request that names a
      * participant with an account label, it moves the account that pair names: a tenant's is its holder's

@@ -177,6 +177,25 @@ export async function lockSpendableBalance(
   return { balance: account?.balance ?? '0', promised: open.promised };
 }
 
+/**
+ * What the participant's unsettled trades will pay at settlement, by account label and asset: the part of each
+ * available balance they have promised (lockSpendableBalance's, for all of a participant's balances at once).
+ */
+export function promisedByAccount(
+  db: Executor,
+  platformCode: string,
+  ownerParticipantCode: string,
+): Promise<Array<{ account_label: string; asset: string; promised: string }>> {
+  return db
+    .selectFrom('trades')
+    .select(['account_label', 'pay_asset as asset', sql<string>`sum(pay_amount)::text`.as('promised')])
+    .where('platform_code', '=', platformCode)
+    .where('owner_participant_code', '=', ownerParticipantCode)
+    .where('trade_state', '<>', 'terminated')
+    .groupBy(['account_label', 'pay_asset'])
+    .execute();
+}
+
 export interface TradeFilters {
   clientTradeId?: string;
   /** With clientTradeId: also the trade of this quote (see quoteOfClientTradeId). */

@@ -1,6 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from 'typebox';
-import { AdjustBalanceBody, BalanceAdjustment, Price, SetPricesBody } from '../../contract/admin.schemas.ts';
+import {
+  AdjustBalanceBody,
+  BalanceAdjustment,
+  HeldBalance,
+  ListBalancesQuery,
+  Price,
+  SetPricesBody,
+} from '../../contract/admin.schemas.ts';
 import { Envelope } from '../../contract/responses.ts';
 import type { BalancesService } from '../../domain/balances/balances.service.ts';
 import type { PricesService } from '../../domain/prices/prices.service.ts';
@@ -34,6 +41,18 @@ export async function adminLedgerRoutes(
     async () => ({
       message: await prices.list(),
     }),
+  );
+
+  app.get<{ Querystring: Static<typeof ListBalancesQuery> }>(
+    '/balances',
+    {
+      schema: {
+        tags: ['Operator: balances'],
+        querystring: ListBalancesQuery,
+        response: { 200: Envelope(Type.Array(HeldBalance)), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await balances.list(request.query) }),
   );
 
   app.post<{ Body: Static<typeof AdjustBalanceBody> }>(
