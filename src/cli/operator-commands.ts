@@ -345,6 +345,11 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       return c.post<AdminTrade>('/trades', body);
     },
   },
+  'trades show': {
+    usage: 'svc trades show TRADE_ID',
+    summary: "show any platform's trade",
+    run: (c, p) => c.get<AdminTrade>(`/trades/${pathArgument(p, 0, 'TRADE_ID')}`),
+  },
   'trades advance': {
     usage: 'svc trades advance TRADE_ID [--from accepted|active]',
     summary:

@@ -95,6 +95,7 @@ test('the operator commands call every /admin route of the OpenAPI document', as
     `trades book --platform ${platform.platform_code} --participant ${participant.participant_code} --side buy --underlying BTC --quoted-currency USD --quantity 0.001 --price 20000`,
   );
   admin.params.set(trade.trade_id, '{trade_id}');
+  await svcCommand(`trades show ${trade.trade_id}`);
   await svcCommand(`trades advance ${trade.trade_id}`);
   admin.params.set('127.0.0.1', '{ip}');
   await svcCommand('rate-limits show 127.0.0.1');

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { AdminApiError } from '../../src/cli/admin-client.ts';
 import type { AdminTrade, Trade } from '../../src/contract/trades.schemas.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 import type { SvcClient } from '../../src/sdk/client.ts';
@@ -88,6 +89,24 @@ test('GET /trades/{trade_id} answers the vendor shape; an unknown id → 404', a
     assert.equal(missing.status, 404);
     assert.deepEqual(missing.body, { error: 'Not Found' });
   }
+});
+
+test("GET /admin/trades/{trade_id}: any platform's trade as the operator's calls answer it; unknown → 404 saying so", async () => {
+  const shown = await svc.admin.get<AdminTrade>(`/trades/${made[1]!.tradeId}`);
+  const viaPlatform = (await client.send<{ message: Trade }>('GET', `/trades/${made[1]!.tradeId}`)).body
+    .message;
+  assert.equal(shown.trade_state, 'terminated');
+  assert.equal(shown.net_settlement, false);
+  assert.equal(shown.withdrawal_request_id, null);
+  // The platform's view, with the operator's fields added.
+  const { net_settlement: _net, withdrawal_request_id: _withdrawal, ...asPlatformSees } = shown;
+  assert.deepEqual(asPlatformSees, viaPlatform);
+  for (const id of ['3e4f5a6b-5555-4555-8555-555555555555', 'not-a-trade'])
+    await assert.rejects(svc.admin.get(`/trades/${id}`), (error: AdminApiError) => {
+      assert.equal(error.status, 404);
+      assert.match(JSON.stringify(error.body), new RegExp(`trade ${id} not found`));
+      return true;
+    });
 });
 
 test("another platform's trade → 403 (and its own platform still reads it)", async () => {

@@ -39,6 +39,11 @@ export function findPlatformTrade(
     .executeTakeFirst();
 }
 
+/** Any platform's trade (the operator's read). */
+export function findTrade(db: Executor, tradeId: string): Promise<TradeWithWithdrawal | undefined> {
+  return selectTrades(db).where('trades.trade_id', '=', tradeId).executeTakeFirst();
+}
+
 /** Whether the trade exists at all: tells "another platform's" (403) from "unknown" (404), wire-contract §9. */
 export async function tradeExists(db: Executor, tradeId: string): Promise<boolean> {
   const row = await db

@@ -26,6 +26,7 @@ import {
   listPlatformTrades,
   lockSpendableBalance,
   findOverdueTrades,
+  findTrade,
   type OverdueTrade,
   lockTrade,
   lockTradeStateIfFree,
@@ -452,6 +453,15 @@ export function createTradesService(deps: DomainDeps) {
         listPlatformTrades(trx, platformCode, filters, page),
       );
       return { rows: rows.map(tradeView), ...pageFields(page, count) };
+    },
+
+    /** `GET /admin/trades/{trade_id}`: any platform's trade, as the operator's calls answer it. */
+    async getForOperator(tradeId: string) {
+      // The operator API says what it did not find (the CLI reads a bare 404 as another listener's).
+      if (!isUuid(tradeId)) throw notFound(`trade ${tradeId} not found`);
+      const row = await findTrade(db, tradeId);
+      if (!row) throw notFound(`trade ${tradeId} not found`);
+      return adminTradeView(row);
     },
 
     /** `POST /admin/trades/{trade_id}/advance`: the next state now (DESIGN §3). */

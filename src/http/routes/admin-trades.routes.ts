@@ -10,7 +10,7 @@ import type { TradesService } from '../../domain/trades/trades.service.ts';
 import { adminErrorResponses } from './admin-errors.ts';
 import { bareBodyAsEmpty } from './optional-body.ts';
 
-/** Operator API for trades (DESIGN §3): book one directly, move one to its next state now. */
+/** Operator API for trades (DESIGN §3): book one directly, show one, move one to its next state now. */
 export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trades: TradesService }) {
   const tags = ['Operator: trades'];
 
@@ -26,6 +26,19 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
       },
     },
     async (request, reply) => reply.code(201).send({ message: await trades.bookByOperator(request.body) }),
+  );
+
+  app.get<{ Params: TradeParams }>(
+    '/trades/:trade_id',
+    {
+      schema: {
+        tags,
+        summary: "Any platform's trade, with its settlement flag and withdrawal request",
+        params: TradeParams,
+        response: { 200: AdminTradeResponse, ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await trades.getForOperator(request.params.trade_id) }),
   );
 
   app.post<{ Params: TradeParams; Body: AdvanceTradeBody | undefined }>(
