@@ -218,30 +218,29 @@ export const ListBalancesQuery = Type.Object(
 );
 export type ListBalancesQuery = Static<typeof ListBalancesQuery>;
 
-export const HeldBalance = Type.Object({
+/** A balance account as the operator's calls answer it. */
+const BALANCE_ACCOUNT_FIELDS = {
   participant_code: Type.String(),
   account_group: Type.String(),
   account_label: Type.String(),
   account_type: Type.String(),
   asset: Type.String(),
   balance: Type.String(),
+  account_id: Type.String(),
+};
+
+export const HeldBalance = Type.Object({
+  ...BALANCE_ACCOUNT_FIELDS,
   promised: Type.String({
     description:
       'what unsettled trades will pay from this balance at settlement (available balances; else "0")',
   }),
-  account_id: Type.String(),
   updated_at: Type.Integer({ description: 'epoch ms of the last movement' }),
 });
 export type HeldBalance = Static<typeof HeldBalance>;
 
 export const BalanceAdjustment = Type.Object({
-  participant_code: Type.String(),
-  account_group: Type.String(),
-  account_label: Type.String(),
-  account_type: Type.String(),
-  asset: Type.String(),
-  balance: Type.String(),
-  account_id: Type.String(),
+  ...BALANCE_ACCOUNT_FIELDS,
   movement_id: Type.String(),
   run_id: Type.String(),
 });

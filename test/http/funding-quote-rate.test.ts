@@ -108,27 +108,20 @@ test("a deposit the quote honours is charged the fee the quote showed, though th
     assert.equal(quote.deposit_fee_bps, 25);
     await setFee('500');
     clock.advance(1_000);
-    const honoured = await recordDeposit(svc, {
-      deposit_address: quote.deposit_address,
-      quantity: '1',
-      transaction_id: txId(),
-    });
-    assert.deepEqual(
-      [honoured.rate, honoured.deposit_fee_bps, honoured.deposit_fee_notional],
-      ['65000.25', '25', '162.500625'],
-    );
+    /** The rate, fee and fee notional of a deposit of 1 BTC to the quote's address now. */
+    const terms = async () => {
+      const event = await recordDeposit(svc, {
+        deposit_address: quote.deposit_address,
+        quantity: '1',
+        transaction_id: txId(),
+      });
+      return [event.rate, event.deposit_fee_bps, event.deposit_fee_notional];
+    };
+    assert.deepEqual(await terms(), ['65000.25', '25', '162.500625']);
     // Past the quote's expiry: the price and the fee now.
     await setBtc('60000');
     clock.advance(quote.expiry_timestamp - clock.now() + 1);
-    const later = await recordDeposit(svc, {
-      deposit_address: quote.deposit_address,
-      quantity: '1',
-      transaction_id: txId(),
-    });
-    assert.deepEqual(
-      [later.rate, later.deposit_fee_bps, later.deposit_fee_notional],
-      ['60000', '500', '3000'],
-    );
+    assert.deepEqual(await terms(), ['60000', '500', '3000']);
   } finally {
     await setFee('0');
   }

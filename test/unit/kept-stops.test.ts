@@ -99,33 +99,24 @@ await keepingStops({ shutdownTimeoutMs: 200 }, logger, {
 test('a second Ctrl-C during a step that goes on ends the process at once, failed; a second SIGTERM is kept waiting', async () => {
   // Whoever presses Ctrl-C again will not wait out the start or the migration (the bound here is 10 s): the cluster
   // being started is signalled as the process exits (embedded-postgres.ts).
-  const interrupted = await inProcess(`
-await keepingStops({ shutdownTimeoutMs: 10_000 }, logger, {
+  /** A step that never ends, signalled twice. */
+  const signalledTwice = (signal: string, shutdownTimeoutMs: number) =>
+    inProcess(`
+await keepingStops({ shutdownTimeoutMs: ${shutdownTimeoutMs} }, logger, {
   kept: 'kept', timedOut: 'timed out',
   step: () => {
-    setTimeout(() => process.kill(process.pid, 'SIGINT'), 50);
-    setTimeout(() => process.kill(process.pid, 'SIGINT'), 150);
+    setTimeout(() => process.kill(process.pid, '${signal}'), 50);
+    setTimeout(() => process.kill(process.pid, '${signal}'), 150);
     return new Promise(() => setInterval(() => {}, 1_000));
   },
   giveUp: async () => console.log('gave up'),
 });
 `);
-  assert.deepEqual(interrupted, {
+  assert.deepEqual(await signalledTwice('SIGINT', 10_000), {
     code: 1,
     out: ['info kept', 'warn SIGINT stop asked again: exiting now, without waiting for the work in flight'],
   });
-
   // A supervisor's second SIGTERM changes nothing: the stop keeps its bound (it sends SIGKILL when it will not wait).
-  const terminated = await inProcess(`
-await keepingStops({ shutdownTimeoutMs: 600 }, logger, {
-  kept: 'kept', timedOut: 'timed out',
-  step: () => {
-    setTimeout(() => process.kill(process.pid, 'SIGTERM'), 50);
-    setTimeout(() => process.kill(process.pid, 'SIGTERM'), 150);
-    return new Promise(() => setInterval(() => {}, 1_000));
-  },
-  giveUp: async () => console.log('gave up'),
-});
-`);
+  const terminated = await signalledTwice('SIGTERM', 600);
   assert.deepEqual(terminated, { code: 1, out: ['info kept', 'error timed out', 'gave up'] });
 });
