@@ -107,6 +107,12 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         status: optionalString(o, 'status'),
       }),
   },
+  'participants find': {
+    usage: 'svc participants find --email EMAIL',
+    summary: 'the participants of every platform with this email',
+    run: (c, _p, o) =>
+      c.get<Participant[]>(`/participants?${new URLSearchParams({ email: required(o, 'email') })}`),
+  },
   'participants show': {
     usage: 'svc participants show CODE',
     summary: 'show a participant',

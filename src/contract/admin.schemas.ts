@@ -100,6 +100,12 @@ export const PARTICIPANT_STATUS_VALUES = [
 // An enum, not a union of literals: a bad value is then one error that lists the values (error-handler.ts).
 const ParticipantStatus = Type.Enum(PARTICIPANT_STATUS_VALUES);
 
+/** `GET /admin/participants?email=`: the participants of every platform with this email (any letter case). */
+export const FindParticipantsQuery = Type.Object(
+  { email: Type.String({ format: 'email', maxLength: 254 }) },
+  { additionalProperties: false },
+);
+
 export const CreateParticipantBody = Type.Object(
   {
     platform_code: Code,

@@ -74,6 +74,7 @@ test('the operator commands call every /admin route of the OpenAPI document', as
     `participants create --platform ${platform.platform_code} --email cover@example.com --first-name C --last-name Over`,
   );
   admin.params.set(participant.participant_code, '{code}');
+  await svcCommand('participants find --email cover@example.com');
   await svcCommand(`participants show ${participant.participant_code}`);
   await svcCommand(`participants set-status ${participant.participant_code} approved`);
   await svcCommand(

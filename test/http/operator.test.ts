@@ -392,6 +392,34 @@ describe('participants and customer accounts', () => {
     ).platform_code;
   });
 
+  test('found by email, on every platform, in any letter case', async () => {
+    const second = ok<{ platform_code: string }>(
+      await call('POST', '/platforms', { name: 'People too' }),
+      201,
+    ).platform_code;
+    const here = await onboarded(platform, 'Grace.Find@Example.com', 'Grace', 'Here');
+    const there = await onboarded(second, 'grace.find@example.com', 'Grace', 'There');
+    await onboarded(platform, 'someone.else@example.com', 'Someone', 'Else');
+    const found = ok<Array<{ participant_code: string; platform_code: string; email: string }>>(
+      await call('GET', '/participants?email=GRACE.FIND%40example.com'),
+    );
+    assert.deepEqual(
+      found.map((p) => [p.participant_code, p.email]).sort(),
+      [
+        [here.participant_code, 'Grace.Find@Example.com'],
+        [there.participant_code, 'grace.find@example.com'],
+      ].sort(),
+    );
+    assert.deepEqual(ok(await call('GET', '/participants?email=nobody%40example.com')), []);
+    refused(await call('GET', '/participants'), 400, 'email');
+    refused(await call('GET', '/participants?email=not-an-email'), 400, 'email');
+    refused(
+      await call('GET', '/participants?email=a%40example.com&platform_code=ZZZZZ9'),
+      400,
+      'platform_code',
+    );
+  });
+
   test('direct onboarding: 6-char code, approved unless told otherwise; duplicate email (any case) → 409', async () => {
     const p = ok<{ participant_code: string; status: string; email: string; platform_code: string }>(
       await call('POST', '/participants', {

@@ -31,6 +31,16 @@ export function findPlatformParticipantByEmail(db: Executor, platformCode: strin
     .executeTakeFirst();
 }
 
+/** The participants of every platform with this email (any letter case), by platform. */
+export function findParticipantsByEmail(db: Executor, email: string) {
+  return db
+    .selectFrom('participants')
+    .selectAll()
+    .where(sql<string>`lower(email)`, '=', email.toLowerCase())
+    .orderBy('platform_code')
+    .execute();
+}
+
 /** Whether another platform has a participant with this email: only to tell 403 from 404 (wire-contract §9). */
 export async function emailOnOtherPlatform(db: Executor, platformCode: string, email: string) {
   const row = await db

@@ -23,6 +23,7 @@ import {
   findPlatformParticipant,
   emailOnOtherPlatform,
   findParticipant,
+  findParticipantsByEmail,
   findPlatformParticipantByEmail,
   findSubmissionByPayload,
   findSubmissionByRequestId,
@@ -360,6 +361,11 @@ export function createParticipantsService(deps: DomainDeps) {
       if (!platform) throw invalid(`platform_code: platform ${input.platform_code} not found`);
       const row = await db.transaction().execute((trx) => insertParticipant(trx, input, clock.now()));
       return participantView(row);
+    },
+
+    /** `GET /admin/participants?email=`: whichever platforms have a participant with this email (support's lookup). */
+    async findEverywhereByEmail(email: string): Promise<ParticipantView[]> {
+      return (await findParticipantsByEmail(db, email)).map(participantView);
     },
 
     async get(participantCode: string): Promise<ParticipantView> {

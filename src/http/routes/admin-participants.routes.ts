@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import type { Static } from 'typebox';
+import { Type, type Static } from 'typebox';
 import {
   CreateParticipantBody,
+  FindParticipantsQuery,
   Participant,
   ParticipantParams,
   UpdateParticipantBody,
@@ -33,6 +34,19 @@ export async function adminParticipantsRoutes(
       },
     },
     async (request, reply) => reply.code(201).send({ message: await participants.create(request.body) }),
+  );
+
+  app.get<{ Querystring: Static<typeof FindParticipantsQuery> }>(
+    '/participants',
+    {
+      schema: {
+        tags,
+        summary: 'The participants of every platform with this email (any letter case)',
+        querystring: FindParticipantsQuery,
+        response: { 200: Envelope(Type.Array(Participant)), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await participants.findEverywhereByEmail(request.query.email) }),
   );
 
   app.get<{ Params: Static<typeof ParticipantParams> }>(
