@@ -65,7 +65,8 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     run: (c, p, o) => {
       const expiry = optionalString(o, 'quote-expiry-ms');
       return c.patch<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`, {
-        name: optionalString(o, 'name'),
+        // Given, not empty (as `platforms create` says it, before a round trip for the server's 400).
+        name: o.name === undefined ? undefined : required(o, 'name'),
         quote_expiry_ms: expiry === 'default' ? null : optionalInteger(o, 'quote-expiry-ms'),
         deposit_fee_bps: optionalDecimal(o, 'deposit-fee-bps'),
       });

@@ -50,10 +50,12 @@ function holdsEmail(text: string): boolean {
     if (next === read) return false;
     read = next;
   }
-  return read.includes('@');
+  // Past MAX_ENCODINGS, an `@` whose `%` alone was encoded again and again (`%2525252540`).
+  return read.includes('@') || ENCODED_AT.test(read);
 }
 const ASCII_ESCAPE = /%([0-7][0-9a-f])/gi;
-/** How many encodings of an `@` are undone: more than any client applies by mistake. */
+const ENCODED_AT = /%(25)*40/i;
+/** How many encodings of any of an `@`'s characters are undone: more than any client applies by mistake. */
 const MAX_ENCODINGS = 4;
 
 /**

@@ -19,7 +19,7 @@ import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { LISTEN_PROBLEMS, listenPlace, startupProblem } from './startup-problem.ts';
 import { EXIT } from './exit-codes.ts';
-import { AGAIN_TO_EXIT, exitNow, keepingStops } from './kept-stops.ts';
+import { AGAIN_TO_EXIT, keepingStops, noteStop, stopAgain } from './kept-stops.ts';
 import { baseUrlFault, MAX_TIMEOUT_MS, type BaseUrlFault } from '../sdk/client.ts';
 import { SvcArgumentError } from '../sdk/errors.ts';
 
@@ -251,10 +251,8 @@ async function serve(config: Readonly<Config>): Promise<void> {
     signal: string,
     { exitCode = EXIT.ok, keptForMs }: { exitCode?: number; keptForMs?: number } = {},
   ) => {
-    if (stopping) {
-      if (signal === 'SIGINT') exitNow(logger, signal);
-      return;
-    }
+    if (stopping) return stopAgain(logger, signal);
+    noteStop();
     stopping = true;
     logger.info(signal === 'SIGINT' ? { signal, hint: AGAIN_TO_EXIT } : { signal }, 'shutting down');
     const force = setTimeout(

@@ -8,13 +8,29 @@ const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 export const AGAIN_TO_EXIT = 'Ctrl-C again to exit at once, without waiting for the work in flight';
 
 /**
- * Ends the process at a second Ctrl-C (during a start, a migration or a shutdown), failed: whoever presses it again
- * will not wait out the work in flight. Cutting it is safe: an uncommitted transaction is rolled back, a job or
- * webhook attempt under way runs again (at least once), and the embedded PostgreSQL is stopped as the process exits
- * (embedded-postgres.ts). A supervisor's signals (SIGTERM, SIGHUP) keep the stop and its bound: it sends SIGKILL
- * when it will not wait.
+ * A Ctrl-C within this long of the first stop signal is the same Ctrl-C: under `npm start` (and `npx svc`) the
+ * terminal sends it to svc and npm passes its own on, a few ms later (review: one Ctrl-C exited at once, 3 times in 4).
  */
-export function exitNow(logger: { warn(obj: object, msg: string): void }, signal: string): never {
+export const SAME_CTRL_C_MS = 1_000;
+
+/** When the process got its first stop signal (performance.now()): a Ctrl-C long enough after it ends the process. */
+let firstStopAt: number | undefined;
+
+/** Notes a stop (the first signal, or a stop of the process's own): what a later Ctrl-C is measured from. */
+export function noteStop(): void {
+  firstStopAt ??= performance.now();
+}
+
+/**
+ * A stop signal while a stop is under way: a Ctrl-C at least SAME_CTRL_C_MS after the first stop ends the process at
+ * once, failed: whoever presses it again will not wait out the work in flight. Cutting it is safe: an uncommitted
+ * transaction is rolled back, a job or webhook attempt under way runs again (at least once), and the embedded
+ * PostgreSQL is stopped as the process exits (embedded-postgres.ts). A supervisor's signals (SIGTERM, SIGHUP) keep the
+ * stop and its bound: it sends SIGKILL when it will not wait.
+ */
+export function stopAgain(logger: { warn(obj: object, msg: string): void }, signal: string): void {
+  if (signal !== 'SIGINT' || firstStopAt === undefined || performance.now() - firstStopAt < SAME_CTRL_C_MS)
+    return;
   logger.warn({ signal }, 'stop asked again: exiting now, without waiting for the work in flight');
   process.exit(EXIT.failed);
 }
@@ -49,10 +65,8 @@ export async function keepingStops<T>(
   let signalledAt = 0;
   let bound: NodeJS.Timeout | undefined;
   const keep = (signal: NodeJS.Signals) => {
-    if (signalled) {
-      if (signal === 'SIGINT') exitNow(logger, signal);
-      return;
-    }
+    if (signalled) return stopAgain(logger, signal);
+    noteStop();
     signalled = signal;
     signalledAt = performance.now();
     logger.info(signal === 'SIGINT' ? { signal, hint: AGAIN_TO_EXIT } : { signal }, kept);

@@ -137,6 +137,12 @@ describe('operator commands against a live server', () => {
     );
     assert.equal(nothing.code, 1, nothing.stderr);
     assert.match(nothing.stderr, /body: give at least one of name, quote_expiry_ms, deposit_fee_bps/);
+    const blank = await runCli(
+      ['platforms', 'update', code, '--name', '', '--url', svc.url, '--token', TEST_ADMIN_TOKEN],
+      env,
+    );
+    assert.equal(blank.code, 2, blank.stderr);
+    assert.match(blank.stderr, /--name must not be empty/);
   });
 
   test('allowlist set', async () => {

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
+import { SAME_CTRL_C_MS } from '../../src/main/kept-stops.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { eventually, startCli, type CliProcess } from '../helpers/service-process.ts';
 
@@ -258,7 +259,10 @@ describe('SIGTERM', () => {
     const { holder, inFlight: held } = await operatorRequestHeldUp(url, 'again');
     const inFlight = held.catch((error: Error) => error);
     proc.child.kill('SIGINT');
+    // The same Ctrl-C a second time, at once (npm passes on the one the terminal sent svc, ms later): still waiting.
+    proc.child.kill('SIGINT');
     await proc.waitFor(/"hint":"Ctrl-C again to exit at once[^"]*","msg":"shutting down"/);
+    await new Promise((resolve) => setTimeout(resolve, SAME_CTRL_C_MS + 200));
     assert.equal(proc.child.exitCode, null, 'the first Ctrl-C waits for the request in flight');
     proc.child.kill('SIGINT');
     const exit = await proc.exited;

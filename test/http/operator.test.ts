@@ -235,6 +235,7 @@ describe('platforms, keys and allow-lists', () => {
       });
       return { quote, from: before, to: Date.now() };
     };
+    const named = ok<{ updated_at: number }>(await call('GET', `/participants/${code}`)).updated_at;
     const updated = ok<{ name: string; quote_expiry_ms: number; deposit_fee_bps: string }>(
       await call('PATCH', `/platforms/${code}`, {
         name: 'Renamed',
@@ -247,11 +248,12 @@ describe('platforms, keys and allow-lists', () => {
       ['Renamed', 120_000, '12.5'],
     );
     assert.deepEqual(ok(await call('GET', `/platforms/${code}`)), updated);
-    // The platform's participant is named as the platform is.
-    assert.equal(
-      ok<{ first_name: string }>(await call('GET', `/participants/${code}`)).first_name,
-      'Renamed',
+    // The platform's participant is named as the platform is, then.
+    const renamed = ok<{ first_name: string; updated_at: number }>(
+      await call('GET', `/participants/${code}`),
     );
+    assert.equal(renamed.first_name, 'Renamed');
+    assert.ok(renamed.updated_at > named, `updated_at ${named} → ${renamed.updated_at}`);
     const longer = await expiryOf();
     assert.ok(
       longer.quote.expire_ts >= longer.from + 120_000 && longer.quote.expire_ts <= longer.to + 120_000,

@@ -143,6 +143,7 @@ describe('the URL a request line tells', () => {
       '/participants/grace.hopper%25%34%30mail.example',
       '/participants/grace.hopper%25%32%35%34%30mail.example',
       '/participants?email=x&page=grace.hopper%2525%34%30mail.example',
+      '/participants/grace.hopper%252525252540mail.example',
     ])
       await signed(target);
     assert.deepEqual(
@@ -156,6 +157,7 @@ describe('the URL a request line tells', () => {
         '/participants/[redacted]',
         '/participants/[redacted]',
         '/participants?email=[redacted]&page=[redacted]',
+        '/participants/[redacted]',
       ],
     );
     assert.ok(!lines.slice(start).some((line) => /grace/.test(line)), 'the email is in no line');

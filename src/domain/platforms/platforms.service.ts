@@ -190,7 +190,7 @@ export function createPlatformsService(deps: DomainDeps) {
         if (input.name !== undefined)
           await trx
             .updateTable('participants')
-            .set({ first_name: input.name })
+            .set({ first_name: input.name, updated_at: new Date(deps.clock.now()) })
             .where('participant_code', '=', platformCode)
             .where('kind', '=', 'platform')
             .execute();
