@@ -292,6 +292,34 @@ describe('quick start on an embedded PostgreSQL', () => {
     }
   });
 
+  test('Ctrl-C to `npm start` (the terminal signals npm and svc, and npm passes its own on) is one clean shutdown', async () => {
+    // Review: svc got the SIGINT twice, ms apart, and took the second for a second Ctrl-C: it exited 1 at once.
+    const npmCli =
+      process.env.npm_execpath ??
+      path.join(path.dirname(process.execPath), '../lib/node_modules/npm/bin/npm-cli.js');
+    const proc = startCli(
+      [],
+      { SVC_PORT: '0', SVC_LOG_LEVEL: 'info', SVC_DATA_DIR: dataDir },
+      { entry: [npmCli, 'start', '--silent'], processGroup: true },
+    );
+    processes.push(proc);
+    await banner(proc);
+    process.kill(-proc.child.pid!, 'SIGINT');
+    const exited = await Promise.race([
+      proc.exited,
+      new Promise<null>((resolve) => setTimeout(() => resolve(null), 20_000).unref()),
+    ]);
+    assert.ok(exited, 'npm start did not exit within 20 s of SIGINT');
+    assert.doesNotMatch(proc.stdout(), /stop asked again/);
+    assert.match(proc.stdout(), /"msg":"shutting down"/);
+    assert.equal(exited.code, 0, proc.stdout() + proc.stderr());
+    assert.equal(
+      existsSync(path.join(dataDir, 'pg', 'postmaster.pid')),
+      false,
+      'embedded PostgreSQL stopped',
+    );
+  });
+
   test('a svc killed outright leaves its embedded PostgreSQL running; the next start stops that and starts', async () => {
     const killed = serve({ SVC_DATA_DIR: dataDir });
     await banner(killed);
