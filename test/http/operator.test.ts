@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ZRN_PATTERN } from '../../src/contract/identifiers.ts';
 import { rawRequest, type RawResponse } from '../helpers/probe-app.ts';
-import { setPrices } from '../helpers/funding-fixtures.ts';
+import { Dec } from '../../src/lib/decimal.ts';
+import { accountsJobRunner } from '../helpers/accounts-jobs.ts';
+import { newAccountHolder, setPrices } from '../helpers/funding-fixtures.ts';
 import { startTestService, TEST_ADMIN_TOKEN, type TestService } from '../helpers/test-service.ts';
 import { executeLiquidity, fund, liquidityQuote } from '../helpers/trades-fixtures.ts';
 
@@ -656,6 +658,16 @@ describe('prices and balances', () => {
 });
 
 describe('balances shown', () => {
+  type Held = {
+    account_label: string;
+    asset: string;
+    account_type: string;
+    balance: string;
+    promised: string;
+  };
+  const pick = (rows: Held[]) =>
+    rows.map((r) => [r.account_label, r.asset, r.account_type, r.balance, r.promised]);
+
   test("a participant's balances, each with what its unsettled trades have promised of it; filtered by label or asset", async () => {
     const { platform, client } = await svc.newPlatform();
     const buyer = (await svc.newParticipant(platform.platform_code)).participant_code;
@@ -671,16 +683,7 @@ describe('balances shown', () => {
     });
     // Accepted, not settled (no worker runs here): it has promised its pay amount, and moved nothing yet.
     await executeLiquidity(client, quote.quote_id);
-    type Held = {
-      account_label: string;
-      asset: string;
-      account_type: string;
-      balance: string;
-      promised: string;
-    };
     const list = (query: string) => call('GET', `/balances?participant_code=${buyer}${query}`);
-    const pick = (rows: Held[]) =>
-      rows.map((r) => [r.account_label, r.asset, r.account_type, r.balance, r.promised]);
     assert.deepEqual(pick(ok<Held[]>(await list(''))), [
       ['general', 'BTC', 'available', '0.5', '0'],
       ['general', 'USD', 'available', '1000', quote.total_notional],
@@ -697,6 +700,51 @@ describe('balances shown', () => {
     refused(await call('GET', '/balances'), 400, 'participant_code');
     refused(await list('&asset=usd'), 400, 'asset');
     refused(await list('&label=general'), 400, 'label');
+  });
+
+  test("a tenant's are its holder's under the label it is a tenant of, as a debit it names moves them", async () => {
+    // Review: a tenant was shown nothing, where POST /admin/balances naming it debited its holder's balance.
+    const { platform, client } = await svc.newPlatform();
+    const code = platform.platform_code;
+    await setPrices(svc);
+    const { code: holder, zrn } = await newAccountHolder(svc, code, 'joint');
+    const tenant = (await svc.newParticipant(code)).participant_code;
+    const added = await client.send('POST', `/accounts/${encodeURIComponent(zrn)}/tenants`, {
+      body: { participant_code: tenant },
+    });
+    assert.equal(added.status, 202, JSON.stringify(added.body));
+    const runner = accountsJobRunner(svc);
+    try {
+      await runner.run();
+    } finally {
+      await runner.close();
+    }
+    await fund(svc, holder, 'USD', '1000', 'joint');
+    await fund(svc, tenant, 'USD', '7');
+    const quote = await liquidityQuote(client, {
+      side: 'buy',
+      underlying: 'BTC',
+      quoted_currency: 'USD',
+      quantity: '0.01',
+      participant_code: tenant,
+      account_label: 'joint',
+    });
+    await executeLiquidity(client, quote.quote_id);
+    type Owned = Held & { participant_code: string };
+    const rows = async (query: string) =>
+      ok<Owned[]>(await call('GET', `/balances?participant_code=${tenant}${query}`)).map((r) => [
+        r.participant_code,
+        ...pick([r])[0]!,
+      ]);
+    const joint = [holder, 'joint', 'USD', 'available', '1000', quote.total_notional];
+    assert.deepEqual(await rows(''), [[tenant, 'general', 'USD', 'available', '7', '0'], joint]);
+    assert.deepEqual(await rows('&account_label=joint'), [joint]);
+    // What it shows free is what a debit naming the tenant may take.
+    const free = new Dec('1000').minus(quote.total_notional).toFixed();
+    const debit = (amount: string) =>
+      call('POST', '/balances', { participant_code: tenant, account_label: 'joint', asset: 'USD', amount });
+    refused(await debit(`-${new Dec(free).plus('0.000000000000000001').toFixed()}`), 400, 'amount');
+    assert.equal(ok<{ balance: string }>(await debit(`-${free}`)).balance, quote.total_notional);
   });
 });
 

@@ -5,7 +5,7 @@ import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';
 import type { AccountBalanceChanged } from '../../contract/webhook-payloads.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
-import type { Trx } from '../../store/database.ts';
+import { inOneSnapshot, type Trx } from '../../store/database.ts';
 import { findActingAccount } from '../accounts/account-holder.ts';
 import type { DomainDeps } from '../deps.ts';
 import { DomainError, invalid, notFound } from '../errors.ts';
@@ -152,8 +152,11 @@ export async function applyMovements(
 export function createBalancesService(deps: DomainDeps) {
   return {
     /**
-     * `GET /admin/balances`: the balances the participant holds (a tenant's are its holder's), each with what its
-     * unsettled trades have promised of it; by label, then asset, then type.
+     * `GET /admin/balances`: the balances the participant's requests act on, each with what unsettled trades have
+     * promised of it; by label, then asset, then type. Under a label where it is a tenant in effect, those are the
+     * holder's, as `adjust` and the public `GET /accounts` take them (review: a tenant was shown nothing, where a
+     * debit named by it moved its holder's balance). In one snapshot: a settlement between the reads made more
+     * look free than was.
      */
     async list(query: {
       participant_code: string;
@@ -162,36 +165,58 @@ export function createBalancesService(deps: DomainDeps) {
     }): Promise<HeldBalance[]> {
       const participant = await findParticipant(deps.db, query.participant_code);
       if (!participant) throw notFound(`participant ${query.participant_code} not found`);
-      const [rows, promised] = await Promise.all([
-        deps.db
-          .selectFrom('balance_accounts')
-          .selectAll()
-          .where('participant_code', '=', participant.participant_code)
-          .where('account_group', '=', participant.platform_code)
-          .$if(query.account_label !== undefined, (q) => q.where('account_label', '=', query.account_label!))
-          .$if(query.asset !== undefined, (q) => q.where('asset', '=', query.asset!))
-          .orderBy('account_label')
-          .orderBy('asset')
-          .orderBy('account_type')
-          .execute(),
-        promisedByAccount(deps.db, participant.platform_code, participant.participant_code),
-      ]);
-      const promisedOf = new Map(promised.map((p) => [`${p.account_label}\n${p.asset}`, p.promised]));
-      return rows.map((row) => ({
-        participant_code: row.participant_code,
-        account_group: row.account_group,
-        account_label: row.account_label,
-        account_type: row.account_type,
-        asset: row.asset,
-        balance: toDecimalString(row.balance),
-        promised: toDecimalString(
-          row.account_type === 'available'
-            ? (promisedOf.get(`${row.account_label}\n${row.asset}`) ?? '0')
-            : '0',
-        ),
-        account_id: row.account_id,
-        updated_at: row.updated_at.getTime(),
-      }));
+      const platformCode = participant.platform_code;
+      return inOneSnapshot(deps.db, async (trx) => {
+        const tenancies = await tenanciesInEffect(
+          trx,
+          platformCode,
+          participant.participant_code,
+          query.account_label,
+        );
+        const tenantLabels = tenancies.map((t) => t.account_label);
+        // Its own balances, but under the labels where it acts for a holder; and those holders' under those labels.
+        const holders = [
+          { owner: participant.participant_code, labels: undefined, notLabels: tenantLabels },
+          ...tenancies.map((t) => ({ owner: t.holder, labels: [t.account_label], notLabels: [] })),
+        ];
+        const found = await Promise.all(
+          holders.map(async ({ owner, labels, notLabels }) => {
+            const [rows, promised] = await Promise.all([
+              trx
+                .selectFrom('balance_accounts')
+                .selectAll()
+                .where('participant_code', '=', owner)
+                .where('account_group', '=', platformCode)
+                .$if(query.account_label !== undefined, (q) =>
+                  q.where('account_label', '=', query.account_label!),
+                )
+                .$if(labels !== undefined, (q) => q.where('account_label', 'in', labels!))
+                .$if(notLabels.length > 0, (q) => q.where('account_label', 'not in', notLabels))
+                .$if(query.asset !== undefined, (q) => q.where('asset', '=', query.asset!))
+                .execute(),
+              promisedByAccount(trx, platformCode, owner),
+            ]);
+            const promisedOf = new Map(promised.map((p) => [`${p.account_label}\n${p.asset}`, p.promised]));
+            return rows.map((row): HeldBalance => ({
+              participant_code: row.participant_code,
+              account_group: row.account_group,
+              account_label: row.account_label,
+              account_type: row.account_type,
+              asset: row.asset,
+              balance: toDecimalString(row.balance),
+              promised: toDecimalString(
+                row.account_type === 'available'
+                  ? (promisedOf.get(`${row.account_label}\n${row.asset}`) ?? '0')
+                  : '0',
+              ),
+              account_id: row.account_id,
+              updated_at: row.updated_at.getTime(),
+            }));
+          }),
+        );
+        const byKey = (b: HeldBalance) => [b.account_label, b.asset, b.account_type];
+        return found.flat().sort((a, b) => compareKeys(byKey(a), byKey(b)));
+      });
     },
 
     /**
@@ -308,3 +333,25 @@ export function createBalancesService(deps: DomainDeps) {
 }
 
 export type BalancesService = ReturnType<typeof createBalancesService>;
+
+/** The holder of each account the participant is a tenant of, in effect, by label (optionally of one label). */
+function tenanciesInEffect(trx: Trx, platformCode: string, participantCode: string, accountLabel?: string) {
+  return trx
+    .selectFrom('account_memberships as m')
+    .innerJoin('customer_accounts as a', (join) =>
+      join.onRef('a.zrn', '=', 'm.zrn').onRef('a.platform_code', '=', 'm.platform_code'),
+    )
+    .select(['m.account_label', 'a.participant_code as holder'])
+    .where('m.platform_code', '=', platformCode)
+    .where('m.participant_code', '=', participantCode)
+    .where('m.role', '=', 'tenant')
+    .where('m.effective_at', 'is not', null)
+    .$if(accountLabel !== undefined, (q) => q.where('m.account_label', '=', accountLabel!))
+    .execute();
+}
+
+/** Orders by the first key that differs, as text (code point order, as the database's "C" collation would). */
+function compareKeys(a: string[], b: string[]): number {
+  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return a[i]! < b[i]! ? -1 : 1;
+  return 0;
+}
