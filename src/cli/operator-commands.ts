@@ -185,6 +185,30 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         account_type: optionalString(o, 'type'),
       }),
   },
+  'deposits find': {
+    usage: 'svc deposits find [--tx TRANSACTION_ID] [--address ADDRESS] [--participant CODE] [--page N]',
+    summary: 'fund events of every platform by transaction id, deposit address or participant, newest first',
+    run: (c, _p, o) => {
+      const query = new URLSearchParams();
+      for (const [option, name] of [
+        ['tx', 'transaction_id'],
+        ['address', 'deposit_address'],
+        ['participant', 'participant_code'],
+      ] as const) {
+        // Given, not empty (as `required` tells it).
+        if (o[option] !== undefined) query.set(name, required(o, option));
+      }
+      if (query.size === 0) throw new UsageError('give --tx, --address or --participant (or more than one)');
+      const page = optionalInteger(o, 'page');
+      if (page !== undefined) query.set('page', String(page));
+      return c.getPage<FundEvent>(`/deposits?${query}`, 'deposits');
+    },
+  },
+  'deposits address': {
+    usage: 'svc deposits address ADDRESS',
+    summary: 'whose deposit address it is (platform, participant, account label, network)',
+    run: (c, p) => c.get(`/deposit_addresses/${pathArgument(p, 0, 'ADDRESS')}`),
+  },
   'deposits record': {
     usage:
       'svc deposits record ADDRESS QUANTITY [--tx TRANSACTION_ID] [--source ADDRESS] [--fund-asset USDC.ETH] [--deposit-timestamp MS] [--failed --reason TEXT]',
@@ -391,6 +415,7 @@ export const OPERATOR_OPTIONS = {
   amount: { type: 'string' },
   type: { type: 'string' },
   tx: { type: 'string' },
+  address: { type: 'string' },
   source: { type: 'string' },
   'fund-asset': { type: 'string' },
   'deposit-timestamp': { type: 'string' },

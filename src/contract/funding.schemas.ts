@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
-import { ParticipantCodeRef } from './identifiers.ts';
+import { GeneratedCode, ParticipantCodeRef } from './identifiers.ts';
 import { CLIENT_TOKEN_PERMISSIONS } from './wire-values.ts';
 import {
   AccountLabel,
@@ -308,3 +308,43 @@ export const RecordDepositBody = Type.Object(
 );
 export type RecordDepositBody = Static<typeof RecordDepositBody>;
 export const RecordedDepositResponse = Envelope(FundEvent);
+
+/**
+ * `GET /admin/deposits`: fund events found by the transaction id (in any of the forms a deposit's is taken in), the
+ * deposit address or the participant, at least one; newest first.
+ */
+export const FindDepositsQuery = Type.Object(
+  {
+    transaction_id: Type.Optional(chainIdentifier(200)),
+    deposit_address: Type.Optional(chainIdentifier(128)),
+    participant_code: Type.Optional(GeneratedCode),
+    page: Type.Optional(PageParam),
+    page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type FindDepositsQuery = Static<typeof FindDepositsQuery>;
+
+/** A fund event as the operator sees it: the platform's view, with the platform and the kind of event. */
+export const AdminFundEvent = Type.Object({
+  ...FundEvent.properties,
+  platform_code: Type.String(),
+  kind: Type.Union([Type.Literal('deposit'), Type.Literal('session_expired')]),
+});
+export type AdminFundEvent = Static<typeof AdminFundEvent>;
+
+export const DepositAddressParams = Type.Object({ address: chainIdentifier(128) });
+
+/** `GET /admin/deposit_addresses/{address}`: whose address it is. */
+export const DepositAddressOwner = Type.Object({
+  address: Type.String(),
+  platform_code: Type.String(),
+  participant_code: Type.String(),
+  account_label: Type.String(),
+  network: Type.String(),
+  last_fund_asset: Type.Union([Type.String(), Type.Null()], {
+    description: 'the asset of its latest fund quote: what a deposit that names none is taken to be',
+  }),
+  created_at: Type.Integer(),
+});
+export type DepositAddressOwner = Static<typeof DepositAddressOwner>;

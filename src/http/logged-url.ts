@@ -27,7 +27,7 @@ const REDACTED = '[redacted]';
 export function loggedUrl(request: FastifyRequest): string {
   const url = request.url;
   const queryAt = url.indexOf('?');
-  const path = withoutEmails(queryAt === -1 ? url : url.slice(0, queryAt));
+  const path = withoutEmails(withoutPersonalParams(queryAt === -1 ? url : url.slice(0, queryAt), request));
   const logged =
     queryAt === -1 ? path : `${path}?${loggedQuery(url.slice(queryAt + 1), takenQuery(request))}`;
   return logged.length <= MAX_LOGGED_URL_LENGTH
@@ -68,6 +68,26 @@ function withoutEmails(path: string): string {
     .split('/')
     .map((segment) => (holdsEmail(segment) ? REDACTED : segment))
     .join('/');
+}
+
+/** Path parameters that carry a person's data: a deposit address (`GET /admin/deposit_addresses/{address}`). */
+const PERSONAL_PATH_PARAMS = new Set([':address']);
+/** The positions of each route's personal path parameters, found once per route. */
+const personalSegmentsOf = new Map<string, number[]>();
+
+/** The path with the segments of the route's personal parameters redacted. */
+function withoutPersonalParams(path: string, request: FastifyRequest): string {
+  const route = request.routeOptions.url;
+  if (route === undefined) return path;
+  let positions = personalSegmentsOf.get(route);
+  if (positions === undefined) {
+    positions = route.split('/').flatMap((segment, i) => (PERSONAL_PATH_PARAMS.has(segment) ? [i] : []));
+    personalSegmentsOf.set(route, positions);
+  }
+  if (positions.length === 0) return path;
+  const segments = path.split('/');
+  for (const i of positions) if (i < segments.length) segments[i] = REDACTED;
+  return segments.join('/');
 }
 
 /** The query parameters each route's schema takes, found once per schema. */

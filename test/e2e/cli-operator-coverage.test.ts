@@ -92,6 +92,9 @@ test('the operator commands call every /admin route of the OpenAPI document', as
     fund_asset: 'USDC.ETH',
   });
   await svcCommand(`deposits record ${address} 5 --fund-asset USDC.ETH`);
+  await svcCommand(`deposits find --address ${address} --participant ${participant.participant_code}`);
+  admin.params.set(address, '{address}');
+  await svcCommand(`deposits address ${address}`);
   const trade = await svcCommand<AdminTrade>(
     `trades book --platform ${platform.platform_code} --participant ${participant.participant_code} --side buy --underlying BTC --quoted-currency USD --quantity 0.001 --price 20000`,
   );

@@ -407,10 +407,11 @@ describe('exit codes', () => {
       runCli(['platforms', 'create', '--name', '', ...auth()], env),
       runCli(['platforms', 'create', '--name', 'open', '--allow', '', ...auth()], env),
       runCli(['platforms', 'create', '--name', 'open', '--allow', '10.0.0.0/8,', ...auth()], env),
+      runCli(['deposits', 'find', ...auth()], env),
     ]);
     assert.deepEqual(
       cases.map((c) => c.code),
-      [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2],
+      [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2],
       cases.map((c) => c.stderr).join('\n'),
     );
     assert.match(cases[1]!.stderr, /--name is required/);
@@ -432,6 +433,7 @@ describe('exit codes', () => {
     // every address may call (probe).
     for (const refused of [cases[9]!, cases[10]!])
       assert.equal(refused.stderr, 'error: --allow has an empty value (given empty, or between commas)\n');
+    assert.equal(cases[11]!.stderr, 'error: give --tx, --address or --participant (or more than one)\n');
   });
 
   test('3 when no server answers', async () => {

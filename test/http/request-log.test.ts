@@ -190,6 +190,25 @@ describe('the URL a request line tells', () => {
     assert.ok(!lines.slice(start).some((line) => line.includes(token)));
   });
 
+  test("a deposit address is redacted in the operator's lookups, in the path as in the query", async () => {
+    const start = lines.length;
+    const authorized = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    await from('198.51.100.7', '/admin/deposit_addresses/bc1qgracehopper', authorized);
+    await from(
+      '198.51.100.7',
+      `/admin/deposits?deposit_address=bc1qgracehopper&transaction_id=${'ab'.repeat(32)}`,
+      authorized,
+    );
+    assert.deepEqual(
+      requestLines(start).map((line) => line.url),
+      [
+        '/admin/deposit_addresses/[redacted]',
+        `/admin/deposits?deposit_address=[redacted]&transaction_id=${'ab'.repeat(32)}`,
+      ],
+    );
+    assert.ok(!lines.slice(start).some((line) => line.includes('gracehopper')));
+  });
+
   test('an answer X-Simulator-Scenario made says so (cert)', async () => {
     const start = lines.length;
     const target = '/participants?page=1';

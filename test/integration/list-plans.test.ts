@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { Kysely, PostgresDialect, type CompiledQuery } from 'kysely';
 import pg from 'pg';
 import { listBalanceAccounts } from '../../src/domain/accounts/balance-accounts.repository.ts';
-import { listFundEvents } from '../../src/domain/funding/funding.repository.ts';
+import { findFundEvents, listFundEvents } from '../../src/domain/funding/funding.repository.ts';
 import { listPlatformCustomers } from '../../src/domain/participants/participants.repository.ts';
 import { deleteUnexecutedQuotesExpiredBefore } from '../../src/domain/quotes/quotes.repository.ts';
 import { findOverdueTrades, listPlatformTrades } from '../../src/domain/trades/trades.repository.ts';
@@ -158,6 +158,22 @@ test('GET /fund/transactions?fund_asset= and GET /accounts?asset=: through their
   );
   assertReadThrough([accounts!], 'balance_accounts_asset_created');
   assert.ok(!accounts!.includes('Sort'), accounts!.join(' > '));
+});
+
+test('GET /admin/deposits: by transaction id through its index (0038), by address through the unique one', async () => {
+  // Review: the unique (deposit_address, transaction_id) index leads with the address; by the id alone, support's
+  // lookup read every fund event of every platform.
+  const plans = await plansOf(async () => {
+    await findFundEvents(db, { transactionIds: ['ab'.repeat(32), `0x${'ab'.repeat(32)}`] }, page);
+    await findFundEvents(db, { depositAddress: 'bc1qexample' }, page);
+  });
+  // Each statement of a page, and its count.
+  const [byId, , byAddress] = plans;
+  assertReadThrough([byId!], 'fund_events_transaction');
+  assert.ok(
+    byAddress!.some((n) => n.includes(':fund_events_deposit_address_transaction_id_key')),
+    byAddress!.join(' > '),
+  );
 });
 
 test('GET /fund/transactions?success=false: the failures through an index of their own, in order (0035)', async () => {

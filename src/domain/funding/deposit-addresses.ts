@@ -78,7 +78,7 @@ const HEX_TRANSACTION_ID = /^(0[xX])?([0-9a-fA-F]+)$/;
 /** Digits of a transaction hash (32 bytes): Bitcoin's txid, an EVM transaction hash. */
 const HASH_DIGITS = 64;
 /** The networks whose transaction ids are hex, where letter case makes no difference. */
-const HEX_ID_NETWORKS = new Set(['BTC', 'ETH']);
+export const HEX_ID_NETWORKS: ReadonlySet<string> = new Set(['BTC', 'ETH']);
 
 /**
  * The form a deposit's transaction id is stored and compared in, so that an indexer retrying with the hash

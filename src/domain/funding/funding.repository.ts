@@ -303,6 +303,42 @@ export async function listFundEvents(
   );
 }
 
+/**
+ * `GET /admin/deposits`: every platform's fund events with one of these transaction ids, at this address, or of this
+ * participant (each given narrows), newest first, one page and the total count.
+ */
+export async function findFundEvents(
+  db: Executor,
+  filters: {
+    transactionIds?: string[];
+    depositAddress?: string;
+    participant?: { platformCode: string; participantCode: string };
+  },
+  page: { limit: number; offset: number },
+): Promise<{ rows: FundEventRow[]; count: number }> {
+  let query = db.selectFrom('fund_events');
+  if (filters.transactionIds !== undefined)
+    query = query.where('transaction_id', 'in', filters.transactionIds);
+  if (filters.depositAddress !== undefined)
+    query = query.where('deposit_address', '=', filters.depositAddress);
+  if (filters.participant !== undefined)
+    query = query
+      .where('platform_code', '=', filters.participant.platformCode)
+      .where('participant_code', '=', filters.participant.participantCode);
+  return rowsAndCount(
+    page.offset,
+    () =>
+      query
+        .selectAll()
+        .orderBy('deposit_timestamp', 'desc')
+        .orderBy('seq', 'desc')
+        .limit(page.limit)
+        .offset(page.offset)
+        .execute(),
+    () => countOf(query),
+  );
+}
+
 // ---- Ownership (wire-contract §9: naming another platform's resource → 403) ----
 
 export async function platformOfFundEvent(db: Executor, fundId: string) {

@@ -1,7 +1,10 @@
 import { REVIVE_BATCH } from '../../jobs/cron.ts';
 import { randomBytes } from 'node:crypto';
 import type {
+  AdminFundEvent,
   ClientAuthToken,
+  DepositAddressOwner,
+  FindDepositsQuery,
   ClientAuthTokenBody,
   FundEvent,
   FundQuote,
@@ -51,6 +54,7 @@ import {
 import {
   canonicalDepositAddress,
   canonicalTransactionId,
+  HEX_ID_NETWORKS,
   depositAddressKey,
   deriveDepositAddress,
 } from './deposit-addresses.ts';
@@ -774,6 +778,63 @@ export function createFundingService(deps: DomainDeps) {
       // The vendor's GetFundTransactionsResponse has no `count` (wire-contract §3).
       const { count: _count, ...paging } = pageFields(page, count);
       return { message: rows.map(fundEventView), ...paging };
+    },
+
+    /**
+     * `GET /admin/deposits`: the fund events a support case starts from, by transaction id (as a deposit's is taken
+     * on any network: a hash with or without `0x`, in any letter case), deposit address or participant.
+     */
+    async findForOperator(query: FindDepositsQuery) {
+      const { transaction_id: transactionId, deposit_address: address, participant_code: code } = query;
+      if (transactionId === undefined && address === undefined && code === undefined)
+        throw invalid('query: give at least one of transaction_id, deposit_address, participant_code');
+      const participant = code === undefined ? undefined : await findParticipant(db, code);
+      if (code !== undefined && !participant) throw notFound(`participant ${code} not found`);
+      const page = pageOf(query);
+      const transactionIds =
+        transactionId === undefined
+          ? undefined
+          : [
+              ...new Set([
+                transactionId,
+                ...[...HEX_ID_NETWORKS].map((network) => canonicalTransactionId(network, transactionId)),
+              ]),
+            ];
+      const { rows, count } = await inOneSnapshot(db, (trx) =>
+        repo.findFundEvents(
+          trx,
+          {
+            transactionIds,
+            depositAddress: address === undefined ? undefined : canonicalDepositAddress(address),
+            participant: participant && {
+              platformCode: participant.platform_code,
+              participantCode: participant.participant_code,
+            },
+          },
+          page,
+        ),
+      );
+      const items = rows.map((row): AdminFundEvent => ({
+        ...fundEventView(row),
+        platform_code: row.platform_code,
+        kind: row.kind,
+      }));
+      return { items, ...pageFields(page, count) };
+    },
+
+    /** `GET /admin/deposit_addresses/{address}`: whose deposit address it is (404 when it is none of ours). */
+    async depositAddressOwner(address: string): Promise<DepositAddressOwner> {
+      const row = await repo.findAddress(db, canonicalDepositAddress(address));
+      if (!row) throw notFound(`deposit address ${address} not found`);
+      return {
+        address: row.address,
+        platform_code: row.platform_code,
+        participant_code: row.participant_code,
+        account_label: row.account_label,
+        network: row.network,
+        last_fund_asset: row.last_fund_asset,
+        created_at: row.created_at.getTime(),
+      };
     },
   };
 }
