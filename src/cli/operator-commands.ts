@@ -22,7 +22,7 @@ import type {
   WebhookEndpoint,
   WebhookNotification,
 } from '../contract/webhooks.schemas.ts';
-import { ADVANCE_FROM_STATES } from '../contract/wire-values.ts';
+import { ADVANCE_FROM_STATES, TRADE_STATES } from '../contract/wire-values.ts';
 import { timeOption } from './time-option.ts';
 
 /**
@@ -376,6 +376,27 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       return c.post<AdminTrade>('/trades', body);
     },
   },
+  'trades list': {
+    usage:
+      'svc trades list --platform CODE [--participant CODE] [--state accepted|active|terminated] [--client-trade-id ID] [--page N]',
+    summary: "a platform's trades, newest first (--client-trade-id: the platform's id, or a quote id)",
+    run: (c, _p, o) => {
+      const query = new URLSearchParams({ platform_code: required(o, 'platform') });
+      const state = optionalString(o, 'state');
+      if (state !== undefined && !(TRADE_STATES as readonly string[]).includes(state))
+        throw new UsageError(`--state must be ${TRADE_STATES.join(', ')}`);
+      for (const [option, name] of [
+        ['participant', 'participant_code'],
+        ['state', 'trade_state'],
+        ['client-trade-id', 'client_trade_id'],
+      ] as const) {
+        if (o[option] !== undefined) query.set(name, required(o, option));
+      }
+      const page = optionalInteger(o, 'page');
+      if (page !== undefined) query.set('page', String(page));
+      return c.getPage<AdminTrade>(`/trades?${query}`, 'trades');
+    },
+  },
   'trades show': {
     usage: 'svc trades show TRADE_ID',
     summary: "show any platform's trade",
@@ -416,6 +437,7 @@ export const OPERATOR_OPTIONS = {
   type: { type: 'string' },
   tx: { type: 'string' },
   address: { type: 'string' },
+  state: { type: 'string' },
   source: { type: 'string' },
   'fund-asset': { type: 'string' },
   'deposit-timestamp': { type: 'string' },

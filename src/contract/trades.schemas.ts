@@ -224,3 +224,24 @@ export const AdminTrade = Type.Object({
 });
 export type AdminTrade = Static<typeof AdminTrade>;
 export const AdminTradeResponse = Envelope(AdminTrade);
+
+/** `GET /admin/trades`: a platform's trades, newest first, optionally of a party, in a state, or by client trade id. */
+export const AdminListTradesQuery = Type.Object(
+  {
+    platform_code: GeneratedCode,
+    participant_code: Type.Optional(GeneratedCode),
+    trade_state: Type.Optional(Type.Enum(TRADE_STATES)),
+    client_trade_id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description: "the platform's id, or the quote id of a quote's trade",
+      }),
+    ),
+    page: Type.Optional(PageParam),
+    page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: TRADES_MAX_PAGE_SIZE })),
+  },
+  { additionalProperties: false },
+);
+export type AdminListTradesQuery = Static<typeof AdminListTradesQuery>;
+export const AdminTradesPage = PagedEnvelope(AdminTrade);

@@ -100,6 +100,7 @@ test('the operator commands call every /admin route of the OpenAPI document', as
   );
   admin.params.set(trade.trade_id, '{trade_id}');
   await svcCommand(`trades show ${trade.trade_id}`);
+  await svcCommand(`trades list --platform ${platform.platform_code} --state accepted`);
   await svcCommand(`trades advance ${trade.trade_id}`);
   admin.params.set('127.0.0.1', '{ip}');
   await svcCommand('rate-limits show 127.0.0.1');

@@ -109,6 +109,45 @@ test("GET /admin/trades/{trade_id}: any platform's trade as the operator's calls
     });
 });
 
+test("GET /admin/trades: a platform's trades, newest first, by party, state or client_trade_id (a quote id too)", async () => {
+  type AdminPage = {
+    message: AdminTrade[];
+    page: number;
+    page_size: number;
+    total_pages: number;
+    count: number;
+  };
+  const list = async (query: string) => {
+    const res = await svc.operatorCall('GET', `/trades?platform_code=${platformCode}${query}`);
+    assert.equal(res.status, 200, res.text);
+    return res.json as AdminPage;
+  };
+  const ids = (page: AdminPage) => page.message.map((t) => t.trade_id);
+  const newestFirst = made.map((m) => m.tradeId).reverse();
+  assert.deepEqual(ids(await list('')), newestFirst);
+  assert.deepEqual(ids(await list(`&participant_code=${bob}`)), [made[3]!.tradeId]);
+  assert.deepEqual(ids(await list('&trade_state=terminated')), [made[1]!.tradeId]);
+  // Support is given the quote id: it finds the trade of that quote.
+  assert.deepEqual(ids(await list(`&client_trade_id=${made[2]!.quoteId}`)), [made[2]!.tradeId]);
+  const second = await list('&page=2&page_size=2');
+  assert.deepEqual([ids(second), second.count, second.total_pages], [newestFirst.slice(2, 4), 5, 3]);
+  const unknown = await svc.operatorCall('GET', '/trades?platform_code=ZZZZZ9');
+  assert.equal(unknown.status, 404, unknown.text);
+  assert.match(unknown.text, /platform ZZZZZ9 not found/);
+  const missing = await svc.operatorCall('GET', '/trades');
+  assert.equal(missing.status, 400, missing.text);
+  assert.match(missing.text, /platform_code/);
+  // A quote's id given as a trade's: the 404 names the trade.
+  await assert.rejects(svc.admin.get(`/trades/${made[2]!.quoteId}`), (error: AdminApiError) => {
+    assert.equal(error.status, 404);
+    assert.match(
+      JSON.stringify(error.body),
+      new RegExp(`that is the id of the quote of trade ${made[2]!.tradeId}`),
+    );
+    return true;
+  });
+});
+
 test("another platform's trade → 403 (and its own platform still reads it)", async () => {
   await assertOtherPlatformForbidden(
     { method: 'GET', path: `/trades/${made[0]!.tradeId}` },

@@ -44,6 +44,11 @@ export function findTrade(db: Executor, tradeId: string): Promise<TradeWithWithd
   return selectTrades(db).where('trades.trade_id', '=', tradeId).executeTakeFirst();
 }
 
+/** The trade a quote made, if it was executed. */
+export function findTradeOfQuote(db: Executor, quoteId: string): Promise<TradeWithWithdrawal | undefined> {
+  return selectTrades(db).where('trades.quote_id', '=', quoteId).executeTakeFirst();
+}
+
 /** Whether the trade exists at all: tells "another platform's" (403) from "unknown" (404), wire-contract §9. */
 export async function tradeExists(db: Executor, tradeId: string): Promise<boolean> {
   const row = await db

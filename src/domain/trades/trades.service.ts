@@ -1,5 +1,5 @@
 import { REVIVE_BATCH } from '../../jobs/cron.ts';
-import type { BookTradeBody, ListTradesQuery } from '../../contract/trades.schemas.ts';
+import type { AdminListTradesQuery, BookTradeBody, ListTradesQuery } from '../../contract/trades.schemas.ts';
 import { TRADES_DEFAULT_PAGE_SIZE } from '../../contract/trades.schemas.ts';
 import { enqueueJob, type EnqueueOptions } from '../../jobs/enqueue.ts';
 import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
@@ -27,6 +27,7 @@ import {
   lockSpendableBalance,
   findOverdueTrades,
   findTrade,
+  findTradeOfQuote,
   type OverdueTrade,
   lockTrade,
   lockTradeStateIfFree,
@@ -455,13 +456,42 @@ export function createTradesService(deps: DomainDeps) {
       return { rows: rows.map(tradeView), ...pageFields(page, count) };
     },
 
-    /** `GET /admin/trades/{trade_id}`: any platform's trade, as the operator's calls answer it. */
+    /**
+     * `GET /admin/trades/{trade_id}`: any platform's trade, as the operator's calls answer it. A quote's id is not its
+     * trade's: the 404 names the trade (review: support is given the quote id, the trade's client_trade_id).
+     */
     async getForOperator(tradeId: string) {
       // The operator API says what it did not find (the CLI reads a bare 404 as another listener's).
       if (!isUuid(tradeId)) throw notFound(`trade ${tradeId} not found`);
       const row = await findTrade(db, tradeId);
-      if (!row) throw notFound(`trade ${tradeId} not found`);
-      return adminTradeView(row);
+      if (row) return adminTradeView(row);
+      const ofQuote = await findTradeOfQuote(db, tradeId.toLowerCase());
+      throw notFound(
+        ofQuote
+          ? `trade ${tradeId} not found: that is the id of the quote of trade ${ofQuote.trade_id}`
+          : `trade ${tradeId} not found`,
+      );
+    },
+
+    /** `GET /admin/trades`: one platform's trades, newest first, as the operator's calls answer them. */
+    async listForOperator(query: AdminListTradesQuery) {
+      if (!(await findPlatform(db, query.platform_code)))
+        throw notFound(`platform ${query.platform_code} not found`);
+      const page = pageOf(query, TRADES_DEFAULT_PAGE_SIZE);
+      const { rows, count } = await inOneSnapshot(db, (trx) =>
+        listPlatformTrades(
+          trx,
+          query.platform_code,
+          {
+            clientTradeId: query.client_trade_id,
+            orQuoteId: quoteOfClientTradeId(query.client_trade_id),
+            tradeState: query.trade_state,
+            partyCodes: query.participant_code === undefined ? [] : [query.participant_code],
+          },
+          page,
+        ),
+      );
+      return { items: rows.map(adminTradeView), ...pageFields(page, count) };
     },
 
     /** `POST /admin/trades/{trade_id}/advance`: the next state now (DESIGN §3). */

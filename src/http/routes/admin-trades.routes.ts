@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 
 import {
+  AdminListTradesQuery,
   AdminTradeResponse,
+  AdminTradesPage,
   AdvanceTradeBody,
   BookTradeBody,
   TradeParams,
@@ -26,6 +28,24 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
       },
     },
     async (request, reply) => reply.code(201).send({ message: await trades.bookByOperator(request.body) }),
+  );
+
+  app.get<{ Querystring: AdminListTradesQuery }>(
+    '/trades',
+    {
+      schema: {
+        tags,
+        summary:
+          "A platform's trades, newest first, optionally of a party (owner or counterparty), in a state, or by " +
+          'client_trade_id (a quote id finds the trade of that quote)',
+        querystring: AdminListTradesQuery,
+        response: { 200: AdminTradesPage, ...adminErrorResponses },
+      },
+    },
+    async (request) => {
+      const { items, ...paging } = await trades.listForOperator(request.query);
+      return { message: items, ...paging };
+    },
   );
 
   app.get<{ Params: TradeParams }>(
