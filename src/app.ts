@@ -163,6 +163,9 @@ function writingHeadApart(req: IncomingMessage, res: ServerResponse): void {
   res.write = asBuffer(res.write);
 }
 
+/** How much of an API key a request's log line tells. */
+const API_KEY_PREFIX_LENGTH = 8;
+
 /**
  * The one log line of a request, on completion. Flat fields: a nested req/res object costs the redaction
  * (src/main/logger.ts) about half as much again.
@@ -183,6 +186,14 @@ function logCompleted(
       statusCode,
       remoteAddress: request.ip,
       responseTime,
+      // Whose request it was, once authenticated (review: nothing told what a leaked key had done). The key's first
+      // characters only, enough to tell a platform's keys apart in `svc keys list`: the header stays out of the logs.
+      ...(request.caller
+        ? {
+            platform: request.caller.platformCode,
+            apiKeyPrefix: request.caller.apiKey.slice(0, API_KEY_PREFIX_LENGTH),
+          }
+        : {}),
       ...extra,
     },
     'request completed',

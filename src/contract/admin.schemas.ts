@@ -77,6 +77,9 @@ export const ApiKeySummary = Type.Object({
   platform_code: Type.String(),
   created_at: Type.Integer(),
   revoked_at: Type.Union([Type.Integer(), Type.Null()]),
+  last_used_at: Type.Union([Type.Integer(), Type.Null()], {
+    description: 'epoch ms of the last request it authenticated, to the minute; null: none yet',
+  }),
 });
 
 export const ApiKeyParams = Type.Object({

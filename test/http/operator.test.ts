@@ -344,6 +344,31 @@ describe('platforms, keys and allow-lists', () => {
     refused(await call('DELETE', '/api_keys/0123456789abcdef0123456789abcdef'), 404);
   });
 
+  test("an API key's last use is listed, to the minute, noted at most once a minute by an instance", async () => {
+    const { platform, key, client } = await svc.newPlatform();
+    const keys = async () =>
+      ok<Array<{ api_key: string; created_at: number; last_used_at: number | null }>>(
+        await call('GET', `/platforms/${platform.platform_code}/api_keys`),
+      ).find((k) => k.api_key === key.api_key)!;
+    assert.equal((await keys()).last_used_at, null, 'not used yet');
+    const before = Date.now();
+    assert.equal((await client.send('GET', '/accounts')).status, 200);
+    const used = await keys();
+    assert.ok(
+      used.last_used_at! >= used.created_at && used.last_used_at! >= before - 1_000,
+      JSON.stringify(used),
+    );
+    // Within the minute, another request writes nothing: an older use set meanwhile stays.
+    const long = new Date(before - 3_600_000);
+    await svc.runtime.store.db
+      .updateTable('api_keys')
+      .set({ last_used_at: long })
+      .where('api_key', '=', key.api_key)
+      .execute();
+    assert.equal((await client.send('GET', '/accounts')).status, 200);
+    assert.equal((await keys()).last_used_at, long.getTime());
+  });
+
   test('allow-list: replaced as a whole; invalid entries named', async () => {
     const { platform_code } = ok<{ platform_code: string }>(
       await call('POST', '/platforms', { name: 'Lists', ip_allowlist: ['10.0.0.1'] }),

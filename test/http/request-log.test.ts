@@ -29,6 +29,8 @@ interface RequestLine {
   remoteAddress: string;
   msg: string;
   simulated?: string;
+  platform?: string;
+  apiKeyPrefix?: string;
 }
 const INFO = 30;
 const DEBUG = 20;
@@ -119,6 +121,17 @@ describe('the URL a request line tells', () => {
       target,
       signedHeaders(platform.key, 'GET', target, undefined, Math.floor(clock.now() / 1000)),
     );
+
+  test("an authenticated request's line names its platform and its API key's first characters, never the whole key", async () => {
+    const start = lines.length;
+    assert.equal((await signed('/participants?page=1')).status, 200);
+    const [line] = requestLines(start);
+    assert.deepEqual(
+      [line!.platform, line!.apiKeyPrefix],
+      [platform.platform.platform_code, platform.key.api_key.slice(0, 8)],
+    );
+    assert.ok(!lines.slice(start).some((text) => text.includes(platform.key.api_key)));
+  });
 
   test("a participant's email is redacted in the path and in the query", async () => {
     const start = lines.length;

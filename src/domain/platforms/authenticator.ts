@@ -5,7 +5,7 @@ import { verifyPassphrase } from '../../lib/passphrase-hash.ts';
 import { decryptSecret } from '../../lib/secret-box.ts';
 import type { DomainDeps } from '../deps.ts';
 import { unauthenticated } from '../errors.ts';
-import { findApiKey } from './platforms.repository.ts';
+import { findApiKey, markApiKeyUsed } from './platforms.repository.ts';
 
 /**
  * wire-contract §1 API-key authentication. Decrypting a secret and checking an scrypt hash are too slow for
@@ -39,7 +39,12 @@ interface CachedKey {
   verifying: Map<string, Promise<boolean>>;
   revoked: boolean;
   loadedAt: number;
+  /** When this instance last noted the key's use in the database (clock ms); null: not yet. */
+  useNotedAt: number | null;
 }
+
+/** How often an instance notes a key's use: last_used_at is to the minute, and costs one write a minute per key. */
+export const USE_NOTED_EVERY_MS = 60_000;
 
 const TIMESTAMP_TOLERANCE_S = 60;
 const CACHE_MAX_ENTRIES = 10_000;
@@ -108,6 +113,7 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
           verifying: new Map(),
           revoked: row.revoked_at !== null,
           loadedAt: deps.clock.now(),
+          useNotedAt: null,
         };
         if (started !== generation) return entry;
         cache.set(apiKey, entry);
@@ -118,6 +124,20 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
       loading.set(apiKey, pending);
     }
     return pending;
+  }
+
+  /**
+   * Notes the key's use in the database at most once per USE_NOTED_EVERY_MS on this instance (`svc keys list`'s
+   * last_used_at: is a key about to be revoked still in use? was a leaked one used?). A failure is not the request's:
+   * the use is noted by a later one.
+   */
+  async function noteUse(apiKey: string, entry: CachedKey): Promise<void> {
+    const now = deps.clock.now();
+    if (entry.useNotedAt !== null && now - entry.useNotedAt < USE_NOTED_EVERY_MS) return;
+    entry.useNotedAt = now;
+    await markApiKeyUsed(deps.db, apiKey, new Date(now)).catch(() => {
+      entry.useNotedAt = null;
+    });
   }
 
   async function passphraseMatches(entry: CachedKey, passphrase: string): Promise<boolean> {
@@ -154,6 +174,7 @@ export function createAuthenticator(deps: DomainDeps, options: AuthenticatorOpti
       const message = signingMessage(req.timestamp, req.method, req.route, req.rawBody);
       if (!signatureMatches(entry.secret, message, req.signature)) throw unauthenticated('invalid signature');
       if (!(await passphraseMatches(entry, req.passphrase))) throw unauthenticated('invalid passphrase');
+      await noteUse(req.apiKey, entry);
       return { platformCode: entry.platformCode, apiKey: req.apiKey };
     },
   };

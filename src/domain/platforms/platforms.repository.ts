@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Executor } from '../../store/database.ts';
 
 export function findPlatform(db: Executor, platformCode: string) {
@@ -16,10 +17,19 @@ export function findApiKey(db: Executor, apiKey: string) {
   return db.selectFrom('api_keys').selectAll().where('api_key', '=', apiKey).executeTakeFirst();
 }
 
+/** Notes a use of the key at `at`; never moves its last use back (another instance may have noted a later one). */
+export async function markApiKeyUsed(db: Executor, apiKey: string, at: Date): Promise<void> {
+  await db
+    .updateTable('api_keys')
+    .set({ last_used_at: sql<Date>`greatest(coalesce(last_used_at, ${at}), ${at})` })
+    .where('api_key', '=', apiKey)
+    .execute();
+}
+
 export function listApiKeys(db: Executor, platformCode: string) {
   return db
     .selectFrom('api_keys')
-    .select(['api_key', 'platform_code', 'created_at', 'revoked_at'])
+    .select(['api_key', 'platform_code', 'created_at', 'revoked_at', 'last_used_at'])
     .where('platform_code', '=', platformCode)
     .orderBy('created_at')
     .execute();

@@ -250,6 +250,7 @@ export function createPlatformsService(deps: DomainDeps) {
         platform_code: k.platform_code,
         created_at: k.created_at.getTime(),
         revoked_at: k.revoked_at ? k.revoked_at.getTime() : null,
+        last_used_at: k.last_used_at ? k.last_used_at.getTime() : null,
       }));
     },
 

@@ -21,6 +21,8 @@ export interface ApiKeysTable {
   passphrase_hash: string;
   created_at: CreatedAt;
   revoked_at: Date | null;
+  /** When a request last authenticated with it, to the minute (migration 0039); null: never since. */
+  last_used_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface ParticipantsTable {
