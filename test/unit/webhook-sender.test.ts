@@ -153,7 +153,7 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
     }
   });
 
-  test('a non-2xx is failed with its status at its status line: a body then left open or cut does not lose it', async () => {
+  test('a non-2xx is failed with its status at its status line: a body then left open or cut does not lose it, nor what came of it', async () => {
     // It waited for the body: one left open was recorded as a timeout, one cut as "other side closed", both with
     // no status code, though the receiver had answered 500 at once (review).
     sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
@@ -163,7 +163,10 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
       first.res.writeHead(500, { 'content-type': 'text/plain' });
       first.res.write('broken');
       const result = await open;
-      assert.deepEqual([result.outcome, result.statusCode, result.error], ['failed', 500, 'HTTP 500']);
+      assert.deepEqual(
+        [result.outcome, result.statusCode, result.error],
+        ['failed', 500, 'HTTP 500: broken'],
+      );
       assert.ok(result.durationMs < TIMEOUT_MS, `durationMs ${result.durationMs}`);
 
       const cut = send();
@@ -174,7 +177,7 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
       second.res.destroy();
       assert.deepEqual(
         [cutResult.outcome, cutResult.statusCode, cutResult.error],
-        ['failed', 502, 'HTTP 502'],
+        ['failed', 502, 'HTTP 502: abc'],
       );
     } finally {
       await sender.close();
@@ -221,7 +224,46 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
       res.writeHead(503, { 'content-type': 'text/plain' });
       res.end('later');
       const result = await sending;
-      assert.deepEqual([result.outcome, result.statusCode, result.error], ['failed', 503, 'HTTP 503']);
+      assert.deepEqual([result.outcome, result.statusCode, result.error], ['failed', 503, 'HTTP 503: later']);
+    } finally {
+      await sender.close();
+    }
+  });
+
+  test("a 4xx or 5xx keeps the start of its body, the receiver's reason, as one printable line; a 410 and a 2xx do not wait for theirs", async () => {
+    // Review: a receiver refusing the signature said why, and the operator saw "HTTP 400" only.
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    const answered = async (status: number, body: string | Buffer) => {
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(status, { 'content-type': 'text/plain' });
+      res.end(body);
+      return (await sending).error;
+    };
+    try {
+      assert.equal(
+        await answered(400, '{"error":"signature does not match"}\r\n'),
+        'HTTP 400: {"error":"signature does not match"}',
+      );
+      // Controls, line breaks and invisible characters are spaces; at most 200 bytes of the body.
+      assert.equal(await answered(422, 'bad\u0007\n\n  \u202Etimestamp'), 'HTTP 422: bad timestamp');
+      const long = await answered(500, `${'x'.repeat(300)}`);
+      assert.equal(long, `HTTP 500: ${'x'.repeat(200)}`);
+      // A character cut at the 200th byte is left out, not shown as a replacement character.
+      assert.equal(await answered(500, `${'a'.repeat(199)}é`), `HTTP 500: ${'a'.repeat(199)}`);
+      assert.equal(await answered(503, Buffer.from([0, 1, 2, 0xff])), 'HTTP 503');
+      assert.equal(await answered(503, ''), 'HTTP 503');
+      assert.equal(await answered(410, 'gone for good'), '410 Gone: retries stopped');
+
+      // A body that does not come holds a failure up half a second at most, not to the timeout: the status is the
+      // answer.
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(500, { 'content-length': '100' });
+      res.flushHeaders();
+      const result = await sending;
+      res.destroy();
+      assert.deepEqual([result.outcome, result.statusCode, result.error], ['failed', 500, 'HTTP 500']);
     } finally {
       await sender.close();
     }

@@ -59,10 +59,33 @@ interface InFlight {
    * read off: cutting it now loses nothing but the connection.
    */
   answered: boolean;
+  /** performance.now() when the status line arrived: the attempt's duration, whatever is read after it. */
+  answeredAt: number;
+  /** A failure's first body bytes (4xx, 5xx): the receiver's reason, kept with the attempt's error. */
+  excerpt: Buffer[] | null;
 }
 
 /** Longest response body read off (to keep the connection reusable); a longer one closes it. */
 const MAX_BODY_BYTES = 64 * 1024;
+/**
+ * How much of a 4xx or 5xx answer's body is kept with the attempt (review: a receiver refusing a signature said why,
+ * "signature does not match", and the operator saw "HTTP 400" only), and how long its arrival is waited for after
+ * the status line: the answer is the status, and a body that does not come does not hold the attempt up.
+ */
+const EXCERPT_BYTES = 200;
+const EXCERPT_WAIT_MS = 500;
+
+/** A failure's body excerpt as one printable line, or '' (binary, blank). */
+function excerptText(chunks: Buffer[]): string {
+  return Buffer.concat(chunks)
+    .subarray(0, EXCERPT_BYTES)
+    .toString('utf8')
+    // A character cut at the end, controls and line breaks: one line of what prints.
+    .replace(/\uFFFD+$/, '')
+    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\uFFFD]+/gu, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
 
 // Module-level rather than closures made per attempt: each attempt made three, each costing an allocation and
 // (under tsx, which keeps function names) a defineProperty.
@@ -192,6 +215,13 @@ export function createWebhookSender(options: {
       let status = 0;
       let received = 0;
       let cut = false;
+      let excerptWait: NodeJS.Timeout | null = null;
+      /** The answer, a failure's after its excerpt: resolving again changes nothing. */
+      const answer = () => {
+        if (excerptWait) clearTimeout(excerptWait);
+        excerptWait = null;
+        resolve(status);
+      };
       const handler: Dispatcher.DispatchHandler = {
         onRequestStart(controller) {
           attempt.controller = controller;
@@ -206,9 +236,17 @@ export function createWebhookSender(options: {
           // The status line is the answer, whatever it is: a failure too (a 500 whose body was then cut, or
           // stalled, was recorded as "other side closed", or as a timeout, without its status: review).
           attempt.answered = true;
-          resolve(statusCode);
+          attempt.answeredAt = performance.now();
+          if (statusCode < 400 || statusCode === 410) return resolve(statusCode);
+          // A failure's reason, if its body brings one soon.
+          attempt.excerpt = [];
+          excerptWait = setTimeout(answer, EXCERPT_WAIT_MS);
         },
         onResponseData(controller, chunk) {
+          if (attempt.excerpt && received < EXCERPT_BYTES) {
+            attempt.excerpt.push(chunk);
+            if (received + chunk.length >= EXCERPT_BYTES) answer();
+          }
           received += chunk.length;
           if (received > MAX_BODY_BYTES && !cut) {
             // The status is the answer; a body this long is not read to the end.
@@ -218,12 +256,13 @@ export function createWebhookSender(options: {
         },
         onResponseEnd() {
           settle(attempt);
-          resolve(status);
+          answer();
         },
         onResponseError(_controller, error) {
           settle(attempt);
-          // After the status line this only drops the connection: the promise is already resolved.
-          reject(error);
+          // After the status line this only drops the connection: the answer is its status.
+          if (attempt.answered) answer();
+          else reject(error);
         },
       };
       try {
@@ -255,6 +294,8 @@ export function createWebhookSender(options: {
       onSlow: input.onSlow ?? null,
       timedOut: false,
       answered: false,
+      answeredAt: 0,
+      excerpt: null,
     };
     // Watched by the sweep until the exchange is over (`settle`), which for a 2xx or a 410 may be after
     // `send` has returned: the rest of the body is bounded by the same deadline.
@@ -265,7 +306,7 @@ export function createWebhookSender(options: {
     }
     try {
       const statusCode = await exchange(input, attempt);
-      const durationMs = elapsedMs(started);
+      const durationMs = Math.max(0, Math.round(attempt.answeredAt - started));
       // Success is a 2xx status line within the timeout: one that came later, before the sweep caught it, is not.
       if (durationMs > timeoutMs) return timedOutResult(startedAt, started, timeoutMs);
       if (statusCode >= 200 && statusCode < 300) {
@@ -275,10 +316,13 @@ export function createWebhookSender(options: {
         return { outcome: 'gone', statusCode, error: '410 Gone: retries stopped', startedAt, durationMs };
       }
       // 304 Not Modified is of the class but points nowhere (RFC 9110 §15.4.5): no redirect to speak of.
+      const reason = attempt.excerpt ? excerptText(attempt.excerpt) : '';
       const error =
         statusCode >= 300 && statusCode < 400 && statusCode !== 304
           ? `HTTP ${statusCode}: redirects are not followed`
-          : `HTTP ${statusCode}`;
+          : reason
+            ? `HTTP ${statusCode}: ${reason}`.slice(0, MAX_ERROR_LENGTH)
+            : `HTTP ${statusCode}`;
       return { outcome: 'failed', statusCode, error, startedAt, durationMs };
     } catch (err) {
       if (attempt.timedOut || isTimeout(err)) return timedOutResult(startedAt, started, timeoutMs);
