@@ -77,14 +77,16 @@ const EXCERPT_WAIT_MS = 500;
 
 /** A failure's body excerpt as one printable line, or '' (binary, blank). */
 function excerptText(chunks: Buffer[]): string {
-  return Buffer.concat(chunks)
-    .subarray(0, EXCERPT_BYTES)
-    .toString('utf8')
-    // A character cut at the end, controls and line breaks: one line of what prints.
-    .replace(/\uFFFD+$/, '')
-    .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\uFFFD]+/gu, ' ')
-    .replace(/\s+/g, ' ')
-    .trim();
+  return (
+    Buffer.concat(chunks)
+      .subarray(0, EXCERPT_BYTES)
+      .toString('utf8')
+      // A character cut at the end, controls and line breaks: one line of what prints.
+      .replace(/\uFFFD+$/, '')
+      .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\uFFFD]+/gu, ' ')
+      .replace(/\s+/g, ' ')
+      .trim()
+  );
 }
 
 // Module-level rather than closures made per attempt: each attempt made three, each costing an allocation and
