@@ -263,6 +263,39 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       });
     },
   },
+  'webhooks update': {
+    usage:
+      'svc webhooks update PLATFORM [URL] [--secret S | --no-secret] [--types T1,T2 | --all-types] [--enabled | --disabled]',
+    summary:
+      "change some of a platform's webhook configuration (rotate the secret, pause, resubscribe); the rest stays",
+    run: (c, p, o) => {
+      if (o.secret !== undefined && o['no-secret'] === true)
+        throw new UsageError('--secret and --no-secret exclude each other');
+      if (o['all-types'] === true && o.types !== undefined)
+        throw new UsageError('--types and --all-types exclude each other');
+      if (o.enabled === true && o.disabled === true)
+        throw new UsageError('--enabled and --disabled exclude each other');
+      const body = {
+        ...(p[1] !== undefined ? { url: positional(p, 1, 'URL') } : {}),
+        ...(o['no-secret'] === true
+          ? { secret: null }
+          : o.secret !== undefined
+            ? { secret: required(o, 'secret') }
+            : {}),
+        ...(o['all-types'] === true
+          ? { payload_types: null }
+          : o.types !== undefined
+            ? { payload_types: list(o, 'types') }
+            : {}),
+        ...(o.enabled === true ? { enabled: true } : o.disabled === true ? { enabled: false } : {}),
+      };
+      if (Object.keys(body).length === 0)
+        throw new UsageError(
+          'give what changes: URL, --secret, --no-secret, --types, --all-types, --enabled or --disabled',
+        );
+      return c.patch<WebhookEndpoint>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/webhook`, body);
+    },
+  },
   'webhooks show': {
     usage: 'svc webhooks show PLATFORM',
     summary: "show a platform's webhook configuration",
@@ -449,6 +482,7 @@ export const OPERATOR_OPTIONS = {
   types: { type: 'string', multiple: true },
   'all-types': { type: 'boolean' },
   disabled: { type: 'boolean' },
+  enabled: { type: 'boolean' },
   resource: { type: 'string' },
   until: { type: 'string' },
   resume: { type: 'string' },

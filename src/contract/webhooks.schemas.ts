@@ -51,6 +51,17 @@ export const PutWebhookBody = Type.Object(
 );
 export type PutWebhookBody = Static<typeof PutWebhookBody>;
 
+/** `PATCH /admin/platforms/{code}/webhook`: the fields given change (at least one); the others stay. */
+export const PatchWebhookBody = Type.Object(
+  {
+    ...PutWebhookBody.properties,
+    url: Type.Optional(PutWebhookBody.properties.url),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type PatchWebhookBody = Static<typeof PatchWebhookBody>;
+
 export const WebhookEndpoint = Type.Object({
   platform_code: Type.String(),
   url: Type.String(),

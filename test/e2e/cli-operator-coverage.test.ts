@@ -70,6 +70,7 @@ test('the operator commands call every /admin route of the OpenAPI document', as
   await svcCommand(`keys list ${platform.platform_code}`);
   await svcCommand(`webhooks set ${platform.platform_code} http://127.0.0.1:9/hooks --secret s3cret`);
   await svcCommand(`webhooks show ${platform.platform_code}`);
+  await svcCommand(`webhooks update ${platform.platform_code} --secret s4cret --types trade_status_changed`);
   const participant = await svcCommand<Participant>(
     `participants create --platform ${platform.platform_code} --email cover@example.com --first-name C --last-name Over`,
   );

@@ -51,6 +51,18 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
   );
   const shown = await svcJson<{ url: string; enabled: boolean }>('webhooks', 'show', code);
   assert.deepEqual([shown.url, shown.enabled], ['http://127.0.0.1:9/hooks', true]);
+  // A secret rotated, and a pause, keep the rest.
+  type Endpoint = { url: string; secret_set: boolean; payload_types: string[]; enabled: boolean };
+  const updated = await svcJson<Endpoint>('webhooks', 'update', code, '--secret', 'rotated', '--disabled');
+  assert.deepEqual(
+    [updated.url, updated.secret_set, updated.payload_types, updated.enabled],
+    ['http://127.0.0.1:9/hooks', true, ['participant_status_changed'], false],
+  );
+  const resumed = await svcJson<Endpoint>('webhooks', 'update', code, '--enabled');
+  assert.deepEqual([resumed.payload_types, resumed.enabled], [['participant_status_changed'], true]);
+  const nothing = await runCli(['webhooks', 'update', code], env);
+  assert.equal(nothing.code, 2, nothing.stderr);
+  assert.match(nothing.stderr, /give what changes/);
 
   const participant = (await svc.newParticipant(code)).participant_code;
   await svcJson('participants', 'set-status', participant, 'locked');

@@ -136,6 +136,62 @@ describe('PUT and GET /admin/platforms/{code}/webhook', () => {
     assert.equal(disabled.enabled, false);
   });
 
+  test('PATCH changes what it is given and keeps the rest: a secret rotated keeps the types and the pause', async () => {
+    // Review: rotating the secret with PUT (svc webhooks set) also subscribed the platform to every type and enabled
+    // its paused webhook.
+    const code = await newPlatformCode();
+    await svc.admin.put(`/platforms/${code}/webhook`, {
+      url: RECEIVER,
+      secret: 'old-secret-value',
+      payload_types: ['trade_status_changed'],
+      enabled: false,
+    });
+    const secretNow = async () =>
+      decryptSecret(
+        svc.runtime.secrets.secretKey,
+        (
+          await db()
+            .selectFrom('webhook_endpoints')
+            .select('secret_ciphertext')
+            .where('platform_code', '=', code)
+            .executeTakeFirstOrThrow()
+        ).secret_ciphertext!,
+      );
+    const view = (e: WebhookEndpoint) => [e.url, e.secret_set, e.payload_types, e.enabled];
+    const rotated = await svc.admin.patch<WebhookEndpoint>(`/platforms/${code}/webhook`, {
+      secret: 'new-secret-value',
+    });
+    assert.deepEqual(view(rotated), [RECEIVER, true, ['trade_status_changed'], false]);
+    assert.equal(await secretNow(), 'new-secret-value');
+    const resumed = await svc.admin.patch<WebhookEndpoint>(`/platforms/${code}/webhook`, { enabled: true });
+    assert.deepEqual(view(resumed), [RECEIVER, true, ['trade_status_changed'], true]);
+    const moved = await svc.admin.patch<WebhookEndpoint>(`/platforms/${code}/webhook`, {
+      url: 'http://127.0.0.1:9/moved',
+      payload_types: null,
+    });
+    assert.deepEqual(view(moved), ['http://127.0.0.1:9/moved', true, [...WEBHOOK_PAYLOAD_TYPES], true]);
+    assert.equal(await secretNow(), 'new-secret-value');
+    const unsigned = await svc.admin.patch<WebhookEndpoint>(`/platforms/${code}/webhook`, { secret: null });
+    assert.equal(unsigned.secret_set, false);
+
+    // Refusals name the problem, and change nothing.
+    const before = await svc.admin.get<WebhookEndpoint>(`/platforms/${code}/webhook`);
+    for (const [body, pattern] of [
+      [{}, /body: give at least one of url, secret, payload_types, enabled/],
+      [{ payload_types: ['no_such_type'] }, /payload_types/],
+      [{ url: 'ftp://example.com/' }, /url/],
+      [{ enabled: 'yes' }, /enabled/],
+    ] as const) {
+      const res = await send('PATCH', `/platforms/${code}/webhook`, body);
+      assert.equal(res.status, 400, JSON.stringify(res.body));
+      assert.match(JSON.stringify(res.body), pattern);
+    }
+    assert.deepEqual(await svc.admin.get<WebhookEndpoint>(`/platforms/${code}/webhook`), before);
+    const none = await send('PATCH', `/platforms/${await newPlatformCode()}/webhook`, { enabled: true });
+    assert.equal(none.status, 404);
+    assert.match(JSON.stringify(none.body), /has no webhook configured: set one first/);
+  });
+
   test('400 names an invalid URL and an unknown payload type, every one of them', async () => {
     const code = await newPlatformCode();
     const res = await send('PUT', `/platforms/${code}/webhook`, {

@@ -17,11 +17,13 @@ import { countOf } from '../paging.ts';
 
 // --- operator configuration -------------------------------------------------------------------------
 
-export function findEndpoint(db: Executor, platformCode: string) {
+/** `lock`: its row locked until the transaction ends (a change made of what it holds). */
+export function findEndpoint(db: Executor, platformCode: string, { lock = false } = {}) {
   return db
     .selectFrom('webhook_endpoints')
     .selectAll()
     .where('platform_code', '=', platformCode)
+    .$if(lock, (query) => query.forUpdate())
     .executeTakeFirst();
 }
 

@@ -332,11 +332,37 @@ export function createWebhooksService(deps: DomainDeps) {
     return (await withAttempts([row]))[0]!;
   }
 
+  /** The fields of a PUT or PATCH of the endpoint checked (400 naming each problem): the URL normalised, if given. */
+  function checkedEndpointInput(input: Partial<EndpointInput>): string | undefined {
+    const errors: string[] = [];
+    const checked = input.url === undefined ? undefined : checkWebhookUrl(input.url);
+    if (checked && 'errors' in checked) errors.push(...checked.errors);
+    if (input.payload_types) {
+      errors.push(...checkPayloadTypes(input.payload_types, 'payload_types'));
+      if (input.payload_types.length === 0) {
+        errors.push('payload_types: must name at least one type (omit it, or send null, for every type)');
+      }
+    }
+    if (typeof input.secret === 'string' && input.secret.trim() !== input.secret) {
+      errors.push('secret: must not start or end with white space');
+    }
+    if (errors.length) throw invalid(...errors);
+    return (checked as { url: string } | undefined)?.url;
+  }
+
+  /** A secret as stored: undefined keeps the stored one, null removes it. */
+  function sealedSecret(secret: string | null | undefined): Buffer | null | undefined {
+    return secret === undefined ? undefined : secret === null ? null : encryptSecret(deps.secretKey, secret);
+  }
+
   /** The platform's endpoint if it is enabled; refuses a redelivery that would only be skipped again. */
   async function requireDeliverableEndpoint(platformCode: string) {
     const endpoint = await repo.findEndpoint(db, platformCode);
     if (!endpoint) throw invalid(`webhook: platform ${platformCode} has no webhook configured`);
-    if (!endpoint.enabled) throw invalid(`webhook: the webhook of platform ${platformCode} is disabled`);
+    if (!endpoint.enabled)
+      throw invalid(
+        `webhook: the webhook of platform ${platformCode} is disabled: enable it first (PATCH with enabled: true, svc webhooks update ${platformCode} --enabled)`,
+      );
     return endpoint;
   }
 
@@ -357,35 +383,43 @@ export function createWebhooksService(deps: DomainDeps) {
     },
 
     async putEndpoint(platformCode: string, input: EndpointInput): Promise<EndpointView> {
-      const errors: string[] = [];
-      const checked = checkWebhookUrl(input.url);
-      if ('errors' in checked) errors.push(...checked.errors);
-      if (input.payload_types) {
-        errors.push(...checkPayloadTypes(input.payload_types, 'payload_types'));
-        if (input.payload_types.length === 0) {
-          errors.push('payload_types: must name at least one type (omit it, or send null, for every type)');
-        }
-      }
-      if (typeof input.secret === 'string' && input.secret.trim() !== input.secret) {
-        errors.push('secret: must not start or end with white space');
-      }
-      if (errors.length) throw invalid(...errors);
+      const url = checkedEndpointInput(input);
       await requirePlatform(platformCode);
       // One transaction: the change and its NOTIFY commit together. Two statements, a NOTIFY that failed after the
       // change had committed answered 500 for a change made, and left the workers on the old settings (review).
       const row = await db.transaction().execute((trx) =>
         repo.upsertEndpoint(trx, platformCode, {
-          url: (checked as { url: string }).url,
-          secretCiphertext:
-            input.secret === undefined
-              ? undefined
-              : input.secret === null
-                ? null
-                : encryptSecret(deps.secretKey, input.secret),
+          url: url!,
+          secretCiphertext: sealedSecret(input.secret),
           payloadTypes: input.payload_types ?? null,
           enabled: input.enabled ?? true,
         }),
       );
+      return endpointView(row);
+    },
+
+    /**
+     * `PATCH /admin/platforms/{code}/webhook`: changes the fields given and keeps the others (review: rotating the
+     * secret with PUT, as `svc webhooks set`, also subscribed a platform to every type and enabled a paused webhook).
+     */
+    async patchEndpoint(platformCode: string, input: Partial<EndpointInput>): Promise<EndpointView> {
+      if (Object.values(input).every((value) => value === undefined))
+        throw invalid('body: give at least one of url, secret, payload_types, enabled');
+      const url = checkedEndpointInput(input);
+      await requirePlatform(platformCode);
+      const row = await db.transaction().execute(async (trx) => {
+        const current = await repo.findEndpoint(trx, platformCode, { lock: true });
+        if (!current)
+          throw notFound(
+            `platform ${platformCode} has no webhook configured: set one first (PUT, svc webhooks set)`,
+          );
+        return repo.upsertEndpoint(trx, platformCode, {
+          url: url ?? current.url,
+          secretCiphertext: sealedSecret(input.secret),
+          payloadTypes: input.payload_types === undefined ? current.payload_types : input.payload_types,
+          enabled: input.enabled ?? current.enabled,
+        });
+      });
       return endpointView(row);
     },
 

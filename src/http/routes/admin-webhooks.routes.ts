@@ -4,6 +4,7 @@ import { Envelope, NoFieldsBody, PagedEnvelope } from '../../contract/responses.
 import {
   NotificationParams,
   NotificationsQuery,
+  PatchWebhookBody,
   PutWebhookBody,
   RedeliverSinceBody,
   RedeliverSinceResult,
@@ -31,6 +32,20 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
       },
     },
     async (request) => ({ message: await webhooks.putEndpoint(request.params.code, request.body) }),
+  );
+
+  app.patch<{ Params: Static<typeof WebhookPlatformParams>; Body: PatchWebhookBody }>(
+    '/platforms/:code/webhook',
+    {
+      schema: {
+        tags,
+        summary: "Change some of a platform's webhook configuration; the fields left out stay as they are",
+        params: WebhookPlatformParams,
+        body: PatchWebhookBody,
+        response: { 200: Envelope(WebhookEndpoint), ...adminErrorResponses },
+      },
+    },
+    async (request) => ({ message: await webhooks.patchEndpoint(request.params.code, request.body) }),
   );
 
   app.get<{ Params: Static<typeof WebhookPlatformParams> }>(
