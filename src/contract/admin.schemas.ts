@@ -50,6 +50,10 @@ export const Platform = Type.Object({
   name: Type.String(),
   ip_allowlist: Type.Array(Type.String()),
   quote_expiry_ms: Type.Integer(),
+  quote_expiry_default: Type.Boolean({
+    description:
+      'true: the platform has none of its own, and follows SVC_QUOTE_EXPIRY_MS (quote_expiry_ms is it now)',
+  }),
   deposit_fee_bps: Type.String(),
   created_at: Type.Integer(),
 });

@@ -312,13 +312,18 @@ test('a report of the same transaction with another source address, time or reas
     const res = await postDeposit(svc, { ...again, transaction_id: tx });
     assert.equal(res.status, 200, JSON.stringify(res.body));
   }
-  for (const other of [
-    { ...report, source_address: `0x${randomBytes(20).toString('hex')}` },
-    { ...report, deposit_timestamp: at - 1 },
-  ]) {
+  // Each that differs is named with what is recorded (review: "other data" sent support to the database).
+  for (const [other, recorded] of [
+    [{ ...report, source_address: `0x${randomBytes(20).toString('hex')}` }, `source_address "${source}"`],
+    [{ ...report, deposit_timestamp: at - 1 }, `deposit_timestamp ${at}`],
+    [{ ...report, quantity: '2', deposit_timestamp: at + 1 }, `quantity 1, deposit_timestamp ${at}`],
+  ] as const) {
     const res = await postDeposit(svc, { ...other, transaction_id: tx });
     assert.equal(res.status, 409, JSON.stringify(res.body));
-    assert.match((res.body.errors as string[])[0]!, /^transaction_id: .* with other data/);
+    assert.equal(
+      (res.body.errors as string[])[0]!,
+      `transaction_id: ${tx} is already recorded for this address with other data (recorded: ${recorded}; svc deposits find --tx shows it)`,
+    );
   }
   const failed = { deposit_address: address, quantity: '2', success: false, reason: 'reverted' };
   const failedTx = txId();

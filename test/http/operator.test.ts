@@ -238,7 +238,12 @@ describe('platforms, keys and allow-lists', () => {
       return { quote, from: before, to: Date.now() };
     };
     const named = ok<{ updated_at: number }>(await call('GET', `/participants/${code}`)).updated_at;
-    const updated = ok<{ name: string; quote_expiry_ms: number; deposit_fee_bps: string }>(
+    const updated = ok<{
+      name: string;
+      quote_expiry_ms: number;
+      quote_expiry_default: boolean;
+      deposit_fee_bps: string;
+    }>(
       await call('PATCH', `/platforms/${code}`, {
         name: 'Renamed',
         quote_expiry_ms: 120_000,
@@ -246,8 +251,8 @@ describe('platforms, keys and allow-lists', () => {
       }),
     );
     assert.deepEqual(
-      [updated.name, updated.quote_expiry_ms, updated.deposit_fee_bps],
-      ['Renamed', 120_000, '12.5'],
+      [updated.name, updated.quote_expiry_ms, updated.quote_expiry_default, updated.deposit_fee_bps],
+      ['Renamed', 120_000, false, '12.5'],
     );
     assert.deepEqual(ok(await call('GET', `/platforms/${code}`)), updated);
     // The platform's participant is named as the platform is, then.
@@ -262,12 +267,15 @@ describe('platforms, keys and allow-lists', () => {
       `${longer.quote.expire_ts - longer.from} ms`,
     );
     // Back to the default; the fields not given stay.
-    const reset = ok<{ name: string; quote_expiry_ms: number; deposit_fee_bps: string }>(
-      await call('PATCH', `/platforms/${code}`, { quote_expiry_ms: null }),
-    );
+    const reset = ok<{
+      name: string;
+      quote_expiry_ms: number;
+      quote_expiry_default: boolean;
+      deposit_fee_bps: string;
+    }>(await call('PATCH', `/platforms/${code}`, { quote_expiry_ms: null }));
     assert.deepEqual(
-      [reset.name, reset.quote_expiry_ms, reset.deposit_fee_bps],
-      ['Renamed', svc.runtime.config.quoteExpiryMs, '12.5'],
+      [reset.name, reset.quote_expiry_ms, reset.quote_expiry_default, reset.deposit_fee_bps],
+      ['Renamed', svc.runtime.config.quoteExpiryMs, true, '12.5'],
     );
     const usual = await expiryOf();
     assert.ok(usual.quote.expire_ts <= usual.to + svc.runtime.config.quoteExpiryMs);

@@ -499,18 +499,27 @@ export function createFundingService(deps: DomainDeps) {
           );
         // What the report did not name cannot differ; a source address is compared as an address (an EVM
         // or bech32 one in any letter case is one address).
-        const same =
-          new Dec(existing.quantity).equals(input.quantity) &&
-          (input.fund_asset === undefined || existing.fund_asset === input.fund_asset) &&
-          (input.source_address === undefined ||
-            canonicalDepositAddress(existing.source_address) ===
-              canonicalDepositAddress(input.source_address)) &&
-          (input.deposit_timestamp === undefined ||
-            existing.deposit_timestamp.getTime() === input.deposit_timestamp) &&
-          (input.reason === undefined || existing.status_reason === input.reason);
-        if (!same)
+        // Each that differs named with what is recorded (review: "other data" sent support to the database).
+        const differing = [
+          !new Dec(existing.quantity).equals(input.quantity) &&
+            `quantity ${toDecimalString(existing.quantity)}`,
+          input.fund_asset !== undefined &&
+            existing.fund_asset !== input.fund_asset &&
+            `fund_asset ${existing.fund_asset}`,
+          input.source_address !== undefined &&
+            canonicalDepositAddress(existing.source_address) !==
+              canonicalDepositAddress(input.source_address) &&
+            `source_address ${JSON.stringify(existing.source_address)}`,
+          input.deposit_timestamp !== undefined &&
+            existing.deposit_timestamp.getTime() !== input.deposit_timestamp &&
+            `deposit_timestamp ${existing.deposit_timestamp.getTime()}`,
+          input.reason !== undefined &&
+            existing.status_reason !== input.reason &&
+            `reason ${JSON.stringify(existing.status_reason)}`,
+        ].filter((field) => field !== false);
+        if (differing.length > 0)
           throw conflict(
-            `transaction_id: ${transactionId} is already recorded for this address with other data`,
+            `transaction_id: ${transactionId} is already recorded for this address with other data (recorded: ${differing.join(', ')}; svc deposits find --tx shows it)`,
           );
         return { event: fundEventView(existing), created: false };
       };

@@ -19,6 +19,7 @@ export interface PlatformView {
   name: string;
   ip_allowlist: string[];
   quote_expiry_ms: number;
+  quote_expiry_default: boolean;
   deposit_fee_bps: string;
   created_at: number;
 }
@@ -54,6 +55,8 @@ export function createPlatformsService(deps: DomainDeps) {
       name: row.name,
       ip_allowlist: row.ip_allowlist,
       quote_expiry_ms: row.quote_expiry_ms ?? config.quoteExpiryMs,
+      // Which platforms a change of SVC_QUOTE_EXPIRY_MS moves (review: the two looked alike).
+      quote_expiry_default: row.quote_expiry_ms === null,
       deposit_fee_bps: toDecimalString(row.deposit_fee_bps),
       created_at: row.created_at.getTime(),
     };
