@@ -76,10 +76,18 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage: 'svc allowlist set PLATFORM [CIDR[,CIDR]...]',
     summary: "replace a platform's IP allow-list (empty allows all, cert only)",
     // Comma-separated as --allow is (audit: `10.0.0.0/8,192.0.2.1` went to the server as one entry, a 400).
-    run: (c, p) =>
-      c.put<Platform>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/ip_allowlist`, {
-        cidrs: entriesOf(p.slice(1), '<CIDR>'),
-      }),
+    run: async (c, p) => {
+      const platform = pathArgument(p, 0, 'PLATFORM');
+      const cidrs = entriesOf(p.slice(1), '<CIDR>');
+      const set = await c.put<Platform>(`/platforms/${platform}/ip_allowlist`, { cidrs });
+      // Said, not only done: `svc allowlist set P $IPS` with IPS unset opened the platform to every address, exit 0
+      // and nothing on the terminal (review).
+      if (cidrs.length === 0)
+        process.stderr.write(
+          `warning: the allow-list of ${platform} is empty: every IP address may call it\n`,
+        );
+      return set;
+    },
   },
   'keys create': {
     usage: 'svc keys create PLATFORM',

@@ -213,7 +213,12 @@ export const AdjustBalanceBody = Type.Object(
       pattern: PRINTABLE_TEXT_PATTERN,
       description: PRINTABLE_TEXT,
     }),
-    asset: Type.String({ pattern: '^[A-Z0-9]{1,12}$', description: 'an asset, e.g. USD' }),
+    // The ledger's asset, not a fund asset: a deposit of BTC.BTC is credited in USD (review: `--asset BTC.BTC` was
+    // refused with "an asset, e.g. USD" alone).
+    asset: Type.String({
+      pattern: '^[A-Z0-9]{1,12}$',
+      description: 'a ledger asset in capitals, without a network, e.g. USD or BTC (not BTC.BTC)',
+    }),
     amount: Decimal,
     account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),
   },

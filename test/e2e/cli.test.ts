@@ -178,6 +178,18 @@ describe('operator commands against a live server', () => {
     );
     assert.equal(empty.code, 2, empty.stderr);
     assert.match(JSON.parse(empty.stderr).error.errors[0], /^<CIDR> has an empty value/);
+    // No address at all (`svc allowlist set P $IPS` with IPS unset): done in cert, and said.
+    const open = await runCli(
+      ['allowlist', 'set', platform, '--url', svc.url, '--token', TEST_ADMIN_TOKEN, '--json'],
+      env,
+    );
+    assert.equal(open.code, 0, open.stderr);
+    assert.deepEqual((JSON.parse(open.stdout) as { ip_allowlist: string[] }).ip_allowlist, []);
+    assert.equal(
+      open.stderr,
+      `warning: the allow-list of ${platform} is empty: every IP address may call it\n`,
+    );
+    await svcJson('allowlist', 'set', platform, '127.0.0.1/32');
   });
 
   test('keys create / list / revoke; the issued key signs requests until revoked', async () => {

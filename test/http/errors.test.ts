@@ -167,7 +167,12 @@ describe('error bodies', () => {
     );
     assertBody(res, 400, (body) => {
       const errors = body.errors as string[];
-      assert.ok(errors.includes('asset: is not in the expected form (an asset, e.g. USD)'), errors.join());
+      assert.ok(
+        errors.includes(
+          'asset: is not in the expected form (a ledger asset in capitals, without a network, e.g. USD or BTC (not BTC.BTC))',
+        ),
+        errors.join(),
+      );
       assert.ok(errors.includes('amount: is not in the expected form (decimal string)'), errors.join());
       assert.ok(
         errors.includes('participant_code: is not in the expected form (6-character code)'),
