@@ -27,7 +27,7 @@ const REDACTED = '[redacted]';
 export function loggedUrl(request: FastifyRequest): string {
   const url = request.url;
   const queryAt = url.indexOf('?');
-  const path = withoutEmails(withoutPersonalParams(queryAt === -1 ? url : url.slice(0, queryAt), request));
+  const path = withoutEmails(withoutPersonalParams(queryAt === -1 ? url : url.slice(0, queryAt)));
   const logged =
     queryAt === -1 ? path : `${path}?${loggedQuery(url.slice(queryAt + 1), takenQuery(request))}`;
   return logged.length <= MAX_LOGGED_URL_LENGTH
@@ -70,23 +70,21 @@ function withoutEmails(path: string): string {
     .join('/');
 }
 
-/** Path parameters that carry a person's data: a deposit address (`GET /admin/deposit_addresses/{address}`). */
-const PERSONAL_PATH_PARAMS = new Set([':address']);
-/** The positions of each route's personal path parameters, found once per route. */
-const personalSegmentsOf = new Map<string, number[]>();
-
-/** The path with the segments of the route's personal parameters redacted. */
-function withoutPersonalParams(path: string, request: FastifyRequest): string {
-  const route = request.routeOptions.url;
-  if (route === undefined) return path;
-  let positions = personalSegmentsOf.get(route);
-  if (positions === undefined) {
-    positions = route.split('/').flatMap((segment, i) => (PERSONAL_PATH_PARAMS.has(segment) ? [i] : []));
-    personalSegmentsOf.set(route, positions);
-  }
-  if (positions.length === 0) return path;
+/**
+ * The path with the segment after each `deposit_addresses` redacted (`GET /admin/deposit_addresses/{address}`: a
+ * person's deposit address), matched or not: a trailing or doubled slash, or a bad escape, answered 404 or 400 and
+ * logged the address as sent (review).
+ */
+function withoutPersonalParams(path: string): string {
+  if (!/deposit(_|%5f)addresses/i.test(path)) return path;
   const segments = path.split('/');
-  for (const i of positions) if (i < segments.length) segments[i] = REDACTED;
+  let after = false;
+  for (let i = 0; i < segments.length; i += 1) {
+    if (after && segments[i] !== '') {
+      segments[i] = REDACTED;
+      after = false;
+    } else if (decoded(segments[i]!).toLowerCase() === 'deposit_addresses') after = true;
+  }
   return segments.join('/');
 }
 

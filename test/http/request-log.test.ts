@@ -207,6 +207,14 @@ describe('the URL a request line tells', () => {
     const start = lines.length;
     const authorized = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
     await from('198.51.100.7', '/admin/deposit_addresses/bc1qgracehopper', authorized);
+    // Not matched (404, 400): the address is redacted all the same.
+    for (const target of [
+      '/admin/deposit_addresses/bc1qgracehopper/',
+      '/admin//deposit_addresses/bc1qgracehopper',
+      '/admin/deposit_addresses/bc1qgracehopper%ZZ',
+      '/admin/DEPOSIT%5FADDRESSES//bc1qgracehopper',
+    ])
+      await from('198.51.100.7', target, authorized);
     await from(
       '198.51.100.7',
       `/admin/deposits?deposit_address=bc1qgracehopper&transaction_id=${'ab'.repeat(32)}`,
@@ -216,6 +224,10 @@ describe('the URL a request line tells', () => {
       requestLines(start).map((line) => line.url),
       [
         '/admin/deposit_addresses/[redacted]',
+        '/admin/deposit_addresses/[redacted]/',
+        '/admin//deposit_addresses/[redacted]',
+        '/admin/deposit_addresses/[redacted]',
+        '/admin/DEPOSIT%5FADDRESSES//[redacted]',
         `/admin/deposits?deposit_address=[redacted]&transaction_id=${'ab'.repeat(32)}`,
       ],
     );
