@@ -82,7 +82,13 @@ test('the operator API lists keys without secrets; the secret is shown once, at 
     `/platforms/${platform.platform_code}/api_keys`,
   );
   assert.equal(listed.length, 1);
-  assert.deepEqual(Object.keys(listed[0]!).sort(), ['api_key', 'created_at', 'platform_code', 'revoked_at']);
+  assert.deepEqual(Object.keys(listed[0]!).sort(), [
+    'api_key',
+    'created_at',
+    'last_used_at',
+    'platform_code',
+    'revoked_at',
+  ]);
   assert.equal(JSON.stringify(listed).includes(key.api_secret), false);
   assert.equal(JSON.stringify(listed).includes(key.passphrase), false);
 });
