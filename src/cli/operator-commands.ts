@@ -37,6 +37,22 @@ export interface Command {
   run(client: AdminClient, positionals: string[], options: Options): Promise<unknown>;
 }
 
+/**
+ * The secret of a webhook command's body (`--secret S`; `--no-secret`: null; neither: left out, so kept), once the
+ * options that exclude each other (the secret's, and the types') are refused.
+ */
+function webhookSecret(o: Options): { secret?: string | null } {
+  if (o.secret !== undefined && o['no-secret'] === true)
+    throw new UsageError('--secret and --no-secret exclude each other');
+  if (o['all-types'] === true && o.types !== undefined)
+    throw new UsageError('--types and --all-types exclude each other');
+  return o['no-secret'] === true
+    ? { secret: null }
+    : o.secret !== undefined
+      ? { secret: required(o, 'secret') }
+      : {};
+}
+
 export const OPERATOR_COMMANDS: Record<string, Command> = {
   'platforms create': {
     usage: 'svc platforms create --name NAME [--allow CIDR]... [--quote-expiry-ms N] [--deposit-fee-bps D]',
@@ -254,22 +270,13 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       'svc webhooks set PLATFORM URL [--secret S | --no-secret] [--types T1,T2 | --all-types] [--disabled]',
     summary:
       "configure a platform's webhook, replacing its configuration: every type unless --types, enabled unless --disabled; only the secret is kept when neither --secret nor --no-secret is given",
-    run: (c, p, o) => {
-      if (o.secret !== undefined && o['no-secret'] === true)
-        throw new UsageError('--secret and --no-secret exclude each other');
-      if (o['all-types'] === true && o.types !== undefined)
-        throw new UsageError('--types and --all-types exclude each other');
-      return c.put<WebhookEndpoint>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/webhook`, {
+    run: (c, p, o) =>
+      c.put<WebhookEndpoint>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/webhook`, {
         url: positional(p, 1, 'URL'),
-        ...(o['no-secret'] === true
-          ? { secret: null }
-          : o.secret !== undefined
-            ? { secret: required(o, 'secret') }
-            : {}),
+        ...webhookSecret(o),
         payload_types: o['all-types'] === true ? null : list(o, 'types'),
         enabled: o.disabled !== true,
-      });
-    },
+      }),
   },
   'webhooks update': {
     usage:
@@ -277,19 +284,11 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     summary:
       "change some of a platform's webhook configuration (rotate the secret, pause, resubscribe); the rest stays",
     run: (c, p, o) => {
-      if (o.secret !== undefined && o['no-secret'] === true)
-        throw new UsageError('--secret and --no-secret exclude each other');
-      if (o['all-types'] === true && o.types !== undefined)
-        throw new UsageError('--types and --all-types exclude each other');
       if (o.enabled === true && o.disabled === true)
         throw new UsageError('--enabled and --disabled exclude each other');
       const body = {
         ...(p[1] !== undefined ? { url: positional(p, 1, 'URL') } : {}),
-        ...(o['no-secret'] === true
-          ? { secret: null }
-          : o.secret !== undefined
-            ? { secret: required(o, 'secret') }
-            : {}),
+        ...webhookSecret(o),
         ...(o['all-types'] === true
           ? { payload_types: null }
           : o.types !== undefined

@@ -22,6 +22,14 @@ import {
  * embedded PostgreSQL, prints where it listens, the docs URL and the admin token, and stops cleanly on
  * SIGTERM; with DATABASE_URL it uses that server instead.
  */
+
+/** `npm start` as node runs it: the npm that runs this suite, else the one beside this node. */
+const NPM_START = [
+  process.env.npm_execpath ??
+    path.join(path.dirname(process.execPath), '../lib/node_modules/npm/bin/npm-cli.js'),
+  'start',
+  '--silent',
+];
 const processes: CliProcess[] = [];
 after(() => {
   for (const p of processes) p.kill();
@@ -264,14 +272,11 @@ describe('quick start on an embedded PostgreSQL', () => {
   test('SIGTERM to `npm start` (a supervisor stopping the quick start) stops svc and its PostgreSQL', async () => {
     // Review: npm passed the signal to the shell running the script, which died without passing it on: svc
     // and its cluster kept running, and the next start failed on the data dir's lock. The script now execs.
-    const npmCli =
-      process.env.npm_execpath ??
-      path.join(path.dirname(process.execPath), '../lib/node_modules/npm/bin/npm-cli.js');
     const proc = startCli(
       [],
       { SVC_PORT: '0', SVC_LOG_LEVEL: 'warn', SVC_DATA_DIR: dataDir },
       {
-        entry: [npmCli, 'start', '--silent'],
+        entry: NPM_START,
       },
     );
     processes.push(proc);
@@ -294,13 +299,10 @@ describe('quick start on an embedded PostgreSQL', () => {
 
   test('Ctrl-C to `npm start` (the terminal signals npm and svc, and npm passes its own on) is one clean shutdown', async () => {
     // Review: svc got the SIGINT twice, ms apart, and took the second for a second Ctrl-C: it exited 1 at once.
-    const npmCli =
-      process.env.npm_execpath ??
-      path.join(path.dirname(process.execPath), '../lib/node_modules/npm/bin/npm-cli.js');
     const proc = startCli(
       [],
       { SVC_PORT: '0', SVC_LOG_LEVEL: 'info', SVC_DATA_DIR: dataDir },
-      { entry: [npmCli, 'start', '--silent'], processGroup: true },
+      { entry: NPM_START, processGroup: true },
     );
     processes.push(proc);
     await banner(proc);

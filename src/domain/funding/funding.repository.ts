@@ -2,7 +2,8 @@
  * Account funding rows (migration 0004). Plain functions over a Db or a transaction; every query that reads a
  * platform's resources is scoped by platform_code in SQL.
  */
-import { sql, type Insertable, type Selectable } from 'kysely';
+import { sql, type Insertable, type Selectable, type SelectQueryBuilder } from 'kysely';
+import type { Database } from '../../store/schema.ts';
 import type { Executor, Trx } from '../../store/database.ts';
 import type {
   ClientAuthTokensTable,
@@ -289,6 +290,14 @@ export async function listFundEvents(
   if (filters.deposit_timestamp_lte !== undefined)
     query = query.where('deposit_timestamp', '<=', new Date(filters.deposit_timestamp_lte));
 
+  return newestFirstPage(query, page);
+}
+
+/** A page of fund events, newest first (by deposit time, then recording order), and how many match in all. */
+function newestFirstPage(
+  query: SelectQueryBuilder<Database, 'fund_events', object>,
+  page: { limit: number; offset: number },
+): Promise<{ rows: FundEventRow[]; count: number }> {
   return rowsAndCount(
     page.offset,
     () =>
@@ -325,18 +334,7 @@ export async function findFundEvents(
     query = query
       .where('platform_code', '=', filters.participant.platformCode)
       .where('participant_code', '=', filters.participant.participantCode);
-  return rowsAndCount(
-    page.offset,
-    () =>
-      query
-        .selectAll()
-        .orderBy('deposit_timestamp', 'desc')
-        .orderBy('seq', 'desc')
-        .limit(page.limit)
-        .offset(page.offset)
-        .execute(),
-    () => countOf(query),
-  );
+  return newestFirstPage(query, page);
 }
 
 // ---- Ownership (wire-contract §9: naming another platform's resource → 403) ----
