@@ -123,3 +123,23 @@ export function optionalInteger(options: Options, name: string): number | undefi
   if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number, got "${value}"`);
   return Number(value);
 }
+
+/**
+ * A listing's query from its options, each `[option, parameter]`: a text option given is sent under its parameter's
+ * name, refused when empty as `required` refuses it (sent, it came back the server's 400, exit 1, not 2); a whole
+ * number one (`--page`) is checked here as every command's page is.
+ */
+export function listingQuery(
+  options: Options,
+  texts: ReadonlyArray<readonly [option: string, parameter: string]>,
+  wholeNumbers: ReadonlyArray<readonly [option: string, parameter: string]> = [['page', 'page']],
+): URLSearchParams {
+  const query = new URLSearchParams();
+  for (const [option, parameter] of texts)
+    if (options[option] !== undefined) query.set(parameter, required(options, option));
+  for (const [option, parameter] of wholeNumbers) {
+    const value = optionalInteger(options, option);
+    if (value !== undefined) query.set(parameter, String(value));
+  }
+  return query;
+}

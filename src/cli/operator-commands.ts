@@ -7,6 +7,7 @@ import type { AdminClient } from './admin-client.ts';
 import {
   entriesOf,
   list,
+  listingQuery,
   optionalDecimal,
   optionalInteger,
   optionalString,
@@ -213,18 +214,13 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage: 'svc deposits find [--tx TRANSACTION_ID] [--address ADDRESS] [--participant CODE] [--page N]',
     summary: 'fund events of every platform by transaction id, deposit address or participant, newest first',
     run: (c, _p, o) => {
-      const query = new URLSearchParams();
-      for (const [option, name] of [
+      const query = listingQuery(o, [
         ['tx', 'transaction_id'],
         ['address', 'deposit_address'],
         ['participant', 'participant_code'],
-      ] as const) {
-        // Given, not empty (as `required` tells it).
-        if (o[option] !== undefined) query.set(name, required(o, option));
-      }
-      if (query.size === 0) throw new UsageError('give --tx, --address or --participant (or more than one)');
-      const page = optionalInteger(o, 'page');
-      if (page !== undefined) query.set('page', String(page));
+      ]);
+      if (!['transaction_id', 'deposit_address', 'participant_code'].some((name) => query.has(name)))
+        throw new UsageError('give --tx, --address or --participant (or more than one)');
       return c.getPage<FundEvent>(`/deposits?${query}`, 'deposits');
     },
   },
@@ -314,25 +310,18 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     summary:
       "list a platform's notifications with every delivery attempt, newest first (dead letters: --status dead)",
     run: (c, p, o) => {
-      const query = new URLSearchParams();
-      for (const [param, option] of [
-        ['status', 'status'],
-        ['payload_type', 'type'],
-        ['resource_key', 'resource'],
-      ] as const) {
-        const value = optionalString(o, option);
-        // Given empty, as `required` tells it (audit: sent, it came back the server's 400, exit 1).
-        if (value === '') throw new UsageError(`--${option} must not be empty`);
-        if (value !== undefined) query.set(param, value);
-      }
-      // Checked here, as every other command's page is: sent as given, "abc" came back a 400 (exit 1, not 2).
-      for (const [param, option] of [
-        ['page', 'page'],
-        ['page_size', 'page-size'],
-      ] as const) {
-        const value = optionalInteger(o, option);
-        if (value !== undefined) query.set(param, String(value));
-      }
+      const query = listingQuery(
+        o,
+        [
+          ['status', 'status'],
+          ['type', 'payload_type'],
+          ['resource', 'resource_key'],
+        ],
+        [
+          ['page', 'page'],
+          ['page-size', 'page_size'],
+        ],
+      );
       const suffix = query.size ? `?${query}` : '';
       // With the page it is, and how many there are: whether more (dead letters) lie beyond it.
       return c.getPage<WebhookNotification>(
@@ -421,19 +410,16 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       'svc trades list --platform CODE [--participant CODE] [--state accepted|active|terminated] [--client-trade-id ID] [--page N]',
     summary: "a platform's trades, newest first (--client-trade-id: the platform's id, or a quote id)",
     run: (c, _p, o) => {
-      const query = new URLSearchParams({ platform_code: required(o, 'platform') });
+      required(o, 'platform'); // said first, missing or empty
       const state = optionalString(o, 'state');
       if (state !== undefined && !(TRADE_STATES as readonly string[]).includes(state))
         throw new UsageError(`--state must be ${TRADE_STATES.join(', ')}`);
-      for (const [option, name] of [
+      const query = listingQuery(o, [
+        ['platform', 'platform_code'],
         ['participant', 'participant_code'],
         ['state', 'trade_state'],
         ['client-trade-id', 'client_trade_id'],
-      ] as const) {
-        if (o[option] !== undefined) query.set(name, required(o, option));
-      }
-      const page = optionalInteger(o, 'page');
-      if (page !== undefined) query.set('page', String(page));
+      ]);
       return c.getPage<AdminTrade>(`/trades?${query}`, 'trades');
     },
   },

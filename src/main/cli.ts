@@ -19,7 +19,7 @@ import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { LISTEN_PROBLEMS, listenPlace, startupProblem } from './startup-problem.ts';
 import { EXIT } from './exit-codes.ts';
-import { AGAIN_TO_EXIT, keepingStops, noteStop, stopAgain } from './kept-stops.ts';
+import { firstStop, keepingStops, stopAgain } from './kept-stops.ts';
 import { baseUrlFault, MAX_TIMEOUT_MS, type BaseUrlFault } from '../sdk/client.ts';
 import { SvcArgumentError } from '../sdk/errors.ts';
 
@@ -252,9 +252,8 @@ async function serve(config: Readonly<Config>): Promise<void> {
     { exitCode = EXIT.ok, keptForMs }: { exitCode?: number; keptForMs?: number } = {},
   ) => {
     if (stopping) return stopAgain(logger, signal);
-    noteStop();
+    firstStop(logger, signal, 'shutting down');
     stopping = true;
-    logger.info(signal === 'SIGINT' ? { signal, hint: AGAIN_TO_EXIT } : { signal }, 'shutting down');
     const force = setTimeout(
       () => {
         logger.error('shutdown timed out; exiting');

@@ -5,7 +5,7 @@ import { EXIT } from './exit-codes.ts';
 const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 /** The first Ctrl-C's word on the second (README Operations, Shutdown). */
-export const AGAIN_TO_EXIT = 'Ctrl-C again to exit at once, without waiting for the work in flight';
+const AGAIN_TO_EXIT = 'Ctrl-C again to exit at once, without waiting for the work in flight';
 
 /**
  * A Ctrl-C within this long of the first stop signal is the same Ctrl-C: under `npm start` (and `npx svc`) the
@@ -16,9 +16,17 @@ export const SAME_CTRL_C_MS = 1_000;
 /** When the process got its first stop signal (performance.now()): a Ctrl-C long enough after it ends the process. */
 let firstStopAt: number | undefined;
 
-/** Notes a stop (the first signal, or a stop of the process's own): what a later Ctrl-C is measured from. */
-export function noteStop(): void {
+/**
+ * The first stop (a signal, or the process's own: `signal` then says why): noted, as what a later Ctrl-C is measured
+ * from, and logged at info as `message`; a Ctrl-C's line says a second one exits at once.
+ */
+export function firstStop(
+  logger: { info(obj: object, msg: string): void },
+  signal: string,
+  message: string,
+): void {
   firstStopAt ??= performance.now();
+  logger.info(signal === 'SIGINT' ? { signal, hint: AGAIN_TO_EXIT } : { signal }, message);
 }
 
 /**
@@ -66,10 +74,9 @@ export async function keepingStops<T>(
   let bound: NodeJS.Timeout | undefined;
   const keep = (signal: NodeJS.Signals) => {
     if (signalled) return stopAgain(logger, signal);
-    noteStop();
+    firstStop(logger, signal, kept);
     signalled = signal;
     signalledAt = performance.now();
-    logger.info(signal === 'SIGINT' ? { signal, hint: AGAIN_TO_EXIT } : { signal }, kept);
     bound = setTimeout(() => {
       logger.error(timedOut);
       void giveUp()

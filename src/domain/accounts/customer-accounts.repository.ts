@@ -177,6 +177,27 @@ export async function deleteTenantMembership(
   return result.numDeletedRows > 0n;
 }
 
+/** The holder of each account the participant is a tenant of, in effect, by label (optionally of one label). */
+export function tenanciesInEffect(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel?: string,
+): Promise<Array<{ account_label: string; holder: string }>> {
+  return db
+    .selectFrom('account_memberships as m')
+    .innerJoin('customer_accounts as a', (join) =>
+      join.onRef('a.zrn', '=', 'm.zrn').onRef('a.platform_code', '=', 'm.platform_code'),
+    )
+    .select(['m.account_label', 'a.participant_code as holder'])
+    .where('m.platform_code', '=', platformCode)
+    .where('m.participant_code', '=', participantCode)
+    .where('m.role', '=', 'tenant')
+    .where('m.effective_at', 'is not', null)
+    .$if(accountLabel !== undefined, (q) => q.where('m.account_label', '=', accountLabel!))
+    .execute();
+}
+
 /** The tenant set in effect, in the order the tenants joined. */
 export async function listEffectiveTenants(
   db: Executor,

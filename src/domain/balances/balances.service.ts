@@ -7,6 +7,7 @@ import { Dec, Exact, toDecimalString } from '../../lib/decimal.ts';
 import { newUuid } from '../../lib/ids.ts';
 import { inOneSnapshot, type Trx } from '../../store/database.ts';
 import { findActingAccount } from '../accounts/account-holder.ts';
+import { tenanciesInEffect } from '../accounts/customer-accounts.repository.ts';
 import type { DomainDeps } from '../deps.ts';
 import { DomainError, invalid, notFound } from '../errors.ts';
 import { lockParticipantFunding } from '../funding/funding.repository.ts';
@@ -165,57 +166,54 @@ export function createBalancesService(deps: DomainDeps) {
     }): Promise<HeldBalance[]> {
       const participant = await findParticipant(deps.db, query.participant_code);
       if (!participant) throw notFound(`participant ${query.participant_code} not found`);
-      const platformCode = participant.platform_code;
+      const { platform_code: platformCode, participant_code: self } = participant;
       return inOneSnapshot(deps.db, async (trx) => {
-        const tenancies = await tenanciesInEffect(
-          trx,
-          platformCode,
-          participant.participant_code,
-          query.account_label,
-        );
+        const tenancies = await tenanciesInEffect(trx, platformCode, self, query.account_label);
         const tenantLabels = tenancies.map((t) => t.account_label);
-        // Its own balances, but under the labels where it acts for a holder; and those holders' under those labels.
-        const holders = [
-          { owner: participant.participant_code, labels: undefined, notLabels: tenantLabels },
-          ...tenancies.map((t) => ({ owner: t.holder, labels: [t.account_label], notLabels: [] })),
-        ];
-        const found = await Promise.all(
-          holders.map(async ({ owner, labels, notLabels }) => {
-            const [rows, promised] = await Promise.all([
-              trx
-                .selectFrom('balance_accounts')
-                .selectAll()
-                .where('participant_code', '=', owner)
-                .where('account_group', '=', platformCode)
-                .$if(query.account_label !== undefined, (q) =>
-                  q.where('account_label', '=', query.account_label!),
-                )
-                .$if(labels !== undefined, (q) => q.where('account_label', 'in', labels!))
-                .$if(notLabels.length > 0, (q) => q.where('account_label', 'not in', notLabels))
-                .$if(query.asset !== undefined, (q) => q.where('asset', '=', query.asset!))
-                .execute(),
-              promisedByAccount(trx, platformCode, owner),
-            ]);
-            const promisedOf = new Map(promised.map((p) => [`${p.account_label}\n${p.asset}`, p.promised]));
-            return rows.map((row): HeldBalance => ({
-              participant_code: row.participant_code,
-              account_group: row.account_group,
-              account_label: row.account_label,
-              account_type: row.account_type,
-              asset: row.asset,
-              balance: toDecimalString(row.balance),
-              promised: toDecimalString(
-                row.account_type === 'available'
-                  ? (promisedOf.get(`${row.account_label}\n${row.asset}`) ?? '0')
-                  : '0',
-              ),
-              account_id: row.account_id,
-              updated_at: row.updated_at.getTime(),
-            }));
-          }),
-        );
-        const byKey = (b: HeldBalance) => [b.account_label, b.asset, b.account_type];
-        return found.flat().sort((a, b) => compareKeys(byKey(a), byKey(b)));
+        const [rows, promised] = await Promise.all([
+          trx
+            .selectFrom('balance_accounts')
+            .selectAll()
+            .where('account_group', '=', platformCode)
+            // Its own balances but under the labels where it acts for a holder, and those holders' under those.
+            .where((eb) =>
+              eb.or([
+                eb.and([
+                  eb('participant_code', '=', self),
+                  ...(tenantLabels.length > 0 ? [eb('account_label', 'not in', tenantLabels)] : []),
+                ]),
+                ...tenancies.map((t) =>
+                  eb.and([eb('participant_code', '=', t.holder), eb('account_label', '=', t.account_label)]),
+                ),
+              ]),
+            )
+            .$if(query.account_label !== undefined, (q) =>
+              q.where('account_label', '=', query.account_label!),
+            )
+            .$if(query.asset !== undefined, (q) => q.where('asset', '=', query.asset!))
+            .orderBy('account_label')
+            .orderBy('asset')
+            .orderBy('account_type')
+            .execute(),
+          promisedByAccount(trx, platformCode, [self, ...tenancies.map((t) => t.holder)]),
+        ]);
+        const key = (owner: string, label: string, asset: string) => `${owner}\n${label}\n${asset}`;
+        const promisedOf = new Map(promised.map((p) => [key(p.owner, p.account_label, p.asset), p.promised]));
+        return rows.map((row): HeldBalance => ({
+          participant_code: row.participant_code,
+          account_group: row.account_group,
+          account_label: row.account_label,
+          account_type: row.account_type,
+          asset: row.asset,
+          balance: toDecimalString(row.balance),
+          promised: toDecimalString(
+            row.account_type === 'available'
+              ? (promisedOf.get(key(row.participant_code, row.account_label, row.asset)) ?? '0')
+              : '0',
+          ),
+          account_id: row.account_id,
+          updated_at: row.updated_at.getTime(),
+        }));
       });
     },
 
@@ -333,25 +331,3 @@ export function createBalancesService(deps: DomainDeps) {
 }
 
 export type BalancesService = ReturnType<typeof createBalancesService>;
-
-/** The holder of each account the participant is a tenant of, in effect, by label (optionally of one label). */
-function tenanciesInEffect(trx: Trx, platformCode: string, participantCode: string, accountLabel?: string) {
-  return trx
-    .selectFrom('account_memberships as m')
-    .innerJoin('customer_accounts as a', (join) =>
-      join.onRef('a.zrn', '=', 'm.zrn').onRef('a.platform_code', '=', 'm.platform_code'),
-    )
-    .select(['m.account_label', 'a.participant_code as holder'])
-    .where('m.platform_code', '=', platformCode)
-    .where('m.participant_code', '=', participantCode)
-    .where('m.role', '=', 'tenant')
-    .where('m.effective_at', 'is not', null)
-    .$if(accountLabel !== undefined, (q) => q.where('m.account_label', '=', accountLabel!))
-    .execute();
-}
-
-/** Orders by the first key that differs, as text (code point order, as the database's "C" collation would). */
-function compareKeys(a: string[], b: string[]): number {
-  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return a[i]! < b[i]! ? -1 : 1;
-  return 0;
-}

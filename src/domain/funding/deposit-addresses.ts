@@ -78,7 +78,7 @@ const HEX_TRANSACTION_ID = /^(0[xX])?([0-9a-fA-F]+)$/;
 /** Digits of a transaction hash (32 bytes): Bitcoin's txid, an EVM transaction hash. */
 const HASH_DIGITS = 64;
 /** The networks whose transaction ids are hex, where letter case makes no difference. */
-export const HEX_ID_NETWORKS: ReadonlySet<string> = new Set(['BTC', 'ETH']);
+const HEX_ID_NETWORKS = new Set(['BTC', 'ETH']);
 
 /**
  * The form a deposit's transaction id is stored and compared in, so that an indexer retrying with the hash
@@ -94,6 +94,16 @@ export function canonicalTransactionId(network: string, transactionId: string): 
   const digits = hex[2]!.toLowerCase();
   if (digits.length === HASH_DIGITS) return network === 'ETH' ? `0x${digits}` : digits;
   return hex[1] ? `0x${digits}` : digits;
+}
+
+/** Every form a transaction id is stored in on some network (as sent, and its canonical form on each). */
+export function transactionIdForms(transactionId: string): string[] {
+  return [
+    ...new Set([
+      transactionId,
+      ...[...HEX_ID_NETWORKS].map((network) => canonicalTransactionId(network, transactionId)),
+    ]),
+  ];
 }
 
 /** Whether `address` is well-formed for the format: the check the tests hold every address made here to. */

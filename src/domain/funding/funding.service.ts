@@ -54,9 +54,9 @@ import {
 import {
   canonicalDepositAddress,
   canonicalTransactionId,
-  HEX_ID_NETWORKS,
   depositAddressKey,
   deriveDepositAddress,
+  transactionIdForms,
 } from './deposit-addresses.ts';
 import {
   FUND_ASSETS,
@@ -800,20 +800,11 @@ export function createFundingService(deps: DomainDeps) {
       const participant = code === undefined ? undefined : await findParticipant(db, code);
       if (code !== undefined && !participant) throw notFound(`participant ${code} not found`);
       const page = pageOf(query);
-      const transactionIds =
-        transactionId === undefined
-          ? undefined
-          : [
-              ...new Set([
-                transactionId,
-                ...[...HEX_ID_NETWORKS].map((network) => canonicalTransactionId(network, transactionId)),
-              ]),
-            ];
       const { rows, count } = await inOneSnapshot(db, (trx) =>
         repo.findFundEvents(
           trx,
           {
-            transactionIds,
+            transactionIds: transactionId === undefined ? undefined : transactionIdForms(transactionId),
             depositAddress: address === undefined ? undefined : canonicalDepositAddress(address),
             participant: participant && {
               platformCode: participant.platform_code,

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type Updateable } from 'kysely';
 import { cidrKey, everyAddressIn } from '../../lib/cidr.ts';
 import { Dec, isDecimalString, toDecimalString } from '../../lib/decimal.ts';
 import { newParticipantCode, newPassphrase } from '../../lib/ids.ts';
 import { hashPassphrase } from '../../lib/passphrase-hash.ts';
 import { encryptSecret } from '../../lib/secret-box.ts';
+import type { Trx } from '../../store/database.ts';
+import type { PlatformsTable } from '../../store/tables/foundation.tables.ts';
 import type { DomainDeps } from '../deps.ts';
 import { invalid, notFound, pgErrorCode, PG_UNIQUE_VIOLATION } from '../errors.ts';
 import * as repo from './platforms.repository.ts';
@@ -106,6 +108,31 @@ export function createPlatformsService(deps: DomainDeps) {
       throw invalid(`deposit_fee_bps: must have at most ${FEE_BPS_DECIMALS} decimal places`);
   }
 
+  /**
+   * Changes the platform's row (`also`: what goes with it, in the same transaction) and tells every instance, whose
+   * caches hold it (network rules); 404 when there is no such platform.
+   */
+  async function changed(
+    platformCode: string,
+    set: Updateable<PlatformsTable>,
+    also: (trx: Trx) => Promise<void> = async () => {},
+  ): Promise<PlatformView> {
+    const row = await db.transaction().execute(async (trx) => {
+      const updated = await trx
+        .updateTable('platforms')
+        .set(set)
+        .where('platform_code', '=', platformCode)
+        .returningAll()
+        .executeTakeFirst();
+      if (!updated) throw notFound(`platform ${platformCode} not found`);
+      await also(trx);
+      await deps.cache.publish(trx, { type: 'platform_changed', platform_code: platformCode });
+      return updated;
+    });
+    deps.cache.applyLocally({ type: 'platform_changed', platform_code: platformCode });
+    return view(row);
+  }
+
   async function requirePlatform(platformCode: string) {
     const row = await repo.findPlatform(db, platformCode);
     if (!row) throw notFound(`platform ${platformCode} not found`);
@@ -178,47 +205,27 @@ export function createPlatformsService(deps: DomainDeps) {
       )
         throw invalid('body: give at least one of name, quote_expiry_ms, deposit_fee_bps');
       if (input.deposit_fee_bps !== undefined) checkFeeBps(input.deposit_fee_bps);
-      const row = await db.transaction().execute(async (trx) => {
-        const updated = await trx
-          .updateTable('platforms')
-          .set({
-            ...(input.name !== undefined ? { name: input.name } : {}),
-            ...(input.quote_expiry_ms !== undefined ? { quote_expiry_ms: input.quote_expiry_ms } : {}),
-            ...(input.deposit_fee_bps !== undefined ? { deposit_fee_bps: input.deposit_fee_bps } : {}),
-          })
-          .where('platform_code', '=', platformCode)
-          .returningAll()
-          .executeTakeFirst();
-        if (!updated) throw notFound(`platform ${platformCode} not found`);
-        if (input.name !== undefined)
+      return changed(
+        platformCode,
+        {
+          ...(input.name !== undefined ? { name: input.name } : {}),
+          ...(input.quote_expiry_ms !== undefined ? { quote_expiry_ms: input.quote_expiry_ms } : {}),
+          ...(input.deposit_fee_bps !== undefined ? { deposit_fee_bps: input.deposit_fee_bps } : {}),
+        },
+        async (trx) => {
+          if (input.name === undefined) return;
           await trx
             .updateTable('participants')
             .set({ first_name: input.name, updated_at: new Date(deps.clock.now()) })
             .where('participant_code', '=', platformCode)
             .where('kind', '=', 'platform')
             .execute();
-        await deps.cache.publish(trx, { type: 'platform_changed', platform_code: platformCode });
-        return updated;
-      });
-      deps.cache.applyLocally({ type: 'platform_changed', platform_code: platformCode });
-      return view(row);
+        },
+      );
     },
 
     async setAllowlist(platformCode: string, cidrs: string[]): Promise<PlatformView> {
-      const allowlist = checkAllowlist(cidrs, 'cidrs');
-      const row = await db.transaction().execute(async (trx) => {
-        const updated = await trx
-          .updateTable('platforms')
-          .set({ ip_allowlist: allowlist })
-          .where('platform_code', '=', platformCode)
-          .returningAll()
-          .executeTakeFirst();
-        if (!updated) throw notFound(`platform ${platformCode} not found`);
-        await deps.cache.publish(trx, { type: 'platform_changed', platform_code: platformCode });
-        return updated;
-      });
-      deps.cache.applyLocally({ type: 'platform_changed', platform_code: platformCode });
-      return view(row);
+      return changed(platformCode, { ip_allowlist: checkAllowlist(cidrs, 'cidrs') });
     },
 
     /** The secret and passphrase are returned once and stored only encrypted (secret) and hashed (passphrase). */

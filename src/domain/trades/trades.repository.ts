@@ -175,34 +175,40 @@ export async function lockSpendableBalance(
     .where('asset', '=', key.asset)
     .forUpdate()
     .executeTakeFirst();
-  const open = await db
-    .selectFrom('trades')
+  const open = await unsettledTradesOf(db, key.platformCode, [key.participantCode])
     .select(sql<string>`coalesce(sum(pay_amount), 0)::text`.as('promised'))
-    .where('platform_code', '=', key.platformCode)
-    .where('owner_participant_code', '=', key.participantCode)
     .where('account_label', '=', key.accountLabel)
     .where('pay_asset', '=', key.asset)
-    .where('trade_state', '<>', 'terminated')
     .executeTakeFirstOrThrow();
   return { balance: account?.balance ?? '0', promised: open.promised };
 }
 
+/** The unsettled trades that will pay from these participants' balances on the platform. */
+function unsettledTradesOf(db: Executor, platformCode: string, ownerParticipantCodes: string[]) {
+  return db
+    .selectFrom('trades')
+    .where('platform_code', '=', platformCode)
+    .where('owner_participant_code', 'in', ownerParticipantCodes)
+    .where('trade_state', '<>', 'terminated');
+}
+
 /**
- * What the participant's unsettled trades will pay at settlement, by account label and asset: the part of each
- * available balance they have promised (lockSpendableBalance's, for all of a participant's balances at once).
+ * What the participants' unsettled trades will pay at settlement, by owner, account label and asset: the part of
+ * each available balance they have promised (lockSpendableBalance's, for all of their balances at once).
  */
 export function promisedByAccount(
   db: Executor,
   platformCode: string,
-  ownerParticipantCode: string,
-): Promise<Array<{ account_label: string; asset: string; promised: string }>> {
-  return db
-    .selectFrom('trades')
-    .select(['account_label', 'pay_asset as asset', sql<string>`sum(pay_amount)::text`.as('promised')])
-    .where('platform_code', '=', platformCode)
-    .where('owner_participant_code', '=', ownerParticipantCode)
-    .where('trade_state', '<>', 'terminated')
-    .groupBy(['account_label', 'pay_asset'])
+  ownerParticipantCodes: string[],
+): Promise<Array<{ owner: string; account_label: string; asset: string; promised: string }>> {
+  return unsettledTradesOf(db, platformCode, ownerParticipantCodes)
+    .select([
+      'owner_participant_code as owner',
+      'account_label',
+      'pay_asset as asset',
+      sql<string>`sum(pay_amount)::text`.as('promised'),
+    ])
+    .groupBy(['owner_participant_code', 'account_label', 'pay_asset'])
     .execute();
 }
 

@@ -55,11 +55,10 @@ interface InFlight {
   onSlow: (() => boolean) | null;
   timedOut: boolean;
   /**
-   * The attempt's result is known (its status line arrived) and only the rest of the body is being
-   * read off: cutting it now loses nothing but the connection.
+   * performance.now() when the status line arrived (0: not yet), the attempt's duration whatever is read after it.
+   * Once it has, the result is known and only the rest of the body is being read off: cutting it now loses nothing
+   * but the connection.
    */
-  answered: boolean;
-  /** performance.now() when the status line arrived: the attempt's duration, whatever is read after it. */
   answeredAt: number;
   /** A failure's first body bytes (4xx, 5xx): the receiver's reason, kept with the attempt's error. */
   excerpt: Buffer[] | null;
@@ -155,7 +154,7 @@ export function createWebhookSender(options: {
         if (attempt.controller) attempt.controller.abort(new Error('timeout'));
         else attempt.cancel?.(new Error('timeout'));
       }
-      if (attempt.onSlow && at >= attempt.slowAt && !attempt.answered && !attempt.timedOut)
+      if (attempt.onSlow && at >= attempt.slowAt && attempt.answeredAt === 0 && !attempt.timedOut)
         (slow ??= []).push(attempt);
     }
     // After the loop: a callback may start attempts (a freed slot), which join inFlight. One that throws is
@@ -235,7 +234,6 @@ export function createWebhookSender(options: {
           status = statusCode;
           // The status line is the answer, whatever it is: a failure too (a 500 whose body was then cut, or
           // stalled, was recorded as "other side closed", or as a timeout, without its status: review).
-          attempt.answered = true;
           attempt.answeredAt = performance.now();
           if (statusCode < 400 || statusCode === 410) return resolve(statusCode);
           // A failure's reason, if its body brings one soon.
@@ -266,7 +264,7 @@ export function createWebhookSender(options: {
           settle(attempt);
           clearTimeout(excerptWait);
           // After the status line this only drops the connection: the answer is its status.
-          if (attempt.answered) resolve(status);
+          if (attempt.answeredAt !== 0) resolve(status);
           else reject(error);
         },
       };
@@ -298,7 +296,6 @@ export function createWebhookSender(options: {
       slowAt: started + slowMs,
       onSlow: input.onSlow ?? null,
       timedOut: false,
-      answered: false,
       answeredAt: 0,
       excerpt: null,
     };
@@ -357,7 +354,7 @@ export function createWebhookSender(options: {
       return (closed ??= (async () => {
         // Bodies still being read after their answer are of no more use: cut them rather than wait for them.
         for (const attempt of inFlight) {
-          if (attempt.answered) attempt.controller?.abort(new Error('sender closed'));
+          if (attempt.answeredAt !== 0) attempt.controller?.abort(new Error('sender closed'));
         }
         // After abortAll, connections still being made are dropped rather than waited for (up to the timeout).
         if (aborting) await agent.destroy();
