@@ -214,13 +214,13 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage: 'svc deposits find [--tx TRANSACTION_ID] [--address ADDRESS] [--participant CODE] [--page N]',
     summary: 'fund events of every platform by transaction id, deposit address or participant, newest first',
     run: (c, _p, o) => {
+      if (!['tx', 'address', 'participant'].some((option) => o[option] !== undefined))
+        throw new UsageError('give --tx, --address or --participant (or more than one)');
       const query = listingQuery(o, [
         ['tx', 'transaction_id'],
         ['address', 'deposit_address'],
         ['participant', 'participant_code'],
       ]);
-      if (!['transaction_id', 'deposit_address', 'participant_code'].some((name) => query.has(name)))
-        throw new UsageError('give --tx, --address or --participant (or more than one)');
       return c.getPage<FundEvent>(`/deposits?${query}`, 'deposits');
     },
   },

@@ -191,15 +191,16 @@ export function createBalancesService(deps: DomainDeps) {
               q.where('account_label', '=', query.account_label!),
             )
             .$if(query.asset !== undefined, (q) => q.where('asset', '=', query.asset!))
-            .orderBy('account_label')
-            .orderBy('asset')
-            .orderBy('account_type')
             .execute(),
           promisedByAccount(trx, platformCode, [self, ...tenancies.map((t) => t.holder)]),
         ]);
         const key = (owner: string, label: string, asset: string) => `${owner}\n${label}\n${asset}`;
         const promisedOf = new Map(promised.map((p) => [key(p.owner, p.account_label, p.asset), p.promised]));
-        return rows.map((row): HeldBalance => ({
+        // Ordered here, by label, asset and type as JavaScript compares text (UTF-16 code units), whatever the
+        // database's collation.
+        const ordered = (a: (typeof rows)[number], b: (typeof rows)[number]) =>
+          compareKeys([a.account_label, a.asset, a.account_type], [b.account_label, b.asset, b.account_type]);
+        return rows.sort(ordered).map((row): HeldBalance => ({
           participant_code: row.participant_code,
           account_group: row.account_group,
           account_label: row.account_label,
@@ -331,3 +332,9 @@ export function createBalancesService(deps: DomainDeps) {
 }
 
 export type BalancesService = ReturnType<typeof createBalancesService>;
+
+/** Orders by the first key that differs, as JavaScript compares text. */
+function compareKeys(a: string[], b: string[]): number {
+  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return a[i]! < b[i]! ? -1 : 1;
+  return 0;
+}
