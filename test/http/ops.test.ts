@@ -288,6 +288,33 @@ describe('GET /docs', () => {
     assert.equal(doc.paths['/healthz'], undefined);
     assert.equal(doc.paths['/metrics'], undefined);
   });
+
+  test('names every operation once and says what it does: generated clients name their methods by it', async () => {
+    // None had an operationId, so openapi-generator made names of the path and method
+    // (`adminPlatformsCodeApiKeysPost`), and 17 operator operations showed no summary in /docs.
+    const doc = (await rawRequest(svc.url, 'GET', '/docs/json')).json as {
+      paths: Record<string, Record<string, { operationId?: string; summary?: string }>>;
+    };
+    const operations = Object.entries(doc.paths).flatMap(([p, methods]) =>
+      Object.entries(methods).map(([m, op]) => ({ at: `${m} ${p}`, ...op })),
+    );
+    assert.ok(operations.length >= 55, `${operations.length} operations`);
+    const ids = new Map<string, string>();
+    for (const { at, operationId, summary } of operations) {
+      assert.match(operationId ?? '', /^[a-z][A-Za-z]+$/, `${at}: operationId`);
+      assert.equal(
+        ids.get(operationId!),
+        undefined,
+        `${at} and ${ids.get(operationId!)} share ${operationId}`,
+      );
+      ids.set(operationId!, at);
+      assert.ok((summary ?? '').length > 5, `${at}: summary`);
+      // The operator's are told apart from the public ones of the same name (GET /trades, GET /admin/trades).
+      assert.equal(operationId!.startsWith('admin'), at.includes(' /admin/'), `${at}: ${operationId}`);
+    }
+    assert.equal(ids.get('executeLiquidityQuote'), 'post /liquidity/execute');
+    assert.equal(ids.get('adminRevokeApiKey'), 'delete /admin/api_keys/{api_key}');
+  });
 });
 
 describe('structured logs', () => {

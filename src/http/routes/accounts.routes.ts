@@ -37,6 +37,7 @@ export async function accountsRoutes(
     {
       schema: {
         tags,
+        operationId: 'listAccounts',
         summary: 'List balance accounts',
         querystring: ListAccountsQuery,
         response: { 200: ListAccountsResponse, ...publicErrorResponses },
@@ -56,6 +57,7 @@ export async function accountsRoutes(
     {
       schema: {
         tags,
+        operationId: 'createCustomerAccount',
         summary: 'Create customer account (asynchronous)',
         body: CreateCustomerAccountRequest,
         response: { 202: Accepted, ...publicErrorResponses, ...conflictResponses },
@@ -72,6 +74,7 @@ export async function accountsRoutes(
     {
       schema: {
         tags,
+        operationId: 'getCustomerAccountDetails',
         summary: 'Get customer account details',
         params: ZrnParams,
         querystring: DetailsQuery,
@@ -91,6 +94,7 @@ export async function accountsRoutes(
     {
       schema: {
         tags,
+        operationId: 'addTenant',
         summary: 'Add tenant to customer account (asynchronous)',
         params: ZrnParams,
         body: AddTenantBody,
@@ -108,6 +112,7 @@ export async function accountsRoutes(
     {
       schema: {
         tags,
+        operationId: 'removeTenant',
         summary: 'Remove tenant from customer account (asynchronous)',
         params: TenantParams,
         // None, or `{}` (wire-contract §1 signs a bodyless DELETE as `{}`); a field is refused by name, as on every

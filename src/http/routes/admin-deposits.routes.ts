@@ -23,6 +23,7 @@ export async function adminDepositsRoutes(app: FastifyInstance, { funding }: { f
     {
       schema: {
         tags: ['Operator: deposits'],
+        operationId: 'adminFindDeposits',
         summary:
           'Fund events of every platform by transaction id, deposit address or participant (at least one), newest first',
         querystring: FindDepositsQuery,
@@ -40,6 +41,7 @@ export async function adminDepositsRoutes(app: FastifyInstance, { funding }: { f
     {
       schema: {
         tags: ['Operator: deposits'],
+        operationId: 'adminGetDepositAddress',
         summary: 'Whose deposit address it is: platform, participant, account label, network',
         params: DepositAddressParams,
         response: { 200: Envelope(DepositAddressOwner), ...adminErrorResponses },
@@ -53,6 +55,8 @@ export async function adminDepositsRoutes(app: FastifyInstance, { funding }: { f
     {
       schema: {
         tags: ['Operator: deposits'],
+        operationId: 'adminRecordDeposit',
+        summary: 'Record an on-chain deposit to a deposit address (what a chain indexer would call)',
         body: RecordDepositBody,
         response: { 200: RecordedDepositResponse, 201: RecordedDepositResponse, ...adminErrorResponses },
       },

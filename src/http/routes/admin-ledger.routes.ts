@@ -23,6 +23,8 @@ export async function adminLedgerRoutes(
     {
       schema: {
         tags: ['Operator: prices'],
+        operationId: 'adminSetPrices',
+        summary: 'Set the prices that quotes and fund rates are made from (at most 1,000 pairs)',
         body: SetPricesBody,
         response: { 200: Envelope(Type.Array(Price)), ...adminErrorResponses },
       },
@@ -35,6 +37,8 @@ export async function adminLedgerRoutes(
     {
       schema: {
         tags: ['Operator: prices'],
+        operationId: 'adminListPrices',
+        summary: 'The prices that quotes and fund rates are made from',
         response: { 200: Envelope(Type.Array(Price)), ...adminErrorResponses },
       },
     },
@@ -48,6 +52,8 @@ export async function adminLedgerRoutes(
     {
       schema: {
         tags: ['Operator: balances'],
+        operationId: 'adminGetBalances',
+        summary: "A participant's balances, each with what unsettled trades will pay from it",
         querystring: ListBalancesQuery,
         response: { 200: Envelope(Type.Array(HeldBalance)), ...adminErrorResponses },
       },
@@ -60,6 +66,9 @@ export async function adminLedgerRoutes(
     {
       schema: {
         tags: ['Operator: balances'],
+        operationId: 'adminAdjustBalance',
+        summary:
+          'Credit or debit a balance (a recorded movement, notified for available and collateral accounts)',
         body: AdjustBalanceBody,
         response: { 200: Envelope(BalanceAdjustment), ...adminErrorResponses },
       },

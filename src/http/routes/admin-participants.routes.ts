@@ -29,6 +29,8 @@ export async function adminParticipantsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminCreateParticipant',
+        summary: 'Create a participant of a platform',
         body: CreateParticipantBody,
         response: { 201: Envelope(Participant), ...adminErrorResponses },
       },
@@ -41,6 +43,7 @@ export async function adminParticipantsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminFindParticipants',
         summary: 'The participants of every platform with this email (any letter case)',
         querystring: FindParticipantsQuery,
         response: { 200: Envelope(Type.Array(Participant)), ...adminErrorResponses },
@@ -54,6 +57,8 @@ export async function adminParticipantsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminGetParticipant',
+        summary: "Any platform's participant",
         params: ParticipantParams,
         response: { 200: Envelope(Participant), ...adminErrorResponses },
       },
@@ -66,6 +71,8 @@ export async function adminParticipantsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminUpdateParticipant',
+        summary: "Set a participant's status (and its reason code)",
         params: ParticipantParams,
         body: UpdateParticipantBody,
         response: { 200: Envelope(Participant), ...adminErrorResponses },
@@ -85,6 +92,8 @@ export async function adminParticipantsRoutes(
     {
       schema: {
         tags: ['Operator: accounts'],
+        operationId: 'adminCreateCustomerAccount',
+        summary: 'Create a customer account synchronously',
         body: CreateCustomerAccountBody,
         response: { 201: Envelope(CustomerAccountDetails), ...adminErrorResponses },
       },

@@ -28,6 +28,8 @@ export async function adminPlatformsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminCreatePlatform',
+        summary: 'Create a platform (its code is generated)',
         body: CreatePlatformBody,
         response: { 201: Envelope(Platform), ...adminErrorResponses },
       },
@@ -37,7 +39,14 @@ export async function adminPlatformsRoutes(
 
   app.get(
     '/platforms',
-    { schema: { tags, response: { 200: Envelope(Type.Array(Platform)), ...adminErrorResponses } } },
+    {
+      schema: {
+        tags,
+        operationId: 'adminListPlatforms',
+        summary: 'Every platform',
+        response: { 200: Envelope(Type.Array(Platform)), ...adminErrorResponses },
+      },
+    },
     async () => ({
       message: await platforms.list(),
     }),
@@ -48,6 +57,8 @@ export async function adminPlatformsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminGetPlatform',
+        summary: 'A platform',
         params: PlatformCodeParams,
         response: { 200: Envelope(Platform), ...adminErrorResponses },
       },
@@ -60,6 +71,9 @@ export async function adminPlatformsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminUpdatePlatform',
+        summary:
+          "Change a platform's name, quote expiry or deposit fee; the fields left out stay as they are",
         params: PlatformCodeParams,
         body: UpdatePlatformBody,
         response: { 200: Envelope(Platform), ...adminErrorResponses },
@@ -73,6 +87,8 @@ export async function adminPlatformsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminSetIpAllowlist',
+        summary: "Replace a platform's IP allow-list (empty: every address, in cert only)",
         params: PlatformCodeParams,
         body: AllowlistBody,
         response: { 200: Envelope(Platform), ...adminErrorResponses },
@@ -86,6 +102,8 @@ export async function adminPlatformsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminCreateApiKey',
+        summary: 'Issue an API key; its secret and passphrase are shown this once',
         params: PlatformCodeParams,
         body: NoFieldsBody,
         response: { 201: Envelope(IssuedApiKey), ...adminErrorResponses },
@@ -101,6 +119,8 @@ export async function adminPlatformsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminListApiKeys',
+        summary: "A platform's API keys (never their secrets), with when each was last used",
         params: PlatformCodeParams,
         response: { 200: Envelope(Type.Array(ApiKeySummary)), ...adminErrorResponses },
       },
@@ -113,6 +133,8 @@ export async function adminPlatformsRoutes(
     {
       schema: {
         tags,
+        operationId: 'adminRevokeApiKey',
+        summary: 'Revoke an API key, on every instance at once',
         params: ApiKeyParams,
         // A body's fields are refused by name, as on every action (probe: `{"x":1}` revoked the key all the same).
         body: NoFieldsBody,

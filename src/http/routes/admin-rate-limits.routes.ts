@@ -14,6 +14,7 @@ export async function adminRateLimitsRoutes(app: FastifyInstance, { limiter }: {
     {
       schema: {
         tags,
+        operationId: 'adminGetRateLimit',
         summary: "An IP's accepted requests in the current window and its block, if any",
         params: RateLimitIpParams,
         response: { 200: RateLimitStateResponse, ...adminErrorResponses },
@@ -27,6 +28,7 @@ export async function adminRateLimitsRoutes(app: FastifyInstance, { limiter }: {
     {
       schema: {
         tags,
+        operationId: 'adminUnblockIp',
         summary:
           'Lift the block of an IP on every instance and clear its count; returns the state afterwards',
         params: RateLimitIpParams,

@@ -21,6 +21,7 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
     {
       schema: {
         tags,
+        operationId: 'adminBookTrade',
         summary:
           'Book a trade directly (net_settlement: true books an allocation trade, which sends no trade_status_changed; its balance moves still notify)',
         body: BookTradeBody,
@@ -35,6 +36,7 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
     {
       schema: {
         tags,
+        operationId: 'adminListTrades',
         summary:
           "A platform's trades, newest first, optionally of a party (owner or counterparty), in a state, or by " +
           'client_trade_id (a quote id finds the trade of that quote)',
@@ -53,6 +55,7 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
     {
       schema: {
         tags,
+        operationId: 'adminGetTrade',
         summary: "Any platform's trade, with its settlement flag and withdrawal request",
         params: TradeParams,
         response: { 200: AdminTradeResponse, ...adminErrorResponses },
@@ -66,6 +69,7 @@ export async function adminTradesRoutes(app: FastifyInstance, { trades }: { trad
     {
       schema: {
         tags,
+        operationId: 'adminAdvanceTrade',
         summary:
           'Move a trade to its next state now (accepted → active → terminated); 409 once terminated, or when ' +
           'it is no longer in the state `from` names',

@@ -25,6 +25,7 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
     {
       schema: {
         tags,
+        operationId: 'adminPutWebhook',
         summary: "Configure a platform's webhook (URL, optional secret, payload types, enabled)",
         params: WebhookPlatformParams,
         body: PutWebhookBody,
@@ -39,6 +40,7 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
     {
       schema: {
         tags,
+        operationId: 'adminUpdateWebhook',
         summary: "Change some of a platform's webhook configuration; the fields left out stay as they are",
         params: WebhookPlatformParams,
         body: PatchWebhookBody,
@@ -53,6 +55,7 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
     {
       schema: {
         tags,
+        operationId: 'adminGetWebhook',
         summary: "A platform's webhook configuration (the secret is never returned)",
         params: WebhookPlatformParams,
         response: { 200: Envelope(WebhookEndpoint), ...adminErrorResponses },
@@ -66,6 +69,7 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
     {
       schema: {
         tags,
+        operationId: 'adminListNotifications',
         summary: "A platform's notifications, newest first, each with every delivery attempt",
         params: WebhookPlatformParams,
         querystring: NotificationsQuery,
@@ -83,6 +87,7 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
     {
       schema: {
         tags,
+        operationId: 'adminGetNotification',
         summary: 'One notification with every delivery attempt',
         params: NotificationParams,
         response: { 200: Envelope(WebhookNotification), ...adminErrorResponses },
@@ -96,6 +101,7 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
     {
       schema: {
         tags,
+        operationId: 'adminRedeliverNotification',
         summary: 'Deliver a notification again (same notification id), from the top of the retry schedule',
         params: NotificationParams,
         body: NoFieldsBody,
@@ -111,6 +117,7 @@ export async function adminWebhooksRoutes(app: FastifyInstance, { webhooks }: { 
     {
       schema: {
         tags,
+        operationId: 'adminRedeliverSince',
         summary: 'Deliver again every notification of the platform recorded since a time (epoch ms)',
         params: WebhookPlatformParams,
         body: RedeliverSinceBody,

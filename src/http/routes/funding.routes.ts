@@ -22,6 +22,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
     {
       schema: {
         tags,
+        operationId: 'createClientToken',
         summary: 'Create a JWT for the Account Funding SDK (with `fwc` it opens a funding session)',
         body: ClientAuthTokenBody,
         response: { 201: ClientAuthTokenResponse, ...publicErrorResponses },
@@ -38,6 +39,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
     {
       schema: {
         tags,
+        operationId: 'revokeClientToken',
         summary: 'Revoke an Account Funding SDK token',
         body: RevokeClientAuthTokenBody,
         response: {
@@ -57,6 +59,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
     {
       schema: {
         tags,
+        operationId: 'requestFundQuote',
         summary: 'Request a fund quote and the deposit address (opens a funding session)',
         body: FundRfqBody,
         response: { 200: FundQuoteResponse, ...publicErrorResponses },
@@ -72,6 +75,7 @@ export async function fundingRoutes(app: FastifyInstance, { funding }: { funding
     {
       schema: {
         tags,
+        operationId: 'listFundTransactions',
         summary: 'List fund events, newest first',
         querystring: FundTransactionsQuery,
         response: { 200: FundTransactionsResponse, ...publicErrorResponses },

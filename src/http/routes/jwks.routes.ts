@@ -14,6 +14,7 @@ export async function jwksRoutes(app: FastifyInstance, { funding }: { funding: F
     {
       schema: {
         tags: ['Public'],
+        operationId: 'getSigningKeys',
         summary: 'Public keys of the SDK token signer',
         security: [],
         response: { 200: Jwks, ...openRouteErrorResponses },

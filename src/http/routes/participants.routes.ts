@@ -28,6 +28,7 @@ export async function participantsRoutes(
     {
       schema: {
         tags,
+        operationId: 'createCustomer',
         summary: 'Create a customer; X-REQUEST-ID makes a repeat return the original answer (spec 7.3)',
         headers: CreateCustomerHeaders,
         body: PostCustomerBody,
@@ -59,6 +60,7 @@ export async function participantsRoutes(
     {
       schema: {
         tags,
+        operationId: 'listParticipants',
         summary: "The platform's customers, oldest first; filters participant_code, email, status",
         querystring: ListParticipantsQuery,
         response: { 200: ListParticipantsResponse, ...publicErrorResponses },
@@ -72,6 +74,7 @@ export async function participantsRoutes(
     {
       schema: {
         tags,
+        operationId: 'getParticipantByEmail',
         summary: "A participant by email (spec 7.2: did the creation happen?); another platform's → 403",
         params: ParticipantEmailParams,
         response: { 200: ParticipantByEmailResponse, ...publicErrorResponses },

@@ -31,6 +31,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
       exposeHeadRoute: false,
       schema: {
         tags: liquidity,
+        operationId: 'getLiquidityQuote',
         summary: 'Request a liquidity quote (exactly one of quantity and total)',
         querystring: LiquidityQuoteRequest,
         response: { 200: LiquidityQuoteResponse, ...publicErrorResponses },
@@ -46,6 +47,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
     {
       schema: {
         tags: liquidity,
+        operationId: 'requestLiquidityQuote',
         summary: 'Request a liquidity quote (exactly one of quantity and total)',
         body: LiquidityQuoteBody,
         response: { 201: LiquidityQuoteResponse, ...publicErrorResponses },
@@ -62,6 +64,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
     {
       schema: {
         tags: liquidity,
+        operationId: 'executeLiquidityQuote',
         summary: 'Execute a quote: one trade, client_trade_id = quote_id; unknown/expired/executed → 404',
         body: ExecuteQuoteBody,
         response: { 200: LiquidityExecutionResponse, ...publicErrorResponses },
@@ -80,6 +83,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
       exposeHeadRoute: false,
       schema: {
         tags: convertWithdraw,
+        operationId: 'getConvertWithdrawQuote',
         summary:
           'Request a quote to buy an asset and withdraw it to an address (exactly one of quantity and total)',
         querystring: ConvertWithdrawQuoteRequest,
@@ -96,6 +100,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
     {
       schema: {
         tags: convertWithdraw,
+        operationId: 'requestConvertWithdrawQuote',
         summary:
           'Request a quote to buy an asset and withdraw it to an address (exactly one of quantity and total)',
         body: ConvertWithdrawQuoteBody,
@@ -113,6 +118,7 @@ export async function quotesRoutes(app: FastifyInstance, { quotes }: { quotes: Q
     {
       schema: {
         tags: convertWithdraw,
+        operationId: 'executeConvertWithdrawQuote',
         summary: 'Execute a convert-and-withdraw quote: a trade and its withdrawal request',
         body: ConvertWithdrawExecuteBody,
         response: { 200: ConvertWithdrawExecutionResponse, ...publicErrorResponses },

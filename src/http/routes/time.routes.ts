@@ -10,6 +10,7 @@ export async function timeRoutes(app: FastifyInstance, options: { clock: Clock }
     {
       schema: {
         tags: ['Public'],
+        operationId: 'getTime',
         summary: 'Server time',
         security: [],
         response: { 200: TimeResponse, ...openRouteErrorResponses },

@@ -13,6 +13,7 @@ export async function tradesRoutes(app: FastifyInstance, { trades }: { trades: T
     {
       schema: {
         tags,
+        operationId: 'listTrades',
         summary: 'List trades, newest first (client_trade_id finds the trade of an executed quote)',
         querystring: ListTradesQuery,
         response: { 200: TradesPage, ...publicErrorResponses },
@@ -29,6 +30,7 @@ export async function tradesRoutes(app: FastifyInstance, { trades }: { trades: T
     {
       schema: {
         tags,
+        operationId: 'getTrade',
         summary: "A trade; another platform's trade → 403",
         params: TradeParams,
         response: { 200: TradeResponse, ...publicErrorResponses },
