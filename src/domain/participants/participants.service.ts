@@ -150,7 +150,10 @@ export function payloadHash(body: unknown): string {
   return createHash('sha256').update(canonical).digest('hex');
 }
 
-/** spec 7.3: approved when the platform reports that KYC and sanctions screening passed, else submitted. */
+/**
+ * Approved when the platform reports that KYC and sanctions screening passed, else submitted: the spec leaves a new
+ * customer's status open; this rule is the README's (Customer onboarding).
+ */
 export function initialCustomerStatus(body: { kyc: string; sanction_screening: string }): ParticipantStatus {
   return body.kyc === 'pass' && body.sanction_screening === 'pass' ? 'approved' : 'submitted';
 }
