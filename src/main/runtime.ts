@@ -193,7 +193,8 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
         policy: config.rateLimit,
         keyPrefix: config.rateLimit.redisKeyPrefix,
         redisOptions: { commandTimeout: config.rateLimit.redisTimeoutMs },
-        clock,
+        // A test's clock; else the limiter's own, monotonic: blocks must not follow a step of the wall clock.
+        clock: options.clock,
         logger: logger.child({ component: 'rate-limit' }),
       }).catch((err: unknown) => {
         throw err instanceof RedisDatabaseError ? new ConfigError(`REDIS_URL: ${err.message}`) : err;

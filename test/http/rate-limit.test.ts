@@ -410,3 +410,25 @@ describe(
     });
   },
 );
+
+describe('rate limit through the service: the wall clock steps', () => {
+  it('a block lasts its length when the wall clock steps back (NTP, a virtual machine resumed)', async () => {
+    // Review: blocks and their cache were timed by the wall clock; stepped back a minute, it refused a blocked IP
+    // a minute more, with a Retry-After of 60.
+    const svc = await startTestService({
+      env: { SVC_RATE_LIMIT: '1', SVC_RATE_LIMIT_WINDOW_MS: '60000', SVC_RATE_LIMIT_BLOCK_MS: '200' },
+    });
+    const wallClock = Date.now;
+    try {
+      await svc.newPlatform();
+      assert.deepEqual(await send(`${svc.url}/time`, 1), [200]);
+      assert.deepEqual(await send(`${svc.url}/time`, 1), [429]);
+      Date.now = () => wallClock() - 60_000;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(await send(`${svc.url}/time`, 1), [200], 'the block of 200 ms is over');
+    } finally {
+      Date.now = wallClock;
+      await svc.close();
+    }
+  });
+});

@@ -115,11 +115,11 @@ async function monitorScripts(prefix: string) {
   const seen = { calls: 0, decisions: 0 };
   let marker = '';
   const monitor = await startRedisMonitor(REDIS_URL!, (args) => {
-    // EVALSHA sha|script 0 prefix limit window block now ip…: one IP per request decided.
+    // EVALSHA sha|script 0 prefix limit window block now deadline ip…: one IP per request decided.
     const [command] = args;
     if ((command === 'evalsha' || command === 'eval') && args[3] === prefix) {
       seen.calls++;
-      seen.decisions += args.length - 8;
+      seen.decisions += args.length - 9;
     }
     if (command === 'echo') marker = args[1] ?? '';
   });
@@ -618,6 +618,68 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       relay.release();
       await limiter.close();
       await relay.close();
+    }
+  });
+
+  it('a call Redis runs after the instance gave up on it writes nothing: its requests were decided from memory', async () => {
+    // Review: a Redis that hung with a call written to it ran the call when it woke, stamping its requests with
+    // that time: counted twice (from memory when the call timed out, then in Redis), they blocked an IP that had
+    // never gone over the limit. CLIENT PAUSE holds the call as a hung Redis does.
+    const own = await startOwnRedis();
+    const policy = { limit: 20, windowMs: 60_000, blockMs: 60_000 };
+    const connection = new Redis(own.url, rateLimitRedisOptions({ commandTimeout: 200 }));
+    const limiter = new RateLimiterService({
+      shared: new RedisRateLimitStore({ client: connection, keyPrefix: 'rl:', policy }),
+      sweepIntervalMs: false,
+      retrySharedAfterMs: 60_000,
+    });
+    const ip = '203.0.113.70';
+    try {
+      await connection.connect();
+      // Redis has answered once, so the instance knows its clock.
+      assert.equal((await limiter.check('203.0.113.71')).allowed, true);
+      assert.equal(limiter.fallbackActive, false);
+      await own.command('client', 'pause', '1500', 'ALL');
+      const during = await hit(limiter, ip, 8);
+      assert.equal(accepted(during), 8);
+      assert.equal(limiter.fallbackActive, true, 'the call timed out: decided from memory');
+      // When the pause ends, Redis runs the held call, then the probe, which ends the fallback.
+      while (!(await limiter.sharedReachable())) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(limiter.fallbackActive, false);
+
+      const afterwards = await hit(limiter, ip, 15);
+      assert.equal(accepted(afterwards), 15, 'fewer than the limit: every one accepted');
+      assert.equal((await limiter.inspect(ip)).count, 15, 'the 8 decided from memory are not in Redis');
+    } finally {
+      await limiter.close();
+      connection.disconnect();
+      await own.stop();
+    }
+  });
+
+  it('a call found late while its answer is still awaited is decided from memory, as one that timed out', async () => {
+    // The deadline is on Redis's clock as the instance last saw it; an answer it finds late wrote nothing.
+    const prefix = freshPrefix();
+    const store = new RedisRateLimitStore({ client: client(), keyPrefix: prefix, policy: { limit: 5 } });
+    const limiter = new RateLimiterService({
+      shared: store,
+      sweepIntervalMs: false,
+      retrySharedAfterMs: 60_000,
+    });
+    try {
+      assert.equal((await limiter.check('203.0.113.72')).allowed, true);
+      assert.equal(limiter.fallbackActive, false);
+      // As if Redis's clock had been read a day behind: every deadline is past when the call runs.
+      (store as unknown as { redisClockOffset: number }).redisClockOffset -= 86_400_000;
+      assert.equal((await limiter.check('203.0.113.72')).allowed, true);
+      assert.equal(limiter.fallbackActive, true);
+      assert.equal((await store.inspect('203.0.113.72')).count, 1, 'the late call wrote nothing');
+      // Its answer told Redis's clock again: the next call is on time.
+      assert.equal(await limiter.sharedReachable(), true);
+      assert.equal((await limiter.check('203.0.113.72')).allowed, true);
+      assert.equal((await store.inspect('203.0.113.72')).count, 2);
+    } finally {
+      await limiter.close();
     }
   });
 

@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../../lib/clock.ts';
+import { monotonicClock, type Clock } from '../../lib/clock.ts';
 import {
   ACCEPTED,
   rateLimitState,
@@ -52,7 +52,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
   constructor(options: MemoryRateLimitStoreOptions = {}) {
     this.policy = resolvePolicy(options.policy);
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? monotonicClock;
   }
 
   /** Number of IPs currently tracked (for metrics and the memory test). */

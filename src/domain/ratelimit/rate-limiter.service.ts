@@ -1,6 +1,6 @@
 import { isIP, isIPv6 } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
-import { systemClock, type Clock } from '../../lib/clock.ts';
+import { monotonicClock, type Clock } from '../../lib/clock.ts';
 import { invalid, unavailable } from '../errors.ts';
 import { MemoryRateLimitStore } from './memory-rate-limit.store.ts';
 import { RedisRateLimitStore, rateLimitRedisOptions } from './redis-rate-limit.store.ts';
@@ -19,6 +19,10 @@ import {
 
 export interface RateLimiterServiceOptions {
   policy?: Partial<RateLimitPolicy>;
+  /**
+   * This instance's time: its blocks held in memory, its "blocked until" cache, its back-off. Default: monotonic, so
+   * that a wall clock stepped back a minute does not refuse a blocked IP for a minute more (review).
+   */
   clock?: Clock;
   logger?: RateLimitLogger;
   /** The shared store (Redis). Absent → this instance limits on its own, in memory. */
@@ -110,7 +114,7 @@ export class RateLimiterService implements RateLimiter {
 
   constructor(options: RateLimiterServiceOptions = {}) {
     this.policy = resolvePolicy(options.shared?.policy ?? options.policy);
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? monotonicClock;
     this.logger = options.logger ?? silentLogger;
     this.memory = new MemoryRateLimitStore({ policy: this.policy, clock: this.clock });
     this.shared = options.shared;

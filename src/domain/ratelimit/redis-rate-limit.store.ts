@@ -38,9 +38,15 @@ local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = tonumber(ARGV[5]) or clock`;
 
 /**
- * Decides a batch of requests, in order, atomically. ARGV: prefix, limit, window, block, now, then the
- * IP of each request (an IP may appear more than once). → one integer per request: 0 accepted; > 0
- * refused during a block, ms left; < 0 refused and the block it starts lasts -n ms.
+ * Decides a batch of requests, in order, atomically. ARGV: prefix, limit, window, block, now, deadline, then
+ * the IP of each request (an IP may appear more than once). → Redis's clock, then one integer per request:
+ * 0 accepted; > 0 refused during a block, ms left; < 0 refused and the block it starts lasts -n ms.
+ *
+ * deadline ('' for none): the Redis time after which the sender no longer waits for the answer. A batch run
+ * later (the call was written to the socket of a Redis that then hung, or of a network that stalled, and
+ * the instance decided its requests from memory when the command timed out) writes nothing and answers
+ * Redis's clock alone: run as sent, its requests were counted twice, stamped with the time Redis woke up,
+ * and blocked IPs that had never gone over the limit (review).
  *
  * The common case costs two calls: LPUSH (which also tells the log's length) and PEXPIREAT. The block
  * key and the window are looked at only when the log then holds more than `limit` entries, which is
@@ -102,8 +108,10 @@ local function over_limit(log, blk, n)
   return 0
 end
 
-local out = {}
-for i = 6, #ARGV do
+local out = {clock}
+local deadline = tonumber(ARGV[6])
+if deadline and clock > deadline then return out end
+for i = 7, #ARGV do
   local log = prefix .. '{' .. ARGV[i] .. '}:log'
   local n = call('LPUSH', log, stamp)
   if n > limit then
@@ -239,6 +247,11 @@ export class RedisRateLimitStore implements RateLimitStore {
   private queuedCallbacks: HitCallback[] = [];
   private inFlight = 0;
   private flushScheduled = false;
+  /**
+   * Redis's clock minus this process's monotonic one, as of the last answer (undefined before the first): with
+   * the command timeout, it puts each batch's deadline on Redis's clock.
+   */
+  private redisClockOffset: number | undefined;
 
   constructor(options: RedisRateLimitStoreOptions) {
     this.policy = resolvePolicy(options.policy);
@@ -321,23 +334,49 @@ export class RedisRateLimitStore implements RateLimitStore {
   private send(ips: string[], callbacks: HitCallback[]): void {
     this.inFlight++;
     const now = this.testClock ? String(this.testClock.now()) : '';
-    hitScript.run(this.client, this.leadingArgs.concat(now, ips)).then(
-      (codes) => {
+    hitScript.run(this.client, this.leadingArgs.concat(now, this.deadline(), ips)).then(
+      (reply) => {
         this.inFlight--;
+        this.redisClockOffset = reply[0]! - performance.now();
+        if (reply.length !== callbacks.length + 1) {
+          this.failed(
+            callbacks,
+            new Error('Redis ran the call after its deadline (a stall); it wrote nothing'),
+          );
+          return;
+        }
         this.scheduleFlush();
-        for (let i = 0; i < callbacks.length; i++) callbacks[i]!(undefined, toDecision(codes[i]!));
+        for (let i = 0; i < callbacks.length; i++) callbacks[i]!(undefined, toDecision(reply[i + 1]!));
       },
       (err: unknown) => {
         this.inFlight--;
-        // Redis just failed (down, or slower than the command timeout): the requests waiting for the
-        // next call are decided without it too, rather than each waiting for another failure.
-        const waiting = this.queuedCallbacks;
-        this.queuedIps = [];
-        this.queuedCallbacks = [];
-        for (const callback of callbacks) callback(err);
-        for (const callback of waiting) callback(err);
+        this.failed(callbacks, err);
       },
     );
+  }
+
+  /**
+   * HIT_LUA's deadline for a batch sent now: twice the command timeout from now on Redis's clock, or none before
+   * Redis first answered. Twice: the offset is taken when an answer is handled, later than Redis stamped it (the
+   * way back, a busy event loop), so it may put Redis's clock behind by that much; a batch found late while its
+   * answer is still awaited is decided from memory, as one that timed out is.
+   */
+  private deadline(): string {
+    const timeout = this.client.options.commandTimeout;
+    if (timeout === undefined || this.redisClockOffset === undefined) return '';
+    return String(Math.ceil(performance.now() + this.redisClockOffset + 2 * timeout));
+  }
+
+  /**
+   * Redis failed (down, slower than the command timeout, or late): the requests waiting for the next call are
+   * decided without it too, rather than each waiting for another failure.
+   */
+  private failed(callbacks: HitCallback[], err: unknown): void {
+    const waiting = this.queuedCallbacks;
+    this.queuedIps = [];
+    this.queuedCallbacks = [];
+    for (const callback of callbacks) callback(err);
+    for (const callback of waiting) callback(err);
   }
 
   async inspect(ip: string): Promise<RateLimitState> {
