@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -289,6 +290,37 @@ test('a header value that is not text is refused naming the header, nothing sent
   assert.equal(sent['x-tenant'], undefined);
 });
 
+test('a path fetch would send otherwise is refused before sending: its signature could not match', async () => {
+  // Review: `http.send` signed the path as given and fetch sent it percent-encoded, without its #…, or with its
+  // `..` resolved: a 401 "invalid signature" that blamed the credentials; without its leading "/", a write of
+  // unknown outcome that was never sent.
+  const client = createClient({ baseUrl: elsewhere.url, ...credentials, retry: false });
+  const before = elsewhere.requests.length;
+  for (const [path, message] of [
+    ['/participants/é@x.com', /would be sent as "\/participants\/%C3%A9@x.com".*encodeURIComponent/],
+    ['/participants/a b@x.com', /would be sent as "\/participants\/a%20b@x.com"/],
+    ['/participants/a"b', /would be sent as/],
+    ['/participants/a#b', /would be sent as "\/participants\/a" \(without its #…\)/],
+    ['/x/../trades', /would be sent as "\/trades"/],
+    ['/trades?x=a b', /would be sent as "\/trades\?x=a%20b"/],
+    ['fund/rfq', /path must start with one "\/", got "fund\/rfq"/],
+    ['//elsewhere.example/trades', /path must start with one "\/"/],
+  ] as const) {
+    await assert.rejects(
+      client.http.send('GET', path),
+      (e: unknown) => e instanceof SvcArgumentError && message.test((e as Error).message),
+      path,
+    );
+    await assert.rejects(client.http.request('POST', path, { body: {} }), SvcArgumentError, path);
+  }
+  assert.equal(elsewhere.requests.length, before, 'nothing was sent');
+  // As the resource methods send them: encoded segments, and a query built from `query`.
+  for (const path of ['/participants/%C3%A9%40x.com', '/participants/a|b', "/participants/o'neil"]) {
+    assert.equal((await client.http.send('GET', path, { query: { page: 2, q: 'a b' } })).status, 200);
+    assert.equal(elsewhere.requests.at(-1)!.url, `${path}?page=2&q=a+b`);
+  }
+});
+
 test('a method in lower case is sent as signed, in upper case; a client-wide header and a call’s of the same name are one', async () => {
   const client = createClient({
     baseUrl: elsewhere.url,
@@ -356,6 +388,34 @@ describe("a call's signal", () => {
       assert.equal(hanging.requests.length, before + 1);
       assert.equal(error.outcomeUnknown, method === 'POST' ? true : undefined, method);
     }
+  });
+
+  test('one long-lived signal passed to every call keeps nothing of them', async () => {
+    // Review: each attempt combined it with its timeout by AbortSignal.any, which on Node 20 leaves an entry on the
+    // caller's signal for good: an app's shutdown signal, passed to every call, grew by one per call.
+    const client = createClient({ baseUrl: elsewhere.url, ...credentials, retry: false });
+    const app = new AbortController();
+    for (let i = 0; i < 200; i++)
+      assert.equal((await client.http.send('GET', '/time', { signal: app.signal })).status, 200);
+    assert.equal(getEventListeners(app.signal, 'abort').length, 0, 'no listener left on it');
+    // Node's own record of the signals made of it (where this Node keeps one under that name).
+    const dependants = Object.getOwnPropertySymbols(app.signal).find(
+      (s) => s.description === 'kDependantSignals',
+    );
+    const kept =
+      dependants && (app.signal as unknown as Record<symbol, Set<unknown> | undefined>)[dependants];
+    assert.equal(kept ? kept.size : 0, 0, 'signals made of it, one per call');
+  });
+
+  test('an attempt that gets no answer within timeoutMs ends as timed out', async () => {
+    const client = createClient({ baseUrl: hanging.url, ...credentials, retry: false, timeoutMs: 100 });
+    const app = new AbortController();
+    for (const signal of [undefined, app.signal]) {
+      const error = await rejection(client.http.send('GET', '/time', { signal }));
+      assert.ok(error instanceof SvcConnectionError, String(error));
+      assert.equal(error.message, 'GET /time: timed out');
+    }
+    assert.equal(getEventListeners(app.signal, 'abort').length, 0);
   });
 
   test('the default wait ends, its timer gone, when the signal aborts', async () => {
