@@ -1,5 +1,11 @@
 import { Type, type Static } from 'typebox';
-import { ACCOUNT_LABEL_FORM, AccountLabel, Envelope } from './responses.ts';
+import {
+  ACCOUNT_LABEL_FORM,
+  AccountLabel,
+  Envelope,
+  VISIBLE_TEXT,
+  VISIBLE_TEXT_PATTERN,
+} from './responses.ts';
 import { ParticipantCodeRef } from './identifiers.ts';
 import { SIDES } from './wire-values.ts';
 
@@ -168,7 +174,11 @@ const convertWithdrawQuoteFields = {
     pattern: '^[\\x21-\\x7E]+$',
     description: 'an address of the underlying’s network: printable ASCII, no spaces',
   }),
-  destination_tag: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  // A tag or memo goes with the funds too (an XRP tag, an XLM or EOS memo: memos are text, spaces inside and any
+  // script allowed), and a blank, a tab or a right-to-left override was booked as one (review).
+  destination_tag: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 100, pattern: VISIBLE_TEXT_PATTERN, description: VISIBLE_TEXT }),
+  ),
   no_destination_tag: Type.Optional(Type.Boolean()),
   // Honoured: with `total`, total_notional equals the total, the network fee included.
   fee_inclusive: Type.Optional(Type.Boolean()),

@@ -92,6 +92,25 @@ test('bad requests name each field: address missing, sell side, tag with no_dest
       );
     }
   }
+  // Nor a tag or memo that prints as nothing, or as another (review: a tab and a right-to-left override were booked).
+  for (const tag of [' ', '\t', '\n', '\u202e123', '12 ', 'memo\u200b']) {
+    for (const [method, request] of [
+      ['POST', { body: cwBody({ quantity: '1', destination_tag: tag }) }],
+      ['GET', { query: cwBody({ quantity: '1', destination_tag: tag }) }],
+    ] as const) {
+      const refused = await client.send<{ errors: string[] }>(method, '/convert_withdraw/rfq', request);
+      assert.equal(refused.status, 400, `${method} ${JSON.stringify(tag)}`);
+      assert.deepEqual(refused.body.errors, [
+        'destination_tag: is not in the expected form (no control or invisible characters, no space at either end)',
+      ]);
+    }
+  }
+  for (const tag of ['123456789', 'memo text 1', 'Überweisung']) {
+    const taken = await client.send<{ message: ConvertWithdrawQuote }>('POST', '/convert_withdraw/rfq', {
+      body: cwBody({ quantity: '1', destination_tag: tag }),
+    });
+    assert.equal(taken.status, 201, `${JSON.stringify(tag)}: ${JSON.stringify(taken.body)}`);
+  }
   const rules = await client.send<{ errors: string[] }>('POST', '/convert_withdraw/rfq', {
     body: cwBody({ side: 'sell', quantity: '1', destination_tag: '123', no_destination_tag: true }),
   });
