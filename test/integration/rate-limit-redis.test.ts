@@ -624,20 +624,22 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
   it('a call Redis runs after the instance gave up on it writes nothing: its requests were decided from memory', async () => {
     // Review: a Redis that hung with a call written to it ran the call when it woke, stamping its requests with
     // that time: counted twice (from memory when the call timed out, then in Redis), they blocked an IP that had
-    // never gone over the limit. CLIENT PAUSE holds the call as a hung Redis does.
+    // never gone over the limit. CLIENT PAUSE holds the call as a hung Redis does. The instance has decided nothing
+    // before: it read Redis's clock as it connected (review: the first calls went without a deadline).
     const own = await startOwnRedis();
-    const policy = { limit: 20, windowMs: 60_000, blockMs: 60_000 };
-    const connection = new Redis(own.url, rateLimitRedisOptions({ commandTimeout: 200 }));
-    const limiter = new RateLimiterService({
-      shared: new RedisRateLimitStore({ client: connection, keyPrefix: 'rl:', policy }),
-      sweepIntervalMs: false,
-      retrySharedAfterMs: 60_000,
+    // Another instance had Redis cache the script: else the held call, run by its digest, fails NOSCRIPT and writes
+    // nothing anyway.
+    const other = await createRateLimiter({ redisUrl: own.url, keyPrefix: 'rl:' });
+    assert.equal((await other.check('203.0.113.71')).allowed, true);
+    await other.close();
+    const limiter = await createRateLimiter({
+      redisUrl: own.url,
+      policy: { limit: 20, windowMs: 60_000, blockMs: 60_000 },
+      keyPrefix: 'rl:',
+      redisOptions: { commandTimeout: 200 },
     });
     const ip = '203.0.113.70';
     try {
-      await connection.connect();
-      // Redis has answered once, so the instance knows its clock.
-      assert.equal((await limiter.check('203.0.113.71')).allowed, true);
       assert.equal(limiter.fallbackActive, false);
       await own.command('client', 'pause', '1500', 'ALL');
       const during = await hit(limiter, ip, 8);
@@ -652,8 +654,37 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.equal((await limiter.inspect(ip)).count, 15, 'the 8 decided from memory are not in Redis');
     } finally {
       await limiter.close();
-      connection.disconnect();
       await own.stop();
+    }
+  });
+
+  it('an answer handled late (a busy event loop) does not make the calls Redis runs at once look late', async () => {
+    // Review: Redis's clock was reckoned from when an answer was handled; after a stall of the event loop it was put
+    // behind by the stall, and the next calls, answered in a millisecond, were found late: a fallback, logged as an
+    // outage. The stall is played by this process's monotonic clock running 500 ms ahead while an answer is handled.
+    const limiter = await createRateLimiter({
+      redisUrl: REDIS_URL!,
+      keyPrefix: freshPrefix(),
+      redisOptions: { commandTimeout: 200 },
+    });
+    const monotonic = performance.now.bind(performance);
+    let stalled = 0;
+    performance.now = () => monotonic() + stalled;
+    const connection = limiter.shared!.client;
+    const evalsha = connection.evalsha.bind(connection) as (...args: unknown[]) => Promise<unknown>;
+    (connection as unknown as { evalsha: typeof evalsha }).evalsha = (...args) =>
+      evalsha(...args).then((reply) => {
+        stalled = 500;
+        setImmediate(() => (stalled = 0));
+        return reply;
+      });
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await limiter.check('203.0.113.73')).allowed, true);
+      assert.equal(limiter.stats.sharedErrors, 0, 'every call decided in Redis');
+      assert.equal(limiter.fallbackActive, false);
+    } finally {
+      performance.now = monotonic;
+      await limiter.close();
     }
   });
 
@@ -962,16 +993,20 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       redisOptions: { retryStrategy: () => 20, commandTimeout: 10_000 },
     });
     registerRateLimitMetrics(registry, limiter);
-    const client = limiter.shared!.client;
+    const connection = limiter.shared!.client;
     const ip = '203.0.113.54';
     const log = `${prefix}{${ip}}:log`;
     try {
       assert.equal(accepted(await hit(limiter, ip, 3)), 3);
-      assert.equal(await redis!.llen(log), 3, 'counted in Redis');
+      assert.equal(await client().llen(log), 3, 'counted in Redis');
 
-      const closed = once(client, 'close');
+      const clockOffset = () => (limiter.shared as unknown as { redisClockOffset?: number }).redisClockOffset;
+      assert.equal(typeof clockOffset(), 'number', "Redis's clock, read as it connected");
+      const closed = once(connection, 'close');
       await relay.down();
       await closed;
+      // The Redis it reconnects to may be another (a failover), keeping another time: read again at the connection.
+      assert.equal(clockOffset(), undefined);
       // Before any request meets the outage, as /readyz shows it, and said in the log and the count (probe: an idle
       // instance never logged it).
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m, 'idle, Redis down');
@@ -979,7 +1014,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.match(await registry.metrics(), /^svc_rate_limit_fallbacks_total 1$/m);
       // Its reconnect attempts are no requests Redis failed to decide (review: each counted as a store error).
       // (`once` of node:events would reject at the attempt's 'error'.)
-      const attemptFails = () => new Promise((resolve) => client.once('close', resolve));
+      const attemptFails = () => new Promise((resolve) => connection.once('close', resolve));
       await attemptFails();
       await attemptFails();
       assert.match(await registry.metrics(), /^svc_rate_limit_store_errors_total 0$/m);
@@ -989,15 +1024,16 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 1$/m);
       assert.equal(logger.warns.length, 1, 'the fallback is logged once');
 
-      const ready = once(client, 'ready');
+      const ready = once(connection, 'ready');
       await relay.up(); // same port: ioredis reconnects by itself
       await ready;
+      await until(() => clockOffset() !== undefined, "Redis's clock read again");
       // The first request asks Redis (those arriving meanwhile are decided from memory); once it answers,
       // the shared limit is back for all.
       assert.equal(accepted(await hit(limiter, ip, 1)), 1);
       assert.equal(limiter.fallbackActive, false, 'the shared store is back');
       assert.equal(accepted(await hit(limiter, ip, 4)), 4);
-      assert.equal(await redis!.llen(log), 8, 'new requests are counted in Redis again');
+      assert.equal(await client().llen(log), 8, 'new requests are counted in Redis again');
       assert.equal(logger.warns.length, 1);
       assert.deepEqual(logger.infos, ['rate limit: Redis is back, the shared limit applies again']);
       assert.match(await registry.metrics(), /^svc_rate_limit_fallback_active 0$/m);

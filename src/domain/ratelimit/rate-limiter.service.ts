@@ -102,12 +102,16 @@ export class RateLimiterService implements RateLimiter {
     this.lastSharedError = err;
   };
   private readonly sharedAddress: string | undefined;
-  private readonly onSharedReady = (): void => this.sharedBack();
+  private readonly onSharedReady = (): void => {
+    this.readSharedClock();
+    this.sharedBack();
+  };
   /**
    * The connection is lost: the outage is said (logged, counted) now, not when a request first meets it, which on
    * an idle instance was never (probe: fallback_active 1 with no log line and fallbacks_total 0).
    */
   private readonly onSharedClose = (): void => {
+    this.shared!.forgetClock();
     this.fallBack(this.lastSharedError ?? new Error('connection to Redis lost'), false);
     this.lastSharedError = undefined;
   };
@@ -126,6 +130,7 @@ export class RateLimiterService implements RateLimiter {
       // Without an error listener ioredis prints every connection error; failures are reported
       // once, by fallBack. On 'ready' (reconnected) the next request tries Redis again.
       this.shared.client.on('error', this.onSharedError).on('ready', this.onSharedReady);
+      if (this.shared.ready) this.readSharedClock();
       const subscription = this.shared.subscribeUnblocks(
         (ip) => this.forget(ip),
         () => this.dropSharedBlocks(),
@@ -289,6 +294,11 @@ export class RateLimiterService implements RateLimiter {
     this.retrySharedAt = 0;
     this.dropSharedBlocks();
     if (this.inFallback) this.resume();
+  }
+
+  /** Redis's clock, for the deadlines of the calls (RedisRateLimitStore.readClock); a failure leaves them without. */
+  private readSharedClock(): void {
+    this.shared!.readClock().catch(() => {});
   }
 
   /** Drops idle IPs from memory and ended blocks from the cache. Runs on a timer unless disabled. */
@@ -530,6 +540,8 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
     await limiter.close();
     throw new RedisDatabaseError(refusedAtStart);
   }
+  // Known before the first request (connected, the limiter asked at 'ready'; this waits for the answer).
+  if (unreachable === null) await shared.readClock().catch(() => {});
   if (unreachable !== null) limiter.unreachableAtStart(unreachable);
   limiter.watchConnection();
   return limiter;

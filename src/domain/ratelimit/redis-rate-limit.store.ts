@@ -248,8 +248,12 @@ export class RedisRateLimitStore implements RateLimitStore {
   private inFlight = 0;
   private flushScheduled = false;
   /**
-   * Redis's clock minus this process's monotonic one, as of the last answer (undefined before the first): with
-   * the command timeout, it puts each batch's deadline on Redis's clock.
+   * Redis's clock minus this process's monotonic one, from the last answer's clock and the time its call was sent
+   * (undefined until `readClock`, or an answer, after each connection): with the command timeout, it puts each
+   * batch's deadline on Redis's clock. Reckoned from the sending, so it is never behind Redis's clock (a call runs
+   * after it is sent): at worst a deadline comes later by the time the last call took to reach Redis. Reckoned from
+   * the handling of the answer, a busy event loop put it behind by as long as it stalled, and calls Redis ran at
+   * once were found late (review).
    */
   private redisClockOffset: number | undefined;
 
@@ -334,10 +338,11 @@ export class RedisRateLimitStore implements RateLimitStore {
   private send(ips: string[], callbacks: HitCallback[]): void {
     this.inFlight++;
     const now = this.testClock ? String(this.testClock.now()) : '';
-    hitScript.run(this.client, this.leadingArgs.concat(now, this.deadline(), ips)).then(
+    const sentAt = performance.now();
+    hitScript.run(this.client, this.leadingArgs.concat(now, this.deadline(sentAt), ips)).then(
       (reply) => {
         this.inFlight--;
-        this.redisClockOffset = reply[0]! - performance.now();
+        this.redisClockOffset = reply[0]! - sentAt;
         if (reply.length !== callbacks.length + 1) {
           this.failed(
             callbacks,
@@ -356,15 +361,30 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   /**
-   * HIT_LUA's deadline for a batch sent now: twice the command timeout from now on Redis's clock, or none before
-   * Redis first answered. Twice: the offset is taken when an answer is handled, later than Redis stamped it (the
-   * way back, a busy event loop), so it may put Redis's clock behind by that much; a batch found late while its
-   * answer is still awaited is decided from memory, as one that timed out is.
+   * HIT_LUA's deadline for a batch sent at `sentAt`: twice the command timeout later on Redis's clock, or none
+   * while that clock is not known. Twice: the timeout's timer fires late on a busy event loop, and a batch found late
+   * while its answer is still awaited is decided from memory, as one that timed out is.
    */
-  private deadline(): string {
+  private deadline(sentAt: number): string {
     const timeout = this.client.options.commandTimeout;
     if (timeout === undefined || this.redisClockOffset === undefined) return '';
-    return String(Math.ceil(performance.now() + this.redisClockOffset + 2 * timeout));
+    return String(Math.ceil(sentAt + this.redisClockOffset + 2 * timeout));
+  }
+
+  /**
+   * Reads Redis's clock (TIME), so that the batches sent from now on carry a deadline: the limiter calls it once
+   * connected, at the start and at each reconnection. Without it, the calls an instance sent before its first
+   * answer (one started while Redis hung) were counted twice all the same (review).
+   */
+  async readClock(): Promise<void> {
+    const sentAt = performance.now();
+    const [seconds, micros] = await this.client.time();
+    this.redisClockOffset = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - sentAt;
+  }
+
+  /** The connection is lost: the Redis it reconnects to (another, after a failover) may keep another time. */
+  forgetClock(): void {
+    this.redisClockOffset = undefined;
   }
 
   /**
