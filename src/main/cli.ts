@@ -209,6 +209,7 @@ async function starting<T>(
 
 async function serve(config: Readonly<Config>): Promise<void> {
   checkServing(config);
+  outputIsOptional = true;
   const { createLogger, startRuntime } = await serverModules();
   const logger = createLogger(config.logLevel);
   // A rejection nobody handles would end the process, and with role `all` the API with it. graphile-worker
@@ -552,12 +553,28 @@ export async function runCli(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Whether the command goes on when its output cannot be written: a server's banner and logs are not its work, and a
+ * reader gone during the start (a log pipe that died, `svc serve | head`) ended `svc serve` with exit 0, silent,
+ * before it served, so that a supervisor that restarts failures did not (review).
+ */
+let outputIsOptional = false;
+
 /** Runs the CLI as the process's command: `src/main/cli.ts` itself, or `bin/svc.mjs` (`npx svc`). */
 export async function runAsCommand(argv: string[]): Promise<void> {
   // A reader that went away (`svc api trades | head -1`) ends the output, not in failure: without this, the
   // write's EPIPE was an uncaught error with a stack and exit 1 ("the API refused"), and `svc webhooks listen`
   // died at its next delivery. Any other failure to write (a full disk) says so on one line.
+  let toldOutputLost = false;
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (outputIsOptional) {
+      if (!toldOutputLost)
+        process.stderr.write(
+          `warning: stdout cannot be written (${error.code ?? error.message}): serving on\n`,
+        );
+      toldOutputLost = true;
+      return;
+    }
     if (error.code === 'EPIPE') process.exit(EXIT.ok);
     process.stderr.write(`error: cannot write the output: ${error.message}\n`);
     process.exit(EXIT.failed);

@@ -9,7 +9,7 @@ import { AdminClient } from '../../src/cli/admin-client.ts';
 import type { IssuedApiKey, Participant, Platform } from '../../src/contract/admin.schemas.ts';
 import { createClient } from '../../src/sdk/platform.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
-import { runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
+import { eventually, runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
 
 /**
  * `svc serve` as an operator runs it: what its start banner shows of the admin token (README Operations:
@@ -197,6 +197,29 @@ test('a misspelt setting is said at the start, with the setting it may mean (it 
     ['SVC_NOT_OURS', 'SVC_WORKER_CONCURENCY (SVC_WORKER_CONCURRENCY?)'],
     proc.stdout(),
   );
+});
+
+test('a reader of its output gone during the start does not end it: it serves, and stops cleanly', async () => {
+  // Review: the banner's EPIPE ended `svc serve` with exit 0 and nothing said, before it served, as the CLI's
+  // commands end when `| head` has read enough; a supervisor that restarts failures left it down.
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  const port = (holder.address() as AddressInfo).port;
+  await new Promise((resolve) => holder.close(resolve));
+  const proc = startCli(['serve', '--role', 'api'], env({ SVC_PORT: String(port), SVC_LOG_LEVEL: 'info' }));
+  processes.push(proc);
+  proc.child.stdout!.destroy(); // the reading end closes before anything is written
+  const healthy = await eventually(
+    async () => {
+      if (proc.child.exitCode !== null) return `exited ${proc.child.exitCode}: ${proc.stderr()}`;
+      return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.ok ? 'serving' : undefined;
+    },
+    60_000,
+    'svc serve answering /healthz',
+  );
+  assert.equal(healthy, 'serving');
+  assert.match(proc.stderr(), /^warning: stdout cannot be written \(EPIPE\): serving on$/m);
+  await stop(proc);
 });
 
 describe('start-up failures: one line naming the problem, no stack', () => {
