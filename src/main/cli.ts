@@ -101,6 +101,7 @@ class Connection {
       typeof this.values['timeout-ms'] === 'string'
         ? ['--timeout-ms', this.values['timeout-ms']]
         : ['SVC_REQUEST_TIMEOUT_MS', this.env.SVC_REQUEST_TIMEOUT_MS];
+    if (raw === '' && name !== 'SVC_REQUEST_TIMEOUT_MS') throw emptyOption(name, 'SVC_REQUEST_TIMEOUT_MS');
     if (raw === undefined || raw === '') return undefined;
     if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_TIMEOUT_MS)
       throw new UsageError(
@@ -113,11 +114,21 @@ class Connection {
     const fromFlag = this.values[flag];
     const [name, raw] =
       typeof fromFlag === 'string' ? [`--${flag}`, fromFlag] : [variable, this.env[variable]];
+    if (raw === '' && name !== variable) throw emptyOption(name, variable);
     if (raw === undefined || raw === '') return undefined;
     const refused = baseUrlFault(raw);
     if (refused) throw new UsageError(`${name}: ${URL_REFUSALS[refused.fault](refused.shown)}`);
     return raw;
   }
+}
+
+/**
+ * An option given empty (`--admin-url "$X"` with X unset): refused, as every empty value is. Read as left out, it also
+ * hid its variable, and the command, a write perhaps, went to a third address, neither given (review). A variable set
+ * empty is left out, as is usual.
+ */
+function emptyOption(name: string, variable: string): UsageError {
+  return new UsageError(`${name}: is empty (leave it out to use ${variable} or the default)`);
 }
 
 /** The CLI's words for each way a URL setting cannot be used (the SDK's rule, `baseUrlFault`). */

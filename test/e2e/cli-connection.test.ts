@@ -471,4 +471,28 @@ describe('no usable answer', () => {
       'error: SVC_ADMIN_URL: "http://127.0.0.1:8081/ " must be given without spaces',
     );
   });
+
+  test('an option given empty is refused, not read as left out: that hid its variable', async () => {
+    // Review: `--admin-url ""` (a "$X" of nothing) sent the command to SVC_URL's listener, neither address given.
+    const cases = await Promise.all([
+      runCli(['platforms', 'list', '--token', 'x', '--admin-url', ''], {
+        ...base,
+        SVC_ADMIN_URL: 'http://127.0.0.1:9',
+        SVC_URL: 'http://127.0.0.1:9',
+      }),
+      runCli(['api', 'time', '--url', ''], { ...base, SVC_URL: 'http://127.0.0.1:9' }),
+      runCli(['platforms', 'list', '--token', 'x', '--url', 'http://127.0.0.1:9', '--timeout-ms='], base),
+    ]);
+    assert.deepEqual(
+      cases.map((c) => [c.code, c.stderr.trim()]),
+      [
+        [2, 'error: --admin-url: is empty (leave it out to use SVC_ADMIN_URL or the default)'],
+        [2, 'error: --url: is empty (leave it out to use SVC_URL or the default)'],
+        [2, 'error: --timeout-ms: is empty (leave it out to use SVC_REQUEST_TIMEOUT_MS or the default)'],
+      ],
+    );
+    // A variable set empty is one left out, as usual: the default address, unreachable here.
+    const unset = await runCli(['api', 'time'], { ...base, SVC_URL: '', SVC_REQUEST_TIMEOUT_MS: '' });
+    assert.equal(unset.code, 3, unset.stderr);
+  });
 });
