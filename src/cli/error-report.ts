@@ -17,6 +17,8 @@ export interface FailureReport {
     body: unknown;
     /** The request may have been carried out: no answer said, and the SDK's check could not tell. */
     outcome_unknown?: true;
+    /** What the command adds (an ExplainedFailure's details: a redelivery's count and where to go on). */
+    [detail: string]: unknown;
   };
 }
 
@@ -62,13 +64,15 @@ export function failureJson(message: string): FailureReport['json'] {
 }
 
 /**
- * An SDK error with a line of what it means for the command that met it (an execute's 404 after the SDK looked for
- * the trade and found none: the quote expired).
+ * A failure with a line of what it means for the command that met it (an execute's 404 after the SDK looked for
+ * the trade and found none: the quote expired; a redelivery stopped part way: where to go on), and, for `--json`,
+ * the same as fields of the report (`details`).
  */
 export class ExplainedFailure extends Error {
   constructor(
-    readonly failure: SvcError,
+    readonly failure: SvcError | AdminApiError | SvcConnectionError,
     readonly explanation: string,
+    readonly details: Record<string, unknown> = {},
   ) {
     super(failure.message);
   }
@@ -94,7 +98,11 @@ const PUBLIC_CREDENTIALS_MISSING = 'missing header X-SCX-';
 export function reportFailure(error: unknown): FailureReport | undefined {
   if (error instanceof ExplainedFailure) {
     const report = reportFailure(error.failure)!;
-    return { ...report, text: `${report.text}\n  ${error.explanation}` };
+    return {
+      ...report,
+      text: `${report.text}\n  ${error.explanation}`,
+      json: { ...report.json, ...error.details },
+    };
   }
   if (error instanceof SvcConnectionError) {
     return withOutcome(error, {

@@ -3,7 +3,9 @@ import type { CustomerAccountDetails } from '../contract/accounts.schemas.ts';
 import type { FundEvent } from '../contract/funding.schemas.ts';
 import type { RateLimitState } from '../contract/rate-limits.schemas.ts';
 import type { AdminTrade, AdvanceTradeBody, BookTradeBody } from '../contract/trades.schemas.ts';
-import type { AdminClient } from './admin-client.ts';
+import { AdminApiError, type AdminClient } from './admin-client.ts';
+import { ExplainedFailure } from './error-report.ts';
+import { SvcConnectionError } from '../sdk/errors.ts';
 import {
   entriesOf,
   list,
@@ -356,27 +358,34 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       // A big range takes several calls (each answers after about 10 s with where to resume): one command. A call
       // that fails after others went through says where to go on: run again from the start, the command would send
       // again what they redelivered (review).
+      // With --json, stderr holds one JSON object, the error's, if any (review: these lines came before it, and the
+      // resume point was in them only): the progress is not told, and where to go on is in the error's fields.
       let redelivered = 0;
-      let resume = optionalString(o, 'resume');
+      const resumedFrom = optionalString(o, 'resume');
+      let resume = resumedFrom;
       for (let calls = 0; ; calls += 1) {
         let step: RedeliverSinceResult;
         try {
           step = await c.post<RedeliverSinceResult>(path, { ...body, resume });
         } catch (error) {
-          if (calls > 0)
-            process.stderr.write(
-              `redelivered ${redelivered} before this failure; to go on where it stopped, run the same command with --resume ${resume}\n`,
-            );
-          throw error;
+          if (calls === 0 || !(error instanceof AdminApiError || error instanceof SvcConnectionError))
+            throw error;
+          const instead = resumedFrom === undefined ? '' : ' in place of the one it has';
+          throw new ExplainedFailure(
+            error,
+            `redelivered ${redelivered} before this failure; to go on where it stopped, run the same command with --resume ${resume}${instead}`,
+            { redelivered, resume },
+          );
         }
         redelivered += step.redelivered;
         // Without `complete`, a server from before redeliveries went in calls: it did the whole range in this one.
         if (step.complete !== false) return { redelivered };
         if (step.resume === undefined)
-          throw new Error('the operator API answered "not complete" without a resume point');
+          // "Not complete" with nowhere to go on is no answer of the operator API's: reported as one (a stack, before).
+          throw new AdminApiError(200, step);
         resume = step.resume;
         const why = step.interrupted ? ` (the last call stopped early: ${step.interrupted})` : '';
-        process.stderr.write(`redelivered ${redelivered} so far, going on${why}\n`);
+        if (o.json !== true) process.stderr.write(`redelivered ${redelivered} so far, going on${why}\n`);
       }
     },
   },

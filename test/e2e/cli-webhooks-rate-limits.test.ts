@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, mock, test } from 'node:test';
 import type { AdminClient } from '../../src/cli/admin-client.ts';
+import { reportFailure } from '../../src/cli/error-report.ts';
 import { OPERATOR_COMMANDS } from '../../src/cli/operator-commands.ts';
 import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
 import { runCli } from '../helpers/service-process.ts';
@@ -103,13 +104,18 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
         payload: { i },
       });
   });
-  const bulk = await runCli(['webhooks', 'redeliver-since', code, '--since', '0', '--json'], env);
+  const bulk = await runCli(['webhooks', 'redeliver-since', code, '--since', '0'], env);
   assert.equal(bulk.code, 0, bulk.stderr);
   assert.equal((JSON.parse(bulk.stdout) as { redelivered: number }).redelivered, 10_001 + since.redelivered);
   assert.deepEqual(bulk.stderr.trim().split('\n'), [
     'redelivered 5000 so far, going on',
     'redelivered 10000 so far, going on',
   ]);
+  // With --json, stderr is kept for the one JSON object of an error (review: these lines came before it).
+  const quiet = await runCli(['webhooks', 'redeliver-since', code, '--since', '0', '--json'], env);
+  assert.equal(quiet.code, 0, quiet.stderr);
+  assert.equal((JSON.parse(quiet.stdout) as { redelivered: number }).redelivered, 10_001 + since.redelivered);
+  assert.equal(quiet.stderr, '');
   const window = await svcJson<{ redelivered: number }>(
     ...['webhooks', 'redeliver-since', code, '--since', '0', '--until', '2000-01-01'],
   );
@@ -129,16 +135,33 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
   };
   const redeliverSince = OPERATOR_COMMANDS['webhooks redeliver-since']!;
   const write = mock.method(process.stderr, 'write', (chunk: string) => stderr.push(chunk) > 0);
+  let failure: unknown;
   try {
-    await assert.rejects(() => redeliverSince.run(failing, [code], { since: '0' }), /webhook/);
+    await redeliverSince.run(failing, [code], { since: '0' }).catch((error: unknown) => (failure = error));
   } finally {
     write.mock.restore();
   }
-  const hint = /to go on where it stopped, run the same command with --resume (\d+-\d+)/.exec(
-    stderr.join(''),
+  const report = reportFailure(failure)!;
+  assert.equal(report.exitCode, 1);
+  assert.match(report.text, /webhook/);
+  const hint =
+    /\n {2}redelivered 5000 before this failure; to go on where it stopped, run the same command with --resume (\d+-\d+)$/.exec(
+      report.text,
+    );
+  assert.ok(hint, report.text);
+  assert.deepEqual([report.json.redelivered, report.json.resume], [5000, hint[1]], 'for --json, as fields');
+  assert.deepEqual(stderr, ['redelivered 5000 so far, going on\n']);
+  // Resumed already, the command has a --resume: the next one goes in its place (review: a second was refused).
+  await svc.admin.put(`/platforms/${code}/webhook`, hooks);
+  calls = 0;
+  let again: unknown;
+  await redeliverSince
+    .run(failing, [code], { since: '0', resume: hint[1]!, json: true })
+    .catch((error: unknown) => (again = error));
+  assert.match(
+    reportFailure(again)!.text,
+    /\n {2}redelivered 5000 before this failure; to go on where it stopped, run the same command with --resume \d+-\d+ in place of the one it has$/,
   );
-  assert.ok(hint, stderr.join(''));
-  assert.match(stderr.join(''), /redelivered 5000 before this failure/);
   await svc.admin.put(`/platforms/${code}/webhook`, hooks);
   const rest = await svcJson<{ redelivered: number }>(
     ...['webhooks', 'redeliver-since', code, '--since', '0', '--resume', hint[1]!],
