@@ -35,9 +35,27 @@ const OUTCOME_UNKNOWN = '  outcome unknown: the request may have been carried ou
 const LOOK_IN_PUBLIC_API = `${OUTCOME_UNKNOWN} (with the API's reads that show what the command changes: svc api trades, accounts, details ZRN, participants) before repeating it`;
 const LOOK_IN_OPERATOR_API = `${OUTCOME_UNKNOWN} (with the operator API's reads: svc platforms list, svc keys list, svc prices list, svc webhooks notifications PLATFORM for what is notified) before repeating it`;
 
+/** Each operator write's failure, with the read that shows its effect (its command's `seenWith`). */
+const seenWith = new WeakMap<object, string>();
+
+/**
+ * Notes which read shows whether the write that met `error` was carried out, for the outcome-unknown line: the list
+ * of every read named none of those of the writes with no idempotency key (review: a balance adjustment was told to
+ * look at the platforms, keys and prices).
+ */
+export function noteWhereSeen(error: unknown, read: string | undefined): unknown {
+  if (read !== undefined && typeof error === 'object' && error !== null) seenWith.set(error, read);
+  return error;
+}
+
 function withOutcome(error: SvcError | AdminApiError, report: FailureReport): FailureReport {
   if (!error.outcomeUnknown) return report;
-  const hint = isOperatorApiFailure(error) ? LOOK_IN_OPERATOR_API : LOOK_IN_PUBLIC_API;
+  const read = seenWith.get(error);
+  const hint = !isOperatorApiFailure(error)
+    ? LOOK_IN_PUBLIC_API
+    : read === undefined
+      ? LOOK_IN_OPERATOR_API
+      : `${OUTCOME_UNKNOWN} with ${read} before repeating it`;
   return {
     ...report,
     text: `${report.text}\n${hint}`,

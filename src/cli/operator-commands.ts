@@ -37,6 +37,8 @@ export { UsageError, type Options };
 export interface Command {
   usage: string;
   summary: string;
+  /** A write's: the read that shows whether it was carried out, told when its outcome is unknown (no answer). */
+  seenWith?: string;
   run(client: AdminClient, positionals: string[], options: Options): Promise<unknown>;
 }
 
@@ -60,6 +62,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'platforms create': {
     usage: 'svc platforms create --name NAME [--allow CIDR]... [--quote-expiry-ms N] [--deposit-fee-bps D]',
     summary: 'create a platform',
+    seenWith: 'svc platforms list',
     run: (c, _p, o) =>
       c.post<Platform>('/platforms', {
         name: required(o, 'name'),
@@ -81,6 +84,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'platforms update': {
     usage: 'svc platforms update CODE [--name NAME] [--quote-expiry-ms N|default] [--deposit-fee-bps D]',
     summary: "change a platform's name, quote expiry (default: SVC_QUOTE_EXPIRY_MS) or deposit fee",
+    seenWith: 'svc platforms show CODE',
     run: (c, p, o) => {
       const expiry = optionalString(o, 'quote-expiry-ms');
       return c.patch<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`, {
@@ -95,6 +99,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage: 'svc allowlist set PLATFORM [CIDR[,CIDR]...]',
     summary: "replace a platform's IP allow-list (empty allows all, cert only)",
     // Comma-separated as --allow is (audit: `10.0.0.0/8,192.0.2.1` went to the server as one entry, a 400).
+    seenWith: 'svc platforms show PLATFORM',
     run: async (c, p) => {
       const platform = pathArgument(p, 0, 'PLATFORM');
       const cidrs = entriesOf(p.slice(1), '<CIDR>');
@@ -111,6 +116,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'keys create': {
     usage: 'svc keys create PLATFORM',
     summary: 'issue an API key (the secret and passphrase are shown once)',
+    seenWith: 'svc keys list PLATFORM',
     run: (c, p) => c.post<IssuedApiKey>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/api_keys`),
   },
   'keys list': {
@@ -121,11 +127,13 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'keys revoke': {
     usage: 'svc keys revoke API_KEY',
     summary: 'revoke an API key on every instance',
+    seenWith: 'svc keys list PLATFORM',
     run: (c, p) => c.delete(`/api_keys/${pathArgument(p, 0, 'API_KEY')}`),
   },
   'participants create': {
     usage: 'svc participants create --platform CODE --email EMAIL --first-name F --last-name L [--status S]',
     summary: 'onboard a participant directly',
+    seenWith: 'svc participants find --email EMAIL',
     run: (c, _p, o) =>
       c.post<Participant>('/participants', {
         platform_code: required(o, 'platform'),
@@ -150,6 +158,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage: 'svc participants set-status CODE STATUS [--reason REASON_CODE | --no-reason]',
     summary:
       "change a participant's status (sends participant_status_changed); without --reason the reason stays while the status does",
+    seenWith: 'svc participants show CODE',
     run: (c, p, o) => {
       if (o.reason !== undefined && o['no-reason'] === true)
         throw new UsageError('--reason and --no-reason exclude each other');
@@ -162,6 +171,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'accounts create': {
     usage: 'svc accounts create --platform CODE --participant CODE [--region us] [--label general]',
     summary: 'create a customer account synchronously',
+    seenWith: 'svc api accounts, as the platform',
     run: (c, _p, o) =>
       c.post<CustomerAccountDetails>('/customer_accounts', {
         platform_code: required(o, 'platform'),
@@ -173,6 +183,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'prices set': {
     usage: 'svc prices set PAIR=PRICE... (e.g. BTC/USD=65000.25)',
     summary: 'set prices used by quotes and fund rates',
+    seenWith: 'svc prices list',
     run: (c, p) => {
       if (p.length === 0) throw new UsageError('at least one PAIR=PRICE is required');
       const pairs: Record<string, string> = {};
@@ -203,6 +214,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage:
       'svc balances adjust --participant CODE --label LABEL --asset ASSET --amount DECIMAL [--type available]',
     summary: 'credit (positive) or debit (negative) a balance',
+    seenWith: 'svc balances show PARTICIPANT',
     run: (c, _p, o) =>
       c.post('/balances', {
         participant_code: required(o, 'participant'),
@@ -235,6 +247,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage:
       'svc deposits record ADDRESS QUANTITY [--tx TRANSACTION_ID] [--source ADDRESS] [--fund-asset USDC.ETH] [--deposit-timestamp MS] [--failed --reason TEXT]',
     summary: 'record an on-chain deposit to a deposit address (fund event, credit and webhook)',
+    seenWith: 'svc deposits find --address ADDRESS',
     run: (c, p, o) => {
       const at = optionalString(o, 'deposit-timestamp');
       if (at !== undefined && !/^\d+$/.test(at)) throw new UsageError('--deposit-timestamp must be epoch ms');
@@ -261,6 +274,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'rate-limits unblock': {
     usage: 'svc rate-limits unblock IP',
     summary: "lift an IP's rate-limit block on every instance and clear its count",
+    seenWith: 'svc rate-limits show IP',
     run: (c, p) => c.delete<RateLimitState>(`/rate_limits/${pathArgument(p, 0, 'IP')}`),
   },
   'webhooks set': {
@@ -268,6 +282,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       'svc webhooks set PLATFORM URL [--secret S | --no-secret] [--types T1,T2 | --all-types] [--disabled]',
     summary:
       "configure a platform's webhook, replacing its configuration: every type unless --types, enabled unless --disabled; only the secret is kept when neither --secret nor --no-secret is given",
+    seenWith: 'svc webhooks show PLATFORM',
     run: (c, p, o) =>
       c.put<WebhookEndpoint>(`/platforms/${pathArgument(p, 0, 'PLATFORM')}/webhook`, {
         url: positional(p, 1, 'URL'),
@@ -281,6 +296,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       'svc webhooks update PLATFORM [URL] [--secret S | --no-secret] [--types T1,T2 | --all-types] [--enabled | --disabled]',
     summary:
       "change some of a platform's webhook configuration (rotate the secret, pause, resubscribe); the rest stays",
+    seenWith: 'svc webhooks show PLATFORM',
     run: (c, p, o) => {
       if (o.enabled === true && o.disabled === true)
         throw new UsageError('--enabled and --disabled exclude each other');
@@ -340,6 +356,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
   'webhooks redeliver': {
     usage: 'svc webhooks redeliver NOTIFICATION_ID',
     summary: 'deliver a notification again (same notification id)',
+    seenWith: 'svc webhooks notification NOTIFICATION_ID',
     run: (c, p) =>
       c.post<WebhookNotification>(`/notifications/${pathArgument(p, 0, 'NOTIFICATION_ID')}/redeliver`),
   },
@@ -347,6 +364,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     usage:
       'svc webhooks redeliver-since PLATFORM --since EPOCH_MS|ISO_8601 [--until EPOCH_MS|ISO_8601] (UTC unless zoned) [--status dead,skipped] [--resume POINT]',
     summary: 'deliver again every notification of a platform recorded since a time (and before --until)',
+    seenWith: 'svc webhooks notifications PLATFORM',
     run: async (c, p, o) => {
       const until = optionalString(o, 'until');
       const body: RedeliverSinceBody = {
@@ -395,6 +413,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       '--quantity Q --price P [--label general] [--client-trade-id ID] [--net-settlement] [--comment TEXT]',
     summary:
       'book a trade directly (--net-settlement: an allocation trade: no trade_status_changed, its balance moves still notify)',
+    seenWith: 'svc trades list --platform CODE',
     run: (c, _p, o) => {
       const side = required(o, 'side');
       if (side !== 'buy' && side !== 'sell') throw new UsageError('--side must be buy or sell');
@@ -442,6 +461,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     summary:
       'move a trade to its next settlement state now (accepted → active → terminated); --from: only from that ' +
       'state (409 once the trade has left it), so that repeating a call whose outcome is unknown is safe',
+    seenWith: 'svc trades show TRADE_ID',
     run: (c, p, o) => {
       const from = optionalString(o, 'from');
       if (from !== undefined && !(ADVANCE_FROM_STATES as readonly string[]).includes(from))

@@ -14,7 +14,7 @@ import { AdminClient } from '../cli/admin-client.ts';
 import { API_COMMANDS, API_OPTIONS, apiClient, findApiCommand } from '../cli/api-commands.ts';
 import { refuseExtraArguments, refuseOtherOptions, usageOptions, type Options } from '../cli/command-args.ts';
 import { runDemo } from '../cli/demo-command.ts';
-import { failureJson, reportFailure, type FailureReport } from '../cli/error-report.ts';
+import { failureJson, noteWhereSeen, reportFailure, type FailureReport } from '../cli/error-report.ts';
 import { OPERATOR_COMMANDS, OPERATOR_OPTIONS, UsageError } from '../cli/operator-commands.ts';
 import { startWebhookListener } from '../cli/webhooks-listen.ts';
 import { LISTEN_PROBLEMS, listenPlace, startupProblem } from './startup-problem.ts';
@@ -515,7 +515,10 @@ export async function main(argv: string[]): Promise<number> {
   refuseExtraArguments(positionals.slice(2), command.usage, `svc ${first} ${second}`);
   const config = configOnDemand();
   const client = adminClient(new Connection(config, values), values.token);
-  print(await command.run(client, positionals.slice(2), values));
+  const result = await command.run(client, positionals.slice(2), values).catch((error: unknown) => {
+    throw noteWhereSeen(error, command.seenWith);
+  });
+  print(result);
   return EXIT.ok;
 }
 

@@ -347,8 +347,9 @@ describe('no usable answer', () => {
     assert.equal(
       silent.stderr,
       `error: server unreachable at ${silentUrl} (POST /admin/balances: timed out)\n` +
-        // Where an operator's write is recorded, not the platform's trades (probe).
-        "  outcome unknown: the request may have been carried out; look (with the operator API's reads: svc platforms list, svc keys list, svc prices list, svc webhooks notifications PLATFORM for what is notified) before repeating it\n",
+        // Where an operator's write is recorded, not the platform's trades (probe); this write's, not every read but
+        // the one that shows it (review: it named platforms, keys and prices).
+        '  outcome unknown: the request may have been carried out; look with svc balances show PARTICIPANT before repeating it\n',
     );
     assert.equal(gateway.code, 1, gateway.stderr);
     assert.equal((jsonError(gateway.stderr) as { outcome_unknown?: boolean }).outcome_unknown, true);

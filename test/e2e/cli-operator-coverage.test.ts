@@ -54,7 +54,21 @@ test('the operator commands call every /admin route of the OpenAPI document', as
     const command = OPERATOR_COMMANDS[name];
     assert.ok(command, `svc ${name} exists`);
     used.add(name);
-    return (await command.run(admin, positionals.slice(2), values)) as T;
+    const before = admin.routes.length;
+    try {
+      return (await command.run(admin, positionals.slice(2), values)) as T;
+    } finally {
+      // A write names the read that shows whether it was carried out, for when its answer is lost (review: a
+      // balance adjustment was told to look at the platforms, keys and prices); a read names none.
+      const writes = admin.routes.slice(before).filter((route) => !route.startsWith('GET '));
+      assert.equal(command.seenWith !== undefined, writes.length > 0, `svc ${name}: ${writes.join(', ')}`);
+      const [, group, verb] = command.seenWith?.split(' ') ?? [];
+      if (command.seenWith)
+        assert.ok(
+          group === 'api' || OPERATOR_COMMANDS[`${group} ${verb}`],
+          `svc ${name}: ${command.seenWith}`,
+        );
+    }
   };
 
   const platform = await svcCommand<Platform>('platforms create --name Coverage --allow 127.0.0.1/32');
