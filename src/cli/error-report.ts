@@ -66,7 +66,7 @@ function withOutcome(error: SvcError | AdminApiError, report: FailureReport): Fa
 /** The lines that say what the server objected to, from any of the wire-contract §3 error bodies. */
 export function errorLines(body: unknown): string[] {
   if (body === undefined || body === null || body === '') return [];
-  if (typeof body === 'string') return [body.trim()];
+  if (typeof body === 'string') return [shortened(body.trim())];
   const { errors, error, message } = body as { errors?: unknown; error?: unknown; message?: unknown };
   // An entry that is no text (another server's `{"code", "detail"}`) as JSON: String() printed "[object Object]" (probe).
   if (Array.isArray(errors))
@@ -74,6 +74,15 @@ export function errorLines(body: unknown): string[] {
   if (typeof message === 'string') return [message];
   if (typeof error === 'string') return [error];
   return [JSON.stringify(body)];
+}
+
+/** Text bodies are shown up to this many characters: a proxy's error page was printed whole (review: 5 KB of HTML). */
+const SHOWN_TEXT = 300;
+
+function shortened(text: string): string {
+  return text.length <= SHOWN_TEXT
+    ? text
+    : `${text.slice(0, SHOWN_TEXT)}… (${text.length} characters in all)`;
 }
 
 /** The --json report of a failure that got no answer from a server (a usage error, no server, …). */

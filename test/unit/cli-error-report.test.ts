@@ -95,3 +95,16 @@ test('a server unreachable is reported with the address that was tried', () => {
   )!;
   assert.equal(report.text, 'error: server unreachable at http://127.0.0.1:8080 (GET /time: ECONNREFUSED)');
 });
+
+test("a text answer (a proxy's error page) is shown shortened, with its length", () => {
+  // Review: a 5 KB HTML 502 was printed whole, and twice with --json.
+  const page = `<html><head><title>502 Bad Gateway</title></head><body>${'x'.repeat(5_000)}</body></html>`;
+  const report = reportFailure(new AdminApiError(502, page))!;
+  assert.equal(report.exitCode, 1);
+  assert.ok(report.text.length < 600, `${report.text.length} characters`);
+  assert.match(report.text, /<title>502 Bad Gateway<\/title>.*… \(5069 characters in all\)/);
+  assert.deepEqual(report.json.errors, [`${page.slice(0, 300)}… (5069 characters in all)`]);
+  assert.equal(report.json.body, page, 'the answer itself, whole, for a script');
+  const short = reportFailure(new AdminApiError(502, 'Bad Gateway\n'))!;
+  assert.deepEqual(short.json.errors, ['Bad Gateway']);
+});
