@@ -10,6 +10,7 @@ import { createClient, type SvcPlatform } from '../sdk/platform.ts';
 import { ExplainedFailure } from './error-report.ts';
 import {
   list,
+  oneOf,
   optionalInteger,
   optionalString,
   positional,
@@ -20,9 +21,11 @@ import {
 import {
   ACCOUNT_TIERS,
   ACCOUNT_TYPES,
+  BALANCE_ACCOUNT_TYPES,
   CLIENT_TOKEN_PERMISSIONS,
   FUNDING_PERMISSION,
   type ClientTokenPermission,
+  PARTICIPANT_STATUS_FILTERS,
   REGIONS,
   SIDES,
   TRADE_STATES,
@@ -78,15 +81,6 @@ export function apiClient(
     timeoutMs: connection.timeoutMs,
     ...extra,
   });
-}
-
-function oneOf<T extends string>(options: Options, name: string, values: readonly T[]): T | undefined {
-  const value = optionalString(options, name);
-  if (value === undefined) return undefined;
-  if (!(values as readonly string[]).includes(value)) {
-    throw new UsageError(`--${name} must be one of ${values.join(', ')}, got "${value}"`);
-  }
-  return value as T;
 }
 
 function requiredOneOf<T extends string>(options: Options, name: string, values: readonly T[]): T {
@@ -161,7 +155,7 @@ export const API_COMMANDS: Record<string, ApiCommand> = {
         account_owner: optionalString(o, 'owner'),
         account_label: optionalString(o, 'label'),
         asset: optionalString(o, 'asset'),
-        account_type: optionalString(o, 'type') as ListAccountsQuery['account_type'],
+        account_type: oneOf(o, 'type', BALANCE_ACCOUNT_TYPES),
         account_group: optionalString(o, 'group'),
         ...pageOptions(o),
       };
@@ -330,7 +324,7 @@ export const API_COMMANDS: Record<string, ApiCommand> = {
     summary: "the platform's customers (GET /participants)",
     run: (c, _p, o) => {
       const query: ListParticipantsQuery = {
-        status: optionalString(o, 'status') as ListParticipantsQuery['status'],
+        status: oneOf(o, 'status', PARTICIPANT_STATUS_FILTERS),
         participant_code: optionalString(o, 'participant'),
         email: optionalString(o, 'email'),
         ...pageOptions(o),

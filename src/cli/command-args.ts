@@ -65,6 +65,17 @@ export function required(options: Options, name: string): string {
   return value;
 }
 
+/** An option that takes one of `values`, checked here: a server's 400 for it was an exit 1, not a usage error (review). */
+export function oneOf<T extends string>(options: Options, name: string, values: readonly T[]): T | undefined {
+  const value = optionalString(options, name);
+  if (value === undefined) return undefined;
+  if (value === '') throw new UsageError(`--${name} must not be empty`);
+  if (!(values as readonly string[]).includes(value)) {
+    throw new UsageError(`--${name} must be one of ${values.join(', ')}, got "${value}"`);
+  }
+  return value as T;
+}
+
 export function optionalString(options: Options, name: string): string | undefined {
   const value = options[name];
   return typeof value === 'string' ? value : undefined;

@@ -10,6 +10,7 @@ import {
   entriesOf,
   list,
   listingQuery,
+  oneOf,
   optionalDecimal,
   optionalInteger,
   optionalString,
@@ -25,7 +26,12 @@ import type {
   WebhookEndpoint,
   WebhookNotification,
 } from '../contract/webhooks.schemas.ts';
-import { ADVANCE_FROM_STATES, TRADE_STATES } from '../contract/wire-values.ts';
+import {
+  ADVANCE_FROM_STATES,
+  NOTIFICATION_STATUS_VALUES,
+  PARTICIPANT_STATUS_VALUES,
+  TRADE_STATES,
+} from '../contract/wire-values.ts';
 import { timeOption } from './time-option.ts';
 
 /**
@@ -87,6 +93,9 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     seenWith: 'svc platforms show CODE',
     run: (c, p, o) => {
       const expiry = optionalString(o, 'quote-expiry-ms');
+      // Said here, as `webhooks update` says it: the server's 400 for it was an exit 1, not a usage error (review).
+      if (o.name === undefined && expiry === undefined && o['deposit-fee-bps'] === undefined)
+        throw new UsageError('give what changes: --name, --quote-expiry-ms or --deposit-fee-bps');
       return c.patch<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`, {
         // Given, not empty (as `platforms create` says it, before a round trip for the server's 400).
         name: o.name === undefined ? undefined : required(o, 'name'),
@@ -162,8 +171,13 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     run: (c, p, o) => {
       if (o.reason !== undefined && o['no-reason'] === true)
         throw new UsageError('--reason and --no-reason exclude each other');
+      const status = positional(p, 1, 'STATUS');
+      if (!(PARTICIPANT_STATUS_VALUES as readonly string[]).includes(status))
+        throw new UsageError(
+          `STATUS must be one of ${PARTICIPANT_STATUS_VALUES.join(', ')}, got "${status}"`,
+        );
       return c.patch<Participant>(`/participants/${pathArgument(p, 0, 'CODE')}`, {
-        status: positional(p, 1, 'STATUS'),
+        status,
         reason_code: o['no-reason'] === true ? null : optionalString(o, 'reason'),
       });
     },
@@ -328,6 +342,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     summary:
       "list a platform's notifications with every delivery attempt, newest first (dead letters: --status dead)",
     run: (c, p, o) => {
+      oneOf(o, 'status', NOTIFICATION_STATUS_VALUES);
       const query = listingQuery(
         o,
         [

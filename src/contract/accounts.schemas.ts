@@ -1,22 +1,13 @@
 import { Type, type Static } from 'typebox';
 import { AccountLabel, PageParam } from './responses.ts';
 import { ParticipantCodeRef, TenantCode, ZRN_PATTERN } from './identifiers.ts';
-import { ACCOUNT_TIERS, ACCOUNT_TYPES, REGIONS } from './wire-values.ts';
+import { ACCOUNT_TIERS, ACCOUNT_TYPES, BALANCE_ACCOUNT_TYPES, REGIONS } from './wire-values.ts';
 
 /**
  * Customer accounts, tenants and balance accounts on the wire (issue 5; spec 2.1, 4.1, 4.2; wire-contract
  * §3, §4). Field names and shapes are the vendor's (AccountsResponseEntity, GetAccountsResponse,
  * CustomerAccountResponse, PostCustomerAccountRequest, AddTenantToCustomerAccountBody).
  */
-
-export const BALANCE_ACCOUNT_TYPES = [
-  'available',
-  'collateral',
-  'payable',
-  'receivable',
-  'collateral_deficiency',
-  'staked',
-] as const;
 
 const Zrn = Type.String({
   pattern: ZRN_PATTERN,

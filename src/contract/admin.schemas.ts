@@ -1,6 +1,5 @@
 import { Type, type Static } from 'typebox';
 import { DECIMAL_PATTERN, NON_NEGATIVE_DECIMAL_PATTERN } from '../lib/decimal.ts';
-import { BALANCE_ACCOUNT_TYPES } from './accounts.schemas.ts';
 import { GeneratedCode as Code } from './identifiers.ts';
 import {
   AccountLabel,
@@ -9,7 +8,7 @@ import {
   PRINTABLE_TEXT,
   PRINTABLE_TEXT_PATTERN,
 } from './responses.ts';
-import { REGIONS } from './wire-values.ts';
+import { BALANCE_ACCOUNT_TYPES, PARTICIPANT_STATUS_VALUES, REGIONS } from './wire-values.ts';
 
 /** Operator API (DESIGN §3) request and response shapes, shared by the server, the CLI and tests. */
 // 64 characters covers every amount the 60-digit decimal arithmetic (src/lib/decimal.ts) keeps exactly, and
@@ -94,16 +93,6 @@ export const AllowlistBody = Type.Object(
   { cidrs: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 }) },
   { additionalProperties: false },
 );
-
-export const PARTICIPANT_STATUS_VALUES = [
-  'submitted',
-  'approved',
-  'rejected',
-  'locked',
-  'disabled',
-  'divested',
-  'closed',
-] as const;
 // An enum, not a union of literals: a bad value is then one error that lists the values (error-handler.ts).
 const ParticipantStatus = Type.Enum(PARTICIPANT_STATUS_VALUES);
 

@@ -9,6 +9,7 @@ import {
   NAME_TEXT,
   NAME_TEXT_PATTERN,
 } from './responses.ts';
+import { PARTICIPANT_STATUS_FILTERS } from './wire-values.ts';
 
 /**
  * Customer onboarding and participant look-ups (spec 4.6, 7.2 last row, 7.3; wire-contract §7, §9) in the
@@ -143,20 +144,6 @@ const EXEMPTION_CODES = [
   'NONE',
 ] as const;
 const VOLUME_BANDS = ['up_to_5k', '5k_to_25k', '25k_to_100k', '100k_and_up'] as const;
-
-/** The vendor's participant statuses (GET /participants `status` filter). */
-export const PARTICIPANT_STATUS_FILTERS = [
-  'submitted',
-  'pending_approval',
-  'approved',
-  'rejected',
-  'locked',
-  'pending_unlock',
-  'pending_disable',
-  'disabled',
-  'divested',
-  'closed',
-] as const;
 
 // ---- Field rules ------------------------------------------------------------------------------------
 

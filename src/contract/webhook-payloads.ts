@@ -1,5 +1,5 @@
-import type { BALANCE_ACCOUNT_TYPES, CustomerAccountDetails } from './accounts.schemas.ts';
-import type { PARTICIPANT_STATUS_VALUES } from './admin.schemas.ts';
+import type { CustomerAccountDetails } from './accounts.schemas.ts';
+import type { BALANCE_ACCOUNT_TYPES, PARTICIPANT_STATUS_VALUES } from './wire-values.ts';
 import type { FundEvent } from './funding.schemas.ts';
 import type { TradeStatusNotification } from './trades.schemas.ts';
 import type { WebhookPayloadType } from './webhook-headers.ts';

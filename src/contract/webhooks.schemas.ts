@@ -2,6 +2,7 @@ import { Type, type Static } from 'typebox';
 import { GENERATED_CODE_PATTERN } from './identifiers.ts';
 import { PageParam } from './responses.ts';
 import { WEBHOOK_PAYLOAD_TYPES } from './webhook-headers.ts';
+import { NOTIFICATION_STATUS_VALUES } from './wire-values.ts';
 
 /**
  * Operator API for webhooks (DESIGN §3, issue 4 point 2): request and response shapes shared by the
@@ -12,12 +13,6 @@ const Code = Type.String({ pattern: GENERATED_CODE_PATTERN, description: '6-char
 const EpochMs = Type.Integer({ description: 'epoch milliseconds' });
 const NullableEpochMs = Type.Union([EpochMs, Type.Null()]);
 
-/**
- * Delivery states: pending (waiting for its first attempt or a redelivery), retrying (failed, next attempt
- * scheduled), delivered, dead (dead letter: retries exhausted or 410 Gone; kept and redeliverable), skipped
- * (the platform's webhook did not want it: none, disabled, or type not subscribed; redeliverable).
- */
-export const NOTIFICATION_STATUS_VALUES = ['pending', 'retrying', 'delivered', 'dead', 'skipped'] as const;
 export type NotificationStatus = (typeof NOTIFICATION_STATUS_VALUES)[number];
 
 export const WebhookPlatformParams = Type.Object({ code: Code });

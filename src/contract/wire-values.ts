@@ -50,6 +50,48 @@ export const ACCOUNTLESS_TOKEN_PERMISSIONS: ReadonlySet<ClientTokenPermission> =
 export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
 
 export const SIDES = ['buy', 'sell'] as const;
+
+/** Balance account types (GET /accounts `account_type`, balance movements). */
+export const BALANCE_ACCOUNT_TYPES = [
+  'available',
+  'collateral',
+  'payable',
+  'receivable',
+  'collateral_deficiency',
+  'staked',
+] as const;
+
+/** The vendor's participant statuses (GET /participants `status` filter). */
+export const PARTICIPANT_STATUS_FILTERS = [
+  'submitted',
+  'pending_approval',
+  'approved',
+  'rejected',
+  'locked',
+  'pending_unlock',
+  'pending_disable',
+  'disabled',
+  'divested',
+  'closed',
+] as const;
+
+/** The statuses the operator sets (PATCH /admin/participants/{code}). */
+export const PARTICIPANT_STATUS_VALUES = [
+  'submitted',
+  'approved',
+  'rejected',
+  'locked',
+  'disabled',
+  'divested',
+  'closed',
+] as const;
+
+/**
+ * Delivery states: pending (waiting for its first attempt or a redelivery), retrying (failed, next attempt
+ * scheduled), delivered, dead (dead letter: retries exhausted or 410 Gone; kept and redeliverable), skipped
+ * (the platform's webhook did not want it: none, disabled, or type not subscribed; redeliverable).
+ */
+export const NOTIFICATION_STATUS_VALUES = ['pending', 'retrying', 'delivered', 'dead', 'skipped'] as const;
 export type Side = (typeof SIDES)[number];
 
 export const TRADE_STATES = ['accepted', 'active', 'terminated'] as const;

@@ -103,6 +103,36 @@ test('arguments a command does not take are refused (exit 2), not ignored: nothi
   ]);
 });
 
+test('a value outside its few, or a change of nothing, is a usage error (exit 2) said before sending', async () => {
+  // Review: these went to the server, whose 400 was an exit 1, as other commands' same mistakes were an exit 2.
+  const cases: Array<[string[], string]> = [
+    [
+      ['platforms', 'update', 'ABC123', ...OPERATOR_OFFLINE_ARGS],
+      'give what changes: --name, --quote-expiry-ms or --deposit-fee-bps',
+    ],
+    [
+      ['participants', 'set-status', 'ABC123', 'bogus', ...OPERATOR_OFFLINE_ARGS],
+      'STATUS must be one of submitted, approved, rejected, locked, disabled, divested, closed, got "bogus"',
+    ],
+    [
+      ['webhooks', 'notifications', 'ABC123', '--status', 'bogus', ...OPERATOR_OFFLINE_ARGS],
+      '--status must be one of pending, retrying, delivered, dead, skipped, got "bogus"',
+    ],
+    [
+      ['api', 'accounts', '--type', 'bogus', ...PLATFORM_OFFLINE_ARGS],
+      '--type must be one of available, collateral, payable, receivable, collateral_deficiency, staked, got "bogus"',
+    ],
+    [
+      ['api', 'participants', '--status', 'bogus', ...PLATFORM_OFFLINE_ARGS],
+      '--status must be one of submitted, pending_approval, approved, rejected, locked, pending_unlock, pending_disable, disabled, divested, closed, got "bogus"',
+    ],
+  ];
+  for (const [args, message] of cases) {
+    const { code, stderr } = await cli(args);
+    assert.deepEqual([code, stderr], [2, `error: ${message}\n`], args.join(' '));
+  }
+});
+
 test('a path argument the SDK cannot send (`.`, `..`) is a usage error (exit 2), not a stack trace', async () => {
   const { code, stderr } = await cli(['api', 'trade', '..', ...PLATFORM_OFFLINE_ARGS]);
   assert.equal(code, 2, stderr);

@@ -1,4 +1,4 @@
-import type { BALANCE_ACCOUNT_TYPES } from '../../contract/accounts.schemas.ts';
+import type { BALANCE_ACCOUNT_TYPES } from '../../contract/wire-values.ts';
 import type { HeldBalance } from '../../contract/admin.schemas.ts';
 import { ACCOUNT_LABEL_FORM, isAccountLabel, MAX_ACCOUNT_LABEL_LENGTH } from '../../contract/responses.ts';
 import { AMOUNT_DECIMALS } from '../../contract/quotes.schemas.ts';

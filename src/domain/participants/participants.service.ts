@@ -1,4 +1,4 @@
-import type { PARTICIPANT_STATUS_VALUES } from '../../contract/admin.schemas.ts';
+import type { PARTICIPANT_STATUS_VALUES } from '../../contract/wire-values.ts';
 import type { ParticipantStatusChanged } from '../../contract/webhook-payloads.ts';
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';

@@ -10,7 +10,7 @@ type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 
 /** The statuses are wire values too (operator API), so their one list is in the contract. */
-export { NOTIFICATION_STATUS_VALUES as NOTIFICATION_STATUSES } from '../../contract/webhooks.schemas.ts';
+export { NOTIFICATION_STATUS_VALUES as NOTIFICATION_STATUSES } from '../../contract/wire-values.ts';
 import type { NotificationStatus } from '../../contract/webhooks.schemas.ts';
 export type { NotificationStatus };
 
