@@ -76,6 +76,12 @@ export function oneOf<T extends string>(options: Options, name: string, values: 
   return value as T;
 }
 
+/** A switch given as `on` or `off`: true, false, or undefined when left out. */
+export function onOff(options: Options, name: string): boolean | undefined {
+  const value = oneOf(options, name, ['on', 'off'] as const);
+  return value === undefined ? undefined : value === 'on';
+}
+
 export function optionalString(options: Options, name: string): string | undefined {
   const value = options[name];
   return typeof value === 'string' ? value : undefined;

@@ -10,6 +10,7 @@ import {
   entriesOf,
   list,
   listingQuery,
+  onOff,
   oneOf,
   optionalDecimal,
   optionalInteger,
@@ -66,7 +67,8 @@ function webhookSecret(o: Options): { secret?: string | null } {
 
 export const OPERATOR_COMMANDS: Record<string, Command> = {
   'platforms create': {
-    usage: 'svc platforms create --name NAME [--allow CIDR]... [--quote-expiry-ms N] [--deposit-fee-bps D]',
+    usage:
+      'svc platforms create --name NAME [--allow CIDR]... [--quote-expiry-ms N] [--quote-expiry-requests on|off] [--deposit-fee-bps D]',
     summary: 'create a platform',
     seenWith: 'svc platforms list',
     run: (c, _p, o) =>
@@ -74,6 +76,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
         name: required(o, 'name'),
         ip_allowlist: list(o, 'allow'),
         quote_expiry_ms: optionalInteger(o, 'quote-expiry-ms'),
+        quote_expiry_requests: onOff(o, 'quote-expiry-requests'),
         deposit_fee_bps: optionalDecimal(o, 'deposit-fee-bps'),
       }),
   },
@@ -88,18 +91,29 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
     run: (c, p) => c.get<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`),
   },
   'platforms update': {
-    usage: 'svc platforms update CODE [--name NAME] [--quote-expiry-ms N|default] [--deposit-fee-bps D]',
-    summary: "change a platform's name, quote expiry (default: SVC_QUOTE_EXPIRY_MS) or deposit fee",
+    usage:
+      'svc platforms update CODE [--name NAME] [--quote-expiry-ms N|default] [--quote-expiry-requests on|off] [--deposit-fee-bps D]',
+    summary:
+      "change a platform's name, quote expiry (default: SVC_QUOTE_EXPIRY_MS), whether RFQs may ask for their own (quote_expiry), or deposit fee",
     seenWith: 'svc platforms show CODE',
     run: (c, p, o) => {
       const expiry = optionalString(o, 'quote-expiry-ms');
       // Said here, as `webhooks update` says it: the server's 400 for it was an exit 1, not a usage error (review).
-      if (o.name === undefined && expiry === undefined && o['deposit-fee-bps'] === undefined)
-        throw new UsageError('give what changes: --name, --quote-expiry-ms or --deposit-fee-bps');
+      const requests = onOff(o, 'quote-expiry-requests');
+      if (
+        o.name === undefined &&
+        expiry === undefined &&
+        requests === undefined &&
+        o['deposit-fee-bps'] === undefined
+      )
+        throw new UsageError(
+          'give what changes: --name, --quote-expiry-ms, --quote-expiry-requests or --deposit-fee-bps',
+        );
       return c.patch<Platform>(`/platforms/${pathArgument(p, 0, 'CODE')}`, {
         // Given, not empty (as `platforms create` says it, before a round trip for the server's 400).
         name: o.name === undefined ? undefined : required(o, 'name'),
         quote_expiry_ms: expiry === 'default' ? null : optionalInteger(o, 'quote-expiry-ms'),
+        quote_expiry_requests: requests,
         deposit_fee_bps: optionalDecimal(o, 'deposit-fee-bps'),
       });
     },
@@ -492,6 +506,7 @@ export const OPERATOR_OPTIONS = {
   name: { type: 'string' },
   allow: { type: 'string', multiple: true },
   'quote-expiry-ms': { type: 'string' },
+  'quote-expiry-requests': { type: 'string' },
   'deposit-fee-bps': { type: 'string' },
   platform: { type: 'string' },
   participant: { type: 'string' },

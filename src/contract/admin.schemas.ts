@@ -25,6 +25,12 @@ export const CreatePlatformBody = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 200, pattern: NAME_TEXT_PATTERN, description: NAME_TEXT }),
     ip_allowlist: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 })),
     quote_expiry_ms: Type.Optional(Type.Integer({ minimum: 1000, maximum: 3_600_000 })),
+    quote_expiry_requests: Type.Optional(
+      Type.Boolean({
+        description:
+          "whether the platform's RFQs may ask for a quote_expiry window (5s … 15m) instead of quote_expiry_ms, as the vendor's per-platform feature flag; default true",
+      }),
+    ),
     deposit_fee_bps: Type.Optional(NonNegativeDecimal),
   },
   { additionalProperties: false },
@@ -38,6 +44,7 @@ export const UpdatePlatformBody = Type.Object(
     quote_expiry_ms: Type.Optional(
       Type.Union([Type.Integer({ minimum: 1000, maximum: 3_600_000 }), Type.Null()]),
     ),
+    quote_expiry_requests: CreatePlatformBody.properties.quote_expiry_requests,
     deposit_fee_bps: CreatePlatformBody.properties.deposit_fee_bps,
   },
   { additionalProperties: false },
@@ -52,6 +59,10 @@ export const Platform = Type.Object({
   quote_expiry_default: Type.Boolean({
     description:
       'true: the platform has none of its own, and follows SVC_QUOTE_EXPIRY_MS (quote_expiry_ms is it now)',
+  }),
+  quote_expiry_requests: Type.Boolean({
+    description:
+      "whether the platform's RFQs may ask for a quote_expiry window; false: such a request is a 400",
   }),
   deposit_fee_bps: Type.String(),
   created_at: Type.Integer(),

@@ -131,6 +131,29 @@ describe('operator commands against a live server', () => {
       '45000',
     );
     assert.equal(expiry.quote_expiry_ms, 45_000);
+    // Whether its RFQs may ask for their own window (`quote_expiry`): on or off, nothing else.
+    const fixed = await svcJson<{ quote_expiry_requests: boolean }>(
+      ...['platforms', 'update', code, '--quote-expiry-requests', 'off'],
+    );
+    assert.equal(fixed.quote_expiry_requests, false);
+    const yes = await runCli(
+      [
+        'platforms',
+        'update',
+        code,
+        '--quote-expiry-requests',
+        'yes',
+        '--url',
+        svc.url,
+        '--token',
+        TEST_ADMIN_TOKEN,
+      ],
+      env,
+    );
+    assert.deepEqual(
+      [yes.code, yes.stderr],
+      [2, 'error: --quote-expiry-requests must be one of on, off, got "yes"\n'],
+    );
     const nothing = await runCli(
       ['platforms', 'update', code, '--url', svc.url, '--token', TEST_ADMIN_TOKEN],
       env,
@@ -139,7 +162,7 @@ describe('operator commands against a live server', () => {
     assert.equal(nothing.code, 2, nothing.stderr);
     assert.equal(
       nothing.stderr,
-      'error: give what changes: --name, --quote-expiry-ms or --deposit-fee-bps\n',
+      'error: give what changes: --name, --quote-expiry-ms, --quote-expiry-requests or --deposit-fee-bps\n',
     );
     const blank = await runCli(
       ['platforms', 'update', code, '--name', '', '--url', svc.url, '--token', TEST_ADMIN_TOKEN],

@@ -298,6 +298,65 @@ describe('platforms, keys and allow-lists', () => {
     assert.deepEqual(ok(await call('GET', `/platforms/${code}`)), reset, 'nothing changed by a refusal');
   });
 
+  test("quote_expiry_requests: whether a platform's RFQs may ask for their own window (the vendor's flag)", async () => {
+    // Review: any platform could hold a quote 15 minutes (`quote_expiry=15m`), an option on the price source that
+    // the vendor gates per platform and the operator could not refuse.
+    const { platform, client } = await svc.newPlatform();
+    const code = platform.platform_code;
+    await setPrices(svc);
+    const rfq = (extra: Record<string, unknown> = {}) =>
+      client.send<{ message: { expire_ts: number }; errors?: string[] }>('POST', '/liquidity/rfq', {
+        body: { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01', ...extra },
+      });
+    assert.equal(
+      ok<{ quote_expiry_requests: boolean }>(await call('GET', `/platforms/${code}`)).quote_expiry_requests,
+      true,
+    );
+    const asked = await rfq({ quote_expiry: '15m' });
+    assert.equal(asked.status, 201, JSON.stringify(asked.body));
+
+    const off = ok<{ quote_expiry_requests: boolean; quote_expiry_ms: number }>(
+      await call('PATCH', `/platforms/${code}`, { quote_expiry_requests: false }),
+    );
+    assert.equal(off.quote_expiry_requests, false);
+    const refusedWindow = await rfq({ quote_expiry: '15m' });
+    assert.equal(refusedWindow.status, 400);
+    assert.deepEqual(refusedWindow.body.errors, [
+      "quote_expiry: this platform's quotes expire after its own window; the operator has not enabled quote_expiry for it",
+    ]);
+    const getRefused = await client.send<{ errors: string[] }>('GET', '/liquidity/rfq', {
+      query: { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01', quote_expiry: '5s' },
+    });
+    assert.equal(getRefused.status, 400);
+    // Without a window the platform's own expiry applies, as ever.
+    const before = Date.now();
+    const plain = await rfq();
+    assert.equal(plain.status, 201, JSON.stringify(plain.body));
+    assert.ok(
+      plain.body.message.expire_ts <= Date.now() + off.quote_expiry_ms &&
+        plain.body.message.expire_ts >= before,
+    );
+
+    assert.equal(
+      ok<{ quote_expiry_requests: boolean }>(
+        await call('PATCH', `/platforms/${code}`, { quote_expiry_requests: true }),
+      ).quote_expiry_requests,
+      true,
+    );
+    assert.equal((await rfq({ quote_expiry: '5s' })).status, 201);
+    // Set at the creation too; a value that is no boolean is refused by name.
+    const created = ok<{ quote_expiry_requests: boolean }>(
+      await call('POST', '/platforms', { name: 'Fixed windows', quote_expiry_requests: false }),
+      201,
+    );
+    assert.equal(created.quote_expiry_requests, false);
+    refused(
+      await call('PATCH', `/platforms/${code}`, { quote_expiry_requests: 'no' }),
+      400,
+      'quote_expiry_requests',
+    );
+  });
+
   test('a route that takes no query parameter refuses one by name', async () => {
     // `?page=2` listed every platform, as if paged (review).
     for (const target of ['/platforms?page=2', '/prices?pair=BTC', '/platforms/ZZZZZ9?x=1']) {

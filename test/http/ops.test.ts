@@ -223,6 +223,7 @@ describe('GET /docs', () => {
       'ip_allowlist',
       'name',
       'quote_expiry_ms',
+      'quote_expiry_requests',
     ]);
     assert.deepEqual(schema.required, ['name']);
     assert.ok(create.responses['201'] && create.responses['400'] && create.responses['401']);

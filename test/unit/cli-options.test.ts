@@ -108,7 +108,7 @@ test('a value outside its few, or a change of nothing, is a usage error (exit 2)
   const cases: Array<[string[], string]> = [
     [
       ['platforms', 'update', 'ABC123', ...OPERATOR_OFFLINE_ARGS],
-      'give what changes: --name, --quote-expiry-ms or --deposit-fee-bps',
+      'give what changes: --name, --quote-expiry-ms, --quote-expiry-requests or --deposit-fee-bps',
     ],
     [
       ['participants', 'set-status', 'ABC123', 'bogus', ...OPERATOR_OFFLINE_ARGS],

@@ -22,6 +22,7 @@ export interface PlatformView {
   ip_allowlist: string[];
   quote_expiry_ms: number;
   quote_expiry_default: boolean;
+  quote_expiry_requests: boolean;
   deposit_fee_bps: string;
   created_at: number;
 }
@@ -30,6 +31,7 @@ export interface CreatePlatformInput {
   name: string;
   ip_allowlist?: string[];
   quote_expiry_ms?: number;
+  quote_expiry_requests?: boolean;
   deposit_fee_bps?: string;
 }
 
@@ -37,6 +39,7 @@ export interface UpdatePlatformInput {
   name?: string;
   /** null: back to SVC_QUOTE_EXPIRY_MS. */
   quote_expiry_ms?: number | null;
+  quote_expiry_requests?: boolean;
   deposit_fee_bps?: string;
 }
 
@@ -59,6 +62,7 @@ export function createPlatformsService(deps: DomainDeps) {
       quote_expiry_ms: row.quote_expiry_ms ?? config.quoteExpiryMs,
       // Which platforms a change of SVC_QUOTE_EXPIRY_MS moves (review: the two looked alike).
       quote_expiry_default: row.quote_expiry_ms === null,
+      quote_expiry_requests: row.quote_expiry_requests,
       deposit_fee_bps: toDecimalString(row.deposit_fee_bps),
       created_at: row.created_at.getTime(),
     };
@@ -157,6 +161,7 @@ export function createPlatformsService(deps: DomainDeps) {
                 name: input.name,
                 ip_allowlist: allowlist,
                 quote_expiry_ms: input.quote_expiry_ms ?? null,
+                quote_expiry_requests: input.quote_expiry_requests ?? true,
                 deposit_fee_bps: input.deposit_fee_bps ?? '0',
               })
               .returningAll()
@@ -193,7 +198,8 @@ export function createPlatformsService(deps: DomainDeps) {
     },
 
     /**
-     * `PATCH /admin/platforms/{code}`: changes the name, quote expiry or deposit fee, for what comes next: a quote
+     * `PATCH /admin/platforms/{code}`: changes the name, quote expiry (and whether RFQs may ask for their own window) or
+     * deposit fee, for what comes next: a quote
      * given keeps its expiry, and a fund quote its fee (README Operator API). The platform's participant is named
      * as the platform is.
      */
@@ -201,15 +207,21 @@ export function createPlatformsService(deps: DomainDeps) {
       if (
         input.name === undefined &&
         input.quote_expiry_ms === undefined &&
+        input.quote_expiry_requests === undefined &&
         input.deposit_fee_bps === undefined
       )
-        throw invalid('body: give at least one of name, quote_expiry_ms, deposit_fee_bps');
+        throw invalid(
+          'body: give at least one of name, quote_expiry_ms, quote_expiry_requests, deposit_fee_bps',
+        );
       if (input.deposit_fee_bps !== undefined) checkFeeBps(input.deposit_fee_bps);
       return changed(
         platformCode,
         {
           ...(input.name !== undefined ? { name: input.name } : {}),
           ...(input.quote_expiry_ms !== undefined ? { quote_expiry_ms: input.quote_expiry_ms } : {}),
+          ...(input.quote_expiry_requests !== undefined
+            ? { quote_expiry_requests: input.quote_expiry_requests }
+            : {}),
           ...(input.deposit_fee_bps !== undefined ? { deposit_fee_bps: input.deposit_fee_bps } : {}),
         },
         async (trx) => {

@@ -171,6 +171,12 @@ export function createQuotesService(deps: DomainDeps) {
     if (!holder) throw invalid(...errors);
 
     const platform = await findPlatform(db, platformCode);
+    // The vendor gates the window per platform (its OpenAPI: "Feature-flag gated per platform"): a quote held 15
+    // minutes is an option on the price source, which the operator may refuse (review).
+    if (input.quote_expiry !== undefined && platform?.quote_expiry_requests === false)
+      throw invalid(
+        "quote_expiry: this platform's quotes expire after its own window; the operator has not enabled quote_expiry for it",
+      );
     // The request's vendor `quote_expiry` window, else (wire-contract §7) the platform's own expiry, else the
     // default (30 s).
     const expiryMs =

@@ -10,6 +10,8 @@ export interface PlatformsTable {
   name: string;
   ip_allowlist: ColumnType<string[], string[] | undefined, string[]>;
   quote_expiry_ms: number | null;
+  /** Whether its RFQs may ask for a `quote_expiry` window (migration 0040). */
+  quote_expiry_requests: ColumnType<boolean, boolean | undefined, boolean>;
   deposit_fee_bps: ColumnType<string, string | undefined, string>;
   created_at: CreatedAt;
 }
