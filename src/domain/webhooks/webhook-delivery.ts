@@ -319,9 +319,12 @@ export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDeliver
       maxHeld: config.webhooks.maxHeldNotifications,
       logger,
       onReordered(lanes) {
-        // A lane being worked whose order changed under its slot stops before its next attempt and is claimed afresh.
+        // A lane being worked whose order changed under its slot stops before its next attempt and is claimed afresh;
+        // one claimed and waiting for a slot is given back, as on an operator's change: it held the heads it was
+        // claimed with, and sent a later notification before an earlier one committed late (review).
         const keys = new Set(lanes.map(laneKey));
         for (const run of runs) if (keys.has(laneKey(run.lane))) run.changed = true;
+        dispatcher.refresh((ready) => keys.has(laneKey(ready.lane)));
       },
       onRead: () => dispatcher.wake(),
       // Found by a poll while the LISTEN connection was not heard (the NOTIFY lost): as if it had come.

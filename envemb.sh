@@ -1,0 +1,1 @@
+. /tmp/h-runtime/env.sh; unset DATABASE_URL
