@@ -44,7 +44,10 @@ const seenWith = new WeakMap<object, string>();
  * look at the platforms, keys and prices).
  */
 export function noteWhereSeen(error: unknown, read: string | undefined): unknown {
-  if (read !== undefined && typeof error === 'object' && error !== null) seenWith.set(error, read);
+  // An explained failure is reported as the failure it wraps, with its line (review: a redelivery that failed part
+  // way named every read).
+  const failure = error instanceof ExplainedFailure ? error.failure : error;
+  if (read !== undefined && typeof failure === 'object' && failure !== null) seenWith.set(failure, read);
   return error;
 }
 

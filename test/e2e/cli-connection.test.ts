@@ -492,8 +492,14 @@ describe('no usable answer', () => {
         [2, 'error: --timeout-ms: is empty (leave it out to use SVC_REQUEST_TIMEOUT_MS or the default)'],
       ],
     );
-    // A variable set empty is one left out, as usual: the default address, unreachable here.
-    const unset = await runCli(['api', 'time'], { ...base, SVC_URL: '', SVC_REQUEST_TIMEOUT_MS: '' });
+    // A variable set empty is one left out, as usual: the address of SVC_PORT, where nothing listens (port 9).
+    const unset = await runCli(['api', 'time'], {
+      ...base,
+      SVC_URL: '',
+      SVC_REQUEST_TIMEOUT_MS: '',
+      SVC_PORT: '9',
+    });
     assert.equal(unset.code, 3, unset.stderr);
+    assert.match(unset.stderr, /^error: server unreachable at http:\/\/127\.0\.0\.1:9\b/);
   });
 });

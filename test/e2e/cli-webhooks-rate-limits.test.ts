@@ -177,6 +177,22 @@ test('webhooks set / show / notifications / notification / redeliver / redeliver
   assert.deepEqual(await redeliverSince.run(older, [code], { since: '0', until: '2000-01-01' }), {
     redelivered: 0,
   });
+  // "Not complete" with no resume point, after calls that went through: reported with where the last one left off
+  // (review: the progress was dropped).
+  const broken = Object.create(svc.admin) as AdminClient;
+  let brokenCalls = 0;
+  broken.post = async <T>(): Promise<T> =>
+    (++brokenCalls === 1
+      ? { redelivered: 5, complete: false, resume: '1-2' }
+      : { redelivered: 3, complete: false }) as T;
+  let brokenFailure: unknown;
+  await redeliverSince
+    .run(broken, [code], { since: '0', json: true })
+    .catch((error: unknown) => (brokenFailure = error));
+  assert.match(
+    reportFailure(brokenFailure)!.text,
+    /^error: the operator API answered 200: .*\n {2}redelivered 5 before this failure; to go on where it stopped, run the same command with --resume 1-2$/s,
+  );
 
   // Usage errors (exit 2), sent nowhere: flags that exclude each other, and a time that could be either.
   for (const [args, error] of [

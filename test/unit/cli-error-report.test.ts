@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AdminApiError } from '../../src/cli/admin-client.ts';
-import { reportFailure } from '../../src/cli/error-report.ts';
+import { ExplainedFailure, noteWhereSeen, reportFailure } from '../../src/cli/error-report.ts';
 import { SvcConnectionError, SvcServerError } from '../../src/sdk/errors.ts';
 
 /**
@@ -107,4 +107,20 @@ test("a text answer (a proxy's error page) is shown shortened, with its length",
   assert.equal(report.json.body, page, 'the answer itself, whole, for a script');
   const short = reportFailure(new AdminApiError(502, 'Bad Gateway\n'))!;
   assert.deepEqual(short.json.errors, ['Bad Gateway']);
+});
+
+test('an operator write of unknown outcome names the read its command gave, also when the failure is explained', () => {
+  // Review: a redelivery that failed part way (an explained failure) named every read instead of its own.
+  const read = 'svc webhooks notifications PLATFORM';
+  for (const wrap of [false, true]) {
+    const lost = new AdminApiError(502, { error: 'Bad Gateway' });
+    lost.outcomeUnknown = true;
+    const error = wrap ? new ExplainedFailure(lost, 'redelivered 5 before this failure') : lost;
+    const report = reportFailure(noteWhereSeen(error, read))!;
+    assert.match(
+      report.text,
+      /look with svc webhooks notifications PLATFORM before repeating it/,
+      String(wrap),
+    );
+  }
 });

@@ -127,6 +127,61 @@ test('a value outside its few, or a change of nothing, is a usage error (exit 2)
       '--status must be one of submitted, pending_approval, approved, rejected, locked, pending_unlock, pending_disable, disabled, divested, closed, got "bogus"',
     ],
   ];
+  const create = ['--platform', 'ABC123', '--participant', 'ABC123'];
+  cases.push(
+    [
+      [
+        'participants',
+        'create',
+        ...create.slice(0, 2),
+        '--email',
+        'a@b.co',
+        '--first-name',
+        'A',
+        '--last-name',
+        'B',
+        '--status',
+        'bogus',
+        ...OPERATOR_OFFLINE_ARGS,
+      ],
+      '--status must be one of submitted, approved, rejected, locked, disabled, divested, closed, got "bogus"',
+    ],
+    [
+      [
+        'balances',
+        'adjust',
+        '--participant',
+        'ABC123',
+        '--label',
+        'general',
+        '--asset',
+        'USD',
+        '--amount',
+        '1',
+        '--type',
+        'bogus',
+        ...OPERATOR_OFFLINE_ARGS,
+      ],
+      '--type must be one of available, collateral, payable, receivable, collateral_deficiency, staked, got "bogus"',
+    ],
+    [
+      ['accounts', 'create', ...create, '--region', 'bogus', ...OPERATOR_OFFLINE_ARGS],
+      '--region must be one of us, eu, uk, ww, bz, au, got "bogus"',
+    ],
+    [
+      [
+        'webhooks',
+        'redeliver-since',
+        'ABC123',
+        '--since',
+        '0',
+        '--status',
+        'dead,bogus',
+        ...OPERATOR_OFFLINE_ARGS,
+      ],
+      '--status: each must be one of pending, retrying, delivered, dead, skipped, got "bogus"',
+    ],
+  );
   for (const [args, message] of cases) {
     const { code, stderr } = await cli(args);
     assert.deepEqual([code, stderr], [2, `error: ${message}\n`], args.join(' '));
