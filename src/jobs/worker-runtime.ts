@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { FastifyBaseLogger } from 'fastify';
 import type { FOR_THE_OPERATOR } from './task-log.ts';
 import { WorkerLiveness } from './worker-liveness.ts';
+import { JOB_QUEUE_SCHEMA } from '../store/migrate.ts';
 
 /**
  * graphile-worker's log lines as ours: errors and warnings as they are, its info lines (every job started and
@@ -71,6 +72,7 @@ export async function startWorker(options: {
   events.on('job:complete', ({ job }) => liveness.jobFinished(job.id));
   const runner = await run({
     pgPool: options.pool,
+    schema: JOB_QUEUE_SCHEMA,
     taskList: options.taskList,
     parsedCronItems: parseCronItems(options.cronItems ?? []),
     concurrency: options.concurrency,

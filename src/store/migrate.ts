@@ -7,6 +7,13 @@ import { PG_LOCK_NOT_AVAILABLE } from './pg-error-codes.ts';
 import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'graphile-worker';
 
 /**
+ * The job queue's schema, named wherever graphile-worker is started: left out, it is graphile-worker's own setting
+ * (GRAPHILE_WORKER_SCHEMA, or a `.graphile-workerrc` found up the directory tree), and svc's SQL, written for this
+ * one, added jobs that a runner polling another schema never ran (review). Every setting of svc is its own.
+ */
+export const JOB_QUEUE_SCHEMA = 'graphile_worker';
+
+/**
  * Numbered, forward-only SQL migrations (src/store/migrations/NNNN_name.sql), then the job queue's own.
  * A session-level advisory lock serialises concurrent starts: the second instance waits, then finds
  * everything applied. A shipped migration is never edited; add the next number instead: each applied file's
@@ -167,7 +174,7 @@ export async function migrate(
       applied.push(file.name);
       log.info(`applied migration ${file.name}`);
     }
-    await runQueueMigrations({ pgPool: pool, logger: silentQueueLogger });
+    await runQueueMigrations({ pgPool: pool, schema: JOB_QUEUE_SCHEMA, logger: silentQueueLogger });
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]).catch(() => {});
     client.release();

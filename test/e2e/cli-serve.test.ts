@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { AdminClient } from '../../src/cli/admin-client.ts';
 import type { IssuedApiKey, Participant, Platform } from '../../src/contract/admin.schemas.ts';
 import { createClient } from '../../src/sdk/platform.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabase, createTestPool, type TestDatabase } from '../helpers/database.ts';
 import { eventually, runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
 
 /**
@@ -220,6 +220,37 @@ test('a reader of its output gone during the start does not end it: it serves, a
   assert.equal(healthy, 'serving');
   assert.match(proc.stderr(), /^warning: stdout cannot be written \(EPIPE\): serving on$/m);
   await stop(proc);
+});
+
+test("graphile-worker's own setting (GRAPHILE_WORKER_SCHEMA) does not move the job queue: jobs still run", async () => {
+  // Review: the queue's migrations and runner followed it to another schema while svc added jobs to
+  // graphile_worker's, which nothing then ran (a settlement stayed `accepted`); a `.graphile-workerrc` up the
+  // directory tree did the same.
+  const vars = env({ GRAPHILE_WORKER_SCHEMA: 'svc_elsewhere' });
+  const migrated = await runCli(['migrate'], vars);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const proc = await serve(['--role', 'worker'], vars);
+  const pool = createTestPool({ connectionString: database.url, max: 1 });
+  try {
+    const added = await pool.query<{ id: string }>(
+      "select id from graphile_worker.add_job('quotes.purge_expired', '{}'::json)",
+    );
+    const id = added.rows[0]!.id;
+    const ran = await eventually(
+      async () =>
+        (await pool.query('select 1 from graphile_worker.jobs where id = $1', [id])).rowCount === 0
+          ? true
+          : undefined,
+      30_000,
+      'the job run by the worker',
+    );
+    assert.equal(ran, true);
+    const elsewhere = await pool.query("select 1 from pg_namespace where nspname = 'svc_elsewhere'");
+    assert.equal(elsewhere.rowCount, 0, 'no queue made in the other schema');
+  } finally {
+    await pool.end();
+    await stop(proc);
+  }
 });
 
 describe('start-up failures: one line naming the problem, no stack', () => {
