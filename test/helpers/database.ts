@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { Kysely, PostgresDialect, type PostgresPool } from 'kysely';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.ts';
-import { createStore, type Store } from '../../src/store/database.ts';
+import { createStore, type Db, type Store } from '../../src/store/database.ts';
 import { listMigrations, migrate } from '../../src/store/migrate.ts';
 
 /**
@@ -22,6 +23,31 @@ export function createTestPool(config: pg.PoolConfig): pg.Pool {
   const pool = new pg.Pool(config);
   pool.on('error', () => {});
   return pool;
+}
+
+/**
+ * The database as the code under test sees it (a Kysely over `pool`), with each query's answer shown to `onAnswer`
+ * before the caller gets it: to watch what a worker reads, or to hold a read's answer back (by awaiting).
+ */
+export function watchedDb(
+  pool: pg.Pool,
+  onAnswer: (text: string, result: pg.QueryResult) => void | Promise<void>,
+): Db {
+  const watching: PostgresPool = {
+    connect: async () => {
+      const client = await pool.connect();
+      const query = client.query.bind(client) as (text: string, values: unknown[]) => Promise<pg.QueryResult>;
+      return Object.assign(client, {
+        query: async (text: string, values: unknown[]) => {
+          const result = await query(text, values);
+          await onAnswer(text, result);
+          return result;
+        },
+      });
+    },
+    end: () => pool.end(),
+  };
+  return new Kysely({ dialect: new PostgresDialect({ pool: watching }) }) as unknown as Db;
 }
 
 export interface TestDatabase {

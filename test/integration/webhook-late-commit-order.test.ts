@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Kysely, PostgresDialect, type PostgresPool } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import { recordAnyNotification } from '../../src/domain/webhooks/outbox.ts';
-import type { Db } from '../../src/store/database.ts';
 import { PgListener } from '../../src/store/pg-listener.ts';
-import { createTestPool } from '../helpers/database.ts';
+import { createTestPool, watchedDb } from '../helpers/database.ts';
 import { inProcessDelivery, QUIET_LOGGER } from '../helpers/in-process-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { heldAnswer, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
@@ -29,22 +27,10 @@ before(async () => {
   svc = await startTestService({ env: { SVC_WORKER_CONCURRENCY: '1' } });
   receiver = await startWebhookReceiver();
   pool = createTestPool({ connectionString: svc.database.url, max: 4 });
-  const watching: PostgresPool = {
-    connect: async () => {
-      const client = await pool.connect();
-      const query = client.query.bind(client) as (text: string, values: unknown[]) => Promise<pg.QueryResult>;
-      return Object.assign(client, {
-        query: async (text: string, values: unknown[]) => {
-          const result = await query(text, values);
-          for (const row of result.rows as Array<{ notification_id?: string | null }>)
-            if (row.notification_id) seen.add(row.notification_id);
-          return result;
-        },
-      });
-    },
-    end: () => pool.end(),
-  };
-  const db = new Kysely({ dialect: new PostgresDialect({ pool: watching }) }) as unknown as Db;
+  const db = watchedDb(pool, (_text, result) => {
+    for (const row of result.rows as Array<{ notification_id?: string | null }>)
+      if (row.notification_id) seen.add(row.notification_id);
+  });
   listener = new PgListener(svc.database.url);
   await listener.start();
   worker = inProcessDelivery(svc, { db }).startWorkerSide(QUIET_LOGGER, { listener });

@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Kysely, PostgresDialect, type PostgresPool } from 'kysely';
-import pg from 'pg';
-import type { Db } from '../../src/store/database.ts';
+import type pg from 'pg';
 import { PgListener } from '../../src/store/pg-listener.ts';
-import { createTestPool } from '../helpers/database.ts';
+import { createTestPool, watchedDb } from '../helpers/database.ts';
 import { inProcessDelivery } from '../helpers/in-process-delivery.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { record, startWebhookReceiver, waitFor, type TestReceiver } from '../helpers/webhook-receiver.ts';
@@ -33,26 +31,14 @@ before(async () => {
   newReceiver = await startWebhookReceiver();
   pool = createTestPool({ connectionString: svc.database.url, max: 4 });
   // The pool as Kysely sees it, with a read's answer held back while `held` is set.
-  const holding: PostgresPool = {
-    connect: async () => {
-      const client = await pool.connect();
-      const query = client.query.bind(client) as (text: string, values: unknown[]) => Promise<pg.QueryResult>;
-      return Object.assign(client, {
-        query: async (text: string, values: unknown[]) => {
-          const result = await query(text, values);
-          const found = result.rows.some((row: { notification_id?: string | null }) => row.notification_id);
-          // A read of notifications: a partition's load, or the read after the cursor (migration 0032's function).
-          if (held && /pg_current_snapshot|webhook_read_after/.test(text) && found) {
-            reading?.();
-            await held;
-          }
-          return result;
-        },
-      });
-    },
-    end: () => pool.end(),
-  };
-  const db = new Kysely({ dialect: new PostgresDialect({ pool: holding }) }) as unknown as Db;
+  const db = watchedDb(pool, async (text, result) => {
+    const found = result.rows.some((row: { notification_id?: string | null }) => row.notification_id);
+    // A read of notifications: a partition's load, or the read after the cursor (migration 0032's function).
+    if (held && /pg_current_snapshot|webhook_read_after/.test(text) && found) {
+      reading?.();
+      await held;
+    }
+  });
   listener = new PgListener(svc.database.url);
   await listener.start();
   const delivery = inProcessDelivery(svc, { db });
