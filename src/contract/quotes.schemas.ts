@@ -137,7 +137,8 @@ const liquidityQuoteFields = {
   // Honoured: the quote expires after this window instead of the platform's quote expiry.
   quote_expiry: Type.Optional(
     Type.Enum(Object.keys(QUOTE_EXPIRY_WINDOWS_MS) as QuoteExpiryWindow[], {
-      description: 'how long the quote can be executed; default: the platform quote expiry',
+      description:
+        "how long the quote can be executed; default: the platform's quote expiry. Gated per platform: where the operator has not enabled it, a 400 naming it",
     }),
   ),
 };

@@ -193,6 +193,16 @@ function configOnDemand(): () => Readonly<Config> {
  * the operator and platform commands start in a fraction of the time.
  */
 async function serverModules() {
+  // graphile-worker reads a config file of its own as it loads (`.graphile-workerrc`, `graphile-worker.config.*`, a
+  // "graphile-worker" key of a package.json, from the working directory up), and throws on a value of the wrong type:
+  // said in one line, not as a stack (review). Loaded first and alone, so that it throws once.
+  await import('graphile-worker').catch((error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!/^Expected '\w+' to be a (string|number)/.test(message)) throw error;
+    throw new StartupError(
+      `graphile-worker's own config file (.graphile-workerrc, graphile-worker.config.*, or "graphile-worker" in a package.json, from ${process.cwd()} up): ${message}; svc takes its settings from SVC_ variables only: remove it, or start svc from another directory`,
+    );
+  });
   const [{ createLogger }, { openDatabase, startRuntime }, { createStore }, { migrate }] = await Promise.all([
     import('./logger.ts'),
     import('./runtime.ts'),

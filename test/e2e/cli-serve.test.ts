@@ -9,7 +9,7 @@ import { AdminClient } from '../../src/cli/admin-client.ts';
 import type { IssuedApiKey, Participant, Platform } from '../../src/contract/admin.schemas.ts';
 import { createClient } from '../../src/sdk/platform.ts';
 import { createTestDatabase, createTestPool, type TestDatabase } from '../helpers/database.ts';
-import { eventually, runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
+import { eventually, PROJECT_ROOT, runCli, startCli, type CliProcess } from '../helpers/service-process.ts';
 
 /**
  * `svc serve` as an operator runs it: what its start banner shows of the admin token (README Operations:
@@ -251,6 +251,22 @@ test("graphile-worker's own setting (GRAPHILE_WORKER_SCHEMA) does not move the j
     await pool.end();
     await stop(proc);
   }
+});
+
+test("a malformed config file of graphile-worker's own is said in one line naming it, not as a stack", async () => {
+  // Review: graphile-worker reads it as it loads, and `{"pollInterval":"fast"}` stopped `svc migrate` with a stack.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-graphile-rc-'));
+  dataDirs.push(dir);
+  writeFileSync(path.join(dir, '.graphile-workerrc'), '{"pollInterval":"fast"}');
+  const proc = startCli(['migrate'], env(), { entry: [path.join(PROJECT_ROOT, 'bin', 'svc.mjs')], cwd: dir });
+  processes.push(proc);
+  const { code } = await proc.exited;
+  assert.equal(code, 1, proc.stderr());
+  assert.match(
+    proc.stderr(),
+    /^error: graphile-worker's own config file \(\.graphile-workerrc, .*\): Expected 'pollInterval' to be a number \(or not set\), but received fast; svc takes its settings from SVC_ variables only/,
+  );
+  assert.doesNotMatch(proc.stderr(), STACK_FRAME);
 });
 
 describe('start-up failures: one line naming the problem, no stack', () => {

@@ -57,14 +57,17 @@ export function startCli(
   {
     processGroup = false,
     entry = ['--import', 'tsx', 'src/main/cli.ts'],
+    cwd = PROJECT_ROOT,
   }: {
     processGroup?: boolean;
     /** node's arguments before the CLI's: the source through tsx by default, `[<pkg>/bin/svc.mjs]` for the bin. */
     entry?: string[];
+    /** Where it runs (the project by default; the default entry is relative to it). */
+    cwd?: string;
   } = {},
 ): CliProcess {
   const child = spawn(process.execPath, [...entry, ...args], {
-    cwd: PROJECT_ROOT,
+    cwd,
     env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: processGroup,

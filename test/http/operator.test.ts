@@ -324,6 +324,13 @@ describe('platforms, keys and allow-lists', () => {
     assert.deepEqual(refusedWindow.body.errors, [
       "quote_expiry: this platform's quotes expire after its own window; the operator has not enabled quote_expiry for it",
     ]);
+    // A fault of the input, named with the others (as the commission is), before who acts is looked at.
+    const both = await rfq({ quote_expiry: '15m', commission: '5' });
+    assert.equal(both.status, 400);
+    assert.deepEqual(
+      both.body.errors?.map((e) => e.split(':')[0]),
+      ['commission', 'quote_expiry'],
+    );
     const getRefused = await client.send<{ errors: string[] }>('GET', '/liquidity/rfq', {
       query: { side: 'buy', underlying: 'BTC', quoted_currency: 'USD', quantity: '0.01', quote_expiry: '5s' },
     });

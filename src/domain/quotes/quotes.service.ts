@@ -126,6 +126,14 @@ export function createQuotesService(deps: DomainDeps) {
     if (input.fees?.length) {
       errors.push('fees: not available on this service (quotes carry no custom fees)');
     }
+    const platform = await findPlatform(db, platformCode);
+    // The vendor gates the window per platform (its OpenAPI: "Feature-flag gated per platform"): a quote held 15
+    // minutes is an option on the price source, which the operator may refuse (review). A fault of the input, as the
+    // commission is: named with the others, before a refusal of who acts.
+    if (input.quote_expiry !== undefined && platform?.quote_expiry_requests === false)
+      errors.push(
+        "quote_expiry: this platform's quotes expire after its own window; the operator has not enabled quote_expiry for it",
+      );
     const unknownNetwork = networkAssetProblem('underlying', input.underlying);
     if (unknownNetwork) errors.push(unknownNetwork);
     const asset = ledgerAsset(input.underlying);
@@ -170,13 +178,6 @@ export function createQuotesService(deps: DomainDeps) {
     if (refusal) throw refusal;
     if (!holder) throw invalid(...errors);
 
-    const platform = await findPlatform(db, platformCode);
-    // The vendor gates the window per platform (its OpenAPI: "Feature-flag gated per platform"): a quote held 15
-    // minutes is an option on the price source, which the operator may refuse (review).
-    if (input.quote_expiry !== undefined && platform?.quote_expiry_requests === false)
-      throw invalid(
-        "quote_expiry: this platform's quotes expire after its own window; the operator has not enabled quote_expiry for it",
-      );
     // The request's vendor `quote_expiry` window, else (wire-contract §7) the platform's own expiry, else the
     // default (30 s).
     const expiryMs =

@@ -1,1 +1,0 @@
-. /tmp/h-runtime/env.sh; unset DATABASE_URL
