@@ -7,7 +7,7 @@ import {
   VISIBLE_TEXT_PATTERN,
 } from './responses.ts';
 import { ParticipantCodeRef } from './identifiers.ts';
-import { SIDES } from './wire-values.ts';
+import { QUOTE_EXPIRY_WINDOWS_MS, SIDES, type QuoteExpiryWindow } from './wire-values.ts';
 
 /**
  * Liquidity and convert-and-withdraw quotes (spec 4.6, wire-contract §7), in the vendor's shapes
@@ -84,16 +84,7 @@ const quoteFields = {
   spread: Type.Optional(Spread),
 };
 
-/** The vendor's `quote_expiry` windows and their length (honoured: the quote expires after it). */
-export const QUOTE_EXPIRY_WINDOWS_MS = {
-  '5s': 5_000,
-  '30s': 30_000,
-  '1m': 60_000,
-  '5m': 300_000,
-  '10m': 600_000,
-  '15m': 900_000,
-} as const;
-export type QuoteExpiryWindow = keyof typeof QUOTE_EXPIRY_WINDOWS_MS;
+export { QUOTE_EXPIRY_WINDOWS_MS, type QuoteExpiryWindow };
 
 /**
  * The vendor's DynamicFeeRequest, type-checked here. This service charges no custom fees (its quotes carry no
@@ -138,7 +129,7 @@ const liquidityQuoteFields = {
   quote_expiry: Type.Optional(
     Type.Enum(Object.keys(QUOTE_EXPIRY_WINDOWS_MS) as QuoteExpiryWindow[], {
       description:
-        "how long the quote can be executed; default: the platform's quote expiry. Gated per platform: where the operator has not enabled it, a 400 naming it",
+        "how long the quote can be executed; default: the platform's quote expiry. Gated per platform: where the operator turned it off (quote_expiry_requests false), a 400 naming it",
     }),
   ),
 };

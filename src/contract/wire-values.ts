@@ -51,6 +51,17 @@ export const FUNDING_PERMISSION: ClientTokenPermission = 'fwc';
 
 export const SIDES = ['buy', 'sell'] as const;
 
+/** The vendor's `quote_expiry` windows and their length (honoured: the quote expires after it). */
+export const QUOTE_EXPIRY_WINDOWS_MS = {
+  '5s': 5_000,
+  '30s': 30_000,
+  '1m': 60_000,
+  '5m': 300_000,
+  '10m': 600_000,
+  '15m': 900_000,
+} as const;
+export type QuoteExpiryWindow = keyof typeof QUOTE_EXPIRY_WINDOWS_MS;
+
 /** Balance account types (GET /accounts `account_type`, balance movements). */
 export const BALANCE_ACCOUNT_TYPES = [
   'available',

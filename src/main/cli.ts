@@ -193,14 +193,14 @@ function configOnDemand(): () => Readonly<Config> {
  * the operator and platform commands start in a fraction of the time.
  */
 async function serverModules() {
-  // graphile-worker reads a config file of its own as it loads (`.graphile-workerrc`, `graphile-worker.config.*`, a
-  // "graphile-worker" key of a package.json, from the working directory up), and throws on a value of the wrong type:
-  // said in one line, not as a stack (review). Loaded first and alone, so that it throws once.
+  // graphile-worker reads a config file of its own as it loads (`.graphile-workerrc*`, `.config/graphile-workerrc*`,
+  // `graphile-worker.config.*`, a "graphile-worker" key of a package.json, from the working directory up to the home
+  // directory), and throws on one it cannot parse or a value of the wrong type: said in one line, not as a stack
+  // (review). Loaded first and alone, so that it throws once; loading it does nothing else that can fail.
   await import('graphile-worker').catch((error: unknown) => {
-    const message = error instanceof Error ? error.message : String(error);
-    if (!/^Expected '\w+' to be a (string|number)/.test(message)) throw error;
+    const message = (error instanceof Error ? error.message : String(error)).split('\n', 1)[0];
     throw new StartupError(
-      `graphile-worker's own config file (.graphile-workerrc, graphile-worker.config.*, or "graphile-worker" in a package.json, from ${process.cwd()} up): ${message}; svc takes its settings from SVC_ variables only: remove it, or start svc from another directory`,
+      `graphile-worker could not load: ${message} (it reads a config file of its own, .graphile-workerrc*, .config/graphile-workerrc*, graphile-worker.config.* or "graphile-worker" in a package.json, from ${process.cwd()} up; svc takes its settings from SVC_ variables only: remove or mend it, or start svc from another directory)`,
     );
   });
   const [{ createLogger }, { openDatabase, startRuntime }, { createStore }, { migrate }] = await Promise.all([

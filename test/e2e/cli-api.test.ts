@@ -105,6 +105,44 @@ describe('platform calls', () => {
     assert.equal(trade.trade_state, 'accepted');
   });
 
+  test("quote --quote-expiry sends the vendor's window; a value outside the windows, or with an address, is a usage error", async () => {
+    // Review: the CLI could not send it, to see a quote held longer, or a platform's refusal of the window.
+    const before = Date.now();
+    const quote = await api<{ expire_ts: number }>(
+      'quote',
+      ...['--side', 'buy', '--underlying', 'BTC', '--quoted-currency', 'USD', '--total', '100'],
+      ...['--participant', holder, '--quote-expiry', '5m'],
+    );
+    assert.ok(
+      quote.expire_ts >= before + 300_000 && quote.expire_ts <= Date.now() + 300_000,
+      String(quote.expire_ts),
+    );
+    const quoteArgs = [
+      'api',
+      'quote',
+      '--side',
+      'buy',
+      '--underlying',
+      'BTC',
+      '--quoted-currency',
+      'USD',
+      '--total',
+      '1',
+    ];
+    const [unknown, withAddress] = await Promise.all([
+      runCli([...quoteArgs, '--quote-expiry', '2m'], env),
+      runCli([...quoteArgs, '--quote-expiry', '5m', '--withdrawal-address', 'bc1qexample'], env),
+    ]);
+    assert.deepEqual(
+      [unknown.code, unknown.stderr],
+      [2, 'error: --quote-expiry must be one of 5s, 30s, 1m, 5m, 10m, 15m, got "2m"\n'],
+    );
+    assert.deepEqual(
+      [withAddress.code, withAddress.stderr],
+      [2, 'error: --quote-expiry is for a liquidity quote, not one with --withdrawal-address\n'],
+    );
+  });
+
   test('convert and withdraw: quote --withdrawal-address, execute --convert-withdraw', async () => {
     const quote = await api<{ quote_id: string }>(
       'quote',

@@ -33,9 +33,14 @@ export function watchedDb(
   pool: pg.Pool,
   onAnswer: (text: string, result: pg.QueryResult) => void | Promise<void>,
 ): Db {
+  // The pool hands out the same clients again: each is wrapped once (review: wrapped at every checkout, a query's
+  // answer was shown once per checkout before it, and the wrappers grew until the stack overflowed).
+  const watched = new WeakSet<pg.PoolClient>();
   const watching: PostgresPool = {
     connect: async () => {
       const client = await pool.connect();
+      if (watched.has(client)) return client;
+      watched.add(client);
       const query = client.query.bind(client) as (text: string, values: unknown[]) => Promise<pg.QueryResult>;
       return Object.assign(client, {
         query: async (text: string, values: unknown[]) => {

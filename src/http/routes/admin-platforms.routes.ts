@@ -73,7 +73,7 @@ export async function adminPlatformsRoutes(
         tags,
         operationId: 'adminUpdatePlatform',
         summary:
-          "Change a platform's name, quote expiry or deposit fee; the fields left out stay as they are",
+          "Change a platform's name, quote expiry, whether its RFQs may ask for their own window (quote_expiry_requests) or deposit fee; the fields left out stay as they are",
         params: PlatformCodeParams,
         body: UpdatePlatformBody,
         response: { 200: Envelope(Platform), ...adminErrorResponses },
