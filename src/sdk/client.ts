@@ -142,6 +142,21 @@ export function buildTarget(path: string, query: Record<string, QueryValue> | un
 }
 
 /**
+ * From JavaScript, or a cast (`send({method, path})`): a TypeError of a string method called on something else
+ * (review); said by name, as the other arguments are.
+ */
+function checkMethodAndPath(method: unknown, path: unknown): void {
+  for (const [name, value] of [
+    ['method', method],
+    ['path', path],
+  ] as const)
+    if (typeof value !== 'string')
+      throw new SvcArgumentError(
+        `${name} must be a string, got ${value === null ? 'null' : typeof value}: send(method, path, options)`,
+      );
+}
+
+/**
  * The signature covers the target as given, so it must be sent as given: one the URL parser changes (a character it
  * percent-encodes, such as a space or a letter past ASCII, a `#` and what follows, a `..` segment) was sent otherwise
  * and answered 401, which blamed the credentials; one without its leading `/` failed as an invalid URL, a write "of
@@ -209,6 +224,7 @@ export class SvcClient {
     path: string,
     options: RequestOptions = {},
   ): Promise<SvcResponse<T>> {
+    checkMethodAndPath(method, path);
     // As HTTP sends it: signed in one case and sent in another, a lower-case method was refused (review).
     method = method.toUpperCase();
     const target = buildTarget(path, options.query);
@@ -338,6 +354,7 @@ export class SvcClient {
     options: RequestOptions = {},
     hooks?: RecoveryHooks<T>,
   ): Promise<T> {
+    checkMethodAndPath(method, path);
     const retry = mergeRetry(this.options.retry, options.retry);
     const verb = method.toUpperCase();
     return sendWithRetries<T>({

@@ -313,6 +313,27 @@ test('a path fetch would send otherwise is refused before sending: its signature
     );
     await assert.rejects(client.http.request('POST', path, { body: {} }), SvcArgumentError, path);
   }
+  // From JavaScript: a method or path of another type is named (review: an internal TypeError of `toUpperCase`).
+  const untyped = client.http as unknown as {
+    send(...args: unknown[]): Promise<unknown>;
+    request(...args: unknown[]): Promise<unknown>;
+  };
+  await assert.rejects(
+    untyped.request(undefined, '/time'),
+    (e: unknown) =>
+      e instanceof SvcArgumentError && /^method must be a string, got undefined/.test((e as Error).message),
+  );
+  await assert.rejects(
+    untyped.send('GET', 5),
+    (e: unknown) =>
+      e instanceof SvcArgumentError && /^path must be a string, got number/.test((e as Error).message),
+  );
+  await assert.rejects(
+    untyped.send({ method: 'GET', path: '/time' }),
+    (e: unknown) =>
+      e instanceof SvcArgumentError &&
+      /^method must be a string, got object: send\(method, path, options\)$/.test((e as Error).message),
+  );
   assert.equal(elsewhere.requests.length, before, 'nothing was sent');
   // As the resource methods send them: encoded segments, and a query built from `query`.
   for (const path of ['/participants/%C3%A9%40x.com', '/participants/a|b', "/participants/o'neil"]) {
