@@ -192,13 +192,16 @@ function configOnDemand(): () => Readonly<Config> {
  * The server's modules (Fastify, PostgreSQL, the job queue) load only for the commands that run it, so
  * the operator and platform commands start in a fraction of the time.
  */
-async function serverModules() {
+async function serverModules(config: Readonly<Config>) {
   // graphile-worker reads a config file of its own as it loads (`.graphile-workerrc*`, `.config/graphile-workerrc*`,
   // `graphile-worker.config.*`, a "graphile-worker" key of a package.json, from the working directory up to the home
   // directory), and throws on one it cannot parse or a value of the wrong type: said in one line, not as a stack
   // (review). Loaded first and alone, so that it throws once; loading it does nothing else that can fail.
   await import('graphile-worker').catch((error: unknown) => {
     const message = (error instanceof Error ? error.message : String(error)).split('\n', 1)[0];
+    // Its stack at debug, as every start failure's (README Configuration): no logger is made yet.
+    if (config.logLevel === 'debug' || config.logLevel === 'trace')
+      process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
     throw new StartupError(
       `graphile-worker could not load: ${message} (it reads a config file of its own, .graphile-workerrc*, .config/graphile-workerrc*, graphile-worker.config.* or "graphile-worker" in a package.json, from ${process.cwd()} up; svc takes its settings from SVC_ variables only: remove or mend it, or start svc from another directory)`,
     );
@@ -231,7 +234,7 @@ async function starting<T>(
 async function serve(config: Readonly<Config>): Promise<void> {
   checkServing(config);
   outputIsOptional = true;
-  const { createLogger, startRuntime } = await serverModules();
+  const { createLogger, startRuntime } = await serverModules(config);
   const logger = createLogger(config.logLevel);
   // A rejection nobody handles would end the process, and with role `all` the API with it. graphile-worker
   // completes and fails jobs without awaiting them, so a database that drops while a job runs rejects there:
@@ -341,7 +344,7 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
 }
 
 async function migrateOnly(config: Readonly<Config>): Promise<void> {
-  const { createLogger, openDatabase, createStore, migrate } = await serverModules();
+  const { createLogger, openDatabase, createStore, migrate } = await serverModules(config);
   const logger = createLogger(config.logLevel);
   // A stop (a supervisor's SIGTERM, a terminal's Ctrl-C) waits for the migration to end and the embedded PostgreSQL
   // to stop, as a start's does: Node's default ended the process and left that PostgreSQL running, holding the data

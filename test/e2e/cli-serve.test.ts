@@ -280,6 +280,18 @@ test("a malformed config file of graphile-worker's own is said in one line, not 
     assert.match(proc.stderr(), message);
     assert.equal(proc.stderr().trim().split('\n').length, 1, proc.stderr());
   }
+  // Its stack at debug, as every start failure's.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-graphile-rc-'));
+  dataDirs.push(dir);
+  writeFileSync(path.join(dir, '.graphile-workerrc'), '{"schema": 5}');
+  const debug = startCli(['migrate'], env({ SVC_LOG_LEVEL: 'debug' }), {
+    entry: [path.join(PROJECT_ROOT, 'bin', 'svc.mjs')],
+    cwd: dir,
+  });
+  processes.push(debug);
+  assert.equal((await debug.exited).code, 1);
+  assert.match(debug.stderr(), STACK_FRAME);
+  assert.match(debug.stderr(), /^error: graphile-worker could not load: Expected 'schema' to be a string/m);
 });
 
 describe('start-up failures: one line naming the problem, no stack', () => {
