@@ -196,14 +196,23 @@ async function serverModules(config: Readonly<Config>) {
   // graphile-worker reads a config file of its own as it loads (`.graphile-workerrc*`, `.config/graphile-workerrc*`,
   // `graphile-worker.config.*`, a "graphile-worker" key of a package.json, from the working directory up to the home
   // directory), and throws on one it cannot parse or a value of the wrong type: said in one line, not as a stack
-  // (review). Loaded first and alone, so that it throws once; loading it does nothing else that can fail.
+  // (review). Loaded first and alone, so that it throws once.
   await import('graphile-worker').catch((error: unknown) => {
-    const message = (error instanceof Error ? error.message : String(error)).split('\n', 1)[0];
+    const message = error instanceof Error ? error.message : String(error);
     // Its stack at debug, as every start failure's (README Configuration): no logger is made yet.
     if (config.logLevel === 'debug' || config.logLevel === 'trace')
       process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+    // Anything else (a dependency missing) is no config file's, and keeps its stack (review).
+    if (!/^(Expected '\w+' to be a |YAML Error in |JSON Error in )/.test(message)) throw error;
+    // cosmiconfig names the file on the first line and says what is wrong on the next (review: only the first was kept).
+    const said = message
+      .split('\n')
+      .map((line) => line.trim())
+      .filter(Boolean)
+      .slice(0, 2)
+      .join(' ');
     throw new StartupError(
-      `graphile-worker could not load: ${message} (it reads a config file of its own, .graphile-workerrc*, .config/graphile-workerrc*, graphile-worker.config.* or "graphile-worker" in a package.json, from ${process.cwd()} up; svc takes its settings from SVC_ variables only: remove or mend it, or start svc from another directory)`,
+      `graphile-worker could not load its own config file: ${said} (it reads .graphile-workerrc*, .config/graphile-workerrc*, graphile-worker.config.* or "graphile-worker" in a package.json, from ${process.cwd()} up; svc takes its settings from SVC_ variables only: remove or mend it, or start svc from another directory)`,
     );
   });
   const [{ createLogger }, { openDatabase, startRuntime }, { createStore }, { migrate }] = await Promise.all([

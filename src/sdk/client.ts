@@ -145,14 +145,14 @@ export function buildTarget(path: string, query: Record<string, QueryValue> | un
  * From JavaScript, or a cast (`send({method, path})`): a TypeError of a string method called on something else
  * (review); said by name, as the other arguments are.
  */
-function checkMethodAndPath(method: unknown, path: unknown): void {
+function checkMethodAndPath(method: unknown, path: unknown, call: 'send' | 'request'): void {
   for (const [name, value] of [
     ['method', method],
     ['path', path],
   ] as const)
     if (typeof value !== 'string')
       throw new SvcArgumentError(
-        `${name} must be a string, got ${value === null ? 'null' : typeof value}: send(method, path, options)`,
+        `${name} must be a string, got ${value === null ? 'null' : typeof value}: ${call}(method, path, options)`,
       );
 }
 
@@ -224,7 +224,7 @@ export class SvcClient {
     path: string,
     options: RequestOptions = {},
   ): Promise<SvcResponse<T>> {
-    checkMethodAndPath(method, path);
+    checkMethodAndPath(method, path, 'send');
     // As HTTP sends it: signed in one case and sent in another, a lower-case method was refused (review).
     method = method.toUpperCase();
     const target = buildTarget(path, options.query);
@@ -354,7 +354,7 @@ export class SvcClient {
     options: RequestOptions = {},
     hooks?: RecoveryHooks<T>,
   ): Promise<T> {
-    checkMethodAndPath(method, path);
+    checkMethodAndPath(method, path, 'request');
     const retry = mergeRetry(this.options.retry, options.retry);
     const verb = method.toUpperCase();
     return sendWithRetries<T>({

@@ -259,11 +259,11 @@ test("a malformed config file of graphile-worker's own is said in one line, not 
   const cases: Array<[string, RegExp]> = [
     [
       '{"pollInterval":"fast"}',
-      /^error: graphile-worker could not load: Expected 'pollInterval' to be a number \(or not set\), but received fast \(it reads a config file of its own, \.graphile-workerrc\*, .*; svc takes its settings from SVC_ variables only/,
+      /^error: graphile-worker could not load its own config file: Expected 'pollInterval' to be a number \(or not set\), but received fast \(it reads \.graphile-workerrc\*, .*; svc takes its settings from SVC_ variables only/,
     ],
     [
       '{"pollInterval": ',
-      /^error: graphile-worker could not load: .*\.graphile-workerrc.*\(it reads a config file of its own/,
+      /^error: graphile-worker could not load its own config file: YAML Error in \S+\.graphile-workerrc: unexpected end of the stream/,
     ],
   ];
   for (const [text, message] of cases) {
@@ -291,7 +291,10 @@ test("a malformed config file of graphile-worker's own is said in one line, not 
   processes.push(debug);
   assert.equal((await debug.exited).code, 1);
   assert.match(debug.stderr(), STACK_FRAME);
-  assert.match(debug.stderr(), /^error: graphile-worker could not load: Expected 'schema' to be a string/m);
+  assert.match(
+    debug.stderr(),
+    /^error: graphile-worker could not load its own config file: Expected 'schema' to be a string/m,
+  );
 });
 
 describe('start-up failures: one line naming the problem, no stack', () => {

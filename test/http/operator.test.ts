@@ -322,7 +322,7 @@ describe('platforms, keys and allow-lists', () => {
     const refusedWindow = await rfq({ quote_expiry: '15m' });
     assert.equal(refusedWindow.status, 400);
     assert.deepEqual(refusedWindow.body.errors, [
-      "quote_expiry: this platform's quotes expire after its own window; the operator has not enabled quote_expiry for it",
+      "quote_expiry: this platform's quotes expire after its own window; the operator turned quote_expiry off for it (quote_expiry_requests)",
     ]);
     // A fault of the input, named with the others (as the commission is), before who acts is looked at.
     const both = await rfq({ quote_expiry: '15m', commission: '5' });

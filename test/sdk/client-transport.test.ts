@@ -321,7 +321,8 @@ test('a path fetch would send otherwise is refused before sending: its signature
   await assert.rejects(
     untyped.request(undefined, '/time'),
     (e: unknown) =>
-      e instanceof SvcArgumentError && /^method must be a string, got undefined/.test((e as Error).message),
+      e instanceof SvcArgumentError &&
+      /^method must be a string, got undefined: request\(method, path, options\)$/.test((e as Error).message),
   );
   await assert.rejects(
     untyped.send('GET', 5),

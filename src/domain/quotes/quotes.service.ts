@@ -132,7 +132,7 @@ export function createQuotesService(deps: DomainDeps) {
     // commission is: named with the others, before a refusal of who acts.
     if (input.quote_expiry !== undefined && platform?.quote_expiry_requests === false)
       errors.push(
-        "quote_expiry: this platform's quotes expire after its own window; the operator has not enabled quote_expiry for it",
+        "quote_expiry: this platform's quotes expire after its own window; the operator turned quote_expiry off for it (quote_expiry_requests)",
       );
     const unknownNetwork = networkAssetProblem('underlying', input.underlying);
     if (unknownNetwork) errors.push(unknownNetwork);
