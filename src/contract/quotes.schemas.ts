@@ -84,8 +84,6 @@ const quoteFields = {
   spread: Type.Optional(Spread),
 };
 
-export { QUOTE_EXPIRY_WINDOWS_MS, type QuoteExpiryWindow };
-
 /**
  * The vendor's DynamicFeeRequest, type-checked here. This service charges no custom fees (its quotes carry no
  * fee fields), so the quotes service refuses a non-empty `fees` by name rather than not charge them.

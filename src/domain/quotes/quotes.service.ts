@@ -1,5 +1,5 @@
+import { QUOTE_EXPIRY_WINDOWS_MS } from '../../contract/wire-values.ts';
 import {
-  QUOTE_EXPIRY_WINDOWS_MS,
   type ConvertWithdrawExecution,
   type ConvertWithdrawQuote,
   type ConvertWithdrawQuoteBody,
