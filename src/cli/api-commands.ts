@@ -9,6 +9,7 @@ import { SvcNotFoundError } from '../sdk/errors.ts';
 import { createClient, type SvcPlatform } from '../sdk/platform.ts';
 import { ExplainedFailure } from './error-report.ts';
 import {
+  choice,
   list,
   oneOf,
   optionalInteger,
@@ -26,7 +27,6 @@ import {
   FUNDING_PERMISSION,
   QUOTE_EXPIRY_WINDOWS_MS,
   type QuoteExpiryWindow,
-  type ClientTokenPermission,
   PARTICIPANT_STATUS_FILTERS,
   REGIONS,
   SIDES,
@@ -198,14 +198,9 @@ export const API_COMMANDS: Record<string, ApiCommand> = {
     usage: 'svc api token PARTICIPANT [--permission fwc]... [--reference REF] [--label L]',
     summary: 'a JWT for the Account Funding SDK (POST /client_auth_token; default permission fwc)',
     run: (c, p, o) => {
-      const permissions = (list(o, 'permission') ?? [FUNDING_PERMISSION]).map((value) => {
-        if (!(CLIENT_TOKEN_PERMISSIONS as readonly string[]).includes(value)) {
-          throw new UsageError(
-            `--permission must be one of ${CLIENT_TOKEN_PERMISSIONS.join(', ')}, got "${value}"`,
-          );
-        }
-        return value as ClientTokenPermission;
-      });
+      const permissions = (list(o, 'permission') ?? [FUNDING_PERMISSION]).map((value) =>
+        choice(value, '--permission', CLIENT_TOKEN_PERMISSIONS),
+      );
       const label = optionalString(o, 'label');
       return c.funding.createClientToken({
         participant_code: positional(p, 0, 'PARTICIPANT'),

@@ -65,15 +65,22 @@ export function required(options: Options, name: string): string {
   return value;
 }
 
-/** An option that takes one of `values`, checked here: a server's 400 for it was an exit 1, not a usage error (review). */
+/**
+ * `value` when it is one of `values`, else a usage error naming `what` (an option, an argument, a list's entries),
+ * checked here: a server's 400 for it was an exit 1, not a usage error (review).
+ */
+export function choice<T extends string>(value: string, what: string, values: readonly T[]): T {
+  if (!(values as readonly string[]).includes(value))
+    throw new UsageError(`${what} must be one of ${values.join(', ')}, got "${value}"`);
+  return value as T;
+}
+
+/** An option that takes one of `values` (see `choice`); undefined when left out. */
 export function oneOf<T extends string>(options: Options, name: string, values: readonly T[]): T | undefined {
   const value = optionalString(options, name);
   if (value === undefined) return undefined;
   if (value === '') throw new UsageError(`--${name} must not be empty`);
-  if (!(values as readonly string[]).includes(value)) {
-    throw new UsageError(`--${name} must be one of ${values.join(', ')}, got "${value}"`);
-  }
-  return value as T;
+  return choice(value, `--${name}`, values);
 }
 
 /** A switch given as `on` or `off`: true, false, or undefined when left out. */

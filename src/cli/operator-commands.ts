@@ -7,6 +7,7 @@ import { AdminApiError, type AdminClient } from './admin-client.ts';
 import { ExplainedFailure } from './error-report.ts';
 import { SvcConnectionError } from '../sdk/errors.ts';
 import {
+  choice,
   entriesOf,
   list,
   listingQuery,
@@ -188,11 +189,7 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       if (o.reason !== undefined && o['no-reason'] === true)
         throw new UsageError('--reason and --no-reason exclude each other');
       const target = `/participants/${pathArgument(p, 0, 'CODE')}`;
-      const status = positional(p, 1, 'STATUS');
-      if (!(PARTICIPANT_STATUS_VALUES as readonly string[]).includes(status))
-        throw new UsageError(
-          `STATUS must be one of ${PARTICIPANT_STATUS_VALUES.join(', ')}, got "${status}"`,
-        );
+      const status = choice(positional(p, 1, 'STATUS'), 'STATUS', PARTICIPANT_STATUS_VALUES);
       return c.patch<Participant>(target, {
         status,
         reason_code: o['no-reason'] === true ? null : optionalString(o, 'reason'),
@@ -404,13 +401,9 @@ export const OPERATOR_COMMANDS: Record<string, Command> = {
       const body: RedeliverSinceBody = {
         since: timeOption(required(o, 'since')),
         until: until === undefined ? undefined : timeOption(until, '--until'),
-        status: list(o, 'status')?.map((status) => {
-          if (!(NOTIFICATION_STATUS_VALUES as readonly string[]).includes(status))
-            throw new UsageError(
-              `--status: each must be one of ${NOTIFICATION_STATUS_VALUES.join(', ')}, got "${status}"`,
-            );
-          return status;
-        }),
+        status: list(o, 'status')?.map((status) =>
+          choice(status, '--status: each', NOTIFICATION_STATUS_VALUES),
+        ),
       };
       const path = `/platforms/${pathArgument(p, 0, 'PLATFORM')}/redeliver`;
       // A big range takes several calls (each answers after about 10 s with where to resume): one command. A call

@@ -97,11 +97,7 @@ class Connection {
 
   /** The SDK's per-request timeout, from --timeout-ms or SVC_REQUEST_TIMEOUT_MS; undefined: its default. */
   get timeoutMs(): number | undefined {
-    const [name, raw] =
-      typeof this.values['timeout-ms'] === 'string'
-        ? ['--timeout-ms', this.values['timeout-ms']]
-        : ['SVC_REQUEST_TIMEOUT_MS', this.env.SVC_REQUEST_TIMEOUT_MS];
-    if (raw === '' && name !== 'SVC_REQUEST_TIMEOUT_MS') throw emptyOption(name, 'SVC_REQUEST_TIMEOUT_MS');
+    const [name, raw] = this.flagOrVariable('timeout-ms', 'SVC_REQUEST_TIMEOUT_MS');
     if (raw === undefined || raw === '') return undefined;
     if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_TIMEOUT_MS)
       throw new UsageError(
@@ -110,25 +106,26 @@ class Connection {
     return Number(raw);
   }
 
-  private given(flag: string, variable: string): string | undefined {
+  /**
+   * The flag's value when given, else the variable's, with where it came from. A flag given empty (`--admin-url "$X"`
+   * with X unset) is refused, as every empty value is: read as left out, it also hid its variable, and the command, a
+   * write perhaps, went to a third address, neither given (review). A variable set empty is left out, as is usual.
+   */
+  private flagOrVariable(flag: string, variable: string): [string, string | undefined] {
     const fromFlag = this.values[flag];
-    const [name, raw] =
-      typeof fromFlag === 'string' ? [`--${flag}`, fromFlag] : [variable, this.env[variable]];
-    if (raw === '' && name !== variable) throw emptyOption(name, variable);
+    if (typeof fromFlag !== 'string') return [variable, this.env[variable]];
+    if (fromFlag === '')
+      throw new UsageError(`--${flag}: is empty (leave it out to use ${variable} or the default)`);
+    return [`--${flag}`, fromFlag];
+  }
+
+  private given(flag: string, variable: string): string | undefined {
+    const [name, raw] = this.flagOrVariable(flag, variable);
     if (raw === undefined || raw === '') return undefined;
     const refused = baseUrlFault(raw);
     if (refused) throw new UsageError(`${name}: ${URL_REFUSALS[refused.fault](refused.shown)}`);
     return raw;
   }
-}
-
-/**
- * An option given empty (`--admin-url "$X"` with X unset): refused, as every empty value is. Read as left out, it also
- * hid its variable, and the command, a write perhaps, went to a third address, neither given (review). A variable set
- * empty is left out, as is usual.
- */
-function emptyOption(name: string, variable: string): UsageError {
-  return new UsageError(`${name}: is empty (leave it out to use ${variable} or the default)`);
 }
 
 /** The CLI's words for each way a URL setting cannot be used (the SDK's rule, `baseUrlFault`). */

@@ -540,7 +540,7 @@ export async function createRateLimiter(options: CreateRateLimiterOptions = {}):
     await limiter.close();
     throw new RedisDatabaseError(refusedAtStart);
   }
-  // Known before the first request (connected, the limiter asked at 'ready'; this waits for the answer).
+  // Known before the first request (connected, the limiter asked at 'ready'; this waits for that answer).
   if (unreachable === null) await shared.readClock().catch(() => {});
   if (unreachable !== null) limiter.unreachableAtStart(unreachable);
   limiter.watchConnection();

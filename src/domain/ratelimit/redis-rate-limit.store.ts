@@ -256,6 +256,8 @@ export class RedisRateLimitStore implements RateLimitStore {
    * once were found late (review).
    */
   private redisClockOffset: number | undefined;
+  /** The `readClock` under way, if any. */
+  private clockRead: Promise<void> | undefined;
 
   constructor(options: RedisRateLimitStoreOptions) {
     this.policy = resolvePolicy(options.policy);
@@ -376,10 +378,14 @@ export class RedisRateLimitStore implements RateLimitStore {
    * connected, at the start and at each reconnection. Without it, the calls an instance sent before its first
    * answer (one started while Redis hung) were counted twice all the same (review).
    */
-  async readClock(): Promise<void> {
-    const sentAt = performance.now();
-    const [seconds, micros] = await this.client.time();
-    this.redisClockOffset = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - sentAt;
+  readClock(): Promise<void> {
+    // One TIME at a time: the start's wait shares the read its 'ready' asked for.
+    this.clockRead ??= (async () => {
+      const sentAt = performance.now();
+      const [seconds, micros] = await this.client.time();
+      this.redisClockOffset = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - sentAt;
+    })().finally(() => (this.clockRead = undefined));
+    return this.clockRead;
   }
 
   /** The connection is lost: the Redis it reconnects to (another, after a failover) may keep another time. */
