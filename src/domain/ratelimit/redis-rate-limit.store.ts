@@ -391,6 +391,8 @@ export class RedisRateLimitStore implements RateLimitStore {
   /** The connection is lost: the Redis it reconnects to (another, after a failover) may keep another time. */
   forgetClock(): void {
     this.redisClockOffset = undefined;
+    // A read under way is not shared after a reconnection: its send time is from before the outage (review).
+    this.clockRead = undefined;
   }
 
   /**
