@@ -443,10 +443,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return EXIT.ok;
   }
-  // With --json, every error is one JSON object; without, the help text says what there is to run.
+  // With --json, every error is one JSON object; without, the help text says what there is to run. It goes to
+  // stderr, as every usage error does: `svc > out` with no command left the help in the file and nothing on screen.
   if (positionals.length === 0) {
     if (values.json) throw new UsageError('no command given; see svc --help');
-    process.stdout.write(HELP);
+    process.stderr.write(HELP);
     return EXIT.usage;
   }
   const [first, second] = positionals;

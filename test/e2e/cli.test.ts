@@ -509,6 +509,13 @@ describe('exit codes', () => {
     }
   });
 
+  test('no command is a usage error: the help on stderr, nothing on stdout, exit 2', async () => {
+    const result = await runCli([], env);
+    assert.equal(result.code, 2);
+    assert.equal(result.stdout, '');
+    assert.match(result.stderr, /^svc: svc-platform service, operator and platform CLI$/m);
+  });
+
   test('with --json, no command is one JSON error (exit 2), not the help text', async () => {
     const result = await runCli(['--json'], env);
     assert.equal(result.code, 2);
