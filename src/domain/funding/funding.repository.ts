@@ -36,6 +36,26 @@ export async function revokeClientToken(trx: Executor, platformCode: string, jti
     .execute();
 }
 
+/** Deletes up to `limit` tokens that expired before `before`, oldest first; returns how many. */
+export async function deleteClientTokensExpiredBefore(
+  db: Executor,
+  before: Date,
+  limit: number,
+): Promise<number> {
+  // The batch's keys as an array, as the quote purge takes them (quotes.repository.ts), along the expiry index.
+  const batch = db
+    .selectFrom('client_auth_tokens')
+    .select('jti')
+    .where('expires_at', '<', before)
+    .orderBy('expires_at')
+    .limit(limit);
+  const result = await db
+    .deleteFrom('client_auth_tokens')
+    .where(sql<boolean>`jti = any (array(${batch}))`)
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
+
 // ---- Funding sessions ----
 
 export function insertSession(trx: Executor, row: Insertable<FundingSessionsTable>) {

@@ -79,6 +79,11 @@ export const EXPIRE_SESSION_TASK = 'funding.expire_session';
 export const REVIVE_EXPIRIES_TASK = 'funding.revive_stalled_expiries';
 /** wire-contract §6: tokens live one hour. */
 export const CLIENT_TOKEN_LIFETIME_MS = 60 * 60_000;
+/** The hourly job that purges SDK tokens a day past their expiry (migration 0041). */
+export const PURGE_TOKENS_TASK = 'funding.purge_expired_tokens';
+/** How long an expired SDK token's row is kept (its revocation no longer matters once it has expired). */
+export const CLIENT_TOKEN_RETENTION_MS = 24 * 60 * 60_000;
+const PURGE_BATCH = 5_000;
 /** wire-contract §5: the reason an expired funding session is reported with. */
 export const SESSION_EXPIRED_REASON = 'deposit session has expired.';
 const DEFAULT_ACCOUNT_LABEL = 'general';
@@ -368,6 +373,9 @@ export function createFundingService(deps: DomainDeps) {
     async revokeClientToken(platformCode: string, token: string): Promise<void> {
       const claims = await (await tokenSigner()).verifySignature(token);
       const row = claims ? await repo.findClientToken(db, claims.jti) : undefined;
+      // A token of ours whose row was purged (a day past its expiry) is revoked already, as far as anyone can
+      // tell: it opens nothing. Revoked again, it answers as the revocation of any expired token does.
+      if (claims && !row && claims.platform_code === platformCode && claims.exp * 1000 <= clock.now()) return;
       if (!claims || !row || row.platform_code !== platformCode)
         throw invalid('token: is not a token issued by this service');
       await repo.revokeClientToken(db, platformCode, row.jti, new Date(clock.now()));
@@ -692,6 +700,21 @@ export function createFundingService(deps: DomainDeps) {
           if (replayed) return replayed;
         }
         throw error;
+      }
+    },
+
+    /**
+     * Deletes the SDK tokens that expired more than CLIENT_TOKEN_RETENTION_MS ago, in batches; returns how many.
+     * Every POST /client_auth_token writes one, so without it the table only grows (soak probe). The funding
+     * sessions they opened keep their ids.
+     */
+    async purgeExpiredTokens(): Promise<number> {
+      const before = new Date(clock.now() - CLIENT_TOKEN_RETENTION_MS);
+      let purged = 0;
+      for (;;) {
+        const deleted = await repo.deleteClientTokensExpiredBefore(db, before, PURGE_BATCH);
+        purged += deleted;
+        if (deleted < PURGE_BATCH) return purged;
       }
     },
 

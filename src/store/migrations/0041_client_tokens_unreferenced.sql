@@ -1,0 +1,5 @@
+-- SDK tokens expire an hour after they are issued, and every POST /client_auth_token wrote a row kept for good:
+-- the table only grew (soak probe). Expired tokens are purged a day after their expiry (funding.purge_expired_tokens).
+-- A funding session opened by a token keeps that token's id as its record of what opened it, no longer a reference
+-- the token's row must outlive: the session is what a deposit's reference is read from, long after the token.
+alter table funding_sessions drop constraint funding_sessions_token_jti_fkey;
