@@ -3,7 +3,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
-import { PG_LOCK_NOT_AVAILABLE } from './pg-error-codes.ts';
+import { PG_DEADLOCK, PG_LOCK_NOT_AVAILABLE } from './pg-error-codes.ts';
 import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'graphile-worker';
 
 /**
@@ -182,7 +182,11 @@ export async function migrate(
   return applied;
 }
 
-/** Applies the file, trying again (after a pause) each time a lock wait runs out, up to `lockAttempts` tries. */
+/**
+ * Applies the file, trying again (after a pause) each time a lock wait runs out, or PostgreSQL ends a deadlock
+ * with the migration's transaction, up to `lockAttempts` tries: either way it was undone whole, and the other
+ * transactions, the old instances' work, went on.
+ */
 async function applyWithinLockWaits(
   client: pg.PoolClient,
   file: MigrationFile,
@@ -193,20 +197,29 @@ async function applyWithinLockWaits(
     try {
       return await apply(client, file, lockTimeoutMs);
     } catch (error) {
-      if (!isLockTimeout(error)) throw error;
+      const code = (error as { cause?: { code?: string } }).cause?.code;
+      // A deadlock: the migration locked two tables in another order than the service's transactions do (review:
+      // 0041 as first written failed the upgrade 8 times in 9 under token traffic). PostgreSQL undid it whole.
+      const undone =
+        code === PG_LOCK_NOT_AVAILABLE
+          ? `waited ${lockTimeoutMs} ms for a table lock`
+          : code === PG_DEADLOCK
+            ? 'ended in a deadlock with another transaction'
+            : null;
+      if (undone === null) throw error;
       if (attempt >= lockAttempts) {
-        const holders = await longTransactions(client, lockTimeoutMs);
+        const holders = code === PG_LOCK_NOT_AVAILABLE ? await longTransactions(client, lockTimeoutMs) : [];
         throw new Error(
-          `migration ${file.name} failed: it waited ${lockTimeoutMs} ms for a table lock ${attempt} times; ` +
+          `migration ${file.name} failed: it ${undone} ${attempt} times; ` +
             (holders.length
               ? `transactions open longer than that: ${holders.join('; ')}`
-              : 'no transaction is open that long now: start again'),
+              : code === PG_LOCK_NOT_AVAILABLE
+                ? 'no transaction is open that long now: start again'
+                : 'start again'),
           { cause: error },
         );
       }
-      log.warn(
-        `migration ${file.name} waited ${lockTimeoutMs} ms for a table lock (try ${attempt} of ${lockAttempts}): undone, trying again`,
-      );
+      log.warn(`migration ${file.name} ${undone} (try ${attempt} of ${lockAttempts}): undone, trying again`);
       await sleep(Math.min(lockTimeoutMs, 1_000));
     }
   }
@@ -215,10 +228,6 @@ async function applyWithinLockWaits(
 /** A PostgreSQL session as the log names it: its pid, and its application when it gave one. */
 function sessionName(pid: number, app: string): string {
   return `pid ${pid}${app ? ` (${app})` : ''}`;
-}
-
-function isLockTimeout(error: unknown): boolean {
-  return (error as { cause?: { code?: string } }).cause?.code === PG_LOCK_NOT_AVAILABLE;
 }
 
 /** Other sessions' transactions open longer than `ms`: what a lock wait that long most likely waited for. */

@@ -339,6 +339,114 @@ describe('migrations', () => {
     });
   });
 
+  test('a migration PostgreSQL ends a deadlock with is undone and tried again, and the other transaction goes on', async () => {
+    // Review: 0041 as first written locked funding_sessions, then client_auth_tokens, while token issuance writes
+    // them the other way round; the deadlock failed the upgrade at once, where a lock wait is tried again.
+    const url = await freshDatabase();
+    const setup = createStore(url, { max: 2 });
+    await migrate(setup.pool);
+    // The migration's session finds the deadlock (after 5 s of waiting), the holder's would only after a minute:
+    // the migration is the one PostgreSQL ends, whatever the machine's pace within those 5 s.
+    await setup.pool.query(`alter database ${new URL(url).pathname.slice(1)} set deadlock_timeout = '5s'`);
+    await setup.close();
+    const store = createStore(url, { max: 4 });
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query(`set deadlock_timeout = '60s'`);
+      await holder.query('begin');
+      await holder.query('select count(*) from quotes');
+      const sql =
+        'alter table trades add column lock_probe text; alter table quotes add column lock_probe text;';
+      const files = [
+        ...(await listMigrations()),
+        { version: '9998', name: '9998_deadlock_probe.sql', sql, checksum: checksumOf(sql) },
+      ];
+      const warnings: string[] = [];
+      const migrating = migrate(
+        store.pool,
+        { info: () => {}, warn: (m) => warnings.push(m) },
+        { files, lockTimeoutMs: 30_000, lockAttempts: 3 },
+      );
+      await eventually(
+        async () => {
+          const { rows } = await store.pool.query<{ n: number }>(
+            `select count(*)::int as n from pg_stat_activity
+             where datname = current_database() and query like 'alter table trades add column lock_probe%'
+               and wait_event_type = 'Lock'`,
+          );
+          return rows[0]!.n === 1 || undefined;
+        },
+        10_000,
+        'the migration holding trades and waiting for quotes',
+      );
+      // The holder now waits for trades, which the migration holds: a deadlock.
+      const { rows } = await holder.query<{ n: number }>('select count(*)::int as n from trades');
+      assert.equal(rows[0]!.n, 0);
+      await holder.query('commit');
+      assert.deepEqual(await migrating, ['9998_deadlock_probe.sql']);
+      assert.equal(warnings.length, 1, warnings.join('\n'));
+      assert.match(
+        warnings[0]!,
+        /^migration 9998_deadlock_probe\.sql ended in a deadlock with another transaction \(try 1 of 3\): undone, trying again$/,
+      );
+      const { rowCount } = await store.pool.query(
+        `select 1 from information_schema.columns where column_name = 'lock_probe' and table_name in ('trades', 'quotes')`,
+      );
+      assert.equal(rowCount, 2);
+    } finally {
+      await holder.end();
+      await store.close();
+    }
+  });
+
+  test('0041 locks the token and session tables in the order issuing an fwc token writes them: it waits, no deadlock', async () => {
+    const url = await freshDatabase();
+    const setup = createStore(url, { max: 2 });
+    const all = await listMigrations();
+    await migrate(setup.pool, undefined, { files: all.filter((f) => f.version < '0041') });
+    // As in the test above: were there a deadlock, the migration's session would find it, and warn.
+    await setup.pool.query(`alter database ${new URL(url).pathname.slice(1)} set deadlock_timeout = '5s'`);
+    await setup.close();
+    const store = createStore(url, { max: 4 });
+    const issuing = new pg.Client({ connectionString: url });
+    await issuing.connect();
+    try {
+      await issuing.query(`set deadlock_timeout = '60s'`);
+      // The locks of POST /client_auth_token with fwc (funding.service.ts): the token's row, then its session's.
+      await issuing.query('begin');
+      await issuing.query('lock table client_auth_tokens in row exclusive mode');
+      const warnings: string[] = [];
+      const migrating = migrate(
+        store.pool,
+        { info: () => {}, warn: (m) => warnings.push(m) },
+        { files: all, lockTimeoutMs: 30_000, lockAttempts: 3 },
+      );
+      await eventually(
+        async () => {
+          const { rows } = await store.pool.query<{ n: number }>(
+            `select count(*)::int as n from pg_stat_activity
+             where datname = current_database() and query like '%funding_sessions_token_jti_fkey%'
+               and wait_event_type = 'Lock'`,
+          );
+          return rows[0]!.n === 1 || undefined;
+        },
+        10_000,
+        '0041 waiting for the issuing transaction',
+      );
+      await issuing.query('lock table funding_sessions in row exclusive mode');
+      await issuing.query('commit');
+      assert.deepEqual(
+        (await migrating).filter((name) => name < '0043'),
+        ['0041_client_tokens_unreferenced.sql', '0042_client_tokens_expiry.sql'],
+      );
+      assert.deepEqual(warnings, []);
+    } finally {
+      await issuing.end();
+      await store.close();
+    }
+  });
+
   test('a no-transaction file bounds the wait of its statements that are not CONCURRENTLY builds', async () => {
     const url = await freshDatabase();
     const store = createStore(url, { max: 4 });

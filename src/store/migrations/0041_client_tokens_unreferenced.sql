@@ -2,4 +2,8 @@
 -- the table only grew (soak probe). Expired tokens are purged a day after their expiry (funding.purge_expired_tokens).
 -- A funding session opened by a token keeps that token's id as its record of what opened it, no longer a reference
 -- the token's row must outlive: the session is what a deposit's reference is read from, long after the token.
+--
+-- Dropping the key locks both tables. They are locked first, in the order a token with `fwc` writes them (the
+-- token, then its session): the other order deadlocked with token traffic, and failed the upgrade (review).
+lock table client_auth_tokens, funding_sessions in access exclusive mode;
 alter table funding_sessions drop constraint funding_sessions_token_jti_fkey;
