@@ -29,12 +29,20 @@ export const JOB_QUEUE_SCHEMA = 'graphile_worker';
  * set for its transaction only). Without the bound, an ALTER TABLE behind one long-open transaction waits for
  * as long as that lasts, and every query on the table queues behind the ALTER: the service stops while the
  * migration waits. A try that times out is undone and run again after a pause, up to `lockAttempts` tries;
- * then the start fails naming the transactions that were open longer than the wait.
+ * then the start fails naming the transactions that were open longer than the wait. So is a try PostgreSQL ends
+ * to break a deadlock.
+ *
+ * A file with the line `-- svc:gives-way` takes locks that the service's transactions take in another order (two
+ * tables that one path writes one way round and another the other way): whatever its order, it can deadlock with
+ * one of them, and PostgreSQL would then end whichever began waiting first, often the service's request. Each of its lock
+ * waits is bounded to a quarter of PostgreSQL's deadlock_timeout, so that it gives up, and is tried again, before
+ * the other transaction's deadlock check runs.
  */
 const MIGRATION_LOCK_ID = 7_351_846_001;
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const NO_TRANSACTION = /^-- svc:no-transaction\s*$/m;
 const CONCURRENT = /^(create|drop) (unique )?index concurrently /i;
+const GIVES_WAY = /^-- svc:gives-way\s*$/m;
 /**
  * How often a start that waits for another's migrations tries the lock. Polled rather than waited for in one
  * statement: a waiting statement holds a snapshot, and the holder's CREATE INDEX CONCURRENTLY waits for
@@ -190,16 +198,22 @@ export async function migrate(
 async function applyWithinLockWaits(
   client: pg.PoolClient,
   file: MigrationFile,
-  { lockTimeoutMs, lockAttempts }: { lockTimeoutMs: number; lockAttempts: number },
+  bounds: { lockTimeoutMs: number; lockAttempts: number },
   log: MigrationLog,
 ): Promise<void> {
+  const { lockAttempts } = bounds;
+  const lockTimeoutMs = GIVES_WAY.test(file.sql)
+    ? Math.min(bounds.lockTimeoutMs, await belowDeadlockCheck(client))
+    : bounds.lockTimeoutMs;
+  const endings = new Set<string>();
   for (let attempt = 1; ; attempt++) {
     try {
       return await apply(client, file, lockTimeoutMs);
     } catch (error) {
       const code = (error as { cause?: { code?: string } }).cause?.code;
       // A deadlock: the migration locked two tables in another order than the service's transactions do (review:
-      // 0041 as first written failed the upgrade 8 times in 9 under token traffic). PostgreSQL undid it whole.
+      // 0041 as first written failed the upgrade 8 times in 9 under token traffic). PostgreSQL rolled back the
+      // transaction it was in, as a lock wait that ran out is.
       const undone =
         code === PG_LOCK_NOT_AVAILABLE
           ? `waited ${lockTimeoutMs} ms for a table lock`
@@ -207,10 +221,11 @@ async function applyWithinLockWaits(
             ? 'ended in a deadlock with another transaction'
             : null;
       if (undone === null) throw error;
+      endings.add(undone);
       if (attempt >= lockAttempts) {
         const holders = code === PG_LOCK_NOT_AVAILABLE ? await longTransactions(client, lockTimeoutMs) : [];
         throw new Error(
-          `migration ${file.name} failed: it ${undone} ${attempt} times; ` +
+          `migration ${file.name} failed: it ${[...endings].join(' or ')} ${attempt} times; ` +
             (holders.length
               ? `transactions open longer than that: ${holders.join('; ')}`
               : code === PG_LOCK_NOT_AVAILABLE
@@ -223,6 +238,14 @@ async function applyWithinLockWaits(
       await sleep(Math.min(lockTimeoutMs, 1_000));
     }
   }
+}
+
+/** A quarter of PostgreSQL's deadlock_timeout (ms): the lock wait of a `-- svc:gives-way` file. */
+async function belowDeadlockCheck(client: pg.PoolClient): Promise<number> {
+  const { rows } = await client.query<{ ms: number }>(
+    `select setting::int as ms from pg_settings where name = 'deadlock_timeout'`,
+  );
+  return Math.max(1, Math.floor(rows[0]!.ms / 4));
 }
 
 /** A PostgreSQL session as the log names it: its pid, and its application when it gave one. */

@@ -400,49 +400,76 @@ describe('migrations', () => {
     }
   });
 
-  test('0041 locks the token and session tables in the order issuing an fwc token writes them: it waits, no deadlock', async () => {
+  test('0041 gives way to the token and fund-quote writes that lock its two tables in either order: none fails', async () => {
+    // Review: locking the session table first, 0041 deadlocked with fwc token issuance (the token, then its
+    // session); locking the token table first, with a fund quote (its session, then the key's check of the token
+    // table), and PostgreSQL ended the fund quote, which had waited longer.
     const url = await freshDatabase();
     const setup = createStore(url, { max: 2 });
     const all = await listMigrations();
     await migrate(setup.pool, undefined, { files: all.filter((f) => f.version < '0041') });
-    // As in the test above: were there a deadlock, the migration's session would find it, and warn.
-    await setup.pool.query(`alter database ${new URL(url).pathname.slice(1)} set deadlock_timeout = '5s'`);
+    // Every session's deadlock check after 12 s: the migration's lock waits are bounded to a quarter of that, 3 s,
+    // time enough for the steps below while it waits.
+    await setup.pool.query(`alter database ${new URL(url).pathname.slice(1)} set deadlock_timeout = '12s'`);
     await setup.close();
     const store = createStore(url, { max: 4 });
-    const issuing = new pg.Client({ connectionString: url });
+    const issuing = new pg.Client({ connectionString: url, application_name: 'issuing' });
+    const quoting = new pg.Client({ connectionString: url, application_name: 'quoting' });
     await issuing.connect();
-    try {
-      await issuing.query(`set deadlock_timeout = '60s'`);
-      // The locks of POST /client_auth_token with fwc (funding.service.ts): the token's row, then its session's.
-      await issuing.query('begin');
-      await issuing.query('lock table client_auth_tokens in row exclusive mode');
-      const warnings: string[] = [];
-      const migrating = migrate(
-        store.pool,
-        { info: () => {}, warn: (m) => warnings.push(m) },
-        { files: all, lockTimeoutMs: 30_000, lockAttempts: 3 },
-      );
-      await eventually(
+    await quoting.connect();
+    const waiting = (where: string, label: string, done = () => false) =>
+      eventually(
         async () => {
+          if (done()) return true;
           const { rows } = await store.pool.query<{ n: number }>(
             `select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and query like '%funding_sessions_token_jti_fkey%'
-               and wait_event_type = 'Lock'`,
+              where datname = current_database() and wait_event_type = 'Lock' and ${where}`,
           );
           return rows[0]!.n === 1 || undefined;
         },
         10_000,
-        '0041 waiting for the issuing transaction',
+        label,
       );
+    let migrating: Promise<string[]> | undefined;
+    try {
+      // A token with fwc has written its token; a fund quote has written its session.
+      await issuing.query('begin');
+      await issuing.query('lock table client_auth_tokens in row exclusive mode');
+      await quoting.query('begin');
+      await quoting.query('lock table funding_sessions in row exclusive mode');
+      const warnings: string[] = [];
+      migrating = migrate(
+        store.pool,
+        { info: () => {}, warn: (m) => warnings.push(m) },
+        { files: all, lockTimeoutMs: 30_000, lockAttempts: 20 },
+      );
+      // (Its text as pg_stat_activity keeps it: the first 1 kB.)
+      await waiting(`query like '-- svc:gives-way%'`, '0041 waiting for the token table');
+      // The fund quote's key check queues behind the migration; the token's session goes in.
+      let checkDone = false;
+      const checked = quoting.query('lock table client_auth_tokens in row share mode').finally(() => {
+        checkDone = true;
+      });
+      // (Or granted, on a machine so slow that the migration's wait ran out first: then it waits in the next try.)
+      await waiting(`application_name = 'quoting'`, 'the key check waiting', () => checkDone);
       await issuing.query('lock table funding_sessions in row exclusive mode');
       await issuing.query('commit');
+      await checked;
+      await quoting.query('commit');
       assert.deepEqual(
         (await migrating).filter((name) => name < '0043'),
         ['0041_client_tokens_unreferenced.sql', '0042_client_tokens_expiry.sql'],
       );
-      assert.deepEqual(warnings, []);
+      for (const warning of warnings)
+        assert.match(
+          warning,
+          /^migration 0041_client_tokens_unreferenced\.sql waited 3000 ms for a table lock /,
+        );
     } finally {
       await issuing.end();
+      await quoting.end();
+      // A failure above leaves the migration going: it ends before its pool does (or it would hide the failure).
+      await migrating?.catch(() => {});
       await store.close();
     }
   });
