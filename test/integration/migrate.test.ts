@@ -55,6 +55,26 @@ async function appliedVersions(url: string): Promise<string[]> {
   }
 }
 
+/**
+ * Until one session of the database of `pool` waits for a lock and matches `where` (SQL on pg_stat_activity;
+ * its query text is the first 1 kB), or `done()`. Not on a connection in a transaction: there pg_stat_activity is
+ * read once and kept.
+ */
+function lockWaiting(pool: pg.Pool, where: string, label: string, done = () => false) {
+  return eventually(
+    async () => {
+      if (done()) return true;
+      const { rows } = await pool.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and ${where}`,
+      );
+      return rows[0]!.n === 1 || undefined;
+    },
+    10_000,
+    label,
+  );
+}
+
 describe('migrations', () => {
   test('two instances migrating the same fresh database at once both succeed; each migration applies once', async () => {
     const url = await freshDatabase();
@@ -222,16 +242,9 @@ describe('migrations', () => {
       await writer.query('lock table trades in row exclusive mode');
       const both = Promise.all([migrate(first.pool), migrate(second.pool)]);
       // The build waits for the writer; meanwhile the other start is waiting for the lock.
-      await eventually(
-        async () => {
-          // Not on the writer's connection: in a transaction, pg_stat_activity is read once and kept.
-          const { rows } = await second.pool.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and query like '% index concurrently %' and wait_event_type = 'Lock'`,
-          );
-          return rows[0]!.n === 1 || undefined;
-        },
-        10_000,
+      await lockWaiting(
+        second.pool,
+        `query like '% index concurrently %'`,
         'the build waiting for the writer',
       );
       await writer.query('commit');
@@ -275,16 +288,9 @@ describe('migrations', () => {
           { info: () => {}, warn: (m) => warnings.push(m) },
           { files, lockTimeoutMs: 150, lockAttempts: 1_000 },
         );
-        await eventually(
-          async () => {
-            const { rows } = await store.pool.query<{ n: number }>(
-              `select count(*)::int as n from pg_stat_activity
-               where datname = current_database() and query like 'alter table trades add column lock_probe%'
-                 and wait_event_type = 'Lock'`,
-            );
-            return rows[0]!.n === 1 || undefined;
-          },
-          10_000,
+        await lockWaiting(
+          store.pool,
+          `query like 'alter table trades add column lock_probe%'`,
           'the ALTER waiting for the reader',
         );
         // A query queued behind the waiting ALTER: without the bound on the wait, it would wait as long as the
@@ -368,16 +374,9 @@ describe('migrations', () => {
         { info: () => {}, warn: (m) => warnings.push(m) },
         { files, lockTimeoutMs: 30_000, lockAttempts: 3 },
       );
-      await eventually(
-        async () => {
-          const { rows } = await store.pool.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and query like 'alter table trades add column lock_probe%'
-               and wait_event_type = 'Lock'`,
-          );
-          return rows[0]!.n === 1 || undefined;
-        },
-        10_000,
+      await lockWaiting(
+        store.pool,
+        `query like 'alter table trades add column lock_probe%'`,
         'the migration holding trades and waiting for quotes',
       );
       // The holder now waits for trades, which the migration holds: a deadlock.
@@ -417,19 +416,6 @@ describe('migrations', () => {
     const quoting = new pg.Client({ connectionString: url, application_name: 'quoting' });
     await issuing.connect();
     await quoting.connect();
-    const waiting = (where: string, label: string, done = () => false) =>
-      eventually(
-        async () => {
-          if (done()) return true;
-          const { rows } = await store.pool.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-              where datname = current_database() and wait_event_type = 'Lock' and ${where}`,
-          );
-          return rows[0]!.n === 1 || undefined;
-        },
-        10_000,
-        label,
-      );
     let migrating: Promise<string[]> | undefined;
     try {
       // A token with fwc has written its token; a fund quote has written its session.
@@ -443,15 +429,14 @@ describe('migrations', () => {
         { info: () => {}, warn: (m) => warnings.push(m) },
         { files: all, lockTimeoutMs: 30_000, lockAttempts: 20 },
       );
-      // (Its text as pg_stat_activity keeps it: the first 1 kB.)
-      await waiting(`query like '-- svc:gives-way%'`, '0041 waiting for the token table');
+      await lockWaiting(store.pool, `query like '-- svc:gives-way%'`, '0041 waiting for the token table');
       // The fund quote's key check queues behind the migration; the token's session goes in.
       let checkDone = false;
       const checked = quoting.query('lock table client_auth_tokens in row share mode').finally(() => {
         checkDone = true;
       });
       // (Or granted, on a machine so slow that the migration's wait ran out first: then it waits in the next try.)
-      await waiting(`application_name = 'quoting'`, 'the key check waiting', () => checkDone);
+      await lockWaiting(store.pool, `application_name = 'quoting'`, 'the key check waiting', () => checkDone);
       await issuing.query('lock table funding_sessions in row exclusive mode');
       await issuing.query('commit');
       await checked;
