@@ -31,18 +31,11 @@ export const JOB_QUEUE_SCHEMA = 'graphile_worker';
  * migration waits. A try that times out is undone and run again after a pause, up to `lockAttempts` tries;
  * then the start fails naming the transactions that were open longer than the wait. So is a try PostgreSQL ends
  * to break a deadlock.
- *
- * A file with the line `-- svc:gives-way` takes locks that the service's transactions take in another order (two
- * tables that one path writes one way round and another the other way): whatever its order, it can deadlock with
- * one of them, and PostgreSQL would then end whichever began waiting first, often the service's request. Each of its lock
- * waits is bounded to a quarter of PostgreSQL's deadlock_timeout, so that it gives up, and is tried again, before
- * the other transaction's deadlock check runs.
  */
 const MIGRATION_LOCK_ID = 7_351_846_001;
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const NO_TRANSACTION = /^-- svc:no-transaction\s*$/m;
 const CONCURRENT = /^(create|drop) (unique )?index concurrently /i;
-const GIVES_WAY = /^-- svc:gives-way\s*$/m;
 /**
  * How often a start that waits for another's migrations tries the lock. Polled rather than waited for in one
  * statement: a waiting statement holds a snapshot, and the holder's CREATE INDEX CONCURRENTLY waits for
@@ -198,22 +191,18 @@ export async function migrate(
 async function applyWithinLockWaits(
   client: pg.PoolClient,
   file: MigrationFile,
-  bounds: { lockTimeoutMs: number; lockAttempts: number },
+  { lockTimeoutMs, lockAttempts }: { lockTimeoutMs: number; lockAttempts: number },
   log: MigrationLog,
 ): Promise<void> {
-  const { lockAttempts } = bounds;
-  const lockTimeoutMs = GIVES_WAY.test(file.sql)
-    ? Math.min(bounds.lockTimeoutMs, await belowDeadlockCheck(client))
-    : bounds.lockTimeoutMs;
   const endings = new Set<string>();
   for (let attempt = 1; ; attempt++) {
     try {
       return await apply(client, file, lockTimeoutMs);
     } catch (error) {
       const code = (error as { cause?: { code?: string } }).cause?.code;
-      // A deadlock: the migration locked two tables in another order than the service's transactions do (review:
-      // 0041 as first written failed the upgrade 8 times in 9 under token traffic). PostgreSQL rolled back the
-      // transaction it was in, as a lock wait that ran out is.
+      // A deadlock: the migration locked two tables in another order than a transaction of the service (review: a
+      // first 0041 failed the upgrade 8 times in 9 under token traffic). PostgreSQL rolled back the transaction it
+      // was in, as a lock wait that ran out is.
       const undone =
         code === PG_LOCK_NOT_AVAILABLE
           ? `waited ${lockTimeoutMs} ms for a table lock`
@@ -238,14 +227,6 @@ async function applyWithinLockWaits(
       await sleep(Math.min(lockTimeoutMs, 1_000));
     }
   }
-}
-
-/** A quarter of PostgreSQL's deadlock_timeout (ms): the lock wait of a `-- svc:gives-way` file. */
-async function belowDeadlockCheck(client: pg.PoolClient): Promise<number> {
-  const { rows } = await client.query<{ ms: number }>(
-    `select setting::int as ms from pg_settings where name = 'deadlock_timeout'`,
-  );
-  return Math.max(1, Math.floor(rows[0]!.ms / 4));
 }
 
 /** A PostgreSQL session as the log names it: its pid, and its application when it gave one. */

@@ -69,14 +69,14 @@ test('tokens a day past their expiry are purged; the sessions they opened keep t
   for (const kept of [expiredRecently, live]) assert.ok(left.has(jtiOf(kept.token)), 'kept');
   await funding().verifyClientToken(live.token);
 
-  // The session the purged token opened is still there, with the token's id as its record, and a deposit to the
-  // participant's address still carries the reference of its most recent session.
+  // The session the purged token opened is still there, its token id cleared, and a deposit to the participant's
+  // address still carries the reference of its most recent session.
   const session = await db()
     .selectFrom('funding_sessions')
-    .select(['token_jti', 'reference_id'])
+    .select(['source', 'token_jti', 'reference_id'])
     .where('session_id', '=', old.deposit_intent_id!)
     .executeTakeFirstOrThrow();
-  assert.deepEqual(session, { token_jti: jtiOf(old.token), reference_id: 'order-old' });
+  assert.deepEqual(session, { source: 'client_auth_token', token_jti: null, reference_id: 'order-old' });
   const address = (
     await owner.client.request<{ message: { deposit_address: string } }>('POST', '/fund/rfq', {
       body: { participant_code: code, fund_asset: 'USDC.ETH', client_fund_id: 'order-new' },

@@ -36,22 +36,34 @@ export async function revokeClientToken(trx: Executor, platformCode: string, jti
     .execute();
 }
 
-/** Deletes up to `limit` tokens that expired before `before`, oldest first; returns how many. */
+/**
+ * Deletes up to `limit` tokens that expired before `before`, oldest first (along the expiry index), and clears the
+ * token id of the funding sessions they opened, which stay; returns how many. In `trx`: the sessions let go of the
+ * tokens the same transaction deletes.
+ */
 export async function deleteClientTokensExpiredBefore(
-  db: Executor,
+  trx: Trx,
   before: Date,
   limit: number,
 ): Promise<number> {
-  // The batch's keys as an array, as the quote purge takes them (quotes.repository.ts), along the expiry index.
-  const batch = db
+  const batch = await trx
     .selectFrom('client_auth_tokens')
     .select('jti')
     .where('expires_at', '<', before)
     .orderBy('expires_at')
-    .limit(limit);
-  const result = await db
+    .limit(limit)
+    .forUpdate()
+    .execute();
+  if (batch.length === 0) return 0;
+  const jtis = batch.map((row) => row.jti);
+  await trx
+    .updateTable('funding_sessions')
+    .set({ token_jti: null })
+    .where(sql<boolean>`token_jti = any (${jtis}::uuid[])`)
+    .execute();
+  const result = await trx
     .deleteFrom('client_auth_tokens')
-    .where(sql<boolean>`jti = any (array(${batch}))`)
+    .where(sql<boolean>`jti = any (${jtis}::uuid[])`)
     .executeTakeFirst();
   return Number(result.numDeletedRows);
 }

@@ -706,13 +706,15 @@ export function createFundingService(deps: DomainDeps) {
     /**
      * Deletes the SDK tokens that expired more than CLIENT_TOKEN_RETENTION_MS ago, in batches; returns how many.
      * Every POST /client_auth_token writes one, so without it the table only grows (soak probe). The funding
-     * sessions they opened keep their ids.
+     * sessions they opened stay, their token id cleared (migration 0041).
      */
     async purgeExpiredTokens(): Promise<number> {
       const before = new Date(clock.now() - CLIENT_TOKEN_RETENTION_MS);
       let purged = 0;
       for (;;) {
-        const deleted = await repo.deleteClientTokensExpiredBefore(db, before, PURGE_BATCH);
+        const deleted = await db
+          .transaction()
+          .execute((trx) => repo.deleteClientTokensExpiredBefore(trx, before, PURGE_BATCH));
         purged += deleted;
         if (deleted < PURGE_BATCH) return purged;
       }

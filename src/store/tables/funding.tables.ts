@@ -36,7 +36,8 @@ export interface FundingSessionsTable {
   source: FundingSessionSource;
   reference_id: ColumnType<string, string | undefined, never>;
   fund_asset: ColumnType<string | null, string | null | undefined, never>;
-  token_jti: ColumnType<string | null, string | null | undefined, never>;
+  /** Cleared, and only that, when the purge deletes the token (migration 0041). */
+  token_jti: ColumnType<string | null, string | null | undefined, null>;
   opened_at: ColumnType<Date, Date | string, never>;
   expires_at: ColumnType<Date | null, Date | string | null | undefined, never>;
   expired_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
