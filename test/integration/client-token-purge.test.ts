@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { parseCronItems } from 'graphile-worker';
 import { sql } from 'kysely';
+import pg from 'pg';
 import {
   CLIENT_TOKEN_LIFETIME_MS,
   CLIENT_TOKEN_RETENTION_MS,
@@ -108,6 +109,45 @@ test('a purged token revoked again answers 204 to its platform, 400 to another; 
   assert.equal(refused.status, 400);
   assert.deepEqual(refused.body.errors, ['token: is not a token issued by this service']);
   await assert.rejects(funding().verifyClientToken(token), /token: expired/);
+});
+
+test('the purge waits for no row: a session or a token another transaction holds is left for the next run', async () => {
+  // Review: a deposit locks the participant's latest session, then the older unreported ones; the purge, waiting for
+  // one of them while holding others, deadlocked with it.
+  const { code } = await newAccountHolder(svc, owner.platform.platform_code);
+  const sessionHeld = await clientToken(owner.client, { participant_code: code });
+  const tokenHeld = await clientToken(owner.client, { participant_code: code, permissions: ['crypto-pay'] });
+  const free = await clientToken(owner.client, { participant_code: code });
+  clock.advance(CLIENT_TOKEN_LIFETIME_MS + CLIENT_TOKEN_RETENTION_MS + 60_000);
+  const holder = new pg.Client({ connectionString: svc.database.url });
+  await holder.connect();
+  try {
+    await holder.query('begin');
+    await holder.query('select 1 from funding_sessions where session_id = $1 for share', [
+      sessionHeld.deposit_intent_id,
+    ]);
+    await holder.query('select 1 from client_auth_tokens where jti = $1 for update', [
+      jtiOf(tokenHeld.token),
+    ]);
+    // Run while the holder holds them: it would wait for ever if it waited at all.
+    assert.equal(await funding().purgeExpiredTokens(), 1);
+    const left = await tokenIds();
+    assert.equal(left.has(jtiOf(free.token)), false);
+    assert.ok(left.has(jtiOf(sessionHeld.token)), 'the token whose session is held stays');
+    assert.ok(left.has(jtiOf(tokenHeld.token)), 'the token held stays');
+    const session = await db()
+      .selectFrom('funding_sessions')
+      .select('token_jti')
+      .where('session_id', '=', sessionHeld.deposit_intent_id!)
+      .executeTakeFirstOrThrow();
+    assert.equal(session.token_jti, jtiOf(sessionHeld.token));
+    await holder.query('commit');
+  } finally {
+    await holder.end();
+  }
+  assert.equal(await funding().purgeExpiredTokens(), 2);
+  const left = await tokenIds();
+  for (const purged of [sessionHeld, tokenHeld]) assert.equal(left.has(jtiOf(purged.token)), false);
 });
 
 test('more than one batch is purged in one run', async () => {

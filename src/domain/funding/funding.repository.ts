@@ -36,36 +36,72 @@ export async function revokeClientToken(trx: Executor, platformCode: string, jti
     .execute();
 }
 
+/** Where a purge's walk of the expired tokens is: the last token it read, in (expires_at, jti) order. */
+export interface TokenPurgePlace {
+  expiresAt: Date;
+  jti: string;
+}
+
 /**
- * Deletes up to `limit` tokens that expired before `before`, oldest first (along the expiry index), and clears the
- * token id of the funding sessions they opened, which stay; returns how many. In `trx`: the sessions let go of the
- * tokens the same transaction deletes.
+ * One step of the purge: reads up to `limit` tokens that expired before `before`, after `after` in (expires_at, jti)
+ * order (along the expiry index), clears the token id of the funding sessions they opened, which stay, and deletes
+ * those tokens, in `trx`. It waits for no row: a token or a session another transaction holds (a revocation, a
+ * deposit locking the participant's sessions, latest first) is passed over and left for the next run. Waiting for a
+ * deposit's session while holding others deadlocked with it (review).
  */
-export async function deleteClientTokensExpiredBefore(
+export async function purgeClientTokensStep(
   trx: Trx,
   before: Date,
+  after: TokenPurgePlace | null,
   limit: number,
-): Promise<number> {
+): Promise<{ read: number; deleted: number; last: TokenPurgePlace | null }> {
   const batch = await trx
     .selectFrom('client_auth_tokens')
-    .select('jti')
+    .select(['jti', 'expires_at'])
     .where('expires_at', '<', before)
+    .$if(after !== null, (qb) =>
+      qb.where(sql<boolean>`(expires_at, jti) > (${after!.expiresAt}, ${after!.jti})`),
+    )
     .orderBy('expires_at')
+    .orderBy('jti')
     .limit(limit)
     .forUpdate()
+    .skipLocked()
     .execute();
-  if (batch.length === 0) return 0;
+  const lastRow = batch.at(-1);
+  if (!lastRow) return { read: 0, deleted: 0, last: null };
   const jtis = batch.map((row) => row.jti);
-  await trx
-    .updateTable('funding_sessions')
-    .set({ token_jti: null })
+  const freed = await trx
+    .selectFrom('funding_sessions')
+    .select('token_jti')
     .where(sql<boolean>`token_jti = any (${jtis}::uuid[])`)
+    .forUpdate()
+    .skipLocked()
     .execute();
+  if (freed.length > 0) {
+    await trx
+      .updateTable('funding_sessions')
+      .set({ token_jti: null })
+      .where(sql<boolean>`token_jti = any (${freed.map((row) => row.token_jti)}::uuid[])`)
+      .execute();
+  }
+  // The tokens whose session was passed over are still referenced: they stay.
   const result = await trx
-    .deleteFrom('client_auth_tokens')
-    .where(sql<boolean>`jti = any (${jtis}::uuid[])`)
+    .deleteFrom('client_auth_tokens as t')
+    .where(sql<boolean>`t.jti = any (${jtis}::uuid[])`)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('funding_sessions as s').select('s.session_id').whereRef('s.token_jti', '=', 't.jti'),
+        ),
+      ),
+    )
     .executeTakeFirst();
-  return Number(result.numDeletedRows);
+  return {
+    read: batch.length,
+    deleted: Number(result.numDeletedRows),
+    last: { expiresAt: lastRow.expires_at, jti: lastRow.jti },
+  };
 }
 
 // ---- Funding sessions ----

@@ -706,17 +706,20 @@ export function createFundingService(deps: DomainDeps) {
     /**
      * Deletes the SDK tokens that expired more than CLIENT_TOKEN_RETENTION_MS ago, in batches; returns how many.
      * Every POST /client_auth_token writes one, so without it the table only grows (soak probe). The funding
-     * sessions they opened stay, their token id cleared (migration 0041).
+     * sessions they opened stay, their token id cleared (migration 0041). Tokens held by another transaction then
+     * are left for the next run.
      */
     async purgeExpiredTokens(): Promise<number> {
       const before = new Date(clock.now() - CLIENT_TOKEN_RETENTION_MS);
       let purged = 0;
+      let after: repo.TokenPurgePlace | null = null;
       for (;;) {
-        const deleted = await db
+        const step = await db
           .transaction()
-          .execute((trx) => repo.deleteClientTokensExpiredBefore(trx, before, PURGE_BATCH));
-        purged += deleted;
-        if (deleted < PURGE_BATCH) return purged;
+          .execute((trx) => repo.purgeClientTokensStep(trx, before, after, PURGE_BATCH));
+        purged += step.deleted;
+        if (step.read < PURGE_BATCH) return purged;
+        after = step.last;
       }
     },
 
