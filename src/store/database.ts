@@ -101,7 +101,14 @@ export interface Store {
  * Set by a statement on each new connection, not in the startup packet (`options=-c …`): a pooler in front of
  * PostgreSQL (PgBouncer) refuses an `options` parameter, and every connection failed (review).
  */
-const SESSION_SETTINGS: Readonly<Record<string, string>> = { idle_in_transaction_session_timeout: '60s' };
+const SESSION_SETTINGS: Readonly<Record<string, string>> = {
+  idle_in_transaction_session_timeout: '60s',
+  // pg reads dates and intervals in PostgreSQL's default styles only: on a database set to another (`SQL, DMY`,
+  // an operator's locale), every timestamptz came back null and every interval empty, and the service answered
+  // 500 after committing (probe).
+  DateStyle: 'ISO, MDY',
+  IntervalStyle: 'postgres',
+};
 
 export function createStore(
   databaseUrl: string,

@@ -80,6 +80,30 @@ test("every connection ends a transaction left idle for a minute, and keeps the 
   });
 });
 
+test("times and intervals read right on a database set to other styles (an operator's DateStyle 'SQL, DMY')", async () => {
+  await withStoreOf({}, {}, async (_store, svc, url) => {
+    const name = new URL(url).pathname.slice(1);
+    await sql
+      .raw(
+        `alter database ${name} set datestyle = 'SQL, DMY'; alter database ${name} set intervalstyle = 'postgres_verbose'`,
+      )
+      .execute(svc.runtime.store.db);
+    // A store made after: its connections start with the database's styles.
+    const store = createStore(url, { max: 1 });
+    try {
+      const { rows } = await sql<{ t: Date; i: { hours?: number; minutes?: number }; style: string }>`
+        select '2026-01-02 03:04:05.678+00'::timestamptz as t, interval '90 minutes' as i,
+               current_setting('DateStyle') as style`.execute(store.db);
+      assert.equal(rows[0]!.style, 'ISO, MDY');
+      assert.ok(rows[0]!.t instanceof Date, String(rows[0]!.t));
+      assert.equal(rows[0]!.t.getTime(), Date.UTC(2026, 0, 2, 3, 4, 5, 678));
+      assert.deepEqual({ ...rows[0]!.i }, { hours: 1, minutes: 30 });
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 test('a new connection is handed out only after its settings are applied: pg sees one statement at a time', async () => {
   // Queued from the pool's 'connect' event, the settings statement ran while the caller's first statement
   // was sent, which pg deprecates: every `npm start` printed a DeprecationWarning (an error in pg 9).
