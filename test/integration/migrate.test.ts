@@ -9,7 +9,13 @@ import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/main/logger.ts';
 import { startRuntime } from '../../src/main/runtime.ts';
 import { createStore } from '../../src/store/database.ts';
-import { checksumOf, listMigrations, migrate, plainStatements } from '../../src/store/migrate.ts';
+import {
+  checksumOf,
+  listMigrations,
+  migrate,
+  plainStatements,
+  type MigrationFile,
+} from '../../src/store/migrate.ts';
 import { createTestDatabase, serverUrl, withDatabase } from '../helpers/database.ts';
 import { eventually, runCli } from '../helpers/service-process.ts';
 
@@ -73,6 +79,11 @@ function lockWaiting(pool: pg.Pool, where: string, label: string, done = () => f
     10_000,
     label,
   );
+}
+
+/** A migration file of a test's own, applied after the project's. */
+function probe(sql: string, name = '9998_lock_probe.sql'): MigrationFile {
+  return { version: name.slice(0, 4), name, sql, checksum: checksumOf(sql) };
 }
 
 describe('migrations', () => {
@@ -258,12 +269,6 @@ describe('migrations', () => {
   });
 
   describe('a migration waiting for a table lock', () => {
-    const probe = (sql: string) => ({
-      version: '9998',
-      name: '9998_lock_probe.sql',
-      sql,
-      checksum: checksumOf(sql),
-    });
     const alterTrades = 'alter table trades add column lock_probe text;';
     const hasProbeColumn = async (pool: pg.Pool) =>
       (
@@ -364,10 +369,7 @@ describe('migrations', () => {
       await holder.query('select count(*) from quotes');
       const sql =
         'alter table trades add column lock_probe text; alter table quotes add column lock_probe text;';
-      const files = [
-        ...(await listMigrations()),
-        { version: '9998', name: '9998_deadlock_probe.sql', sql, checksum: checksumOf(sql) },
-      ];
+      const files = [...(await listMigrations()), probe(sql, '9998_deadlock_probe.sql')];
       const warnings: string[] = [];
       const migrating = migrate(
         store.pool,
@@ -404,11 +406,9 @@ describe('migrations', () => {
     // issuance (the token, then its session) or with a fund quote (its session, then the key's check of the token
     // table), whichever order it took them in; bounded to give way, it starved under load.
     const url = await freshDatabase();
-    const setup = createStore(url, { max: 2 });
-    const all = await listMigrations();
-    await migrate(setup.pool, undefined, { files: all.filter((f) => f.version < '0041') });
-    await setup.close();
     const store = createStore(url, { max: 4 });
+    const all = await listMigrations();
+    await migrate(store.pool, undefined, { files: all.filter((f) => f.version < '0041') });
     const issuing = new pg.Client({ connectionString: url });
     const quoting = new pg.Client({ connectionString: url });
     await issuing.connect();

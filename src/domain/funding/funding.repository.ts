@@ -71,20 +71,17 @@ export async function purgeClientTokensStep(
   const lastRow = batch.at(-1);
   if (!lastRow) return { read: 0, deleted: 0, last: null };
   const jtis = batch.map((row) => row.jti);
-  const freed = await trx
+  const free = trx
     .selectFrom('funding_sessions')
-    .select('token_jti')
+    .select('session_id')
     .where(sql<boolean>`token_jti = any (${jtis}::uuid[])`)
     .forUpdate()
-    .skipLocked()
+    .skipLocked();
+  await trx
+    .updateTable('funding_sessions')
+    .set({ token_jti: null })
+    .where(sql<boolean>`session_id = any (array(${free}))`)
     .execute();
-  if (freed.length > 0) {
-    await trx
-      .updateTable('funding_sessions')
-      .set({ token_jti: null })
-      .where(sql<boolean>`token_jti = any (${freed.map((row) => row.token_jti)}::uuid[])`)
-      .execute();
-  }
   // The tokens whose session was passed over are still referenced: they stay.
   const result = await trx
     .deleteFrom('client_auth_tokens as t')
