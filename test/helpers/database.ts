@@ -109,14 +109,49 @@ async function ensureTemplate(admin: pg.Client, base: string): Promise<string> {
   }
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * Why the server cannot create a database of an ICU locale (PostgreSQL before 15, or built without ICU), or null
+ * when it can: a test of one says so and is skipped.
+ */
+export async function icuLocaleUnsupported(): Promise<string | null> {
+  const admin = new pg.Client({ connectionString: serverUrl() });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query<{ version: number; icu: boolean }>(
+      `select current_setting('server_version_num')::int as version,
+              exists (select from pg_collation where collprovider = 'i') as icu`,
+    );
+    if (rows[0]!.version < 150000) return 'a database of an ICU locale needs PostgreSQL 15 or later';
+    if (!rows[0]!.icu) return 'this PostgreSQL was built without ICU';
+    return null;
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * A fresh migrated database. With `icuLocale` (see icuLocaleUnsupported), one whose default collation is that ICU
+ * locale's, migrated on its own: a database of another locale than the template's cannot be cloned from it.
+ */
+export async function createTestDatabase(options: { icuLocale?: string } = {}): Promise<TestDatabase> {
   const base = serverUrl();
   const admin = new pg.Client({ connectionString: base });
   await admin.connect();
   try {
-    const template = await ensureTemplate(admin, base);
     const name = `svc_test_${randomBytes(6).toString('hex')}`;
-    await admin.query(`create database ${name} template ${template}`);
+    if (options.icuLocale) {
+      await admin.query(
+        `create database ${name} template template0 locale_provider icu icu_locale ${admin.escapeLiteral(options.icuLocale)} locale 'C'`,
+      );
+      const store = createStore(withDatabase(base, name), { max: 3 });
+      try {
+        await migrate(store.pool);
+      } finally {
+        await store.close();
+      }
+    } else {
+      await admin.query(`create database ${name} template ${await ensureTemplate(admin, base)}`);
+    }
     return {
       url: withDatabase(base, name),
       name,

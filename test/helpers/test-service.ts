@@ -57,12 +57,13 @@ let counter = 0;
 
 /**
  * The real service (the same assembly as `svc serve`) on a fresh database and a free port.
- * `env` overrides configuration; the worker does not run unless SVC_ROLE says so.
+ * `env` overrides configuration; the worker does not run unless SVC_ROLE says so. `icuLocale` gives the database
+ * that default collation (createTestDatabase).
  */
 export async function startTestService(
-  options: { env?: Record<string, string>; clock?: Clock; logger?: pino.Logger } = {},
+  options: { env?: Record<string, string>; clock?: Clock; logger?: pino.Logger; icuLocale?: string } = {},
 ): Promise<TestService> {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ icuLocale: options.icuLocale });
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
   const config = loadConfig({
     SVC_ENV: 'cert',

@@ -4,7 +4,12 @@ import { Kysely, PostgresDialect, type CompiledQuery } from 'kysely';
 import pg from 'pg';
 import { listBalanceAccounts } from '../../src/domain/accounts/balance-accounts.repository.ts';
 import { findFundEvents, listFundEvents } from '../../src/domain/funding/funding.repository.ts';
-import { listPlatformCustomers } from '../../src/domain/participants/participants.repository.ts';
+import {
+  emailOnOtherPlatform,
+  findParticipantsByEmail,
+  findPlatformParticipantByEmail,
+  listPlatformCustomers,
+} from '../../src/domain/participants/participants.repository.ts';
 import { deleteUnexecutedQuotesExpiredBefore } from '../../src/domain/quotes/quotes.repository.ts';
 import { findOverdueTrades, listPlatformTrades } from '../../src/domain/trades/trades.repository.ts';
 import type { Database } from '../../src/store/schema.ts';
@@ -233,6 +238,53 @@ test('GET /participants?email=: PostgreSQL expects one customer of an email, not
   assert.ok(estimates.length >= 2, `the page and its count read participants: ${estimates.join(', ')}`);
   for (const estimate of estimates)
     assert.ok(estimate <= 2, `expected about one row, planned for ${estimate}`);
+});
+
+/**
+ * The index conditions of each statement `run` sends ("participants_email: (lower(...) = $1)"), sequential scans
+ * priced out as in plansOf. A partial index read whole, its rows filtered after, has none.
+ */
+async function indexConditionsOf(run: () => Promise<unknown>): Promise<string[][]> {
+  captured = [];
+  await run();
+  const conditions: string[][] = [];
+  const client = await pool.connect();
+  try {
+    for (const query of captured) {
+      await client.query('begin');
+      await client.query('set local enable_seqscan = off');
+      const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+        `explain (format json) ${query.sql}`,
+        [...query.parameters],
+      );
+      await client.query('rollback');
+      const found: string[] = [];
+      const walk = (node: PlanNode & { 'Index Cond'?: string }) => {
+        if (node['Index Cond']) found.push(`${node['Index Name']}: ${node['Index Cond']}`);
+        node.Plans?.forEach(walk);
+      };
+      walk(rows[0]!['QUERY PLAN'][0]!.Plan);
+      conditions.push(found);
+    }
+  } finally {
+    client.release();
+  }
+  return conditions;
+}
+
+test('the look-ups by email find it in an index on lower(email collate "C") (0042)', async () => {
+  // A look-up whose expression is not the index's, letter for letter, can only read a partial index whole.
+  const conditions = [
+    ...(await indexConditionsOf(() => findPlatformParticipantByEmail(db, 'PLAN05', 'User7@example.com'))),
+    ...(await indexConditionsOf(() => findParticipantsByEmail(db, 'User7@example.com'))),
+    ...(await indexConditionsOf(() => emailOnOtherPlatform(db, 'PLAN05', 'User7@example.com'))),
+  ];
+  assert.equal(conditions.length, 3);
+  for (const found of conditions)
+    assert.ok(
+      found.some((c) => /^participants_(platform_)?email: .*lower\(\(?email\)?::text\)/.test(c)),
+      found.join('; ') || 'no index condition',
+    );
 });
 
 test('the settlement sweep reads the unsettled trades alone, oldest first, through trades_unsettled_updated_id', async () => {

@@ -16,7 +16,7 @@ import {
   plainStatements,
   type MigrationFile,
 } from '../../src/store/migrate.ts';
-import { createTestDatabase, serverUrl, withDatabase } from '../helpers/database.ts';
+import { createTestDatabase, icuLocaleUnsupported, serverUrl, withDatabase } from '../helpers/database.ts';
 import { eventually, runCli } from '../helpers/service-process.ts';
 
 /**
@@ -24,13 +24,19 @@ import { eventually, runCli } from '../helpers/service-process.ts';
  * instances start at the same time on a fresh database; money columns are numeric.
  */
 const created: string[] = [];
+const icuUnsupported = await icuLocaleUnsupported();
 
-async function freshDatabase(): Promise<string> {
+/** An empty database; with `turkish`, one whose default collation is ICU tr-TR (icuLocaleUnsupported). */
+async function freshDatabase(options: { turkish?: boolean } = {}): Promise<string> {
   const name = `svc_mig_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: serverUrl() });
   await admin.connect();
   try {
-    await admin.query(`create database ${name}`);
+    await admin.query(
+      options.turkish
+        ? `create database ${name} template template0 locale_provider icu icu_locale 'tr-TR' locale 'C'`
+        : `create database ${name}`,
+    );
   } finally {
     await admin.end();
   }
@@ -446,6 +452,60 @@ describe('migrations', () => {
       await store.close();
     }
   });
+
+  test(
+    '0042 on a Turkish database where a platform onboarded one email twice: it names them and changes nothing, until one is changed',
+    { skip: icuUnsupported ? `no Turkish-locale database: ${icuUnsupported}` : false },
+    async () => {
+      // Its lower('I') is 'ı': before 0042 the unique index took Ivan@… and ivan@… for two emails (probe).
+      const url = await freshDatabase({ turkish: true });
+      const store = createStore(url, { max: 3 });
+      const indexes = async () =>
+        (
+          await store.pool.query<{ def: string }>(
+            `select indexdef as def from pg_indexes where tablename = 'participants' and indexdef like '%email%' order by 1`,
+          )
+        ).rows.map((r) => r.def);
+      try {
+        const all = await listMigrations();
+        await migrate(store.pool, undefined, { files: all.filter((f) => f.version < '0042') });
+        await store.pool.query(
+          `insert into platforms (platform_code, name) values ('TRKSH1', 'T'), ('TRKSH2', 'U')`,
+        );
+        await store.pool.query(
+          `insert into participants (participant_code, platform_code, email) values
+             ('IVAN01', 'TRKSH1', 'Ivan@example.com'), ('IVAN02', 'TRKSH1', 'ivan@example.com'),
+             ('IVAN03', 'TRKSH2', 'ivan@example.com'), ('KIM001', 'TRKSH1', 'Kim@example.com')`,
+        );
+        const before = await indexes();
+        await assert.rejects(
+          migrate(store.pool),
+          (error: Error) =>
+            error.message ===
+            'migration 0042_participants_email_ascii_case.sql failed: participants of one platform share an email in other letter case (platform TRKSH1: IVAN01 <Ivan@example.com>, IVAN02 <ivan@example.com>): give one of each another email, then start again',
+        );
+        assert.deepEqual(await indexes(), before);
+        assert.ok(!(await appliedVersions(url)).includes('0042'));
+
+        await store.pool.query(
+          `update participants set email = 'ivan.2@example.com' where participant_code = 'IVAN02'`,
+        );
+        assert.deepEqual(await migrate(store.pool), ['0042_participants_email_ascii_case.sql']);
+        assert.deepEqual(await indexes(), [
+          'CREATE INDEX participants_email ON public.participants USING btree (lower((email COLLATE "C"))) WHERE (email IS NOT NULL)',
+          'CREATE UNIQUE INDEX participants_platform_email ON public.participants USING btree (platform_code, lower((email COLLATE "C"))) WHERE (email IS NOT NULL)',
+        ]);
+        await assert.rejects(
+          store.pool.query(
+            `insert into participants (participant_code, platform_code, email) values ('KIM002', 'TRKSH1', 'kIm@example.com')`,
+          ),
+          { constraint: 'participants_platform_email' },
+        );
+      } finally {
+        await store.close();
+      }
+    },
+  );
 
   test('a no-transaction file bounds the wait of its statements that are not CONCURRENTLY builds', async () => {
     const url = await freshDatabase();

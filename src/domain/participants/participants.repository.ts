@@ -21,13 +21,22 @@ export function findPlatformParticipant(db: Executor, platformCode: string, part
     .executeTakeFirst();
 }
 
-/** Emails are one identity whatever their case: the unique index is on (platform_code, lower(email)). */
+/**
+ * An email as one identity whatever its letter case, as the indexes hold it (migration 0042): lower() of the
+ * collation "C" lowers A-Z alone, whatever the database's locale (a Turkish one lowers I to ı), and so matches
+ * `email.toLowerCase()` of the ASCII the `email` format admits.
+ */
+function emailKey(column: 'email' | 'p.email') {
+  return sql<string>`lower(${sql.ref(column)} collate "C")`;
+}
+
+/** Emails are one identity whatever their case: the unique index is on (platform_code, emailKey). */
 export function findPlatformParticipantByEmail(db: Executor, platformCode: string, email: string) {
   return db
     .selectFrom('participants')
     .selectAll()
     .where('platform_code', '=', platformCode)
-    .where(sql<string>`lower(email)`, '=', email.toLowerCase())
+    .where(emailKey('email'), '=', email.toLowerCase())
     .executeTakeFirst();
 }
 
@@ -36,7 +45,7 @@ export function findParticipantsByEmail(db: Executor, email: string) {
   return db
     .selectFrom('participants')
     .selectAll()
-    .where(sql<string>`lower(email)`, '=', email.toLowerCase())
+    .where(emailKey('email'), '=', email.toLowerCase())
     .orderBy('platform_code')
     .execute();
 }
@@ -46,7 +55,7 @@ export async function emailOnOtherPlatform(db: Executor, platformCode: string, e
   const row = await db
     .selectFrom('participants')
     .select('participant_code')
-    .where(sql<string>`lower(email)`, '=', email.toLowerCase())
+    .where(emailKey('email'), '=', email.toLowerCase())
     .where('platform_code', '<>', platformCode)
     .limit(1)
     .executeTakeFirst();
@@ -146,7 +155,7 @@ export async function listPlatformCustomers(
     .where('p.platform_code', '=', platformCode)
     .where('p.kind', '=', 'customer');
   if (filters.participantCode) query = query.where('p.participant_code', '=', filters.participantCode);
-  if (filters.email) query = query.where(sql<string>`lower(p.email)`, '=', filters.email.toLowerCase());
+  if (filters.email) query = query.where(emailKey('p.email'), '=', filters.email.toLowerCase());
   if (filters.status) query = query.where('p.status', '=', filters.status);
   if (filters.bornAfter) {
     query = query.where(sql<string>`s.payload ->> 'date_of_birth'`, '>', filters.bornAfter);

@@ -128,7 +128,8 @@ export async function insertParticipant(
       await sql`rollback to savepoint new_participant`.execute(trx);
       const isUnique = pgErrorCode(error) === PG_UNIQUE_VIOLATION;
       const detail = String((error as { constraint?: string }).constraint ?? '');
-      if (isUnique && detail === 'participants_platform_email') {
+      // Also its name while migration 0042 builds it, before it takes the old one's.
+      if (isUnique && /^participants_platform_email(_ascii)?$/.test(detail)) {
         throw conflict(`participant with email ${input.email} already exists for this platform`);
       }
       if (isUnique && attempt < 5) continue;
