@@ -108,6 +108,11 @@ const SESSION_SETTINGS: Readonly<Record<string, string>> = {
   // 500 after committing (probe).
   DateStyle: 'ISO, MDY',
   IntervalStyle: 'postgres',
+  // The services lock a row, then read it again or change it by what it holds now, which needs each statement to
+  // see what committed before it: on a database whose default is 'serializable' (or 'repeatable read'), a
+  // transaction that waited for another's lock was refused instead (40001), and a repeated trade advance
+  // answered 503 where it says 409 (probe). A read that wants one snapshot asks for it (inOneSnapshot).
+  default_transaction_isolation: 'read committed',
 };
 
 export function createStore(

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { sql } from 'kysely';
-import { createStore, type Store } from '../../src/store/database.ts';
+import { createStore, type Store, type Trx } from '../../src/store/database.ts';
 import { eventually, PROJECT_ROOT } from '../helpers/service-process.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
@@ -98,6 +98,57 @@ test("times and intervals read right on a database set to other styles (an opera
       assert.ok(rows[0]!.t instanceof Date, String(rows[0]!.t));
       assert.equal(rows[0]!.t.getTime(), Date.UTC(2026, 0, 2, 3, 4, 5, 678));
       assert.deepEqual({ ...rows[0]!.i }, { hours: 1, minutes: 30 });
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+test("a transaction that waited for another's row lock sees what it committed, on a database whose default isolation is 'serializable'", async () => {
+  await withStoreOf({}, {}, async (_store, svc, url) => {
+    const name = new URL(url).pathname.slice(1);
+    await sql
+      .raw(
+        `alter database ${name} set default_transaction_isolation = 'serializable'; create table isolation_probe (id int primary key, n int); insert into isolation_probe values (1, 0)`,
+      )
+      .execute(svc.runtime.store.db);
+    // A store made after: its connections start with the database's default.
+    const store = createStore(url, { max: 2 });
+    const bump = (trx: Trx) =>
+      sql<{ n: number }>`update isolation_probe set n = n + 1 where id = 1 returning n`.execute(trx);
+    try {
+      let commitFirst!: () => void;
+      const held = new Promise<void>((resolve) => (commitFirst = resolve));
+      let bumped!: () => void;
+      const firstBumped = new Promise<void>((resolve) => (bumped = resolve));
+      const first = store.db.transaction().execute(async (trx) => {
+        await bump(trx);
+        bumped();
+        await held;
+      });
+      await firstBumped;
+      // The second's first statement waits for the first's lock: its snapshot is older than the first's commit.
+      const second = store.db.transaction().execute(async (trx) => {
+        const { rows } = await sql<{
+          level: string;
+        }>`select current_setting('transaction_isolation') as level`.execute(trx);
+        return { level: rows[0]!.level, n: (await bump(trx)).rows[0]!.n };
+      });
+      await eventually(
+        async () => {
+          const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+          where datname = ${name} and wait_event_type = 'Lock' and query like 'update isolation_probe%'`.execute(
+            svc.runtime.store.db,
+          );
+          return rows[0]!.n === 1 ? true : undefined;
+        },
+        10_000,
+        'the second transaction waiting for the row',
+      );
+      commitFirst();
+      await first;
+      // Under the database's 'serializable', the update was refused: could not serialize access (40001).
+      assert.deepEqual(await second, { level: 'read committed', n: 2 });
     } finally {
       await store.close();
     }
