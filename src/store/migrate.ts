@@ -22,8 +22,9 @@ export const JOB_QUEUE_SCHEMA = 'graphile_worker';
  * A file is run in one transaction with its record, unless its first line is `-- svc:no-transaction`: then
  * its statements are run one at a time, outside any transaction, so that it can build an index
  * CONCURRENTLY (a plain build blocks every write to the table for as long as it takes: seconds per million
- * rows). Such a file holds only plain statements, each ending with `;` at the end of a line, each safe to run
- * again (a file stopped halfway is run again whole: `drop index concurrently if exists` first).
+ * rows). Such a file holds only plain statements (a DO block is one: what must change together goes in one), each
+ * ending with `;` at the end of a line, each safe to run again (a file stopped halfway is run again whole:
+ * `drop index concurrently if exists` first).
  *
  * A transactional file waits at most `lockTimeoutMs` for each table lock it takes (PostgreSQL's lock_timeout,
  * set for its transaction only). Without the bound, an ALTER TABLE behind one long-open transaction waits for
@@ -85,18 +86,30 @@ export function checksumOf(sql: string): string {
   return createHash('sha256').update(sql.replace(/\r\n/g, '\n')).digest('hex');
 }
 
-/** The statements of a no-transaction file: split where a line ends with `;`, comments dropped. */
+/**
+ * The statements of a no-transaction file: split where a line ends with `;` outside a dollar-quoted body (a DO
+ * block's, whose own statements end lines too), comment lines outside one dropped. Not a SQL parser: a `;` at
+ * the end of a line inside a quoted string or a block comment would end its statement, which none of ours has.
+ */
 export function plainStatements(sql: string): string[] {
-  return sql
-    .split(/;[ \t]*(?:\r?\n|$)/)
-    .map((chunk) =>
-      chunk
-        .split(/\r?\n/)
-        .filter((line) => !/^\s*--/.test(line))
-        .join('\n')
-        .trim(),
-    )
-    .filter(Boolean);
+  const statements: string[] = [];
+  let lines: string[] = [];
+  let openQuote: string | null = null;
+  for (const line of sql.split(/\r?\n/)) {
+    if (openQuote === null && /^\s*--/.test(line)) continue;
+    for (const [tag] of line.matchAll(/\$(?:[A-Za-z_]\w*)?\$/g)) {
+      if (openQuote === null) openQuote = tag;
+      else if (tag === openQuote) openQuote = null;
+    }
+    const end = openQuote === null && /;[ \t]*$/.test(line);
+    lines.push(end ? line.replace(/;[ \t]*$/, '') : line);
+    if (end) {
+      statements.push(lines.join('\n').trim());
+      lines = [];
+    }
+  }
+  statements.push(lines.join('\n').trim());
+  return statements.filter(Boolean);
 }
 
 async function lock(client: pg.PoolClient, log: MigrationLog): Promise<void> {
@@ -136,6 +149,11 @@ export async function migrate(
   });
   const applied: string[] = [];
   try {
+    // Without the database's or role's statement_timeout and lock_timeout (an operator's safety net for the
+    // service's queries): a migration's statement may take minutes by design (a CONCURRENTLY build waits for the
+    // transactions older than it; 0026 rewrites a table), and under a 30 s one it failed every time, rerun whole
+    // (probe). Its lock waits are bounded by lockTimeoutMs instead. Given back below.
+    await client.query('set statement_timeout = 0; set lock_timeout = 0');
     await lock(client, log);
     await client.query(
       `create table if not exists schema_migrations (
@@ -178,7 +196,11 @@ export async function migrate(
     await runQueueMigrations({ pgPool: pool, schema: JOB_QUEUE_SCHEMA, logger: silentQueueLogger });
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]).catch(() => {});
-    client.release();
+    // The connection goes back to the pool with the database's timeouts, or not at all.
+    await client.query('reset statement_timeout; reset lock_timeout').then(
+      () => client.release(),
+      (error: Error) => client.release(error),
+    );
   }
   return applied;
 }

@@ -211,6 +211,61 @@ describe('migrations', () => {
     }
   });
 
+  test("a no-transaction file's DO block is one statement, whatever lines of its body end with `;`", () => {
+    const sql = [
+      '-- svc:no-transaction',
+      '-- a comment;',
+      'do $$',
+      'begin',
+      '  -- said inside;',
+      '  perform 1;',
+      'end',
+      '$$;',
+      'create index concurrently a on b (c);',
+      "do $body$ begin raise notice '$$;'; end $body$;",
+      'analyze b;',
+    ].join('\n');
+    assert.deepEqual(plainStatements(sql), [
+      'do $$\nbegin\n  -- said inside;\n  perform 1;\nend\n$$',
+      'create index concurrently a on b (c)',
+      "do $body$ begin raise notice '$$;'; end $body$",
+      'analyze b',
+    ]);
+  });
+
+  test('while 0042 runs, a duplicate email is refused by an index of the name every version maps to 409', async () => {
+    // Review: 0042 dropped the old unique index before its successor took the name, and an instance of the version
+    // before, which knows the name alone, answered that window's duplicates 500.
+    const url = await freshDatabase();
+    const store = createStore(url, { max: 2 });
+    try {
+      const all = await listMigrations();
+      await migrate(store.pool, undefined, { files: all.filter((f) => f.version < '0042') });
+      await store.pool.query(`insert into platforms (platform_code, name) values ('MIGR42', 'M')`);
+      await store.pool.query(
+        `insert into participants (participant_code, platform_code, email) values ('KIM001', 'MIGR42', 'Kim@example.com')`,
+      );
+      const refusedBy = async () => {
+        return store.pool
+          .query(
+            `insert into participants (participant_code, platform_code, email) values ('KIM002', 'MIGR42', 'KIM@example.com')`,
+          )
+          .then(
+            () => null,
+            (e: { code?: string; constraint?: string }) => `${e.code} ${e.constraint}`,
+          );
+      };
+      const statements = plainStatements(all.find((f) => f.version === '0042')!.sql);
+      assert.equal(await refusedBy(), '23505 participants_platform_email', 'before');
+      for (const statement of statements) {
+        await store.pool.query(statement);
+        assert.equal(await refusedBy(), '23505 participants_platform_email', `after: ${statement}`);
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
   test('a -- svc:no-transaction migration builds its indexes CONCURRENTLY, valid, and can be run again whole', async () => {
     const file = (await listMigrations()).find((f) => f.version === '0020')!;
     const statements = plainStatements(file.sql);
@@ -506,6 +561,54 @@ describe('migrations', () => {
       }
     },
   );
+
+  test("a migration runs past the database's statement_timeout and lock_timeout, and gives its connection back with them", async () => {
+    // An operator's safety net for the service's queries: under it, a build that waited for a transaction, or a
+    // rewrite that took longer, failed every time it was run again (probe).
+    const url = await freshDatabase();
+    const name = new URL(url).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: serverUrl() });
+    await admin.connect();
+    await admin.query(`alter database ${name} set statement_timeout = '200ms'`);
+    await admin.query(`alter database ${name} set lock_timeout = '200ms'`);
+    await admin.end();
+    // Two connections (the job queue's migrations take one while the migration lock is held), both asked after.
+    const store = createStore(url, { max: 2 });
+    const watching = new pg.Pool({ connectionString: url, max: 1 });
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    const slow = probe('create table probe (i int); select pg_sleep(0.4);', '0001_slow.sql');
+    const build = probe(
+      '-- svc:no-transaction\ncreate index concurrently probe_i on probe (i);\n',
+      '0002_build.sql',
+    );
+    let migrating: Promise<string[]> | undefined;
+    try {
+      assert.deepEqual(await migrate(store.pool, undefined, { files: [slow] }), ['0001_slow.sql']);
+      await holder.query('begin');
+      await holder.query('insert into probe values (1)');
+      migrating = migrate(store.pool, undefined, { files: [slow, build], lockAttempts: 1 });
+      await lockWaiting(watching, `query like 'create index concurrently probe_i%'`, 'the build');
+      // Past the database's lock_timeout, then the transaction the build waits for ends.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      await holder.query('commit');
+      assert.deepEqual(await migrating, ['0002_build.sql']);
+      const settings = () =>
+        store.pool.query<{ pid: number; statement: string; lock: string }>(
+          `select pg_backend_pid() as pid, current_setting('statement_timeout') as statement,
+                  current_setting('lock_timeout') as lock, pg_sleep(0.05)`,
+        );
+      const answers = (await Promise.all([settings(), settings()])).map((r) => r.rows[0]!);
+      assert.notEqual(answers[0]!.pid, answers[1]!.pid);
+      for (const { statement, lock } of answers)
+        assert.deepEqual({ statement, lock }, { statement: '200ms', lock: '200ms' });
+    } finally {
+      await holder.end();
+      await migrating?.catch(() => {});
+      await watching.end();
+      await store.close();
+    }
+  });
 
   test('a no-transaction file bounds the wait of its statements that are not CONCURRENTLY builds', async () => {
     const url = await freshDatabase();
