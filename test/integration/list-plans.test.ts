@@ -47,11 +47,19 @@ after(async () => {
 interface PlanNode {
   'Node Type': string;
   'Index Name'?: string;
+  'Index Cond'?: string;
   Plans?: PlanNode[];
 }
 
-/** The plan of each statement `run` sends, as node types and index names ("Index Scan:trades_owner_time"). */
-async function plansOf(run: () => Promise<unknown>, settings: string[] = []): Promise<string[][]> {
+/**
+ * Each statement `run` sends, its plan's nodes (depth first) as `say` says them, with sequential scans priced
+ * out and `settings` in force.
+ */
+async function explainEach(
+  run: () => Promise<unknown>,
+  say: (node: PlanNode) => string | undefined,
+  settings: string[] = [],
+): Promise<string[][]> {
   captured = [];
   await run();
   const plans: string[][] = [];
@@ -68,7 +76,8 @@ async function plansOf(run: () => Promise<unknown>, settings: string[] = []): Pr
       await client.query('rollback');
       const nodes: string[] = [];
       const walk = (node: PlanNode) => {
-        nodes.push(node['Index Name'] ? `${node['Node Type']}:${node['Index Name']}` : node['Node Type']);
+        const described = say(node);
+        if (described !== undefined) nodes.push(described);
         node.Plans?.forEach(walk);
       };
       walk(rows[0]!['QUERY PLAN'][0]!.Plan);
@@ -78,6 +87,25 @@ async function plansOf(run: () => Promise<unknown>, settings: string[] = []): Pr
     client.release();
   }
   return plans;
+}
+
+/** The plan of each statement `run` sends, as node types and index names ("Index Scan:trades_owner_time"). */
+function plansOf(run: () => Promise<unknown>, settings: string[] = []): Promise<string[][]> {
+  return explainEach(
+    run,
+    (node) => (node['Index Name'] ? `${node['Node Type']}:${node['Index Name']}` : node['Node Type']),
+    settings,
+  );
+}
+
+/**
+ * The index conditions of each statement `run` sends ("participants_email: (lower(...) = $1)"). A partial index
+ * read whole, its rows filtered after, has none.
+ */
+function indexConditionsOf(run: () => Promise<unknown>): Promise<string[][]> {
+  return explainEach(run, (node) =>
+    node['Index Cond'] ? `${node['Index Name']}: ${node['Index Cond']}` : undefined,
+  );
 }
 
 const page = { limit: 20, offset: 40 };
@@ -239,38 +267,6 @@ test('GET /participants?email=: PostgreSQL expects one customer of an email, not
   for (const estimate of estimates)
     assert.ok(estimate <= 2, `expected about one row, planned for ${estimate}`);
 });
-
-/**
- * The index conditions of each statement `run` sends ("participants_email: (lower(...) = $1)"), sequential scans
- * priced out as in plansOf. A partial index read whole, its rows filtered after, has none.
- */
-async function indexConditionsOf(run: () => Promise<unknown>): Promise<string[][]> {
-  captured = [];
-  await run();
-  const conditions: string[][] = [];
-  const client = await pool.connect();
-  try {
-    for (const query of captured) {
-      await client.query('begin');
-      await client.query('set local enable_seqscan = off');
-      const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-        `explain (format json) ${query.sql}`,
-        [...query.parameters],
-      );
-      await client.query('rollback');
-      const found: string[] = [];
-      const walk = (node: PlanNode & { 'Index Cond'?: string }) => {
-        if (node['Index Cond']) found.push(`${node['Index Name']}: ${node['Index Cond']}`);
-        node.Plans?.forEach(walk);
-      };
-      walk(rows[0]!['QUERY PLAN'][0]!.Plan);
-      conditions.push(found);
-    }
-  } finally {
-    client.release();
-  }
-  return conditions;
-}
 
 test('the look-ups by email find it in an index on lower(email collate "C") (0042)', async () => {
   // A look-up whose expression is not the index's, letter for letter, can only read a partial index whole.
