@@ -89,15 +89,17 @@ export function checksumOf(sql: string): string {
 /**
  * The statements of a no-transaction file: split where a line ends with `;` outside a dollar-quoted body (a DO
  * block's, whose own statements end lines too), comment lines outside one dropped. Not a SQL parser: a `;` at
- * the end of a line inside a quoted string or a block comment would end its statement, which none of ours has.
+ * the end of a line inside a quoted string or a block comment would end its statement, and a `$$` in a string,
+ * an identifier or after code on a line would be taken for a quote; none of ours has either.
  */
 export function plainStatements(sql: string): string[] {
   const statements: string[] = [];
   let lines: string[] = [];
   let openQuote: string | null = null;
   for (const line of sql.split(/\r?\n/)) {
-    if (openQuote === null && /^\s*--/.test(line)) continue;
-    for (const [tag] of line.matchAll(/\$(?:[A-Za-z_]\w*)?\$/g)) {
+    const comment = /^\s*--/.test(line);
+    if (openQuote === null && comment) continue;
+    for (const [tag] of comment ? [] : line.matchAll(/\$(?:[A-Za-z_]\w*)?\$/g)) {
       if (openQuote === null) openQuote = tag;
       else if (tag === openQuote) openQuote = null;
     }
@@ -207,8 +209,10 @@ export async function migrate(
 
 /**
  * Applies the file, trying again (after a pause) each time a lock wait runs out, or PostgreSQL ends a deadlock
- * with the migration's transaction, up to `lockAttempts` tries: either way it was undone whole, and the other
- * transactions, the old instances' work, went on.
+ * with the migration's transaction, up to `lockAttempts` tries: either way that transaction was undone, and the
+ * other transactions, the old instances' work, went on. A no-transaction file goes on from the statement that was
+ * undone: the ones before it are done (review: from the top, 0042 rebuilt both its indexes on each try, and its
+ * first statement, a CONCURRENTLY drop, waited with no bound for the very transaction the try had given way to).
  */
 async function applyWithinLockWaits(
   client: pg.PoolClient,
@@ -217,9 +221,10 @@ async function applyWithinLockWaits(
   log: MigrationLog,
 ): Promise<void> {
   const endings = new Set<string>();
+  const progress = { statementsDone: 0 };
   for (let attempt = 1; ; attempt++) {
     try {
-      return await apply(client, file, lockTimeoutMs);
+      return await apply(client, file, lockTimeoutMs, progress);
     } catch (error) {
       const code = (error as { cause?: { code?: string } }).cause?.code;
       // A deadlock: the migration locked two tables in another order than a transaction of the service (review: a
@@ -287,7 +292,13 @@ async function inBoundedTransaction(
   await client.query('commit');
 }
 
-async function apply(client: pg.PoolClient, file: MigrationFile, lockTimeoutMs: number): Promise<void> {
+/** `progress`: how many statements of a no-transaction file are done, where a try begins and ends. */
+async function apply(
+  client: pg.PoolClient,
+  file: MigrationFile,
+  lockTimeoutMs: number,
+  progress: { statementsDone: number },
+): Promise<void> {
   const record = () =>
     client.query('insert into schema_migrations (version, name, checksum) values ($1, $2, $3)', [
       file.version,
@@ -296,11 +307,20 @@ async function apply(client: pg.PoolClient, file: MigrationFile, lockTimeoutMs: 
     ]);
   try {
     if (NO_TRANSACTION.test(file.sql.split('\n', 1)[0]!)) {
-      for (const statement of plainStatements(file.sql)) {
+      const statements = plainStatements(file.sql);
+      for (let i = progress.statementsDone; i < statements.length; i++) {
+        const statement = statements[i]!;
         // A CONCURRENTLY build waits for older transactions without holding up anyone else's writes: it may
         // wait. Any other statement (an ALTER TABLE) gets the bounded wait, in a transaction of its own.
-        if (CONCURRENT.test(statement)) await client.query(statement);
-        else await inBoundedTransaction(client, lockTimeoutMs, () => client.query(statement));
+        if (CONCURRENT.test(statement)) {
+          // One stopped halfway (PostgreSQL ends a deadlock with it) leaves an invalid index behind: a try
+          // again begins with the file, whose drops come first.
+          await client.query(statement).catch((error: unknown) => {
+            progress.statementsDone = 0;
+            throw error;
+          });
+        } else await inBoundedTransaction(client, lockTimeoutMs, () => client.query(statement));
+        progress.statementsDone = i + 1;
       }
       await record();
       return;

@@ -217,7 +217,7 @@ describe('migrations', () => {
       '-- a comment;',
       'do $$',
       'begin',
-      '  -- said inside;',
+      '  -- said inside, $$ and all;',
       '  perform 1;',
       'end',
       '$$;',
@@ -226,7 +226,7 @@ describe('migrations', () => {
       'analyze b;',
     ].join('\n');
     assert.deepEqual(plainStatements(sql), [
-      'do $$\nbegin\n  -- said inside;\n  perform 1;\nend\n$$',
+      'do $$\nbegin\n  -- said inside, $$ and all;\n  perform 1;\nend\n$$',
       'create index concurrently a on b (c)',
       "do $body$ begin raise notice '$$;'; end $body$",
       'analyze b',
@@ -606,6 +606,52 @@ describe('migrations', () => {
       await holder.end();
       await migrating?.catch(() => {});
       await watching.end();
+      await store.close();
+    }
+  });
+
+  test('a no-transaction file tried again after a lock wait goes on from the statement undone, its builds kept', async () => {
+    // Review: from the top, each try rebuilt the file's indexes, and its first statement, a CONCURRENTLY drop,
+    // waited with no bound for the very transaction the try had given way to: the start hung without a word.
+    const url = await freshDatabase();
+    const store = createStore(url, { max: 2 });
+    const reader = new pg.Client({ connectionString: url });
+    await reader.connect();
+    const file = probe(
+      [
+        '-- svc:no-transaction',
+        'drop index concurrently if exists probe_i;',
+        'create index concurrently probe_i on probe (i);',
+        'alter table probe add column if not exists j int;',
+      ].join('\n'),
+      '0002_alter.sql',
+    );
+    const table = probe('create table probe (i int);', '0001_table.sql');
+    const indexOid = async () =>
+      (await reader.query<{ oid: string | null }>(`select to_regclass('probe_i')::oid::text as oid`)).rows[0]!
+        .oid;
+    let migrating: Promise<string[]> | undefined;
+    try {
+      await migrate(store.pool, undefined, { files: [table] });
+      // A reader left in its transaction: the ALTER waits for it; the builds do not.
+      await reader.query('begin');
+      await reader.query('select count(*) from probe');
+      const warnings: string[] = [];
+      migrating = migrate(
+        store.pool,
+        { info: () => {}, warn: (m) => warnings.push(m) },
+        { files: [table, file], lockTimeoutMs: 100, lockAttempts: 50 },
+      );
+      await eventually(async () => (warnings.length >= 3 ? true : undefined), 20_000, 'three tries undone');
+      const built = await indexOid();
+      assert.ok(built);
+      await reader.query('commit');
+      assert.deepEqual(await migrating, ['0002_alter.sql']);
+      assert.equal(await indexOid(), built, 'built once');
+      assert.match(warnings[0]!, /^migration 0002_alter\.sql waited 100 ms for a table lock \(try 1 of 50\)/);
+    } finally {
+      await reader.end();
+      await migrating?.catch(() => {});
       await store.close();
     }
   });
