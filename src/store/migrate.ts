@@ -97,9 +97,9 @@ export function plainStatements(sql: string): string[] {
   let lines: string[] = [];
   let openQuote: string | null = null;
   for (const line of sql.split(/\r?\n/)) {
-    const comment = /^\s*--/.test(line);
-    if (openQuote === null && comment) continue;
-    for (const [tag] of comment ? [] : line.matchAll(/\$(?:[A-Za-z_]\w*)?\$/g)) {
+    // Inside a body a line is text, `--` or not: its `$$` ends the body, as PostgreSQL reads it (review).
+    if (openQuote === null && /^\s*--/.test(line)) continue;
+    for (const [tag] of line.matchAll(/\$(?:[A-Za-z_]\w*)?\$/g)) {
       if (openQuote === null) openQuote = tag;
       else if (tag === openQuote) openQuote = null;
     }
@@ -292,6 +292,20 @@ async function inBoundedTransaction(
   await client.query('commit');
 }
 
+/**
+ * Where a no-transaction file is tried again after its statement `i`, a CONCURRENTLY one, failed (PostgreSQL ended
+ * a deadlock with it): a build stopped halfway leaves an invalid index, which the drop before it clears, so at that
+ * drop; a drop, at itself; else, whatever it is, from the top (review: from the top, a deadlock at a file's last
+ * build rebuilt every index before it).
+ */
+function retryFrom(statements: string[], i: number): number {
+  if (/^drop index concurrently /i.test(statements[i]!)) return i;
+  const built = /^create (?:unique )?index concurrently (?:if not exists )?(\S+)/i.exec(statements[i]!)?.[1];
+  const dropFirst =
+    built && statements[i - 1]?.toLowerCase() === `drop index concurrently if exists ${built}`.toLowerCase();
+  return dropFirst ? i - 1 : 0;
+}
+
 /** `progress`: how many statements of a no-transaction file are done, where a try begins and ends. */
 async function apply(
   client: pg.PoolClient,
@@ -313,10 +327,8 @@ async function apply(
         // A CONCURRENTLY build waits for older transactions without holding up anyone else's writes: it may
         // wait. Any other statement (an ALTER TABLE) gets the bounded wait, in a transaction of its own.
         if (CONCURRENT.test(statement)) {
-          // One stopped halfway (PostgreSQL ends a deadlock with it) leaves an invalid index behind: a try
-          // again begins with the file, whose drops come first.
           await client.query(statement).catch((error: unknown) => {
-            progress.statementsDone = 0;
+            progress.statementsDone = retryFrom(statements, i);
             throw error;
           });
         } else await inBoundedTransaction(client, lockTimeoutMs, () => client.query(statement));

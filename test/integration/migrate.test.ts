@@ -217,7 +217,7 @@ describe('migrations', () => {
       '-- a comment;',
       'do $$',
       'begin',
-      '  -- said inside, $$ and all;',
+      '  -- said inside;',
       '  perform 1;',
       'end',
       '$$;',
@@ -226,9 +226,14 @@ describe('migrations', () => {
       'analyze b;',
     ].join('\n');
     assert.deepEqual(plainStatements(sql), [
-      'do $$\nbegin\n  -- said inside, $$ and all;\n  perform 1;\nend\n$$',
+      'do $$\nbegin\n  -- said inside;\n  perform 1;\nend\n$$',
       'create index concurrently a on b (c)',
       "do $body$ begin raise notice '$$;'; end $body$",
+      'analyze b',
+    ]);
+    // Inside a body a `--` line is text: its `$$` ends the body, as PostgreSQL reads it.
+    assert.deepEqual(plainStatements('do $$ begin perform 1; end\n-- ends here: $$;\nanalyze b;'), [
+      'do $$ begin perform 1; end\n-- ends here: $$',
       'analyze b',
     ]);
   });
@@ -651,6 +656,69 @@ describe('migrations', () => {
       assert.match(warnings[0]!, /^migration 0002_alter\.sql waited 100 ms for a table lock \(try 1 of 50\)/);
     } finally {
       await reader.end();
+      await migrating?.catch(() => {});
+      await store.close();
+    }
+  });
+
+  test('a build PostgreSQL ends a deadlock with is built again from its own drop, the builds before it kept', async () => {
+    const url = await freshDatabase();
+    const store = createStore(url, { max: 2 });
+    const writer = new pg.Client({ connectionString: url });
+    const gate = new pg.Client({ connectionString: url });
+    await writer.connect();
+    await gate.connect();
+    const table = probe('create table probe (i int);', '0001_table.sql');
+    const file = probe(
+      [
+        '-- svc:no-transaction',
+        'drop index concurrently if exists probe_a;',
+        'create index concurrently probe_a on probe (i);',
+        // Where the test holds the file until the writer has begun (after the first build, which would wait for it).
+        'select pg_advisory_xact_lock(7351846042);',
+        'drop index concurrently if exists probe_u;',
+        'create unique index concurrently probe_u on probe (i);',
+      ].join('\n'),
+      '0002_builds.sql',
+    );
+    const oid = async (name: string) =>
+      (await writer.query<{ oid: string | null }>(`select to_regclass($1)::oid::text as oid`, [name]))
+        .rows[0]!.oid;
+    let migrating: Promise<string[]> | undefined;
+    try {
+      await migrate(store.pool, undefined, { files: [table] });
+      // The writer's deadlock check comes long after the build's (1 s): the build is the one PostgreSQL ends.
+      await writer.query(`set deadlock_timeout = '60s'`);
+      await gate.query('select pg_advisory_lock(7351846042)');
+      const warnings: string[] = [];
+      migrating = migrate(
+        store.pool,
+        { info: () => {}, warn: (m) => warnings.push(m) },
+        { files: [table, file], lockAttempts: 3, lockTimeoutMs: 60_000 },
+      );
+      await lockWaiting(store.pool, `query like 'select pg_advisory_xact_lock%'`, 'the file at its gate');
+      const first = await oid('probe_a');
+      assert.ok(first);
+      await writer.query('begin');
+      await writer.query('insert into probe values (1)');
+      await gate.query('select pg_advisory_unlock(7351846042)');
+      await lockWaiting(store.pool, `query like 'create unique index concurrently probe_u%'`, 'the build');
+      // The build waits for the writer, which now waits for the build.
+      await writer.query('lock table probe in share update exclusive mode');
+      await writer.query('commit');
+      assert.deepEqual(await migrating, ['0002_builds.sql']);
+      assert.match(
+        warnings.join('\n'),
+        /^migration 0002_builds\.sql ended in a deadlock with another transaction \(try 1 of 3\)/,
+      );
+      assert.equal(await oid('probe_a'), first, 'the first build kept');
+      const { rows } = await writer.query<{ valid: boolean }>(
+        `select indisvalid as valid from pg_index where indexrelid = 'probe_u'::regclass`,
+      );
+      assert.deepEqual(rows, [{ valid: true }]);
+    } finally {
+      await writer.end();
+      await gate.end();
       await migrating?.catch(() => {});
       await store.close();
     }
