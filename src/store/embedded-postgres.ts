@@ -215,6 +215,10 @@ export async function startEmbeddedPostgres(
       // As root, initdb refuses to run; the library then creates an unprivileged user to own the cluster.
       createPostgresUser: true,
       postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+      // The cluster's locale is C with UTF-8 text, not the environment's: initdb refused a LANG naming a locale the
+      // machine has not installed (en_US.UTF-8 in a slim container), so `npm start` failed there (probe); and a
+      // cluster made in the user's locale sorted and lowered text as that locale does (a Turkish one: I → ı).
+      initdbFlags: ['--locale=C', '--encoding=UTF8'],
       onLog: keep,
       onError: (message: unknown) => log(`embedded postgres: ${String(message).trim()}`),
     });
