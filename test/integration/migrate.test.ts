@@ -663,7 +663,12 @@ describe('migrations', () => {
 
   test('a build PostgreSQL ends a deadlock with is built again from its own drop, the builds before it kept', async () => {
     const url = await freshDatabase();
-    const store = createStore(url, { max: 2 });
+    // PostgreSQL looks for a deadlock once per wait, deadlock_timeout after it began. The build's look comes 5 s
+    // into its wait, when the writer's lock request has long been made (at 1 s, a stalled machine could still be
+    // before it: the look found nothing, and the writer's ended it instead: review); the writer's, at 60 s, never.
+    const migrating5s = new URL(url);
+    migrating5s.searchParams.set('options', '-c deadlock_timeout=5s');
+    const store = createStore(migrating5s.toString(), { max: 2 });
     const writer = new pg.Client({ connectionString: url });
     const gate = new pg.Client({ connectionString: url });
     await writer.connect();
@@ -687,7 +692,6 @@ describe('migrations', () => {
     let migrating: Promise<string[]> | undefined;
     try {
       await migrate(store.pool, undefined, { files: [table] });
-      // The writer's deadlock check comes long after the build's (1 s): the build is the one PostgreSQL ends.
       await writer.query(`set deadlock_timeout = '60s'`);
       await gate.query('select pg_advisory_lock(7351846042)');
       const warnings: string[] = [];
