@@ -3,7 +3,12 @@ import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
-import { PG_DEADLOCK, PG_LOCK_NOT_AVAILABLE } from './pg-error-codes.ts';
+import {
+  pgErrorCode,
+  PG_DEADLOCK,
+  PG_INSUFFICIENT_PRIVILEGE,
+  PG_LOCK_NOT_AVAILABLE,
+} from './pg-error-codes.ts';
 import { Logger as QueueLogger, runMigrations as runQueueMigrations } from 'graphile-worker';
 
 /**
@@ -157,11 +162,22 @@ export async function migrate(
     // (probe). Its lock waits are bounded by lockTimeoutMs instead. Given back below.
     await client.query('set statement_timeout = 0; set lock_timeout = 0');
     await lock(client, log);
-    await client.query(
-      `create table if not exists schema_migrations (
-         version text primary key, name text not null, applied_at timestamptz not null default now())`,
+    // Created, or given its checksum column, only where it lacks them: a start with nothing to apply changes no
+    // schema, so a role that may read and write the tables but not change them can serve a database its owner
+    // migrated (`svc migrate`); `create table if not exists` alone was refused to it (probe).
+    const { rows: found } = await client.query<{ table: boolean; checksum: boolean }>(
+      `select to_regclass('schema_migrations') is not null as table,
+              exists (select from pg_attribute where attrelid = to_regclass('schema_migrations')
+                        and attname = 'checksum' and not attisdropped) as checksum`,
     );
-    await client.query('alter table schema_migrations add column if not exists checksum text');
+    if (!found[0]!.table) {
+      await client.query(
+        `create table if not exists schema_migrations (
+           version text primary key, name text not null, applied_at timestamptz not null default now())`,
+      );
+    }
+    if (!found[0]!.checksum)
+      await client.query('alter table schema_migrations add column if not exists checksum text');
     const files = options.files ?? (await listMigrations());
     const known = new Map(files.map((f) => [f.version, f]));
     const { rows } = await client.query<{ version: string; name: string; checksum: string | null }>(
@@ -343,6 +359,19 @@ async function apply(
     });
   } catch (error) {
     await client.query('rollback').catch(() => {});
-    throw new Error(`migration ${file.name} failed: ${(error as Error).message}`, { cause: error });
+    // A role that may use the tables but not change them (README "Least privilege") serves a database its owner
+    // migrated; a start of a new version under it finds a migration to apply.
+    const owner =
+      pgErrorCode(error) === PG_INSUFFICIENT_PRIVILEGE
+        ? `: this role (${await currentRole(client)}) may not change the schema: run \`svc migrate\` as the database's owner, then start again`
+        : '';
+    throw new Error(`migration ${file.name} failed: ${(error as Error).message}${owner}`, { cause: error });
   }
+}
+
+async function currentRole(client: pg.PoolClient): Promise<string> {
+  return client.query<{ role: string }>('select current_user as role').then(
+    (r) => r.rows[0]!.role,
+    () => 'unknown',
+  );
 }

@@ -9,6 +9,8 @@ export const PG_DEADLOCK = '40P01';
 /** lock_not_available: a lock_timeout ran out. */
 export const PG_LOCK_NOT_AVAILABLE = '55P03';
 export const PG_READ_ONLY_TRANSACTION = '25006';
+/** insufficient_privilege: "permission denied for …", "must be owner of …". */
+export const PG_INSUFFICIENT_PRIVILEGE = '42501';
 
 /** The SQLSTATE of a pg error (any `code` it carries), or undefined. */
 export function pgErrorCode(error: unknown): string | undefined {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -15,9 +16,10 @@ import {
   migrate,
   plainStatements,
   type MigrationFile,
+  type MigrationLog,
 } from '../../src/store/migrate.ts';
 import { createTestDatabase, icuLocaleUnsupported, serverUrl, withDatabase } from '../helpers/database.ts';
-import { eventually, runCli } from '../helpers/service-process.ts';
+import { eventually, PROJECT_ROOT, runCli } from '../helpers/service-process.ts';
 
 /**
  * Issue 2 "Store": numbered forward-only migrations applied at start and by `svc migrate`, safe when two
@@ -85,6 +87,20 @@ function lockWaiting(pool: pg.Pool, where: string, label: string, done = () => f
     10_000,
     label,
   );
+}
+
+/** README "Least privilege": what the database's owner runs for the role the service runs as, taken from there. */
+async function leastPrivilegeGrants(role: string): Promise<string> {
+  const readme = await readFile(path.join(PROJECT_ROOT, 'README.md'), 'utf8');
+  const block = /\*\*Least privilege\*\*[\s\S]*?```sql\n([\s\S]*?)```/.exec(readme)?.[1];
+  assert.ok(block, 'the README shows the grants');
+  return block.replaceAll('svc_app', role);
+}
+
+/** A log for migrate() that keeps its warnings for the test to read. */
+function warningsKept(): { warnings: string[]; log: MigrationLog } {
+  const warnings: string[] = [];
+  return { warnings, log: { info: () => {}, warn: (m) => warnings.push(m) } };
 }
 
 /** A migration file of a test's own, applied after the project's. */
@@ -201,8 +217,8 @@ describe('migrations', () => {
       await store.pool.query(
         `insert into schema_migrations (version, name) values ('9999', '9999_from_the_future.sql')`,
       );
-      const warnings: string[] = [];
-      assert.deepEqual(await migrate(store.pool, { info: () => {}, warn: (m) => warnings.push(m) }), []);
+      const { warnings, log } = warningsKept();
+      assert.deepEqual(await migrate(store.pool, log), []);
       assert.deepEqual(warnings, [
         'the database has migrations this version does not have (9999_from_the_future.sql): a newer version migrated it, and this one may not work with it',
       ]);
@@ -353,12 +369,8 @@ describe('migrations', () => {
         const reader = await store.pool.connect();
         await reader.query('begin');
         await reader.query('select count(*) from trades');
-        const warnings: string[] = [];
-        const migrating = migrate(
-          store.pool,
-          { info: () => {}, warn: (m) => warnings.push(m) },
-          { files, lockTimeoutMs: 150, lockAttempts: 1_000 },
-        );
+        const { warnings, log } = warningsKept();
+        const migrating = migrate(store.pool, log, { files, lockTimeoutMs: 150, lockAttempts: 1_000 });
         await lockWaiting(
           store.pool,
           `query like 'alter table trades add column lock_probe%'`,
@@ -436,12 +448,8 @@ describe('migrations', () => {
       const sql =
         'alter table trades add column lock_probe text; alter table quotes add column lock_probe text;';
       const files = [...(await listMigrations()), probe(sql, '9998_deadlock_probe.sql')];
-      const warnings: string[] = [];
-      const migrating = migrate(
-        store.pool,
-        { info: () => {}, warn: (m) => warnings.push(m) },
-        { files, lockTimeoutMs: 30_000, lockAttempts: 3 },
-      );
+      const { warnings, log } = warningsKept();
+      const migrating = migrate(store.pool, log, { files, lockTimeoutMs: 30_000, lockAttempts: 3 });
       await lockWaiting(
         store.pool,
         `query like 'alter table trades add column lock_probe%'`,
@@ -486,12 +494,8 @@ describe('migrations', () => {
       await issuing.query('lock table client_auth_tokens in row exclusive mode');
       await quoting.query('begin');
       await quoting.query('lock table funding_sessions in row exclusive mode');
-      const warnings: string[] = [];
-      migrating = migrate(
-        store.pool,
-        { info: () => {}, warn: (m) => warnings.push(m) },
-        { files: all, lockTimeoutMs: 30_000, lockAttempts: 2 },
-      );
+      const { warnings, log } = warningsKept();
+      migrating = migrate(store.pool, log, { files: all, lockTimeoutMs: 30_000, lockAttempts: 2 });
       await lockWaiting(
         store.pool,
         `query like 'alter table funding_sessions%'`,
@@ -641,12 +645,8 @@ describe('migrations', () => {
       // A reader left in its transaction: the ALTER waits for it; the builds do not.
       await reader.query('begin');
       await reader.query('select count(*) from probe');
-      const warnings: string[] = [];
-      migrating = migrate(
-        store.pool,
-        { info: () => {}, warn: (m) => warnings.push(m) },
-        { files: [table, file], lockTimeoutMs: 100, lockAttempts: 50 },
-      );
+      const { warnings, log } = warningsKept();
+      migrating = migrate(store.pool, log, { files: [table, file], lockTimeoutMs: 100, lockAttempts: 50 });
       await eventually(async () => (warnings.length >= 3 ? true : undefined), 20_000, 'three tries undone');
       const built = await indexOid();
       assert.ok(built);
@@ -694,12 +694,8 @@ describe('migrations', () => {
       await migrate(store.pool, undefined, { files: [table] });
       await writer.query(`set deadlock_timeout = '60s'`);
       await gate.query('select pg_advisory_lock(7351846042)');
-      const warnings: string[] = [];
-      migrating = migrate(
-        store.pool,
-        { info: () => {}, warn: (m) => warnings.push(m) },
-        { files: [table, file], lockAttempts: 3, lockTimeoutMs: 60_000 },
-      );
+      const { warnings, log } = warningsKept();
+      migrating = migrate(store.pool, log, { files: [table, file], lockAttempts: 3, lockTimeoutMs: 60_000 });
       await lockWaiting(store.pool, `query like 'select pg_advisory_xact_lock%'`, 'the file at its gate');
       const first = await oid('probe_a');
       assert.ok(first);
@@ -725,6 +721,44 @@ describe('migrations', () => {
       await gate.end();
       await migrating?.catch(() => {});
       await store.close();
+    }
+  });
+
+  test('a role that may use the tables but not change them serves a database its owner migrated; one to apply names what to do', async () => {
+    // Probe: every start ran `create table if not exists schema_migrations`, which such a role may not.
+    const url = await freshDatabase();
+    const role = `svc_app_${randomBytes(4).toString('hex')}`;
+    const owner = new pg.Client({ connectionString: url });
+    await owner.connect();
+    const appUrl = new URL(url);
+    appUrl.username = role;
+    appUrl.password = 'least-privilege';
+    const store = createStore(url, { max: 2 });
+    const app = createStore(appUrl.toString(), { max: 2 });
+    try {
+      await migrate(store.pool);
+      await owner.query(`create role ${role} login password 'least-privilege'`);
+      const grants = await leastPrivilegeGrants(role);
+      await owner.query(grants);
+      await owner.query(grants); // safe to run again, as the README says
+
+      assert.deepEqual(await migrate(app.pool), []);
+      // What serving takes: the tables, and the job queue, whose tables have row-level security.
+      await app.pool.query(`insert into platforms (platform_code, name) values ('LEAST1', 'Least')`);
+      await app.pool.query(`select graphile_worker.add_job('least_privilege_probe')`);
+
+      const more = [...(await listMigrations()), probe('create table probe (i int);', '9999_probe.sql')];
+      await assert.rejects(migrate(app.pool, undefined, { files: more }), {
+        message: `migration 9999_probe.sql failed: permission denied for schema public: this role (${role}) may not change the schema: run \`svc migrate\` as the database's owner, then start again`,
+      });
+    } finally {
+      await app.close();
+      await store.close();
+      await owner.query(`drop owned by ${role}`).catch(() => {});
+      await owner.end();
+      const admin = new pg.Client({ connectionString: serverUrl() });
+      await admin.connect();
+      await admin.query(`drop role if exists ${role}`).finally(() => admin.end());
     }
   });
 
