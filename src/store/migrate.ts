@@ -170,14 +170,18 @@ export async function migrate(
               exists (select from pg_attribute where attrelid = to_regclass('schema_migrations')
                         and attname = 'checksum' and not attisdropped) as checksum`,
     );
-    if (!found[0]!.table) {
-      await client.query(
-        `create table if not exists schema_migrations (
-           version text primary key, name text not null, applied_at timestamptz not null default now())`,
-      );
+    try {
+      if (!found[0]!.table) {
+        await client.query(
+          `create table if not exists schema_migrations (
+             version text primary key, name text not null, applied_at timestamptz not null default now())`,
+        );
+      }
+      if (!found[0]!.checksum)
+        await client.query('alter table schema_migrations add column if not exists checksum text');
+    } catch (error) {
+      throw await refusedForWantOfPrivilege(client, error, 'the table of applied migrations cannot be made');
     }
-    if (!found[0]!.checksum)
-      await client.query('alter table schema_migrations add column if not exists checksum text');
     const files = options.files ?? (await listMigrations());
     const known = new Map(files.map((f) => [f.version, f]));
     const { rows } = await client.query<{ version: string; name: string; checksum: string | null }>(
@@ -211,7 +215,11 @@ export async function migrate(
       applied.push(file.name);
       log.info(`applied migration ${file.name}`);
     }
-    await runQueueMigrations({ pgPool: pool, schema: JOB_QUEUE_SCHEMA, logger: silentQueueLogger });
+    await runQueueMigrations({ pgPool: pool, schema: JOB_QUEUE_SCHEMA, logger: silentQueueLogger }).catch(
+      async (error: unknown) => {
+        throw await refusedForWantOfPrivilege(client, error, "the job queue's migrations failed");
+      },
+    );
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]).catch(() => {});
     // The connection goes back to the pool with the database's timeouts, or not at all.
@@ -277,24 +285,37 @@ function sessionName(pid: number, app: string): string {
   return `pid ${pid}${app ? ` (${app})` : ''}`;
 }
 
-/** Other sessions' transactions open longer than `ms`: what a lock wait that long most likely waited for. */
+/**
+ * Other sessions' transactions open longer than `ms`: what a lock wait that long most likely waited for. And the
+ * sessions of other roles, whose transactions PostgreSQL hides from a role without pg_read_all_stats: the owner
+ * running `svc migrate` beside instances of a role of their own (README "Least privilege") was told no transaction
+ * was open while one of theirs held the lock (review).
+ */
 async function longTransactions(client: pg.PoolClient, ms: number): Promise<string[]> {
   const { rows } = await client.query<{
     pid: number;
     app: string;
+    role: string;
     state: string;
     secs: number;
     query: string;
+    hidden: boolean;
   }>(
-    `select pid, application_name as app, state, extract(epoch from now() - xact_start)::int as secs,
-            left(query, 120) as query
+    `select pid, application_name as app, usename as role, state,
+            extract(epoch from now() - xact_start)::int as secs, left(query, 120) as query,
+            query = '<insufficient privilege>' as hidden
        from pg_stat_activity
       where datname = current_database() and pid <> pg_backend_pid()
-        and xact_start < now() - make_interval(secs => $1::double precision / 1000)
-      order by xact_start`,
+        and (xact_start < now() - make_interval(secs => $1::double precision / 1000)
+             or (query = '<insufficient privilege>' and usename is not null))
+      order by xact_start nulls last, pid`,
     [ms],
   );
-  return rows.map((r) => `${sessionName(r.pid, r.app)}, ${r.state} for ${r.secs} s, last query: ${r.query}`);
+  return rows.map((r) =>
+    r.hidden
+      ? `${sessionName(r.pid, r.app)} of role ${r.role}, whose transaction this role may not see (grant it pg_read_all_stats)`
+      : `${sessionName(r.pid, r.app)}, ${r.state} for ${r.secs} s, last query: ${r.query}`,
+  );
 }
 
 async function inBoundedTransaction(
@@ -359,19 +380,34 @@ async function apply(
     });
   } catch (error) {
     await client.query('rollback').catch(() => {});
-    // A role that may use the tables but not change them (README "Least privilege") serves a database its owner
-    // migrated; a start of a new version under it finds a migration to apply.
-    const owner =
-      pgErrorCode(error) === PG_INSUFFICIENT_PRIVILEGE
-        ? `: this role (${await currentRole(client)}) may not change the schema: run \`svc migrate\` as the database's owner, then start again`
-        : '';
-    throw new Error(`migration ${file.name} failed: ${(error as Error).message}${owner}`, { cause: error });
+    const wanted = await ownerWanted(client, error);
+    throw new Error(`migration ${file.name} failed: ${(error as Error).message}${wanted}`, { cause: error });
   }
 }
 
-async function currentRole(client: pg.PoolClient): Promise<string> {
-  return client.query<{ role: string }>('select current_user as role').then(
+/**
+ * `error` as itself, or, when PostgreSQL refused it for want of privilege, as what it stopped (`what`) and what to
+ * do (ownerWanted).
+ */
+async function refusedForWantOfPrivilege(
+  client: pg.PoolClient,
+  error: unknown,
+  what: string,
+): Promise<unknown> {
+  const wanted = await ownerWanted(client, error);
+  return wanted ? new Error(`${what}: ${(error as Error).message}${wanted}`, { cause: error }) : error;
+}
+
+/**
+ * What to do when a migration was refused for want of privilege, to append to its error, or '': a role that may use
+ * the tables but not change them (README "Least privilege") serves a database its owner migrated, and a start of a
+ * new version under it finds a migration to apply (or, on a database nobody migrated, every one).
+ */
+async function ownerWanted(client: pg.PoolClient, error: unknown): Promise<string> {
+  if (pgErrorCode(error) !== PG_INSUFFICIENT_PRIVILEGE) return '';
+  const role = await client.query<{ role: string }>('select current_user as role').then(
     (r) => r.rows[0]!.role,
     () => 'unknown',
   );
+  return `: this role (${role}) may not change the schema: run \`svc migrate\` as the database's owner, then start again`;
 }

@@ -727,21 +727,40 @@ describe('migrations', () => {
   test('a role that may use the tables but not change them serves a database its owner migrated; one to apply names what to do', async () => {
     // Probe: every start ran `create table if not exists schema_migrations`, which such a role may not.
     const url = await freshDatabase();
-    const role = `svc_app_${randomBytes(4).toString('hex')}`;
-    const owner = new pg.Client({ connectionString: url });
-    await owner.connect();
-    const appUrl = new URL(url);
-    appUrl.username = role;
-    appUrl.password = 'least-privilege';
-    const store = createStore(url, { max: 2 });
-    const app = createStore(appUrl.toString(), { max: 2 });
+    const suffix = randomBytes(4).toString('hex');
+    const [ownerRole, appRole] = [`svc_owner_${suffix}`, `svc_app_${suffix}`];
+    const as = (role: string) => {
+      const roleUrl = new URL(url);
+      roleUrl.username = role;
+      roleUrl.password = 'least-privilege';
+      return roleUrl.toString();
+    };
+    const name = new URL(url).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`create role ${ownerRole} login password 'least-privilege'`);
+    await admin.query(`create role ${appRole} login password 'least-privilege'`);
+    await admin.query(`alter database ${name} owner to ${ownerRole}`);
+    // As before PostgreSQL 15: every role may create in public (the README's first line takes it away).
+    await admin.query('grant create on schema public to public');
+    const owner = createStore(as(ownerRole), { max: 2 });
+    const app = createStore(as(appRole), { max: 2 });
+    const reader = new pg.Client({ connectionString: as(appRole) });
+    await reader.connect();
+    const refusal = (role: string, what: string) =>
+      `${what}: permission denied for schema public: this role (${role}) may not change the schema: run \`svc migrate\` as the database's owner, then start again`;
     try {
-      await migrate(store.pool);
-      await owner.query(`create role ${role} login password 'least-privilege'`);
-      const grants = await leastPrivilegeGrants(role);
-      await owner.query(grants);
-      await owner.query(grants); // safe to run again, as the README says
+      // Nobody has migrated it yet.
+      await admin.query('revoke create on schema public from public');
+      await assert.rejects(migrate(app.pool), {
+        message: refusal(appRole, 'the table of applied migrations cannot be made'),
+      });
+      await admin.query('grant create on schema public to public');
 
+      await migrate(owner.pool);
+      const grants = await leastPrivilegeGrants(appRole);
+      await owner.pool.query(grants);
+      await owner.pool.query(grants); // safe to run again, as the README says
       assert.deepEqual(await migrate(app.pool), []);
       // What serving takes: the tables, and the job queue, whose tables have row-level security.
       await app.pool.query(`insert into platforms (platform_code, name) values ('LEAST1', 'Least')`);
@@ -749,16 +768,44 @@ describe('migrations', () => {
 
       const more = [...(await listMigrations()), probe('create table probe (i int);', '9999_probe.sql')];
       await assert.rejects(migrate(app.pool, undefined, { files: more }), {
-        message: `migration 9999_probe.sql failed: permission denied for schema public: this role (${role}) may not change the schema: run \`svc migrate\` as the database's owner, then start again`,
+        message: refusal(appRole, 'migration 9999_probe.sql failed'),
       });
+
+      // An instance's transaction holds the lock a migration of the owner's waits for: PostgreSQL hides it from the
+      // owner, which says so (review: "no transaction is open that long now").
+      const { rows: held } = await reader.query<{ pid: number }>('select pg_backend_pid() as pid');
+      await reader.query('begin');
+      await reader.query('select count(*) from platforms');
+      const alter = probe('alter table platforms add column probe text;', '9998_alter.sql');
+      await assert.rejects(
+        migrate(owner.pool, undefined, {
+          files: [...(await listMigrations()), alter],
+          lockTimeoutMs: 100,
+          lockAttempts: 1,
+        }),
+        (error: Error) => {
+          assert.match(
+            error.message,
+            /^migration 9998_alter\.sql failed: it waited 100 ms for a table lock 1 times; transactions open longer than that: /,
+          );
+          assert.match(
+            error.message,
+            new RegExp(
+              `pid ${held[0]!.pid} of role ${appRole}, whose transaction this role may not see \\(grant it pg_read_all_stats\\)`,
+            ),
+          );
+          return true;
+        },
+      );
     } finally {
+      await reader.end();
       await app.close();
-      await store.close();
-      await owner.query(`drop owned by ${role}`).catch(() => {});
-      await owner.end();
-      const admin = new pg.Client({ connectionString: serverUrl() });
-      await admin.connect();
-      await admin.query(`drop role if exists ${role}`).finally(() => admin.end());
+      await owner.close();
+      await admin.query(`alter database ${name} owner to current_user`);
+      await admin.query(`drop owned by ${ownerRole}, ${appRole}`).catch(() => {});
+      await admin.query(`drop role if exists ${ownerRole}`);
+      await admin.query(`drop role if exists ${appRole}`);
+      await admin.end();
     }
   });
 
