@@ -286,10 +286,10 @@ function sessionName(pid: number, app: string): string {
 }
 
 /**
- * Other sessions' transactions open longer than `ms`: what a lock wait that long most likely waited for. And the
- * sessions of other roles, whose transactions PostgreSQL hides from a role without pg_read_all_stats: the owner
+ * Other sessions' transactions open longer than `ms`: what a lock wait that long most likely waited for. And those
+ * of other roles in a transaction, whose start PostgreSQL hides from a role without pg_read_all_stats: the owner
  * running `svc migrate` beside instances of a role of their own (README "Least privilege") was told no transaction
- * was open while one of theirs held the lock (review).
+ * was open while one of theirs held the lock (review), and, listing their every session, heard of each idle one.
  */
 async function longTransactions(client: pg.PoolClient, ms: number): Promise<string[]> {
   const { rows } = await client.query<{
@@ -304,18 +304,23 @@ async function longTransactions(client: pg.PoolClient, ms: number): Promise<stri
     `select pid, application_name as app, usename as role, state,
             extract(epoch from now() - xact_start)::int as secs, left(query, 120) as query,
             query = '<insufficient privilege>' as hidden
-       from pg_stat_activity
+       from pg_stat_activity a
       where datname = current_database() and pid <> pg_backend_pid()
         and (xact_start < now() - make_interval(secs => $1::double precision / 1000)
-             or (query = '<insufficient privilege>' and usename is not null))
+             -- hidden: in a transaction (its own virtualxid lock), not one of an instance's idle connections
+             or (query = '<insufficient privilege>' and exists (
+                   select from pg_locks l where l.pid = a.pid and l.locktype = 'virtualxid' and l.granted)))
       order by xact_start nulls last, pid`,
     [ms],
   );
-  return rows.map((r) =>
+  const sessions = rows.map((r) =>
     r.hidden
-      ? `${sessionName(r.pid, r.app)} of role ${r.role}, whose transaction this role may not see (grant it pg_read_all_stats)`
+      ? `${sessionName(r.pid, r.app)} of role ${r.role}, in a transaction this role may not see`
       : `${sessionName(r.pid, r.app)}, ${r.state} for ${r.secs} s, last query: ${r.query}`,
   );
+  return rows.some((r) => r.hidden)
+    ? [...sessions, "(PostgreSQL hides other roles' transactions from this one: grant it pg_read_all_stats)"]
+    : sessions;
 }
 
 async function inBoundedTransaction(
