@@ -165,20 +165,21 @@ export async function migrate(
     // Created, or given its checksum column, only where it lacks them: a start with nothing to apply changes no
     // schema, so a role that may read and write the tables but not change them can serve a database its owner
     // migrated (`svc migrate`); `create table if not exists` alone was refused to it (probe).
-    const { rows: found } = await client.query<{ table: boolean; checksum: boolean }>(
-      `select to_regclass('schema_migrations') is not null as table,
-              exists (select from pg_attribute where attrelid = to_regclass('schema_migrations')
-                        and attname = 'checksum' and not attisdropped) as checksum`,
-    );
+    const [has] = (
+      await client.query<{ table: boolean; checksum: boolean }>(
+        `select to_regclass('schema_migrations') is not null as table,
+                exists (select from pg_attribute where attrelid = to_regclass('schema_migrations')
+                          and attname = 'checksum' and not attisdropped) as checksum`,
+      )
+    ).rows;
     try {
-      if (!found[0]!.table) {
+      if (!has!.table) {
         await client.query(
-          `create table if not exists schema_migrations (
+          `create table schema_migrations (
              version text primary key, name text not null, applied_at timestamptz not null default now())`,
         );
       }
-      if (!found[0]!.checksum)
-        await client.query('alter table schema_migrations add column if not exists checksum text');
+      if (!has!.checksum) await client.query('alter table schema_migrations add column checksum text');
     } catch (error) {
       throw await refusedForWantOfPrivilege(client, error, 'the table of applied migrations cannot be made');
     }
@@ -250,7 +251,7 @@ async function applyWithinLockWaits(
     try {
       return await apply(client, file, lockTimeoutMs, progress);
     } catch (error) {
-      const code = (error as { cause?: { code?: string } }).cause?.code;
+      const code = pgErrorCode((error as Error).cause);
       // A deadlock: the migration locked two tables in another order than a transaction of the service (review: a
       // first 0041 failed the upgrade 8 times in 9 under token traffic). PostgreSQL rolled back the transaction it
       // was in, as a lock wait that ran out is.
@@ -302,13 +303,12 @@ async function longTransactions(client: pg.PoolClient, ms: number): Promise<stri
     hidden: boolean;
   }>(
     `select pid, application_name as app, usename as role, state,
-            extract(epoch from now() - xact_start)::int as secs, left(query, 120) as query,
-            query = '<insufficient privilege>' as hidden
-       from pg_stat_activity a
+            extract(epoch from now() - xact_start)::int as secs, left(query, 120) as query, hidden
+       from pg_stat_activity a, lateral (select query = '<insufficient privilege>' as hidden) h
       where datname = current_database() and pid <> pg_backend_pid()
         and (xact_start < now() - make_interval(secs => $1::double precision / 1000)
              -- hidden: in a transaction (its own virtualxid lock), not one of an instance's idle connections
-             or (query = '<insufficient privilege>' and exists (
+             or (hidden and exists (
                    select from pg_locks l where l.pid = a.pid and l.locktype = 'virtualxid' and l.granted)))
       order by xact_start nulls last, pid`,
     [ms],

@@ -76,6 +76,36 @@ export function withDatabase(url: string, name: string): string {
   return parsed.toString();
 }
 
+/**
+ * The CREATE DATABASE of a test's database: empty, a copy of `template`, or of template0 with `icuLocale` (a word
+ * of ASCII letters and dashes) as its default collation (see icuLocaleUnsupported).
+ */
+export function createDatabaseSql(
+  name: string,
+  options: { template?: string; icuLocale?: string } = {},
+): string {
+  if (options.icuLocale) {
+    if (!/^[A-Za-z-]+$/.test(options.icuLocale)) throw new Error(`not an ICU locale: ${options.icuLocale}`);
+    return `create database ${name} template template0 locale_provider icu icu_locale '${options.icuLocale}' locale 'C'`;
+  }
+  return `create database ${name}${options.template ? ` template ${options.template}` : ''}`;
+}
+
+/** Applies every migration to the database at `url`. */
+async function migrateDatabase(url: string): Promise<void> {
+  const store = createStore(url, { max: 3 });
+  try {
+    await migrate(store.pool);
+  } finally {
+    await store.close();
+  }
+}
+
+/** The name of the database a connection URL names (withDatabase's inverse). */
+export function databaseNameOf(url: string): string {
+  return new URL(url).pathname.slice(1);
+}
+
 async function templateName(): Promise<string> {
   const hash = createHash('sha256');
   for (const file of await listMigrations()) hash.update(file.name).update(file.sql);
@@ -91,13 +121,8 @@ async function ensureTemplate(admin: pg.Client, base: string): Promise<string> {
     const exists = await admin.query('select 1 from pg_database where datname = $1', [name]);
     if (exists.rowCount) return name;
     const building = `${name}_build_${randomBytes(3).toString('hex')}`;
-    await admin.query(`create database ${building}`);
-    const store = createStore(withDatabase(base, building), { max: 3 });
-    try {
-      await migrate(store.pool);
-    } finally {
-      await store.close();
-    }
+    await admin.query(createDatabaseSql(building));
+    await migrateDatabase(withDatabase(base, building));
     // Server-side backends can outlive the pool's end() by a moment; the rename needs none left.
     await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [
       building,
@@ -140,17 +165,10 @@ export async function createTestDatabase(options: { icuLocale?: string } = {}): 
   try {
     const name = `svc_test_${randomBytes(6).toString('hex')}`;
     if (options.icuLocale) {
-      await admin.query(
-        `create database ${name} template template0 locale_provider icu icu_locale ${admin.escapeLiteral(options.icuLocale)} locale 'C'`,
-      );
-      const store = createStore(withDatabase(base, name), { max: 3 });
-      try {
-        await migrate(store.pool);
-      } finally {
-        await store.close();
-      }
+      await admin.query(createDatabaseSql(name, { icuLocale: options.icuLocale }));
+      await migrateDatabase(withDatabase(base, name));
     } else {
-      await admin.query(`create database ${name} template ${await ensureTemplate(admin, base)}`);
+      await admin.query(createDatabaseSql(name, { template: await ensureTemplate(admin, base) }));
     }
     return {
       url: withDatabase(base, name),

@@ -12,21 +12,27 @@ const execFileAsync = promisify(execFile);
 
 /**
  * Runs `check` with a test service and a store of its database, whose URL is given `parameters` (a session's
- * settings, an application name); both are closed after it, whatever it did.
+ * settings, an application name) and the database `databaseDefaults` (ALTER DATABASE … SET); both are closed
+ * after it, whatever it did.
  */
 async function withStoreOf(
   parameters: Record<string, string>,
   options: Parameters<typeof createStore>[1],
   check: (store: Store, svc: TestService, url: string) => Promise<void>,
+  databaseDefaults: Record<string, string> = {},
 ): Promise<void> {
   const svc = await startTestService();
   const url = new URL(svc.database.url);
   for (const [name, value] of Object.entries(parameters)) url.searchParams.set(name, value);
-  const store = createStore(url.toString(), options);
+  let store: Store | undefined;
   try {
+    // Set before the store is made: its connections start with them, as on an operator's database.
+    for (const [setting, value] of Object.entries(databaseDefaults))
+      await svc.runtime.store.pool.query(`alter database ${svc.database.name} set ${setting} = '${value}'`);
+    store = createStore(url.toString(), options);
     await check(store, svc, url.toString());
   } finally {
-    await store.close();
+    await store?.close();
     await svc.close();
   }
 }
@@ -81,16 +87,10 @@ test("every connection ends a transaction left idle for a minute, and keeps the 
 });
 
 test("times and intervals read right on a database set to other styles (an operator's DateStyle 'SQL, DMY')", async () => {
-  await withStoreOf({}, {}, async (_store, svc, url) => {
-    const name = new URL(url).pathname.slice(1);
-    await sql
-      .raw(
-        `alter database ${name} set datestyle = 'SQL, DMY'; alter database ${name} set intervalstyle = 'postgres_verbose'`,
-      )
-      .execute(svc.runtime.store.db);
-    // A store made after: its connections start with the database's styles.
-    const store = createStore(url, { max: 1 });
-    try {
+  await withStoreOf(
+    {},
+    { max: 1 },
+    async (store) => {
       const { rows } = await sql<{ t: Date; i: { hours?: number; minutes?: number }; style: string }>`
         select '2026-01-02 03:04:05.678+00'::timestamptz as t, interval '90 minutes' as i,
                current_setting('DateStyle') as style`.execute(store.db);
@@ -98,25 +98,23 @@ test("times and intervals read right on a database set to other styles (an opera
       assert.ok(rows[0]!.t instanceof Date, String(rows[0]!.t));
       assert.equal(rows[0]!.t.getTime(), Date.UTC(2026, 0, 2, 3, 4, 5, 678));
       assert.deepEqual({ ...rows[0]!.i }, { hours: 1, minutes: 30 });
-    } finally {
-      await store.close();
-    }
-  });
+    },
+    { datestyle: 'SQL, DMY', intervalstyle: 'postgres_verbose' },
+  );
 });
 
 test("a transaction that waited for another's row lock sees what it committed, on a database whose default isolation is 'serializable'", async () => {
-  await withStoreOf({}, {}, async (_store, svc, url) => {
-    const name = new URL(url).pathname.slice(1);
-    await sql
-      .raw(
-        `alter database ${name} set default_transaction_isolation = 'serializable'; create table isolation_probe (id int primary key, n int); insert into isolation_probe values (1, 0)`,
-      )
-      .execute(svc.runtime.store.db);
-    // A store made after: its connections start with the database's default.
-    const store = createStore(url, { max: 2 });
-    const bump = (trx: Trx) =>
-      sql<{ n: number }>`update isolation_probe set n = n + 1 where id = 1 returning n`.execute(trx);
-    try {
+  await withStoreOf(
+    {},
+    { max: 2 },
+    async (store, svc) => {
+      await sql
+        .raw(
+          `create table isolation_probe (id int primary key, n int); insert into isolation_probe values (1, 0)`,
+        )
+        .execute(svc.runtime.store.db);
+      const bump = (trx: Trx) =>
+        sql<{ n: number }>`update isolation_probe set n = n + 1 where id = 1 returning n`.execute(trx);
       let commitFirst!: () => void;
       const held = new Promise<void>((resolve) => (commitFirst = resolve));
       let bumped!: () => void;
@@ -137,9 +135,8 @@ test("a transaction that waited for another's row lock sees what it committed, o
       await eventually(
         async () => {
           const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-          where datname = ${name} and wait_event_type = 'Lock' and query like 'update isolation_probe%'`.execute(
-            svc.runtime.store.db,
-          );
+          where datname = current_database() and wait_event_type = 'Lock'
+            and query like 'update isolation_probe%'`.execute(svc.runtime.store.db);
           return rows[0]!.n === 1 ? true : undefined;
         },
         10_000,
@@ -149,10 +146,9 @@ test("a transaction that waited for another's row lock sees what it committed, o
       await first;
       // Under the database's 'serializable', the update was refused: could not serialize access (40001).
       assert.deepEqual(await second, { level: 'read committed', n: 2 });
-    } finally {
-      await store.close();
-    }
-  });
+    },
+    { default_transaction_isolation: 'serializable' },
+  );
 });
 
 test('a new connection is handed out only after its settings are applied: pg sees one statement at a time', async () => {

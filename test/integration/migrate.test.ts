@@ -18,7 +18,14 @@ import {
   type MigrationFile,
   type MigrationLog,
 } from '../../src/store/migrate.ts';
-import { createTestDatabase, icuLocaleUnsupported, serverUrl, withDatabase } from '../helpers/database.ts';
+import {
+  createDatabaseSql,
+  createTestDatabase,
+  databaseNameOf,
+  icuLocaleUnsupported,
+  serverUrl,
+  withDatabase,
+} from '../helpers/database.ts';
 import { eventually, PROJECT_ROOT, runCli } from '../helpers/service-process.ts';
 
 /**
@@ -34,11 +41,7 @@ async function freshDatabase(options: { turkish?: boolean } = {}): Promise<strin
   const admin = new pg.Client({ connectionString: serverUrl() });
   await admin.connect();
   try {
-    await admin.query(
-      options.turkish
-        ? `create database ${name} template template0 locale_provider icu icu_locale 'tr-TR' locale 'C'`
-        : `create database ${name}`,
-    );
+    await admin.query(createDatabaseSql(name, { icuLocale: options.turkish ? 'tr-TR' : undefined }));
   } finally {
     await admin.end();
   }
@@ -95,6 +98,14 @@ async function leastPrivilegeGrants(role: string): Promise<string> {
   const block = /\*\*Least privilege\*\*[\s\S]*?```sql\n([\s\S]*?)```/.exec(readme)?.[1];
   assert.ok(block, 'the README shows the grants');
   return block.replaceAll('svc_app', role);
+}
+
+/** The oid of the index `name`, or null: a rebuilt index has another. */
+async function indexOid(client: pg.Client, name: string): Promise<string | null> {
+  const { rows } = await client.query<{ oid: string | null }>(`select to_regclass($1)::oid::text as oid`, [
+    name,
+  ]);
+  return rows[0]!.oid;
 }
 
 /** A log for migrate() that keeps its warnings for the test to read. */
@@ -436,7 +447,7 @@ describe('migrations', () => {
     await migrate(setup.pool);
     // The migration's session finds the deadlock (after 5 s of waiting), the holder's would only after a minute:
     // the migration is the one PostgreSQL ends, whatever the machine's pace within those 5 s.
-    await setup.pool.query(`alter database ${new URL(url).pathname.slice(1)} set deadlock_timeout = '5s'`);
+    await setup.pool.query(`alter database ${databaseNameOf(url)} set deadlock_timeout = '5s'`);
     await setup.close();
     const store = createStore(url, { max: 4 });
     const holder = new pg.Client({ connectionString: url });
@@ -575,7 +586,7 @@ describe('migrations', () => {
     // An operator's safety net for the service's queries: under it, a build that waited for a transaction, or a
     // rewrite that took longer, failed every time it was run again (probe).
     const url = await freshDatabase();
-    const name = new URL(url).pathname.slice(1);
+    const name = databaseNameOf(url);
     const admin = new pg.Client({ connectionString: serverUrl() });
     await admin.connect();
     await admin.query(`alter database ${name} set statement_timeout = '200ms'`);
@@ -636,9 +647,7 @@ describe('migrations', () => {
       '0002_alter.sql',
     );
     const table = probe('create table probe (i int);', '0001_table.sql');
-    const indexOid = async () =>
-      (await reader.query<{ oid: string | null }>(`select to_regclass('probe_i')::oid::text as oid`)).rows[0]!
-        .oid;
+
     let migrating: Promise<string[]> | undefined;
     try {
       await migrate(store.pool, undefined, { files: [table] });
@@ -648,11 +657,11 @@ describe('migrations', () => {
       const { warnings, log } = warningsKept();
       migrating = migrate(store.pool, log, { files: [table, file], lockTimeoutMs: 100, lockAttempts: 50 });
       await eventually(async () => (warnings.length >= 3 ? true : undefined), 20_000, 'three tries undone');
-      const built = await indexOid();
+      const built = await indexOid(reader, 'probe_i');
       assert.ok(built);
       await reader.query('commit');
       assert.deepEqual(await migrating, ['0002_alter.sql']);
-      assert.equal(await indexOid(), built, 'built once');
+      assert.equal(await indexOid(reader, 'probe_i'), built, 'built once');
       assert.match(warnings[0]!, /^migration 0002_alter\.sql waited 100 ms for a table lock \(try 1 of 50\)/);
     } finally {
       await reader.end();
@@ -686,9 +695,7 @@ describe('migrations', () => {
       ].join('\n'),
       '0002_builds.sql',
     );
-    const oid = async (name: string) =>
-      (await writer.query<{ oid: string | null }>(`select to_regclass($1)::oid::text as oid`, [name]))
-        .rows[0]!.oid;
+
     let migrating: Promise<string[]> | undefined;
     try {
       await migrate(store.pool, undefined, { files: [table] });
@@ -697,7 +704,7 @@ describe('migrations', () => {
       const { warnings, log } = warningsKept();
       migrating = migrate(store.pool, log, { files: [table, file], lockAttempts: 3, lockTimeoutMs: 60_000 });
       await lockWaiting(store.pool, `query like 'select pg_advisory_xact_lock%'`, 'the file at its gate');
-      const first = await oid('probe_a');
+      const first = await indexOid(writer, 'probe_a');
       assert.ok(first);
       await writer.query('begin');
       await writer.query('insert into probe values (1)');
@@ -711,7 +718,7 @@ describe('migrations', () => {
         warnings.join('\n'),
         /^migration 0002_builds\.sql ended in a deadlock with another transaction \(try 1 of 3\)/,
       );
-      assert.equal(await oid('probe_a'), first, 'the first build kept');
+      assert.equal(await indexOid(writer, 'probe_a'), first, 'the first build kept');
       const { rows } = await writer.query<{ valid: boolean }>(
         `select indisvalid as valid from pg_index where indexrelid = 'probe_u'::regclass`,
       );
@@ -735,7 +742,7 @@ describe('migrations', () => {
       roleUrl.password = 'least-privilege';
       return roleUrl.toString();
     };
-    const name = new URL(url).pathname.slice(1);
+    const name = databaseNameOf(url);
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     const owner = createStore(as(ownerRole), { max: 2 });
