@@ -17,6 +17,8 @@ export interface FailureReport {
     body: unknown;
     /** The request may have been carried out: no answer said, and the SDK's check could not tell. */
     outcome_unknown?: true;
+    /** What answered an operator command is not the operator API (another listener, a proxy): check --admin-url. */
+    not_operator_api?: true;
     /** What the command adds (an ExplainedFailure's details: a redelivery's count and where to go on). */
     [detail: string]: unknown;
   };
@@ -152,17 +154,18 @@ export function reportFailure(error: unknown): FailureReport | undefined {
     // public API's, where SVC_ADMIN_LISTEN gives the operator API an address of its own). So does a 401 asking for
     // the public API's credentials (that listener authenticates a path it has no route for before its 404), or its
     // firewall's 1020.
-    const elsewhere =
+    const notOperatorApi =
       error instanceof AdminApiError &&
       // A 2xx refused: an answer that is not the operator API's (its 2xx always has what was asked for).
       ((error.status >= 200 && error.status <= 299) ||
         (error.status === 404 && !namesWhatIsMissing(error.body)) ||
         (error.status === 401 && first?.startsWith(PUBLIC_CREDENTIALS_MISSING)) ||
-        (error.status === 403 && first === FIREWALL_REFUSAL_TEXT))
-        ? [
-            '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
-          ]
-        : [];
+        (error.status === 403 && first === FIREWALL_REFUSAL_TEXT));
+    const elsewhere = notOperatorApi
+      ? [
+          '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
+        ]
+      : [];
     const text = [
       first === undefined ? `${head} (empty body)` : `${head}: ${first}`,
       ...more.map((line) => `  ${line}`),
@@ -172,7 +175,14 @@ export function reportFailure(error: unknown): FailureReport | undefined {
     return withOutcome(error, {
       exitCode: 1,
       text,
-      json: { status: error.status, request_id: requestId ?? null, errors: lines, body: error.body ?? null },
+      json: {
+        status: error.status,
+        request_id: requestId ?? null,
+        errors: lines,
+        body: error.body ?? null,
+        // With --json the hint line is not printed: a script is told the same by a field (probe: it was lost).
+        ...(notOperatorApi ? { not_operator_api: true as const } : {}),
+      },
     });
   }
   return undefined;

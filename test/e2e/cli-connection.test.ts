@@ -95,6 +95,12 @@ describe('the operator API on its own listener (SVC_ADMIN_LISTEN)', () => {
     });
     assert.equal(unset.code, 1, unset.stderr);
     assert.ok([401, 403].includes(jsonError(unset.stderr).status!), unset.stderr);
+    // --json prints no hint line: the report says it with a field (probe: a script was not told).
+    assert.equal(
+      (jsonError(unset.stderr) as { not_operator_api?: boolean }).not_operator_api,
+      true,
+      unset.stderr,
+    );
     const told = await runCli(['platforms', 'list'], {
       ...base,
       SVC_URL: svc.url,

@@ -36,3 +36,32 @@ test('the operator API answers on its own listener only; both listeners count in
     /svc_http_requests_total\{method="GET",route="\/admin\/platforms",status="200"\} \d+/,
   );
 });
+
+test("each listener's /docs/json documents its own API only (README, Operator API)", async () => {
+  const { url, adminUrl } = svc.runtime;
+  const operationIds = async (base: string) => {
+    const res = await rawRequest(base, 'GET', '/docs/json');
+    assert.equal(res.status, 200, res.text);
+    const paths = (res.json as { paths: Record<string, Record<string, { operationId?: string }>> }).paths;
+    return Object.values(paths).flatMap((methods) =>
+      Object.values(methods).map((op) => op.operationId ?? ''),
+    );
+  };
+  const publicOps = await operationIds(url!);
+  const operatorOps = await operationIds(adminUrl!);
+  assert.ok(
+    publicOps.includes('listTrades') && publicOps.includes('executeLiquidityQuote'),
+    publicOps.join(),
+  );
+  assert.deepEqual(
+    publicOps.filter((id) => id.startsWith('admin')),
+    [],
+    'no operator operation on the public listener',
+  );
+  assert.ok(operatorOps.includes('adminListTrades'), operatorOps.join());
+  assert.deepEqual(
+    operatorOps.filter((id) => !id.startsWith('admin')),
+    [],
+    'only operator operations on its listener',
+  );
+});

@@ -80,6 +80,8 @@ test("the operator API's 404 names what is missing; a bare 404 (another listener
       '  no operator API answered: is --admin-url (SVC_ADMIN_URL) its address (SVC_ADMIN_LISTEN when set)?',
   );
   assert.equal(bare.exitCode, 1);
+  assert.equal(bare.json.not_operator_api, true);
+  assert.equal(named.json.not_operator_api, undefined);
   // The public listener authenticates a path it has no route for before its 404 (wire-contract §9).
   const publicListener = reportFailure(new AdminApiError(401, { error: 'missing header X-SCX-API-KEY' }))!;
   assert.match(publicListener.text, /\n {2}no operator API answered: is --admin-url/);
@@ -87,6 +89,9 @@ test("the operator API's 404 names what is missing; a bare 404 (another listener
   assert.match(firewall.text, /\n {2}no operator API answered: is --admin-url/);
   const wrongToken = reportFailure(new AdminApiError(401, { error: 'invalid operator token' }))!;
   assert.doesNotMatch(wrongToken.text, /no operator API answered/);
+  assert.equal(wrongToken.json.not_operator_api, undefined);
+  assert.equal(publicListener.json.not_operator_api, true);
+  assert.equal(firewall.json.not_operator_api, true);
 });
 
 test('a server unreachable is reported with the address that was tried', () => {
