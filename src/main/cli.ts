@@ -196,11 +196,12 @@ async function serverModules(config: Readonly<Config>) {
   // (review). Loaded first and alone, so that it throws once.
   await import('graphile-worker').catch((error: unknown) => {
     const message = error instanceof Error ? error.message : String(error);
-    // Its stack at debug, as every start failure's (README Configuration): no logger is made yet.
-    if (config.logLevel === 'debug' || config.logLevel === 'trace')
-      process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
     // Anything else (a dependency missing) is no config file's, and keeps its stack (review).
     if (!/^(Expected '\w+' to be a |YAML Error in |JSON Error in )/.test(message)) throw error;
+    // Its stack at debug, as every start failure's (README Configuration): no logger is made yet. Only for the
+    // failure said in one line: one rethrown above is printed with its stack already (it showed twice).
+    if (config.logLevel === 'debug' || config.logLevel === 'trace')
+      process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
     // cosmiconfig names the file on the first line and says what is wrong on the next (review: only the first was kept).
     const said = message
       .split('\n')

@@ -295,6 +295,18 @@ test("a malformed config file of graphile-worker's own is said in one line, not 
     debug.stderr(),
     /^error: graphile-worker could not load its own config file: Expected 'schema' to be a string/m,
   );
+  // Any other failure of its loading keeps its stack, printed once at debug too (it was written twice).
+  const thrown = mkdtempSync(path.join(os.tmpdir(), 'svc-graphile-rc-'));
+  dataDirs.push(thrown);
+  writeFileSync(path.join(thrown, '.graphile-workerrc.js'), "throw new Error('boom from the rc file');\n");
+  const other = startCli(['migrate'], env({ SVC_LOG_LEVEL: 'debug' }), {
+    entry: [path.join(PROJECT_ROOT, 'bin', 'svc.mjs')],
+    cwd: thrown,
+  });
+  processes.push(other);
+  assert.equal((await other.exited).code, 1, other.stderr());
+  assert.match(other.stderr(), STACK_FRAME);
+  assert.equal(other.stderr().match(/boom from the rc file/g)?.length, 1, other.stderr());
 });
 
 describe('start-up failures: one line naming the problem, no stack', () => {
