@@ -3,7 +3,11 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { createWebhookSender, type WebhookSender } from '../../src/domain/webhooks/webhook-sender.ts';
+import {
+  ANSWER_HEADERS_MAX_BYTES,
+  createWebhookSender,
+  type WebhookSender,
+} from '../../src/domain/webhooks/webhook-sender.ts';
 
 /**
  * Short, so that the deadline is reached quickly (the tests wait on events, never on sleeps), yet well above
@@ -99,6 +103,30 @@ describe('webhook sender: success is a 2xx status line within the timeout (wire-
       assert.ok(result.durationMs <= TIMEOUT_MS, `durationMs ${result.durationMs}`);
       // The tail is read off until the attempt's deadline, then the connection is dropped.
       assert.deepEqual(await connectionGone(res), { ended: false });
+    } finally {
+      await sender.close();
+    }
+  });
+
+  test("a 2xx is the answer whatever its headers' size, up to a bound: a 100 KB set-cookie is delivered", async () => {
+    // Probe: undici's default (16 KiB) recorded a 200 with a 17 KB cookie as UND_ERR_HEADERS_OVERFLOW, so the
+    // receiver, which had taken it, got it again on every retry and it was dead-lettered.
+    sender = createWebhookSender({ timeoutMs: TIMEOUT_MS });
+    try {
+      const sending = send();
+      const { res } = await receiver.next();
+      res.writeHead(200, { 'set-cookie': `session=${'a'.repeat(100 * 1024)}` });
+      res.end('ok');
+      const result = await sending;
+      assert.deepEqual([result.outcome, result.statusCode, result.error], ['delivered', 200, null]);
+      // Beyond the bound it is a failure that says why, not an answer held without end.
+      const over = send();
+      const { res: big } = await receiver.next();
+      big.writeHead(200, { 'set-cookie': `session=${'a'.repeat(ANSWER_HEADERS_MAX_BYTES)}` });
+      big.end('ok');
+      const refused = await over;
+      assert.equal(refused.outcome, 'failed');
+      assert.match(refused.error ?? '', /HEADERS_OVERFLOW/);
     } finally {
       await sender.close();
     }

@@ -115,6 +115,9 @@ function timedOutResult(startedAt: number, started: number, timeoutMs: number): 
   };
 }
 
+/** The most an answer's headers may take (more is a failed attempt, `UND_ERR_HEADERS_OVERFLOW`). */
+export const ANSWER_HEADERS_MAX_BYTES = 256 * 1024;
+
 export function createWebhookSender(options: {
   timeoutMs: number;
   /** How long an attempt runs without its answer before it is slow (SendInput.onSlow); 1 s by default. */
@@ -133,6 +136,10 @@ export function createWebhookSender(options: {
     bodyTimeout: timeoutMs,
     keepAliveTimeout: 4_000,
     keepAliveMaxTimeout: 60_000,
+    // A receiver's 2xx is its answer whatever headers come with it (wire-contract §5): undici's 16 KiB default
+    // failed one with a long set-cookie, which was then sent again and dead-lettered though taken (probe). Still
+    // bounded, as the parser holds them while they arrive.
+    maxHeaderSize: ANSWER_HEADERS_MAX_BYTES,
   });
 
   // The whole attempt is bounded by the timeout (the lease only covers that much). One timer aborts the
