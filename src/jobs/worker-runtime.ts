@@ -21,10 +21,15 @@ import { JOB_QUEUE_SCHEMA } from '../store/migrate.ts';
 export function queueLogger(log: FastifyBaseLogger): Logger {
   return new Logger((scope) => (level, message, meta) => {
     // Typed by the mark itself, so that the two cannot drift apart.
-    const { svcForTheOperator, ...rest } = (meta ?? {}) as Partial<typeof FOR_THE_OPERATOR>;
+    const { svcForTheOperator, error, ...rest } = (meta ?? {}) as Partial<typeof FOR_THE_OPERATOR> & {
+      error?: unknown;
+    };
     const entry = {
       scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId },
       ...rest,
+      // graphile-worker passes its errors as `error`; pino serializes `err` (type, message, stack): under
+      // `error` one was logged as `{}`, or as a pg error's fields without its message (probe).
+      ...(error === undefined ? {} : { err: error }),
     };
     if (level === 'error') log.error(entry, message);
     else if (level === 'warning') log.warn(entry, message);

@@ -183,6 +183,19 @@ describe('GET /metrics', () => {
     await sql`delete from graphile_worker._private_jobs where task_id =
       (select id from graphile_worker._private_tasks where identifier = ${task})`.execute(db);
   });
+
+  test('every webhook attempt outcome has its series at zero before the first attempt (this instance delivers none)', async () => {
+    // Probe: the series appeared at their first attempt, which increase() and rate() then missed: an alert on the
+    // first `gone` never fired, and a process that does not deliver showed none, where the README says zero.
+    const text = (await rawRequest(svc.url, 'GET', '/metrics')).text;
+    for (const outcome of ['delivered', 'failed', 'gone', 'aborted']) {
+      assert.match(text, new RegExp(`^svc_webhook_attempts_total\\{outcome="${outcome}"\\} 0$`, 'm'));
+      assert.match(
+        text,
+        new RegExp(`^svc_webhook_attempt_duration_seconds_count\\{outcome="${outcome}"\\} 0$`, 'm'),
+      );
+    }
+  });
 });
 
 describe('GET /docs', () => {

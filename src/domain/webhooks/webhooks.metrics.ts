@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { createScrapeCache, scrapeAgeGauge } from '../../lib/scrape-cache.ts';
 import type { Db } from '../../store/database.ts';
-import type { AttemptOutcome } from '../../store/tables/webhooks.tables.ts';
+import { ATTEMPT_OUTCOMES, type AttemptOutcome } from '../../store/tables/webhooks.tables.ts';
 import { queueStats, type QueueStats } from './webhooks.repository.ts';
 
 /**
@@ -52,6 +52,13 @@ export function createWebhookMetrics(
     labelNames: ['outcome'],
     registers: [],
   });
+  // Each outcome's series from the start, at zero (README: a process that does not deliver shows these at zero): a
+  // series first made at its first attempt is missed by increase() and rate(), so an alert on the first `gone`
+  // never fired (probe).
+  for (const outcome of ATTEMPT_OUTCOMES) {
+    attempts.inc({ outcome }, 0);
+    attemptDuration.zero({ outcome });
+  }
   const deadLetters = new Counter({
     name: 'svc_webhook_dead_lettered_total',
     help: 'Notifications dead-lettered by this process (retry schedule exhausted or 410 Gone)',
