@@ -278,9 +278,14 @@ export async function buildApp(
             limiter: deps.rateLimiter,
           }
         : undefined,
-      // On every listener: the id its answer carries is in a line, at debug but for the one starting a block.
-      (fields, blockStarted) =>
-        deps.logger[blockStarted ? 'info' : 'debug'](fields, 'request refused before parsing'),
+      // On every listener: the id its answer carries is in a line, at debug but for the one starting a block; and
+      // an answer given is counted, as the router's refusals are below (probe: a flood of malformed requests, which
+      // can start blocks, was in no dashboard). Its method may be unread, and it reached no route.
+      (fields, blockStarted) => {
+        if (fields.answered !== false)
+          httpMetrics.requests.inc({ method: 'unparsed', route: 'unmatched', status: fields.statusCode });
+        deps.logger[blockStarted ? 'info' : 'debug'](fields, 'request refused before parsing');
+      },
     ),
     genReqId: (req) => {
       const given = req.headers[REQUEST_ID_HEADER];
