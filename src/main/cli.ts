@@ -213,13 +213,20 @@ async function serverModules(config: Readonly<Config>) {
       `graphile-worker could not load its own config file: ${said} (it reads .graphile-workerrc*, .config/graphile-workerrc*, graphile-worker.config.* or "graphile-worker" in a package.json, from ${process.cwd()} up; svc takes its settings from SVC_ variables only: remove or mend it, or start svc from another directory)`,
     );
   });
-  const [{ createLogger }, { openDatabase, startRuntime }, { createStore }, { migrate }] = await Promise.all([
+  const [
+    { createLogger },
+    { openDatabase, startRuntime },
+    { createStore },
+    { migrate },
+    { refuseSharedSessions },
+  ] = await Promise.all([
     import('./logger.ts'),
     import('./runtime.ts'),
     import('../store/database.ts'),
     import('../store/migrate.ts'),
+    import('../store/session-check.ts'),
   ]);
-  return { createLogger, openDatabase, startRuntime, createStore, migrate };
+  return { createLogger, openDatabase, startRuntime, createStore, migrate, refuseSharedSessions };
 }
 
 /** Runs a start-up step; a failure becomes a one-line StartupError, its stack logged at debug level. */
@@ -351,7 +358,8 @@ async function listenForWebhooks(values: Record<string, unknown>): Promise<void>
 }
 
 async function migrateOnly(config: Readonly<Config>): Promise<void> {
-  const { createLogger, openDatabase, createStore, migrate } = await serverModules(config);
+  const { createLogger, openDatabase, createStore, migrate, refuseSharedSessions } =
+    await serverModules(config);
   const logger = createLogger(config.logLevel);
   // A stop (a supervisor's SIGTERM, a terminal's Ctrl-C) waits for the migration to end and the embedded PostgreSQL
   // to stop, as a start's does: Node's default ended the process and left that PostgreSQL running, holding the data
@@ -369,6 +377,7 @@ async function migrateOnly(config: Readonly<Config>): Promise<void> {
         const { url, embedded } = await opened;
         const store = createStore(url, { max: 2 });
         try {
+          await refuseSharedSessions(store.pool);
           return await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
         } finally {
           await store.close();

@@ -18,6 +18,7 @@ import { systemClock, type Clock } from '../lib/clock.ts';
 import { CacheInvalidation } from '../store/cache-invalidation.ts';
 import { PgListener } from '../store/pg-listener.ts';
 import { createStore, type Store } from '../store/database.ts';
+import { refuseSharedSessions } from '../store/session-check.ts';
 import {
   startEmbeddedPostgres,
   type EmbeddedDatabase,
@@ -108,6 +109,7 @@ export async function startRuntime(config: Readonly<Config>, options: RuntimeOpt
   cleanups.push(async () => embedded?.stop());
   cleanups.push(() => store.close());
   try {
+    await refuseSharedSessions(store.pool);
     await migrate(store.pool, logger, { lockTimeoutMs: config.migrationLockTimeoutMs });
     const secrets = await resolveSecrets(config);
     if (config.databaseUrl && secrets.fromDataDir.length > 0) {

@@ -11,7 +11,8 @@ export interface OwnRedis {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+/** A port of loopback nothing listens on now. */
+export async function freePort(): Promise<number> {
   const server = createServer().listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as { port: number };
