@@ -1,5 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
+
+/** How long a notification to the check's own LISTEN may take to arrive (it takes about a millisecond). */
+const NOTIFICATION_WAIT_MS = 5_000;
 
 /**
  * Refuses a database whose connections are not sessions of their own: a pooler in transaction or statement mode
@@ -9,9 +13,13 @@ import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
  * statements. Behind such a pooler each of these failed silently, or in misleading words (probe: a revoked key kept
  * working on the other instance for minutes, with nothing logged; the migration lock outlived `svc migrate`).
  *
- * Told by the backends that answer: two connections held at once are two sessions, so they never share a backend
- * pid, and a connection's statements all run on the one it got. A pooler that hands its most recent server
- * connection to the next client (PgBouncer's default) shows the first; one that hands them round, the second.
+ * Told first by the backends that answer (two connections held at once never share a backend pid, and one
+ * connection's statements all run on its own), which shows a pooler that hands its most recent server connection
+ * to the next client (PgBouncer's default) at once. Then by a notification, whatever order the pooler hands its
+ * server connections in (review: in turn, they passed the pid checks): one connection listens, the other notifies,
+ * and only a session of its own hears it. Behind the pooler, the listening server connection sits idle in the
+ * pool, linked to no client, and the notification is dropped, or it ran the NOTIFY itself for the other client,
+ * who then got it.
  */
 export async function refuseSharedSessions(pool: pg.Pool): Promise<void> {
   const connect = () =>
@@ -32,7 +40,7 @@ export async function refuseSharedSessions(pool: pg.Pool): Promise<void> {
         ? `two connections held at once ran on one PostgreSQL backend (pid ${pid})`
         : againPid !== pid
           ? `one connection's statements ran on two PostgreSQL backends (pids ${pid} and ${againPid})`
-          : null;
+          : await notificationUnheard(first, second);
     if (shared)
       throw new Error(
         `DATABASE_URL: ${shared}: a pooler in transaction or statement mode is in between. svc needs a session ` +
@@ -43,5 +51,31 @@ export async function refuseSharedSessions(pool: pg.Pool): Promise<void> {
   } finally {
     second?.release();
     first.release();
+  }
+}
+
+/** Why a notification `second` sent to `first`'s LISTEN was not heard, or null when it was. */
+async function notificationUnheard(first: pg.PoolClient, second: pg.PoolClient): Promise<string | null> {
+  // A channel of this check alone: instances starting together do not hear each other's.
+  const channel = `svc_session_check_${randomBytes(8).toString('hex')}`;
+  let timer: NodeJS.Timeout | undefined;
+  let onNotification: ((message: pg.Notification) => void) | undefined;
+  try {
+    await first.query(`listen ${channel}`);
+    const heard = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), NOTIFICATION_WAIT_MS);
+      onNotification = (message) => {
+        if (message.channel === channel) resolve(true);
+      };
+      first.on('notification', onNotification);
+    });
+    await second.query('select pg_notify($1, $2)', [channel, '']);
+    if (await heard) return null;
+    return `a notification to one connection's LISTEN did not arrive within ${NOTIFICATION_WAIT_MS / 1000} s`;
+  } finally {
+    clearTimeout(timer);
+    if (onNotification) first.off('notification', onNotification);
+    // Given back to the pool listening to nothing.
+    await first.query(`unlisten ${channel}`);
   }
 }

@@ -31,11 +31,14 @@ export function pgbouncerUnavailable(): string | null {
 
 /**
  * Starts PgBouncer in `poolMode` on a free port of loopback, passing every database through to the server
- * `databaseUrl` names, with its user and password (PgBouncer trusts its own clients).
+ * `databaseUrl` names, with its user and password (PgBouncer trusts its own clients), at most 4 server
+ * connections a database.
  */
 export async function startOwnPgBouncer(
   databaseUrl: string,
   poolMode: 'session' | 'transaction',
+  /** More of its settings (e.g. `server_round_robin: '1'`). */
+  settings: Record<string, string> = {},
 ): Promise<OwnPgBouncer> {
   const binary = pgbouncerBinary();
   if (!binary) throw new Error(pgbouncerUnavailable()!);
@@ -61,6 +64,7 @@ export async function startOwnPgBouncer(
       `auth_file = ${path.join(dir, 'users.txt')}`,
       `pool_mode = ${poolMode}`,
       'default_pool_size = 4',
+      ...Object.entries(settings).map(([name, value]) => `${name} = ${value}`),
       '',
     ].join('\n'),
     { mode: 0o644 },
