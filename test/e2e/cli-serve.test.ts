@@ -266,47 +266,39 @@ test("a malformed config file of graphile-worker's own is said in one line, not 
       /^error: graphile-worker could not load its own config file: YAML Error in \S+\.graphile-workerrc: unexpected end of the stream/,
     ],
   ];
-  for (const [text, message] of cases) {
+  /** `svc migrate` run in a directory of its own holding graphile-worker's config file `name`: its exit and stderr. */
+  const migrateBeside = async (name: string, text: string, settings: Record<string, string> = {}) => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-graphile-rc-'));
     dataDirs.push(dir);
-    writeFileSync(path.join(dir, '.graphile-workerrc'), text);
-    const proc = startCli(['migrate'], env(), {
+    writeFileSync(path.join(dir, name), text);
+    const proc = startCli(['migrate'], env(settings), {
       entry: [path.join(PROJECT_ROOT, 'bin', 'svc.mjs')],
       cwd: dir,
     });
     processes.push(proc);
-    const { code } = await proc.exited;
-    assert.equal(code, 1, proc.stderr());
-    assert.match(proc.stderr(), message);
-    assert.equal(proc.stderr().trim().split('\n').length, 1, proc.stderr());
+    return { code: (await proc.exited).code, stderr: proc.stderr() };
+  };
+  for (const [text, message] of cases) {
+    const { code, stderr } = await migrateBeside('.graphile-workerrc', text);
+    assert.equal(code, 1, stderr);
+    assert.match(stderr, message);
+    assert.equal(stderr.trim().split('\n').length, 1, stderr);
   }
   // Its stack at debug, as every start failure's.
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-graphile-rc-'));
-  dataDirs.push(dir);
-  writeFileSync(path.join(dir, '.graphile-workerrc'), '{"schema": 5}');
-  const debug = startCli(['migrate'], env({ SVC_LOG_LEVEL: 'debug' }), {
-    entry: [path.join(PROJECT_ROOT, 'bin', 'svc.mjs')],
-    cwd: dir,
-  });
-  processes.push(debug);
-  assert.equal((await debug.exited).code, 1);
-  assert.match(debug.stderr(), STACK_FRAME);
+  const debug = await migrateBeside('.graphile-workerrc', '{"schema": 5}', { SVC_LOG_LEVEL: 'debug' });
+  assert.equal(debug.code, 1);
+  assert.match(debug.stderr, STACK_FRAME);
   assert.match(
-    debug.stderr(),
+    debug.stderr,
     /^error: graphile-worker could not load its own config file: Expected 'schema' to be a string/m,
   );
   // Any other failure of its loading keeps its stack, printed once at debug too (it was written twice).
-  const thrown = mkdtempSync(path.join(os.tmpdir(), 'svc-graphile-rc-'));
-  dataDirs.push(thrown);
-  writeFileSync(path.join(thrown, '.graphile-workerrc.js'), "throw new Error('boom from the rc file');\n");
-  const other = startCli(['migrate'], env({ SVC_LOG_LEVEL: 'debug' }), {
-    entry: [path.join(PROJECT_ROOT, 'bin', 'svc.mjs')],
-    cwd: thrown,
+  const other = await migrateBeside('.graphile-workerrc.js', "throw new Error('boom from the rc file');\n", {
+    SVC_LOG_LEVEL: 'debug',
   });
-  processes.push(other);
-  assert.equal((await other.exited).code, 1, other.stderr());
-  assert.match(other.stderr(), STACK_FRAME);
-  assert.equal(other.stderr().match(/boom from the rc file/g)?.length, 1, other.stderr());
+  assert.equal(other.code, 1, other.stderr);
+  assert.match(other.stderr, STACK_FRAME);
+  assert.equal(other.stderr.match(/boom from the rc file/g)?.length, 1, other.stderr);
 });
 
 describe('start-up failures: one line naming the problem, no stack', () => {
