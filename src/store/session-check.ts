@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
+import { PG_READ_ONLY_TRANSACTION, pgErrorCode } from './pg-error-codes.ts';
 
 /** How long a notification to the check's own LISTEN may take to arrive (it takes about a millisecond). */
 const NOTIFICATION_WAIT_MS = 5_000;
@@ -58,10 +59,17 @@ export async function refuseSharedSessions(pool: pg.Pool): Promise<void> {
 async function notificationUnheard(first: pg.PoolClient, second: pg.PoolClient): Promise<string | null> {
   // A channel of this check alone: instances starting together do not hear each other's.
   const channel = `svc_session_check_${randomBytes(8).toString('hex')}`;
+  try {
+    await first.query(`listen ${channel}`);
+  } catch (error) {
+    // A standby takes no LISTEN (25006, during recovery). The service starts on one all the same, answering its
+    // writes 503 until a failover makes it the primary (README Operations): the pids are all there is to go by.
+    if (pgErrorCode(error) === PG_READ_ONLY_TRANSACTION) return null;
+    throw error;
+  }
   let timer: NodeJS.Timeout | undefined;
   let onNotification: ((message: pg.Notification) => void) | undefined;
   try {
-    await first.query(`listen ${channel}`);
     const heard = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(false), NOTIFICATION_WAIT_MS);
       onNotification = (message) => {
@@ -75,7 +83,8 @@ async function notificationUnheard(first: pg.PoolClient, second: pg.PoolClient):
   } finally {
     clearTimeout(timer);
     if (onNotification) first.off('notification', onNotification);
-    // Given back to the pool listening to nothing.
-    await first.query(`unlisten ${channel}`);
+    // Given back to the pool listening to nothing; a connection lost meanwhile is dropped by the pool, and its
+    // error is the one to tell, not this one's.
+    await first.query(`unlisten ${channel}`).catch(() => {});
   }
 }

@@ -5,7 +5,9 @@ import { createStore } from '../../src/store/database.ts';
 import { refuseSharedSessions } from '../../src/store/session-check.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { pgbouncerUnavailable, startOwnPgBouncer, type OwnPgBouncer } from '../helpers/own-pgbouncer.ts';
-import { runCli } from '../helpers/service-process.ts';
+import { standbyUnavailable, startOwnStandby } from '../helpers/own-standby.ts';
+import { eventually, runCli } from '../helpers/service-process.ts';
+import { listMigrations } from '../../src/store/migrate.ts';
 
 /**
  * Behind a pooler in transaction mode the service's connections are not sessions: LISTEN heard nothing (a revoked
@@ -86,5 +88,45 @@ describe('a pooler between the service and PostgreSQL', { skip: unavailable ?? f
     assert.equal(await checked(database.url), null);
     const migrated = await runCli(['migrate'], { DATABASE_URL: bouncer.url });
     assert.equal(migrated.code, 0, migrated.stderr);
+  });
+});
+
+describe('a standby (a failover under way)', { skip: standbyUnavailable() ?? false }, () => {
+  test('is not taken for a pooler: svc migrate finds it up to date, as before the check', async () => {
+    // Review: a standby refuses LISTEN (25006), and the notification step failed every start on one, where the
+    // service starts and answers writes 503 until the failover (README Operations).
+    const servers = await startOwnStandby();
+    try {
+      const primary = await runCli(['migrate'], { DATABASE_URL: servers.primaryUrl });
+      assert.equal(primary.code, 0, primary.stderr);
+      // Once the standby has replayed the migrations.
+      const standby = new pg.Client({ connectionString: servers.standbyUrl });
+      await standby.connect();
+      try {
+        await eventually(
+          async () => {
+            const { rows } = await standby.query<{ applied: number }>(
+              `select count(*)::int as applied from schema_migrations`,
+            );
+            return rows[0]!.applied === (await listMigrations()).length ? true : undefined;
+          },
+          30_000,
+          'the standby replaying the migrations',
+        );
+      } finally {
+        await standby.end();
+      }
+      const store = createStore(servers.standbyUrl, { max: 2 });
+      try {
+        await refuseSharedSessions(store.pool);
+      } finally {
+        await store.close();
+      }
+      const onStandby = await runCli(['migrate'], { DATABASE_URL: servers.standbyUrl });
+      assert.equal(onStandby.code, 0, onStandby.stderr);
+      assert.match(onStandby.stdout, /database is up to date/);
+    } finally {
+      servers.stop();
+    }
   });
 });

@@ -11,6 +11,9 @@ function lockingStatements(sql: string): string[] {
   const statements = plainStatements(sql).map((s) =>
     s
       .replace(/--[^\n]*/g, '')
+      // What a literal or a quoted name says is no keyword (`default 'unique'`, a column "serial").
+      .replace(/'(?:[^']|'')*'/g, "''")
+      .replace(/"(?:[^"]|"")*"/g, '"x"')
       .replace(/\s+/g, ' ')
       .toLowerCase(),
   );
@@ -29,16 +32,23 @@ function lockingStatements(sql: string): string[] {
     if (/set not null/.test(s)) found.push(`not null checked under the table's lock: ${s}`);
     if (/alter column \S+ (?:set data )?type/.test(s))
       found.push(`column type change rewrites the table: ${s}`);
-    // A table constraint or a column's (`add column x int unique`), an exclusion constraint too.
-    if (/\b(?:unique|primary key|exclude)\b/.test(s) && !/using index/.test(s))
+    // A table constraint or a column's (`add column x int unique`), an exclusion constraint too: each needs an
+    // index of its own built CONCURRENTLY first (`using index`, which `using index tablespace` is not).
+    const uniques = s.match(/\b(?:unique|primary key|exclude)\b/g)?.length ?? 0;
+    const fromIndexes = s.match(/\busing index (?!tablespace\b)/g)?.length ?? 0;
+    if (uniques > fromIndexes)
       found.push(`unique constraint built under the table's lock (build its index CONCURRENTLY): ${s}`);
-    // A column whose default is volatile (or generated, or a serial) is written into every row at once.
-    if (
-      /add column [^,]*\b(?:default [^,]*\b(?:clock_timestamp|random|gen_random_uuid|uuid_generate_v\d|nextval|timeofday|statement_timestamp)\b|(?:big|small)?serial\b|generated\b)/.test(
-        s,
+    // A column (`column` may be left out) with a value per row, written into every row at once: a volatile default,
+    // a serial, a stored generated column (`now()` and constants are kept in the catalog instead).
+    const added =
+      /\badd (?:column )?(?:if not exists )?(?!column\b|constraint\b|check\b|unique\b|primary\b|foreign\b|exclude\b)\S+ ([^,]*)/g;
+    for (const [, definition] of s.matchAll(added))
+      if (
+        /\bdefault\b.*\b(?:clock_timestamp|random|gen_random_uuid|gen_random_bytes|uuid_generate_v\w+|nextval|timeofday)\b|^(?:big|small)?serial\b|\bgenerated always as \(/.test(
+          definition!,
+        )
       )
-    )
-      found.push(`column added with a value per row rewrites the table: ${s}`);
+        found.push(`column added with a value per row rewrites the table: ${s}`);
   }
   return found;
 }
@@ -72,6 +82,12 @@ test('what the check finds, and what it lets through', () => {
     'alter table t add column x timestamptz not null default clock_timestamp();',
     'alter table t add column x uuid default gen_random_uuid();',
     'alter table t add column x bigserial;',
+    'alter table t add x bigserial;',
+    'alter table t add x timestamptz not null default clock_timestamp();',
+    'alter table t add column x uuid default uuid_generate_v1mc();',
+    'alter table t add column x numeric generated always as (a * 2) stored;',
+    'alter table t add constraint t_a unique (a) using index tablespace pg_default;',
+    'alter table t add constraint t_pk primary key using index i, add constraint t_b unique (b);',
     'create index t_a on t (a);',
     'create unique index if not exists t_a on t (a);',
   ];
@@ -81,6 +97,13 @@ test('what the check finds, and what it lets through', () => {
     'alter table t add column x boolean not null default true;',
     'alter table t add column x timestamptz not null default now();',
     'alter table t drop constraint if exists t_a_unique;',
+    'alter table t add column x timestamptz not null default statement_timestamp();',
+    'alter table devices add column serial text;',
+    "alter table t add column origin text not null default 'generated';",
+    "alter table t add column mode text not null default 'unique';",
+    "alter table t add constraint t_k check (kind in ('unique', 'shared')) not valid;",
+    'alter table t add column unique_x int;',
+    'alter table t add column x int generated always as identity;',
     'alter table t add constraint t_x check (x >= 0) not valid;\nalter table t validate constraint t_x;',
     'create index concurrently t_a on t (a);',
     'alter table t add constraint t_a unique using index t_a;',
