@@ -1,10 +1,11 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { freePort } from './own-redis.ts';
+import { asRoot, postgresUserIds } from './postgres-user.ts';
 
 /** A PgBouncer of the test's own in front of the test's PostgreSQL. */
 export interface OwnPgBouncer {
@@ -24,7 +25,7 @@ export function pgbouncerUnavailable(): string | null {
   if (!pgbouncerBinary())
     return 'pgbouncer is not installed (Debian: apt-get install pgbouncer; .ci/run installs it)';
   // It refuses to run as root; root has it switch to the postgres user (-u), which must exist.
-  if (process.getuid?.() === 0 && spawnSync('id', ['-u', 'postgres']).status !== 0)
+  if (asRoot && !postgresUserIds())
     return 'running as root, and there is no postgres user for pgbouncer to run as';
   return null;
 }
@@ -69,7 +70,7 @@ export async function startOwnPgBouncer(
     ].join('\n'),
     { mode: 0o644 },
   );
-  const args = [...(process.getuid?.() === 0 ? ['-u', 'postgres'] : []), path.join(dir, 'pgbouncer.ini')];
+  const args = [...(asRoot ? ['-u', 'postgres'] : []), path.join(dir, 'pgbouncer.ini')];
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let output = '';
   child.stderr.on('data', (chunk) => (output += String(chunk)));

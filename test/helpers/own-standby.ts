@@ -3,6 +3,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from './own-redis.ts';
+import { asRoot, postgresUserIds } from './postgres-user.ts';
 
 /** A private PostgreSQL primary and its streaming standby, for what only a server in recovery does. */
 export interface OwnStandby {
@@ -20,27 +21,18 @@ function serverBinaries(): string | undefined {
     .find((bin) => ['initdb', 'pg_ctl', 'pg_basebackup'].every((tool) => existsSync(path.join(bin, tool))));
 }
 
-const asRoot = process.getuid?.() === 0;
-
 /** Why a standby cannot be made here, or null. */
 export function standbyUnavailable(): string | null {
   if (!serverBinaries())
     return "no PostgreSQL server programs in /usr/lib/postgresql/*/bin (Debian's postgresql)";
-  if (asRoot) {
-    try {
-      execFileSync('id', ['-u', 'postgres'], { stdio: 'ignore' });
-    } catch {
-      return 'running as root, and there is no postgres user to run PostgreSQL as';
-    }
-  }
+  if (asRoot && !postgresUserIds())
+    return 'running as root, and there is no postgres user to run PostgreSQL as';
   return null;
 }
 
 /** Runs a server program, as the postgres user when root (initdb and postgres refuse root). */
 function run(bin: string, tool: string, args: string[]): void {
-  const file = path.join(bin, tool);
-  if (asRoot) execFileSync('runuser', ['-u', 'postgres', '--', file, ...args], { stdio: 'pipe' });
-  else execFileSync(file, args, { stdio: 'pipe' });
+  execFileSync(path.join(bin, tool), args, { stdio: 'pipe', ...(asRoot ? postgresUserIds() : {}) });
 }
 
 /** Makes and starts a primary (trust on loopback) and a standby streaming from it, each on a free port. */
@@ -48,11 +40,8 @@ export async function startOwnStandby(): Promise<OwnStandby> {
   const bin = serverBinaries();
   if (!bin) throw new Error(standbyUnavailable()!);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-standby-'));
-  if (asRoot) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres']));
-    const gid = Number(execFileSync('id', ['-g', 'postgres']));
-    chownSync(dir, uid, gid);
-  }
+  const user = asRoot ? postgresUserIds() : null;
+  if (user) chownSync(dir, user.uid, user.gid);
   const primary = path.join(dir, 'primary');
   const standby = path.join(dir, 'standby');
   const [primaryPort, standbyPort] = [await freePort(), await freePort()];
