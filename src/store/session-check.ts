@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import type pg from 'pg';
 import { DatabaseConnectionError } from '../lib/database-connection-error.ts';
 import { PG_READ_ONLY_TRANSACTION, pgErrorCode } from './pg-error-codes.ts';
@@ -68,16 +67,22 @@ async function notificationUnheard(first: pg.PoolClient, second: pg.PoolClient):
     if (pgErrorCode(error) === PG_READ_ONLY_TRANSACTION) return null;
     throw error;
   }
+  let timer: NodeJS.Timeout | undefined;
+  let onNotification: ((message: pg.Notification) => void) | undefined;
   try {
-    // The connection listens to this channel alone, so its first notification is the one sent.
-    const heard = once(first, 'notification', { signal: AbortSignal.timeout(NOTIFICATION_WAIT_MS) }).then(
-      () => true,
-      () => false,
-    );
+    const heard = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), NOTIFICATION_WAIT_MS);
+      onNotification = (message) => {
+        if (message.channel === channel) resolve(true);
+      };
+      first.on('notification', onNotification);
+    });
     await second.query('select pg_notify($1, $2)', [channel, '']);
     if (await heard) return null;
     return `a notification to one connection's LISTEN did not arrive within ${NOTIFICATION_WAIT_MS / 1000} s`;
   } finally {
+    clearTimeout(timer);
+    if (onNotification) first.off('notification', onNotification);
     // Given back to the pool listening to nothing; a connection lost meanwhile is dropped by the pool, and its
     // error is the one to tell, not this one's.
     await first.query(`unlisten ${channel}`).catch(() => {});
