@@ -196,7 +196,10 @@ export const EpochMsFilterParam = Type.String({
   // through it as a number that the bound then misread or failed on with a 500 (review).
   // With an exponent too, as GET /trades takes its timestamps: many clients print a number so (Go's %g, probe).
   pattern: '^[0-9]{1,15}(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,2})?$',
-  description: 'epoch milliseconds, digits with an optional fraction and exponent',
+  // The bounds are said (probe: `1796687114797000e-3`, 16 digits, was refused as "not in the expected form" by a
+  // message that described a form it had).
+  description:
+    'epoch milliseconds: up to 15 digits, then optionally a fraction of up to 20 digits and an exponent of up to 2',
 });
 
 /** Epoch milliseconds a body gives (an operator's deposit time): bounded to what a timestamptz can hold (year 9999). */

@@ -146,7 +146,8 @@ const TimestampFilter = Type.Optional(
   // refused (review); the service bounds the value once expanded (trades.service.ts).
   Type.String({
     pattern: '^[0-9]{1,20}(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,2})?$',
-    description: 'epoch milliseconds or nanoseconds',
+    description:
+      'epoch milliseconds or nanoseconds: up to 20 digits, then optionally a fraction of up to 20 digits and an exponent of up to 2',
   }),
 );
 export const ListTradesQuery = Type.Object(

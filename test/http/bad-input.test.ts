@@ -505,6 +505,27 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         );
       }
     }
+    // A value in the form but past its digit bounds is told the bounds (probe: 16 digits, `1796687114797000e-3`, was
+    // refused by a message that described a form it had).
+    const longFilters = [
+      ['/fund/transactions', 'deposit_timestamp_gte', '1796687114797000e-3', 'up to 15 digits'],
+      [
+        '/fund/transactions',
+        'deposit_timestamp_lt',
+        `1796687114797.${'0'.repeat(21)}1`,
+        'fraction of up to 20',
+      ],
+      ['/trades', 'transaction_timestamp[gte]', '1'.repeat(21), 'up to 20 digits'],
+    ] as const;
+    for (const [route, bound, value, said] of longFilters) {
+      const refused = await platform.client.send('GET', route, { query: { [bound]: value } });
+      assert.equal(refused.status, 400, `${bound}=${value}: ${refused.status}`);
+      const errors = (refused.body as { errors: string[] }).errors;
+      assert.ok(
+        errors.some((e) => e.startsWith(`${bound}:`) && e.includes(said)),
+        JSON.stringify(refused.body),
+      );
+    }
   });
 
   test('control and bidirectional-control characters in labels, references and names: 400 naming the field', async () => {
