@@ -621,6 +621,37 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
     }
   });
 
+  it('a Redis that stalls is an outage at the readiness probe, with no request: fallback active and logged', async () => {
+    // Probe: an idle instance whose Redis hung (or took no writes) said redis: false and degraded on /readyz, while
+    // svc_rate_limit_fallback_active stayed 0 and nothing was logged, until a public request met the stall.
+    const relay = await startReplyHoldingRelay(REDIS_URL!);
+    const logger = new CapturingLogger();
+    const limiter = await createRateLimiter({
+      redisUrl: relay.url,
+      logger,
+      clock: new ManualClock(),
+      keyPrefix: freshPrefix(),
+      redisOptions: { commandTimeout: 300 },
+    });
+    try {
+      assert.equal(limiter.fallbackActive, false);
+      relay.hold();
+      assert.equal(await limiter.sharedReachable(), false);
+      assert.equal(limiter.fallbackActive, true, 'the probe found the outage: the metric says so');
+      assert.deepEqual(logger.warns, [
+        'rate limit: Redis unavailable, limiting with the in-memory store of this instance',
+      ]);
+      assert.equal(limiter.stats.sharedErrors, 0, 'a failed probe is no failed decision');
+      relay.release();
+      assert.equal(await limiter.sharedReachable(), true);
+      assert.equal(limiter.fallbackActive, false);
+    } finally {
+      relay.release();
+      await limiter.close();
+      await relay.close();
+    }
+  });
+
   it('a call Redis runs after the instance gave up on it writes nothing: its requests were decided from memory', async () => {
     // Review: a Redis that hung with a call written to it ran the call when it woke, stamping its requests with
     // that time: counted twice (from memory when the call timed out, then in Redis), they blocked an IP that had

@@ -281,7 +281,12 @@ export class RateLimiterService implements RateLimiter {
         if (this.inFallback) this.sharedBack();
         return true;
       },
-      () => false,
+      (err: unknown) => {
+        // And the probe that finds it failing starts one: an idle instance whose Redis hung or took no writes said
+        // degraded on /readyz while svc_rate_limit_fallback_active stayed 0, unlogged, until a request met it (probe).
+        this.fallBack(err, false);
+        return false;
+      },
     );
   }
 
