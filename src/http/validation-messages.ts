@@ -187,6 +187,10 @@ function describeOne(error: FastifyError, item: AjvError): string {
   const description = item.parentSchema?.description;
   if (item.keyword === 'pattern' && typeof description === 'string')
     return `${field}: is not in the expected form (${description})`;
+  // Node reads a header's value a byte a character (latin1): its length bound is in bytes, said so (probe: an
+  // X-REQUEST-ID of 128 × "é", 256 bytes in UTF-8, was refused as "more than 255 characters").
+  if (item.keyword === 'maxLength' && error.validationContext === 'headers')
+    return `${field}: must NOT have more than ${String(params.limit)} bytes`;
   // A short list is said (review: "must be equal to one of the allowed values" left the caller guessing); a long
   // one (countries) is in the API docs.
   const allowed = params.allowedValues;
