@@ -79,7 +79,6 @@ export function choice<T extends string>(value: string, what: string, values: re
 export function oneOf<T extends string>(options: Options, name: string, values: readonly T[]): T | undefined {
   const value = optionalString(options, name);
   if (value === undefined) return undefined;
-  if (value === '') throw new UsageError(`--${name} must not be empty`);
   return choice(value, `--${name}`, values);
 }
 
@@ -89,8 +88,13 @@ export function onOff(options: Options, name: string): boolean | undefined {
   return value === undefined ? undefined : value === 'on';
 }
 
+/**
+ * A text option, or undefined when left out. Given empty, it is a usage error naming it, as `required` says (README
+ * CLI): sent, `--label ""` came back as the server's 400, an exit 1 (probe).
+ */
 export function optionalString(options: Options, name: string): string | undefined {
   const value = options[name];
+  if (value === '') throw new UsageError(`--${name} must not be empty`);
   return typeof value === 'string' ? value : undefined;
 }
 

@@ -111,12 +111,24 @@ class Connection {
    * with X unset) is refused, as every empty value is: read as left out, it also hid its variable, and the command, a
    * write perhaps, went to a third address, neither given (review). A variable set empty is left out, as is usual.
    */
-  private flagOrVariable(flag: string, variable: string): [string, string | undefined] {
+  private flagOrVariable(
+    flag: string,
+    variable: string,
+    leftOut = `${variable} or the default`,
+  ): [string, string | undefined] {
     const fromFlag = this.values[flag];
     if (typeof fromFlag !== 'string') return [variable, this.env[variable]];
-    if (fromFlag === '')
-      throw new UsageError(`--${flag}: is empty (leave it out to use ${variable} or the default)`);
+    if (fromFlag === '') throw new UsageError(`--${flag}: is empty (leave it out to use ${leftOut})`);
     return [`--${flag}`, fromFlag];
+  }
+
+  /**
+   * A credential from its flag, else its variable (set empty, left out); undefined when neither. A flag given empty
+   * is refused as the URLs' are: read as left out, `--token ""` said there was no token while the data dir held one,
+   * and `--api-key ""` named as missing the SVC_API_KEY that was set (probe).
+   */
+  credential(flag: string, variable: string, leftOut = variable): string | undefined {
+    return this.flagOrVariable(flag, variable, leftOut)[1] || undefined;
   }
 
   private given(flag: string, variable: string): string | undefined {
@@ -144,7 +156,7 @@ function localUrl(at: Listen): string {
   return `http://${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
 }
 
-function adminClient(connection: Connection, token: string | undefined): AdminClient {
+function adminClient(connection: Connection): AdminClient {
   const fromDataDir = () => {
     // SVC_DATA_DIR alone: a bad server setting (SVC_PORT) must not stop a client that has its URL.
     const tokenFile = path.join(dataDirOf(process.env), 'admin-token');
@@ -160,7 +172,9 @@ function adminClient(connection: Connection, token: string | undefined): AdminCl
     }
   };
   // SVC_ADMIN_TOKEN as config reads it, without reading the rest of the configuration.
-  const resolved = token ?? (process.env.SVC_ADMIN_TOKEN || undefined) ?? fromDataDir();
+  const resolved =
+    connection.credential('token', 'SVC_ADMIN_TOKEN', "SVC_ADMIN_TOKEN or the data dir's admin-token") ??
+    fromDataDir();
   if (!resolved)
     throw new UsageError(
       'no operator token: pass --token, set SVC_ADMIN_TOKEN, or run where the data dir is',
@@ -484,7 +498,7 @@ export async function main(argv: string[]): Promise<number> {
     refuseExtraArguments(positionals.slice(1), 'svc demo', 'svc demo');
     const config = configOnDemand();
     const connection = new Connection(config, values);
-    const admin = adminClient(connection, values.token);
+    const admin = adminClient(connection);
     print(
       await runDemo(admin, {
         publicUrl: connection.publicUrl,
@@ -509,9 +523,9 @@ export async function main(argv: string[]): Promise<number> {
     const client = apiClient(
       {
         baseUrl: connection.publicUrl,
-        apiKey: values['api-key'] ?? process.env.SVC_API_KEY,
-        apiSecret: values['api-secret'] ?? process.env.SVC_API_SECRET,
-        passphrase: values.passphrase ?? process.env.SVC_PASSPHRASE,
+        apiKey: connection.credential('api-key', 'SVC_API_KEY'),
+        apiSecret: connection.credential('api-secret', 'SVC_API_SECRET'),
+        passphrase: connection.credential('passphrase', 'SVC_PASSPHRASE'),
         retry: values['no-retry'] !== true,
         timeoutMs: connection.timeoutMs,
       },
@@ -544,7 +558,7 @@ export async function main(argv: string[]): Promise<number> {
   );
   refuseExtraArguments(positionals.slice(2), command.usage, `svc ${first} ${second}`);
   const config = configOnDemand();
-  const client = adminClient(new Connection(config, values), values.token);
+  const client = adminClient(new Connection(config, values));
   const result = await command.run(client, positionals.slice(2), values).catch((error: unknown) => {
     throw noteWhereSeen(error, command.seenWith);
   });

@@ -284,7 +284,7 @@ describe('errors and exit codes', () => {
       runCli(['api', 'execute', quote.quote_id], env),
       runCli(['api', 'trade', 'no-such-trade'], env),
       runCli(['api', 'trades', '--api-secret', Buffer.from('wrong').toString('base64')], env),
-      runCli(['api', 'accounts', '--page-size', '1000', '--asset', ''], env),
+      runCli(['api', 'accounts', '--page-size', '1000', '--asset', 'A'.repeat(33)], env),
     ]);
     for (const r of [refused, unknown, badSignature, invalid]) {
       assert.equal(r.code, 1, r.stderr);

@@ -498,6 +498,38 @@ describe('no usable answer', () => {
         [2, 'error: --timeout-ms: is empty (leave it out to use SVC_REQUEST_TIMEOUT_MS or the default)'],
       ],
     );
+    // So are the credentials' flags (probe: `--token ""` said there was no token, `--api-key ""` named as missing the
+    // SVC_API_KEY that was set), and every text option of a command (probe: `--label ""` went to the server, whose 400
+    // was an exit 1). Nothing is sent: nothing listens at port 9.
+    const keys = {
+      SVC_API_KEY: 'k',
+      SVC_API_SECRET: 's',
+      SVC_PASSPHRASE: 'p',
+      SVC_URL: 'http://127.0.0.1:9',
+    };
+    const operator = ['--token', 'x', '--admin-url', 'http://127.0.0.1:9'];
+    const empties = await Promise.all([
+      runCli(['platforms', 'list', '--admin-url', 'http://127.0.0.1:9', '--token', ''], {
+        ...base,
+        SVC_ADMIN_TOKEN: 'an-operator-token-set-in-the-environment',
+      }),
+      runCli(['api', 'accounts', '--api-key', ''], { ...base, ...keys }),
+      runCli(['api', 'accounts', '--passphrase', ''], { ...base, ...keys }),
+      runCli(['balances', 'show', 'ABC123', '--label', '', ...operator], base),
+      runCli(['deposits', 'record', '0xabc', '1', '--tx', '', ...operator], base),
+      runCli(['api', 'trades', '--client-trade-id', ''], { ...base, ...keys }),
+    ]);
+    assert.deepEqual(
+      empties.map((c) => [c.code, c.stderr.trim()]),
+      [
+        [2, "error: --token: is empty (leave it out to use SVC_ADMIN_TOKEN or the data dir's admin-token)"],
+        [2, 'error: --api-key: is empty (leave it out to use SVC_API_KEY)'],
+        [2, 'error: --passphrase: is empty (leave it out to use SVC_PASSPHRASE)'],
+        [2, 'error: --label must not be empty'],
+        [2, 'error: --tx must not be empty'],
+        [2, 'error: --client-trade-id must not be empty'],
+      ],
+    );
     // A variable set empty is one left out, as usual: the address of SVC_PORT, where nothing listens (port 9).
     const unset = await runCli(['api', 'time'], {
       ...base,
