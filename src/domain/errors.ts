@@ -57,4 +57,4 @@ export {
 } from '../store/pg-error-codes.ts';
 
 /** A write whose connection was lost before PostgreSQL answered: it may or may not have been carried out. */
-export { OutcomeUnknownError } from '../store/database.ts';
+export { OutcomeUnknownError, refusedConnection } from '../store/database.ts';

@@ -10,6 +10,7 @@ import {
   PG_LOCK_NOT_AVAILABLE,
   PG_READ_ONLY_TRANSACTION,
   PG_SERIALIZATION_FAILURE,
+  refusedConnection,
 } from '../domain/errors.ts';
 import { runEdgeHooks, type EdgeHook } from './plugins/public-edge.ts';
 import { TOO_MANY_REQUESTS_BODY } from './plugins/rate-limit.plugin.ts';
@@ -93,7 +94,7 @@ function isRead(method: string): boolean {
 }
 
 function isTransient(error: unknown): boolean {
-  if (error instanceof OutcomeUnknownError) return true;
+  if (error instanceof OutcomeUnknownError || refusedConnection(error)) return true;
   const code = pgErrorCode(error);
   if (code && (TRANSIENT_PG_CODES.has(code) || TRANSIENT_NET_CODES.has(code))) return true;
   const message = error instanceof Error ? error.message : '';

@@ -217,11 +217,31 @@ function quietPool(config: pg.PoolConfig): pg.Pool {
  */
 function answeringWithin(pool: pg.Pool, timeoutMs: number): PostgresPool {
   return {
-    connect: async () => new BoundedClient(await pool.connect(), timeoutMs),
+    connect: async () => {
+      const client = await pool.connect().catch((error: unknown) => {
+        if (error instanceof pg.DatabaseError) connectRefusals.add(error);
+        throw error;
+      });
+      return new BoundedClient(client, timeoutMs);
+    },
     end: async () => {
       if (!pool.ending) await pool.end();
     },
   };
+}
+
+/** The errors PostgreSQL answered a new connection of a store with (see `refusedConnection`). */
+const connectRefusals = new WeakSet<Error>();
+
+/**
+ * Whether `error` is PostgreSQL's refusal of a new connection, whatever its reason: a database taken out for
+ * maintenance (`allow_connections false`, 55000), a role that may not log in or whose password changed (28000,
+ * 28P01), a database gone (3D000). The statement it was for never ran; the database is away for this instance as
+ * surely as when it does not answer, and the request gets the same retryable 503 (probe: each got a 500, which
+ * clients do not retry, and an error line with its stack).
+ */
+export function refusedConnection(error: unknown): boolean {
+  return error instanceof Error && connectRefusals.has(error);
 }
 
 /**

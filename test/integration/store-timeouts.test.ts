@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
 import type { Runtime } from '../../src/main/runtime.ts';
 import { SvcClient } from '../../src/sdk/client.ts';
 import { startInstance } from '../helpers/instance.ts';
 import { eventually } from '../helpers/service-process.ts';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.ts';
+import { startTcpProxy } from '../helpers/tcp-proxy.ts';
 import {
   startTestService,
   TEST_ADMIN_TOKEN,
@@ -26,9 +28,9 @@ before(async () => {
 });
 after(() => svc?.close());
 
-/** An instance of the service whose database connections go through `proxy`. */
-async function instanceBehind(proxy: TcpProxy) {
-  const instance = await startInstance(svc, { databaseUrl: proxy.url });
+/** An instance of the service whose database connections go to `databaseUrl` (a proxy's, another role's). */
+async function instanceAt(databaseUrl: string) {
+  const instance = await startInstance(svc, { databaseUrl });
   const api = new SvcClient({
     baseUrl: instance.url!,
     apiKey: fixture.key.api_key,
@@ -66,7 +68,7 @@ test('a silent database: /readyz 503 promptly, API calls 503 instead of hanging,
   const proxy = await startTcpProxy(svc.database.url);
   let instance: Runtime | undefined;
   try {
-    const calls = await instanceBehind(proxy);
+    const calls = await instanceAt(proxy.url);
     instance = calls.instance;
     assert.equal((await calls.readyz()).status, 200);
     // Several connections in the pool, idle when the database goes silent.
@@ -114,7 +116,7 @@ test('a database that accepts a session and answers nothing more: a retryable 50
   const proxy = await startTcpProxy(svc.database.url);
   let instance: Runtime | undefined;
   try {
-    const calls = await instanceBehind(proxy);
+    const calls = await instanceAt(proxy.url);
     instance = calls.instance;
     assert.equal((await calls.operator()).status, 200);
     // The pool's connections are cut; the next request needs a new one.
@@ -130,12 +132,55 @@ test('a database that accepts a session and answers nothing more: a retryable 50
   }
 });
 
+test('PostgreSQL refusing new connections (here a role that may not log in): a retryable 503, then served again', async () => {
+  // Probe: PostgreSQL's refusal of a new connection (55000 "not currently accepting connections", 28000 "not
+  // permitted to log in") answered every request 500, which clients do not retry, with an error line each; a
+  // refusal for want of a slot (53300) was already a 503. The role is this instance's alone, so that its refusal
+  // leaves the test's own service alone.
+  const role = `svc_refused_${randomBytes(4).toString('hex')}`;
+  const { db } = svc.runtime.store;
+  // With a password, for a database that asks for one (the embedded default); trust ignores it.
+  const password = randomBytes(12).toString('hex');
+  await sql`create role ${sql.id(role)} login superuser password ${sql.lit(password)}`.execute(db);
+  const cutSessions = () =>
+    sql`select pg_terminate_backend(pid) from pg_stat_activity where usename = ${role}`.execute(db);
+  let instance: Runtime | undefined;
+  try {
+    const url = new URL(svc.database.url);
+    url.username = role;
+    url.password = password;
+    const calls = await instanceAt(url.toString());
+    instance = calls.instance;
+    for (const res of await Promise.all([calls.public(), calls.operator()])) assert.equal(res.status, 200);
+
+    await sql`alter role ${sql.id(role)} nologin`.execute(db);
+    await cutSessions();
+    for (const res of await Promise.all([calls.public(), calls.operator(), calls.public()]))
+      assert.deepEqual(res, { status: 503, retry: 'true' });
+    assert.equal((await calls.readyz()).status, 503);
+
+    await sql`alter role ${sql.id(role)} login`.execute(db);
+    await eventually(
+      async () => {
+        const statuses = [await calls.readyz(), await calls.public(), await calls.operator()];
+        return statuses.every((s) => s.status === 200) ? true : undefined;
+      },
+      60_000,
+      '/readyz, the public and the operator API answering 200 again',
+    );
+  } finally {
+    await instance?.close();
+    await cutSessions();
+    await sql`drop role if exists ${sql.id(role)}`.execute(db);
+  }
+});
+
 test('shutdown finishes while the database is silent', async () => {
   const proxy = await startTcpProxy(svc.database.url);
   let instance: Runtime | undefined;
   let closing: Promise<unknown> | undefined;
   try {
-    const calls = await instanceBehind(proxy);
+    const calls = await instanceAt(proxy.url);
     instance = calls.instance;
     assert.equal((await calls.public()).status, 200);
     proxy.freeze();
