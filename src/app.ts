@@ -95,7 +95,7 @@ export interface AppParts {
 
 /**
  * wire-contract §3: the caller's X-REQUEST-ID is echoed as sent (onboarding takes any up to 255 characters as
- * its idempotency key); a longer one is not sent back, the answer gets a new id. Node has already refused
+ * its idempotency key, 255 bytes as sent); a longer one is not sent back, the answer gets a new id. Node has already refused
  * control characters other than a tab in header values, and reads the rest a byte a character (latin1): bytes
  * beyond ASCII (an id in UTF-8) go back as they came, the answer's body then written apart from its header block
  * (`writingHeadApart`).

@@ -217,7 +217,8 @@ export const AdjustBalanceBody = Type.Object(
     // refused with "an asset, e.g. USD" alone).
     asset: Type.String({
       pattern: '^[A-Z0-9]{1,12}$',
-      description: 'a ledger asset in capitals, without a network, e.g. USD or BTC (not BTC.BTC)',
+      description:
+        'a ledger asset in capitals and digits, up to 12 characters, without a network, e.g. USD or BTC (not BTC.BTC)',
     }),
     amount: Decimal,
     account_type: Type.Optional(Type.Union(BALANCE_ACCOUNT_TYPES.map((t) => Type.Literal(t)))),

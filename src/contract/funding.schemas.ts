@@ -30,7 +30,8 @@ const Reference = Type.String({
 /** `<ASSET>.<NETWORK>`; whether it is supported is checked by the service, which lists the supported ones. */
 const FundAssetForm = Type.String({
   pattern: '^[A-Z0-9]{1,12}\\.[A-Z0-9]{1,12}$',
-  description: '<ASSET>.<NETWORK>, e.g. USDC.ETH',
+  // Its bounds said (review: a 13-character asset was told it was not in the form <ASSET>.<NETWORK>).
+  description: '<ASSET>.<NETWORK> in capitals and digits, up to 12 characters each, e.g. USDC.ETH',
 });
 
 // ---- POST /client_auth_token (spec 4.3) ----

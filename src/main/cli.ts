@@ -337,6 +337,8 @@ async function serve(config: Readonly<Config>): Promise<void> {
 
 /** `svc webhooks listen`: a local verifying receiver (issue 4 point 6); runs until SIGINT or SIGTERM. */
 async function listenForWebhooks(values: Record<string, unknown>): Promise<void> {
+  // Given empty, it was not forgotten: said so, as every option given empty is (review).
+  if (values.secret === '') throw new UsageError('--secret must not be empty');
   const secret = typeof values.secret === 'string' ? values.secret : '';
   if (!secret) throw new UsageError('--secret is required (the secret configured for the platform)');
   if (typeof values.port !== 'string') throw new UsageError('--port N is required (0 = any free port)');

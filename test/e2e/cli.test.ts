@@ -590,6 +590,8 @@ describe('numbers and choices given as options', () => {
         ['webhooks', 'listen', '--port', ' 0x7631', '--secret', 's'],
         '--port must be a port number 0-65535 (0 = any free port), got " 0x7631"',
       ],
+      // Given empty, not forgotten (review: "--secret is required").
+      [['webhooks', 'listen', '--port', '0', '--secret', ''], '--secret must not be empty'],
       [
         ['webhooks', 'listen', '--port', '', '--secret', 's'],
         '--port must be a port number 0-65535 (0 = any free port), got ""',

@@ -516,6 +516,7 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         'fraction of up to 20',
       ],
       ['/trades', 'transaction_timestamp[gte]', '1'.repeat(21), 'up to 20 digits'],
+      ['/fund/transactions', 'fund_asset', 'ABCDEFGHIJKLM.ETH', 'up to 12 characters each'],
     ] as const;
     for (const [route, bound, value, said] of longFilters) {
       const refused = await platform.client.send('GET', route, { query: { [bound]: value } });
@@ -526,6 +527,10 @@ describe('authenticated routes: each bad value → 400 naming the field', () => 
         JSON.stringify(refused.body),
       );
     }
+    // And an operator's ledger asset (review: 13 characters were "not in the expected form").
+    const longAsset = await admin('POST', '/balances', { ...validAdjustment(), asset: 'X'.repeat(13) });
+    assert.equal(longAsset.status, 400);
+    assert.match(longAsset.text, /asset: [^"]*up to 12 characters/);
   });
 
   test('control and bidirectional-control characters in labels, references and names: 400 naming the field', async () => {
