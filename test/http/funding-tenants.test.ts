@@ -200,6 +200,74 @@ test('once removed, the former tenant is refused (403) and a deposit to its old 
   assert.equal(await ownerOf(now.fund_id), tenant);
 });
 
+test('a tenant named at the account’s creation: its deposit made before its removal funds the account', async () => {
+  // Probe: a creation writes no tenant change for the tenants it makes, and the history of the tenancy was read from
+  // the tenant changes alone: such a deposit was refused as "no longer a tenant" and credited no one, where one of a
+  // tenant added later (the test above) funded the account.
+  const code = platform.platform.platform_code;
+  const creator = (await svc.newParticipant(code)).participant_code;
+  const named = (await svc.newParticipant(code)).participant_code;
+  const created = await platform.client.send('POST', '/accounts', {
+    body: {
+      participant_code: creator,
+      account_label: 'family',
+      type: 'jtwros',
+      tier: 'pro',
+      tenants: [named],
+    },
+  });
+  assert.equal(created.status, 202, JSON.stringify(created.body));
+  const request = await svc.runtime.store.db
+    .selectFrom('customer_account_requests')
+    .select('zrn')
+    .where('participant_code', '=', creator)
+    .where('account_label', '=', 'family')
+    .executeTakeFirstOrThrow();
+  const accountDetails = () =>
+    platform.client
+      .send<{ message: CustomerAccountDetails }>(
+        'GET',
+        `/accounts/${encodeURIComponent(request.zrn)}/details`,
+      )
+      .then((r) => (r.status === 200 ? r.body.message : undefined));
+  await eventually(
+    async () => (await accountDetails())?.tenants.includes(named),
+    'the account to be created',
+  );
+  const { deposit_address } = await fundQuote(platform.client, {
+    participant_code: named,
+    fund_asset: 'USDC.ETH',
+    account_label: 'family',
+  });
+  const whileTenant = Date.now();
+  const removed = await platform.client.send(
+    'DELETE',
+    `/accounts/${encodeURIComponent(request.zrn)}/tenants/${named}`,
+  );
+  assert.equal(removed.status, 202, JSON.stringify(removed.body));
+  await eventually(
+    async () => !(await accountDetails())!.tenants.includes(named),
+    'the removal to take effect',
+  );
+
+  const madeBefore = await recordDeposit(svc, {
+    deposit_address,
+    quantity: '10',
+    transaction_id: txId(),
+    deposit_timestamp: whileTenant,
+  });
+  assert.equal(madeBefore.success, true, madeBefore.status_reason);
+  assert.equal(await ownerOf(madeBefore.fund_id), creator);
+  assert.equal(
+    await usdBalance(svc, creator, 'family'),
+    new Dec(madeBefore.notional).minus(madeBefore.deposit_fee_notional || 0).toFixed(),
+  );
+  // One made now is refused, as any of a former tenant.
+  const madeNow = await recordDeposit(svc, { deposit_address, quantity: '10', transaction_id: txId() });
+  assert.equal(madeNow.success, false);
+  assert.match(madeNow.status_reason, /no longer a tenant/);
+});
+
 test('a former tenant is refused a token for experiences on the account, not one for experiences on none', async () => {
   // Probe: a profile or onboarding token, which names no account, was refused with a 403 about the account the
   // participant had left (the default label's).

@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ListAccountsResponse } from '../../src/contract/accounts.schemas.ts';
-import { resolveAccountHolder, type AccountHolder } from '../../src/domain/accounts/account-holder.ts';
+import {
+  resolveAccountHolder,
+  resolveDepositHolder,
+  type AccountHolder,
+} from '../../src/domain/accounts/account-holder.ts';
 import { DomainError } from '../../src/domain/errors.ts';
 import { AccountsResource } from '../../src/sdk/resources/accounts.ts';
 import { startTestService, type PlatformFixture, type TestService } from '../helpers/test-service.ts';
@@ -241,5 +245,50 @@ describe('tenants act as the primary holder on the accounts routes', () => {
     await apply(w.code, w.zrn);
     const former = await list({ account_owner: w.tenant, account_label: 'joint' });
     assert.equal(former.status, 403);
+  });
+});
+
+describe('whose account a deposit made at a time funds (resolveDepositHolder)', () => {
+  test('by the tenancy then, whether a tenant change or an account’s creation made it', async () => {
+    // Probe: a creation's tenants have no tenant change of their own, and a deposit one of them made before its
+    // removal was refused as "no longer a tenant". Here the participant was first a tenant of Y (added, then
+    // removed: changes), then named at the creation of X under the same label, then removed from X.
+    const w = await world('joint'); // Y: holder w.holder, tenant w.tenant added by a change
+    const whileOfY = new Date();
+    await w.sdk.removeTenant(w.zrn, w.tenant);
+    await apply(w.code, w.zrn);
+    const between = new Date();
+    const creator = await member(w.platform);
+    const accepted = await w.platform.client.send('POST', '/accounts', {
+      body: {
+        participant_code: creator,
+        account_label: 'joint',
+        type: 'jtwros',
+        tier: 'pro',
+        tenants: [w.tenant],
+      },
+    });
+    assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+    const request = await svc.runtime.store.db
+      .selectFrom('customer_account_requests')
+      .select(['request_id', 'zrn'])
+      .where('participant_code', '=', creator)
+      .executeTakeFirstOrThrow();
+    await svc.runtime.services.customerAccounts.applyCreation(w.code, request.request_id);
+    const whileOfX = new Date();
+    await w.sdk.removeTenant(request.zrn, w.tenant);
+    await apply(w.code, request.zrn);
+
+    const fundedAt = async (at: Date) => {
+      const holder = await resolveDepositHolder(svc.runtime.store.db, w.code, w.tenant, 'joint', at);
+      return [holder.zrn, holder.ownerParticipantCode];
+    };
+    assert.deepEqual(await fundedAt(whileOfY), [w.zrn, w.holder]);
+    assert.deepEqual(await fundedAt(whileOfX), [request.zrn, creator]);
+    // Between the two tenancies, and after the last, it acted for neither.
+    for (const at of [between, new Date()]) {
+      const error = await refusal(resolveDepositHolder(svc.runtime.store.db, w.code, w.tenant, 'joint', at));
+      assert.match(error.message, /no longer a tenant/);
+    }
   });
 });

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Executor } from '../../store/database.ts';
 import { forbidden, invalid } from '../errors.ts';
 
@@ -185,8 +186,11 @@ export async function resolveDepositHolder(
 }
 
 /**
- * The account (and its holder now) the participant was a tenant of under the label at `at`, from the tenant changes
- * in effect then: the last one applied by then, when it added the participant (tenant_changes_history).
+ * The account (and its holder now) the participant was a tenant of under the label at `at`: the latest of what took
+ * effect by then, a tenant change (tenant_changes_history) that added it, or the creation of an account that named
+ * it among its tenants. A creation writes no tenant change for the tenants it makes (only for one it refuses), so a
+ * deposit a creation's tenant made before its removal was refused as "no longer a tenant", and credited no one,
+ * where one of a tenant added later funded the account (probe).
  */
 async function tenancyAt(
   db: Executor,
@@ -195,28 +199,103 @@ async function tenancyAt(
   accountLabel: string,
   at: Date,
 ) {
-  const last = await db
-    .selectFrom('tenant_changes as tc')
-    .innerJoin('customer_accounts as a', (join) =>
-      join.onRef('a.zrn', '=', 'tc.zrn').onRef('a.platform_code', '=', 'tc.platform_code'),
-    )
-    .innerJoin('participants as h', (join) =>
-      join
-        .onRef('h.participant_code', '=', 'a.participant_code')
-        .onRef('h.platform_code', '=', 'tc.platform_code'),
-    )
-    .select(['tc.change', 'tc.zrn', 'a.participant_code as holder', 'h.status as holder_status'])
-    .where('tc.platform_code', '=', platformCode)
-    .where('tc.participant_code', '=', participantCode)
-    .where('tc.account_label', '=', accountLabel)
-    .where('tc.applied_at', '<=', at)
-    .where('tc.refused_reason', 'is', null)
-    // The last to take effect (the order they were accepted in breaks a tie: review).
-    .orderBy('tc.applied_at', 'desc')
-    .orderBy('tc.seq', 'desc')
-    .limit(1)
-    .executeTakeFirst();
+  // One after the other: `db` may be a transaction, whose one connection pg does not let two statements share.
+  const last = await lastTenantChangeBy(db, platformCode, participantCode, accountLabel, at);
+  const created = await creationTenancyBy(db, platformCode, participantCode, accountLabel, at);
+  if (created && (!last || createdLater(created, last))) return created;
   return last?.change === 'add' ? last : undefined;
+}
+
+/**
+ * Whether the creation took effect after the change, in the same millisecond too: a change of the account itself
+ * is accepted only once it exists, and a creation naming a tenant of another account under the label only once
+ * that tenancy has ended.
+ */
+function createdLater(
+  created: { zrn: string; applied_at: Date },
+  change: { zrn: string; applied_at: Date | null },
+): boolean {
+  const [c, t] = [created.applied_at.getTime(), change.applied_at?.getTime() ?? 0];
+  return c > t || (c === t && created.zrn !== change.zrn);
+}
+
+/** A change's (or a creation's) account with its holder now, as tenancyAt answers it. */
+function withHolder(db: Executor, platformCode: string) {
+  return db
+    .selectFrom('customer_accounts as a')
+    .innerJoin('participants as h', (join) =>
+      join.onRef('h.participant_code', '=', 'a.participant_code').on('h.platform_code', '=', platformCode),
+    )
+    .where('a.platform_code', '=', platformCode);
+}
+
+/** The last tenant change of the participant under the label applied by `at` and not refused. */
+function lastTenantChangeBy(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+  at: Date,
+) {
+  return (
+    withHolder(db, platformCode)
+      .innerJoin('tenant_changes as tc', 'tc.zrn', 'a.zrn')
+      .select([
+        'tc.change',
+        'tc.zrn',
+        'tc.applied_at',
+        'a.participant_code as holder',
+        'h.status as holder_status',
+      ])
+      .where('tc.platform_code', '=', platformCode)
+      .where('tc.participant_code', '=', participantCode)
+      .where('tc.account_label', '=', accountLabel)
+      .where('tc.applied_at', '<=', at)
+      .where('tc.refused_reason', 'is', null)
+      // The last to take effect (the order they were accepted in breaks a tie: review).
+      .orderBy('tc.applied_at', 'desc')
+      .orderBy('tc.seq', 'desc')
+      .limit(1)
+      .executeTakeFirst()
+  );
+}
+
+/**
+ * The latest account created by `at` under the label with the participant among its tenants, unless the creation
+ * refused it (a refused tenant's add is recorded, settled at the creation's time).
+ */
+function creationTenancyBy(
+  db: Executor,
+  platformCode: string,
+  participantCode: string,
+  accountLabel: string,
+  at: Date,
+) {
+  return withHolder(db, platformCode)
+    .innerJoin('customer_account_requests as r', 'r.zrn', 'a.zrn')
+    .select(['r.zrn', 'r.applied_at', 'a.participant_code as holder', 'h.status as holder_status'])
+    .where('r.platform_code', '=', platformCode)
+    .where('r.account_label', '=', accountLabel)
+    .where('r.applied_at', '<=', at)
+    .where(sql<boolean>`${participantCode} = any(r.tenants)`)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('tenant_changes as refused')
+            .select('refused.seq')
+            .whereRef('refused.zrn', '=', 'r.zrn')
+            .where('refused.participant_code', '=', participantCode)
+            .where('refused.refused_reason', 'is not', null)
+            .whereRef('refused.applied_at', '=', 'r.applied_at'),
+        ),
+      ),
+    )
+    .orderBy('r.applied_at', 'desc')
+    .limit(1)
+    .executeTakeFirst()
+    .then((row) =>
+      row && row.applied_at ? { ...row, applied_at: row.applied_at, change: 'add' as const } : undefined,
+    );
 }
 
 /**
