@@ -7,7 +7,9 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { DataDirError, makeDataDir, readOrCreate } from '../lib/data-dir-file.ts';
+import { PG_INVALID_PASSWORD, pgErrorCode } from './pg-error-codes.ts';
 
 /**
  * The zero-setup default (DESIGN §5): real PostgreSQL binaries from the npm registry, started by this
@@ -259,6 +261,41 @@ export async function startEmbeddedPostgres(
   const server = cluster(databaseDir);
   await stopLeftOverCluster(databaseDir, log);
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+  const database = await startCluster(server, url, started, ownProcessGroup);
+  // A file of another copy of the data dir (or one written over): the service's first connection failed with
+  // PostgreSQL's "password authentication failed for user postgres", naming no file (probe).
+  if (await passwordRefused(url)) {
+    await database.stop();
+    throw new DataDirError(
+      `${passwordFile} does not hold the password the cluster in ${databaseDir} was made with (PostgreSQL refused it): ` +
+        `restore the pg-password that came with that cluster, from where the data dir was copied or backed up, or ` +
+        `move ${databaseDir} away to start with an empty database`,
+    );
+  }
+  return database;
+}
+
+/** Whether PostgreSQL refuses the password of `url` (28P01); any other failure is the service's to meet and say. */
+async function passwordRefused(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return false;
+  } catch (error) {
+    return pgErrorCode(error) === PG_INVALID_PASSWORD;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Starts the cluster made (`server`), in the caller's process group or its own (EmbeddedOptions). */
+async function startCluster(
+  server: InstanceType<EmbeddedPostgresClass>,
+  url: string,
+  started: <T>(step: Promise<T>) => Promise<T>,
+  ownProcessGroup: boolean,
+): Promise<EmbeddedDatabase> {
   if (!ownProcessGroup) {
     await started(server.start());
     return { url, stop: () => server.stop() };

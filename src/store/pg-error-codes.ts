@@ -9,6 +9,8 @@ export const PG_DEADLOCK = '40P01';
 /** lock_not_available: a lock_timeout ran out. */
 export const PG_LOCK_NOT_AVAILABLE = '55P03';
 export const PG_READ_ONLY_TRANSACTION = '25006';
+/** invalid_password: "password authentication failed for user …". */
+export const PG_INVALID_PASSWORD = '28P01';
 /** insufficient_privilege: "permission denied for …", "must be owner of …". */
 export const PG_INSUFFICIENT_PRIVILEGE = '42501';
 

@@ -63,6 +63,14 @@ test('a cluster whose password file is gone: the error names the file, and the c
         `^${passwordFile.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is empty, and the cluster`,
       ),
     });
+    // Another password (a copy from another data dir, a file written over): said so, naming the file, and the
+    // cluster is stopped (probe: the service's first connection failed with "password authentication failed").
+    writeFileSync(passwordFile, 'not-the-password-of-this-cluster');
+    await assert.rejects(startEmbeddedPostgres(copied), {
+      name: 'DataDirError',
+      message: `${passwordFile} does not hold the password the cluster in ${path.join(copied, 'pg')} was made with (PostgreSQL refused it): restore the pg-password that came with that cluster, from where the data dir was copied or backed up, or move ${path.join(copied, 'pg')} away to start with an empty database`,
+    });
+    assert.ok(!existsSync(path.join(copied, 'pg', 'postmaster.pid')), 'the cluster was stopped');
     writeFileSync(passwordFile, password);
     await (await startEmbeddedPostgres(copied)).stop();
   } finally {
