@@ -3,6 +3,7 @@ import { getEventListeners } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { AUTH_HEADERS, signingMessage, signRequest } from '../../src/contract/request-signature.ts';
 import { eventually } from '../helpers/service-process.ts';
 import {
   createClient,
@@ -206,6 +207,16 @@ test('a baseUrl given as a URL object is used as its text; one neither text nor 
         /^baseUrl must be an http or https URL, as text or a URL, got /.test((e as Error).message),
       String(baseUrl),
     );
+});
+
+test('a path in baseUrl goes before every call’s path and is not signed, as for a proxy that strips it', async () => {
+  // README SDK: the service behind such a proxy sees, and verifies, the call's path alone.
+  const client = createClient({ baseUrl: `${elsewhere.url}/svc/`, ...credentials, retry: noWaiting });
+  assert.equal((await client.http.send('GET', '/trades?page=1')).status, 200);
+  const { url, headers } = elsewhere.requests.at(-1)!;
+  assert.equal(url, '/svc/trades?page=1');
+  const message = signingMessage(String(headers[AUTH_HEADERS.timestamp]), 'GET', '/trades?page=1', undefined);
+  assert.equal(headers[AUTH_HEADERS.signed], signRequest(credentials.apiSecret, message));
 });
 
 test('credentials left out are refused by name when the client is made, not at its first call', () => {
