@@ -169,7 +169,7 @@ describe('error bodies', () => {
       const errors = body.errors as string[];
       assert.ok(
         errors.includes(
-          'asset: is not in the expected form (a ledger asset in capitals, without a network, e.g. USD or BTC (not BTC.BTC))',
+          'asset: is not in the expected form (a ledger asset in capitals and digits, up to 12 characters, without a network, e.g. USD or BTC (not BTC.BTC))',
         ),
         errors.join(),
       );
