@@ -260,11 +260,17 @@ export async function startEmbeddedPostgres(
   }
   const server = cluster(databaseDir);
   await stopLeftOverCluster(databaseDir, log);
-  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+  // Encoded: a password of the user's own with `#`, `/` or `?` in it made a URL that pg could not read (review).
+  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   const database = await startCluster(server, url, started, ownProcessGroup);
   // A file of another copy of the data dir (or one written over): the service's first connection failed with
-  // PostgreSQL's "password authentication failed for user postgres", naming no file (probe).
-  if (await passwordRefused(url)) {
+  // PostgreSQL's "password authentication failed for user postgres", naming no file (probe). The cluster is stopped
+  // whatever stops the start here: the caller has no handle to stop it with.
+  const refused = await passwordRefused(url).catch(async (error: unknown) => {
+    await database.stop();
+    throw error;
+  });
+  if (refused) {
     await database.stop();
     throw new DataDirError(
       `${passwordFile} does not hold the password the cluster in ${databaseDir} was made with (PostgreSQL refused it): ` +

@@ -78,6 +78,28 @@ test('a cluster whose password file is gone: the error names the file, and the c
   }
 });
 
+test('a password of the user’s own with characters a URL gives a meaning to: the cluster starts and is connected to', async () => {
+  // Review: put in the URL as it was, `#`, `/` or `?` made one pg could not read, and the start failed after the
+  // cluster had started, leaving it running with nothing to stop it.
+  const own = mkdtempSync(path.join(os.tmpdir(), 'svc-embedded-own-password-'));
+  try {
+    writeFileSync(path.join(own, 'pg-password'), 'p#ss/w?rd%20@:x\n');
+    const database = await startEmbeddedPostgres(own);
+    try {
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      const { rows } = await client.query<{ one: number }>('select 1 as one');
+      await client.end();
+      assert.deepEqual(rows, [{ one: 1 }]);
+    } finally {
+      await database.stop();
+    }
+    assert.ok(!existsSync(path.join(own, 'pg', 'postmaster.pid')), 'stopped');
+  } finally {
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
 test('a cluster whose files its user cannot read: the error says so, in the server’s words before its log', async () => {
   // Probe: a data dir copied without its owner (`cp -r` as root) read "is another svc using that data dir?".
   const copied = mkdtempSync(path.join(os.tmpdir(), 'svc-embedded-unreadable-'));

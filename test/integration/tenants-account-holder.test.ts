@@ -292,3 +292,90 @@ describe('whose account a deposit made at a time funds (resolveDepositHolder)', 
     }
   });
 });
+
+test('in one millisecond: an add to another account that follows a creation’s tenancy wins; a change of the account itself always does', async () => {
+  // Review: on a tie of times the creation was taken as the later, also over an add to another account, which can
+  // follow only the creation's tenancy's end: every deposit of the participant then credited the account it had left.
+  // The times are set alike here, as three changes applied in one millisecond (or by instances whose clocks differ).
+  const w = await world('joint'); // Y, with w.tenant in effect; removed below, to be named at X's creation
+  await w.sdk.removeTenant(w.zrn, w.tenant);
+  await apply(w.code, w.zrn);
+  const creator = await member(w.platform);
+  const accepted = await w.platform.client.send('POST', '/accounts', {
+    body: {
+      participant_code: creator,
+      account_label: 'joint',
+      type: 'jtwros',
+      tier: 'pro',
+      tenants: [w.tenant],
+    },
+  });
+  assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+  const { db } = svc.runtime.store;
+  const x = await db
+    .selectFrom('customer_account_requests')
+    .select(['request_id', 'zrn'])
+    .where('participant_code', '=', creator)
+    .executeTakeFirstOrThrow();
+  await svc.runtime.services.customerAccounts.applyCreation(w.code, x.request_id);
+  await w.sdk.removeTenant(x.zrn, w.tenant);
+  await apply(w.code, x.zrn);
+  await w.sdk.addTenant(w.zrn, w.tenant);
+  await apply(w.code, w.zrn);
+
+  const instant = new Date(Date.now() - 60_000);
+  await db
+    .updateTable('customer_account_requests')
+    .set({ applied_at: instant })
+    .where('zrn', '=', x.zrn)
+    .execute();
+  const lastOf = (zrn: string, change: 'add' | 'remove') =>
+    db
+      .updateTable('tenant_changes')
+      .set({ applied_at: instant })
+      .where('seq', '=', (eb) =>
+        eb
+          .selectFrom('tenant_changes')
+          .select((s) => s.fn.max('seq').as('seq'))
+          .where('zrn', '=', zrn)
+          .where('participant_code', '=', w.tenant)
+          .where('change', '=', change),
+      )
+      .execute();
+  // Y's first tenancy, before all that.
+  await db
+    .updateTable('tenant_changes')
+    .set({ applied_at: new Date(instant.getTime() - 2_000) })
+    .where('zrn', '=', w.zrn)
+    .where('participant_code', '=', w.tenant)
+    .execute();
+  await lastOf(x.zrn, 'remove');
+  await lastOf(w.zrn, 'add');
+  const now = await resolveDepositHolder(db, w.code, w.tenant, 'joint', new Date());
+  assert.deepEqual([now.zrn, now.ownerParticipantCode], [w.zrn, w.holder], 'Y, its tenancy now');
+
+  // X's removal put before X's creation (the clock of the instance that applied it behind), and Y's add out of the
+  // way: at a time just after X's creation the removal still counts as after it, so X is not the answer; with no
+  // tenancy found then, the deposit goes by the participant's tenancy now (Y).
+  await db
+    .updateTable('tenant_changes')
+    .set({ applied_at: new Date(instant.getTime() - 1_000) })
+    .where('zrn', '=', x.zrn)
+    .where('participant_code', '=', w.tenant)
+    .execute();
+  await db
+    .updateTable('tenant_changes')
+    .set({ applied_at: new Date() })
+    .where('zrn', '=', w.zrn)
+    .where('participant_code', '=', w.tenant)
+    .where('applied_at', '=', instant)
+    .execute();
+  const justAfter = await resolveDepositHolder(
+    db,
+    w.code,
+    w.tenant,
+    'joint',
+    new Date(instant.getTime() + 1),
+  );
+  assert.deepEqual([justAfter.zrn, justAfter.ownerParticipantCode], [w.zrn, w.holder]);
+});
