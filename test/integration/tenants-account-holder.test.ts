@@ -379,3 +379,92 @@ test('in one millisecond: an add to another account that follows a creation’s 
   );
   assert.deepEqual([justAfter.zrn, justAfter.ownerParticipantCode], [w.zrn, w.holder]);
 });
+
+test('instances whose clocks differ: the order the changes were accepted in decides, not their times', async () => {
+  // Review: with the times of the changes compared, an instance 50 ms behind made every later deposit credit an
+  // account the participant had left (a), or refused one made during a creation's tenancy (b).
+  const { db } = svc.runtime.store;
+  /** Y with the tenant added and removed; X created naming it; each change's time set afterwards. */
+  const story = async () => {
+    const w = await world('joint');
+    await w.sdk.removeTenant(w.zrn, w.tenant);
+    await apply(w.code, w.zrn);
+    const creator = await member(w.platform);
+    const accepted = await w.platform.client.send('POST', '/accounts', {
+      body: {
+        participant_code: creator,
+        account_label: 'joint',
+        type: 'jtwros',
+        tier: 'pro',
+        tenants: [w.tenant],
+      },
+    });
+    assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+    const x = await db
+      .selectFrom('customer_account_requests')
+      .select(['request_id', 'zrn'])
+      .where('participant_code', '=', creator)
+      .executeTakeFirstOrThrow();
+    await svc.runtime.services.customerAccounts.applyCreation(w.code, x.request_id);
+    /** Sets when X's creation, or the tenant's changes of an account (of one kind), took effect. */
+    const at = (
+      table: 'customer_account_requests' | 'tenant_changes',
+      zrn: string,
+      ms: number,
+      change?: 'add' | 'remove',
+    ) =>
+      table === 'customer_account_requests'
+        ? db
+            .updateTable(table)
+            .set({ applied_at: new Date(ms) })
+            .where('zrn', '=', zrn)
+            .execute()
+        : db
+            .updateTable(table)
+            .set({ applied_at: new Date(ms) })
+            .where('zrn', '=', zrn)
+            .where('participant_code', '=', w.tenant)
+            .$if(change !== undefined, (q) => q.where('change', '=', change!))
+            .execute();
+    return { w, x, creator, at };
+  };
+  const t0 = Date.now() - 60_000;
+
+  // (a) X created at t0; the removal from X and the add to Y applied by an instance 50 ms behind.
+  const a = await story();
+  await a.w.sdk.removeTenant(a.x.zrn, a.w.tenant);
+  await apply(a.w.code, a.x.zrn);
+  await a.w.sdk.addTenant(a.w.zrn, a.w.tenant);
+  await apply(a.w.code, a.w.zrn);
+  await a.at('tenant_changes', a.w.zrn, t0 - 5_000); // Y's changes, before all
+  await a.at('customer_account_requests', a.x.zrn, t0);
+  await a.at('tenant_changes', a.x.zrn, t0 - 30, 'remove');
+  await db
+    .updateTable('tenant_changes')
+    .set({ applied_at: new Date(t0 - 20) })
+    .where('seq', '=', (eb) =>
+      eb
+        .selectFrom('tenant_changes')
+        .select((s) => s.fn.max('seq').as('seq'))
+        .where('zrn', '=', a.w.zrn)
+        .where('participant_code', '=', a.w.tenant),
+    )
+    .execute();
+  const now = await resolveDepositHolder(db, a.w.code, a.w.tenant, 'joint', new Date());
+  assert.deepEqual([now.zrn, now.ownerParticipantCode], [a.w.zrn, a.w.holder], '(a) Y, its tenancy now');
+
+  // (b) The removal from Y at t0; X's creation applied by an instance 10 ms behind; the removal from X at t0 + 1 s.
+  const b = await story();
+  await b.w.sdk.removeTenant(b.x.zrn, b.w.tenant);
+  await apply(b.w.code, b.x.zrn);
+  await b.at('tenant_changes', b.w.zrn, t0 - 5_000, 'add');
+  await b.at('tenant_changes', b.w.zrn, t0, 'remove');
+  await b.at('customer_account_requests', b.x.zrn, t0 - 10);
+  await b.at('tenant_changes', b.x.zrn, t0 + 1_000, 'remove');
+  const during = await resolveDepositHolder(db, b.w.code, b.w.tenant, 'joint', new Date(t0 + 500));
+  assert.deepEqual(
+    [during.zrn, during.ownerParticipantCode],
+    [b.x.zrn, b.creator],
+    '(b) X, its tenancy then',
+  );
+});

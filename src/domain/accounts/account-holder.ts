@@ -207,18 +207,20 @@ async function tenancyAt(
 }
 
 /**
- * Whether the creation took effect after the change. A change of the account itself follows its creation, whatever
- * the clocks of the instances that applied them say. In the same millisecond, a creation follows the removal from
- * another account under the label (it was accepted only once that tenancy ended), and an add to another account
- * follows the creation (once the tenancy it made ended: review).
+ * Whether the creation's tenancy is later than the change. Told by the order the changes were accepted in (`seq`),
+ * not by the times they took effect, which the clocks of the instances that applied them set (review: one 50 ms
+ * behind credited every later deposit to an account the participant had left). A change of the account itself follows
+ * its creation. A change of another account under the label cannot fall within the creation's tenancy: the participant
+ * holds one membership per label, claimed when a request is accepted and let go when its removal is applied. So one
+ * accepted before the removal that ended the tenancy (`ended_seq`) came before the creation was accepted, and one
+ * accepted after it comes after the tenancy.
  */
 function createdLater(
-  created: { zrn: string; applied_at: Date },
-  change: { zrn: string; change: string; applied_at: Date | null },
+  created: { zrn: string; ended_seq: number },
+  change: { zrn: string; seq: number | string },
 ): boolean {
-  if (change.zrn === created.zrn) return false;
-  const [c, t] = [created.applied_at.getTime(), change.applied_at?.getTime() ?? 0];
-  return c > t || (c === t && change.change === 'remove');
+  // A bigserial comes back as text (pg's int8).
+  return change.zrn !== created.zrn && Number(change.seq) < created.ended_seq;
 }
 
 /** A change's (or a creation's) account with its holder now, as tenancyAt answers it. */
@@ -242,13 +244,7 @@ function lastTenantChangeBy(
   return (
     withHolder(db, platformCode)
       .innerJoin('tenant_changes as tc', 'tc.zrn', 'a.zrn')
-      .select([
-        'tc.change',
-        'tc.zrn',
-        'tc.applied_at',
-        'a.participant_code as holder',
-        'h.status as holder_status',
-      ])
+      .select(['tc.change', 'tc.zrn', 'tc.seq', 'a.participant_code as holder', 'h.status as holder_status'])
       .where('tc.platform_code', '=', platformCode)
       .where('tc.participant_code', '=', participantCode)
       .where('tc.account_label', '=', accountLabel)
@@ -263,12 +259,13 @@ function lastTenantChangeBy(
 }
 
 /**
- * The latest account created by `at` under the label with the participant among its tenants, unless the creation
- * refused it (a refused tenant's add is recorded, settled at the creation's time). Only an account the participant
+ * The account created by `at` under the label with the participant among its tenants whose creation's tenancy ended
+ * last, with the acceptance order (`ended_seq`) of the removal that ended it; unless the creation refused the
+ * participant (a refused tenant's add is recorded, settled at the creation's time). Only an account the participant
  * was removed from is looked at: one it was never removed from is one it is a tenant of now, which the caller goes by
  * when no earlier tenancy is found. So the look-up goes through the participant's tenant changes
- * (tenant_changes_history) and the requests' zrn, not through every creation of the platform (review: 62 ms at 300,000
- * of them, under the participant's funding lock).
+ * (tenant_changes_history) and the requests' zrn, not through every creation of the platform (review: 62 ms at
+ * 300,000 of them, under the participant's funding lock).
  */
 function creationTenancyBy(
   db: Executor,
@@ -277,19 +274,21 @@ function creationTenancyBy(
   accountLabel: string,
   at: Date,
 ) {
-  const removedFrom = db
+  const ended = db
     .selectFrom('tenant_changes as removal')
-    .select('removal.zrn')
+    .select((eb) => ['removal.zrn', eb.fn.min('removal.seq').as('ended_seq')])
     .where('removal.platform_code', '=', platformCode)
     .where('removal.participant_code', '=', participantCode)
     .where('removal.account_label', '=', accountLabel)
     .where('removal.applied_at', 'is not', null)
     .where('removal.change', '=', 'remove')
-    .where('removal.refused_reason', 'is', null);
+    .where('removal.refused_reason', 'is', null)
+    .groupBy('removal.zrn')
+    .as('ended');
   return withHolder(db, platformCode)
     .innerJoin('customer_account_requests as r', 'r.zrn', 'a.zrn')
-    .select(['r.zrn', 'r.applied_at', 'a.participant_code as holder', 'h.status as holder_status'])
-    .where('r.zrn', 'in', removedFrom)
+    .innerJoin(ended, 'ended.zrn', 'r.zrn')
+    .select(['r.zrn', 'ended.ended_seq', 'a.participant_code as holder', 'h.status as holder_status'])
     .where('r.platform_code', '=', platformCode)
     .where('r.applied_at', '<=', at)
     .where(sql<boolean>`${participantCode} = any(r.tenants)`)
@@ -307,12 +306,10 @@ function creationTenancyBy(
         ),
       ),
     )
-    .orderBy('r.applied_at', 'desc')
+    .orderBy('ended.ended_seq', 'desc')
     .limit(1)
     .executeTakeFirst()
-    .then((row) =>
-      row && row.applied_at ? { ...row, applied_at: row.applied_at, change: 'add' as const } : undefined,
-    );
+    .then((row) => (row ? { ...row, ended_seq: Number(row.ended_seq), change: 'add' as const } : undefined));
 }
 
 /**
