@@ -467,4 +467,16 @@ test('instances whose clocks differ: the order the changes were accepted in deci
     [b.x.zrn, b.creator],
     '(b) X, its tenancy then',
   );
+
+  // (c) The removal from Y applied by an instance 100 ms ahead, after X's creation and removal by its own clock
+  // (review): the participant holds no tenancy now, and no deposit made now funds X.
+  const c = await story();
+  await c.w.sdk.removeTenant(c.x.zrn, c.w.tenant);
+  await apply(c.w.code, c.x.zrn);
+  await c.at('tenant_changes', c.w.zrn, t0 - 5_000, 'add');
+  await c.at('tenant_changes', c.w.zrn, t0 + 100, 'remove');
+  await c.at('customer_account_requests', c.x.zrn, t0 + 10);
+  await c.at('tenant_changes', c.x.zrn, t0 + 50, 'remove');
+  const refused = await refusal(resolveDepositHolder(db, c.w.code, c.w.tenant, 'joint', new Date()));
+  assert.match(refused.message, /no longer a tenant/, '(c)');
 });

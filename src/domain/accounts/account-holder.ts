@@ -217,10 +217,9 @@ async function tenancyAt(
  */
 function createdLater(
   created: { zrn: string; ended_seq: number },
-  change: { zrn: string; seq: number | string },
+  change: { zrn: string; seq: number },
 ): boolean {
-  // A bigserial comes back as text (pg's int8).
-  return change.zrn !== created.zrn && Number(change.seq) < created.ended_seq;
+  return change.zrn !== created.zrn && change.seq < created.ended_seq;
 }
 
 /** A change's (or a creation's) account with its holder now, as tenancyAt answers it. */
@@ -250,8 +249,9 @@ function lastTenantChangeBy(
       .where('tc.account_label', '=', accountLabel)
       .where('tc.applied_at', '<=', at)
       .where('tc.refused_reason', 'is', null)
-      // The last to take effect (the order they were accepted in breaks a tie: review).
-      .orderBy('tc.applied_at', 'desc')
+      // The last to take effect: the last accepted, as a participant's changes under one label take effect in the
+      // order they were accepted (one membership per label, claimed at acceptance). Not the latest time, which the
+      // applying instance's clock sets (review: one ahead made a change of another account outlast a later tenancy).
       .orderBy('tc.seq', 'desc')
       .limit(1)
       .executeTakeFirst()
