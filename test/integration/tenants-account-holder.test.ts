@@ -51,6 +51,31 @@ function apply(platformCode: string, zrn: string) {
   return svc.runtime.services.tenants.applyPending(platformCode, zrn);
 }
 
+/**
+ * X: the account "joint" of a new participant, created naming the world's tenant among its tenants through the public
+ * API, its creation applied as the worker does.
+ */
+async function accountNamingTenant(w: World): Promise<{ creator: string; zrn: string }> {
+  const creator = await member(w.platform);
+  const accepted = await w.platform.client.send('POST', '/accounts', {
+    body: {
+      participant_code: creator,
+      account_label: 'joint',
+      type: 'jtwros',
+      tier: 'pro',
+      tenants: [w.tenant],
+    },
+  });
+  assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+  const request = await svc.runtime.store.db
+    .selectFrom('customer_account_requests')
+    .select(['request_id', 'zrn'])
+    .where('participant_code', '=', creator)
+    .executeTakeFirstOrThrow();
+  await svc.runtime.services.customerAccounts.applyCreation(w.code, request.request_id);
+  return { creator, zrn: request.zrn };
+}
+
 function resolve(platformCode: string, participant: string, label: string): Promise<AccountHolder> {
   return resolveAccountHolder(svc.runtime.store.db, platformCode, participant, label);
 }
@@ -258,23 +283,7 @@ describe('whose account a deposit made at a time funds (resolveDepositHolder)', 
     await w.sdk.removeTenant(w.zrn, w.tenant);
     await apply(w.code, w.zrn);
     const between = new Date();
-    const creator = await member(w.platform);
-    const accepted = await w.platform.client.send('POST', '/accounts', {
-      body: {
-        participant_code: creator,
-        account_label: 'joint',
-        type: 'jtwros',
-        tier: 'pro',
-        tenants: [w.tenant],
-      },
-    });
-    assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
-    const request = await svc.runtime.store.db
-      .selectFrom('customer_account_requests')
-      .select(['request_id', 'zrn'])
-      .where('participant_code', '=', creator)
-      .executeTakeFirstOrThrow();
-    await svc.runtime.services.customerAccounts.applyCreation(w.code, request.request_id);
+    const { creator, ...request } = await accountNamingTenant(w);
     const whileOfX = new Date();
     await w.sdk.removeTenant(request.zrn, w.tenant);
     await apply(w.code, request.zrn);
@@ -300,24 +309,8 @@ test('in one millisecond: an add to another account that follows a creation’s 
   const w = await world('joint'); // Y, with w.tenant in effect; removed below, to be named at X's creation
   await w.sdk.removeTenant(w.zrn, w.tenant);
   await apply(w.code, w.zrn);
-  const creator = await member(w.platform);
-  const accepted = await w.platform.client.send('POST', '/accounts', {
-    body: {
-      participant_code: creator,
-      account_label: 'joint',
-      type: 'jtwros',
-      tier: 'pro',
-      tenants: [w.tenant],
-    },
-  });
-  assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+  const x = await accountNamingTenant(w);
   const { db } = svc.runtime.store;
-  const x = await db
-    .selectFrom('customer_account_requests')
-    .select(['request_id', 'zrn'])
-    .where('participant_code', '=', creator)
-    .executeTakeFirstOrThrow();
-  await svc.runtime.services.customerAccounts.applyCreation(w.code, x.request_id);
   await w.sdk.removeTenant(x.zrn, w.tenant);
   await apply(w.code, x.zrn);
   await w.sdk.addTenant(w.zrn, w.tenant);
@@ -389,23 +382,7 @@ test('instances whose clocks differ: the order the changes were accepted in deci
     const w = await world('joint');
     await w.sdk.removeTenant(w.zrn, w.tenant);
     await apply(w.code, w.zrn);
-    const creator = await member(w.platform);
-    const accepted = await w.platform.client.send('POST', '/accounts', {
-      body: {
-        participant_code: creator,
-        account_label: 'joint',
-        type: 'jtwros',
-        tier: 'pro',
-        tenants: [w.tenant],
-      },
-    });
-    assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
-    const x = await db
-      .selectFrom('customer_account_requests')
-      .select(['request_id', 'zrn'])
-      .where('participant_code', '=', creator)
-      .executeTakeFirstOrThrow();
-    await svc.runtime.services.customerAccounts.applyCreation(w.code, x.request_id);
+    const { creator, ...x } = await accountNamingTenant(w);
     /** Sets when X's creation, or the tenant's changes of an account (of one kind), took effect. */
     const at = (
       table: 'customer_account_requests' | 'tenant_changes',
