@@ -89,6 +89,29 @@ class CapturingLogger implements RateLimitLogger {
   }
 }
 
+/**
+ * A limiter (a manual clock, its log captured, a call given up on after 300 ms) whose Redis connection goes through a
+ * relay that can hold Redis's replies, as a Redis that hangs; `close` releases the relay and closes both.
+ */
+async function limiterBehindHoldingRelay() {
+  const relay = await startReplyHoldingRelay(REDIS_URL!);
+  const clock = new ManualClock();
+  const logger = new CapturingLogger();
+  const limiter = await createRateLimiter({
+    redisUrl: relay.url,
+    logger,
+    clock,
+    keyPrefix: freshPrefix(),
+    redisOptions: { commandTimeout: 300 },
+  });
+  const close = async () => {
+    relay.release();
+    await limiter.close();
+    await relay.close();
+  };
+  return { relay, clock, logger, limiter, close };
+}
+
 /** Counts, via MONITOR, the rate-limit script calls Redis runs for one key prefix and the requests they decide. */
 /**
  * A store whose Redis connections go to `url` (a relay the test can cut), retrying every 20 ms, with its
@@ -548,14 +571,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
   it('in fallback, no request waits for a Redis that may be back: one probe at a time asks it in the background', async () => {
     // A Redis that is slow rather than down stays "ready": every request asking it would wait for the timeout,
     // and while the probe was a request, one per back-off did (probe: 1 s added to every fifth request).
-    const relay = await startReplyHoldingRelay(REDIS_URL!);
-    const clock = new ManualClock();
-    const limiter = await createRateLimiter({
-      redisUrl: relay.url,
-      clock,
-      keyPrefix: freshPrefix(),
-      redisOptions: { commandTimeout: 300 },
-    });
+    const { relay, clock, limiter, close } = await limiterBehindHoldingRelay();
     try {
       const ip = '203.0.113.60';
       assert.equal((await limiter.check(ip)).allowed, true, 'decided by Redis');
@@ -584,24 +600,14 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.ok(next instanceof Promise, 'decided by Redis again');
       assert.equal((await next).allowed, true);
     } finally {
-      relay.release();
-      await limiter.close();
-      await relay.close();
+      await close();
     }
   });
 
   it('a Redis that stalled and answers again ends the fallback at the readiness probe, with no request', async () => {
     // Review: a stall is no disconnect, so no 'ready' came; an idle instance kept
     // svc_rate_limit_fallback_active 1 (and logged no recovery) while /readyz said redis: true.
-    const relay = await startReplyHoldingRelay(REDIS_URL!);
-    const logger = new CapturingLogger();
-    const limiter = await createRateLimiter({
-      redisUrl: relay.url,
-      logger,
-      clock: new ManualClock(),
-      keyPrefix: freshPrefix(),
-      redisOptions: { commandTimeout: 300 },
-    });
+    const { relay, logger, limiter, close } = await limiterBehindHoldingRelay();
     try {
       relay.hold();
       assert.equal(
@@ -615,24 +621,14 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.equal(limiter.fallbackActive, false, 'the probe got through: the shared limit is back');
       assert.deepEqual(logger.infos, ['rate limit: Redis is back, the shared limit applies again']);
     } finally {
-      relay.release();
-      await limiter.close();
-      await relay.close();
+      await close();
     }
   });
 
   it('a Redis that stalls is an outage at the readiness probe, with no request: fallback active and logged', async () => {
     // Probe: an idle instance whose Redis hung (or took no writes) said redis: false and degraded on /readyz, while
     // svc_rate_limit_fallback_active stayed 0 and nothing was logged, until a public request met the stall.
-    const relay = await startReplyHoldingRelay(REDIS_URL!);
-    const logger = new CapturingLogger();
-    const limiter = await createRateLimiter({
-      redisUrl: relay.url,
-      logger,
-      clock: new ManualClock(),
-      keyPrefix: freshPrefix(),
-      redisOptions: { commandTimeout: 300 },
-    });
+    const { relay, logger, limiter, close } = await limiterBehindHoldingRelay();
     try {
       assert.equal(limiter.fallbackActive, false);
       relay.hold();
@@ -646,9 +642,7 @@ describe('Redis rate-limit store', { skip: SKIP }, () => {
       assert.equal(await limiter.sharedReachable(), true);
       assert.equal(limiter.fallbackActive, false);
     } finally {
-      relay.release();
-      await limiter.close();
-      await relay.close();
+      await close();
     }
   });
 

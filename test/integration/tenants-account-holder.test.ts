@@ -76,6 +76,38 @@ async function accountNamingTenant(w: World): Promise<{ creator: string; zrn: st
   return { creator, zrn: request.zrn };
 }
 
+/** Sets when the creation of the account `zrn` took effect, as the clock of the instance that applied it said. */
+function createdAt(zrn: string, at: Date) {
+  return svc.runtime.store.db
+    .updateTable('customer_account_requests')
+    .set({ applied_at: at })
+    .where('zrn', '=', zrn)
+    .execute();
+}
+
+/**
+ * Sets when `participant`'s changes of the account `zrn` took effect: all of them, those of one kind (`change`), or
+ * the last accepted of those (`last`).
+ */
+function changedAt(
+  zrn: string,
+  participant: string,
+  at: Date,
+  only: { change?: 'add' | 'remove'; last?: true } = {},
+) {
+  const { db } = svc.runtime.store;
+  const mine = db
+    .selectFrom('tenant_changes')
+    .where('zrn', '=', zrn)
+    .where('participant_code', '=', participant)
+    .$if(only.change !== undefined, (q) => q.where('change', '=', only.change!));
+  return db
+    .updateTable('tenant_changes')
+    .set({ applied_at: at })
+    .where('seq', 'in', only.last ? mine.select((e) => e.fn.max('seq').as('seq')) : mine.select('seq'))
+    .execute();
+}
+
 function resolve(platformCode: string, participant: string, label: string): Promise<AccountHolder> {
   return resolveAccountHolder(svc.runtime.store.db, platformCode, participant, label);
 }
@@ -317,52 +349,19 @@ test('in one millisecond: an add to another account that follows a creation’s 
   await apply(w.code, w.zrn);
 
   const instant = new Date(Date.now() - 60_000);
-  await db
-    .updateTable('customer_account_requests')
-    .set({ applied_at: instant })
-    .where('zrn', '=', x.zrn)
-    .execute();
-  const lastOf = (zrn: string, change: 'add' | 'remove') =>
-    db
-      .updateTable('tenant_changes')
-      .set({ applied_at: instant })
-      .where('seq', '=', (eb) =>
-        eb
-          .selectFrom('tenant_changes')
-          .select((s) => s.fn.max('seq').as('seq'))
-          .where('zrn', '=', zrn)
-          .where('participant_code', '=', w.tenant)
-          .where('change', '=', change),
-      )
-      .execute();
+  await createdAt(x.zrn, instant);
   // Y's first tenancy, before all that.
-  await db
-    .updateTable('tenant_changes')
-    .set({ applied_at: new Date(instant.getTime() - 2_000) })
-    .where('zrn', '=', w.zrn)
-    .where('participant_code', '=', w.tenant)
-    .execute();
-  await lastOf(x.zrn, 'remove');
-  await lastOf(w.zrn, 'add');
+  await changedAt(w.zrn, w.tenant, new Date(instant.getTime() - 2_000));
+  await changedAt(x.zrn, w.tenant, instant, { change: 'remove', last: true });
+  await changedAt(w.zrn, w.tenant, instant, { change: 'add', last: true });
   const now = await resolveDepositHolder(db, w.code, w.tenant, 'joint', new Date());
   assert.deepEqual([now.zrn, now.ownerParticipantCode], [w.zrn, w.holder], 'Y, its tenancy now');
 
   // X's removal put before X's creation (the clock of the instance that applied it behind), and Y's add out of the
   // way: at a time just after X's creation the removal still counts as after it, so X is not the answer; with no
   // tenancy found then, the deposit goes by the participant's tenancy now (Y).
-  await db
-    .updateTable('tenant_changes')
-    .set({ applied_at: new Date(instant.getTime() - 1_000) })
-    .where('zrn', '=', x.zrn)
-    .where('participant_code', '=', w.tenant)
-    .execute();
-  await db
-    .updateTable('tenant_changes')
-    .set({ applied_at: new Date() })
-    .where('zrn', '=', w.zrn)
-    .where('participant_code', '=', w.tenant)
-    .where('applied_at', '=', instant)
-    .execute();
+  await changedAt(x.zrn, w.tenant, new Date(instant.getTime() - 1_000));
+  await changedAt(w.zrn, w.tenant, new Date(), { change: 'add', last: true });
   const justAfter = await resolveDepositHolder(
     db,
     w.code,
@@ -377,33 +376,13 @@ test('instances whose clocks differ: the order the changes were accepted in deci
   // Review: with the times of the changes compared, an instance 50 ms behind made every later deposit credit an
   // account the participant had left (a), or refused one made during a creation's tenancy (b).
   const { db } = svc.runtime.store;
-  /** Y with the tenant added and removed; X created naming it; each change's time set afterwards. */
+  /** Y with the tenant added and removed; X created naming it; the times are set afterwards. */
   const story = async () => {
     const w = await world('joint');
     await w.sdk.removeTenant(w.zrn, w.tenant);
     await apply(w.code, w.zrn);
     const { creator, ...x } = await accountNamingTenant(w);
-    /** Sets when X's creation, or the tenant's changes of an account (of one kind), took effect. */
-    const at = (
-      table: 'customer_account_requests' | 'tenant_changes',
-      zrn: string,
-      ms: number,
-      change?: 'add' | 'remove',
-    ) =>
-      table === 'customer_account_requests'
-        ? db
-            .updateTable(table)
-            .set({ applied_at: new Date(ms) })
-            .where('zrn', '=', zrn)
-            .execute()
-        : db
-            .updateTable(table)
-            .set({ applied_at: new Date(ms) })
-            .where('zrn', '=', zrn)
-            .where('participant_code', '=', w.tenant)
-            .$if(change !== undefined, (q) => q.where('change', '=', change!))
-            .execute();
-    return { w, x, creator, at };
+    return { w, x, creator };
   };
   const t0 = Date.now() - 60_000;
 
@@ -413,20 +392,10 @@ test('instances whose clocks differ: the order the changes were accepted in deci
   await apply(a.w.code, a.x.zrn);
   await a.w.sdk.addTenant(a.w.zrn, a.w.tenant);
   await apply(a.w.code, a.w.zrn);
-  await a.at('tenant_changes', a.w.zrn, t0 - 5_000); // Y's changes, before all
-  await a.at('customer_account_requests', a.x.zrn, t0);
-  await a.at('tenant_changes', a.x.zrn, t0 - 30, 'remove');
-  await db
-    .updateTable('tenant_changes')
-    .set({ applied_at: new Date(t0 - 20) })
-    .where('seq', '=', (eb) =>
-      eb
-        .selectFrom('tenant_changes')
-        .select((s) => s.fn.max('seq').as('seq'))
-        .where('zrn', '=', a.w.zrn)
-        .where('participant_code', '=', a.w.tenant),
-    )
-    .execute();
+  await changedAt(a.w.zrn, a.w.tenant, new Date(t0 - 5_000)); // Y's changes, before all
+  await createdAt(a.x.zrn, new Date(t0));
+  await changedAt(a.x.zrn, a.w.tenant, new Date(t0 - 30), { change: 'remove' });
+  await changedAt(a.w.zrn, a.w.tenant, new Date(t0 - 20), { last: true });
   const now = await resolveDepositHolder(db, a.w.code, a.w.tenant, 'joint', new Date());
   assert.deepEqual([now.zrn, now.ownerParticipantCode], [a.w.zrn, a.w.holder], '(a) Y, its tenancy now');
 
@@ -434,10 +403,10 @@ test('instances whose clocks differ: the order the changes were accepted in deci
   const b = await story();
   await b.w.sdk.removeTenant(b.x.zrn, b.w.tenant);
   await apply(b.w.code, b.x.zrn);
-  await b.at('tenant_changes', b.w.zrn, t0 - 5_000, 'add');
-  await b.at('tenant_changes', b.w.zrn, t0, 'remove');
-  await b.at('customer_account_requests', b.x.zrn, t0 - 10);
-  await b.at('tenant_changes', b.x.zrn, t0 + 1_000, 'remove');
+  await changedAt(b.w.zrn, b.w.tenant, new Date(t0 - 5_000), { change: 'add' });
+  await changedAt(b.w.zrn, b.w.tenant, new Date(t0), { change: 'remove' });
+  await createdAt(b.x.zrn, new Date(t0 - 10));
+  await changedAt(b.x.zrn, b.w.tenant, new Date(t0 + 1_000), { change: 'remove' });
   const during = await resolveDepositHolder(db, b.w.code, b.w.tenant, 'joint', new Date(t0 + 500));
   assert.deepEqual(
     [during.zrn, during.ownerParticipantCode],
@@ -450,10 +419,10 @@ test('instances whose clocks differ: the order the changes were accepted in deci
   const c = await story();
   await c.w.sdk.removeTenant(c.x.zrn, c.w.tenant);
   await apply(c.w.code, c.x.zrn);
-  await c.at('tenant_changes', c.w.zrn, t0 - 5_000, 'add');
-  await c.at('tenant_changes', c.w.zrn, t0 + 100, 'remove');
-  await c.at('customer_account_requests', c.x.zrn, t0 + 10);
-  await c.at('tenant_changes', c.x.zrn, t0 + 50, 'remove');
+  await changedAt(c.w.zrn, c.w.tenant, new Date(t0 - 5_000), { change: 'add' });
+  await changedAt(c.w.zrn, c.w.tenant, new Date(t0 + 100), { change: 'remove' });
+  await createdAt(c.x.zrn, new Date(t0 + 10));
+  await changedAt(c.x.zrn, c.w.tenant, new Date(t0 + 50), { change: 'remove' });
   const refused = await refusal(resolveDepositHolder(db, c.w.code, c.w.tenant, 'joint', new Date()));
   assert.match(refused.message, /no longer a tenant/, '(c)');
 });
